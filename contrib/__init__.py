@@ -1,0 +1,5 @@
+"""contrib: carry patchsets against fast-moving upstreams and get them merged."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
