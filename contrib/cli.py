@@ -1,0 +1,147 @@
+"""Command line: parse arguments, call one function per command, map errors to exits.
+
+The only place that turns exceptions into messages and exit codes (modelled
+on pre-commit's ``error_handler.py``): ContribError -> its code (2 bad input,
+1 needs attention), Ctrl-C -> 130, anything else is a bug -> 3, with the
+traceback written to a log file rather than the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from contrib import __version__
+from contrib.errors import ContribError
+from contrib.secrets import scrub
+from contrib.ui import UI
+
+EXIT_BUG = 3
+json_option = click.option("--json", "json_mode", is_flag=True,
+                           help="Print one JSON document on stdout and nothing else there.")
+
+
+class Context:
+    """What every command receives: where the workspace is, how to print."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self.ui = UI()
+
+    def workspace(self) -> Any:
+        from contrib.patchset import Workspace
+
+        return Workspace.find(self.directory)
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path),
+              help="Run as if started in DIR (the workspace or below it).")
+@click.version_option(__version__, prog_name="contrib")
+@click.pass_context
+def cli(click_ctx: click.Context, directory: Path | None) -> None:
+    """Carry patchsets against fast-moving upstreams: sync, validate, open PRs."""
+    click_ctx.obj = Context(directory)
+
+
+def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
+    ctx.ui = UI(json_mode)
+    ws = ctx.workspace()
+    with ws.lock():
+        return body(ws, ctx.ui)
+
+
+@cli.command()
+@click.argument("upstream")
+@click.argument("name")
+@click.option("--base", required=True, help="Upstream commit, tag or branch the patches apply to.")
+@click.option("--patch", "patches", multiple=True, type=click.Path(path_type=Path),
+              help="A git format-patch file (repeat, in order).")
+@click.option("--commits", help="A commit range A..B in --repo to take the patches from.")
+@click.option("--repo", type=click.Path(path_type=Path), help="Local clone holding --commits.")
+@click.option("--title", help="Patchset title (default: the first patch's subject).")
+@click.option("--arch", default="sm_120a", show_default=True, help="Target GPU architecture.")
+@json_option
+@pass_ctx
+def new(ctx: Context, upstream: str, name: str, base: str, patches: tuple[Path, ...],
+        commits: str | None, repo: Path | None, title: str | None, arch: str,
+        json_mode: bool) -> int:
+    """Create a patchset from patch files or from commits in a local clone."""
+    from contrib.commands.new import new as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(
+        ws, ui, upstream, name, base, patches=list(patches), commits=commits, repo=repo,
+        title=title, arch=arch))
+
+
+@cli.command()
+@click.argument("targets", nargs=-1)
+@click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
+@json_option
+@pass_ctx
+def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bool) -> int:
+    """Per patchset: base, upstream tip, commits behind, sync, validation, PR."""
+    from contrib.commands.status import status as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), fetch=not no_fetch))
+
+
+def _log_bug(exc: BaseException) -> Path | None:
+    try:
+        from contrib.mirror import cache_root
+
+        log = cache_root() / "contrib-error.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        text = "".join(traceback.format_exception(exc))
+        log.write_text(scrub(f"contrib {__version__}\n{' '.join(sys.argv)}\n{text}"),
+                       encoding="utf-8")
+        return log
+    except OSError:
+        return None
+
+
+def _fail(message: str, code: int, json_mode: bool) -> int:
+    if json_mode:
+        sys.stdout.write(json.dumps({"error": scrub(message), "exit_code": code}) + "\n")
+    click.echo(f"contrib: error: {scrub(message)}", err=True)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI and turn every outcome into an exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    json_mode = "--json" in args
+    try:
+        result = cli.main(args=args, prog_name="contrib", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        if json_mode:
+            return _fail(exc.format_message(), 2, json_mode)
+        exc.show()
+        return 2
+    except click.exceptions.Abort:
+        return _fail("interrupted", 130, json_mode)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130, json_mode)
+    except ContribError as exc:
+        return _fail(str(exc), exc.exit_code, json_mode)
+    except Exception as exc:  # a bug: keep the traceback off the terminal, in a log
+        log = _log_bug(exc)
+        where = f"; details in {log}" if log else ""
+        return _fail(f"internal error ({type(exc).__name__}: {exc}){where}. "
+                     "Please report it.", EXIT_BUG, json_mode)
+    return int(result or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

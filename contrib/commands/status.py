@@ -1,0 +1,74 @@
+"""``contrib status [TARGET...] [--no-fetch]``: where every patchset stands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contrib.errors import ContribError
+from contrib.mirror import Mirror
+from contrib.patchset import Patchset, Workspace
+from contrib.ui import UI
+
+
+def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool) -> int:
+    """One row per patchset: base, tip, commits behind, sync, validation, PR."""
+    mirrors: dict[str, Mirror] = {}
+    rows: list[dict[str, Any]] = []
+    for ps in ws.patchsets(targets):
+        if ps.upstream not in mirrors:
+            mirror = Mirror(ws.config.upstream(ps.upstream))
+            if fetch:
+                ui.step(f"fetching {ps.upstream} ...")
+            mirrors[ps.upstream] = mirror.ensure(fetch_now=fetch, progress=ui.progress)
+        rows.append(describe(ps, mirrors[ps.upstream]))
+    ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR"],
+             [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
+               (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
+               r["sync"] or "-", r["validation"] or "-", _pr_cell(r["pr"])] for r in rows])
+    if not rows:
+        ui.info("no patchsets yet: create one with `contrib new`")
+    ui.emit({"patchsets": rows})
+    return 0
+
+
+def describe(ps: Patchset, mirror: Mirror) -> dict[str, Any]:
+    """The status facts of one patchset as a JSON-able dict."""
+    base = ps.current.base
+    git = mirror.git
+    base_date, tip, behind = "", None, None
+    if git.try_rev_parse(base):
+        base_date = git.commit_info(base).committer_date
+    try:
+        tip = mirror.tip()
+        if base_date:
+            behind = git.count(f"{base}..{tip}")
+    except ContribError:
+        pass
+    validation = ps.current.read_validation()
+    verdict = None
+    if validation is not None:
+        verdict = str(validation.get("overall") or validation.get("status") or "unknown")
+        arch = validation.get("arch")
+        if arch:
+            verdict += f" ({arch})"
+    pr = {k: ps.get("pr", k) for k in ("number", "url", "state")} if "pr" in ps.meta else None
+    return {
+        "patchset": ps.target,
+        "title": str(ps.meta.get("title", "")),
+        "upstream_status": str(ps.meta.get("upstream_status", "Pending")),
+        "base": base,
+        "base_date": base_date,
+        "tip": tip,
+        "behind": behind,
+        "patches": ps.current.series(),
+        "versions": len(ps.versions()),
+        "sync": ps.get("sync", "result"),
+        "validation": verdict,
+        "pr": pr,
+    }
+
+
+def _pr_cell(pr: dict[str, Any] | None) -> str:
+    if not pr or not pr.get("number"):
+        return "-"
+    return f"#{pr['number']} {pr.get('state') or ''}".strip()

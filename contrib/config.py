@@ -1,0 +1,173 @@
+"""``contrib.toml`` -> typed, validated objects.
+
+Every problem names the file and line and says what to do; unknown keys are
+errors (a typo like ``brnach`` must not be silently ignored).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import ParseError
+
+from contrib.errors import ConfigError
+
+CONFIG_NAME = "contrib.toml"
+DEFAULT_API_URL = "https://api.github.com"
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+_UPSTREAM_KEYS = {
+    "url": str,
+    "branch": str,
+    "github": str,
+    "fork": str,
+    "push_url": str,
+    "maintainer_can_modify": bool,
+    "python": str,
+}
+_GITHUB_KEYS = {"api_url": str}
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One upstream project this workspace carries patches for."""
+
+    name: str
+    url: str
+    branch: str = "main"
+    github: str = ""
+    fork: str = ""
+    push_url: str = ""
+    maintainer_can_modify: bool = True
+    python: str = ""
+
+    def fork_push_url(self) -> str:
+        """Where PR branches are pushed: ``push_url`` or the fork's GitHub URL."""
+        if self.push_url:
+            return self.push_url
+        return f"https://github.com/{self.fork}.git" if self.fork else ""
+
+
+@dataclass(frozen=True)
+class Config:
+    """A parsed workspace configuration."""
+
+    path: Path
+    upstreams: dict[str, Upstream] = field(default_factory=dict)
+    github_api_url: str = DEFAULT_API_URL
+
+    def upstream(self, name: str) -> Upstream:
+        """The upstream called ``name``, or a ConfigError listing the known ones."""
+        try:
+            return self.upstreams[name]
+        except KeyError:
+            known = ", ".join(sorted(self.upstreams)) or "none"
+            raise ConfigError(
+                f"{self.path}: no upstream {name!r} (known: {known}); "
+                f"add an [upstreams.{name}] table with a url") from None
+
+
+def line_of(text: str, table: str, key: str | None = None) -> int:
+    """1-based line of ``key`` inside ``[table]`` (or of the header), 0 if not found."""
+    current = ""
+    header = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
+    for number, line in enumerate(text.splitlines(), 1):
+        match = header.match(line)
+        if match:
+            current = match.group(1).replace('"', "").replace(" ", "")
+            if key is None and current == table:
+                return number
+            continue
+        if key is not None and current == table and re.match(
+                rf"^\s*\"?{re.escape(key)}\"?\s*=", line):
+            return number
+    return 0
+
+
+def parse_toml(path: Path) -> tuple[str, dict[str, Any]]:
+    """Read and parse a TOML file; ConfigError with file:line on any problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: not found") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        doc = tomlkit.parse(text).unwrap()
+    except ParseError as exc:
+        raise ConfigError(f"{path}:{exc.line}:{exc.col}: invalid TOML: {exc}") from None
+    except Exception as exc:  # tomlkit raises a few non-ParseError types on odd input
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    return text, doc
+
+
+def check_keys(path: Path, text: str, table: str, data: dict[str, Any],
+               allowed: Mapping[str, type]) -> None:
+    """Reject unknown keys and wrongly-typed values in one table."""
+    for key, value in data.items():
+        where = f"{path}:{line_of(text, table, key)}"
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown key {key!r} in [{table}] "
+                              f"(allowed: {', '.join(sorted(allowed))})")
+        expected = allowed[key]
+        if not isinstance(value, expected):
+            raise ConfigError(f"{where}: [{table}] {key} must be a {expected.__name__}, "
+                              f"not {type(value).__name__}")
+
+
+def load_config(root: Path) -> Config:
+    """Load ``root/contrib.toml``."""
+    path = root / CONFIG_NAME
+    text, doc = parse_toml(path)
+    for key in doc:
+        if key not in ("github", "upstreams"):
+            raise ConfigError(f"{path}:{line_of(text, key) or line_of(text, '', key)}: "
+                              f"unknown key or table {key!r} (allowed: [github], [upstreams.NAME])")
+    github = doc.get("github", {})
+    if not isinstance(github, dict):
+        raise ConfigError(f"{path}: [github] must be a table")
+    check_keys(path, text, "github", github, _GITHUB_KEYS)
+    api_url = str(github.get("api_url", DEFAULT_API_URL)).rstrip("/")
+    if not re.match(r"^https?://", api_url):
+        raise ConfigError(f"{path}:{line_of(text, 'github', 'api_url')}: [github] api_url "
+                          f"must be an http(s) URL, got {api_url!r}")
+    tables = doc.get("upstreams", {})
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{path}: 'upstreams' must be tables like [upstreams.flashinfer]")
+    upstreams = {name: _upstream(path, text, name, data) for name, data in tables.items()}
+    return Config(path=path, upstreams=upstreams, github_api_url=api_url)
+
+
+def _upstream(path: Path, text: str, name: str, data: Any) -> Upstream:
+    table = f"upstreams.{name}"
+    where = f"{path}:{line_of(text, table)}"
+    if not NAME_RE.match(name):
+        raise ConfigError(f"{where}: upstream name {name!r} is invalid: use [a-z0-9][a-z0-9._-]*")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: [{table}] must be a table")
+    check_keys(path, text, table, data, _UPSTREAM_KEYS)
+    if not data.get("url"):
+        raise ConfigError(f"{where}: [{table}] has no url: set url = \"https://...git\" "
+                          "or a local path")
+    for key in ("github", "fork"):
+        value = data.get(key, "")
+        if value and not REPO_RE.match(value):
+            raise ConfigError(f"{path}:{line_of(text, table, key)}: [{table}] {key} must be "
+                              f"OWNER/NAME, got {value!r}")
+    url = str(data["url"])
+    if "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url):
+        # A local path: relative paths are relative to the workspace.
+        url = str((path.parent / url).resolve())
+    return Upstream(name=name, url=url, branch=str(data.get("branch", "main")),
+                    github=str(data.get("github", "")), fork=str(data.get("fork", "")),
+                    push_url=str(data.get("push_url", "")),
+                    maintainer_can_modify=bool(data.get("maintainer_can_modify", True)),
+                    python=str(data.get("python", "")))

@@ -1,0 +1,152 @@
+"""Upstream caches: one bare clone per upstream URL, outside the workspace.
+
+The cache lives in platformdirs' user cache dir (``CONTRIB_CACHE`` overrides)
+and is shared by every patchset and workspace using that upstream.  Remote
+URLs get a partial clone (``--filter=blob:none``): sglang is ~1.2 GB and the
+blobs contrib needs are few.  A clone is made aside and renamed into place,
+so an interrupted first clone leaves nothing half-made; a per-cache file lock
+serialises fetches from workspaces sharing the cache (git's own ref locks
+protect the rest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import filelock
+import platformdirs
+
+from contrib.config import Upstream
+from contrib.errors import ContribError, GitError
+from contrib.git import Git, Sha, clone_bare, fetch
+from contrib.secrets import scrub
+
+REMOTE = "origin"
+
+
+def cache_root() -> Path:
+    """Where upstream clones live: $CONTRIB_CACHE or the user cache dir."""
+    override = os.environ.get("CONTRIB_CACHE")
+    base = Path(override) if override else Path(platformdirs.user_cache_dir("contrib"))
+    return base
+
+
+def cache_path(upstream: Upstream) -> Path:
+    digest = hashlib.sha256(upstream.url.encode()).hexdigest()[:10]
+    return cache_root() / "upstreams" / f"{upstream.name}-{digest}.git"
+
+
+def is_remote(url: str) -> bool:
+    return "://" in url and not url.startswith("file://") or bool(
+        re.match(r"^[\w.-]+@[\w.-]+:", url))
+
+
+@contextmanager
+def _cache_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(path) + ".lock", timeout=600)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise ContribError(f"{path}: another contrib has held this upstream cache for 10 "
+                           "minutes; try again later") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+class Mirror:
+    """The cached bare clone of one upstream."""
+
+    def __init__(self, upstream: Upstream) -> None:
+        self.upstream = upstream
+        self.path = cache_path(upstream)
+        self._git: Git | None = None
+        self.fetched = False
+
+    @property
+    def git(self) -> Git:
+        if self._git is None:
+            self._git = Git(self.path)
+        return self._git
+
+    @property
+    def tip_ref(self) -> str:
+        return f"refs/remotes/{REMOTE}/{self.upstream.branch}"
+
+    def ensure(self, *, fetch_now: bool, progress: bool = False) -> Mirror:
+        """Create the cache on first use; fetch when asked (once per process)."""
+        with _cache_lock(self.path):
+            if not self.path.is_dir():
+                self._clone(progress)
+                self.fetched = True
+            if fetch_now and not self.fetched:
+                self._fetch(progress)
+        return self
+
+    def _clone(self, progress: bool) -> None:
+        url = self.upstream.url
+        if not is_remote(url) and not Path(url.removeprefix("file://")).exists():
+            raise ContribError(f"upstream {self.upstream.name}: {url} does not exist; fix url "
+                               "in contrib.toml")
+        tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=self.path.parent))
+        try:
+            if progress:
+                print(f"cloning {self.upstream.name} from {scrub(url)} ...", file=sys.stderr)
+            clone_bare(url, tmp / "repo.git", partial=is_remote(url), progress=progress)
+            repo = Git(tmp / "repo.git")
+            repo.run("config", f"remote.{REMOTE}.fetch",
+                     f"+refs/heads/*:refs/remotes/{REMOTE}/*")
+            repo.run("config", "gc.auto", "0")
+            fetch(repo, REMOTE, progress=progress)
+            # Branches live under refs/remotes/origin/ only, so a stale clone-time
+            # refs/heads/main can never shadow the fetched tip.
+            for ref in repo.run("for-each-ref", "--format=%(refname)", "refs/heads/").split():
+                repo.delete_ref(ref)
+            os.replace(tmp / "repo.git", self.path)
+        except GitError as exc:
+            raise ContribError(f"upstream {self.upstream.name}: cannot clone {scrub(url)}: "
+                               f"{exc}. Check url in contrib.toml and the network") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self._git = None
+
+    def _fetch(self, progress: bool) -> None:
+        try:
+            fetch(self.git, REMOTE, progress=progress)
+        except GitError as exc:
+            raise ContribError(f"upstream {self.upstream.name}: fetch from "
+                               f"{scrub(self.upstream.url)} failed: {exc}") from None
+        self.fetched = True
+
+    def tip(self) -> Sha:
+        """The upstream branch tip as last fetched."""
+        sha = self.git.try_rev_parse(self.tip_ref)
+        if sha is None:
+            raise ContribError(f"upstream {self.upstream.name}: branch "
+                               f"{self.upstream.branch!r} not found at {scrub(self.upstream.url)}; "
+                               "fix branch in contrib.toml")
+        return sha
+
+    def resolve(self, rev: str, *, allow_fetch: bool = True) -> Sha:
+        """A full sha for ``rev`` (sha, tag, branch or origin/branch), fetching once if unknown."""
+        for attempt in range(2):
+            for candidate in (rev, f"refs/remotes/{REMOTE}/{rev}", f"refs/tags/{rev}"):
+                sha = self.git.try_rev_parse(candidate)
+                if sha is not None:
+                    return sha
+            if attempt == 0 and allow_fetch and not self.fetched:
+                self.ensure(fetch_now=True)
+            else:
+                break
+        raise ContribError(f"unknown revision {rev!r} in upstream {self.upstream.name} "
+                           f"({scrub(self.upstream.url)}): give a commit, tag or branch it has")

@@ -1,0 +1,300 @@
+"""The workspace on disk: patchsets, their versions, the lock.
+
+Layout (SPEC.md)::
+
+    contrib.toml
+    patchsets/<upstream>/<name>/patchset.toml
+    patchsets/<upstream>/<name>/<40-hex base sha>/{series, 0001-*.patch, validation.json}
+    .contrib/            # contrib's private state: lock, transactions (git-ignored)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+import tomlkit
+from tomlkit import TOMLDocument
+
+from contrib.config import CONFIG_NAME, NAME_RE, Config, load_config
+from contrib.errors import ConfigError, LockError, PatchError, UsageError
+from contrib.txn import Transaction, atomic_write, recover
+
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+STATE_DIR = ".contrib"
+META_NAME = "patchset.toml"
+SERIES_NAME = "series"
+VALIDATION_NAME = "validation.json"
+UPSTREAM_STATUSES = ("Pending", "Submitted", "Accepted", "Upstreamed", "Inappropriate")
+_META_KEYS = {
+    "title", "summary", "arch", "current", "upstream_status", "created", "sync", "pr",
+    "validation", "waivers", "requires", "history",
+}
+
+
+def lock_timeout() -> float:
+    """Seconds a second contrib waits for the workspace lock (CONTRIB_LOCK_TIMEOUT)."""
+    try:
+        return float(os.environ.get("CONTRIB_LOCK_TIMEOUT", "30"))
+    except ValueError:
+        return 30.0
+
+
+@dataclass
+class Version:
+    """One version of a patchset: its series, made against one upstream commit."""
+
+    patchset: Patchset
+    base: str
+
+    @property
+    def dir(self) -> Path:
+        return self.patchset.dir / self.base
+
+    @property
+    def validation_path(self) -> Path:
+        return self.dir / VALIDATION_NAME
+
+    def series(self) -> list[str]:
+        """Patch file names in order; PatchError naming file:line on any problem."""
+        path = self.dir / SERIES_NAME
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise PatchError(f"{path}: missing; a version directory needs a series file "
+                             "listing its patches in order") from None
+        except UnicodeDecodeError:
+            raise PatchError(f"{path}: not UTF-8 text") from None
+        names: list[str] = []
+        for number, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            where = f"{path}:{number}"
+            if " " in line or "/" in line or "\\" in line or line in (".", ".."):
+                raise PatchError(f"{where}: {line!r} is not a plain patch file name "
+                                 "(one file name a line, no options or folders)")
+            if line in names:
+                raise PatchError(f"{where}: {line!r} is listed twice")
+            if not (self.dir / line).is_file():
+                raise PatchError(f"{where}: names {line!r}, which is not in {self.dir}")
+            names.append(line)
+        if not names:
+            raise PatchError(f"{path}: empty series; list at least one patch file")
+        return names
+
+    def patch_paths(self) -> list[Path]:
+        return [self.dir / name for name in self.series()]
+
+    def patch_texts(self) -> list[tuple[str, bytes]]:
+        """(file name, raw bytes) of each patch in series order."""
+        return [(p.name, p.read_bytes()) for p in self.patch_paths()]
+
+    def read_validation(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.validation_path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError, UnicodeDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+
+class Patchset:
+    """One intended upstream PR: metadata plus versions per upstream commit."""
+
+    def __init__(self, workspace: Workspace, upstream: str, name: str) -> None:
+        self.workspace = workspace
+        self.upstream = upstream
+        self.name = name
+        self.dir = workspace.root / "patchsets" / upstream / name
+        self.meta_path = self.dir / META_NAME
+        self.meta: TOMLDocument = self._load_meta()
+
+    @property
+    def target(self) -> str:
+        return f"{self.upstream}/{self.name}"
+
+    def _load_meta(self) -> TOMLDocument:
+        from contrib.config import check_keys, line_of
+
+        path = self.meta_path
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: missing; every patchset folder needs patchset.toml "
+                              "(create patchsets with `contrib new`)") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not UTF-8 text") from None
+        try:
+            doc = tomlkit.parse(text)
+        except tomlkit.exceptions.ParseError as exc:
+            raise ConfigError(f"{path}:{exc.line}:{exc.col}: invalid TOML: {exc}") from None
+        for key in doc:
+            if key not in _META_KEYS:
+                raise ConfigError(f"{path}:{line_of(text, '', key) or line_of(text, key)}: "
+                                  f"unknown key {key!r} (allowed: {', '.join(sorted(_META_KEYS))})")
+        check_keys(path, text, "", {k: doc[k] for k in ("title", "summary", "arch", "current")
+                                    if k in doc}, {"title": str, "summary": str, "arch": str,
+                                                   "current": str})
+        current = str(doc.get("current", ""))
+        if not SHA_RE.match(current):
+            raise ConfigError(f"{path}:{line_of(text, '', 'current')}: current must be the "
+                              f"40-hex upstream commit of a version folder, got {current!r}")
+        if not (self.dir / current).is_dir():
+            raise ConfigError(f"{path}: current = {current} but {self.dir / current} does not "
+                              "exist; point current at an existing version folder")
+        return doc
+
+    @property
+    def current(self) -> Version:
+        return Version(self, str(self.meta["current"]))
+
+    def version(self, base: str) -> Version:
+        return Version(self, base)
+
+    def versions(self) -> list[Version]:
+        """Every version folder (named by a full sha); others are reported."""
+        out = []
+        for child in sorted(self.dir.iterdir()):
+            if not child.is_dir() or child.name.startswith("."):
+                continue
+            if not SHA_RE.match(child.name):
+                raise ConfigError(f"{child}: version folders must be named by a full 40-hex "
+                                  "upstream commit; rename or remove it")
+            out.append(Version(self, child.name))
+        return out
+
+    def get(self, table: str, key: str, default: Any = None) -> Any:
+        """A value from a sub-table of patchset.toml, unwrapped."""
+        sub = self.meta.get(table)
+        if not isinstance(sub, dict):
+            return default
+        value = sub.get(key, default)
+        return value.unwrap() if hasattr(value, "unwrap") else value
+
+    def set(self, table: str, **values: Any) -> None:
+        """Set keys of a sub-table (created if absent); None removes a key."""
+        if table not in self.meta:
+            self.meta[table] = tomlkit.table()
+        sub = self.meta[table]
+        for key, value in values.items():
+            if value is None:
+                sub.pop(key, None)  # type: ignore[union-attr]
+            else:
+                sub[key] = value  # type: ignore[index]
+
+    @property
+    def arch(self) -> str:
+        return str(self.meta.get("arch", "sm_120a"))
+
+    def meta_text(self) -> str:
+        return tomlkit.dumps(self.meta)
+
+    def save_meta(self, txn: Transaction | None = None) -> None:
+        """Write patchset.toml (inside ``txn`` if given, else atomically on its own)."""
+        if txn is not None:
+            txn.write(self.meta_path, self.meta_text())
+        else:
+            atomic_write(self.meta_path, self.meta_text())
+
+
+class Workspace:
+    """A folder with contrib.toml and patchsets/."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.config: Config = load_config(self.root)
+        self.state_dir = self.root / STATE_DIR
+
+    @classmethod
+    def find(cls, start: Path | None = None) -> Workspace:
+        """The workspace containing ``start`` (default: cwd), found by contrib.toml."""
+        here = (start or Path.cwd()).resolve()
+        for folder in (here, *here.parents):
+            if (folder / CONFIG_NAME).is_file():
+                return cls(folder)
+        raise UsageError(f"no {CONFIG_NAME} in {here} or any parent folder: run contrib in a "
+                         "workspace, pass -C DIR, or see the README to create one")
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the workspace lock; a second contrib waits, then refuses (exit 2)."""
+        self.state_dir.mkdir(exist_ok=True)
+        ignore = self.state_dir / ".gitignore"
+        if not ignore.exists():
+            atomic_write(ignore, "*\n")
+        path = self.state_dir / "lock"
+        timeout = lock_timeout()
+        lock = filelock.FileLock(str(path), timeout=timeout)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            holder = _read_pid(self.state_dir / "lock.pid")
+            raise LockError(f"{path}: another contrib process{holder} is working on this "
+                            f"workspace; waited {timeout:g}s (CONTRIB_LOCK_TIMEOUT). "
+                            "Try again when it has finished") from None
+        try:
+            atomic_write(self.state_dir / "lock.pid", f"{os.getpid()} {time.time():.0f}\n")
+            recover(self.state_dir)
+            yield
+        finally:
+            lock.release()
+
+    def transaction(self) -> Transaction:
+        return Transaction(self.root, self.state_dir)
+
+    def all_patchsets(self) -> list[Patchset]:
+        base = self.root / "patchsets"
+        found = []
+        if base.is_dir():
+            for up in sorted(p for p in base.iterdir() if p.is_dir()):
+                for ps in sorted(p for p in up.iterdir() if p.is_dir()):
+                    if (ps / META_NAME).is_file():
+                        found.append(Patchset(self, up.name, ps.name))
+        return found
+
+    def patchsets(self, targets: list[str] | tuple[str, ...] = ()) -> list[Patchset]:
+        """Patchsets selected by ``UPSTREAM`` or ``UPSTREAM/NAME`` targets (none = all)."""
+        every = self.all_patchsets()
+        if not targets:
+            return every
+        chosen: list[Patchset] = []
+        for target in targets:
+            upstream, _, name = target.strip("/").partition("/")
+            if upstream not in self.config.upstreams:
+                known = ", ".join(sorted(self.config.upstreams)) or "none"
+                raise UsageError(f"unknown target {target!r}: no upstream {upstream!r} in "
+                                 f"{self.config.path} (known: {known})")
+            hits = [p for p in every if p.upstream == upstream and (not name or p.name == name)]
+            if name and not hits:
+                names = ", ".join(p.target for p in every if p.upstream == upstream) or "none"
+                raise UsageError(f"unknown target {target!r}: no patchset {name!r} under "
+                                 f"patchsets/{upstream}/ (have: {names})")
+            chosen += [p for p in hits if p not in chosen]
+        return chosen
+
+    def patchset(self, target: str) -> Patchset:
+        """Exactly one patchset named ``UPSTREAM/NAME``."""
+        upstream, _, name = target.partition("/")
+        if not name:
+            raise UsageError(f"{target!r}: name one patchset as UPSTREAM/NAME")
+        return self.patchsets([target])[0]
+
+
+def check_name(name: str, what: str = "patchset name") -> None:
+    if not NAME_RE.match(name):
+        raise UsageError(f"invalid {what} {name!r}: use lowercase [a-z0-9][a-z0-9._-]*")
+
+
+def _read_pid(path: Path) -> str:
+    try:
+        return f" (pid {path.read_text().split()[0]})"
+    except (OSError, IndexError):
+        return ""

@@ -1,0 +1,162 @@
+"""Atomic writes and multi-file transactions for the workspace.
+
+A single file is written aside and renamed over its target.  A change that
+touches several paths (a new version directory *and* ``patchset.toml``) is a
+:class:`Transaction`: everything is staged first under ``.contrib/txn/ID/``;
+then a plan file is renamed into place -- the commit point -- and the staged
+paths are renamed over their targets.  A run killed before the commit point
+leaves the workspace as it was (the stage is swept later); one killed after
+it is rolled forward by :func:`recover` on the next run, under the lock.
+Replaced directories are moved to ``.contrib/superseded/``, never deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from contrib.errors import ContribError
+
+PLAN_VERSION = 1
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (best effort on filesystems without it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` by writing a sibling temp file and renaming it."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ContribError(f"{path}: cannot write: {exc.strerror or exc}; "
+                           "nothing was changed (free space or fix permissions)") from None
+    fsync_dir(path.parent)
+
+
+class Transaction:
+    """Stage files and directories, then install them all or none."""
+
+    def __init__(self, root: Path, state_dir: Path) -> None:
+        self.root = root
+        self.state_dir = state_dir
+        self.id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        self.stage = state_dir / "txn" / self.id
+        self.ops: list[dict[str, str]] = []
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def _staged(self, target: Path) -> Path:
+        rel = target.resolve().relative_to(self.root.resolve())
+        return self.stage / str(len(self.ops)) / rel.name
+
+    def write(self, target: Path, data: bytes | str) -> None:
+        """Stage ``data`` to replace the file ``target``."""
+        staged = self._staged(target)
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        staged.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        self.ops.append({"kind": "file", "staged": str(staged), "target": str(target)})
+
+    def write_dir(self, target: Path, files: dict[str, bytes | str]) -> None:
+        """Stage a whole directory (name -> content) to replace ``target``."""
+        staged = self._staged(target)
+        staged.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            (staged / name).write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        self.ops.append({"kind": "dir", "staged": str(staged), "target": str(target)})
+
+    def commit(self) -> None:
+        """Write the plan (the commit point) and install every staged path."""
+        if not self.ops:
+            shutil.rmtree(self.stage, ignore_errors=True)
+            return
+        for op in self.ops:
+            _fsync_tree(Path(op["staged"]))
+        plan = self.state_dir / "txn" / f"{self.id}.json"
+        try:
+            atomic_write(plan, json.dumps({"version": PLAN_VERSION, "ops": self.ops}, indent=1))
+        except ContribError:
+            shutil.rmtree(self.stage, ignore_errors=True)
+            raise
+        _roll_forward(plan, self.state_dir)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.stage, ignore_errors=True)
+
+
+def _fsync_tree(path: Path) -> None:
+    paths = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    for file in paths:
+        with open(file, "rb") as handle:
+            os.fsync(handle.fileno())
+
+
+def _roll_forward(plan: Path, state_dir: Path) -> None:
+    data = json.loads(plan.read_text(encoding="utf-8"))
+    if data.get("version") != PLAN_VERSION:
+        raise ContribError(f"{plan}: written by another contrib version; "
+                           "finish with that version or remove the file")
+    for op in data["ops"]:
+        staged, target = Path(op["staged"]), Path(op["target"])
+        if not staged.exists():
+            continue  # installed before an interruption
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if op["kind"] == "dir" and target.exists():
+            keep = state_dir / "superseded" / f"{target.parent.name}-{target.name}-{plan.stem}"
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            if keep.exists():
+                shutil.rmtree(target)  # a previous roll-forward already kept the old one
+            else:
+                os.replace(target, keep)
+        os.replace(staged, target)
+        fsync_dir(target.parent)
+    stage = plan.with_suffix("")
+    plan.unlink()
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def recover(state_dir: Path) -> int:
+    """Finish committed transactions and sweep uncommitted stages; returns plans finished."""
+    txn_dir = state_dir / "txn"
+    if not txn_dir.is_dir():
+        return 0
+    finished = 0
+    for plan in sorted(txn_dir.glob("*.json")):
+        _roll_forward(plan, state_dir)
+        finished += 1
+    for leftover in txn_dir.iterdir():
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        elif leftover.name.endswith(".tmp"):
+            leftover.unlink(missing_ok=True)
+    return finished
