@@ -95,6 +95,27 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), fetch=not no_fetch))
 
 
+@cli.command()
+@click.argument("targets", nargs=-1)
+@click.option("--to", "to", help="Pin the upstream commit to carry onto (default: branch tip).")
+@click.option("--commit", "commit", is_flag=True,
+              help="Commit the changed patchset files in the workspace repository.")
+@click.option("--continue", "continue_", is_flag=True,
+              help="Record the resolved conflict worktree of TARGET and carry on.")
+@click.option("--abort", is_flag=True, help="Drop the conflict worktree of TARGET.")
+@click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
+@json_option
+@pass_ctx
+def sync(ctx: Context, targets: tuple[str, ...], to: str | None, commit: bool,
+         continue_: bool, abort: bool, no_fetch: bool, json_mode: bool) -> int:
+    """Carry every patchset onto the new upstream commit."""
+    from contrib.commands.sync import sync as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(
+        ws, ui, list(targets), to=to, commit=commit, continue_=continue_, abort=abort,
+        fetch=not no_fetch))
+
+
 def _log_bug(exc: BaseException) -> Path | None:
     try:
         from contrib.mirror import cache_root
