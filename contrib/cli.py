@@ -116,6 +116,48 @@ def sync(ctx: Context, targets: tuple[str, ...], to: str | None, commit: bool,
         fetch=not no_fetch))
 
 
+@cli.command()
+@click.argument("targets", nargs=-1)
+@click.option("--arch", help="Target architecture, e.g. sm_120a (default: patchset.toml's).")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a JUnit XML report here.")
+@json_option
+@pass_ctx
+def validate(ctx: Context, targets: tuple[str, ...], arch: str | None, junit: Path | None,
+             json_mode: bool) -> int:
+    """Prove each patchset is whole for the target GPU architecture."""
+    from contrib.commands.validate import validate as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), arch=arch,
+                                                      junit=junit))
+
+
+@cli.command("open-pr")
+@click.argument("targets", nargs=-1)
+@click.option("--dry-run", is_flag=True, help="Print what would be pushed and posted; do neither.")
+@click.option("--force", is_flag=True, help="Open the PR even without a passed validation.")
+@click.option("--reopen", is_flag=True, help="Reopen a PR that a human closed.")
+@json_option
+@pass_ctx
+def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, reopen: bool,
+            json_mode: bool) -> int:
+    """Open or update a draft PR per patchset, pushed from the fork."""
+    from contrib.commands.open_pr import open_pr_command as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), dry_run=dry_run,
+                                                      force=force, reopen=reopen))
+
+
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@pass_ctx
+def demo(ctx: Context, directory: Path | None) -> int:
+    """Run the whole loop offline on a generated mini upstream (in DIR or a temp dir)."""
+    from contrib.demo import demo as run
+
+    return run(directory, ctx.ui)
+
+
 def _log_bug(exc: BaseException) -> Path | None:
     try:
         from contrib.mirror import cache_root
