@@ -1,0 +1,35 @@
+"""Crash consistency of `contrib new` under SIGKILL at seeded random moments."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Workspace, make_patch
+from tests.gitutil import Repo
+from tests.reliability.crash import delays, kill_trial, run, snapshot
+
+pytestmark = pytest.mark.slow
+
+
+def test_new_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstream: Repo,
+                                               tmp_path: Path) -> None:
+    patches = make_patch(upstream, tmp_path, {"pkg/x.py": "X = 1\n", "pkg/y.py": "Y = 2\n"},
+                         "add x and y")
+    env = dict(os.environ)
+    args = ("new", "proj", "xy", "--base", "main", "--patch", str(patches[0]))
+    # Warm the shared cache so trials measure the write path, not the clone.
+    assert run(workspace.root, "status", "--no-fetch", env=env).returncode == 0
+    reference = tmp_path / "reference"
+    shutil.copytree(workspace.root, reference)
+    done = run(reference, *args, env=env)
+    assert done.returncode == 0, done.stderr
+    expected = snapshot(reference)
+    outcomes = [kill_trial(workspace.root, tmp_path, args, delay, expected, env).outcome
+                for delay in delays(seed=20261129, count=12, low=0.05, high=1.2)]
+    # Seeded delays span the run: some kills land before, some after the commit.
+    assert len(outcomes) == 12
+    assert "before" in outcomes and "after" in outcomes, outcomes
