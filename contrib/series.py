@@ -9,6 +9,7 @@ each mbox exactly as ``git am`` would (author, date, subject, body, diff).
 
 from __future__ import annotations
 
+import posixpath
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -103,6 +104,22 @@ def check_paths(diff_text: str, where: str) -> None:
                                  "patch paths must be relative and stay inside it")
 
 
+def check_symlinks(diff_text: str, where: str) -> None:
+    """Refuse symlinks whose target leaves the repository (absolute or via ``..``)."""
+    try:
+        patch = PatchSet(diff_text)
+    except UnidiffParseError:
+        return  # reported by parse_hunks
+    for pfile in patch:
+        if getattr(pfile, "target_mode", None) != "120000":
+            continue
+        target = "".join(line.value for hunk in pfile for line in hunk if line.is_added).strip()
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(pfile.path), target))
+        if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
+            raise PatchError(f"{where}: makes {pfile.path!r} a symlink to {target!r}, outside "
+                             "the repository; such a link could redirect later writes")
+
+
 def split_mail(git: Git, name: str, raw: bytes) -> MailPatch:
     """Split an mbox patch like ``git am``; PatchError if it is not one."""
     if b"\0" in raw:
@@ -127,6 +144,7 @@ def split_mail(git: Git, name: str, raw: bytes) -> MailPatch:
                      r"new file mode |rename from )", diff_text, re.M):
         raise PatchError(f"{name}: has no hunks; truncated or not a diff")
     parse_hunks(diff_text, name)
+    check_symlinks(diff_text, name)
     author = Identity(info["Author"], info.get("Email", ""), info["Date"])
     return MailPatch(name, author, info.get("Subject", name).strip(), body.strip(), diff_text)
 
