@@ -1,0 +1,137 @@
+"""GPU architecture names: ``sm_120a`` -> major, minor, suffix, ``__CUDA_ARCH__``.
+
+nvcc spells a real architecture ``sm_XY[a|f]`` (``sm_90a``, ``sm_100a``,
+``sm_120``); the matching virtual architecture is ``compute_XY[a|f]`` and the
+device pass sees ``__CUDA_ARCH__ == X*100 + Y*10`` (1200 for ``sm_120``).
+Python gates speak in *major* versions (``supported_major_versions=[9, 10]``),
+so this module also maps a set of majors to the architectures it admits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from contrib.errors import UsageError
+
+# (major, minor) pairs nvcc knows (CUDA 12.x/13.x).  Anything else is a typo.
+KNOWN: tuple[tuple[int, int], ...] = (
+    (7, 0), (7, 2), (7, 5),
+    (8, 0), (8, 6), (8, 7), (8, 9),
+    (9, 0),
+    (10, 0), (10, 1), (10, 3),
+    (11, 0),
+    (12, 0), (12, 1),
+)  # fmt: skip
+EXAMPLES = "sm_90a, sm_100a, sm_103a, sm_110a, sm_120, sm_120a, sm_121a"
+_PATTERN = re.compile(r"^(?:sm_?|compute_?)?(?P<digits>\d{2,3})(?P<suffix>[af]?)$")
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One GPU architecture, e.g. ``Arch("sm_120a", 12, 0, "a")``."""
+
+    name: str
+    major: int
+    minor: int
+    suffix: str = ""
+
+    @property
+    def cuda_arch(self) -> int:
+        """The value of ``__CUDA_ARCH__`` in this architecture's device pass."""
+        return self.major * 100 + self.minor * 10
+
+    @property
+    def compute(self) -> str:
+        """The virtual architecture nvcc targets with ``-arch=compute_XY``."""
+        return f"compute_{self.major}{self.minor}{self.suffix}"
+
+    @property
+    def capability(self) -> str:
+        """Compute capability as ``nvidia-smi`` prints it: ``"12.0"``."""
+        return f"{self.major}.{self.minor}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_arch(text: str) -> Arch:
+    """Parse ``sm_120a`` (also ``SM120a``, ``compute_120a``, ``120a``) into an Arch.
+
+    Raises UsageError (exit 2) naming the bad value and listing examples.
+    """
+    match = _PATTERN.match(text.strip().lower())
+    if match is None:
+        raise UsageError(f"unknown GPU architecture {text!r}: expected e.g. {EXAMPLES}")
+    digits, suffix = match["digits"], match["suffix"]
+    major, minor = int(digits[:-1]), int(digits[-1])
+    if (major, minor) not in KNOWN:
+        known = ", ".join(f"sm_{a}{b}" for a, b in KNOWN)
+        raise UsageError(
+            f"unknown GPU architecture {text!r}: sm_{digits} does not exist "
+            f"(known: {known}; e.g. {EXAMPLES})"
+        )
+    if suffix == "a" and major < 9:
+        raise UsageError(f"{text!r}: arch-specific 'a' targets start at sm_90a (e.g. {EXAMPLES})")
+    if suffix == "f" and major < 10:
+        raise UsageError(f"{text!r}: family 'f' targets start at sm_100f (e.g. {EXAMPLES})")
+    return Arch(f"sm_{digits}{suffix}", major, minor, suffix)
+
+
+def representative(major: int) -> Arch:
+    """The architecture a gate admitting ``major`` builds first: ``sm_X0``, ``a`` from 9 on."""
+    minors = sorted(minor for maj, minor in KNOWN if maj == major)
+    if not minors:
+        raise UsageError(f"no known GPU architecture has major version {major}")
+    suffix = "a" if major >= 9 else ""
+    return Arch(f"sm_{major}{minors[0]}{suffix}", major, minors[0], suffix)
+
+
+def archs_of_major(major: int) -> list[Arch]:
+    """Every known architecture with this major version, lowest first."""
+    suffix = "a" if major >= 9 else ""
+    return [Arch(f"sm_{a}{b}{suffix}", a, b, suffix) for a, b in KNOWN if a == major]
+
+
+def admitted_archs(majors: Iterable[int]) -> list[Arch]:
+    """The representative architecture of each known major in ``majors``, lowest first."""
+    known_majors = {major for major, _ in KNOWN}
+    return [representative(m) for m in sorted(set(majors)) if m in known_majors]
+
+
+def admits(majors: Iterable[int], arch: Arch) -> bool:
+    """Whether a gate admitting ``majors`` admits ``arch``."""
+    return arch.major in set(majors)
+
+
+def all_majors() -> list[int]:
+    """Every major version contrib knows, lowest first (the universe gates range over)."""
+    return sorted({major for major, _ in KNOWN})
+
+
+def nearest_lower(arch: Arch, candidates: Iterable[Arch]) -> Arch | None:
+    """The candidate closest below ``arch`` (by __CUDA_ARCH__), else the closest above."""
+    pool = [c for c in candidates if c.cuda_arch != arch.cuda_arch]
+    lower = [c for c in pool if c.cuda_arch < arch.cuda_arch]
+    if lower:
+        return max(lower, key=lambda c: c.cuda_arch)
+    return min(pool, key=lambda c: c.cuda_arch) if pool else None
+
+
+def arch_macros(arch: Arch | None) -> dict[str, str]:
+    """Macros nvcc predefines for this pass (None: the host pass).
+
+    ``__CUDA_ARCH_SPECIFIC__``/``__CUDA_ARCH_FEAT_SMXY_ALL`` exist for ``a``
+    targets and ``__CUDA_ARCH_FAMILY_SPECIFIC__`` for ``f`` targets (CUDA 12.9+).
+    """
+    macros = {"__CUDACC__": "1", "__NVCC__": "1"}
+    if arch is None:
+        return macros
+    macros["__CUDA_ARCH__"] = str(arch.cuda_arch)
+    if arch.suffix == "a":
+        macros["__CUDA_ARCH_SPECIFIC__"] = str(arch.cuda_arch)
+        macros[f"__CUDA_ARCH_FEAT_SM{arch.major}{arch.minor}_ALL"] = "1"
+    elif arch.suffix == "f":
+        macros["__CUDA_ARCH_FAMILY_SPECIFIC__"] = str(arch.cuda_arch)
+    return macros

@@ -1,0 +1,103 @@
+"""Find the sources a gate compiles and their ``#include "..."`` closure in a tree."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from contrib.validate.cscan import strip_comments
+from contrib.validate.tree import SourceTree
+
+CUDA_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".inl")
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+
+def is_cuda_source(path: str) -> bool:
+    """Whether ``path`` names a C/C++/CUDA source or header."""
+    return path.lower().endswith(CUDA_SUFFIXES)
+
+
+def include_roots(tree: SourceTree) -> list[str]:
+    """Folders the build puts on the include path: every ``include/`` folder, shallowest first."""
+    roots = set()
+    for path in tree.paths():
+        parts = path.split("/")
+        for depth, part in enumerate(parts[:-1]):
+            if part == "include" and depth < 4:
+                roots.add("/".join(parts[: depth + 1]))
+                break
+    return sorted(roots, key=lambda r: (r.count("/"), r))
+
+
+def find_by_name(tree: SourceTree, name: str) -> str | None:
+    """Resolve a file name from a build script (``"trtllm_allreduce.cu"``) to a repo path.
+
+    Exact paths win; otherwise the file with that path suffix, preferring
+    ``csrc/``, then the shallowest.  None if no such file exists.
+    """
+    clean = posixpath.normpath(name.replace("\\", "/")).lstrip("./")
+    if tree.exists(clean):
+        return clean
+    hits = [p for p in tree.paths() if p == clean or p.endswith("/" + clean)]
+    if not hits:
+        return None
+    return min(hits, key=lambda p: (not p.startswith("csrc/"), "/csrc/" not in p, p.count("/"), p))
+
+
+class IncludeResolver:
+    """Resolve ``#include "name"`` from a file: its own folder first, then include roots."""
+
+    def __init__(self, tree: SourceTree, roots: Iterable[str] | None = None) -> None:
+        self.tree = tree
+        self.roots = list(roots) if roots is not None else include_roots(tree)
+
+    def __call__(self, including: str, name: str) -> str | None:
+        """The repo path ``including`` gets for ``#include "name"``, or None."""
+        folder = posixpath.dirname(including)
+        for base in [folder, *self.roots]:
+            candidate = posixpath.normpath(posixpath.join(base, name))
+            if not candidate.startswith("../") and self.tree.exists(candidate):
+                return candidate
+        return None
+
+
+@dataclass
+class Closure:
+    """Files reachable through quoted includes, and includes we could not resolve."""
+
+    files: list[str] = field(default_factory=list)
+    unresolved: list[tuple[str, str]] = field(default_factory=list)  # (including file, name)
+
+
+def include_closure(
+    tree: SourceTree, sources: Iterable[str], resolver: IncludeResolver | None = None
+) -> Closure:
+    """Every file reachable from ``sources`` through includes (in discovery order).
+
+    Includes are followed whatever their ``#if`` guards say: the closure is the
+    set of files any architecture might compile.  ``#include <...>`` is followed
+    too when it names a file of the tree (``<flashinfer/...>``); system headers
+    are not in the tree and are not listed as unresolved.
+    """
+    resolver = resolver or IncludeResolver(tree)
+    closure = Closure()
+    seen: set[str] = set()
+    queue = [s for s in sources if tree.exists(s)]
+    while queue:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        closure.files.append(path)
+        text = tree.read_text(path) or ""
+        for match in _INCLUDE.finditer(strip_comments(text)):
+            name = match.group(1)
+            target = resolver(path, name)
+            if target is None:
+                if '"' in match.group():
+                    closure.unresolved.append((path, name))
+            elif target not in seen:
+                queue.append(target)
+    return closure

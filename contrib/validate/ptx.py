@@ -1,0 +1,124 @@
+"""Compile translation units to PTX with nvcc and flag kernels that do nothing.
+
+The preprocessor analysis reads guards; this stage asks the compiler.  An
+``.entry`` whose body is just ``ret;`` is a kernel that launches, does nothing
+and reports success: the flashinfer#3903 trap seen from the PTX side.
+No GPU is needed, only ``nvcc`` and the headers the sources include.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contrib.arch import Arch
+
+_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(")
+_MISSING_HEADER = re.compile(r"fatal error:\s*([^:\n]+?):\s*No such file or directory")
+_NOISE = re.compile(r"^\s*(?:\.reg|\.local|\.shared|\.pragma|\.loc|\.file|//|\$L\w*:|$)")
+
+
+def find_nvcc() -> str | None:
+    """nvcc from PATH, else the usual CUDA locations."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for candidate in ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def nvcc_version(nvcc: str | None = None) -> str | None:
+    """``release 13.0, V13.0.88`` from ``nvcc --version``, or None without nvcc."""
+    nvcc = nvcc or find_nvcc()
+    if nvcc is None:
+        return None
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"release [\d.]+, V[\d.]+", out)
+    return match.group() if match else out.strip().splitlines()[-1] if out.strip() else None
+
+
+def demangle(name: str) -> str:
+    """The (namespace-qualified) function name inside an Itanium-mangled symbol, best effort."""
+    if not name.startswith("_Z"):
+        return name
+    rest = name[2:].lstrip("L")
+    nested = rest.startswith("N")
+    rest = rest[1:] if nested else rest
+    parts = []
+    while match := re.match(r"\d+", rest):
+        length, start = int(match.group()), len(match.group())
+        parts.append(rest[start : start + length])
+        rest = rest[start + length :]
+        if not nested:
+            break
+    return "::".join(parts) or name
+
+
+def empty_entries(ptx: str) -> list[str]:
+    """Mangled names of ``.entry`` functions whose body is only ``ret;``."""
+    empty = []
+    for match in _ENTRY.finditer(ptx):
+        open_brace = ptx.find("{", ptx.find(")", match.end()))
+        if open_brace < 0:
+            continue
+        depth, pos = 0, open_brace
+        while pos < len(ptx):
+            depth += {"{": 1, "}": -1}.get(ptx[pos], 0)
+            if depth == 0:
+                break
+            pos += 1
+        body = [ln.strip() for ln in ptx[open_brace + 1 : pos].splitlines() if not _NOISE.match(ln)]
+        if body == ["ret;"]:
+            empty.append(match.group(1))
+    return empty
+
+
+def all_entries(ptx: str) -> list[str]:
+    """Every ``.entry`` name in ``ptx``."""
+    return _ENTRY.findall(ptx)
+
+
+@dataclass
+class PtxResult:
+    """One translation unit compiled (or not) to PTX."""
+
+    source: str
+    ok: bool
+    entries: list[str] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
+    missing_header: str | None = None
+    error: str = ""
+    command: list[str] = field(default_factory=list)
+
+
+def compile_ptx(
+    nvcc: str, source: Path, arch: Arch, include_dirs: Iterable[Path], out_dir: Path,
+    flags: Iterable[str] = (), timeout: float = 600,
+) -> PtxResult:  # fmt: skip
+    """``nvcc -arch=compute_XYa --ptx`` one source; parse its entries."""
+    out = out_dir / (source.name + ".ptx")
+    command = [nvcc, f"-arch={arch.compute}", "--ptx", "-std=c++17", "-o", str(out)]
+    command += [f"-I{d}" for d in include_dirs] + list(flags) + [str(source)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return PtxResult(
+            str(source), False, error=f"nvcc timed out after {timeout:.0f}s", command=command
+        )
+    if done.returncode != 0:
+        text = (done.stderr or done.stdout).strip()
+        missing = _MISSING_HEADER.search(text)
+        return PtxResult(str(source), False, missing_header=missing.group(1).strip() if missing else None,
+                         error=text[-2000:], command=command)  # fmt: skip
+    ptx = out.read_text(encoding="utf-8", errors="replace")
+    return PtxResult(str(source), True, all_entries(ptx), empty_entries(ptx), command=command)

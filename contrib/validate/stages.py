@@ -1,0 +1,356 @@
+"""The validation pipeline: apply -> syntax -> gates -> arch-guards -> ptx -> tests -> requires.
+
+Each stage returns a :class:`StageResult`: ``passed`` (it ran and found nothing
+blocking), ``failed`` or ``skipped`` with the reason.  A stage that did not run is
+never ``passed``: a failed apply skips everything after it with that reason, and
+each stage skips itself when it has nothing to check or no tool to check with.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contrib.arch import Arch, admitted_archs
+from contrib.errors import ConfigError, ContribError
+from contrib.validate import (
+    INFO,
+    Finding,
+    Waiver,
+    apply_waivers,
+    cuda_arch,
+    gates,
+    includes,
+    parse_waivers,
+    ptx,
+    syntax,
+    testsel,
+)
+from contrib.validate.report import FAILED, PASSED, SKIPPED, StageResult
+from contrib.validate.testsel import FileChange, Gpu
+from contrib.validate.tree import SourceTree, materialize
+
+ORDER = ("apply", "syntax", "gates", "arch-guards", "ptx", "tests", "requires")
+
+
+def _str_list(table: Mapping[str, Any], key: str, where: str) -> list[str]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: validate.{key} must be a list of strings")
+    return list(value)
+
+
+@dataclass
+class Settings:
+    """The ``[validate]`` table of patchset.toml."""
+
+    sources: list[str] = field(default_factory=list)  # extra CUDA sources to analyse
+    compare: list[int] = field(default_factory=list)  # majors to compare when no gate says
+    tests: list[str] = field(default_factory=list)
+    tests_need_gpu: bool = True
+    test_limit: int = 20
+    python: str | None = None
+    ptx_sources: list[str] = field(default_factory=list)
+    ptx_include_dirs: list[str] = field(default_factory=list)
+    ptx_flags: list[str] = field(default_factory=list)
+    waivers: list[Waiver] = field(default_factory=list)
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any], where: str = "patchset.toml") -> Settings:
+        """Read ``meta["validate"]``; raise ConfigError naming the bad key."""
+        table = meta.get("validate", {})
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where}: [validate] must be a table")
+        compare = table.get("compare", [])
+        if not isinstance(compare, list) or not all(isinstance(m, int) for m in compare):
+            raise ConfigError(
+                f"{where}: validate.compare must be a list of major versions, e.g. [9, 10]"
+            )
+        need_gpu, limit, python = (
+            table.get("tests_need_gpu", True),
+            table.get("test_limit", 20),
+            table.get("python"),
+        )
+        if not isinstance(need_gpu, bool):
+            raise ConfigError(f"{where}: validate.tests_need_gpu must be true or false")
+        if not isinstance(limit, int) or limit < 1:
+            raise ConfigError(f"{where}: validate.test_limit must be a positive integer")
+        if python is not None and not isinstance(python, str):
+            raise ConfigError(f"{where}: validate.python must be a path to an interpreter")
+        return cls(
+            _str_list(table, "sources", where), list(compare), _str_list(table, "tests", where),
+            need_gpu, limit, python, _str_list(table, "ptx_sources", where),
+            _str_list(table, "ptx_include_dirs", where), _str_list(table, "ptx_flags", where),
+            parse_waivers(table.get("waive"), where),
+        )  # fmt: skip
+
+
+@dataclass
+class Inputs:
+    """What the command hands the pipeline; the library itself does no git work."""
+
+    arch: Arch
+    before: SourceTree  # upstream at the version's base
+    after: SourceTree | None  # the patched tree; None when the series did not apply
+    diff: str  # unified diff base -> patched
+    apply_reason: str  # why apply passed/failed, e.g. "2 patches applied at abc123 with no fuzz"
+    settings: Settings = field(default_factory=Settings)
+    workdir: Path | None = None  # scratch space (ptx outputs, JUnit); a temp dir if None
+    worktree: Callable[[], Path] | None = None  # makes a real checkout of the patched tree
+    python: str | None = None  # interpreter for upstream tests
+    gpus: list[Gpu] | None | str = "probe"
+    requires: Callable[[Context], StageResult] | None = None
+
+
+@dataclass
+class Context:
+    """Inputs plus what earlier stages learned (touched gates, CUDA sources)."""
+
+    inputs: Inputs
+    changes: list[FileChange] = field(default_factory=list)
+    touched: list[gates.TouchedGate] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    closure: list[str] = field(default_factory=list)
+    workdir: Path = Path(".")
+
+    @property
+    def after(self) -> SourceTree:
+        """The patched tree (only stages after a passed apply ask for it)."""
+        assert self.inputs.after is not None
+        return self.inputs.after
+
+
+def run_pipeline(inputs: Inputs) -> list[StageResult]:
+    """Run every stage in order; see the module docstring for the rules."""
+    with tempfile.TemporaryDirectory(prefix="contrib-validate-") as scratch:
+        ctx = Context(inputs, workdir=inputs.workdir or Path(scratch))
+        results: list[StageResult] = []
+        for name, stage in zip(ORDER, _STAGES, strict=True):
+            if results and results[0].status != PASSED:
+                results.append(
+                    StageResult(name, SKIPPED, f"not run: apply failed ({results[0].reason})")
+                )
+                continue
+            started = time.monotonic()
+            try:
+                result = stage(ctx)
+            except ContribError as exc:
+                result = StageResult(name, FAILED, f"could not complete: {exc}")
+            result.duration = time.monotonic() - started
+            results.append(result)
+        return results
+
+
+def stage_apply(ctx: Context) -> StageResult:
+    """Apply happened in the caller (git); here we record its outcome and parse the diff."""
+    inputs = ctx.inputs
+    if inputs.after is None:
+        return StageResult("apply", FAILED, inputs.apply_reason)
+    ctx.changes = testsel.parse_diff(inputs.diff)
+    files = [c.path for c in ctx.changes]
+    return StageResult("apply", PASSED, inputs.apply_reason, details={"changed_files": files})
+
+
+def stage_syntax(ctx: Context) -> StageResult:
+    """Touched Python compiles; touched C/C++/CUDA balances #if/#endif."""
+    findings, checked = syntax.check_files(
+        ctx.after, [c.path for c in ctx.changes if not c.deleted]
+    )
+    if not checked:
+        return StageResult("syntax", SKIPPED, "the patch touches no Python or C/C++/CUDA file")
+    findings = apply_waivers(findings, ctx.inputs.settings.waivers)
+    return _verdict(
+        "syntax", findings, f"{len(checked)} touched file(s) check out", {"checked": checked}
+    )
+
+
+def stage_gates(ctx: Context) -> StageResult:
+    """Architecture gates the patch touches, before and after; fail if one rejects the target."""
+    arch = ctx.inputs.arch
+    for change in ctx.changes:
+        if not change.path.endswith(".py") or change.deleted:
+            continue
+        before = ctx.inputs.before.read_text(change.old_path) if change.old_path else None
+        try:
+            ctx.touched += gates.touched_gates(change.path, before, ctx.after.read_text(change.path) or "",
+                                               change.touched)  # fmt: skip
+        except SyntaxError:
+            continue  # the syntax stage reports it
+    details = {"gates": [g.to_dict(arch) for g in ctx.touched]}
+    if not ctx.touched:
+        return StageResult(
+            "gates", SKIPPED, "the patch touches no architecture gate in Python", details=details
+        )
+    findings = apply_waivers(gates.gate_findings(ctx.touched, arch), ctx.inputs.settings.waivers)
+    return _verdict(
+        "gates", findings, f"{len(ctx.touched)} touched gate(s) admit {arch.name}", details
+    )
+
+
+def stage_arch_guards(ctx: Context) -> StageResult:
+    """Evaluate __CUDA_ARCH__ guards in the sources the touched gates compile."""
+    settings, arch, tree = ctx.inputs.settings, ctx.inputs.arch, ctx.after
+    findings, sources = _resolve_sources(ctx)
+    if not sources:
+        return StageResult("arch-guards", SKIPPED, "no touched gate names CUDA sources and "
+                           "patchset.toml lists none (validate.sources)", findings)  # fmt: skip
+    majors = {m for g in ctx.touched for m in g.majors_before} | set(settings.compare)
+    compared = [a for a in admitted_archs(majors) if a.cuda_arch != arch.cuda_arch]
+    resolver = includes.IncludeResolver(tree)
+    closure = includes.include_closure(tree, sources, resolver)
+    ctx.sources, ctx.closure = sources, closure.files
+    details: dict[str, Any] = {"sources": sources, "files": closure.files,
+                               "unresolved_includes": [f"{a}: {b}" for a, b in closure.unresolved]}  # fmt: skip
+    if not compared:
+        return StageResult("arch-guards", SKIPPED, f"no architecture other than {arch.name} was admitted "
+                           "before the patch to compare with (set validate.compare)", findings, details=details)  # fmt: skip
+    texts = {p: tree.read_text(p) or "" for p in closure.files}
+    analysis = cuda_arch.analyze(texts, sources, arch, compared, resolver, settings.waivers)
+    details["compared"] = [a.name for a in analysis.compared]
+    findings += analysis.findings
+    summary = f"{len(closure.files)} file(s): {arch.name} compiles what {', '.join(details['compared'])} compile"
+    return _verdict("arch-guards", findings, summary, details)
+
+
+def _resolve_sources(ctx: Context) -> tuple[list[Finding], list[str]]:
+    findings, sources = [], []
+    tree = ctx.after
+    for gate in ctx.touched:
+        for name in gate.sources:
+            path = includes.find_by_name(tree, name)
+            if path is None:
+                findings.append(Finding("missing-source", INFO, gate.after.file, gate.after.line,
+                                        f"{gate.after.function} names {name!r}, not found in the tree"))  # fmt: skip
+            elif path not in sources:
+                sources.append(path)
+    extra = ctx.inputs.settings.sources + [
+        c.path for c in ctx.changes if includes.is_cuda_source(c.path)
+    ]
+    for path in extra:
+        if tree.exists(path) and path not in sources:
+            sources.append(path)
+    return findings, sources
+
+
+def stage_ptx(ctx: Context) -> StageResult:
+    """Compile the translation units to PTX for the target; flag entries that are just ``ret;``."""
+    settings, arch, tree = ctx.inputs.settings, ctx.inputs.arch, ctx.after
+    units = settings.ptx_sources or [s for s in ctx.sources if s.endswith(".cu")]
+    if not units:
+        return StageResult("ptx", SKIPPED, "no CUDA translation unit to compile (no .cu named by a touched "
+                           "gate or validate.ptx_sources)")  # fmt: skip
+    nvcc = ptx.find_nvcc()
+    if nvcc is None:
+        return StageResult("ptx", SKIPPED, "nvcc not found on PATH or in /usr/local/cuda/bin")
+    root = ctx.workdir / "ptx-tree"
+    closure = includes.include_closure(tree, units).files
+    materialize(tree, sorted(set(closure) | set(units)), root)
+    dirs = [root / d for d in [*includes.include_roots(tree), *settings.ptx_include_dirs]]
+    results = [
+        ptx.compile_ptx(nvcc, root / u, arch, dirs, ctx.workdir, settings.ptx_flags) for u in units
+    ]
+    return _ptx_verdict(ctx, units, results)
+
+
+def _ptx_verdict(ctx: Context, units: list[str], results: list[ptx.PtxResult]) -> StageResult:
+    arch = ctx.inputs.arch
+    findings: list[Finding] = []
+    kernels = _kernel_lines(ctx)
+    for unit, result in zip(units, results, strict=True):
+        for entry in result.empty:
+            name = ptx.demangle(entry)
+            file, line = kernels.get(name.rsplit("::", 1)[-1], (unit, 1))
+            findings.append(Finding("empty-ptx-entry", "error", file, line,
+                                    f"empty kernel {name} on {arch.name}: its PTX entry for "
+                                    f"{arch.compute} is only `ret;`"))  # fmt: skip
+    findings = apply_waivers(findings, ctx.inputs.settings.waivers)
+    details = {"units": units, "entries": sum(len(r.entries) for r in results),
+               "commands": [" ".join(r.command) for r in results]}  # fmt: skip
+    missing = [(u, r) for u, r in zip(units, results, strict=True) if not r.ok and r.missing_header]
+    broken = [
+        (u, r) for u, r in zip(units, results, strict=True) if not r.ok and not r.missing_header
+    ]
+    if any(f.blocking for f in findings) or broken:
+        reasons = [
+            f"nvcc failed on {u}: {r.error.splitlines()[-1] if r.error else ''}" for u, r in broken
+        ]
+        reasons += (
+            [f"{sum(f.blocking for f in findings)} empty kernel(s)"]
+            if any(f.blocking for f in findings)
+            else []
+        )
+        return StageResult("ptx", FAILED, "; ".join(reasons), findings, details=details)
+    if missing:
+        names = ", ".join(f"{r.missing_header} (from {u})" for u, r in missing)
+        return StageResult("ptx", SKIPPED, f"nvcc cannot find required header(s): {names}", findings,
+                           details=details)  # fmt: skip
+    return StageResult("ptx", PASSED, f"{details['entries']} kernel entr(ies) in {len(units)} unit(s), "
+                       "none empty", findings, details=details)  # fmt: skip
+
+
+def _kernel_lines(ctx: Context) -> dict[str, tuple[str, int]]:
+    from contrib.validate.cscan import find_kernels, scan
+
+    found: dict[str, tuple[str, int]] = {}
+    for path in ctx.closure:
+        for kernel in find_kernels(scan(path, ctx.after.read_text(path) or "")):
+            found.setdefault(kernel.name, (path, kernel.line))
+    return found
+
+
+def stage_tests(ctx: Context) -> StageResult:
+    """Select the upstream tests that exercise the change; run them in a real worktree."""
+    inputs, settings = ctx.inputs, ctx.inputs.settings
+    selection = testsel.select_tests(ctx.after, ctx.changes, settings.tests, settings.test_limit)
+    details: dict[str, Any] = {"selected": selection.tests, "why": selection.reasons,
+                               "changed_modules": selection.modules, "changed_functions": selection.functions}  # fmt: skip
+    if selection.truncated:
+        details["not_selected_over_limit"] = selection.truncated
+    if not selection.tests:
+        return StageResult(
+            "tests", SKIPPED, "no upstream test references the changed code", details=details
+        )
+    python = settings.python or inputs.python
+    if python is None or inputs.worktree is None:
+        return StageResult(
+            "tests", SKIPPED, "no interpreter or worktree to run upstream tests", details=details
+        )
+    run = testsel.run_tests(python, inputs.worktree(), selection, ctx.workdir / "upstream-junit.xml",
+                            inputs.arch, need_gpu=settings.tests_need_gpu, gpus=inputs.gpus)  # fmt: skip
+    details.update(
+        {"counts": run.counts, "cases": run.cases, "command": run.command, "python": python}
+    )
+    return StageResult("tests", run.status, run.reason, details=details)
+
+
+def stage_requires(ctx: Context) -> StageResult:
+    """Cross-project requirements (the lead's hook); skipped when none is wired."""
+    if ctx.inputs.requires is None:
+        return StageResult("requires", SKIPPED, "no cross-project requirement declared")
+    return ctx.inputs.requires(ctx)
+
+
+def _verdict(name: str, findings: list[Finding], ok: str, details: dict[str, Any]) -> StageResult:
+    blocking = [f for f in findings if f.blocking]
+    if blocking:
+        return StageResult(name, FAILED, f"{len(blocking)} error(s): " + "; ".join(
+            f"{f.location} {f.message}" for f in blocking[:3]), findings, details=details)  # fmt: skip
+    waived = sum(1 for f in findings if f.waived is not None)
+    return StageResult(
+        name, PASSED, ok + (f" ({waived} waived)" if waived else ""), findings, details=details
+    )
+
+
+_STAGES: tuple[Callable[[Context], StageResult], ...] = (
+    stage_apply,
+    stage_syntax,
+    stage_gates,
+    stage_arch_guards,
+    stage_ptx,
+    stage_tests,
+    stage_requires,
+)

@@ -1,0 +1,46 @@
+"""The syntax stage: touched Python compiles, touched C/C++/CUDA balances its #if/#endif."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from contrib.validate import ERROR, Finding
+from contrib.validate.cscan import scan
+from contrib.validate.includes import is_cuda_source
+from contrib.validate.tree import SourceTree
+
+
+def check_python(path: str, text: str) -> list[Finding]:
+    """A finding at the error's line if ``text`` does not compile."""
+    try:
+        compile(text, path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        return [Finding("python-syntax", ERROR, path, line, f"does not compile: {exc.msg}")]
+    except ValueError as exc:  # e.g. source with NUL bytes
+        return [Finding("python-syntax", ERROR, path, 1, f"does not compile: {exc}")]
+    return []
+
+
+def check_conditionals(path: str, text: str) -> list[Finding]:
+    """Findings for unbalanced ``#if``/``#elif``/``#else``/``#endif``."""
+    return [Finding("unbalanced-conditional", ERROR, path, line, message)
+            for line, message in scan(path, text).problems]  # fmt: skip
+
+
+def check_files(tree: SourceTree, paths: Iterable[str]) -> tuple[list[Finding], list[str]]:
+    """Check each touched file that still exists; returns findings and the files checked."""
+    findings: list[Finding] = []
+    checked: list[str] = []
+    for path in paths:
+        text = tree.read_text(path)
+        if text is None:
+            continue  # deleted by the patch
+        if path.endswith(".py"):
+            findings.extend(check_python(path, text))
+        elif is_cuda_source(path):
+            findings.extend(check_conditionals(path, text))
+        else:
+            continue
+        checked.append(path)
+    return findings, checked

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from contrib.arch import parse_arch
+from contrib.validate.gates import admitted_majors, find_gates, gate_findings, touched_gates
+from tests.validate import miniupstream as mu
+
+
+def majors(expr: str):
+    return admitted_majors(ast.parse(expr, mode="eval").body)
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("_is_sm90_supported or _is_sm100_supported", {9, 10}),
+        ("is_sm90_supported() or is_sm100_supported() or is_sm120_supported()", {9, 10, 12}),
+        ("server_args.enable_fusion and (_is_sm90_supported or _is_sm100_supported)", {9, 10}),
+        ("not is_sm100_supported()", {7, 8, 9, 11, 12}),
+        ("is_hopper() or is_blackwell()", {9, 10}),
+        ("is_sm12x()", {12}),
+        ("major >= 9", {9, 10, 11, 12}),
+        ("cc_major in [9, 10]", {9, 10}),
+        ("9 <= major < 12", {9, 10, 11}),
+        ("torch.cuda.get_device_capability() >= (9, 0)", {9, 10, 11, 12}),
+        ("torch.cuda.get_device_capability()[0] == 10", {10}),
+        ("get_device_capability() in [(9, 0), (12, 0)]", {9, 12}),
+        ("get_device_sm() >= 100", {10, 11, 12}),
+        ("capability >= 90 and capability < 120", {9, 10, 11}),
+        ("capability in (9, 10)", {9, 10}),
+    ],
+)
+def test_boolean_and_comparison_gates(expr, expected):
+    assert majors(expr) == frozenset(expected)
+
+
+@pytest.mark.parametrize("expr", ["enable_x and y", "len(items) >= 9", "is_cuda()", "x in [9, 10]"])
+def test_non_gates(expr):
+    assert majors(expr) is None
+
+
+def test_find_gates_in_module():
+    text = (
+        "from .utils import is_sm90_supported, is_sm100_supported\n"
+        "_is_sm90_supported = is_sm90_supported()\n"
+        "class Fusion:\n"
+        "    def apply(self, args):\n"
+        "        if args.enable and (_is_sm90_supported or is_sm100_supported()):\n"
+        "            return flags(supported_major_versions=[9, 10])\n"
+        "        return flags(supported_major_versions=VERSIONS)\n"
+    )
+    gates, functions = find_gates("m.py", text)
+    summary = [
+        (g.line, g.function, g.kind, sorted(g.majors) if g.majors is not None else None)
+        for g in gates
+    ]
+    assert summary == [
+        (2, "<module>", "condition", [9]),
+        (5, "Fusion.apply", "condition", [9, 10]),
+        (6, "Fusion.apply", "supported_major_versions", [9, 10]),
+        (7, "Fusion.apply", "supported_major_versions", None),
+    ]
+    assert "Fusion.apply" in functions
+    assert gates[3].index == 1  # second keyword gate in the same function
+
+
+def test_touched_gate_on_mini_upstream(sm120):
+    before, after = mu.files("base")[mu.GATE_FILE], mu.files("gate-only")[mu.GATE_FILE]
+    line = mu.line_of(after, mu.NEW_GATE)
+    (gate,) = touched_gates(mu.GATE_FILE, before, after, {line})
+    assert gate.after.function == "gen_trtllm_comm_module"
+    assert (gate.after.line, gate.after.end_line) == (line - 1, line + 1)
+    assert gate.majors_before == {9, 10} and gate.after.majors == {9, 10, 12}
+    assert gate.admits(sm120) is True
+    assert gate.sources == ["trtllm_allreduce.cu"]
+    info = gate.to_dict(sm120)
+    assert info["location"] == f"{mu.GATE_FILE}:{line - 1}" and info["majors_before"] == [9, 10]
+    (finding,) = gate_findings([gate], sm120)
+    assert finding.severity == "info" and "[9, 10] -> [9, 10, 12]" in finding.message
+
+
+def test_touched_gate_that_still_rejects_target_is_an_error(sm120):
+    before = "def f():\n    return flags(supported_major_versions=[9, 10])\n"
+    after = "def f():\n    # widened for Hopper only\n    return flags(supported_major_versions=[9, 10])\n"
+    touched = touched_gates("g.py", before, after, {3})
+    (finding,) = gate_findings(touched, sm120)
+    assert finding.severity == "error" and finding.location == "g.py:3"
+    assert "still rejects sm_120a" in finding.message
+    # Changing an unrelated line touches no gate.
+    assert touched_gates("g.py", before, after, {2}) == []
+
+
+def test_new_gate_and_unknown_gate(sm120):
+    after = (
+        "def f(v):\n    a = is_sm120_supported()\n    return flags(supported_major_versions=v)\n"
+    )
+    touched = touched_gates("g.py", None, after, {2, 3})
+    findings = gate_findings(touched, sm120)
+    assert [f.kind for f in findings] == ["gate", "gate-unknown"]
+    assert "new gate" in findings[0].message
+    assert touched[0].majors_before == frozenset()
+
+
+def test_sglang_shaped_boolean_gate(sm120):
+    before = (
+        "def apply_flashinfer_allreduce_fusion(batch_size):\n"
+        "    return (\n"
+        "        (_is_sm90_supported or _is_sm100_supported)\n"
+        "        and batch_size > 0\n"
+        "    )\n"
+    )
+    after = before.replace("_is_sm100_supported)", "_is_sm100_supported or _is_sm120_supported)")
+    (gate,) = touched_gates("communicator.py", before, after, {3})
+    assert gate.majors_before == {9, 10} and gate.after.majors == {9, 10, 12}
+    assert gate.admits(parse_arch("sm_120a")) and not gate.admits(parse_arch("sm_110a"))
