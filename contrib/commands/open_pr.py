@@ -1,0 +1,452 @@
+"""``contrib open-pr [TARGET...] [--dry-run] [--force] [--reopen] [--json]``.
+
+For each patchset: build ``contrib/<name>`` as commits on the recorded base
+(``git am`` semantics: author and date from the patches, committer = author,
+so identical input gives identical SHAs), push it to the fork with a lease,
+then create or update one draft PR on the upstream.  The rules:
+
+- no passed ``validation.json`` -> refuse, unless ``--force`` (the body says so);
+- push only to the fork, only ``refs/heads/contrib/...``, with
+  ``--force-with-lease`` against what the fork had; skip when identical;
+- the fork branch has commits contrib never pushed -> stop (Renovate's rule);
+- the PR is found by head ``owner:contrib/<name>``, any state: open -> update,
+  none -> create a draft, "already exists" or a 5xx after the create -> find
+  and update (never a second PR), closed by a human -> leave it (``--reopen``
+  reopens), merged -> the patchset is ``Accepted``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from contrib.clock import now_iso
+from contrib.config import Upstream
+from contrib.credentials import find_token, push_env, require_token
+from contrib.errors import ConfigError, ContribError, GitError, GitHubError, NeedsAttention
+from contrib.git import Git, Sha
+from contrib.github import (
+    GitHubAPI,
+    GitHubFactory,
+    GitHubUnavailable,
+    PullRequest,
+    PullRequestExists,
+    PyGithubAPI,
+)
+from contrib.mirror import Mirror
+from contrib.patchset import Patchset, Version, Workspace
+from contrib.pr_body import BodyInput, CommitLine, overall, render_body, render_title
+from contrib.requires import requirements
+from contrib.secrets import scrub
+from contrib.series import apply_series, split_mail
+from contrib.ui import UI
+
+BRANCH_PREFIX = "contrib/"
+
+
+@dataclass
+class Job:
+    """One patchset's PR, worked out before anything is pushed or posted."""
+
+    ps: Patchset
+    upstream: Upstream
+    git: Git
+    branch: str
+    head: str  # fork-owner:contrib/<name>
+    push_url: str
+    tip: Sha
+    commits: list[CommitLine]
+    forced: bool
+    title: str = ""
+    body: str = ""
+    actions: list[str] = field(default_factory=list)
+
+    @property
+    def repo(self) -> str:
+        return self.upstream.github
+
+    @property
+    def version(self) -> str:
+        return self.ps.current.base
+
+    def result(self, result: str, **extra: Any) -> dict[str, Any]:
+        return {"patchset": self.ps.target, "result": result, "repo": self.repo,
+                "head": self.head, "branch": self.branch, "version": self.version,
+                "tip": self.tip, "forced": self.forced, "title": self.title,
+                "commits": [c.__dict__ for c in self.commits], "actions": self.actions,
+                "exit_code": 0, **extra}
+
+
+def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: bool = False,
+            force: bool = False, reopen: bool = False,
+            github_factory: GitHubFactory | None = None) -> tuple[int, list[dict[str, Any]]]:
+    """Open or update the draft PR of each selected patchset.
+
+    Returns the exit code (0 all done, 1 something needs the user, 2 bad
+    input) and one JSON-able result per patchset.  Per-patchset problems are
+    reported in that patchset's result; the others still run.
+    """
+    patchsets = ws.patchsets(list(targets))
+    api_url = ws.config.github_api_url
+    token = find_token(api_url) if dry_run else (require_token(api_url) if patchsets else None)
+    factory = github_factory or PyGithubAPI
+    api = factory(api_url, token) if token else None
+    mirrors: dict[str, Mirror] = {}
+    results: list[dict[str, Any]] = []
+    for ps in patchsets:
+        try:
+            results.append(_open_one(ws, ps, api, token, mirrors, dry_run=dry_run, force=force,
+                                     reopen=reopen))
+        except ContribError as exc:
+            results.append({"patchset": ps.target, "result": "error", "error": scrub(str(exc)),
+                            "exit_code": exc.exit_code})
+    return max((r["exit_code"] for r in results), default=0), results
+
+
+def _open_one(ws: Workspace, ps: Patchset, api: GitHubAPI | None, token: str | None,
+              mirrors: dict[str, Mirror], *, dry_run: bool, force: bool,
+              reopen: bool) -> dict[str, Any]:
+    job = _prepare(ws, ps, mirrors, token, force=force)
+    job.actions.append(f"GET /repos/{job.repo}/pulls?state=all&head={job.head}"
+                       f"&base={job.upstream.branch}" + ("" if api else " (skipped: no token)"))
+    existing = api.find_pr(job.repo, job.head, job.upstream.branch) if api else None
+    if existing is not None and existing.merged:
+        return _merged(job, existing, dry_run)
+    if existing is not None and existing.state == "closed" and not reopen:
+        return _closed(job, existing, dry_run)
+    fork_tip = _fork_tip(job, token, dry_run)
+    expected = _lease(job, fork_tip)
+    if dry_run:
+        return _dry_run(job, existing, fork_tip, api is not None)
+    reopened = existing is not None and existing.state == "closed"
+    if existing is not None and reopened:
+        # GitHub cannot reopen a PR whose branch was force-pushed while closed: reopen first.
+        job.actions.append(f"PATCH /repos/{job.repo}/pulls/{existing.number} state=open")
+        existing = _require(api).reopen_pr(job.repo, existing.number)
+    pushed = _push(job, token, expected, fork_tip)
+    pr, outcome = _create_or_update(job, _require(api), existing)
+    outcome = "reopened" if reopened else outcome
+    _record(job, pr)
+    return job.result(outcome, push=pushed, pr=_pr_json(pr))
+
+
+def _require(api: GitHubAPI | None) -> GitHubAPI:
+    if api is None:  # only dry runs go without a token
+        raise GitHubError("no GitHub token: set GITHUB_TOKEN (or GH_TOKEN)")
+    return api
+
+
+# -- preparing: config checks, validation, the branch, title and body -----------
+
+
+def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], token: str | None, *,
+             force: bool) -> Job:
+    upstream = ws.config.upstream(ps.upstream)
+    push_url = _check_config(ws, upstream)
+    version = ps.current
+    validation = version.read_validation()
+    verdict = overall(validation)
+    if verdict != "passed" and not force:
+        state = "missing" if validation is None else f"records {verdict or 'no verdict'}"
+        raise NeedsAttention(
+            f"{version.validation_path}: {state}; run `contrib validate {ps.target}` until it "
+            "passes, or pass --force to open the PR anyway (the body will say so)")
+    if upstream.name not in mirrors:
+        mirrors[upstream.name] = Mirror(upstream).ensure(fetch_now=False)
+    mirror = mirrors[upstream.name]
+    mirror.resolve(version.base)  # fetches once if the cache lacks the base
+    commits, tip = _build(mirror.git, version)
+    branch = BRANCH_PREFIX + ps.name
+    job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
+              push_url, tip, commits, forced=verdict != "passed")
+    job.title = render_title(str(ps.meta.get("title", "")), ps.target)
+    job.body = render_body(BodyInput(
+        target=ps.target, version=version.base, base_branch=upstream.branch,
+        summary=str(ps.meta.get("summary", "")), commits=commits, validation=validation,
+        forced=job.forced, range_diff=_range_diff(job), requires=_requires(ws, ps),
+        previous_version=_previous(job)[1]))
+    return job
+
+
+def _check_config(ws: Workspace, upstream: Upstream) -> str:
+    """The push URL, after making sure PRs and pushes can only go where they should."""
+    where = f"{ws.config.path} [upstreams.{upstream.name}]"
+    if not upstream.github or not upstream.fork:
+        raise ConfigError(f"{where}: open-pr needs github = \"OWNER/NAME\" (the repository PRs "
+                          "target) and fork = \"YOU/NAME\" (where branches are pushed)")
+    if upstream.fork.lower() == upstream.github.lower():
+        raise ConfigError(f"{where}: fork is the upstream itself ({upstream.fork}); contrib "
+                          "pushes only to a fork: set fork to your fork's OWNER/NAME")
+    push_url = upstream.fork_push_url()
+    parts = urlsplit(push_url)
+    if parts.username or parts.password:
+        raise ConfigError(f"{where}: push_url carries credentials; remove them (contrib takes "
+                          "the token from GITHUB_TOKEN and never puts it in a URL)")
+    norm = push_url.lower().rstrip("/").removesuffix(".git")
+    if norm == upstream.url.lower().rstrip("/").removesuffix(".git") or norm.endswith(
+            "/" + upstream.github.lower()):
+        raise ConfigError(f"{where}: push_url {push_url} is the upstream; contrib pushes only "
+                          "to the fork: point push_url at your fork")
+    return push_url
+
+
+def _build(git: Git, version: Version) -> tuple[list[CommitLine], Sha]:
+    """The PR branch: the version's patches applied on its base, as commits."""
+    mails = [split_mail(git, name, raw) for name, raw in version.patch_texts()]
+    applied = apply_series(git, version.base, mails)
+    lines = [CommitLine(a.commit, a.name, a.patch.subject, f"{a.patch.author.name}")
+             for a in applied]
+    return lines, applied[-1].commit
+
+
+def _previous(job: Job) -> tuple[str | None, str | None]:
+    """(tip, version) of the push the range-diff compares with."""
+    pushed = job.ps.get("pr", "pushed")
+    if pushed and pushed != job.tip:
+        return str(pushed), job.ps.get("pr", "version")
+    previous = job.ps.get("pr", "previous")
+    return (str(previous), job.ps.get("pr", "previous_version")) if previous else (None, None)
+
+
+def _range_diff(job: Job) -> str | None:
+    """``git range-diff`` from the previously pushed version to this one, if known."""
+    old_tip, old_version = _previous(job)
+    if not old_tip or not old_version or old_tip == job.tip:
+        return None
+    if job.git.try_rev_parse(old_tip) is None:
+        # Not in this cache: rebuild it from the old version folder (same SHAs).
+        old = job.ps.version(str(old_version))
+        try:
+            _, rebuilt = _build(job.git, old)
+        except ContribError:
+            return None
+        if rebuilt != old_tip:
+            return None
+    status, out, _ = job.git.try_run("range-diff", "--no-color", f"{old_version}..{old_tip}",
+                                     f"{job.version}..{job.tip}")
+    return out if status == 0 and out.strip() else None
+
+
+def _requires(ws: Workspace, ps: Patchset) -> list[str]:
+    """The ``[[requires]]`` of the patchset, with links to the fix and our backport PR."""
+    out = []
+    for req in requirements(ps):
+        upstream = ws.config.upstreams.get(req.upstream)
+        commit = f"`{req.commit[:12]}`"
+        if upstream is not None and upstream.github:
+            commit = f"[{commit}](https://github.com/{upstream.github}/commit/{req.commit})"
+        text = f"{req.upstream} commit {commit}"
+        if req.patchset:
+            text += f" (or our patchset `{req.patchset}`{_pr_link(ws, req.patchset)})"
+        if req.reason:
+            text += f": {req.reason}"
+        out.append(text)
+    return out
+
+
+def _pr_link(ws: Workspace, target: str) -> str:
+    try:
+        url = ws.patchset(target).get("pr", "url")
+    except ContribError:
+        return ""
+    return f", {url}" if url else ""
+
+
+# -- the fork ------------------------------------------------------------------
+
+
+def _fork_tip(job: Job, token: str | None, dry_run: bool) -> str | None:
+    """What the fork's contrib/<name> points at now (None: no such branch)."""
+    ref = f"refs/heads/{job.branch}"
+    job.actions.append(f"git ls-remote {job.push_url} {ref}")
+    status, out, err = job.git.try_run("ls-remote", "--", job.push_url, ref,
+                                       env=push_env(job.push_url, token))
+    if status != 0:
+        last = (err.strip().splitlines() or ["git ls-remote failed"])[-1]
+        msg = f"cannot read the fork at {job.push_url}: {last}"
+        if re.search(r"could not read Username|Authentication failed|\b40[13]\b", err):
+            msg = f"the fork at {job.push_url} refused the token (git: {last})"
+        if dry_run:
+            job.actions.append(f"(could not read the fork: {err.strip()[:200]})")
+            return None
+        raise NeedsAttention(scrub(msg + "; check push_url/fork in contrib.toml and the token's "
+                                   "Contents: write permission on the fork"))
+    for line in out.splitlines():
+        sha, _, name = line.partition("\t")
+        if name.strip() == ref:
+            return sha.strip()
+    return None
+
+
+def _lease(job: Job, fork_tip: str | None) -> str | None:
+    """The value the push lease expects; NeedsAttention if someone else pushed there."""
+    if fork_tip is None or fork_tip == job.tip:
+        return fork_tip
+    ours = {str(s) for s in job.ps.get("pr", "pushed_history", []) or []}
+    if fork_tip not in ours:
+        raise NeedsAttention(
+            f"{job.push_url} branch {job.branch} is at {fork_tip[:12]}, which contrib never "
+            f"pushed (someone else committed there); contrib will not overwrite it. Move those "
+            f"commits into the patchset, or delete the branch on the fork, then run again")
+    return fork_tip
+
+
+def _push(job: Job, token: str | None, expected: str | None, fork_tip: str | None) -> str:
+    """Push the branch with a lease; 'unchanged' when the fork already has it."""
+    dest = f"refs/heads/{job.branch}"
+    assert dest.startswith("refs/heads/" + BRANCH_PREFIX)  # never anything else
+    if fork_tip == job.tip:
+        _remember_push(job)
+        return "unchanged"
+    job.actions.append(f"git push --force-with-lease={dest}:{expected or ''} {job.push_url} "
+                       f"{job.tip[:12]}:{dest}")
+    try:
+        job.git.run("push", "--porcelain", "--no-verify", f"--force-with-lease={dest}:{expected or ''}",
+                    "--", job.push_url, f"{job.tip}:{dest}", env=push_env(job.push_url, token))
+    except GitError as exc:
+        if "stale info" in str(exc) or "rejected" in str(exc):
+            raise NeedsAttention(f"{job.push_url} branch {job.branch} changed while contrib was "
+                                 "pushing; nothing was overwritten. Run open-pr again") from None
+        raise NeedsAttention(f"push to the fork failed: {exc}") from None
+    _remember_push(job)
+    return "pushed"
+
+
+def _remember_push(job: Job) -> None:
+    """Record the pushed tip at once: a later failure must not orphan it."""
+    history = [str(s) for s in job.ps.get("pr", "pushed_history", []) or []]
+    previous = job.ps.get("pr", "pushed")
+    changes: dict[str, Any] = {}
+    if previous and previous != job.tip:
+        changes = {"previous": str(previous), "previous_version": job.ps.get("pr", "version")}
+    if job.tip not in history:
+        history.append(job.tip)
+    job.ps.set("pr", head=job.head, branch=job.branch, pushed=job.tip, version=job.version,
+               pushed_history=history, **changes)
+    job.ps.save_meta()
+
+
+# -- the pull request ------------------------------------------------------------
+
+
+def _create_or_update(job: Job, api: GitHubAPI,
+                      existing: PullRequest | None) -> tuple[PullRequest, str]:
+    if existing is not None:
+        return _update(job, api, existing, None)
+    job.actions.append(f"POST /repos/{job.repo}/pulls head={job.head} draft=true")
+    try:
+        pr = api.create_draft_pr(job.repo, head=job.head, base=job.upstream.branch,
+                                 title=job.title, body=job.body,
+                                 maintainer_can_modify=job.upstream.maintainer_can_modify)
+        return pr, "created"
+    except (PullRequestExists, GitHubUnavailable) as exc:
+        # The create may have landed (GitHub said "already exists", or answered 5xx
+        # after making it): find that PR and update it; never open a second one.
+        found = api.find_pr(job.repo, job.head, job.upstream.branch)
+        if found is None or found.state != "open":
+            raise exc from None
+        return _update(job, api, found, "created" if isinstance(exc, GitHubUnavailable) else None)
+
+
+def _update(job: Job, api: GitHubAPI, pr: PullRequest,
+            outcome: str | None) -> tuple[PullRequest, str]:
+    if pr.title == job.title and pr.body == job.body:
+        return pr, outcome or "unchanged"
+    job.actions.append(f"PATCH /repos/{job.repo}/pulls/{pr.number} title, body")
+    return api.update_pr(job.repo, pr.number, title=job.title, body=job.body), outcome or "updated"
+
+
+def _pr_json(pr: PullRequest) -> dict[str, Any]:
+    state = "merged" if pr.merged else pr.state
+    return {"number": pr.number, "url": pr.url, "state": state, "draft": pr.draft,
+            "merged_at": pr.merged_at, "merge_commit_sha": pr.merge_commit_sha}
+
+
+def _record(job: Job, pr: PullRequest, **extra: Any) -> None:
+    info = _pr_json(pr)
+    job.ps.set("pr", repo=job.repo, head=job.head, number=pr.number, url=pr.url,
+               state=info["state"], draft=pr.draft, updated=now_iso(),
+               merged_at=pr.merged_at, merge_commit_sha=pr.merge_commit_sha if pr.merged else None,
+               **extra)
+    status = str(job.ps.meta.get("upstream_status", "Pending"))
+    if pr.merged:
+        job.ps.meta["upstream_status"] = "Accepted"
+    elif pr.state == "open" and status == "Pending":
+        job.ps.meta["upstream_status"] = "Submitted"
+    job.ps.save_meta()
+
+
+def _merged(job: Job, pr: PullRequest, dry_run: bool) -> dict[str, Any]:
+    if not dry_run:
+        _record(job, pr)
+    return job.result("merged", push="skipped", pr=_pr_json(pr),
+                      message=f"PR #{pr.number} was merged ({pr.merge_commit_sha or '?'}); "
+                              f"{job.ps.target} is Accepted")
+
+
+def _closed(job: Job, pr: PullRequest, dry_run: bool) -> dict[str, Any]:
+    if not dry_run:
+        _record(job, pr)
+    message = (f"{pr.url} (#{pr.number}) was closed without merging; contrib leaves it closed "
+               f"and pushed nothing. Run `contrib open-pr --reopen {job.ps.target}` to reopen "
+               "and update it")
+    return job.result("closed", push="skipped", pr=_pr_json(pr), error=message, exit_code=1)
+
+
+def _dry_run(job: Job, existing: PullRequest | None, fork_tip: str | None,
+             looked_up: bool) -> dict[str, Any]:
+    dest = f"refs/heads/{job.branch}"
+    if fork_tip == job.tip:
+        job.actions.append("(push skipped: the fork already has this branch)")
+    else:
+        job.actions.append(f"git push --force-with-lease={dest}:{fork_tip or ''} {job.push_url} "
+                           f"{job.tip[:12]}:{dest}")
+    if existing is not None:
+        if existing.state == "closed":
+            job.actions.append(f"PATCH /repos/{job.repo}/pulls/{existing.number} state=open")
+        if existing.title != job.title or existing.body != job.body:
+            job.actions.append(f"PATCH /repos/{job.repo}/pulls/{existing.number} title, body")
+    else:
+        what = "" if looked_up else " (unless the lookup finds one; no token to look it up)"
+        job.actions.append(f"POST /repos/{job.repo}/pulls head={job.head} draft=true{what}")
+    return job.result("dry-run", push="would push" if fork_tip != job.tip else "unchanged",
+                      pr=_pr_json(existing) if existing else None, body=job.body)
+
+
+# -- the command as the CLI calls it ----------------------------------------------
+
+
+def open_pr_command(ws: Workspace, ui: UI, targets: list[str], *, dry_run: bool, force: bool, reopen: bool,
+        github_factory: GitHubFactory | None = None) -> int:
+    """Run open-pr and report: a human summary, or one JSON document."""
+    code, results = open_pr(ws, targets, dry_run=dry_run, force=force, reopen=reopen,
+                            github_factory=github_factory)
+    for r in results:
+        _report(ui, r, dry_run)
+    if not results:
+        ui.info("no patchsets selected")
+    ui.emit({"dry_run": dry_run, "results": results, "exit_code": code})
+    return code
+
+
+def _report(ui: UI, r: dict[str, Any], dry_run: bool) -> None:
+    if r["result"] == "error":
+        ui.warn(f"{r['patchset']}: {r['error']}")
+        return
+    pr = r.get("pr") or {}
+    link = f" #{pr['number']} {pr['url']}" if pr.get("number") else ""
+    ui.info(f"{r['patchset']}: {r['result']}{link} (push: {r.get('push')}, branch "
+            f"{r['head']} at {r['tip'][:12]}{', validation forced' if r['forced'] else ''})")
+    if r.get("error"):
+        ui.warn(f"{r['patchset']}: {r['error']}")
+    if dry_run:
+        for c in r["commits"]:
+            ui.info(f"  commit {c['sha'][:12]} {c['subject']}")
+        ui.info(f"  title: {r['title']}")
+        ui.info("  would call:")
+        for action in r["actions"]:
+            ui.info(f"    {action}")
+        ui.info("  body:\n" + "\n".join("    " + line for line in r["body"].splitlines()))
+

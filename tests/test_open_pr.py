@@ -1,0 +1,404 @@
+"""`contrib open-pr` end to end: real git, a real bare fork, real PyGithub, the fake GitHub."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contrib.commands.open_pr import open_pr, open_pr_command
+from contrib.github import PyGithubAPI
+from contrib.patchset import Workspace
+from contrib.ui import UI
+from tests.conftest import make_patch, run_contrib
+from tests.fake_github import FakeGitHost, FakeGitHub, fake_github_fixture  # noqa: F401
+from tests.gitutil import Repo, git
+
+UPSTREAM, FORK = "upstream-org/proj", "me/proj"
+TARGET = "proj/sm120"
+HEAD = "me:contrib/sm120"
+
+PASSED = {
+    "contrib_version": "0.1.0", "arch": "sm_120a", "overall": "passed",
+    "host": {"hostname": "gpu-box-7", "nvcc": "13.0",
+             "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell", "compute_capability": "12.0"}] * 2},
+    "stages": [
+        {"name": "apply", "status": "passed", "duration": 0.1},
+        {"name": "gates", "status": "passed", "findings": [{"file": "pkg/core.py"}]},
+        {"name": "ptx", "status": "skipped", "reason": "nvcc not found on PATH"},
+        {"name": "tests", "status": "passed", "selected": ["tests/test_core.py"],
+         "counts": {"passed": 3}},
+    ],
+}
+
+fast_github = functools.partial(PyGithubAPI, retries=2, max_wait=2.0, backoff=0.0,
+                                write_interval=0.0, timeout=5)
+
+
+class Scene:
+    """Upstream repo, workspace with one validated patchset, bare fork, fake GitHub."""
+
+    def __init__(self, tmp_path: Path, upstream: Repo, fake: FakeGitHub,
+                 githost: FakeGitHost | None = None) -> None:
+        self.tmp, self.upstream, self.fake = tmp_path, upstream, fake
+        self.root = tmp_path / "ws"
+        self.root.mkdir()
+        if githost is None:  # the fork as a local bare repo
+            self.fork = tmp_path / "fork.git"
+            push_url = str(self.fork)
+        else:  # the fork behind real smart HTTP that demands the token
+            self.fork = Path(githost.root) / f"{FORK}.git"
+            push_url = f"{githost.url}/{FORK}.git"
+        self.fork.parent.mkdir(parents=True, exist_ok=True)
+        git(tmp_path, "init", "-q", "--bare", str(self.fork))
+        (self.root / "contrib.toml").write_text(
+            f'[github]\napi_url = "{fake.url}"\n\n[upstreams.proj]\nurl = "{upstream.path}"\n'
+            f'branch = "main"\ngithub = "{UPSTREAM}"\nfork = "{FORK}"\n'
+            f'push_url = "{push_url}"\n', encoding="utf-8")
+        fake.add_repo(UPSTREAM, git_dir=str(upstream.path / ".git"))
+        fake.add_repo(FORK, fork_of=UPSTREAM, git_dir=str(self.fork))
+        patches = make_patch(upstream, tmp_path, {"pkg/core.py": upstream.read("pkg/core.py")
+                                                  .replace("return 3\n", "return 30\n")},
+                             "Admit SM120 in f3\n\nWiden the gate to sm_120.", name="p1")
+        res = run_contrib("new", "proj", "sm120", "--base", "main",
+                          *[a for p in patches for a in ("--patch", str(p))], cwd=self.root)
+        assert res.code == 0, res.err
+        self.write_validation(PASSED)
+
+    @property
+    def ws(self) -> Workspace:
+        return Workspace(self.root)
+
+    def meta(self) -> dict[str, Any]:
+        ps = self.ws.patchset(TARGET)
+        return {k: (v.unwrap() if hasattr(v, "unwrap") else v) for k, v in ps.meta.items()}
+
+    def version_dir(self) -> Path:
+        return self.ws.patchset(TARGET).current.dir
+
+    def write_validation(self, data: dict[str, Any] | None) -> None:
+        path = self.version_dir() / "validation.json"
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(json.dumps(data), encoding="utf-8")
+
+    def run(self, *targets: str, **kw: Any) -> tuple[int, list[dict[str, Any]]]:
+        ws = self.ws
+        opts = {"dry_run": False, "force": False, "reopen": False, "github_factory": fast_github}
+        opts.update(kw)
+        with ws.lock():
+            return open_pr(ws, list(targets) or [TARGET], **opts)
+
+    def fork_tip(self) -> str | None:
+        out = git(self.fork, "for-each-ref", "--format=%(objectname)", "refs/heads/contrib/sm120")
+        return out or None
+
+    def prs(self) -> list[dict[str, Any]]:
+        return self.fake.pulls(UPSTREAM)
+
+    def rebase(self) -> str:
+        """Upstream moves on; the patchset gets a new version at the new tip (as sync would)."""
+        old = self.version_dir()
+        new_base = self.upstream.commit("Upstream: add notes", {"NOTES.md": "notes\n"})
+        new = old.parent / new_base
+        new.mkdir()
+        for f in old.iterdir():
+            if f.name != "validation.json":
+                (new / f.name).write_bytes(f.read_bytes())
+        meta = old.parent / "patchset.toml"
+        meta.write_text(meta.read_text().replace(old.name, new_base), encoding="utf-8")
+        self.write_validation(PASSED)
+        return new_base
+
+
+@pytest.fixture
+def scene(tmp_path: Path, upstream: Repo, fake_github: FakeGitHub,
+          monkeypatch: pytest.MonkeyPatch) -> Scene:
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    return Scene(tmp_path, upstream, fake_github)
+
+
+@pytest.fixture
+def githost(tmp_path: Path, fake_github: FakeGitHub,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHost]:
+    """github.com's git side on 127.0.0.1, accepting only the fake's token."""
+    monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "file:http")
+    host = FakeGitHost(str(tmp_path / "githost"), fake_github.token)
+    yield host
+    host.stop()
+
+
+@pytest.fixture
+def http_scene(tmp_path: Path, upstream: Repo, fake_github: FakeGitHub, githost: FakeGitHost,
+               monkeypatch: pytest.MonkeyPatch) -> Scene:
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    return Scene(tmp_path, upstream, fake_github, githost)
+
+
+def test_creates_one_draft_pr_from_the_fork(scene: Scene) -> None:
+    code, [res] = scene.run()
+    assert code == 0, res
+    assert (res["result"], res["push"]) == ("created", "pushed")
+    [pr] = scene.prs()
+    assert (pr["number"], pr["draft"], pr["state"]) == (1, True, "open")
+    assert pr["head"]["label"] == HEAD and pr["base"]["ref"] == "main"
+    assert pr["title"] == "Admit SM120 in f3"
+    # The branch is the patch as a commit on the recorded base, authored as in the patch.
+    base = scene.version_dir().name
+    assert scene.fork_tip() == res["tip"] == pr["head"]["sha"]
+    assert git(scene.fork, "rev-parse", f"{res['tip']}^") == base
+    assert git(scene.fork, "log", "-1", "--format=%an|%s", res["tip"]) == \
+        "Upstream Dev|Admit SM120 in f3"
+    assert git(scene.fork, "for-each-ref", "--format=%(refname)") == "refs/heads/contrib/sm120"
+    body = pr["body"]
+    assert "Widen the gate to sm_120." in body
+    assert f"<!-- contrib:patchset={TARGET} version={base} -->" in body
+    assert "| ptx | skipped | — | nvcc not found on PATH |" in body
+    assert "2x NVIDIA RTX PRO 6000 Blackwell (sm 12.0)" in body and "gpu-box-7" in body
+    meta = scene.meta()
+    assert meta["pr"]["number"] == 1 and meta["pr"]["state"] == "open"
+    assert meta["pr"]["url"] == "https://github.com/upstream-org/proj/pull/1"
+    assert meta["pr"]["pushed"] == res["tip"] and meta["pr"]["version"] == base
+    assert meta["upstream_status"] == "Submitted"
+    post = scene.fake.calls("POST", f"/repos/{UPSTREAM}/pulls")[0].json()
+    assert post["draft"] is True and post["maintainer_can_modify"] is True
+
+
+def test_second_run_changes_nothing_and_never_duplicates(scene: Scene) -> None:
+    _, [first] = scene.run()
+    before = len(scene.fake.requests)
+    code, [again] = scene.run()
+    assert code == 0 and (again["result"], again["push"]) == ("unchanged", "unchanged")
+    assert again["tip"] == first["tip"]  # same input, same SHAs
+    new_calls = scene.fake.requests[before:]
+    assert [c.method for c in new_calls] == ["GET", "GET"]  # repo + PR lookup, no writes
+    assert len(scene.prs()) == 1
+
+
+def test_rebase_updates_the_same_pr_with_range_diff(scene: Scene) -> None:
+    _, [first] = scene.run()
+    new_base = scene.rebase()
+    code, [res] = scene.run()
+    assert code == 0, res
+    assert (res["result"], res["push"]) == ("updated", "pushed")
+    [pr] = scene.prs()
+    assert scene.fork_tip() == res["tip"] != first["tip"]
+    assert git(scene.fork, "rev-parse", f"{res['tip']}^") == new_base
+    assert f"version={new_base} -->" in pr["body"]
+    assert "git range-diff" in pr["body"] and "Admit SM120 in f3" in pr["body"].split("range-diff")[1]
+    assert len(scene.fake.calls("POST")) == 1 and len(scene.fake.calls("PATCH")) == 1
+    meta = scene.meta()["pr"]
+    assert meta["previous"] == first["tip"] and meta["pushed_history"] == [first["tip"], res["tip"]]
+    # and once more: the body (with its range-diff) is stable, so nothing is written
+    code, [again] = scene.run()
+    assert again["result"] == "unchanged" and len(scene.fake.calls("PATCH")) == 1
+
+
+def test_lost_502_after_create_still_one_pr(scene: Scene) -> None:
+    scene.fake.fail_after_create()
+    code, [res] = scene.run()
+    assert code == 0, res
+    assert len(scene.prs()) == 1 and scene.meta()["pr"]["number"] == 1
+    assert len(scene.fake.calls("POST")) == 2  # GithubRetry retried; GitHub said "already exists"
+
+
+def test_lost_502_without_retries_finds_the_pr(scene: Scene) -> None:
+    scene.fake.fail_after_create()
+    factory = functools.partial(fast_github, retries=0)
+    code, [res] = scene.run(github_factory=factory)
+    assert code == 0 and res["result"] == "created"
+    assert len(scene.prs()) == 1 and len(scene.fake.calls("POST")) == 1
+    assert scene.meta()["pr"]["number"] == 1
+
+
+def test_secondary_rate_limit_is_waited_out(scene: Scene) -> None:
+    fault = scene.fake.rate_limit_next("POST", f"/repos/{UPSTREAM}/pulls", retry_after=1)
+    code, [res] = scene.run()
+    assert code == 0 and res["result"] == "created" and fault.count == 0
+    assert len(scene.prs()) == 1 and len(scene.fake.calls("POST")) == 2
+
+
+def test_bad_token_is_one_line_and_exit_1(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_notTheRightToken123")
+    code, [res] = scene.run()
+    assert code == 1
+    assert res["error"] == ("GitHub rejected the token (401 Bad credentials): "
+                            "set GITHUB_TOKEN to a valid token")
+    assert scene.fork_tip() is None and scene.prs() == []
+
+
+def test_cli_without_token_says_what_to_set(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # and no gh
+    res = run_contrib("open-pr", TARGET, cwd=scene.root)
+    assert res.code == 1
+    assert "no GitHub token for 127.0.0.1: set GITHUB_TOKEN" in res.err
+    assert scene.fake.requests == []
+
+
+def test_pr_closed_by_a_human_is_left_closed(scene: Scene) -> None:
+    _, [first] = scene.run()
+    scene.fake.close_pr(UPSTREAM, 1)
+    scene.rebase()
+    code, [res] = scene.run()
+    assert code == 1 and res["result"] == "closed"
+    assert "closed without merging" in res["error"] and "--reopen" in res["error"]
+    assert scene.prs()[0]["state"] == "closed" and scene.fake.calls("PATCH") == []
+    assert scene.fork_tip() == first["tip"]  # nothing pushed
+    assert scene.meta()["pr"]["state"] == "closed"
+    code, [res] = scene.run(reopen=True)
+    assert code == 0 and res["result"] == "reopened"
+    [pr] = scene.prs()
+    assert pr["state"] == "open" and scene.fork_tip() == res["tip"] != first["tip"]
+    assert f"version={scene.version_dir().name}" in pr["body"]
+
+
+def test_merged_pr_marks_the_patchset_accepted(scene: Scene) -> None:
+    scene.run()
+    scene.fake.merge_pr(UPSTREAM, 1, merge_commit_sha="c0ffee" * 6 + "beef")
+    code, [res] = scene.run()
+    assert code == 0 and res["result"] == "merged"
+    meta = scene.meta()
+    assert meta["upstream_status"] == "Accepted"
+    assert meta["pr"]["state"] == "merged"
+    assert meta["pr"]["merge_commit_sha"] == "c0ffee" * 6 + "beef"
+    assert meta["pr"]["merged_at"].endswith("Z")
+    assert len(scene.fake.calls("PATCH")) == 0 and len(scene.prs()) == 1
+
+
+def test_dry_run_pushes_and_posts_nothing(scene: Scene, capsys: pytest.CaptureFixture[str]) -> None:
+    meta_before = (scene.version_dir().parent / "patchset.toml").read_bytes()
+    ws = scene.ws
+    with ws.lock():
+        code = open_pr_command(ws, UI(), [TARGET], dry_run=True, force=False, reopen=False,
+                               github_factory=fast_github)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert scene.fork_tip() is None and scene.prs() == []
+    assert [c.method for c in scene.fake.requests] == ["GET", "GET"]  # lookups only
+    assert (scene.version_dir().parent / "patchset.toml").read_bytes() == meta_before
+    assert "contrib/sm120" in out and "title: Admit SM120 in f3" in out
+    assert "git push --force-with-lease=refs/heads/contrib/sm120:" in out
+    assert f"POST /repos/{UPSTREAM}/pulls head={HEAD} draft=true" in out
+    assert "<!-- contrib:patchset=proj/sm120" in out and "commit " in out
+
+
+def test_dry_run_needs_no_token(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    res = run_contrib("open-pr", "--dry-run", "--json", TARGET, cwd=scene.root)
+    assert res.code == 0, res.err
+    [r] = res.json["results"]  # type: ignore[index]
+    assert r["result"] == "dry-run" and r["push"] == "would push"
+    assert any("no token" in a for a in r["actions"])
+    assert scene.fake.requests == [] and scene.fork_tip() is None
+
+
+@pytest.mark.parametrize("validation", [None, {**PASSED, "overall": "failed"}])
+def test_refuses_without_passed_validation(scene: Scene, validation: dict[str, Any] | None) -> None:
+    scene.write_validation(validation)
+    code, [res] = scene.run()
+    assert code == 1 and res["result"] == "error"
+    assert "validation.json" in res["error"] and "--force" in res["error"]
+    assert scene.fake.requests == [] and scene.fork_tip() is None
+    code, [res] = scene.run(force=True)
+    assert code == 0 and res["forced"] is True
+    body = scene.prs()[0]["body"]
+    assert ("Not validated" if validation is None else "Validation was forced") in body
+
+
+def test_foreign_commit_on_the_fork_branch_stops(scene: Scene) -> None:
+    other = Repo(scene.tmp / "someone")
+    sha = other.commit("their work", {"x.txt": "x\n"})
+    git(other.path, "push", "-q", str(scene.fork), "HEAD:refs/heads/contrib/sm120")
+    code, [res] = scene.run()
+    assert code == 1 and "never pushed" in res["error"] and sha[:12] in res["error"]
+    assert scene.fork_tip() == sha and scene.prs() == []
+
+
+def test_commit_added_on_top_of_our_push_stops(scene: Scene) -> None:
+    _, [first] = scene.run()
+    clone = scene.tmp / "clone"
+    git(scene.tmp, "clone", "-q", "-b", "contrib/sm120", str(scene.fork), str(clone))
+    git(clone, "commit", "-q", "--allow-empty", "-m", "maintainer fixup",
+        env={"GIT_AUTHOR_NAME": "M", "GIT_AUTHOR_EMAIL": "m@x", "GIT_COMMITTER_NAME": "M",
+             "GIT_COMMITTER_EMAIL": "m@x"})
+    git(clone, "push", "-q", "origin", "contrib/sm120")
+    theirs = scene.fork_tip()
+    scene.rebase()
+    code, [res] = scene.run()
+    assert code == 1 and "never pushed" in res["error"]
+    assert scene.fork_tip() == theirs != first["tip"]
+    assert scene.fake.calls("PATCH") == []
+
+
+def test_refuses_push_url_that_is_the_upstream(scene: Scene) -> None:
+    cfg = scene.root / "contrib.toml"
+    cfg.write_text(cfg.read_text().replace(f'push_url = "{scene.fork}"',
+                                           f'push_url = "{scene.upstream.path}"'))
+    code, [res] = scene.run()
+    assert code == 2 and "is the upstream" in res["error"]
+    assert scene.fake.calls("POST") == []
+
+
+def _all_bytes(*roots: Path) -> list[tuple[Path, bytes]]:
+    found = []
+    for root in roots:
+        for path in root.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                found.append((path, path.read_bytes()))
+    return found
+
+
+def test_token_never_leaks(http_scene: Scene, githost: FakeGitHost, isolated: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Plant a token, push over real smart HTTP that demands it, update after a rebase,
+    then grep every output, request, PR body and file (incl. every .git/config)."""
+    scene = http_scene
+    token = scene.fake.token
+    secrets = [token.encode(), base64.b64encode(f"x-access-token:{token}".encode())]
+    outputs = []
+    for args in (["open-pr", "--json", TARGET], ["open-pr", TARGET], ["status", "--no-fetch"]):
+        res = run_contrib(*args, cwd=scene.root)
+        assert res.code == 0, res.err
+        outputs.append(res.out + res.err)
+    scene.rebase()
+    res = run_contrib("open-pr", "--dry-run", TARGET, cwd=scene.root)
+    outputs.append(res.out + res.err)
+    res = run_contrib("open-pr", TARGET, cwd=scene.root)
+    assert res.code == 0, res.err
+    outputs.append(res.out + res.err + "".join(capsys.readouterr()))
+    [pr] = scene.prs()
+    assert "git range-diff" in pr["body"] and scene.fork_tip() == pr["head"]["sha"]
+    pushes = [r for r in githost.requests if r.path.endswith("/git-receive-pack")]
+    assert len(pushes) == 2  # first push and the rebased one; the unchanged run pushed nothing
+    assert all(r.headers["authorization"] == githost.expected_auth() for r in githost.requests)
+    text = "\n".join(outputs) + json.dumps(scene.prs())
+    assert token not in text and secrets[1].decode() not in text
+    for req in scene.fake.requests:
+        assert req.headers["authorization"] == f"token {token}"
+        assert token.encode() not in req.body and token not in req.path + json.dumps(req.query)
+    # every file: workspace (incl. patchset.toml, .contrib), cache, fork, upstream, HOME
+    files = _all_bytes(scene.tmp, isolated)
+    configs = [p for p, _ in files if p.name == "config" and p.parent.name.endswith(".git")]
+    assert len(configs) >= 2  # the fork and the upstream cache at least
+    for path, data in files:
+        for secret in secrets:
+            assert secret not in data, f"token found in {path}"
+
+
+def test_fork_rejecting_the_token_is_one_clear_line(
+        http_scene: Scene, githost: FakeGitHost) -> None:
+    githost.token = "ghp_someOtherTokenThatTheForkWants"
+    code, [res] = http_scene.run()
+    assert code == 1
+    assert res["error"].startswith(f"the fork at {githost.url}/{FORK}.git refused the token")
+    assert "Contents: write" in res["error"]
+    assert "\n" not in res["error"] and http_scene.fake.token not in res["error"]
+    assert http_scene.prs() == [] and http_scene.fork_tip() is None
