@@ -63,7 +63,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Waiver:
-    """``[[validate.waive]]`` in patchset.toml: file plus line or pattern, and a reason."""
+    """``[[waivers]]`` in patchset.toml: file plus line or pattern, and a reason."""
 
     file: str
     reason: str
@@ -91,14 +91,14 @@ def _same_file(waived: str, actual: str) -> bool:
 
 
 def parse_waivers(raw: object, source: str = "patchset.toml") -> list[Waiver]:
-    """Read ``[[validate.waive]]`` entries; raise ConfigError naming the bad one."""
+    """Read ``[[waivers]]`` entries; raise ConfigError naming the bad one."""
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise ConfigError(f"{source}: validate.waive must be an array of tables")
+        raise ConfigError(f"{source}: waivers must be an array of tables ([[waivers]])")
     waivers = []
     for index, entry in enumerate(raw):
-        where = f"{source}: validate.waive[{index}]"
+        where = f"{source}: [[waivers]] #{index + 1}"
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where} must be a table with file, reason and line or pattern")
         file, reason = entry.get("file"), entry.get("reason")

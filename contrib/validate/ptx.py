@@ -83,6 +83,12 @@ def empty_entries(ptx: str) -> list[str]:
     return empty
 
 
+def missing_header(compiler_output: str) -> str | None:
+    """The header a failed compile could not find, if that is why it failed."""
+    match = _MISSING_HEADER.search(compiler_output)
+    return match.group(1).strip() if match else None
+
+
 def all_entries(ptx: str) -> list[str]:
     """Every ``.entry`` name in ``ptx``."""
     return _ENTRY.findall(ptx)
@@ -117,8 +123,7 @@ def compile_ptx(
         )
     if done.returncode != 0:
         text = (done.stderr or done.stdout).strip()
-        missing = _MISSING_HEADER.search(text)
-        return PtxResult(str(source), False, missing_header=missing.group(1).strip() if missing else None,
+        return PtxResult(str(source), False, missing_header=missing_header(text),
                          error=text[-2000:], command=command)  # fmt: skip
     ptx = out.read_text(encoding="utf-8", errors="replace")
     return PtxResult(str(source), True, all_entries(ptx), empty_entries(ptx), command=command)

@@ -42,14 +42,16 @@ class StageResult:
             "waived": sum(1 for f in self.findings if f.waived is not None),
             "info": sum(1 for f in self.findings if f.severity == "info"),
         }
+        details = dict(self.details)
+        counts.update({f"tests_{k}": v for k, v in details.pop("counts", {}).items()})
         return {
             "name": self.name,
             "status": self.status,
             "reason": self.reason,
             "duration_s": round(self.duration, 3),
-            "counts": counts,
+            "counts": {k: v for k, v in counts.items() if v},
             "findings": [f.to_dict() for f in self.findings],
-            **self.details,
+            **details,
         }
 
 
@@ -86,12 +88,10 @@ class Validation:
             "patchset": self.patchset,
             "upstream_sha": self.base,
             "applied_sha": self.applied,
-            "arch": {
-                "name": self.arch.name,
-                "cuda_arch": self.arch.cuda_arch,
-                "compute": self.arch.compute,
-            },
-            "verdict": self.verdict,
+            "arch": self.arch.name,
+            "cuda_arch": self.arch.cuda_arch,
+            "compute": self.arch.compute,
+            "overall": self.verdict,
             "skipped_stages": self.skipped,
             "started_at": self.started,
             "finished_at": self.finished,
@@ -114,12 +114,13 @@ def host_facts(gpus: list[Gpu] | None | str = "probe") -> dict[str, Any]:
     nvcc = find_nvcc()
     found = probe_gpus() if gpus == "probe" else gpus
     return {
+        "hostname": platform.node(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "nvcc": nvcc,
-        "nvcc_version": nvcc_version(nvcc) if nvcc else None,
+        "nvcc": nvcc_version(nvcc) if nvcc else None,
+        "nvcc_path": nvcc,
         "nvidia_smi": found is not None,
-        "gpus": [{"name": g.name, "compute_cap": g.capability} for g in found or []],  # type: ignore[union-attr]
+        "gpus": [{"name": g.name, "compute_capability": g.capability} for g in found or []],  # type: ignore[union-attr]
     }
 
 

@@ -8,6 +8,9 @@ each stage skips itself when it has nothing to check or no tool to check with.
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -40,13 +43,23 @@ ORDER = ("apply", "syntax", "gates", "arch-guards", "ptx", "tests", "requires")
 def _str_list(table: Mapping[str, Any], key: str, where: str) -> list[str]:
     value = table.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: validate.{key} must be a list of strings")
+        raise ConfigError(f"{where}: validation.{key} must be a list of strings")
     return list(value)
+
+
+_SETTING_KEYS = {
+    "python", "tests", "compile", "sources", "compare", "tests_need_gpu", "test_limit",
+    "ptx_sources", "ptx_include_dirs", "ptx_flags",
+}  # fmt: skip
+
+
+def _unwrap(value: Any) -> Any:
+    return value.unwrap() if hasattr(value, "unwrap") else value
 
 
 @dataclass
 class Settings:
-    """The ``[validate]`` table of patchset.toml."""
+    """``[validation]`` and ``[[waivers]]`` of patchset.toml."""
 
     sources: list[str] = field(default_factory=list)  # extra CUDA sources to analyse
     compare: list[int] = field(default_factory=list)  # majors to compare when no gate says
@@ -54,6 +67,7 @@ class Settings:
     tests_need_gpu: bool = True
     test_limit: int = 20
     python: str | None = None
+    compile: list[str] = field(default_factory=list)  # PTX command run in a worktree
     ptx_sources: list[str] = field(default_factory=list)
     ptx_include_dirs: list[str] = field(default_factory=list)
     ptx_flags: list[str] = field(default_factory=list)
@@ -61,14 +75,18 @@ class Settings:
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any], where: str = "patchset.toml") -> Settings:
-        """Read ``meta["validate"]``; raise ConfigError naming the bad key."""
-        table = meta.get("validate", {})
+        """Read ``[validation]`` and ``[[waivers]]``; raise ConfigError naming the bad key."""
+        table = _unwrap(meta.get("validation", {}))
         if not isinstance(table, Mapping):
-            raise ConfigError(f"{where}: [validate] must be a table")
+            raise ConfigError(f"{where}: [validation] must be a table")
+        unknown = set(table) - _SETTING_KEYS
+        if unknown:
+            raise ConfigError(f"{where}: [validation] has unknown key(s) {', '.join(sorted(unknown))} "
+                              f"(allowed: {', '.join(sorted(_SETTING_KEYS))})")  # fmt: skip
         compare = table.get("compare", [])
         if not isinstance(compare, list) or not all(isinstance(m, int) for m in compare):
             raise ConfigError(
-                f"{where}: validate.compare must be a list of major versions, e.g. [9, 10]"
+                f"{where}: validation.compare must be a list of major versions, e.g. [9, 10]"
             )
         need_gpu, limit, python = (
             table.get("tests_need_gpu", True),
@@ -76,16 +94,19 @@ class Settings:
             table.get("python"),
         )
         if not isinstance(need_gpu, bool):
-            raise ConfigError(f"{where}: validate.tests_need_gpu must be true or false")
-        if not isinstance(limit, int) or limit < 1:
-            raise ConfigError(f"{where}: validate.test_limit must be a positive integer")
-        if python is not None and not isinstance(python, str):
-            raise ConfigError(f"{where}: validate.python must be a path to an interpreter")
+            raise ConfigError(f"{where}: validation.tests_need_gpu must be true or false")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ConfigError(f"{where}: validation.test_limit must be a positive integer")
+        if python is not None and (not isinstance(python, str) or not python):
+            raise ConfigError(f"{where}: validation.python must be a path to an interpreter")
+        compile_ = table.get("compile", [])
+        if isinstance(compile_, str):
+            compile_ = shlex.split(compile_)
         return cls(
             _str_list(table, "sources", where), list(compare), _str_list(table, "tests", where),
-            need_gpu, limit, python, _str_list(table, "ptx_sources", where),
-            _str_list(table, "ptx_include_dirs", where), _str_list(table, "ptx_flags", where),
-            parse_waivers(table.get("waive"), where),
+            need_gpu, limit, python, _str_list({"compile": compile_}, "compile", where),
+            _str_list(table, "ptx_sources", where), _str_list(table, "ptx_include_dirs", where),
+            _str_list(table, "ptx_flags", where), parse_waivers(_unwrap(meta.get("waivers")), where),
         )  # fmt: skip
 
 
@@ -197,7 +218,7 @@ def stage_arch_guards(ctx: Context) -> StageResult:
     findings, sources = _resolve_sources(ctx)
     if not sources:
         return StageResult("arch-guards", SKIPPED, "no touched gate names CUDA sources and "
-                           "patchset.toml lists none (validate.sources)", findings)  # fmt: skip
+                           "patchset.toml lists none (validation.sources)", findings)  # fmt: skip
     majors = {m for g in ctx.touched for m in g.majors_before} | set(settings.compare)
     compared = [a for a in admitted_archs(majors) if a.cuda_arch != arch.cuda_arch]
     resolver = includes.IncludeResolver(tree)
@@ -207,7 +228,7 @@ def stage_arch_guards(ctx: Context) -> StageResult:
                                "unresolved_includes": [f"{a}: {b}" for a, b in closure.unresolved]}  # fmt: skip
     if not compared:
         return StageResult("arch-guards", SKIPPED, f"no architecture other than {arch.name} was admitted "
-                           "before the patch to compare with (set validate.compare)", findings, details=details)  # fmt: skip
+                           "before the patch to compare with (set validation.compare)", findings, details=details)  # fmt: skip
     texts = {p: tree.read_text(p) or "" for p in closure.files}
     analysis = cuda_arch.analyze(texts, sources, arch, compared, resolver, settings.waivers)
     details["compared"] = [a.name for a in analysis.compared]
@@ -239,10 +260,12 @@ def _resolve_sources(ctx: Context) -> tuple[list[Finding], list[str]]:
 def stage_ptx(ctx: Context) -> StageResult:
     """Compile the translation units to PTX for the target; flag entries that are just ``ret;``."""
     settings, arch, tree = ctx.inputs.settings, ctx.inputs.arch, ctx.after
+    if settings.compile:
+        return _ptx_command(ctx)
     units = settings.ptx_sources or [s for s in ctx.sources if s.endswith(".cu")]
     if not units:
         return StageResult("ptx", SKIPPED, "no CUDA translation unit to compile (no .cu named by a touched "
-                           "gate or validate.ptx_sources)")  # fmt: skip
+                           "gate, validation.ptx_sources or validation.compile)")  # fmt: skip
     nvcc = ptx.find_nvcc()
     if nvcc is None:
         return StageResult("ptx", SKIPPED, "nvcc not found on PATH or in /usr/local/cuda/bin")
@@ -254,6 +277,51 @@ def stage_ptx(ctx: Context) -> StageResult:
         ptx.compile_ptx(nvcc, root / u, arch, dirs, ctx.workdir, settings.ptx_flags) for u in units
     ]
     return _ptx_verdict(ctx, units, results)
+
+
+def _ptx_command(ctx: Context) -> StageResult:
+    """Run patchset.toml's ``validation.compile`` in a worktree; read every .ptx it writes."""
+    arch, command = ctx.inputs.arch, ctx.inputs.settings.compile
+    if shutil.which(command[0]) is None:
+        return StageResult(
+            "ptx", SKIPPED, f"{command[0]} (from validation.compile) not found on PATH"
+        )
+    if ctx.inputs.worktree is None:
+        return StageResult(
+            "ptx", SKIPPED, "validation.compile needs a worktree, and none is available"
+        )
+    out = ctx.workdir / "ptx-out"
+    out.mkdir(parents=True, exist_ok=True)
+    subst = {"{compute}": arch.compute, "{arch}": arch.name, "{out}": str(out)}
+    args = [_substitute(a, subst) for a in command]
+    try:
+        done = subprocess.run(
+            args, cwd=ctx.inputs.worktree(), capture_output=True, text=True, timeout=1800
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return StageResult("ptx", FAILED, f"validation.compile could not run: {exc}")
+    files = sorted(out.rglob("*.ptx"))
+    results = [ptx.PtxResult(str(f.relative_to(out)), True, ptx.all_entries(t), ptx.empty_entries(t), command=args)
+               for f in files for t in [f.read_text(encoding="utf-8", errors="replace")]]  # fmt: skip
+    if done.returncode != 0:
+        error = (done.stderr or done.stdout).strip()
+        missing = ptx.missing_header(error)
+        results.append(
+            ptx.PtxResult(
+                " ".join(args), False, missing_header=missing, error=error[-2000:], command=args
+            )
+        )
+    if not results:
+        return StageResult(
+            "ptx", FAILED, f"validation.compile wrote no .ptx file under {{out}} ({out})"
+        )
+    return _ptx_verdict(ctx, [r.source for r in results], results)
+
+
+def _substitute(text: str, values: Mapping[str, str]) -> str:
+    for key, value in values.items():
+        text = text.replace(key, value)
+    return text
 
 
 def _ptx_verdict(ctx: Context, units: list[str], results: list[ptx.PtxResult]) -> StageResult:

@@ -73,6 +73,7 @@ def _hunk_lines(hunk: object, change: FileChange) -> None:
         if line.is_added:
             change.added.add(line.target_line_no)
             change.touched.add(line.target_line_no)
+            pending_removal = False  # a replacement touches only its new lines
         elif line.is_removed:
             change.removed.add(line.source_line_no)
             pending_removal = True
@@ -85,22 +86,30 @@ def _hunk_lines(hunk: object, change: FileChange) -> None:
 
 
 def changed_functions(change: FileChange, after_text: str | None) -> set[str]:
-    """Functions the change touches: hunk section headers plus the ``def`` around each line."""
+    """Functions the change touches.
+
+    For Python we read the ``def``/``class`` around each touched line (exact);
+    otherwise the hunk section headers, which name the function *above* a
+    hunk's first line, close enough for C and for files that do not parse.
+    """
     names = set()
-    for header in change.sections:
-        match = _SECTION_NAME.search(header) or _C_FUNCTION.search(header)
-        if match:
-            names.add(match.group(1))
+    module = None
     if after_text is not None and change.path.endswith(".py"):
         try:
             module = ast.parse(after_text)
         except SyntaxError:
-            return names
+            module = None
+    if module is not None:
         for node in ast.walk(module):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 span = set(range(node.lineno, (node.end_lineno or node.lineno) + 1))
                 if span & change.touched:
                     names.add(node.name)
+    else:
+        for header in change.sections:
+            match = _SECTION_NAME.search(header) or _C_FUNCTION.search(header)
+            if match:
+                names.add(match.group(1))
     return {n for n in names if not (n.startswith("__") and n.endswith("__"))}
 
 

@@ -31,3 +31,11 @@ def gate_only_tree() -> DictTree:
 def full_fix_tree() -> DictTree:
     """The mini-upstream with the gate widened and the guards fixed."""
     return DictTree(miniupstream.files("full-fix"))
+
+
+def variant_diff(tmp_path, variant: str) -> str:
+    """``git diff`` from the mini-upstream base to ``variant`` (a real git diff)."""
+    root = tmp_path / f"diff-{variant}"
+    base = miniupstream.init_repo(root)
+    miniupstream.commit_variant(root, variant, f"apply {variant}")
+    return miniupstream.git(root, "diff", base, "HEAD") + "\n"

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contrib.arch import parse_arch
+from contrib.validate.ptx import (
+    all_entries,
+    compile_ptx,
+    demangle,
+    empty_entries,
+    find_nvcc,
+    missing_header,
+    nvcc_version,
+)
+from tests.validate import miniupstream as mu
+
+PTX = """
+.version 9.0
+.target sm_120a
+.address_size 64
+
+	// .globl	_Z5emptyPi
+.visible .entry _Z5emptyPi(
+	.param .u64 _Z5emptyPi_param_0
+)
+{
+
+
+	ret;
+
+}
+	// .globl	_ZN2ns4workEPi
+.visible .entry _ZN2ns4workEPi(
+	.param .u64 _ZN2ns4workEPi_param_0
+)
+{
+	.reg .b32 	%r<2>;
+	.reg .b64 	%rd<3>;
+
+	ld.param.u64 	%rd1, [_ZN2ns4workEPi_param_0];
+	mov.u32 	%r1, 1;
+	st.global.u32 	[%rd1], %r1;
+	ret;
+
+}
+"""
+
+
+def test_empty_entries_in_handwritten_ptx():
+    assert all_entries(PTX) == ["_Z5emptyPi", "_ZN2ns4workEPi"]
+    assert empty_entries(PTX) == ["_Z5emptyPi"]
+
+
+def test_demangle():
+    assert demangle("_Z5emptyPi") == "empty"
+    assert demangle(
+        "_ZN10flashinfer16trtllm_allreduce24lamport_allreduce_kernelIfEEvPT_PKS2_i"
+    ) == ("flashinfer::trtllm_allreduce::lamport_allreduce_kernel")
+    assert demangle("plain_c_kernel") == "plain_c_kernel"
+
+
+def test_missing_header_parsing():
+    out = "csrc/a.cu:3:10: fatal error: torch/extension.h: No such file or directory\n #include <torch/extension.h>\n"
+    assert missing_header(out) == "torch/extension.h"
+    assert missing_header("error: identifier undefined") is None
+
+
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed here")
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_real_nvcc_flags_the_empty_kernel_on_sm120(tmp_path: Path):
+    nvcc = find_nvcc()
+    assert nvcc is not None and nvcc_version(nvcc)
+    results = {}
+    for variant in ("gate-only", "full-fix"):
+        root = tmp_path / variant
+        mu.write(root, variant)
+        result = compile_ptx(
+            nvcc, root / mu.SOURCE, parse_arch("sm_120a"), [root / "include"], tmp_path
+        )
+        assert result.ok, result.error
+        assert len(result.entries) == 2
+        results[variant] = [demangle(e) for e in result.empty]
+    assert results["gate-only"] == ["flashinfer::trtllm_allreduce::lamport_allreduce_kernel"]
+    assert results["full-fix"] == []
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_real_nvcc_sm100_compiles_the_body(tmp_path: Path):
+    mu.write(tmp_path, "gate-only")
+    result = compile_ptx(
+        find_nvcc() or "",
+        tmp_path / mu.SOURCE,
+        parse_arch("sm_100a"),
+        [tmp_path / "include"],
+        tmp_path,
+    )
+    assert result.ok and result.empty == []
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_real_nvcc_missing_header_is_named(tmp_path: Path):
+    source = tmp_path / "k.cu"
+    source.write_text('#include "not_here/missing.cuh"\n__global__ void k() {}\n')
+    result = compile_ptx(find_nvcc() or "", source, parse_arch("sm_120a"), [], tmp_path)
+    assert not result.ok
+    assert result.missing_header == "not_here/missing.cuh"
