@@ -1,0 +1,420 @@
+"""``contrib sync [TARGET...] [--to REV] [--commit] [--continue | --abort]``.
+
+Fetches each upstream once, carries every selected patchset's current version
+onto the target commit (the branch tip, or ``--to``), and records the result:
+a new version directory plus ``patchset.toml`` in one transaction, or a
+conflict worktree to resolve.  With ``--commit`` all changed patchsets go into
+exactly one commit of the workspace repository (one subject line for a single
+patchset, a list in the body for several).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contrib import conflict
+from contrib.clock import now_iso
+from contrib.errors import ContribError, NeedsAttention, UsageError
+from contrib.git import Git, Sha
+from contrib.mirror import Mirror
+from contrib.patchset import SERIES_NAME, Patchset, Workspace
+from contrib.rebase import (
+    CONFLICT,
+    ERROR,
+    PARTIAL,
+    REBASED,
+    UNCHANGED,
+    UPSTREAMED,
+    Carrier,
+    Carry,
+    Landing,
+    Plan,
+    load_patches,
+    plan_sync,
+)
+from contrib.series import MailPatch, export_series, series_file
+from contrib.ui import UI
+
+OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}
+
+
+@dataclass
+class Report:
+    """The outcome of one patchset, as shown in the table and in --json."""
+
+    patchset: str
+    result: str
+    base: str
+    target: str | None = None
+    version: str | None = None
+    commits: int = 0
+    probes: int = 0
+    patches: list[str] = field(default_factory=list)
+    upstreamed: list[dict[str, Any]] = field(default_factory=list)
+    conflict: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    changed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "changed"}
+        return out
+
+
+def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: bool,
+         continue_: bool, abort: bool, fetch: bool) -> int:
+    """Carry the selected patchsets onto their upstream's new commit; 0 ok, 1 needs the user."""
+    if continue_ and abort:
+        raise UsageError("give either --continue or --abort, not both")
+    if to and (continue_ or abort):
+        raise UsageError("--to cannot be combined with --continue/--abort: the target was "
+                         "fixed when the conflict was found")
+    repo = workspace_repo(ws) if commit else None
+    state = conflict.load_state(ws.state_dir)
+    if abort:
+        return _abort(ws, ui, _pending_for(ws, targets, state, "--abort"), state)
+    if continue_:
+        chosen = _pending_for(ws, targets, state, "--continue")
+        mirrors = _mirrors(ws, ui, sorted({p.patchset.split("/")[0] for p in chosen}), False)
+        reports = [_continue(ws, mirrors[p.patchset.split("/")[0]], p, state) for p in chosen]
+    else:
+        patchsets = ws.patchsets(targets)
+        mirrors = _mirrors(ws, ui, sorted({ps.upstream for ps in patchsets}), fetch)
+        tips = {name: (m.resolve(to) if to else m.tip()) for name, m in mirrors.items()}
+        reports = [_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.upstream], state)
+                   for ps in patchsets]
+    committed = commit_changes(repo, ws, reports) if repo is not None else None
+    _show(ui, reports, committed)
+    return 0 if all(r.result in OK_RESULTS for r in reports) else 1
+
+
+def _mirrors(ws: Workspace, ui: UI, names: list[str], fetch: bool) -> dict[str, Mirror]:
+    """One cache per upstream, fetched once."""
+    out = {}
+    for name in names:
+        if fetch:
+            ui.step(f"fetching {name} ...")
+        out[name] = Mirror(ws.config.upstream(name)).ensure(fetch_now=fetch,
+                                                            progress=ui.progress)
+    return out
+
+
+# -- a plain sync -------------------------------------------------------------
+
+def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
+              state: dict[str, conflict.Pending]) -> Report:
+    base = ps.current.base
+    pending = state.get(ps.target)
+    if pending is not None:
+        return Report(ps.target, CONFLICT, base, pending.target, conflict=_pending_dict(pending),
+                      notes=[f"a conflict is waiting in {pending.worktree}: resolve it and run "
+                             f"`contrib sync --continue {ps.target}`, or `--abort`"])
+    git = mirror.git
+    try:
+        patches = load_patches(git, ps.current.patch_texts())
+        plan = plan_sync(git, patches, Sha(base), target)
+    except ContribError as exc:
+        return Report(ps.target, ERROR, base, target, error=str(exc))
+    return _record(ws, ps, git, plan, patches, state)
+
+
+def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[MailPatch],
+            state: dict[str, conflict.Pending],
+            resolved: tuple[Sha, list[tuple[str, bytes]]] | None = None) -> Report:
+    """Write what ``plan`` decided (one transaction) and describe it.
+
+    ``resolved`` is a version made by --continue at the breaking commit; it is
+    written in the same transaction.
+    """
+    report = Report(ps.target, plan.result, plan.base, plan.target, commits=plan.commits,
+                    probes=plan.probes, notes=list(plan.notes))
+    report.upstreamed = [{"patch": name, "commit": landing.as_dict() if landing else None}
+                         for name, landing in plan.landed]
+    if plan.result == UNCHANGED and resolved is None:
+        report.patches = ps.current.series()
+        return report
+    previous = _unwrap(ps.meta.get("sync"))
+    if plan.result == CONFLICT:
+        report.conflict = _open_conflict(ws, ps, git, plan, patches, state, previous)
+        if resolved is not None:
+            report.notes.append(f"recorded the resolved version at {resolved[0][:12]}")
+    versions: dict[str, list[tuple[str, bytes]]] = {}
+    if resolved is not None:
+        versions[resolved[0]] = resolved[1]
+        ps.meta["current"] = resolved[0]
+        report.version, report.patches = resolved[0], [n for n, _ in resolved[1]]
+        if plan.result == UNCHANGED:
+            report.result = REBASED
+    if plan.result in (REBASED, PARTIAL):
+        versions[plan.target] = plan.files
+        ps.meta["current"] = plan.target
+        report.version, report.patches = plan.target, [n for n, _ in plan.files]
+    if plan.result == UPSTREAMED:
+        ps.meta["upstream_status"] = "Upstreamed"
+    ps.meta["sync"] = _sync_table(report)
+    with ws.transaction() as txn:
+        for sha, files in versions.items():
+            if not _same_version(ps.dir / sha, files):
+                txn.write_dir(ps.dir / sha, {**dict(files), SERIES_NAME: series_file(
+                    [n for n, _ in files])})
+        ps.save_meta(txn)
+    report.changed = report.result != CONFLICT or resolved is not None
+    return report
+
+
+def _same_version(folder: Path, files: list[tuple[str, bytes]]) -> bool:
+    if not folder.is_dir():
+        return False
+    want = {**{n: d for n, d in files}, SERIES_NAME: series_file([n for n, _ in files]).encode()}
+    have = {p.name: p.read_bytes() for p in folder.iterdir() if p.name in want}
+    return have == want
+
+
+def _sync_table(report: Report) -> dict[str, Any]:
+    """The [sync] table of patchset.toml (TOML has no null: empty values dropped)."""
+    details: dict[str, Any] = {}
+    if report.version:
+        details["version"] = report.version
+        details["patches"] = report.patches
+    if report.upstreamed:
+        details["upstreamed"] = [_drop_none({"patch": u["patch"], **(u["commit"] or {})})
+                                 for u in report.upstreamed]
+    if report.conflict:
+        details["conflict"] = _drop_none({k: v for k, v in report.conflict.items()
+                                          if k != "commit"} | {
+            "commit": _drop_none(report.conflict["commit"])})
+    if report.notes:
+        details["notes"] = report.notes
+    return _drop_none({"result": report.result, "from": report.base, "target": report.target,
+                       "at": now_iso(), "commits": report.commits, "probes": report.probes,
+                       "details": details})
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None and v != [] and v != {}}
+
+
+def _unwrap(value: Any) -> Any:
+    return value.unwrap() if hasattr(value, "unwrap") else value
+
+
+# -- conflicts -----------------------------------------------------------------
+
+def _open_conflict(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[MailPatch],
+                   state: dict[str, conflict.Pending], previous: Any) -> dict[str, Any]:
+    """Hand the breakage to the user: worktree, state entry, description."""
+    broken = plan.breakage
+    assert broken is not None
+    failing = patches[broken.index]
+    pending = conflict.Pending(
+        patchset=ps.target, base=plan.base, target=plan.target, breaking=broken.commit.sha,
+        head=broken.head, index=broken.index, patch=failing.name, reason=broken.reason,
+        folder=str(conflict.folder_for(ws.state_dir, ps.target)), files=broken.patch.files,
+        previous_sync=previous if isinstance(previous, dict) else None)
+    raw = (ps.version(plan.base).dir / failing.name).read_bytes() \
+        if (ps.version(plan.base).dir / failing.name).is_file() else failing.diff.encode()
+    marked = conflict.prepare(git, pending, failing, raw)
+    state[ps.target] = pending
+    conflict.save_state(ws.state_dir, state)
+    info = _pending_dict(pending)
+    info.update(commit=broken.commit.as_dict(), hunks=broken.patch.hunks, marked=marked,
+                probes=broken.probes, upstream_before=broken.upstream_before)
+    return info
+
+
+def _pending_dict(pending: conflict.Pending) -> dict[str, Any]:
+    return {"commit": {"sha": pending.breaking}, "patch": pending.patch,
+            "reason": pending.reason, "files": pending.files,
+            "worktree": str(pending.worktree),
+            "breaking_diff": str(Path(pending.folder) / "BREAKING.diff")}
+
+
+def _pending_for(ws: Workspace, targets: list[str], state: dict[str, conflict.Pending],
+                 flag: str) -> list[conflict.Pending]:
+    if not state:
+        raise UsageError(f"{flag}: no conflict is pending in {ws.root}")
+    if not targets:
+        return [state[k] for k in sorted(state)]
+    chosen = []
+    for target in targets:
+        hits = [p for k, p in sorted(state.items())
+                if k == target.strip("/") or k.split("/")[0] == target.strip("/")]
+        if not hits:
+            raise UsageError(f"{flag} {target}: no conflict pending for it (pending: "
+                             f"{', '.join(sorted(state))})")
+        chosen += [p for p in hits if p not in chosen]
+    return chosen
+
+
+def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
+              state: dict[str, conflict.Pending]) -> Report:
+    """Turn the resolved worktree into a version at the breaking commit, then carry on."""
+    ps = ws.patchset(pending.patchset)
+    git = mirror.git
+    patches = load_patches(git, ps.version(pending.base).patch_texts())
+    failing = patches[pending.index]
+    left = conflict.unresolved(pending, failing)
+    if left:
+        raise NeedsAttention(f"{pending.worktree}: unresolved conflicts in {', '.join(left)}; "
+                             "edit them (remove every <<<<<<< / >>>>>>> marker, delete .rej "
+                             f"files), then run `contrib sync --continue {ps.target}` again")
+    tree = conflict.resolved_tree(pending, failing)
+    head = Sha(pending.head)
+    resolution = head if tree == git.run("rev-parse", f"{head}^{{tree}}") else \
+        git.commit_tree(tree, [head], failing.message, failing.author)
+    have_base = git.try_rev_parse(pending.base) is not None
+    carrier = Carrier(git, patches, Sha(pending.base) if have_base else None)
+    rest = carrier.carry(resolution, start=pending.index + 1)
+    breaking = Sha(pending.breaking)
+    if rest.failed is not None:
+        return _conflict_again(ws, ps, git, pending, patches, rest, state)
+    files = export_series(git, breaking, rest.tip) if rest.tip != breaking else []
+    if not files:
+        plan = Plan(UPSTREAMED, Sha(pending.base), Sha(pending.target),
+                    landed=[(p.name, Landing.of(git, breaking)) for p in patches])
+        conflict.remove(git, pending)
+        del state[ps.target]
+        conflict.save_state(ws.state_dir, state)
+        return _record(ws, ps, git, plan, patches, state)
+    new_patches = load_patches(git, files)
+    plan = plan_sync(git, new_patches, breaking, Sha(pending.target))
+    conflict.remove(git, pending)
+    del state[ps.target]
+    conflict.save_state(ws.state_dir, state)
+    report = _record(ws, ps, git, plan, new_patches, state, resolved=(breaking, files))
+    report.notes.insert(0, f"resolved {pending.patch} at {breaking[:12]}")
+    return report
+
+
+def _conflict_again(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
+                    patches: list[MailPatch], rest: Carry,
+                    state: dict[str, conflict.Pending]) -> Report:
+    """A later patch of the series conflicts on top of the resolution: hand it over too."""
+    failed, offset = rest.failed, rest.failed_index
+    assert failed is not None and offset is not None
+    index = pending.index + 1 + offset
+    failing = patches[index]
+    pending.head, pending.index, pending.patch = rest.tip, index, failing.name
+    pending.reason, pending.files = failed.state, failed.files
+    raw = (ps.version(pending.base).dir / failing.name).read_bytes()
+    marked = conflict.prepare(git, pending, failing, raw)
+    state[ps.target] = pending
+    conflict.save_state(ws.state_dir, state)
+    info = _pending_dict(pending)
+    info.update(commit=Landing.of(git, pending.breaking).as_dict(), hunks=failed.hunks,
+                marked=marked)
+    return Report(ps.target, CONFLICT, pending.base, pending.target, conflict=info,
+                  notes=[f"resolved {patches[index - 1].name}; {failing.name} conflicts next"])
+
+
+def _abort(ws: Workspace, ui: UI, chosen: list[conflict.Pending],
+           state: dict[str, conflict.Pending]) -> int:
+    """Remove the worktrees and state; restore each patchset's [sync] record."""
+    done = []
+    for pending in chosen:
+        ps = ws.patchset(pending.patchset)
+        try:
+            git = Mirror(ws.config.upstream(ps.upstream)).git
+            conflict.remove(git, pending)
+        except ContribError:
+            shutil.rmtree(pending.folder, ignore_errors=True)
+        if pending.previous_sync is None:
+            ps.meta.pop("sync", None)
+        else:
+            ps.meta["sync"] = pending.previous_sync
+        ps.save_meta()
+        del state[pending.patchset]
+        conflict.save_state(ws.state_dir, state)
+        done.append(pending.patchset)
+        ui.info(f"{pending.patchset}: aborted; removed {pending.worktree}")
+    ui.emit({"aborted": done})
+    return 0
+
+
+# -- --commit -------------------------------------------------------------------
+
+def workspace_repo(ws: Workspace) -> Git:
+    """The git repository holding the workspace (for --commit)."""
+    for folder in (ws.root, *ws.root.parents):
+        if (folder / ".git").exists():
+            return Git(folder)
+    raise UsageError(f"{ws.root}: --commit needs the workspace in a git repository; run "
+                     "`git init` there (and commit contrib.toml), or drop --commit")
+
+
+def _summary(report: Report) -> str:
+    target = (report.version or report.target or "")[:7]
+    if report.result == UPSTREAMED:
+        landings = [u["commit"] for u in report.upstreamed if u["commit"]]
+        first = landings[-1] if landings else None
+        pr = f" (#{first['pr']})" if first and first.get("pr") else ""
+        return f"upstreamed in {first['sha'][:7]}{pr}" if first else "upstreamed"
+    text = f"rebase onto {target} (+{report.commits} commits)"
+    if report.result == PARTIAL:
+        text += f", drop {len(report.upstreamed)} upstreamed patch(es)"
+    return text
+
+
+def commit_changes(repo: Git, ws: Workspace, reports: list[Report]) -> str | None:
+    """Commit every changed patchset folder in one commit; its sha, or None if nothing."""
+    changed = [r for r in reports if r.changed]
+    top = Path(repo.run("rev-parse", "--show-toplevel"))
+    rels = [str((ws.root / "patchsets" / r.patchset).relative_to(top)) for r in changed]
+    if not rels or not repo.run("status", "--porcelain", "--", *rels):
+        return None
+    if len(changed) == 1:
+        message = f"{changed[0].patchset}: {_summary(changed[0])}\n"
+    else:
+        body = "".join(f"- {r.patchset}: {_summary(r)}\n" for r in changed)
+        message = f"sync {len(changed)} patchsets onto upstream\n\n{body}"
+    repo.run("add", "-A", "--", *rels)
+    repo.run("commit", "-q", "-m", message, "--", *rels)
+    return repo.rev_parse("HEAD")
+
+
+# -- output ---------------------------------------------------------------------
+
+def _show(ui: UI, reports: list[Report], committed: str | None) -> None:
+    rows = [[r.patchset, r.result, r.base[:10], (r.version or r.target or "")[:10],
+             r.commits or "", r.probes or "", _detail(r)] for r in reports]
+    ui.table("sync", ["patchset", "result", "from", "to", "commits", "probes", "details"], rows)
+    for r in reports:
+        for note in r.notes:
+            ui.info(f"{r.patchset}: {note}")
+        if r.conflict and r.conflict.get("commit", {}).get("subject"):
+            _show_conflict(ui, r)
+        if r.error:
+            ui.info(f"{r.patchset}: error: {r.error}")
+    if committed:
+        ui.info(f"committed {committed[:12]}")
+    ui.emit({"results": [r.as_dict() for r in reports], "commit": committed})
+
+
+def _detail(r: Report) -> str:
+    if r.result == CONFLICT and r.conflict:
+        sha = r.conflict["commit"]["sha"][:10]
+        return f"{r.conflict['patch']} breaks at {sha} ({r.conflict['reason']})"
+    if r.upstreamed:
+        return "; ".join(f"{u['patch']} landed in " + (
+            Landing(**u["commit"]).short() if u["commit"] else "?") for u in r.upstreamed)
+    if r.error:
+        return r.error.splitlines()[0]
+    return f"{len(r.patches)} patch(es)" if r.patches else ""
+
+
+def _show_conflict(ui: UI, r: Report) -> None:
+    c = r.conflict
+    assert c is not None
+    commit = c["commit"]
+    ui.info(f"{r.patchset}: {c['patch']} first breaks at upstream commit {commit['sha'][:12]} "
+            f"{commit['subject']!r}" + (f" (PR #{commit['pr']})" if commit.get("pr") else ""))
+    ui.info(f"  by {commit['author']} on {commit['date']}; found with {r.probes} apply probe(s)"
+            f" over {r.commits} commit(s)")
+    ui.info(f"  {c['reason']} in: {', '.join(c['files']) or '?'}")
+    for hunk in c.get("hunks", []):
+        ui.info(f"    {hunk}")
+    ui.info(f"  resolve in {c['worktree']} (upstream's change: {c['breaking_diff']}),")
+    ui.info(f"  then `contrib sync --continue {r.patchset}`, or `--abort` to drop it")

@@ -1,0 +1,159 @@
+"""A conflict handed to the user: a worktree to resolve in, and resumable state.
+
+When a series cannot be carried, ``contrib sync`` checks out the upstream
+commit that broke it -- with the earlier patches already carried -- in a
+worktree of the upstream cache, and applies the failing patch there with
+``git apply --3way`` so the conflict markers sit in the files.  Beside the
+worktree it leaves ``BREAKING.diff`` (``git show`` of the breaking commit) and
+the failing patch.  ``contrib sync --continue`` reads the resolved files back;
+``--abort`` removes it all.
+
+The state of every pending conflict lives in one versioned file,
+``.contrib/sync-state.json`` (``"state_version": 1``); a different version is
+refused rather than guessed at (git-imerge keeps its ``STATE_VERSION`` the
+same way).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contrib.errors import ContribError, GitError, NeedsAttention
+from contrib.git import Git, Sha
+from contrib.series import EXPORT_ENV, MailPatch
+from contrib.txn import atomic_write
+
+STATE_VERSION = 1
+STATE_NAME = "sync-state.json"
+_MARKER = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.M)
+_PATCH_PATH = re.compile(r"^\+\+\+ b/(.+)$", re.M)
+
+
+@dataclass
+class Pending:
+    """One patchset waiting for the user to resolve a conflict."""
+
+    patchset: str  # UPSTREAM/NAME
+    base: str  # the version the carry started from
+    target: str  # where the sync was going
+    breaking: str  # the upstream commit that broke it
+    head: str  # the earlier patches carried onto ``breaking`` (the worktree's HEAD)
+    index: int  # the failing patch's position in the base version's series
+    patch: str  # the failing patch's file name
+    reason: str  # "conflict" or "moved"
+    folder: str  # holds worktree/, BREAKING.diff and the failing patch
+    files: list[str] = field(default_factory=list)
+    previous_sync: dict[str, Any] | None = None  # patchset.toml [sync] before, for --abort
+
+    @property
+    def worktree(self) -> Path:
+        return Path(self.folder) / "worktree"
+
+
+def state_path(state_dir: Path) -> Path:
+    return state_dir / STATE_NAME
+
+
+def load_state(state_dir: Path) -> dict[str, Pending]:
+    """Every pending conflict of the workspace, by patchset."""
+    path = state_path(state_dir)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ContribError(f"{path}: unreadable ({exc}); remove it and the worktrees under "
+                           f"{state_dir / 'conflicts'} to start over") from None
+    if not isinstance(data, dict) or data.get("state_version") != STATE_VERSION:
+        raise ContribError(f"{path}: state_version {data.get('state_version')!r} is not "
+                           f"{STATE_VERSION}; finish with the contrib that wrote it, or remove "
+                           "the file")
+    return {key: Pending(**value) for key, value in data.get("pending", {}).items()}
+
+
+def save_state(state_dir: Path, pending: dict[str, Pending]) -> None:
+    """Write the state atomically (removed when nothing is pending)."""
+    path = state_path(state_dir)
+    if not pending:
+        path.unlink(missing_ok=True)
+        return
+    doc = {"state_version": STATE_VERSION,
+           "pending": {key: asdict(value) for key, value in sorted(pending.items())}}
+    atomic_write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def folder_for(state_dir: Path, patchset: str) -> Path:
+    return state_dir / "conflicts" / patchset.replace("/", "--")
+
+
+def prepare(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> list[str]:
+    """Create the worktree at ``pending.head`` with ``patch`` applied 3-way.
+
+    Returns the files left with conflict markers (or ``.rej`` files).
+    """
+    folder = Path(pending.folder)
+    remove(git, pending)
+    folder.mkdir(parents=True)
+    git.run("worktree", "add", "--detach", str(pending.worktree), pending.head)
+    show = git.run_bytes("show", "--stat", "--patch", "--diff-merges=first-parent",
+                         pending.breaking, env=EXPORT_ENV)
+    atomic_write(folder / "BREAKING.diff", show)
+    atomic_write(folder / pending.patch, raw_patch)
+    tree = Git(pending.worktree)
+    status, _, _ = tree.try_run("apply", "--3way", "--whitespace=nowarn", "-", input=patch.diff)
+    if status != 0 and not _unmerged(tree):
+        # No pre-image blobs for a merge: apply what applies, leave *.rej for the rest.
+        tree.try_run("apply", "--reject", "--whitespace=nowarn", "-", input=patch.diff)
+    return unresolved(pending, patch)
+
+
+def _unmerged(tree: Git) -> list[str]:
+    out = tree.run("diff", "--name-only", "--diff-filter=U", "-z", strip=False)
+    return [p for p in out.split("\0") if p]
+
+
+def unresolved(pending: Pending, patch: MailPatch) -> list[str]:
+    """Files in the worktree that still hold conflict markers, and leftover .rej files."""
+    root = pending.worktree
+    tree = Git(root)
+    modified = tree.run("diff", "--name-only", "-z", "HEAD", strip=False).split("\0")
+    candidates = set(_unmerged(tree)) | set(_PATCH_PATH.findall(patch.diff)) | set(modified)
+    bad = []
+    for rel in sorted(p for p in candidates if p):
+        path = root / rel
+        if path.is_file() and _MARKER.search(path.read_bytes()):
+            bad.append(rel)
+        if (root / f"{rel}.rej").is_file():
+            bad.append(f"{rel}.rej")
+    return bad
+
+
+def resolved_tree(pending: Pending, patch: MailPatch) -> Sha:
+    """The tree of the resolved worktree (tracked changes plus the patch's new files)."""
+    tree = Git(pending.worktree)
+    head = tree.rev_parse("HEAD")
+    if head != pending.head and not tree.is_ancestor(pending.head, head):
+        raise NeedsAttention(f"{pending.worktree}: HEAD moved to {head[:12]}, which does not "
+                             f"build on {pending.head[:12]}; check out {pending.head[:12]} "
+                             "again (keeping your edits) or run --abort")
+    tree.run("add", "-u")
+    created = [p for p in _PATCH_PATH.findall(patch.diff) if (pending.worktree / p).is_file()]
+    if created:
+        tree.run("add", "--", *created)
+    return Sha(tree.run("write-tree"))
+
+
+def remove(git: Git, pending: Pending) -> None:
+    """Remove the worktree and its folder; tolerate either being gone already."""
+    if pending.worktree.exists():
+        try:
+            git.run("worktree", "remove", "--force", "--force", str(pending.worktree))
+        except GitError:
+            shutil.rmtree(pending.worktree, ignore_errors=True)
+    git.try_run("worktree", "prune")
+    shutil.rmtree(pending.folder, ignore_errors=True)

@@ -1,0 +1,258 @@
+"""`contrib sync`: carry, no fuzz, upstreamed detection, rewritten history, --commit."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from tests.conftest import SAMPLE, Workspace
+from tests.gitutil import Repo, git
+from tests.histories import Change, fast_import, filler, lookalike, replace_in, rewrite_history
+from tests.synchelp import add_patchset, applied_file, meta, series, sync_json, version_dir
+
+CORE = SAMPLE["pkg/core.py"]
+F3_PATCH = CORE.replace("    return 3\n", "    return 33\n")
+
+
+def test_context_drift_rebases_and_second_run_is_unchanged(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    base = add_patchset(workspace, upstream, tmp_path, "f3",
+                        [("core: make f3 return 33\n\nSigned-off-by: Patch Author "
+                          "<patch.author@example.com>", {"pkg/core.py": F3_PATCH})])
+    header = "".join(f"CONSTANT_{i} = {i}\n" for i in range(300))
+    fast_import(upstream, [Change("core: add constants", {"pkg/core.py": header + CORE}),
+                           *filler(20)])
+    tip = upstream.head()
+    code, res = sync_json(workspace)
+    assert code == 0, res
+    assert res["result"] == "rebased" and res["version"] == tip and res["target"] == tip
+    assert res["commits"] == 21 and res["probes"] == 1
+    doc = meta(workspace, "f3")
+    assert doc["current"] == tip
+    assert doc["sync"]["result"] == "rebased" and doc["sync"]["from"] == base
+    assert version_dir(workspace, "f3", base).is_dir(), "old versions are kept"
+    patch = (version_dir(workspace, "f3", tip) / series(workspace, "f3", tip)[0]).read_text()
+    assert "@@ -311,7 +311,7 @@ def f2():" in patch  # carried 300 lines down, same section
+    assert "From: Patch Author <patch.author@example.com>" in patch
+    assert "Signed-off-by: Patch Author <patch.author@example.com>" in patch
+    carried = applied_file(upstream, workspace, "f3", tip, "pkg/core.py", tmp_path)
+    assert carried == header + F3_PATCH
+    again = workspace.run("sync", "--json")
+    assert again.code == 0 and again.json["results"][0]["result"] == "unchanged"  # type: ignore[index]
+    assert meta(workspace, "f3") == doc
+
+
+def test_lookalike_is_never_carried_into_the_wrong_function(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    upstream.commit("add twins", {"pkg/twins.py": lookalike()})
+    patched = replace_in(lookalike(), "alpha", "d = 4", "d = 44")
+    add_patchset(workspace, upstream, tmp_path, "twin",
+                 [("twins: alpha d = 44", {"pkg/twins.py": patched})])
+    # Upstream edits alpha inside the hunk's context: GNU patch with fuzz (or a
+    # plain apply at an offset) would now find the untouched context in beta.
+    upstream.commit("twins: alpha a = 10", {"pkg/twins.py": replace_in(
+        lookalike(), "alpha", "a = 1", "a = 10")})
+    tip = upstream.head()
+    code, res = sync_json(workspace)
+    if res["result"] == "rebased":
+        assert code == 0
+        text = applied_file(upstream, workspace, "twin", tip, "pkg/twins.py", tmp_path)
+        alpha, beta = text.split("def beta():")
+        assert "d = 44" in alpha and "a = 10" in alpha and "d = 44" not in beta
+    else:
+        assert code == 1 and res["result"] == "conflict", res
+        assert res["conflict"]["reason"] in ("conflict", "moved")
+
+
+def test_lookalike_without_base_blobs_is_moved(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    """No pre-image blobs (history rewritten, objects gone): git falls back to a
+    plain apply, which lands in beta; the moved guard must refuse it."""
+    workspace.write_config()
+    config = workspace.root / "contrib.toml"
+    config.write_text(config.read_text().replace(f'url = "{upstream.path}"',
+                                                 f'url = "file://{upstream.path}"'))
+    upstream.commit("add twins", {"pkg/twins.py": lookalike()})
+    patched = replace_in(lookalike(), "alpha", "d = 4", "d = 44")
+    add_patchset(workspace, upstream, tmp_path, "twin",
+                 [("twins: alpha d = 44", {"pkg/twins.py": patched})])
+    files = dict(SAMPLE, **{"pkg/twins.py": replace_in(lookalike(), "alpha", "a = 1", "a = 10")})
+    rewrite_history(upstream, files, "squashed history")
+    shutil.rmtree(os.environ["CONTRIB_CACHE"])
+    code, res = sync_json(workspace)
+    assert code == 1 and res["result"] == "conflict", res
+    assert res["conflict"]["reason"] == "moved"
+    assert any("alpha" in h and "beta" in h for h in res["conflict"]["hunks"]), res
+    assert "no longer in the upstream cache" in " ".join(res["notes"])
+
+
+def test_upstream_lands_the_same_change(workspace: Workspace, upstream: Repo,
+                                        tmp_path: Path) -> None:
+    base = add_patchset(workspace, upstream, tmp_path, "f3",
+                        [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    before = filler(30)
+    # Upstream's version differs around the change (a comment, f4 tweaked), so a
+    # 3-way apply conflicts; the effect is nevertheless the same.
+    landed = F3_PATCH.replace("def f3():\n", "def f3():\n    # thirty-three, see #1234\n") \
+        .replace("return 4\n", "return 4  # four\n")
+    shas = fast_import(upstream, [*before, Change("core: f3 returns 33 (#1234)",
+                                                  {"pkg/core.py": landed}, who="Core Dev"),
+                                  *filler(40, start=30)])
+    landing = shas[30]
+    code, res = sync_json(workspace)
+    assert code == 0, res
+    assert res["result"] == "upstreamed"
+    [(up)] = res["upstreamed"]
+    assert up["patch"] == "0001-core-make-f3-return-33.patch"
+    assert up["commit"]["sha"] == landing
+    assert up["commit"]["pr"] == 1234 and up["commit"]["subject"] == "core: f3 returns 33 (#1234)"
+    assert res["probes"] <= 1 + 7
+    doc = meta(workspace, "f3")
+    assert doc["current"] == base and doc["upstream_status"] == "Upstreamed"
+    assert doc["sync"]["result"] == "upstreamed"
+    assert doc["sync"]["details"]["upstreamed"][0]["sha"] == landing
+
+
+def test_upstream_lands_identical_change_tree_unchanged(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    shas = fast_import(upstream, [*filler(5), Change("Make f3 return 33 (#77)",
+                                                     {"pkg/core.py": F3_PATCH}), *filler(3, start=5)])
+    code, res = sync_json(workspace)
+    assert code == 0 and res["result"] == "upstreamed"
+    assert res["upstreamed"][0]["commit"]["sha"] == shas[5]
+    assert res["upstreamed"][0]["commit"]["pr"] == 77
+
+
+def test_half_of_a_two_patch_series_upstreamed(workspace: Workspace, upstream: Repo,
+                                               tmp_path: Path) -> None:
+    step1 = CORE.replace("    return 3\n", "    return 33\n")
+    step2 = step1.replace("    return 12\n", "    return 1212\n")
+    add_patchset(workspace, upstream, tmp_path, "two",
+                 [("core: f3 returns 33", {"pkg/core.py": step1}),
+                  ("core: f12 returns 1212", {"pkg/core.py": step2})])
+    shas = fast_import(upstream, [*filler(10), Change("core: f3 returns 33 (#501)",
+                                                      {"pkg/core.py": step1}), *filler(10, start=10)])
+    tip = upstream.head()
+    code, res = sync_json(workspace)
+    assert code == 0, res
+    assert res["result"] == "partially-upstreamed"
+    assert res["patches"] == ["0001-core-f12-returns-1212.patch"]
+    assert [u["patch"] for u in res["upstreamed"]] == ["0001-core-f3-returns-33.patch"]
+    assert res["upstreamed"][0]["commit"]["sha"] == shas[10]
+    assert res["upstreamed"][0]["commit"]["pr"] == 501
+    assert applied_file(upstream, workspace, "two", tip, "pkg/core.py", tmp_path) == step2
+    assert meta(workspace, "two")["current"] == tip
+
+
+def test_merge_commits_on_the_first_parent_path(workspace: Workspace, upstream: Repo,
+                                                tmp_path: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    fork_point = upstream.head()
+    fast_import(upstream, filler(5))
+    git(upstream.path, "branch", "-q", "feature", fork_point)
+    fast_import(upstream, [Change("feature: f3 returns 3.0", {"pkg/core.py": CORE.replace(
+        "    return 3\n", "    return 3.0\n")}), *filler(3, prefix="feat")], branch="feature")
+    feature = git(upstream.path, "rev-parse", "feature")
+    merged = fast_import(upstream, [Change("Merge pull request #42 from dev/feature",
+                                           {"pkg/core.py": CORE.replace("    return 3\n",
+                                                                        "    return 3.0\n"),
+                                            "feat/n0.txt": "entry 0\n", "feat/n1.txt": "entry 1\n",
+                                            "feat/n2.txt": "entry 2\n"}, merge=feature),
+                                    *filler(4, start=5)])
+    code, res = sync_json(workspace)
+    assert code == 1 and res["result"] == "conflict"
+    commit = res["conflict"]["commit"]
+    assert commit["sha"] == merged[0], "the merge on the first-parent path is named"
+    assert commit["pr"] is None and commit["subject"].startswith("Merge pull request #42")
+    assert res["conflict"]["files"] == ["pkg/core.py"]
+
+
+def test_merges_without_conflict_rebase(workspace: Workspace, upstream: Repo,
+                                        tmp_path: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    git(upstream.path, "checkout", "-q", "-b", "side")
+    upstream.commit("side: docs", {"docs/side.md": "side\n"})
+    git(upstream.path, "checkout", "-q", "main")
+    upstream.commit("main: f10", {"pkg/core.py": CORE.replace("return 10\n", "return 100\n")})
+    tip = upstream.merge("side", "Merge branch 'side'")
+    code, res = sync_json(workspace)
+    assert code == 0 and res["result"] == "rebased" and res["version"] == tip
+    assert applied_file(upstream, workspace, "f3", tip, "pkg/core.py", tmp_path) == \
+        F3_PATCH.replace("return 10\n", "return 100\n")
+
+
+def test_rewritten_history_falls_back_to_three_way_at_target(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    base = add_patchset(workspace, upstream, tmp_path, "f3",
+                        [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    assert workspace.run("sync", "--no-fetch").code == 0  # the cache knows the old base
+    new_core = CORE.replace("return 18\n", "return 1818\n")
+    tip = rewrite_history(upstream, dict(SAMPLE, **{"pkg/core.py": new_core}), "squash")
+    code, res = sync_json(workspace)
+    assert code == 0, res
+    assert res["result"] == "rebased" and res["version"] == tip
+    assert f"base {base[:12]} is not an ancestor" in " ".join(res["notes"])
+    assert applied_file(upstream, workspace, "f3", tip, "pkg/core.py", tmp_path) == \
+        new_core.replace("    return 3\n", "    return 33\n")
+
+
+def test_to_pins_the_target(workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    shas = fast_import(upstream, filler(10))
+    code, res = sync_json(workspace, "--to", shas[3])
+    assert code == 0 and res["version"] == shas[3] and res["commits"] == 4
+    bad = workspace.run("sync", "--to", "no-such-rev")
+    assert bad.code == 2 and "unknown revision 'no-such-rev'" in bad.err
+
+
+def test_commit_makes_exactly_one_commit(workspace: Workspace, upstream: Repo,
+                                         tmp_path: Path) -> None:
+    refused = workspace.run("sync", "--commit")
+    assert refused.code == 2 and "git repository" in refused.err
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    add_patchset(workspace, upstream, tmp_path, "f5",
+                 [("core: make f5 return 55", {"pkg/core.py": CORE.replace(
+                     "    return 5\n", "    return 55\n")})])
+    git(workspace.root, "init", "-q")
+    git(workspace.root, "add", "-A")
+    git(workspace.root, "commit", "-qm", "workspace", env={
+        "GIT_AUTHOR_NAME": "w", "GIT_AUTHOR_EMAIL": "w@e", "GIT_COMMITTER_NAME": "w",
+        "GIT_COMMITTER_EMAIL": "w@e"})
+    fast_import(upstream, filler(57))
+    tip = upstream.head()
+    result = workspace.run("sync", "--commit", "proj/f3")
+    assert result.code == 0, result.err
+    log = git(workspace.root, "log", "--format=%s").splitlines()
+    assert log == [f"proj/f3: rebase onto {tip[:7]} (+57 commits)", "workspace"]
+    assert git(workspace.root, "status", "--porcelain") == "", "everything changed is committed"
+    both = workspace.run("sync", "--commit")
+    assert both.code == 0
+    log = git(workspace.root, "log", "--format=%B", "-1")
+    assert log.startswith("sync 1 patchsets") or log.startswith("proj/f5: rebase onto")
+    assert len(git(workspace.root, "log", "--format=%h").splitlines()) == 3
+    nothing = workspace.run("sync", "--commit")
+    assert nothing.code == 0
+    assert len(git(workspace.root, "log", "--format=%h").splitlines()) == 3
+
+
+def test_bad_input_and_human_output(workspace: Workspace, upstream: Repo,
+                                    tmp_path: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    unknown = workspace.run("sync", "proj/nope")
+    assert unknown.code == 2 and "no patchset 'nope'" in unknown.err
+    both = workspace.run("sync", "--continue", "--abort")
+    assert both.code == 2 and "either --continue or --abort" in both.err
+    nothing = workspace.run("sync", "--continue")
+    assert nothing.code == 2 and "no conflict is pending" in nothing.err
+    fast_import(upstream, filler(3))
+    human = workspace.run("sync")
+    assert human.code == 0
+    assert "proj/f3" in human.out and "rebased" in human.out
