@@ -103,7 +103,8 @@ def overall(validation: Mapping[str, Any] | None) -> str | None:
     """The recorded verdict (``passed``/``failed``/...), or None without validation."""
     if validation is None:
         return None
-    verdict = validation.get("overall") or validation.get("status") or validation.get("result")
+    verdict = (validation.get("verdict") or validation.get("overall")
+               or validation.get("status") or validation.get("result"))
     if verdict:
         return str(verdict)
     statuses = [str(s.get("status", "")) for s in _stages(validation)]
@@ -128,12 +129,26 @@ def _host_text(host: Any) -> str:
                 label = str(gpu)
             names[label] = names.get(label, 0) + 1
         bits += [f"{n}x {label}" if n > 1 else label for label, n in names.items()]
-    elif "gpu" in host or "gpus" in host:
-        bits.append("no GPU")
+    elif "gpus" in host:
+        bits.append("no GPU" if host.get("nvidia_smi", True) else "no GPU (no nvidia-smi)")
     nvcc = host.get("nvcc") or host.get("nvcc_version")
     if nvcc:
         bits.append(f"nvcc {nvcc}")
     return ", ".join(b for b in bits if b)
+
+
+def _arch_name(arch: Any) -> str:
+    """validation.json keeps arch as {"name": "sm_120a", ...}; older files as a string."""
+    if isinstance(arch, Mapping):
+        return str(arch.get("name") or "?")
+    return str(arch or "?")
+
+
+def _findings(stage: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    raw = stage.get("findings")
+    if isinstance(raw, Sequence) and not isinstance(raw, str):
+        return [f for f in raw if isinstance(f, Mapping)]
+    return []
 
 
 def _stage_notes(stage: Mapping[str, Any]) -> str:
@@ -142,10 +157,9 @@ def _stage_notes(stage: Mapping[str, Any]) -> str:
         notes.append(str(stage["reason"]))
     counts = stage.get("counts")
     if isinstance(counts, Mapping) and counts:
-        notes.append(", ".join(f"{v} {k}" for k, v in counts.items()))
-    findings = stage.get("findings")
-    if isinstance(findings, Sequence) and not isinstance(findings, str) and findings:
-        notes.append(f"{len(findings)} finding(s)")
+        notes.append(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()))
+    elif _findings(stage):
+        notes.append(f"{len(_findings(stage))} finding(s)")
     tests = stage.get("selected") or stage.get("selected_tests") or stage.get("tests")
     if isinstance(tests, Sequence) and not isinstance(tests, str) and tests:
         shown = ", ".join(f"`{t}`" for t in list(tests)[:5])
@@ -158,7 +172,7 @@ def _validation_section(validation: Mapping[str, Any] | None, forced: bool) -> s
     if validation is None:
         return f"{head}\n\n**Not validated**: opened with `contrib open-pr --force`."
     verdict = overall(validation) or "unknown"
-    arch = validation.get("arch") or "?"
+    arch = _arch_name(validation.get("arch"))
     host = _host_text(validation.get("host"))
     lines = [head, "", f"`contrib validate` for **{arch}**: **{verdict}**"
              + (f" on {_md(host)}" if host else "") + "."]
@@ -174,6 +188,12 @@ def _validation_section(validation: Mapping[str, Any] | None, forced: bool) -> s
             lines.append(f"| {_md(str(stage.get('name') or stage.get('stage') or '?'))} "
                          f"| {_md(str(stage.get('status', '?')))} | {_md(where) or '—'} "
                          f"| {_stage_notes(stage) or '—'} |")
+    waived = [(st, f) for st in stages for f in _findings(st) if f.get("waived") is not None]
+    if waived:
+        lines += ["", "Waived findings (still reported, with the reason recorded in patchset.toml):"]
+        lines += [f"- {_md(str(st.get('name', '?')))}: `{_md(str(f.get('location', '?')))}` "
+                  f"{_md(str(f.get('message', '')))} — waived: {_md(str(f['waived']))}"
+                  for st, f in waived]
     return "\n".join(lines)
 
 

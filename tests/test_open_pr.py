@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ import pytest
 from contrib.commands.open_pr import open_pr, open_pr_command
 from contrib.github import PyGithubAPI
 from contrib.patchset import Workspace
+from contrib.pr_body import BodyInput, CommitLine, render_body
+from contrib.secrets import register_secret
 from contrib.ui import UI
 from tests.conftest import make_patch, run_contrib
 from tests.fake_github import FakeGitHost, FakeGitHub, fake_github_fixture  # noqa: F401
@@ -23,16 +26,22 @@ UPSTREAM, FORK = "upstream-org/proj", "me/proj"
 TARGET = "proj/sm120"
 HEAD = "me:contrib/sm120"
 
-PASSED = {
-    "contrib_version": "0.1.0", "arch": "sm_120a", "overall": "passed",
-    "host": {"hostname": "gpu-box-7", "nvcc": "13.0",
+PASSED = {  # the shape contrib.validate.report writes
+    "schema": 1, "contrib_version": "0.1.0", "upstream": "proj", "patchset": "sm120",
+    "arch": {"name": "sm_120a", "cuda_arch": 1200, "compute": "compute_120a"},
+    "verdict": "passed", "skipped_stages": ["ptx"],
+    "host": {"hostname": "gpu-box-7", "nvcc": "13.0", "nvidia_smi": True,
              "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell", "compute_capability": "12.0"}] * 2},
     "stages": [
-        {"name": "apply", "status": "passed", "duration": 0.1},
-        {"name": "gates", "status": "passed", "findings": [{"file": "pkg/core.py"}]},
+        {"name": "apply", "status": "passed", "reason": "applies without fuzz", "duration_s": 0.1},
+        {"name": "arch-guards", "status": "passed", "reason": "no empty kernel",
+         "counts": {"waived": 1},
+         "findings": [{"kind": "dropped-statement", "severity": "error",
+                       "location": "csrc/ar.cuh:41", "message": "PDL sync compiled out",
+                       "waived": "sm_120 has no PDL; upstream guards it the same way"}]},
         {"name": "ptx", "status": "skipped", "reason": "nvcc not found on PATH"},
-        {"name": "tests", "status": "passed", "selected": ["tests/test_core.py"],
-         "counts": {"passed": 3}},
+        {"name": "tests", "status": "passed", "reason": "3 passed",
+         "selected": ["tests/test_core.py"], "counts": {"tests_passed": 3}},
     ],
 }
 
@@ -112,7 +121,10 @@ class Scene:
             if f.name != "validation.json":
                 (new / f.name).write_bytes(f.read_bytes())
         meta = old.parent / "patchset.toml"
-        meta.write_text(meta.read_text().replace(old.name, new_base), encoding="utf-8")
+        text = meta.read_text()
+        assert f'current = "{old.name}"' in text
+        meta.write_text(text.replace(f'current = "{old.name}"', f'current = "{new_base}"'),
+                        encoding="utf-8")
         self.write_validation(PASSED)
         return new_base
 
@@ -159,8 +171,12 @@ def test_creates_one_draft_pr_from_the_fork(scene: Scene) -> None:
     body = pr["body"]
     assert "Widen the gate to sm_120." in body
     assert f"<!-- contrib:patchset={TARGET} version={base} -->" in body
+    assert "`contrib validate` for **sm_120a**: **passed** on gpu-box-7, 2x NVIDIA RTX PRO " \
+        "6000 Blackwell (sm 12.0), nvcc 13.0." in body
     assert "| ptx | skipped | — | nvcc not found on PATH |" in body
-    assert "2x NVIDIA RTX PRO 6000 Blackwell (sm 12.0)" in body and "gpu-box-7" in body
+    assert "| tests | passed | gpu-box-7, 2x NVIDIA RTX PRO 6000 Blackwell (sm 12.0), nvcc 13.0 " \
+        "| 3 passed; tests passed: 3; tests: `tests/test_core.py` |" in body
+    assert "`csrc/ar.cuh:41` PDL sync compiled out — waived: sm_120 has no PDL" in body
     meta = scene.meta()
     assert meta["pr"]["number"] == 1 and meta["pr"]["state"] == "open"
     assert meta["pr"]["url"] == "https://github.com/upstream-org/proj/pull/1"
@@ -187,11 +203,15 @@ def test_rebase_updates_the_same_pr_with_range_diff(scene: Scene) -> None:
     code, [res] = scene.run()
     assert code == 0, res
     assert (res["result"], res["push"]) == ("updated", "pushed")
+    assert any(a.startswith(f"git push --force-with-lease=refs/heads/contrib/sm120:{first['tip']} ")
+               for a in res["actions"])
     [pr] = scene.prs()
     assert scene.fork_tip() == res["tip"] != first["tip"]
     assert git(scene.fork, "rev-parse", f"{res['tip']}^") == new_base
     assert f"version={new_base} -->" in pr["body"]
-    assert "git range-diff" in pr["body"] and "Admit SM120 in f3" in pr["body"].split("range-diff")[1]
+    old_base = git(scene.fork, "rev-parse", f"{first['tip']}^")
+    assert f"(version {old_base[:12]} -> {new_base[:12]})" in pr["body"]
+    assert f"1:  {first['tip'][:7]} = 1:  {res['tip'][:7]} Admit SM120 in f3" in pr["body"]
     assert len(scene.fake.calls("POST")) == 1 and len(scene.fake.calls("PATCH")) == 1
     meta = scene.meta()["pr"]
     assert meta["previous"] == first["tip"] and meta["pushed_history"] == [first["tip"], res["tip"]]
@@ -206,6 +226,7 @@ def test_lost_502_after_create_still_one_pr(scene: Scene) -> None:
     assert code == 0, res
     assert len(scene.prs()) == 1 and scene.meta()["pr"]["number"] == 1
     assert len(scene.fake.calls("POST")) == 2  # GithubRetry retried; GitHub said "already exists"
+    assert res["result"] == "created" and scene.fake.calls("PATCH") == []
 
 
 def test_lost_502_without_retries_finds_the_pr(scene: Scene) -> None:
@@ -300,7 +321,8 @@ def test_dry_run_needs_no_token(scene: Scene, monkeypatch: pytest.MonkeyPatch) -
     assert scene.fake.requests == [] and scene.fork_tip() is None
 
 
-@pytest.mark.parametrize("validation", [None, {**PASSED, "overall": "failed"}])
+@pytest.mark.parametrize("validation", [
+    None, {**PASSED, "verdict": "failed"}, {**PASSED, "upstream_sha": "0" * 40}])
 def test_refuses_without_passed_validation(scene: Scene, validation: dict[str, Any] | None) -> None:
     scene.write_validation(validation)
     code, [res] = scene.run()
@@ -311,6 +333,7 @@ def test_refuses_without_passed_validation(scene: Scene, validation: dict[str, A
     assert code == 0 and res["forced"] is True
     body = scene.prs()[0]["body"]
     assert ("Not validated" if validation is None else "Validation was forced") in body
+    assert "contrib:patchset=proj/sm120" in body
 
 
 def test_foreign_commit_on_the_fork_branch_stops(scene: Scene) -> None:
@@ -402,3 +425,46 @@ def test_fork_rejecting_the_token_is_one_clear_line(
     assert "Contents: write" in res["error"]
     assert "\n" not in res["error"] and http_scene.fake.token not in res["error"]
     assert http_scene.prs() == [] and http_scene.fork_tip() is None
+
+
+def _body(**kw: Any) -> str:
+    data: dict[str, Any] = {
+        "target": TARGET, "version": "a" * 40, "base_branch": "main", "summary": "Fix it.",
+        "commits": [CommitLine("b" * 40, "0001-x.patch", "Fix | gate", "Dev")],
+        "validation": PASSED}
+    data.update(kw)
+    return render_body(BodyInput(**data))
+
+
+def test_body_is_deterministic_and_safe_markdown() -> None:
+    assert _body() == _body()
+    assert "1. Fix \\| gate (Dev) — `0001-x.patch`, bbbbbbbbbbbb" in _body()
+    assert _body().rstrip().endswith(f"<!-- contrib:patchset={TARGET} version={'a' * 40} -->")
+    assert "Requires" not in _body()
+    assert "**Requires:** flashinfer commit `2deed6c15`" in _body(
+        requires=["flashinfer commit `2deed6c15`"])
+
+
+def test_body_range_diff_is_fenced_and_bounded() -> None:
+    body = _body(range_diff="1:  abc = 1:  def Fix\n```\n" + "x" * 50_000,
+                 previous_version="c" * 40)
+    assert "### Changes since the previous push (version cccccccccccc -> aaaaaaaaaaaa)" in body
+    assert body.count("```") == 2 and "range-diff truncated" in body
+    assert len(body) < 65_536 and "contrib:patchset=" in body
+
+
+def test_body_never_carries_a_registered_secret() -> None:
+    register_secret("ghp_plantedInSummary0000")
+    body = _body(summary="oops ghp_plantedInSummary0000 pasted")
+    assert "ghp_planted" not in body and "oops *** pasted" in body
+
+
+
+def test_range_diff_survives_a_fresh_cache(scene: Scene, isolated: Path) -> None:
+    """The old pushed commits are rebuilt from the old version folder (same SHAs)."""
+    _, [first] = scene.run()
+    shutil.rmtree(isolated / "contrib-cache")
+    scene.rebase()
+    code, [res] = scene.run()
+    assert code == 0 and res["result"] == "updated"
+    assert f"1:  {first['tip'][:7]} = 1:  {res['tip'][:7]}" in scene.prs()[0]["body"]

@@ -18,7 +18,7 @@ then create or update one draft PR on the upstream.  The rules:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -75,7 +75,7 @@ class Job:
         return {"patchset": self.ps.target, "result": result, "repo": self.repo,
                 "head": self.head, "branch": self.branch, "version": self.version,
                 "tip": self.tip, "forced": self.forced, "title": self.title,
-                "commits": [c.__dict__ for c in self.commits], "actions": self.actions,
+                "commits": [asdict(c) for c in self.commits], "actions": self.actions,
                 "exit_code": 0, **extra}
 
 
@@ -108,7 +108,7 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
 def _open_one(ws: Workspace, ps: Patchset, api: GitHubAPI | None, token: str | None,
               mirrors: dict[str, Mirror], *, dry_run: bool, force: bool,
               reopen: bool) -> dict[str, Any]:
-    job = _prepare(ws, ps, mirrors, token, force=force)
+    job = _prepare(ws, ps, mirrors, force=force)
     job.actions.append(f"GET /repos/{job.repo}/pulls?state=all&head={job.head}"
                        f"&base={job.upstream.branch}" + ("" if api else " (skipped: no token)"))
     existing = api.find_pr(job.repo, job.head, job.upstream.branch) if api else None
@@ -141,18 +141,11 @@ def _require(api: GitHubAPI | None) -> GitHubAPI:
 # -- preparing: config checks, validation, the branch, title and body -----------
 
 
-def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], token: str | None, *,
-             force: bool) -> Job:
+def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: bool) -> Job:
     upstream = ws.config.upstream(ps.upstream)
     push_url = _check_config(ws, upstream)
     version = ps.current
-    validation = version.read_validation()
-    verdict = overall(validation)
-    if verdict != "passed" and not force:
-        state = "missing" if validation is None else f"records {verdict or 'no verdict'}"
-        raise NeedsAttention(
-            f"{version.validation_path}: {state}; run `contrib validate {ps.target}` until it "
-            "passes, or pass --force to open the PR anyway (the body will say so)")
+    validation, forced = _check_validation(ps, version, force)
     if upstream.name not in mirrors:
         mirrors[upstream.name] = Mirror(upstream).ensure(fetch_now=False)
     mirror = mirrors[upstream.name]
@@ -160,14 +153,30 @@ def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], token: str
     commits, tip = _build(mirror.git, version)
     branch = BRANCH_PREFIX + ps.name
     job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
-              push_url, tip, commits, forced=verdict != "passed")
+              push_url, tip, commits, forced=forced)
     job.title = render_title(str(ps.meta.get("title", "")), ps.target)
     job.body = render_body(BodyInput(
         target=ps.target, version=version.base, base_branch=upstream.branch,
         summary=str(ps.meta.get("summary", "")), commits=commits, validation=validation,
-        forced=job.forced, range_diff=_range_diff(job), requires=_requires(ws, ps),
+        forced=forced, range_diff=_range_diff(job), requires=_requires(ws, ps),
         previous_version=_previous(job)[1]))
     return job
+
+
+def _check_validation(ps: Patchset, version: Version,
+                      force: bool) -> tuple[dict[str, Any] | None, bool]:
+    """(validation.json, forced); NeedsAttention unless it passed for this version or --force."""
+    validation = version.read_validation()
+    verdict = overall(validation)
+    made_for = str((validation or {}).get("upstream_sha") or version.base)
+    if made_for != version.base:  # copied from another version: it proves nothing here
+        verdict = f"stale (made for upstream {made_for[:12]})"
+    if verdict != "passed" and not force:
+        state = "missing" if validation is None else f"records {verdict or 'no verdict'}"
+        raise NeedsAttention(
+            f"{version.validation_path}: {state}; run `contrib validate {ps.target}` until it "
+            "passes, or pass --force to open the PR anyway (the body will say so)")
+    return validation, verdict != "passed"
 
 
 def _check_config(ws: Workspace, upstream: Upstream) -> str:
@@ -180,6 +189,8 @@ def _check_config(ws: Workspace, upstream: Upstream) -> str:
         raise ConfigError(f"{where}: fork is the upstream itself ({upstream.fork}); contrib "
                           "pushes only to a fork: set fork to your fork's OWNER/NAME")
     push_url = upstream.fork_push_url()
+    if "://" not in push_url and not re.match(r"^[\w.-]+@[\w.-]+:", push_url):
+        push_url = str((ws.root / push_url).resolve())  # a local path, relative to the workspace
     parts = urlsplit(push_url)
     if parts.username or parts.password:
         raise ConfigError(f"{where}: push_url carries credentials; remove them (contrib takes "
@@ -303,8 +314,9 @@ def _push(job: Job, token: str | None, expected: str | None, fork_tip: str | Non
     job.actions.append(f"git push --force-with-lease={dest}:{expected or ''} {job.push_url} "
                        f"{job.tip[:12]}:{dest}")
     try:
-        job.git.run("push", "--porcelain", "--no-verify", f"--force-with-lease={dest}:{expected or ''}",
-                    "--", job.push_url, f"{job.tip}:{dest}", env=push_env(job.push_url, token))
+        job.git.run("push", "--porcelain", "--no-verify",
+                    f"--force-with-lease={dest}:{expected or ''}", "--", job.push_url,
+                    f"{job.tip}:{dest}", env=push_env(job.push_url, token))
     except GitError as exc:
         if "stale info" in str(exc) or "rejected" in str(exc):
             raise NeedsAttention(f"{job.push_url} branch {job.branch} changed while contrib was "
@@ -347,7 +359,8 @@ def _create_or_update(job: Job, api: GitHubAPI,
         found = api.find_pr(job.repo, job.head, job.upstream.branch)
         if found is None or found.state != "open":
             raise exc from None
-        return _update(job, api, found, "created" if isinstance(exc, GitHubUnavailable) else None)
+        ours = found.title == job.title and found.body == job.body  # our create landed
+        return _update(job, api, found, "created" if ours else None)
 
 
 def _update(job: Job, api: GitHubAPI, pr: PullRequest,
@@ -418,8 +431,8 @@ def _dry_run(job: Job, existing: PullRequest | None, fork_tip: str | None,
 # -- the command as the CLI calls it ----------------------------------------------
 
 
-def open_pr_command(ws: Workspace, ui: UI, targets: list[str], *, dry_run: bool, force: bool, reopen: bool,
-        github_factory: GitHubFactory | None = None) -> int:
+def open_pr_command(ws: Workspace, ui: UI, targets: list[str], *, dry_run: bool, force: bool,
+                    reopen: bool, github_factory: GitHubFactory | None = None) -> int:
     """Run open-pr and report: a human summary, or one JSON document."""
     code, results = open_pr(ws, targets, dry_run=dry_run, force=force, reopen=reopen,
                             github_factory=github_factory)
