@@ -21,7 +21,6 @@ import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from contrib.errors import ContribError, GitError, NeedsAttention
 from contrib.git import Git, Sha
@@ -48,7 +47,7 @@ class Pending:
     reason: str  # "conflict" or "moved"
     folder: str  # holds worktree/, BREAKING.diff and the failing patch
     files: list[str] = field(default_factory=list)
-    previous_sync: dict[str, Any] | None = None  # patchset.toml [sync] before, for --abort
+    previous_meta: str | None = None  # patchset.toml before the conflict was recorded
 
     @property
     def worktree(self) -> Path:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomlkit
+
 from contrib import conflict
 from contrib.clock import now_iso
 from contrib.errors import ContribError, NeedsAttention, UsageError
@@ -36,6 +38,7 @@ from contrib.rebase import (
     plan_sync,
 )
 from contrib.series import MailPatch, export_series, series_file
+from contrib.txn import atomic_write
 from contrib.ui import UI
 
 OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}
@@ -136,7 +139,7 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
     if plan.result == UNCHANGED and resolved is None:
         report.patches = ps.current.series()
         return report
-    previous = _unwrap(ps.meta.get("sync"))
+    previous = ps.meta_text()
     if plan.result == CONFLICT:
         report.conflict = _open_conflict(ws, ps, git, plan, patches, state, previous)
         if resolved is not None:
@@ -197,14 +200,10 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None and v != [] and v != {}}
 
 
-def _unwrap(value: Any) -> Any:
-    return value.unwrap() if hasattr(value, "unwrap") else value
-
-
 # -- conflicts -----------------------------------------------------------------
 
 def _open_conflict(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[MailPatch],
-                   state: dict[str, conflict.Pending], previous: Any) -> dict[str, Any]:
+                   state: dict[str, conflict.Pending], previous: str) -> dict[str, Any]:
     """Hand the breakage to the user: worktree, state entry, description."""
     broken = plan.breakage
     assert broken is not None
@@ -213,7 +212,7 @@ def _open_conflict(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: l
         patchset=ps.target, base=plan.base, target=plan.target, breaking=broken.commit.sha,
         head=broken.head, index=broken.index, patch=failing.name, reason=broken.reason,
         folder=str(conflict.folder_for(ws.state_dir, ps.target)), files=broken.patch.files,
-        previous_sync=previous if isinstance(previous, dict) else None)
+        previous_meta=previous)
     raw = (ps.version(plan.base).dir / failing.name).read_bytes() \
         if (ps.version(plan.base).dir / failing.name).is_file() else failing.diff.encode()
     marked = conflict.prepare(git, pending, failing, raw)
@@ -321,17 +320,25 @@ def _abort(ws: Workspace, ui: UI, chosen: list[conflict.Pending],
             conflict.remove(git, pending)
         except ContribError:
             shutil.rmtree(pending.folder, ignore_errors=True)
-        if pending.previous_sync is None:
-            ps.meta.pop("sync", None)
-        else:
-            ps.meta["sync"] = pending.previous_sync
-        ps.save_meta()
+        _restore_sync(ps, pending.previous_meta)
         del state[pending.patchset]
         conflict.save_state(ws.state_dir, state)
         done.append(pending.patchset)
         ui.info(f"{pending.patchset}: aborted; removed {pending.worktree}")
     ui.emit({"aborted": done})
     return 0
+
+
+def _restore_sync(ps: Patchset, previous_text: str | None) -> None:
+    """Put back the [sync] record from before the conflict; the file verbatim if nothing
+    else in it changed since."""
+    before = tomlkit.parse(previous_text) if previous_text else tomlkit.document()
+    if "sync" in before:
+        ps.meta["sync"] = before["sync"]
+    else:
+        ps.meta.pop("sync", None)
+    same = previous_text and before.unwrap() == ps.meta.unwrap()
+    atomic_write(ps.meta_path, previous_text if same and previous_text else ps.meta_text())
 
 
 # -- --commit -------------------------------------------------------------------
