@@ -12,12 +12,16 @@ from typing import Any
 
 import pytest
 
+from contrib.arch import parse_arch
 from contrib.commands.open_pr import open_pr, open_pr_command
 from contrib.github import PyGithubAPI
 from contrib.patchset import Workspace
 from contrib.pr_body import BodyInput, CommitLine, render_body
 from contrib.secrets import register_secret
 from contrib.ui import UI
+from contrib.validate import Finding
+from contrib.validate.report import StageResult, Validation, host_facts
+from contrib.validate.testsel import Gpu
 from tests.conftest import make_patch, run_contrib
 from tests.fake_github import FakeGitHost, FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo, git
@@ -26,24 +30,25 @@ UPSTREAM, FORK = "upstream-org/proj", "me/proj"
 TARGET = "proj/sm120"
 HEAD = "me:contrib/sm120"
 
-PASSED = {  # the shape contrib.validate.report writes
-    "schema": 1, "contrib_version": "0.1.0", "upstream": "proj", "patchset": "sm120",
-    "arch": {"name": "sm_120a", "cuda_arch": 1200, "compute": "compute_120a"},
-    "verdict": "passed", "skipped_stages": ["ptx"],
-    "host": {"hostname": "gpu-box-7", "nvcc": "13.0", "nvidia_smi": True,
-             "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell", "compute_capability": "12.0"}] * 2},
-    "stages": [
-        {"name": "apply", "status": "passed", "reason": "applies without fuzz", "duration_s": 0.1},
-        {"name": "arch-guards", "status": "passed", "reason": "no empty kernel",
-         "counts": {"waived": 1},
-         "findings": [{"kind": "dropped-statement", "severity": "error",
-                       "location": "csrc/ar.cuh:41", "message": "PDL sync compiled out",
-                       "waived": "sm_120 has no PDL; upstream guards it the same way"}]},
-        {"name": "ptx", "status": "skipped", "reason": "nvcc not found on PATH"},
-        {"name": "tests", "status": "passed", "reason": "3 passed",
-         "selected": ["tests/test_core.py"], "counts": {"tests_passed": 3}},
-    ],
-}
+def _validation_json() -> dict[str, Any]:
+    """A passed validation.json made by contrib.validate.report itself (the real contract)."""
+    gpus = [Gpu("NVIDIA RTX PRO 6000 Blackwell", "12.0")] * 2
+    host = {**host_facts(gpus), "hostname": "gpu-box-7", "nvcc": "13.0"}
+    waived = Finding("dropped-statement", "error", "csrc/ar.cuh", 41, "PDL sync compiled out",
+                     waived="sm_120 has no PDL; upstream guards it the same way")
+    stages = [
+        StageResult("apply", "passed", "applies without fuzz"),
+        StageResult("arch-guards", "passed", "no empty kernel", [waived]),
+        StageResult("ptx", "skipped", "nvcc not found on PATH"),
+        StageResult("tests", "passed", "3 passed",
+                    details={"selected": ["tests/test_core.py"], "counts": {"passed": 3}}),
+    ]
+    data = Validation("proj", "sm120", "0" * 40, parse_arch("sm_120a"), stages, host).to_dict()
+    del data["upstream_sha"]  # each test's version differs; a missing sha is not checked
+    return data
+
+
+PASSED = _validation_json()
 
 fast_github = functools.partial(PyGithubAPI, retries=2, max_wait=2.0, backoff=0.0,
                                 write_interval=0.0, timeout=5)
@@ -175,7 +180,7 @@ def test_creates_one_draft_pr_from_the_fork(scene: Scene) -> None:
         "6000 Blackwell (sm 12.0), nvcc 13.0." in body
     assert "| ptx | skipped | — | nvcc not found on PATH |" in body
     assert "| tests | passed | gpu-box-7, 2x NVIDIA RTX PRO 6000 Blackwell (sm 12.0), nvcc 13.0 " \
-        "| 3 passed; tests passed: 3; tests: `tests/test_core.py` |" in body
+        "| 3 passed; tests passed: 3; tests: `tests/test_core.py` |" in body, body
     assert "`csrc/ar.cuh:41` PDL sync compiled out — waived: sm_120 has no PDL" in body
     meta = scene.meta()
     assert meta["pr"]["number"] == 1 and meta["pr"]["state"] == "open"
@@ -322,7 +327,7 @@ def test_dry_run_needs_no_token(scene: Scene, monkeypatch: pytest.MonkeyPatch) -
 
 
 @pytest.mark.parametrize("validation", [
-    None, {**PASSED, "verdict": "failed"}, {**PASSED, "upstream_sha": "0" * 40}])
+    None, {**PASSED, "overall": "failed"}, {**PASSED, "upstream_sha": "0" * 40}])
 def test_refuses_without_passed_validation(scene: Scene, validation: dict[str, Any] | None) -> None:
     scene.write_validation(validation)
     code, [res] = scene.run()
