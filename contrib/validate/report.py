@@ -139,38 +139,38 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def junit_xml(validation: Validation) -> str:
-    """JUnit XML: one testcase per stage, and one per upstream test the tests stage ran."""
-    suite_name = (
-        f"contrib validate {validation.upstream}/{validation.patchset} {validation.arch.name}"
-    )
-    suite = ElementTree.Element("testsuite", name=suite_name, timestamp=validation.started)
-    cases = 0
-    counts = {"failures": 0, "skipped": 0}
+def junit_xml(validations: Validation | list[Validation]) -> str:
+    """JUnit XML: per validation a suite, one testcase per stage and per upstream test it ran."""
+    root = ElementTree.Element("testsuites")
+    for validation in validations if isinstance(validations, list) else [validations]:
+        root.append(_suite(validation))
+    ElementTree.indent(root)
+    return scrub(ElementTree.tostring(root, encoding="unicode", xml_declaration=True)) + "\n"
+
+
+def _suite(validation: Validation) -> ElementTree.Element:
+    name = f"contrib validate {validation.upstream}/{validation.patchset} {validation.arch.name}"
+    suite = ElementTree.Element("testsuite", name=name, timestamp=validation.started)
+    counts = {"tests": 0, "failures": 0, "skipped": 0}
     klass = f"contrib.{validation.upstream}.{validation.patchset}"
     for stage in validation.stages:
         case = ElementTree.SubElement(suite, "testcase", classname=klass, name=stage.name,
                                       time=f"{stage.duration:.3f}")  # fmt: skip
         _mark(case, stage.status, stage.reason, "\n".join(str(f) for f in stage.findings), counts)
-        cases += 1
         for test in stage.details.get("cases", []):
             sub = ElementTree.SubElement(suite, "testcase", classname=f"upstream.{validation.upstream}",
                                          name=test["name"], time=str(test.get("time", "0")))  # fmt: skip
             _mark(sub, test["status"], test.get("message", ""), "", counts)
-            cases += 1
-    suite.set("tests", str(cases))
-    suite.set("failures", str(counts["failures"]))
+    for key, value in counts.items():
+        suite.set(key, str(value))
     suite.set("errors", "0")
-    suite.set("skipped", str(counts["skipped"]))
-    root = ElementTree.Element("testsuites")
-    root.append(suite)
-    ElementTree.indent(root)
-    return scrub(ElementTree.tostring(root, encoding="unicode", xml_declaration=True)) + "\n"
+    return suite
 
 
 def _mark(
     case: ElementTree.Element, status: str, reason: str, text: str, counts: dict[str, int]
 ) -> None:
+    counts["tests"] += 1
     if status in (FAILED, "error"):
         child = ElementTree.SubElement(case, "failure", message=reason)
         child.text = text or reason

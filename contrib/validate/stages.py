@@ -405,8 +405,10 @@ def stage_requires(ctx: Context) -> StageResult:
 def _verdict(name: str, findings: list[Finding], ok: str, details: dict[str, Any]) -> StageResult:
     blocking = [f for f in findings if f.blocking]
     if blocking:
-        return StageResult(name, FAILED, f"{len(blocking)} error(s): " + "; ".join(
-            f"{f.location} {f.message}" for f in blocking[:3]), findings, details=details)  # fmt: skip
+        where = ", ".join(f.location for f in blocking[:5]) + (" ..." if len(blocking) > 5 else "")
+        return StageResult(
+            name, FAILED, f"{len(blocking)} error(s) at {where}", findings, details=details
+        )
     waived = sum(1 for f in findings if f.waived is not None)
     return StageResult(
         name, PASSED, ok + (f" ({waived} waived)" if waived else ""), findings, details=details

@@ -1,0 +1,132 @@
+"""`contrib validate` end to end: real git upstream, workspace, CLI, validation.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from tests.conftest import Workspace, make_patch
+from tests.gitutil import Repo
+from tests.validate import miniupstream as mu
+
+
+@pytest.fixture
+def fi(tmp_path: Path) -> Workspace:
+    """A workspace carrying patches for a mini flashinfer-shaped upstream."""
+    repo = Repo(tmp_path / "flashinfer")
+    repo.commit("Initial import", mu.files("base"))
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, {"flashinfer": repo})
+    ws.write_config()
+    return ws
+
+
+def _new(ws: Workspace, tmp_path: Path, name: str, variant: str) -> Path:
+    repo = ws.upstreams["flashinfer"]
+    files = {k: v for k, v in mu.files(variant).items() if v != mu.files("base")[k]}
+    patches = make_patch(repo, tmp_path, files, f"{name}: admit SM120", name=name)
+    result = ws.run("new", "flashinfer", name, "--base", "main", "--patch", *map(str, patches))
+    assert result.code == 0, result.err
+    return ws.root / "patchsets" / "flashinfer" / name
+
+
+def _stages(doc: dict) -> dict[str, dict]:
+    return {s["name"]: s for s in doc["stages"]}
+
+
+def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) -> None:
+    ps_dir = _new(fi, tmp_path, "gate-only", "gate-only")
+    junit = tmp_path / "out" / "junit.xml"
+    result = fi.run(
+        "validate", "flashinfer/gate-only", "--arch", "sm_120a", "--json", "--junit", str(junit)
+    )
+    assert result.code == 1, result.err
+    doc = result.json
+    assert doc["overall"] == "failed"
+    (validation,) = doc["validations"]
+    stages = _stages(validation)
+    assert [s["name"] for s in validation["stages"]] == [
+        "apply",
+        "syntax",
+        "gates",
+        "arch-guards",
+        "ptx",
+        "tests",
+        "requires",
+    ]
+    assert stages["apply"]["status"] == "passed"
+    assert stages["gates"]["gates"][0]["majors_after"] == [9, 10, 12]
+    header = mu.files("gate-only")[mu.HEADER]
+    errors = {f["location"] for f in stages["arch-guards"]["findings"] if f["severity"] == "error"}
+    assert errors == {
+        f"{mu.HEADER}:{mu.line_of(header, 'lamport_allreduce_kernel(')}",
+        f"{mu.HEADER}:{mu.line_of(header, 'cudaGridDependencySynchronize')}",
+    }
+    assert stages["tests"]["status"] in ("skipped", "failed")  # never passed without a GPU
+    if stages["tests"]["status"] == "skipped":
+        assert stages["tests"]["selected"] == [
+            "tests/jit/test_comm_jit.py",
+            "tests/comm/test_trtllm_allreduce.py",
+        ]
+    # validation.json is written in the version folder and holds the same document.
+    base = fi.upstreams["flashinfer"].head()
+    stored = json.loads((ps_dir / base / "validation.json").read_text())
+    assert (
+        stored["overall"] == "failed"
+        and stored["upstream_sha"] == base
+        and stored["arch"] == "sm_120a"
+    )
+    assert stored["applied_sha"] and stored["applied_sha"] != base
+    suite = ElementTree.parse(junit).getroot().find("testsuite")
+    assert [c.get("name") for c in suite.findall("testcase")][:7] == [
+        s["name"] for s in validation["stages"]
+    ]
+    # The cache stays a bare mirror: no checkout or worktree was left behind.
+    status = fi.run("status", "--no-fetch", "--json")
+    assert status.json["patchsets"][0]["validation"] == "failed (sm_120a)"
+
+
+def test_whole_fix_passes_and_a_waiver_shows(fi: Workspace, tmp_path: Path) -> None:
+    _new(fi, tmp_path, "whole", "full-fix")
+    result = fi.run("validate", "flashinfer/whole", "--json")
+    assert result.code == 0, result.out
+    stages = _stages(result.json["validations"][0])
+    assert stages["arch-guards"]["status"] == "passed"
+    assert all(s["status"] in ("passed", "skipped") for s in stages.values())
+
+    ps_dir = _new(fi, tmp_path, "waived", "gate-only")
+    header = mu.files("gate-only")[mu.HEADER]
+    meta = ps_dir / "patchset.toml"
+    meta.write_text(
+        meta.read_text()
+        + (
+            f'\n[[waivers]]\nfile = "{mu.HEADER}"\nline = {mu.line_of(header, "lamport_allreduce_kernel(")}\n'
+            'reason = "lamport path never launched on SM120"\n'
+            f'\n[[waivers]]\nfile = "{mu.HEADER}"\npattern = "cudaGridDependencySynchronize"\n'
+            'reason = "PDL is disabled on SM120"\n'
+        )
+    )
+    result = fi.run("validate", "flashinfer/waived")
+    assert result.code == 0, result.out
+    assert "waived (lamport path never launched on SM120)" in result.out
+    assert "waived (PDL is disabled on SM120)" in result.out
+
+
+def test_bad_arch_and_apply_failure(fi: Workspace, tmp_path: Path) -> None:
+    ps_dir = _new(fi, tmp_path, "gate-only", "gate-only")
+    bad = fi.run("validate", "--arch", "sm_999")
+    assert bad.code == 2 and "sm_999" in bad.err
+    base = fi.upstreams["flashinfer"].head()
+    patch = next((ps_dir / base).glob("0001-*.patch"))
+    patch.write_text(
+        patch.read_text().replace("     return gen_jit_spec(", "     return other_spec(")
+    )
+    result = fi.run("validate", "flashinfer/gate-only", "--json")
+    assert result.code == 1
+    stages = result.json["validations"][0]["stages"]
+    assert stages[0]["status"] == "failed" and "does not apply" in stages[0]["reason"]
+    assert all(s["status"] == "skipped" and "apply failed" in s["reason"] for s in stages[1:])
