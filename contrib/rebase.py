@@ -405,13 +405,9 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha) -> Pla
         return Plan(UNCHANGED, base, target)
     plan = Plan(REBASED, base, target)
     have_base = git.try_rev_parse(base) is not None
-    linear = have_base and git.is_ancestor(base, target)
-    if linear:
-        path = first_parent_path(git, base, target)
-        plan.commits = git.count(f"{base}..{target}")
-    else:
-        path = [target]
-        plan.notes.append(_not_ancestor_note(git, base, target, have_base))
+    path = _path(git, base, target, have_base, plan)
+    bisect = bool(path)
+    path = path or [target]
     carrier = Carrier(git, patches, base if have_base else None)
     final = carrier.carry(target)
     if final.failed is not None:
@@ -427,7 +423,7 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha) -> Pla
         if outcome.state != UPSTREAM:
             continue
         landing = None
-        if linear:
+        if bisect:
             landing = Landing.of(git, path[_landed_at(carrier, path, index)])
         plan.landed.append((outcome.name, landing))
     plan.probes = carrier.probes
@@ -450,12 +446,35 @@ def _landed_at(carrier: Carrier, path: list[Sha], index: int) -> int:
     return first_true(path, upstream_at)
 
 
-def _not_ancestor_note(git: Git, base: str, target: str, have_base: bool) -> str:
+def _path(git: Git, base: str, target: str, have_base: bool, plan: Plan) -> list[Sha]:
+    """The commits to bisect over: target's first-parent line since the base (empty: none).
+
+    When the base is not an ancestor of the target (a release branch, or a
+    rewritten history) the line starts after their merge base; with no merge
+    base at all there is nothing to bisect and the carry happens at the
+    target only.
+    """
+    if have_base and git.is_ancestor(base, target):
+        plan.commits = git.count(f"{base}..{target}")
+        return first_parent_path(git, base, target)
+    status, out, _ = git.try_run("merge-base", base, target) if have_base else (1, "", "")
+    if status == 0 and out.strip():
+        fork = out.strip()
+        path = first_parent_path(git, base, target)
+        plan.commits = len(path)
+        if path:
+            plan.notes.append(f"base {base[:12]} is not an ancestor of {target[:12]} (upstream "
+                              f"rewrote its history, or the base is on a release branch); "
+                              f"carried 3-way, bisecting from their merge base {fork[:12]}")
+            return path
+        plan.notes.append(f"target {target[:12]} is behind base {base[:12]}; applied 3-way "
+                          "directly at the target")
+        return []
     if not have_base:
-        return (f"base {base[:12]} is no longer in the upstream cache (history rewritten?); "
-                f"applied 3-way directly at {target[:12]}")
-    if git.is_ancestor(target, base):
-        return (f"target {target[:12]} is behind base {base[:12]}; applied 3-way directly "
-                "at the target")
-    return (f"base {base[:12]} is not an ancestor of {target[:12]} (upstream rewrote its "
-            "history); applied 3-way directly at the target, no bisection")
+        plan.notes.append(f"base {base[:12]} is no longer in the upstream cache (history "
+                          f"rewritten?); applied directly at {target[:12]}")
+    else:
+        plan.notes.append(f"base {base[:12]} is not an ancestor of {target[:12]} and shares "
+                          "no history with it (upstream rewrote its history); applied 3-way "
+                          "directly at the target, no bisection")
+    return []

@@ -391,6 +391,7 @@ def _show(ui: UI, reports: list[Report], committed: str | None) -> None:
     for r in reports:
         for note in r.notes:
             ui.info(f"{r.patchset}: {note}")
+        _show_landed(ui, r)
         if r.conflict and r.conflict.get("commit", {}).get("subject"):
             _show_conflict(ui, r)
         if r.error:
@@ -401,15 +402,24 @@ def _show(ui: UI, reports: list[Report], committed: str | None) -> None:
 
 
 def _detail(r: Report) -> str:
+    """One short cell; the long story is printed under the table."""
     if r.result == CONFLICT and r.conflict:
         sha = r.conflict["commit"]["sha"][:10]
         return f"{r.conflict['patch']} breaks at {sha} ({r.conflict['reason']})"
     if r.upstreamed:
-        return "; ".join(f"{u['patch']} landed in " + (
-            Landing(**u["commit"]).short() if u["commit"] else "?") for u in r.upstreamed)
+        shas = sorted({u["commit"]["sha"][:10] for u in r.upstreamed if u["commit"]})
+        where = f" in {', '.join(shas)}" if shas else ""
+        kept = f"; {len(r.patches)} kept" if r.patches else ""
+        return f"{len(r.upstreamed)} landed{where}{kept}"
     if r.error:
         return r.error.splitlines()[0]
     return f"{len(r.patches)} patch(es)" if r.patches else ""
+
+
+def _show_landed(ui: UI, r: Report) -> None:
+    for u in r.upstreamed:
+        where = Landing(**u["commit"]).short() if u["commit"] else "an unknown commit"
+        ui.info(f"{r.patchset}: {u['patch']} is upstream: landed in {where}")
 
 
 def _show_conflict(ui: UI, r: Report) -> None:
