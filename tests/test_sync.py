@@ -112,6 +112,51 @@ def test_upstream_lands_the_same_change(workspace: Workspace, upstream: Repo,
     assert doc["current"] == base and doc["upstream_status"] == "Upstreamed"
     assert doc["sync"]["result"] == "upstreamed"
     assert doc["sync"]["details"]["upstreamed"][0]["sha"] == landing
+    fast_import(upstream, filler(5, start=70))
+    code, again = sync_json(workspace)  # stays upstreamed without probing again
+    assert code == 0 and again["result"] == "upstreamed" and again["probes"] == 0
+    assert again["upstreamed"][0]["commit"]["sha"] == landing
+    assert meta(workspace, "f3") == doc
+
+
+def test_base_on_a_release_branch_bisects_from_the_merge_base(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    """Like the flashinfer backport made at a release tag: the base is not an
+    ancestor of main, yet the landing commit on main is still found."""
+    fork = upstream.head()
+    git(upstream.path, "branch", "-q", "release", fork)
+    [release] = fast_import(upstream, [Change("cherry-pick: docs (#9)", {"docs/rel.md": "r\n"})],
+                            branch="release")
+    git(upstream.path, "checkout", "-q", "release")
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    git(upstream.path, "checkout", "-q", "main")
+    shas = fast_import(upstream, [*filler(12), Change("feat: f3 returns 33 (#3903)",
+                                                      {"pkg/core.py": F3_PATCH}), *filler(9, start=12)])
+    code, res = sync_json(workspace)
+    assert code == 0 and res["result"] == "upstreamed", res
+    assert res["base"] == release
+    assert res["upstreamed"][0]["commit"]["sha"] == shas[12]
+    assert res["upstreamed"][0]["commit"]["pr"] == 3903
+    assert "merge base" in " ".join(res["notes"])
+
+
+def test_a_broken_version_is_an_error_and_others_still_sync(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    base = add_patchset(workspace, upstream, tmp_path, "f3",
+                        [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    add_patchset(workspace, upstream, tmp_path, "f5",
+                 [("core: make f5 return 55", {"pkg/core.py": CORE.replace(
+                     "    return 5\n", "    return 55\n")})])
+    patch = version_dir(workspace, "f3", base) / series(workspace, "f3", base)[0]
+    patch.write_text(patch.read_text().replace(" def f4():", " def f4(x):"))
+    fast_import(upstream, filler(3))
+    result = workspace.run("sync", "--json")
+    assert result.code == 1
+    by_name = {r["patchset"]: r for r in result.json["results"]}  # type: ignore[index]
+    assert by_name["proj/f3"]["result"] == "error"
+    assert "does not apply" in by_name["proj/f3"]["error"]
+    assert by_name["proj/f5"]["result"] == "rebased"
 
 
 def test_upstream_lands_identical_change_tree_unchanged(

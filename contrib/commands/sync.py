@@ -116,12 +116,38 @@ def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
                       notes=[f"a conflict is waiting in {pending.worktree}: resolve it and run "
                              f"`contrib sync --continue {ps.target}`, or `--abort`"])
     git = mirror.git
+    if base == target:
+        return Report(ps.target, UNCHANGED, base, target, patches=ps.current.series())
+    known = _known_upstream(ps, git, target)
+    if known is not None:
+        return known
     try:
         patches = load_patches(git, ps.current.patch_texts())
         plan = plan_sync(git, patches, Sha(base), target)
     except ContribError as exc:
         return Report(ps.target, ERROR, base, target, error=str(exc))
     return _record(ws, ps, git, plan, patches, state)
+
+
+def _known_upstream(ps: Patchset, git: Git, target: Sha) -> Report | None:
+    """The recorded `upstreamed` result, while the tip only moves forward from it.
+
+    Once every patch is upstream it stays upstream; re-probing on every run
+    would only spend time.
+    """
+    base = ps.current.base
+    recorded = str(ps.get("sync", "target", ""))
+    if ps.get("sync", "result") != UPSTREAMED or ps.get("sync", "from") != base or not (
+            recorded == target or git.try_rev_parse(recorded) and
+            git.is_ancestor(recorded, target)):
+        return None
+    details = ps.get("sync", "details", {}) or {}
+    landed = [{"patch": u.get("patch"), "commit": {k: u.get(k) for k in (
+        "sha", "subject", "pr", "author", "date")} if u.get("sha") else None}
+        for u in details.get("upstreamed", [])]
+    return Report(ps.target, UPSTREAMED, base, target, upstreamed=landed,
+                  notes=[f"found upstream by the sync of {ps.get('sync', 'at')} "
+                         f"(at {recorded[:12]}); nothing to carry"])
 
 
 def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[MailPatch],
