@@ -9,6 +9,7 @@ to do, scrubbed of the token.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -118,6 +119,20 @@ def make_retry(*, retries: int = 5, max_wait: float = 60.0, backoff: float = 1.0
     )
 
 
+class _ScrubLogs(logging.Filter):
+    """PyGithub logs retries to stderr ("Retrying after 1 seconds"); scrub them too."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = scrub(record.getMessage()), None
+        return True
+
+
+def _scrub_pygithub_logs() -> None:
+    for handler in logging.getLogger("github").handlers:
+        if not any(isinstance(f, _ScrubLogs) for f in handler.filters):
+            handler.addFilter(_ScrubLogs())
+
+
 class PyGithubAPI:
     """GitHubAPI over PyGithub: ``Auth.Token``, ``GithubRetry``, ``base_url``.
 
@@ -138,6 +153,7 @@ class PyGithubAPI:
         write_interval: float = 1.0,
     ) -> None:
         register_secret(token)
+        _scrub_pygithub_logs()
         self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
         self._gh = Github(
             auth=Auth.Token(token),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import socket
 import time
 from typing import Any
@@ -213,3 +215,20 @@ def test_token_only_ever_in_authorization_header(gh: FakeGitHub) -> None:
         assert gh.token not in req.body.decode() + req.path + json.dumps(req.query)
         others = {k: v for k, v in req.headers.items() if k != "authorization"}
         assert gh.token not in json.dumps(others)
+
+
+def test_pygithub_log_lines_are_scrubbed(gh: FakeGitHub) -> None:
+    """PyGithub prints retry notices to stderr itself; they pass through scrub() too."""
+    api = _api(gh)
+    [handler] = [h for h in logging.getLogger("github").handlers
+                 if isinstance(h, logging.StreamHandler)]
+    buffer = io.StringIO()
+    old = handler.setStream(buffer)
+    try:
+        gh.rate_limit_next("GET", r"/repos/up/proj/pulls", retry_after=1)
+        api.find_pr(UP, HEAD, "main")
+        logging.getLogger("github.GithubRetry").info("echo %s", gh.token)
+    finally:
+        handler.setStream(old)
+    assert "Retrying after 1 seconds" in buffer.getvalue()
+    assert gh.token not in buffer.getvalue() and "echo ***" in buffer.getvalue()
