@@ -153,13 +153,6 @@ def imported_modules(text: str, own_module: str = "") -> set[str]:
     return found
 
 
-def _imports_any(imported: set[str], modules: Iterable[str]) -> str | None:
-    for module in modules:
-        if any(name == module or name.startswith(module + ".") for name in imported):
-            return module
-    return None
-
-
 @dataclass
 class Selection:
     """The tests chosen and why."""
@@ -180,7 +173,14 @@ class Selection:
 def select_tests(
     tree: SourceTree, changes: Iterable[FileChange], extra: Iterable[str] = (), limit: int = 20
 ) -> Selection:
-    """Pick test files that exercise ``changes`` (plus ``extra`` from patchset.toml)."""
+    """Pick test files that exercise ``changes`` (plus ``extra`` from patchset.toml).
+
+    Ranked: listed in patchset.toml, changed by the patch, calls a changed
+    function, calls a function of an importing module that calls one
+    (``trtllm_custom_all_reduce`` -> ``get_trtllm_comm_module`` ->
+    ``gen_trtllm_comm_module``), imports the changed module, imports it
+    through another module or package; the first ``limit`` are kept.
+    """
     changes = list(changes)
     modules: dict[str, str] = {}
     functions: set[str] = set()
@@ -196,55 +196,142 @@ def select_tests(
             functions |= changed_functions(change, tree.read_text(change.path))
     python_files = [p for p in tree.paths() if p.endswith(".py")]
     tests = [p for p in python_files if _TEST_FILE.search(p)]
-    importers = _importers(tree, [p for p in python_files if p not in tests], list(modules))
-    scored: dict[str, tuple[int, str]] = {t: (4, "changed by the patch") for t in direct_tests}
+    reach = _Reach(tree, [p for p in python_files if p not in tests], list(modules), functions)
+    scored: dict[str, tuple[float, str]] = {t: (4, "changed by the patch") for t in direct_tests}
     for test in tests:
-        if test in scored:
-            continue
-        score = _score(tree.read_text(test) or "", modules, importers, functions)
-        if score:
+        if test not in scored and (score := reach.score(tree.read_text(test) or "")):
             scored[test] = score
     for test in extra:
         scored[test] = (5, "listed in patchset.toml")
-    ranked = sorted(scored, key=lambda t: (-scored[t][0], t))
+    ranked = everything = sorted(scored, key=lambda t: (-scored[t][0], t))
+    if any(scored[t][0] >= 2.5 for t in ranked):
+        # Tests that call the changed code exist: drop the ones that merely import it.
+        ranked = [t for t in ranked if scored[t][0] >= 2]
     chosen = ranked[:limit]
     return Selection(chosen, {t: scored[t][1] for t in chosen}, sorted(modules), sorted(functions),
-                     sorted({r for r in modules.values()}), max(len(ranked) - limit, 0))  # fmt: skip
+                     sorted({r for r in modules.values()}), len(everything) - len(chosen))  # fmt: skip
 
 
-def _importers(tree: SourceTree, files: list[str], modules: list[str]) -> dict[str, str]:
-    """Modules (not tests) that import one of ``modules``: {importer: imported}."""
-    found: dict[str, str] = {}
-    if not modules:
-        return found
-    leaves = {m.rsplit(".", 1)[-1] for m in modules}
-    for path in files:
-        text = tree.read_text(path) or ""
-        if not any(leaf in text for leaf in leaves):
-            continue  # cheap filter before parsing
-        named = module_name(tree, path)
-        if named is None or named[0] in modules:
-            continue
-        hit = _imports_any(imported_modules(text, named[0]), modules)
-        if hit:
-            found[named[0]] = hit
-    return found
+def _calls_into(text: str, names: set[str]) -> dict[str, str]:
+    """Functions in ``text`` that (transitively, by name, within the file) use ``names``."""
+    try:
+        module = ast.parse(text)
+    except SyntaxError:
+        return {}
+    refs: dict[str, set[str]] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            used |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+            refs.setdefault(node.name, set()).update(used - {node.name})
+    affected: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, used in refs.items():
+            hit = next(iter(sorted(used & (names | set(affected)))), None)
+            if name not in affected and name not in names and hit:
+                affected[name] = hit
+                changed = True
+    return affected
 
 
-def _score(
-    text: str, modules: dict[str, str], importers: dict[str, str], functions: set[str]
-) -> tuple[int, str] | None:
-    imported = imported_modules(text)
-    direct = _imports_any(imported, modules)
-    called = sorted(f for f in functions if re.search(rf"\b{re.escape(f)}\b", text))
-    packages = {m.split(".")[0] for m in modules}
-    if called and (direct or _imports_any(imported, packages)):
-        return (3, f"calls {', '.join(called)}")
-    if direct:
-        return (2, f"imports {direct}")
-    via = _imports_any(imported, importers)
-    if via:
-        return (1, f"imports {via}, which imports {importers[via]}")
+_GENERIC = {"main", "run", "call", "get", "build", "load", "init", "setup", "forward", "wrapper",
+            "inner", "helper", "apply", "test"}  # fmt: skip
+
+
+class _Reach:
+    """Which modules reach the changed code, and through which functions."""
+
+    def __init__(
+        self, tree: SourceTree, files: list[str], modules: list[str], functions: set[str]
+    ) -> None:
+        self.modules, self.functions = modules, functions
+        self.importers: dict[str, str] = {}  # importer module -> what it imports (chain text)
+        # function in an importer -> (its module, "f -> g -> changed_function")
+        self.calls: dict[str, tuple[str, str]] = {}
+        if not modules:
+            return
+        leaves = {m.rsplit(".", 1)[-1] for m in modules}
+        texts = {}
+        for path in files:
+            text = tree.read_text(path) or ""
+            named = module_name(tree, path)
+            if named and named[0] not in modules and any(leaf in text for leaf in leaves):
+                texts[named[0]] = (path, text)  # cheap filter before parsing
+        self._first_level(texts)
+        self._packages(tree, files)
+
+    def _first_level(self, texts: dict[str, tuple[str, str]]) -> None:
+        for module, (_, text) in texts.items():
+            hit = _imports_any(imported_modules(text, module), self.modules)
+            if not hit:
+                continue
+            through = _calls_into(text, self.functions) if self.functions else {}
+            if self.functions and not (through or any(f in text for f in self.functions)):
+                continue  # imports the module but not the changed functions
+            self.importers[module] = hit
+            for name, reached in through.items():
+                if name in _GENERIC:
+                    continue  # `main`, `run`... would match half the test suite
+                chain = self.calls.get(reached, (module, reached))[1]
+                self.calls.setdefault(name, (module, f"{name} -> {chain}"))
+
+    def _packages(self, tree: SourceTree, files: list[str]) -> None:
+        """Packages whose __init__ re-exports an importer (``import flashinfer.comm``)."""
+        inits = [p for p in files if p.endswith("__init__.py")]
+        for _ in range(3):
+            grew = False
+            for path in inits:
+                named = module_name(tree, path)
+                if named is None or named[0] in self.importers or named[0] in self.modules:
+                    continue
+                hit = _imports_any(imported_modules(tree.read_text(path) or "", named[0] + ".__init__"),
+                                   list(self.importers))  # fmt: skip
+                if hit:
+                    self.importers[named[0]] = f"{hit}, which imports {self.importers[hit]}"
+                    grew = True
+            if not grew:
+                break
+
+    def _exposes(self, imported: set[str], module: str) -> bool:
+        """Whether the test imports ``module`` or a package whose import chain reaches it."""
+        if _imports_any(imported, [module]):
+            return True
+        packages = [
+            p
+            for p, chain in self.importers.items()
+            if module.startswith(p + ".") and module in chain
+        ]
+        return _imports_any(imported, packages) is not None
+
+    def score(self, text: str) -> tuple[float, str] | None:
+        imported = imported_modules(text)
+        direct = _imports_any(imported, self.modules)
+        via = _imports_any(imported, self.importers)
+        reachable = direct or via or _imports_any(imported, {m.split(".")[0] for m in self.modules})
+        if not reachable:
+            return None
+        called = sorted(f for f in self.functions if re.search(rf"\b{re.escape(f)}\b", text))
+        if called:
+            return (3, f"calls {', '.join(called)}")
+        through = sorted(
+            c for c, (module, _) in self.calls.items()
+            if re.search(rf"\b{re.escape(c)}\b", text) and self._exposes(imported, module)
+        )  # fmt: skip
+        if through:
+            return (2.5, "calls " + "; ".join(self.calls[c][1] for c in through[:3]))
+        if direct:
+            return (2, f"imports {direct}")
+        if via:
+            return (1, f"imports {via}, which imports {self.importers[via]}")
+        return None
+
+
+def _imports_any(imported: set[str], modules: Iterable[str]) -> str | None:
+    for module in sorted(modules):
+        if any(name == module or name.startswith(module + ".") for name in imported):
+            return module
     return None
 
 

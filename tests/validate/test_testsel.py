@@ -87,7 +87,7 @@ def test_selection_on_the_mini_upstream(gate_repo):
     assert selection.tests == ["tests/jit/test_comm_jit.py", "tests/comm/test_trtllm_allreduce.py"]
     assert selection.reasons["tests/jit/test_comm_jit.py"] == "calls gen_trtllm_comm_module"
     assert selection.reasons["tests/comm/test_trtllm_allreduce.py"] == (
-        "imports flashinfer.comm.trtllm_ar, which imports flashinfer.jit.comm"
+        "calls allreduce_fusion_spec -> gen_trtllm_comm_module"
     )
     assert selection.modules == ["flashinfer.jit.comm"] and selection.packages == ["flashinfer"]
     assert selection.functions == ["gen_trtllm_comm_module"]
@@ -177,3 +177,39 @@ def test_read_junit_missing_or_broken(tmp_path: Path):
     assert read_junit(tmp_path / "none.xml") == []
     (tmp_path / "bad.xml").write_text("<testsuite")
     assert read_junit(tmp_path / "bad.xml") == []
+
+
+def test_selection_through_packages_and_call_chains():
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/jit/__init__.py": "",
+        "pkg/jit/comm.py": "def gen_comm():\n    return 1\n\n\ndef gen_other():\n    return 2\n",
+        "pkg/comm/__init__.py": "from .ar import custom_all_reduce as custom_all_reduce\n",
+        "pkg/comm/ar.py": (
+            "from ..jit.comm import gen_comm\n\n\ndef get_module():\n    return gen_comm()\n\n\n"
+            "def custom_all_reduce(x):\n    return get_module() + x\n"
+        ),
+        "pkg/other.py": "from pkg.jit.comm import gen_other\n\n\ndef f():\n    return gen_other()\n",
+        "tests/test_ar.py": "import pkg.comm as comm\n\n\ndef test_ar():\n    assert comm.custom_all_reduce(1) == 2\n",
+        "tests/test_pkg.py": "import pkg.comm\n\n\ndef test_import():\n    assert pkg.comm\n",
+        "tests/test_other.py": "from pkg.other import f\n\n\ndef test_f():\n    assert f() == 2\n",
+        "tests/test_unrelated.py": "import os\n\n\ndef test_x():\n    assert os\n",
+    }
+    diff = (
+        "diff --git a/pkg/jit/comm.py b/pkg/jit/comm.py\n--- a/pkg/jit/comm.py\n+++ b/pkg/jit/comm.py\n"
+        "@@ -1,2 +1,2 @@\n def gen_comm():\n-    return 0\n+    return 1\n"
+    )
+    selection = select_tests(DictTree(files), parse_diff(diff))
+    assert selection.tests == ["tests/test_ar.py"]  # a test calls it: mere importers are dropped
+    assert selection.truncated == 1
+    assert (
+        selection.reasons["tests/test_ar.py"] == "calls custom_all_reduce -> get_module -> gen_comm"
+    )
+    del files["tests/test_ar.py"]
+    selection = select_tests(DictTree(files), parse_diff(diff))
+    assert selection.tests == ["tests/test_pkg.py"]
+    assert selection.reasons["tests/test_pkg.py"] == (
+        "imports pkg.comm, which imports pkg.comm.ar, which imports pkg.jit.comm"
+    )
+    # pkg/other.py imports the changed module but none of the changed functions: not selected.
+    assert "tests/test_other.py" not in selection.tests
