@@ -96,14 +96,16 @@ def push_env(push_url: str, token: str | None) -> dict[str, str]:
     The header is scoped to the push URL's scheme://host/ so git never sends it
     to another host, and an empty value first resets any extraheader the
     user's own config sets for that host (two Authorization headers make
-    GitHub answer 400).  Prompts are off: a bad token fails, it never hangs.
+    GitHub answer 400).  Credential helpers are switched off for this one
+    command, so a rejected token fails instead of falling back to some other
+    stored identity; prompts are off, so it never hangs.
     """
-    env = {"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never"}
+    env = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "GCM_INTERACTIVE": "never"}
     if token is None or not needs_token(push_url):
         return env
     parts = urlsplit(push_url)
     key = f"http.{parts.scheme}://{parts.netloc.rpartition('@')[2]}/.extraheader"
-    entries = [(key, ""), (key, auth_header(token))]
+    entries = [(key, ""), (key, auth_header(token)), ("credential.helper", "")]
     env["GIT_CONFIG_COUNT"] = str(len(entries))
     for i, (k, v) in enumerate(entries):
         env[f"GIT_CONFIG_KEY_{i}"] = k

@@ -75,7 +75,8 @@ def test_github_host() -> None:
 def test_push_env_scopes_header_to_push_host() -> None:
     env = push_env("https://github.com/me/proj.git", TOKEN)
     key = "http.https://github.com/.extraheader"
-    assert env["GIT_CONFIG_COUNT"] == "2"
+    assert env["GIT_CONFIG_COUNT"] == "3"
+    assert (env["GIT_CONFIG_KEY_2"], env["GIT_CONFIG_VALUE_2"]) == ("credential.helper", "")
     assert (env["GIT_CONFIG_KEY_0"], env["GIT_CONFIG_VALUE_0"]) == (key, "")  # reset first
     assert env["GIT_CONFIG_KEY_1"] == key
     expected = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
@@ -92,13 +93,15 @@ def test_local_push_urls_get_no_token(tmp_path: Path) -> None:
 
 
 class _GitHTTP(BaseHTTPRequestHandler):
-    """Records the headers of git's smart-HTTP discovery request, answers 404."""
+    """Records the headers of git's smart-HTTP discovery requests, answers 401 (as GitHub
+    does for a bad token), so git would try its credential helpers next."""
 
     seen: list[dict[str, str]]
 
     def do_GET(self) -> None:
         self.seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
-        self.send_response(404)
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="GitHub"')
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -141,7 +144,7 @@ def test_git_push_sends_the_header_and_stores_nothing(
     repo = _repo(tmp_path)
     url = f"{base}/me/proj.git"
     out = _push(repo, url, push_env(url, TOKEN))
-    assert out.returncode != 0, out.stderr  # the server says 404; we only care what git sent
+    assert out.returncode != 0, out.stderr  # the server says 401; we only care what git sent
     assert seen, out.stderr
     assert seen and seen[0]["path"].startswith("/me/proj.git/info/refs?service=git-receive-pack")
     assert seen[0]["authorization"] == auth_header(TOKEN).split(": ", 1)[1]
@@ -151,6 +154,25 @@ def test_git_push_sends_the_header_and_stores_nothing(
         if path.is_file():
             assert TOKEN.encode() not in path.read_bytes(), path
             assert auth_header(TOKEN).split()[-1].encode() not in path.read_bytes(), path
+
+
+def test_rejected_token_never_touches_stored_credentials(
+    tmp_path: Path, git_http: tuple[str, list[dict[str, str]]]
+) -> None:
+    """The user's credential helper is never asked (nor told to erase its entry on a 401)."""
+    base, seen = git_http
+    repo = _repo(tmp_path)
+    calls = tmp_path / "helper-calls"
+    helper = tmp_path / "helper.sh"
+    helper.write_text(f'#!/bin/sh\necho "$1" >> {calls}\n'
+                      "echo username=someone-else\necho password=stored-secret\n")
+    helper.chmod(0o755)
+    subprocess.run(["git", "config", "--global", "credential.helper", str(helper)], check=True)
+    url = f"{base}/me/proj.git"
+    out = _push(repo, url, push_env(url, TOKEN))
+    assert out.returncode != 0 and "terminal prompts disabled" in out.stderr
+    assert not calls.exists()  # without the reset: "get", then "erase" of the user's entry
+    assert [r["authorization"] for r in seen] == [auth_header(TOKEN).split(": ", 1)[1]]
 
 
 def test_header_is_not_sent_to_another_host(
