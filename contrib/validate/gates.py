@@ -219,6 +219,7 @@ class _Finder(ast.NodeVisitor):
         self.scope: list[str] = []
         self.gates: list[Gate] = []
         self.functions: dict[str, ast.AST] = {}
+        self.skips: set[int] = set()  # ids of conditions under which code is *skipped*
 
     def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.scope.append(node.name)
@@ -237,7 +238,14 @@ class _Finder(ast.NodeVisitor):
             Gate(self.path, node.lineno, end, function, kind, text[:200], majors, index)
         )
 
+    def visit_If(self, node: ast.If) -> None:
+        if node.body and _bails_out(node.body[0]):
+            self.skips.add(id(node.test))
+        self.generic_visit(node)
+
     def visit_Call(self, node: ast.Call) -> None:
+        if _name_of(node.func) == "skipif" and node.args:
+            self.skips.add(id(node.args[0]))
         for keyword in node.keywords:
             if keyword.arg == KEYWORD:
                 value = _literal(keyword.value)
@@ -261,8 +269,24 @@ class _Finder(ast.NodeVisitor):
             if isinstance(node, ast.Call):
                 super().generic_visit(node)
             return False
-        self._add(node, "condition", ast.unparse(node), majors)
+        if id(node) in self.skips:
+            # `skipif(cond)` / `if cond: raise|skip|return`: the code runs where cond is false.
+            majors = frozenset(set(all_majors()) - majors)
+            self._add(node, "skip-condition", "skipped when " + ast.unparse(node), majors)
+        else:
+            self._add(node, "condition", ast.unparse(node), majors)
         return True
+
+
+def _bails_out(statement: ast.stmt) -> bool:
+    """``raise``, a bare ``return``/``return False``, or ``skip()``/``exit()``: the branch gives up."""
+    if isinstance(statement, ast.Raise):
+        return True
+    if isinstance(statement, ast.Return):
+        value = statement.value
+        return value is None or (isinstance(value, ast.Constant) and value.value in (None, False))
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    return isinstance(call, ast.Call) and _name_of(call.func) in ("skip", "exit", "xfail")
 
 
 def find_gates(path: str, text: str) -> tuple[list[Gate], dict[str, ast.AST]]:

@@ -116,3 +116,32 @@ def test_sglang_shaped_boolean_gate(sm120):
     (gate,) = touched_gates("communicator.py", before, after, {3})
     assert gate.majors_before == {9, 10} and gate.after.majors == {9, 10, 12}
     assert gate.admits(parse_arch("sm_120a")) and not gate.admits(parse_arch("sm_110a"))
+
+
+def test_skip_conditions_are_inverted(sm120):
+    text = (
+        "import pytest\n"
+        "pytestmark = pytest.mark.skipif(\n"
+        "    not torch.cuda.is_available()\n"
+        "    or get_compute_capability(torch.device('cuda:0'))[0] not in (9, 10, 12),\n"
+        "    reason='SM90/SM100/SM12x only',\n"
+        ")\n"
+        "def build():\n"
+        "    if major < 9:\n"
+        "        raise RuntimeError('needs Hopper or newer')\n"
+        "    if major == 11:\n"
+        "        pytest.skip('no Thor')\n"
+        "    if major >= 10:\n"
+        "        use_tcgen05()\n"
+    )
+    gates, _ = find_gates("tests/test_x.py", text)
+    summary = [(g.line, g.kind, sorted(g.majors or ())) for g in gates]
+    assert summary == [
+        (3, "skip-condition", [9, 10, 12]),
+        (8, "skip-condition", [9, 10, 11, 12]),
+        (10, "skip-condition", [7, 8, 9, 10, 12]),
+        (12, "condition", [10, 11, 12]),
+    ]
+    assert gates[0].text.startswith("skipped when not torch.cuda.is_available()")
+    touched = touched_gates("tests/test_x.py", None, text, {4})
+    assert [f.severity for f in gate_findings(touched, sm120)] == ["info"]
