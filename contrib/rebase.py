@@ -26,7 +26,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from contrib.errors import PatchError
 from contrib.git import Git, Sha
@@ -36,8 +36,6 @@ APPLIED, UPSTREAM, CONFLICT, MOVED = "applied", "upstream", "conflict", "moved"
 _PR = re.compile(r"\(#(\d+)\)\s*$")
 _DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class|struct|union|enum|namespace)\s+(\w+)")
 _CALL_NAME = re.compile(r"(\w+)\s*\(")
-# git's default funcname rule: a line starting with a letter, '_' or '$'.
-_FUNCNAME = re.compile(r"^[A-Za-z_$]")
 
 
 def pr_number(subject: str) -> int | None:
@@ -116,6 +114,86 @@ def section_key(section: str) -> str:
     return " ".join(section.split())
 
 
+TOP = "<top level>"
+_PY_DEF = re.compile(r"^(\s*)(?:async\s+)?(?:def|class)\s+(\w+)")
+_C_TYPE = re.compile(r"^\s*(?:template\s*<.*>\s*)?(?:typedef\s+)?"
+                     r"(?:struct|class|union|enum|namespace)\s+(\w+)[^;]*$")
+_C_FUNC = re.compile(r"^(?!(?:if|for|while|switch|return|else|do|case|goto|sizeof)\b)"
+                     r"[A-Za-z_][^;=]*?([A-Za-z_~][\w:~]*)\s*\([^;]*$")
+_C_NEXT = re.compile(r"^\s+([A-Za-z_~][\w:~]*)\s*\([^;]*$")
+_C_ATTR = re.compile(r"__(?:launch_bounds|attribute)__\s*\(+[^)]*\)+")
+
+
+def is_python(path: str) -> bool:
+    return path.endswith((".py", ".pyi"))
+
+
+def definition(line: str, python: bool, following: str = "") -> str | None:
+    """The name a line defines (def/class; a C/C++/CUDA function or type), else None.
+
+    ``following`` is the next line: CUDA kernels often put the name there, after
+    ``static __global__ void __launch_bounds__(1024, 1)``.
+    """
+    if python:
+        match = _PY_DEF.match(line)
+        return match.group(2) if match else None
+    match = _C_TYPE.match(line)
+    if match:
+        return match.group(1)
+    if line[:1].isspace() or not line.strip():
+        return None  # C-like functions start in column 0; indented lines are bodies
+    bare = _C_ATTR.sub("", line)
+    match = _C_FUNC.match(bare)
+    if match:
+        return match.group(1)
+    stripped = bare.rstrip()
+    if following and not stripped.endswith((";", "{", "}", ")", ",", "\\")) \
+            and not stripped.startswith(("#", "template", "//", "/*")):
+        match = _C_NEXT.match(following)
+        return match.group(1) if match else None
+    return None
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip()) if line.strip() else 1 << 30
+
+
+def scope_of(lines: Sequence[str], index: int, python: bool, indent: int) -> str:
+    """The definition enclosing line ``index`` (0-based; scanning upwards from it).
+
+    Python needs a ``def``/``class`` indented less than the change (``indent``),
+    so top-level code after a function is not "in" it; C-like code takes the
+    nearest function or type above, as git's hunk headers do.
+    """
+    for i in range(min(index, len(lines) - 1), -1, -1):
+        name = definition(lines[i], python, lines[i + 1] if i + 1 < len(lines) else "")
+        if name and (not python or _indent(lines[i]) < indent):
+            return name
+    return TOP
+
+
+def scoped_hunks(git: Git, old: str, new: str) -> list[Hunk]:
+    """The changes between two commits, one hunk each, ``section`` = enclosing definition.
+
+    The scope is found in the pre-image file itself, not from git's hunk header,
+    so an unrelated line upstream adds above (an import, a constant) never
+    changes it; only a different enclosing function or class does.
+    """
+    out = []
+    files: dict[str, list[str]] = {}
+    for hunk in diff_hunks(git, old, new):
+        if hunk.path not in files:
+            blob = git.read_blob(old, hunk.path)
+            files[hunk.path] = blob.decode("utf-8", "replace").splitlines() if blob else []
+        changed = next((x for x in (*hunk.removed, *hunk.added) if x.strip()), "")
+        # A removal starts at its first removed line (look above it); an
+        # insertion follows line source_start (look from there).
+        start = hunk.source_start - (2 if hunk.source_length else 1)
+        scope = scope_of(files[hunk.path], start, is_python(hunk.path), _indent(changed))
+        out.append(replace(hunk, section=scope))
+    return out
+
+
 def moved_hunks(before: Sequence[Hunk], after: Sequence[Hunk]) -> list[str]:
     """Hunks whose change now sits in a different section than at the base.
 
@@ -143,18 +221,22 @@ def _norm(line: str) -> str:
     return " ".join(line.split())
 
 
-def _section_region(lines: list[str], section: str) -> list[str] | None:
-    """The lines of ``section``: from its header line to the next top-level one.
+def _section_region(lines: list[str], section: str, path: str) -> list[str] | None:
+    """The lines of ``section``: from its definition to the next one at its level.
 
     None when the file has no such section any more (renamed or removed).
     """
-    if not section:
+    if section in ("", TOP):
         return lines
-    key, head = section_key(section), section.strip()[:60]
+    python, key, head = is_python(path), section_key(section), section.strip()[:60]
+    def name(i: int) -> str | None:
+        return definition(lines[i], python, lines[i + 1] if i + 1 < len(lines) else "")
+
     for start, line in enumerate(lines):
-        if _FUNCNAME.match(line) and (line.startswith(head) or section_key(line) == key):
-            end = next((i for i in range(start + 1, len(lines)) if _FUNCNAME.match(lines[i])),
-                       len(lines))
+        if name(start) == key or (head and line.startswith(head)):
+            level = _indent(line)
+            end = next((i for i in range(start + 1, len(lines))
+                        if name(i) and (not python or _indent(lines[i]) <= level)), len(lines))
             return lines[start:end]
     return None
 
@@ -192,7 +274,7 @@ def effect_present(git: Git, tree: str, hunks: Sequence[Hunk]) -> bool:
             if added:
                 return False
             continue
-        region = _section_region(lines, hunk.section)
+        region = _section_region(lines, hunk.section, hunk.path)
         if region is None:
             return False
         region = [x for x in map(_norm, region) if x]
@@ -206,7 +288,7 @@ def effect_present(git: Git, tree: str, hunks: Sequence[Hunk]) -> bool:
 def diff_hunks(git: Git, old: str, new: str, *, context: int = 0) -> list[Hunk]:
     """Hunks of ``git diff old new`` with ``context`` lines (0: one hunk per change)."""
     text = git.run("diff", f"-U{context}", "--no-renames", "--no-color", "--no-ext-diff",
-                   old, new, env=EXPORT_ENV, strip=False)
+                   old, new, "--", env=EXPORT_ENV, strip=False)
     return parse_hunks(text, f"diff {old[:10]}..{new[:10]}")
 
 
@@ -226,12 +308,11 @@ class Carrier:
         self.base = base
         self.probes = 0
         self._seen: dict[tuple[str, int], Carry] = {}
-        self.context = 0 if base is not None else 3
         if base is not None:
             applied = apply_series(git, base, patches)
             parents = [base] + [a.commit for a in applied[:-1]]
-            self.reference = [diff_hunks(git, p, a.commit) for p, a in zip(parents, applied,
-                                                                             strict=True)]
+            self.reference = [scoped_hunks(git, p, a.commit)
+                              for p, a in zip(parents, applied, strict=True)]
         else:
             self.reference = [parse_hunks(p.diff, p.name) for p in patches]
 
@@ -275,8 +356,9 @@ class Carrier:
         if new_tree == tree:
             return PatchCarry(patch.name, UPSTREAM, how="empty")
         commit = git.commit_tree(new_tree, [parent], patch.message, patch.author)
-        moved = moved_hunks(self.reference[index],
-                            diff_hunks(git, parent, commit, context=self.context))
+        carried = (scoped_hunks(git, parent, commit) if self.base is not None
+                   else diff_hunks(git, parent, commit, context=3))
+        moved = moved_hunks(self.reference[index], carried)
         if moved:
             git.run("read-tree", tree, env=env)
             return PatchCarry(patch.name, MOVED, files=sorted({m.split(":")[0] for m in moved}),
