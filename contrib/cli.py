@@ -63,6 +63,7 @@ def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> in
 @cli.command()
 @click.argument("upstream")
 @click.argument("name")
+@click.argument("more_patches", nargs=-1, type=click.Path(path_type=Path), metavar="[PATCH]...")
 @click.option("--base", required=True, help="Upstream commit, tag or branch the patches apply to.")
 @click.option("--patch", "patches", multiple=True, type=click.Path(path_type=Path),
               help="A git format-patch file (repeat, in order).")
@@ -72,14 +73,20 @@ def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> in
 @click.option("--arch", default="sm_120a", show_default=True, help="Target GPU architecture.")
 @json_option
 @pass_ctx
-def new(ctx: Context, upstream: str, name: str, base: str, patches: tuple[Path, ...],
+def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...], base: str,
+        patches: tuple[Path, ...],
         commits: str | None, repo: Path | None, title: str | None, arch: str,
         json_mode: bool) -> int:
-    """Create a patchset from patch files or from commits in a local clone."""
+    """Create a patchset from patch files or from commits in a local clone.
+
+    Patch files may follow --patch (`--patch 0001.patch 0002.patch`) or be
+    repeated (`--patch A --patch B`); they are applied in the order given.
+    """
     from contrib.commands.new import new as run
 
     return _locked(ctx, json_mode, lambda ws, ui: run(
-        ws, ui, upstream, name, base, patches=list(patches), commits=commits, repo=repo,
+        ws, ui, upstream, name, base, patches=[*patches, *more_patches], commits=commits,
+        repo=repo,
         title=title, arch=arch))
 
 

@@ -33,10 +33,12 @@ STATE_DIR = ".contrib"
 META_NAME = "patchset.toml"
 SERIES_NAME = "series"
 VALIDATION_NAME = "validation.json"
-UPSTREAM_STATUSES = ("Pending", "Submitted", "Accepted", "Upstreamed", "Inappropriate")
+# OpenEmbedded's Upstream-Status values, plus Upstreamed (sync found it upstream).
+UPSTREAM_STATUSES = ("Pending", "Submitted", "Accepted", "Backport", "Denied", "Inappropriate",
+                     "Upstreamed")
 _META_KEYS = {
     "title", "summary", "arch", "current", "upstream_status", "created", "sync", "pr",
-    "validation", "waivers", "requires", "history",
+    "validation", "waivers", "requires", "history", "decisions",
 }
 
 
@@ -143,6 +145,10 @@ class Patchset:
         check_keys(path, text, "", {k: doc[k] for k in ("title", "summary", "arch", "current")
                                     if k in doc}, {"title": str, "summary": str, "arch": str,
                                                    "current": str})
+        status = str(doc.get("upstream_status", "Pending"))
+        if status not in UPSTREAM_STATUSES:
+            raise ConfigError(f"{path}:{line_of(text, '', 'upstream_status')}: upstream_status "
+                              f"{status!r} is not one of {', '.join(UPSTREAM_STATUSES)}")
         current = str(doc.get("current", ""))
         if not SHA_RE.match(current):
             raise ConfigError(f"{path}:{line_of(text, '', 'current')}: current must be the "
