@@ -218,7 +218,8 @@ class FakeGitHub:
         with self._lock:
             pr = self._find(repo, number)
             now = _now()
-            pr.state, pr.merged, pr.merged_at, pr.closed_at = "closed", True, now, now
+            self._close(pr)
+            pr.merged, pr.merged_at = True, now
             pr.merged_by = "maintainer"
             pr.merge_commit_sha = merge_commit_sha or hashlib.sha1(
                 f"merge {repo} {number}".encode()
@@ -229,7 +230,12 @@ class FakeGitHub:
         """Simulate a human closing PR ``number`` without merging it."""
         with self._lock:
             pr = self._find(repo, number)
-            pr.state, pr.closed_at, pr.updated_at = "closed", _now(), _now()
+            self._close(pr)
+
+    def _close(self, pr: PR) -> None:
+        # A closed PR keeps the head sha it had; later pushes no longer move it.
+        pr.head_sha = self._ref_sha(self._repos[pr.head_repo], pr.head_ref) or pr.head_sha
+        pr.state, pr.closed_at, pr.updated_at = "closed", _now(), _now()
 
     def add_fault(self, fault: Fault) -> Fault:
         """Inject ``fault``; returns it so a test can read its remaining count."""
@@ -429,9 +435,17 @@ class FakeGitHub:
                 doc,
             )
         if data.get("state") == "open" and pr.state == "closed":
+            now_sha = self._ref_sha(self._repos[pr.head_repo], pr.head_ref)
+            if now_sha != pr.head_sha:  # GitHub's rule: a branch rewritten while closed
+                raise _validation_failed(
+                    [{"resource": "PullRequest", "code": "custom", "field": "state",
+                      "message": f"state cannot be changed. The {pr.head_ref} branch was "
+                                 "force-pushed or recreated."}],
+                    doc,
+                )
             pr.state, pr.closed_at = "open", None
         elif data.get("state") == "closed" and pr.state == "open":
-            pr.state, pr.closed_at = "closed", _now()
+            self._close(pr)
         if "title" in data:
             pr.title = str(data["title"])
         if "body" in data:

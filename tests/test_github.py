@@ -6,7 +6,9 @@ import io
 import json
 import logging
 import socket
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -232,3 +234,29 @@ def test_pygithub_log_lines_are_scrubbed(gh: FakeGitHub) -> None:
         handler.setStream(old)
     assert "Retrying after 1 seconds" in buffer.getvalue()
     assert gh.token not in buffer.getvalue() and "echo ***" in buffer.getvalue()
+
+
+def test_reopen_refused_after_force_push_while_closed(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    """GitHub's rule, which is why open-pr reopens before it pushes."""
+    fork = tmp_path / "fork.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(fork)], check=True)
+    work = tmp_path / "work"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+
+    def commit(msg: str) -> None:
+        subprocess.run(["git", "-C", str(work), "commit", "-q", "--allow-empty", "-m", msg],
+                       check=True)
+        subprocess.run(["git", "-C", str(work), "push", "-q", "-f", str(fork),
+                        "HEAD:refs/heads/contrib/sm120"], check=True)
+
+    commit("one")
+    fake_github.add_repo(UP)
+    fake_github.add_repo(FORK, fork_of=UP, git_dir=str(fork))
+    api = _api(fake_github)
+    pr = _create(api)
+    fake_github.close_pr(UP, pr.number)
+    subprocess.run(["git", "-C", str(work), "commit", "-q", "--allow-empty", "--amend",
+                    "-m", "one'"], check=True)
+    commit("two")
+    with pytest.raises(GitHubError, match="force-pushed or recreated"):
+        api.reopen_pr(UP, pr.number)
