@@ -6,6 +6,7 @@ import base64
 import functools
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -473,3 +474,14 @@ def test_range_diff_survives_a_fresh_cache(scene: Scene, isolated: Path) -> None
     code, [res] = scene.run()
     assert code == 0 and res["result"] == "updated"
     assert f"1:  {first['tip'][:7]} = 1:  {res['tip'][:7]}" in scene.prs()[0]["body"]
+
+
+def test_create_that_times_out_but_lands_leaves_one_pr(scene: Scene) -> None:
+    """The POST outlives the client timeout and lands later; a retry must not duplicate it."""
+    scene.fake.delay_next("POST", f"/repos/{UPSTREAM}/pulls", seconds=2.5)
+    code, [res] = scene.run(github_factory=functools.partial(fast_github, timeout=1))
+    assert code == 0, res
+    time.sleep(2)  # let the slow original finish on the server
+    assert len(scene.prs()) == 1 and len(scene.fake.calls("POST")) == 2
+    code, [again] = scene.run()
+    assert code == 0 and again["result"] == "unchanged" and len(scene.prs()) == 1
