@@ -122,12 +122,17 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=50_000)
     parser.add_argument("--commits", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", action="store_true",
+                        help="Keep the repositories and workspace (path printed) for profiling.")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="contrib-bench-"))
     try:
         bench(root, args.files, args.commits, args.repeat)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if args.keep:
+            print(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def bench(root: Path, files: int, commits: int, repeat: int) -> None:

@@ -24,18 +24,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from contrib.errors import PatchError
 from contrib.git import Git, Sha
-from contrib.series import EXPORT_ENV, Hunk, MailPatch, apply_one, apply_series, parse_hunks
+from contrib.scope import contains_block, diff_hunks, effect_present, moved_hunks, scoped_hunks
+from contrib.series import Hunk, MailPatch, apply_one, parse_hunks
+from contrib.trees import changes, graft, small_index, touched_paths
 
 APPLIED, UPSTREAM, CONFLICT, MOVED = "applied", "upstream", "conflict", "moved"
 _PR = re.compile(r"\(#(\d+)\)\s*$")
-_DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class|struct|union|enum|namespace)\s+(\w+)")
-_CALL_NAME = re.compile(r"(\w+)\s*\(")
 
 
 def pr_number(subject: str) -> int | None:
@@ -71,14 +70,20 @@ class Landing:
 
 @dataclass
 class PatchCarry:
-    """What happened to one patch at one upstream commit."""
+    """What happened to one patch at one upstream commit.
 
+    ``before``/``after`` are the small trees (only the touched paths) around
+    the patch; :meth:`Carrier.commit` turns applied ones into real commits.
+    """
+
+    index: int
     name: str
     state: str  # APPLIED, UPSTREAM, CONFLICT or MOVED
-    commit: Sha | None = None
     how: str = ""  # for UPSTREAM: "empty" (applies to no effect) or "present" (effect found)
     files: list[str] = field(default_factory=list)
     hunks: list[str] = field(default_factory=list)
+    before: Sha | None = None
+    after: Sha | None = None
 
 
 @dataclass
@@ -86,210 +91,16 @@ class Carry:
     """The series carried onto one upstream commit (stops at the first failure)."""
 
     onto: Sha
+    start: int
     patches: list[PatchCarry]
-    tip: Sha
 
     @property
     def failed(self) -> PatchCarry | None:
         return next((p for p in self.patches if p.state in (CONFLICT, MOVED)), None)
 
-    @property
-    def failed_index(self) -> int | None:
-        return next((i for i, p in enumerate(self.patches) if p.state in (CONFLICT, MOVED)),
-                    None)
-
     def state_of(self, index: int) -> str | None:
-        return self.patches[index].state if index < len(self.patches) else None
-
-
-def section_key(section: str) -> str:
-    """What identifies an enclosing section: its function/class name, else its text.
-
-    A signature change (a new parameter) keeps the key, a different function does not.
-    """
-    for pattern in (_DEF_NAME, _CALL_NAME):
-        match = pattern.search(section)
-        if match:
-            return match.group(1)
-    return " ".join(section.split())
-
-
-TOP = "<top level>"
-_PY_DEF = re.compile(r"^(\s*)(?:async\s+)?(?:def|class)\s+(\w+)")
-_C_TYPE = re.compile(r"^\s*(?:template\s*<.*>\s*)?(?:typedef\s+)?"
-                     r"(?:struct|class|union|enum|namespace)\s+(\w+)[^;]*$")
-_C_FUNC = re.compile(r"^(?!(?:if|for|while|switch|return|else|do|case|goto|sizeof)\b)"
-                     r"[A-Za-z_][^;=]*?([A-Za-z_~][\w:~]*)\s*\([^;]*$")
-_C_NEXT = re.compile(r"^\s+([A-Za-z_~][\w:~]*)\s*\([^;]*$")
-_C_ATTR = re.compile(r"__(?:launch_bounds|attribute)__\s*\(+[^)]*\)+")
-
-
-def is_python(path: str) -> bool:
-    return path.endswith((".py", ".pyi"))
-
-
-def definition(line: str, python: bool, following: str = "") -> str | None:
-    """The name a line defines (def/class; a C/C++/CUDA function or type), else None.
-
-    ``following`` is the next line: CUDA kernels often put the name there, after
-    ``static __global__ void __launch_bounds__(1024, 1)``.
-    """
-    if python:
-        match = _PY_DEF.match(line)
-        return match.group(2) if match else None
-    match = _C_TYPE.match(line)
-    if match:
-        return match.group(1)
-    if line[:1].isspace() or not line.strip():
-        return None  # C-like functions start in column 0; indented lines are bodies
-    bare = _C_ATTR.sub("", line)
-    match = _C_FUNC.match(bare)
-    if match:
-        return match.group(1)
-    stripped = bare.rstrip()
-    if following and not stripped.endswith((";", "{", "}", ")", ",", "\\")) \
-            and not stripped.startswith(("#", "template", "//", "/*")):
-        match = _C_NEXT.match(following)
-        return match.group(1) if match else None
-    return None
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip()) if line.strip() else 1 << 30
-
-
-def scope_of(lines: Sequence[str], index: int, python: bool, indent: int) -> str:
-    """The definition enclosing line ``index`` (0-based; scanning upwards from it).
-
-    Python needs a ``def``/``class`` indented less than the change (``indent``),
-    so top-level code after a function is not "in" it; C-like code takes the
-    nearest function or type above, as git's hunk headers do.
-    """
-    for i in range(min(index, len(lines) - 1), -1, -1):
-        name = definition(lines[i], python, lines[i + 1] if i + 1 < len(lines) else "")
-        if name and (not python or _indent(lines[i]) < indent):
-            return name
-    return TOP
-
-
-def scoped_hunks(git: Git, old: str, new: str) -> list[Hunk]:
-    """The changes between two commits, one hunk each, ``section`` = enclosing definition.
-
-    The scope is found in the pre-image file itself, not from git's hunk header,
-    so an unrelated line upstream adds above (an import, a constant) never
-    changes it; only a different enclosing function or class does.
-    """
-    out = []
-    files: dict[str, list[str]] = {}
-    for hunk in diff_hunks(git, old, new):
-        if hunk.path not in files:
-            blob = git.read_blob(old, hunk.path)
-            files[hunk.path] = blob.decode("utf-8", "replace").splitlines() if blob else []
-        changed = next((x for x in (*hunk.removed, *hunk.added) if x.strip()), "")
-        # A removal starts at its first removed line (look above it); an
-        # insertion follows line source_start (look from there).
-        start = hunk.source_start - (2 if hunk.source_length else 1)
-        scope = scope_of(files[hunk.path], start, is_python(hunk.path), _indent(changed))
-        out.append(replace(hunk, section=scope))
-    return out
-
-
-def moved_hunks(before: Sequence[Hunk], after: Sequence[Hunk]) -> list[str]:
-    """Hunks whose change now sits in a different section than at the base.
-
-    Hunks are matched on (file, removed lines, added lines); a hunk that no
-    longer appears verbatim was merged with upstream's edits and is not judged.
-    """
-    def grouped(hunks: Sequence[Hunk]) -> dict[tuple[str, tuple[str, ...], tuple[str, ...]],
-                                               Counter[str]]:
-        out: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Counter[str]] = {}
-        for h in hunks:
-            out.setdefault((h.path, h.removed, h.added), Counter())[section_key(h.section)] += 1
-        return out
-
-    old, new = grouped(before), grouped(after)
-    moved = []
-    for key, sections in new.items():
-        if key in old and sections != old[key]:
-            want = ", ".join(sorted(old[key]))
-            got = ", ".join(sorted(sections))
-            moved.append(f"{key[0]}: hunk belongs in `{want}` but landed in `{got}`")
-    return moved
-
-
-def _norm(line: str) -> str:
-    return " ".join(line.split())
-
-
-def _section_region(lines: list[str], section: str, path: str) -> list[str] | None:
-    """The lines of ``section``: from its definition to the next one at its level.
-
-    None when the file has no such section any more (renamed or removed).
-    """
-    if section in ("", TOP):
-        return lines
-    python, key, head = is_python(path), section_key(section), section.strip()[:60]
-    def name(i: int) -> str | None:
-        return definition(lines[i], python, lines[i + 1] if i + 1 < len(lines) else "")
-
-    for start, line in enumerate(lines):
-        if name(start) == key or (head and line.startswith(head)):
-            level = _indent(line)
-            end = next((i for i in range(start + 1, len(lines))
-                        if name(i) and (not python or _indent(lines[i]) <= level)), len(lines))
-            return lines[start:end]
-    return None
-
-
-def _is_subsequence(needle: list[str], hay: list[str]) -> bool:
-    it = iter(hay)
-    return all(any(line == h for h in it) for line in needle)
-
-
-def _contains_block(block: list[str], hay: list[str]) -> bool:
-    size = len(block)
-    return any(hay[i:i + size] == block for i in range(len(hay) - size + 1))
-
-
-def effect_present(git: Git, tree: str, hunks: Sequence[Hunk]) -> bool:
-    """Is every hunk's effect already in ``tree``?
-
-    Upstream may land the same change with slightly different surroundings, so
-    this compares the effect, not the text around it: in the same file and
-    section, the hunk's added lines are present in order (blank lines and
-    whitespace ignored) and its removed block is gone.
-    """
-    if not hunks:
-        return False
-    contents: dict[str, list[str] | None] = {}
-    for hunk in hunks:
-        if hunk.path not in contents:
-            blob = git.read_blob(tree, hunk.path)
-            contents[hunk.path] = (None if blob is None else
-                                   blob.decode("utf-8", "replace").splitlines())
-        lines = contents[hunk.path]
-        added = [_norm(x) for x in hunk.added if _norm(x)]
-        removed = [_norm(x) for x in hunk.removed if _norm(x)]
-        if lines is None:
-            if added:
-                return False
-            continue
-        region = _section_region(lines, hunk.section, hunk.path)
-        if region is None:
-            return False
-        region = [x for x in map(_norm, region) if x]
-        if added and not _is_subsequence(added, region):
-            return False
-        if removed and removed != added and _contains_block(removed, region):
-            return False
-    return True
-
-
-def diff_hunks(git: Git, old: str, new: str, *, context: int = 0) -> list[Hunk]:
-    """Hunks of ``git diff old new`` with ``context`` lines (0: one hunk per change)."""
-    text = git.run("diff", f"-U{context}", "--no-renames", "--no-color", "--no-ext-diff",
-                   old, new, "--", env=EXPORT_ENV, strip=False)
-    return parse_hunks(text, f"diff {old[:10]}..{new[:10]}")
+        """The state of series patch ``index`` (None: not reached)."""
+        return next((p.state for p in self.patches if p.index == index), None)
 
 
 class Carrier:
@@ -297,9 +108,8 @@ class Carrier:
 
     ``base`` is the commit the series was made against; when it is in the
     cache the series is first applied there exactly (this also writes every
-    pre-image blob the later 3-way merges need) and the per-change sections
-    come from those commits.  Without it, the hunks of the patch files are the
-    reference.
+    pre-image blob the later 3-way merges need) and each change is scoped from
+    there.  Without it, the hunks of the patch files are the reference.
     """
 
     def __init__(self, git: Git, patches: list[MailPatch], base: Sha | None) -> None:
@@ -307,14 +117,25 @@ class Carrier:
         self.patches = patches
         self.base = base
         self.probes = 0
+        self.paths = touched_paths(patches)
         self._seen: dict[tuple[str, int], Carry] = {}
-        if base is not None:
-            applied = apply_series(git, base, patches)
-            parents = [base] + [a.commit for a in applied[:-1]]
-            self.reference = [scoped_hunks(git, p, a.commit)
-                              for p, a in zip(parents, applied, strict=True)]
-        else:
-            self.reference = [parse_hunks(p.diff, p.name) for p in patches]
+        self._commits: dict[tuple[str, int], Sha] = {}
+        self.reference = (self._at_base(base) if base is not None
+                          else [parse_hunks(p.diff, p.name) for p in patches])
+
+    def _at_base(self, base: Sha) -> list[list[Hunk]]:
+        git, out = self.git, []
+        with small_index(git, base, self.paths) as env:
+            tree = git.run("write-tree", env=env)
+            for patch in self.patches:
+                ok, err = apply_one(git, env, patch)
+                if not ok:
+                    raise PatchError(f"{patch.name}: does not apply without fuzz at its own base "
+                                     f"{base[:12]}; the version is damaged:\n  {err[:400]}")
+                new = git.run("write-tree", env=env)
+                out.append(scoped_hunks(git, tree, new))
+                tree = new
+        return out
 
     def carry(self, onto: str, *, start: int = 0) -> Carry:
         """Apply patches[start:] on ``onto`` (a commit); cached per commit."""
@@ -324,46 +145,55 @@ class Carrier:
             self._seen[key] = self._carry(Sha(onto), start)
         return self._seen[key]
 
+    def commit(self, carry: Carry) -> Sha:
+        """The applied patches of ``carry`` as real commits on ``onto``; the last one."""
+        key = (carry.onto, carry.start)
+        if key not in self._commits:
+            git, parent = self.git, carry.onto
+            tree = Sha(git.run("rev-parse", f"{parent}^{{tree}}"))
+            for done in carry.patches:
+                if done.state == APPLIED and done.before and done.after:
+                    patch = self.patches[done.index]
+                    tree = graft(git, tree, changes(git, done.before, done.after))
+                    parent = git.commit_tree(tree, [parent], patch.message, patch.author)
+            self._commits[key] = parent
+        return self._commits[key]
+
     def _carry(self, onto: Sha, start: int) -> Carry:
         git = self.git
         results: list[PatchCarry] = []
-        parent = onto
-        with git.temp_index(onto) as env:
+        with small_index(git, onto, self.paths) as env:
             tree = Sha(git.run("write-tree", env=env))
             for index in range(start, len(self.patches)):
-                patch = self.patches[index]
-                outcome = self._one(env, index, patch, parent, tree)
+                outcome = self._one(env, index, tree)
                 results.append(outcome)
                 if outcome.state in (CONFLICT, MOVED):
                     break
-                if outcome.state == APPLIED and outcome.commit is not None:
-                    parent = outcome.commit
-                    tree = Sha(git.run("rev-parse", f"{parent}^{{tree}}"))
-        return Carry(onto, results, parent)
+                if outcome.state == APPLIED and outcome.after is not None:
+                    tree = outcome.after
+        return Carry(onto, start, results)
 
-    def _one(self, env: dict[str, str], index: int, patch: MailPatch, parent: Sha,
-             tree: Sha) -> PatchCarry:
-        git = self.git
+    def _one(self, env: dict[str, str], index: int, tree: Sha) -> PatchCarry:
+        git, patch = self.git, self.patches[index]
         ok, err = apply_one(git, env, patch, three_way=True)
         if not ok:
             files = _unmerged(git, env) or _failed_files(err)
             git.run("read-tree", tree, env=env)  # drop the conflict stages
             if effect_present(git, tree, self.reference[index]):
-                return PatchCarry(patch.name, UPSTREAM, how="present")
+                return PatchCarry(index, patch.name, UPSTREAM, how="present")
             hunks = _stale_hunks(git, tree, patch, files)
-            return PatchCarry(patch.name, CONFLICT, files=files, hunks=hunks)
+            return PatchCarry(index, patch.name, CONFLICT, files=files, hunks=hunks)
         new_tree = Sha(git.run("write-tree", env=env))
         if new_tree == tree:
-            return PatchCarry(patch.name, UPSTREAM, how="empty")
-        commit = git.commit_tree(new_tree, [parent], patch.message, patch.author)
-        carried = (scoped_hunks(git, parent, commit) if self.base is not None
-                   else diff_hunks(git, parent, commit, context=3))
+            return PatchCarry(index, patch.name, UPSTREAM, how="empty")
+        carried = (scoped_hunks(git, tree, new_tree) if self.base is not None
+                   else diff_hunks(git, tree, new_tree, context=3))
         moved = moved_hunks(self.reference[index], carried)
         if moved:
             git.run("read-tree", tree, env=env)
-            return PatchCarry(patch.name, MOVED, files=sorted({m.split(":")[0] for m in moved}),
-                              hunks=moved)
-        return PatchCarry(patch.name, APPLIED, commit=commit)
+            return PatchCarry(index, patch.name, MOVED, hunks=moved,
+                              files=sorted({m.split(":")[0] for m in moved}))
+        return PatchCarry(index, patch.name, APPLIED, before=tree, after=new_tree)
 
 
 def _unmerged(git: Git, env: dict[str, str]) -> list[str]:
@@ -396,7 +226,7 @@ def _stale_hunks(git: Git, tree: str, patch: MailPatch, files: list[str]) -> lis
         text = blob.decode("utf-8", "replace").splitlines() if blob is not None else []
         for hunk in pfile:
             pre = [line.value.rstrip("\n") for line in hunk if line.is_context or line.is_removed]
-            if blob is None or not _contains_block(pre, text):
+            if blob is None or not contains_block(pre, text):
                 header = f"@@ -{hunk.source_start},{hunk.source_length} " \
                          f"+{hunk.target_start},{hunk.target_length} @@"
                 out.append(f"{pfile.path} {header} {hunk.section_header.strip()}".rstrip())
@@ -495,10 +325,9 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha) -> Pla
     if final.failed is not None:
         index = first_true(path, lambda c: carrier.carry(c).failed is not None)
         at = carrier.carry(path[index])
-        failed_index = at.failed_index
-        assert failed_index is not None and at.failed is not None
-        plan.breakage = Breakage(Landing.of(git, path[index]), failed_index, at.failed, at.tip,
-                                 carrier.probes,
+        assert at.failed is not None
+        plan.breakage = Breakage(Landing.of(git, path[index]), at.failed.index, at.failed,
+                                 carrier.commit(at), carrier.probes,
                                  [p.name for p in at.patches if p.state == UPSTREAM])
         plan.result = CONFLICT
     for index, outcome in enumerate(final.patches):
@@ -516,7 +345,7 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha) -> Pla
             plan.result = PARTIAL if plan.landed else REBASED
             from contrib.series import export_series
 
-            plan.files = export_series(git, target, final.tip)
+            plan.files = export_series(git, target, carrier.commit(final))
     return plan
 
 

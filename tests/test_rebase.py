@@ -1,4 +1,4 @@
-"""contrib.rebase: scopes, the moved guard, bisection, effect detection."""
+"""contrib.rebase, .scope, .trees: scopes, the moved guard, bisection, effects, grafts."""
 
 from __future__ import annotations
 
@@ -6,16 +6,9 @@ import math
 from pathlib import Path
 
 from contrib.git import Git
-from contrib.rebase import (
-    TOP,
-    definition,
-    effect_present,
-    first_true,
-    moved_hunks,
-    pr_number,
-    scope_of,
-    scoped_hunks,
-)
+from contrib.rebase import first_true, pr_number
+from contrib.scope import TOP, definition, effect_present, moved_hunks, scope_of, scoped_hunks
+from contrib.trees import changes, graft
 from tests.conftest import Workspace
 from tests.gitutil import Repo
 from tests.histories import lookalike, replace_in
@@ -115,3 +108,14 @@ def test_an_import_added_above_ours_is_not_a_move(workspace: Workspace, upstream
     assert code == 0 and res["result"] == "rebased", res
     carried = applied_file(upstream, workspace, "imp", tip, "pkg/mod.py", tmp_path)
     assert carried == theirs.replace("import re\n", "import re\nimport json\n")
+
+
+def test_graft_rebuilds_only_the_changed_directories(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "r")
+    base = repo.commit("tree", {"a/b/c.txt": "c\n", "a/d.txt": "d\n", "e.txt": "e\n"})
+    after = repo.commit("edit", {"a/b/c.txt": "C\n", "a/d.txt": None, "n/new.txt": "n\n"})
+    git = Git(repo.path)
+    edits = changes(git, base, after)
+    assert set(edits) == {"a/b/c.txt", "a/d.txt", "n/new.txt"} and edits["a/d.txt"] is None
+    tree = graft(git, git.run("rev-parse", f"{base}^{{tree}}"), edits)
+    assert tree == git.run("rev-parse", f"{after}^{{tree}}")

@@ -294,9 +294,10 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     carrier = Carrier(git, patches, Sha(pending.base) if have_base else None)
     rest = carrier.carry(resolution, start=pending.index + 1)
     breaking = Sha(pending.breaking)
+    tip = carrier.commit(rest)
     if rest.failed is not None:
-        return _conflict_again(ws, ps, git, pending, patches, rest, state)
-    files = export_series(git, breaking, rest.tip) if rest.tip != breaking else []
+        return _conflict_again(ws, ps, git, pending, patches, rest, tip, state)
+    files = export_series(git, breaking, tip) if tip != breaking else []
     if not files:
         plan = Plan(UPSTREAMED, Sha(pending.base), Sha(pending.target),
                     landed=[(p.name, Landing.of(git, breaking)) for p in patches])
@@ -315,14 +316,14 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
 
 
 def _conflict_again(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
-                    patches: list[MailPatch], rest: Carry,
+                    patches: list[MailPatch], rest: Carry, tip: Sha,
                     state: dict[str, conflict.Pending]) -> Report:
     """A later patch of the series conflicts on top of the resolution: hand it over too."""
-    failed, offset = rest.failed, rest.failed_index
-    assert failed is not None and offset is not None
-    index = pending.index + 1 + offset
+    failed = rest.failed
+    assert failed is not None
+    index = failed.index
     failing = patches[index]
-    pending.head, pending.index, pending.patch = rest.tip, index, failing.name
+    pending.head, pending.index, pending.patch = tip, index, failing.name
     pending.reason, pending.files = failed.state, failed.files
     raw = (ps.version(pending.base).dir / failing.name).read_bytes()
     marked = conflict.prepare(git, pending, failing, raw)
