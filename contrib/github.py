@@ -101,7 +101,8 @@ class _BoundedRetry(GithubRetry):
 
     def new(self, **kw: Any) -> _BoundedRetry:
         kw["max_wait"] = self.max_wait
-        return super().new(**kw)  # type: ignore[no-any-return]
+        retry: _BoundedRetry = super().new(**kw)
+        return retry
 
     def parse_retry_after(self, retry_after: str) -> float:
         return float(min(super().parse_retry_after(retry_after), self.max_wait))
