@@ -1,21 +1,22 @@
 """Carry a patch series from its base onto another upstream commit.
 
 Everything here runs on plumbing in the upstream cache: a temporary index
-loaded with the target tree, ``git apply --cached --3way`` (git >= 2.32 tries
-the 3-way merge *first*, using the pre-image blobs named in each patch's
-``index`` line, and only falls back to a plain no-fuzz apply when those blobs
-are missing), ``write-tree`` and ``commit-tree``.  Nothing is checked out.
+holding the touched paths of the target tree (:mod:`contrib.trees`),
+``git apply --cached --3way`` (git >= 2.32 tries the 3-way merge *first*,
+using the pre-image blobs named in each patch's ``index`` line, and falls
+back to a plain no-fuzz apply only when those blobs are missing),
+``write-tree``, and ``commit-tree`` once a real commit is needed.  Nothing is
+checked out.
 
 Three checks keep a carry honest:
 
-* **the moved guard** -- every hunk must still sit in the same enclosing
-  function/section (the hunk header git computes) as it did at the base.  A
-  plain apply may legally land a hunk at an offset, i.e. in a look-alike block
-  elsewhere in the file; that is the GNU-patch fuzz disaster, and it is
-  reported as ``moved``, never carried;
+* **the moved guard** (:mod:`contrib.scope`) -- every change must still sit in
+  the same enclosing function/class as at the base; a plain apply may land a
+  hunk at an offset in a look-alike block (GNU patch's fuzz disaster), which is
+  reported ``moved``, never carried;
 * **already upstream** -- a patch that applies to no effect (tree unchanged),
-  or whose effect is already present at the target (its post-image lines in
-  the same file and section, its removed lines gone) is ``upstream``;
+  or that conflicts while its effect is already present at the target (added
+  lines in the same file and definition, removed lines gone) is ``upstream``;
 * **bisection** -- :func:`first_true` finds the first commit of the
   first-parent path where a predicate holds, in ceil(log2 N) probes.
 """
