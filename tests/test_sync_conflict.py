@@ -152,3 +152,45 @@ def test_three_patch_series_where_patch_two_conflicts(
     final = applied_file(upstream, workspace, "three", tip, "pkg/core.py", tmp_path)
     for line in ("    return 11\n", "    return 33\n", "    return 77\n", "return 15  # v"):
         assert line in final
+
+
+def test_conflict_after_a_rewrite_is_resolved_at_the_target(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    from tests.histories import rewrite_history
+
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    assert workspace.run("sync", "--no-fetch").code == 0
+    tip = rewrite_history(upstream, dict(SAMPLE, **{"pkg/core.py": BROKEN}), "squash (#7)")
+    code, res = sync_json(workspace)
+    assert code == 1 and res["conflict"]["commit"]["sha"] == tip, "no path: the target itself"
+    assert "not an ancestor" in " ".join(res["notes"])
+    worktree = Path(res["conflict"]["worktree"])
+    (worktree / "pkg/core.py").write_text(BROKEN.replace("return 3 + 0", "return 33 + 0"))
+    code, res = sync_json(workspace, "--continue", "proj")
+    assert code == 0 and res["result"] == "rebased" and res["version"] == tip
+    assert meta(workspace, "f3")["current"] == tip
+    assert "return 33 + 0" in applied_file(upstream, workspace, "f3", tip, "pkg/core.py",
+                                           tmp_path)
+
+
+def test_one_conflict_does_not_stop_the_others(workspace: Workspace, upstream: Repo,
+                                               tmp_path: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    add_patchset(workspace, upstream, tmp_path, "f9",
+                 [("core: make f9 return 99", {"pkg/core.py": CORE.replace(
+                     "    return 9\n", "    return 99\n")})])
+    git(workspace.root, "init", "-q")
+    git(workspace.root, "add", "-A")
+    git(workspace.root, "commit", "-qm", "ws", env={
+        "GIT_AUTHOR_NAME": "w", "GIT_AUTHOR_EMAIL": "w@e", "GIT_COMMITTER_NAME": "w",
+        "GIT_COMMITTER_EMAIL": "w@e"})
+    _conflict_ahead(upstream, 20, 5)
+    result = workspace.run("sync", "--json", "--commit")
+    assert result.code == 1
+    by_name = {r["patchset"]: r["result"] for r in result.json["results"]}  # type: ignore[index]
+    assert by_name == {"proj/f3": "conflict", "proj/f9": "rebased"}
+    assert result.json["commit"]  # type: ignore[index]
+    subject = git(workspace.root, "log", "-1", "--format=%s")
+    assert subject.startswith("proj/f9: rebase onto"), "only the carried patchset is committed"
