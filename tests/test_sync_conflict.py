@@ -194,3 +194,29 @@ def test_one_conflict_does_not_stop_the_others(workspace: Workspace, upstream: R
     assert result.json["commit"]  # type: ignore[index]
     subject = git(workspace.root, "log", "-1", "--format=%s")
     assert subject.startswith("proj/f9: rebase onto"), "only the carried patchset is committed"
+
+
+def test_continue_into_a_second_conflict_then_abort_keeps_the_resolution(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    again = BROKEN.replace("return 3 + 0", "return 3 + 1")
+    shas = fast_import(upstream, [*filler(9), Change("f3: + 0", {"pkg/core.py": BROKEN}),
+                                  *filler(19, start=9), Change("f3: + 1 (#31)",
+                                                               {"pkg/core.py": again}),
+                                  *filler(5, start=28)])
+    code, res = sync_json(workspace)
+    assert code == 1 and res["conflict"]["commit"]["sha"] == shas[9]
+    first = shas[9]
+    (Path(res["conflict"]["worktree"]) / "pkg/core.py").write_text(
+        BROKEN.replace("return 3 + 0", "return 33 + 0"))
+    code, res = sync_json(workspace, "--continue")
+    assert code == 1 and res["result"] == "conflict"
+    assert res["conflict"]["commit"]["sha"] == shas[29] and res["conflict"]["commit"]["pr"] == 31
+    assert res["notes"][:2] == [f"resolved 0001-core-make-f3-return-33.patch at {first[:12]}",
+                                f"recorded the resolved version at {first[:12]}"]
+    assert meta(workspace, "f3")["current"] == first
+    assert workspace.run("sync", "--abort").code == 0
+    doc = meta(workspace, "f3")
+    assert doc["current"] == first and doc["sync"]["result"] == "rebased"
+    assert series(workspace, "f3", first) == ["0001-core-make-f3-return-33.patch"]

@@ -63,8 +63,7 @@ class Report:
     changed: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "changed"}
-        return out
+        return {k: v for k, v in self.__dict__.items() if k != "changed"}
 
 
 def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: bool,
@@ -168,8 +167,6 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
     previous = ps.meta_text()
     if plan.result == CONFLICT:
         report.conflict = _open_conflict(ws, ps, git, plan, patches, state, previous)
-        if resolved is not None:
-            report.notes.append(f"recorded the resolved version at {resolved[0][:12]}")
     versions: dict[str, list[tuple[str, bytes]]] = {}
     if resolved is not None:
         versions[resolved[0]] = resolved[1]
@@ -190,7 +187,7 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
                 txn.write_dir(ps.dir / sha, {**dict(files), SERIES_NAME: series_file(
                     [n for n, _ in files])})
         ps.save_meta(txn)
-    report.changed = report.result != CONFLICT or resolved is not None
+    report.changed = report.result != CONFLICT
     return report
 
 
@@ -310,8 +307,17 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     conflict.remove(git, pending)
     del state[ps.target]
     conflict.save_state(ws.state_dir, state)
+    note = f"resolved {pending.patch} at {breaking[:12]}"
+    if plan.result == CONFLICT:
+        # Record the resolution on its own first: an --abort of the next
+        # conflict must keep it.
+        _record(ws, ps, git, Plan(REBASED, Sha(pending.base), breaking, files=files), patches,
+                state)
+        report = _record(ws, ps, git, plan, new_patches, state)
+        report.notes[:0] = [note, f"recorded the resolved version at {breaking[:12]}"]
+        return report
     report = _record(ws, ps, git, plan, new_patches, state, resolved=(breaking, files))
-    report.notes.insert(0, f"resolved {pending.patch} at {breaking[:12]}")
+    report.notes.insert(0, note)
     return report
 
 
