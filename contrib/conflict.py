@@ -93,7 +93,9 @@ def folder_for(state_dir: Path, patchset: str) -> Path:
 def prepare(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> list[str]:
     """Create the worktree at ``pending.head`` with ``patch`` applied 3-way.
 
-    Returns the files left with conflict markers (or ``.rej`` files).
+    Returns the files left with conflict markers (or ``.rej`` files).  A
+    ``moved`` patch is not applied at all (it would land in the wrong place
+    again); the user applies it by hand from the copy beside the worktree.
     """
     folder = Path(pending.folder)
     remove(git, pending)
@@ -104,6 +106,10 @@ def prepare(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> l
     atomic_write(folder / "BREAKING.diff", show)
     atomic_write(folder / pending.patch, raw_patch)
     tree = Git(pending.worktree)
+    if pending.reason == "moved":
+        # Applying it would land the hunk in the look-alike again: the user
+        # applies the change where it belongs, from the patch file beside.
+        return []
     status, _, _ = tree.try_run("apply", "--3way", "--whitespace=nowarn", "-", input=patch.diff)
     if status != 0 and not _unmerged(tree):
         # No pre-image blobs for a merge: apply what applies, leave *.rej for the rest.

@@ -85,6 +85,16 @@ def test_lookalike_without_base_blobs_is_moved(
     assert res["conflict"]["reason"] == "moved"
     assert any("alpha" in h and "beta" in h for h in res["conflict"]["hunks"]), res
     assert "no longer in the upstream cache" in " ".join(res["notes"])
+    worktree = Path(res["conflict"]["worktree"])
+    assert "d = 44" not in (worktree / "pkg/twins.py").read_text(), "not applied in the twin"
+    nothing = workspace.run("sync", "--continue")
+    assert nothing.code == 1 and "by hand where it belongs" in nothing.err
+    fixed = replace_in(files["pkg/twins.py"], "alpha", "d = 4", "d = 44")
+    (worktree / "pkg/twins.py").write_text(fixed)
+    code, res = sync_json(workspace, "--continue")
+    assert code == 0 and res["result"] == "rebased", res
+    assert applied_file(upstream, workspace, "twin", res["version"], "pkg/twins.py",
+                        tmp_path) == fixed
 
 
 def test_upstream_lands_the_same_change(workspace: Workspace, upstream: Repo,

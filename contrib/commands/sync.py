@@ -26,6 +26,7 @@ from contrib.patchset import SERIES_NAME, Patchset, Workspace
 from contrib.rebase import (
     CONFLICT,
     ERROR,
+    MOVED,
     PARTIAL,
     REBASED,
     UNCHANGED,
@@ -285,7 +286,12 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
                              f"files), then run `contrib sync --continue {ps.target}` again")
     tree = conflict.resolved_tree(pending, failing)
     head = Sha(pending.head)
-    resolution = head if tree == git.run("rev-parse", f"{head}^{{tree}}") else \
+    unchanged = tree == git.run("rev-parse", f"{head}^{{tree}}")
+    if unchanged and pending.reason == MOVED:
+        raise NeedsAttention(f"{pending.worktree}: nothing changed; apply "
+                             f"{Path(pending.folder) / pending.patch} by hand where it belongs "
+                             f"(it landed in the wrong function), or run --abort")
+    resolution = head if unchanged else \
         git.commit_tree(tree, [head], failing.message, failing.author)
     have_base = git.try_rev_parse(pending.base) is not None
     carrier = Carrier(git, patches, Sha(pending.base) if have_base else None)
