@@ -121,6 +121,7 @@ class Carrier:
         self.paths = touched_paths(patches)
         self._seen: dict[tuple[str, int], Carry] = {}
         self._commits: dict[tuple[str, int], Sha] = {}
+        self.before: list[str] = []  # per patch, the small tree it applies to at the base
         self.reference = (self._at_base(base) if base is not None
                           else [parse_hunks(p.diff, p.name) for p in patches])
 
@@ -129,6 +130,7 @@ class Carrier:
         with small_index(git, base, self.paths) as env:
             tree = git.run("write-tree", env=env)
             for patch in self.patches:
+                self.before.append(tree)
                 ok, err = apply_one(git, env, patch)
                 if not ok:
                     raise PatchError(f"{patch.name}: does not apply without fuzz at its own base "
@@ -180,7 +182,8 @@ class Carrier:
         if not ok:
             files = _unmerged(git, env) or _failed_files(err)
             git.run("read-tree", tree, env=env)  # drop the conflict stages
-            if effect_present(git, tree, self.reference[index]):
+            before = self.before[index] if self.before else None
+            if effect_present(git, tree, self.reference[index], before):
                 return PatchCarry(index, patch.name, UPSTREAM, how="present")
             hunks = _stale_hunks(git, tree, patch, files)
             return PatchCarry(index, patch.name, CONFLICT, files=files, hunks=hunks)

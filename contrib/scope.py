@@ -175,38 +175,69 @@ def contains_block(block: list[str], hay: list[str]) -> bool:
     return any(hay[i:i + size] == block for i in range(len(hay) - size + 1))
 
 
-def effect_present(git: Git, tree: str, hunks: Sequence[Hunk]) -> bool:
+class _Files:
+    """File lines of one tree, read once each (None: absent)."""
+
+    def __init__(self, git: Git, tree: str) -> None:
+        self.git, self.tree = git, tree
+        self._lines: dict[str, list[str] | None] = {}
+
+    def region(self, hunk: Hunk) -> list[str] | None:
+        """The hunk's section in this tree, normalised, blank lines dropped."""
+        if hunk.path not in self._lines:
+            blob = self.git.read_blob(self.tree, hunk.path)
+            self._lines[hunk.path] = (None if blob is None else
+                                      blob.decode("utf-8", "replace").splitlines())
+        lines = self._lines[hunk.path]
+        region = None if lines is None else _section_region(lines, hunk.section, hunk.path)
+        return None if region is None else [x for x in map(_norm, region) if x]
+
+    def absent(self, path: str) -> bool:
+        return self._lines.get(path) is None
+
+
+def effect_present(git: Git, tree: str, hunks: Sequence[Hunk], before: str | None = None
+                   ) -> bool:
     """Is every hunk's effect already in ``tree``?
 
     Upstream may land the same change with slightly different surroundings, so
     this compares the effect, not the text around it: in the same file and
     section, the hunk's added lines are present in order (blank lines and
-    whitespace ignored) and its removed block is gone.
+    whitespace ignored) and its removed block is gone.  With ``before`` (the
+    tree the patch was made on) it must also be upstream that made them so:
+    each added line occurs more often than it did there, each removed line
+    less -- a line that merely existed already elsewhere in the function
+    proves nothing.
     """
     if not hunks:
         return False
-    contents: dict[str, list[str] | None] = {}
+    now, then = _Files(git, tree), _Files(git, before) if before else None
     for hunk in hunks:
-        if hunk.path not in contents:
-            blob = git.read_blob(tree, hunk.path)
-            contents[hunk.path] = (None if blob is None else
-                                   blob.decode("utf-8", "replace").splitlines())
-        lines = contents[hunk.path]
         added = [_norm(x) for x in hunk.added if _norm(x)]
         removed = [_norm(x) for x in hunk.removed if _norm(x)]
-        if lines is None:
-            if added:
-                return False
-            continue
-        region = _section_region(lines, hunk.section, hunk.path)
+        region = now.region(hunk)
         if region is None:
-            return False
-        region = [x for x in map(_norm, region) if x]
+            if added or not now.absent(hunk.path):
+                return False  # a section that is gone, or a file upstream removed
+            continue
         if added and not _is_subsequence(added, region):
             return False
         if removed and removed != added and contains_block(removed, region):
             return False
+        old = then.region(hunk) if then else None
+        if old is not None and not _grew(Counter(added), Counter(removed), Counter(old),
+                                         Counter(region)):
+            return False
     return True
+
+
+def _grew(added: Counter[str], removed: Counter[str], old: Counter[str],
+          new: Counter[str]) -> bool:
+    """Did the section change from ``old`` to ``new`` at least as the hunk does?"""
+    net = added.copy()
+    net.subtract(removed)
+    return all(new[line] - old[line] >= delta if delta > 0 else
+               new[line] - old[line] <= delta for line, delta in net.items() if delta)
 
 
 def diff_hunks(git: Git, old: str, new: str, *, context: int = 0) -> list[Hunk]:

@@ -119,3 +119,16 @@ def test_graft_rebuilds_only_the_changed_directories(tmp_path: Path) -> None:
     assert set(edits) == {"a/b/c.txt", "a/d.txt", "n/new.txt"} and edits["a/d.txt"] is None
     tree = graft(git, git.run("rev-parse", f"{base}^{{tree}}"), edits)
     assert tree == git.run("rev-parse", f"{after}^{{tree}}")
+
+
+def test_a_line_that_merely_existed_is_not_an_upstream_landing(tmp_path: Path) -> None:
+    body = "def pick(x):\n    if x:\n        return b\n    return a\n"
+    repo = Repo(tmp_path / "r")
+    base = repo.commit("pick", {"p.py": body})
+    ours = repo.commit("ours", {"p.py": body.replace("    return a\n", "    return b\n")})
+    theirs = repo.commit("theirs", {"p.py": body.replace("    return a\n", "    return c\n")})
+    landed = repo.commit("landed", {"p.py": body.replace("    return a\n", "    return b\n")})
+    git = Git(repo.path)
+    hunks = scoped_hunks(git, base, ours)
+    assert not effect_present(git, theirs, hunks, base), "`return b` was there before"
+    assert effect_present(git, landed, hunks, base)
