@@ -220,15 +220,27 @@ def effect_present(git: Git, tree: str, hunks: Sequence[Hunk], before: str | Non
             if added or not now.absent(hunk.path):
                 return False  # a section that is gone, or a file upstream removed
             continue
-        if added and not _is_subsequence(added, region):
+        old = then.region(hunk) if then else None
+        by_line = (not added or _is_subsequence(added, region)) and (
+            old is None or _grew(Counter(added), Counter(removed), Counter(old),
+                                 Counter(region)))
+        if not (by_line or _rewrapped(added, region, old)):
             return False
         if removed and removed != added and contains_block(removed, region):
             return False
-        old = then.region(hunk) if then else None
-        if old is not None and not _grew(Counter(added), Counter(removed), Counter(old),
-                                         Counter(region)):
-            return False
     return True
+
+
+def _squash(lines: Sequence[str]) -> str:
+    return "".join("".join(line.split()) for line in lines)
+
+
+def _rewrapped(added: list[str], region: list[str], old: list[str] | None) -> bool:
+    """The added text is there, but wrapped differently (another formatter's line breaks)."""
+    if not added:
+        return False
+    block, now = _squash(added), _squash(region)
+    return block in now and (old is None or now.count(block) > _squash(old).count(block))
 
 
 def _grew(added: Counter[str], removed: Counter[str], old: Counter[str],

@@ -132,3 +132,20 @@ def test_a_line_that_merely_existed_is_not_an_upstream_landing(tmp_path: Path) -
     hunks = scoped_hunks(git, base, ours)
     assert not effect_present(git, theirs, hunks, base), "`return b` was there before"
     assert effect_present(git, landed, hunks, base)
+
+
+def test_effect_survives_a_different_line_wrapping(tmp_path: Path) -> None:
+    body = "void wrap(int i) {\n  ptrs[i + size] = cast(value_one[i]);\n}\n"
+    repo = Repo(tmp_path / "r")
+    base = repo.commit("c", {"w.cu": body})
+    ours = repo.commit("ours", {"w.cu": body.replace(
+        "  ptrs[i + size] = cast(value_one[i]);\n",
+        "  ptrs[i + MAX] =\n      cast(value_one[i]);\n")})
+    theirs = repo.commit("theirs", {"w.cu": body.replace(
+        "  ptrs[i + size] = cast(value_one[i]);\n",
+        "  // stride MAX, see #12\n  ptrs[i + MAX] = cast(\n      value_one[i]);\n")})
+    git = Git(repo.path)
+    hunks = scoped_hunks(git, base, ours)
+    assert [h.section for h in hunks] == ["wrap"]
+    assert effect_present(git, theirs, hunks, base)
+    assert not effect_present(git, base, hunks, base)
