@@ -6,6 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SAMPLE, Workspace
 from tests.gitutil import Repo, git
 from tests.histories import Change, fast_import, filler, lookalike, replace_in, rewrite_history
@@ -43,23 +45,25 @@ def test_context_drift_rebases_and_second_run_is_unchanged(
     assert meta(workspace, "f3") == doc
 
 
+@pytest.mark.parametrize("edit", [("a = 1", "a = 10"), ("c = 3", "c = 30"),
+                                  ("e = 5", "e = 50")])
 def test_lookalike_is_never_carried_into_the_wrong_function(
-        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+        workspace: Workspace, upstream: Repo, tmp_path: Path, edit: tuple[str, str]) -> None:
     upstream.commit("add twins", {"pkg/twins.py": lookalike()})
     patched = replace_in(lookalike(), "alpha", "d = 4", "d = 44")
     add_patchset(workspace, upstream, tmp_path, "twin",
                  [("twins: alpha d = 44", {"pkg/twins.py": patched})])
     # Upstream edits alpha inside the hunk's context: GNU patch with fuzz (or a
     # plain apply at an offset) would now find the untouched context in beta.
-    upstream.commit("twins: alpha a = 10", {"pkg/twins.py": replace_in(
-        lookalike(), "alpha", "a = 1", "a = 10")})
+    upstream.commit("twins: alpha edit", {"pkg/twins.py": replace_in(
+        lookalike(), "alpha", *edit)})
     tip = upstream.head()
     code, res = sync_json(workspace)
     if res["result"] == "rebased":
         assert code == 0
         text = applied_file(upstream, workspace, "twin", tip, "pkg/twins.py", tmp_path)
         alpha, beta = text.split("def beta():")
-        assert "d = 44" in alpha and "a = 10" in alpha and "d = 44" not in beta
+        assert "d = 44" in alpha and edit[1] in alpha and "d = 44" not in beta
     else:
         assert code == 1 and res["result"] == "conflict", res
         assert res["conflict"]["reason"] in ("conflict", "moved")
