@@ -305,7 +305,7 @@ class Plan:
     commits: int = 0
     probes: int = 0
     files: list[tuple[str, bytes]] = field(default_factory=list)
-    landed: list[tuple[str, Landing | None]] = field(default_factory=list)
+    landed: list[tuple[str, Landing | None, str]] = field(default_factory=list)  # how
     breakage: Breakage | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -340,7 +340,7 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha) -> Pla
         landing = None
         if bisect:
             landing = Landing.of(git, path[_landed_at(carrier, path, index)])
-        plan.landed.append((outcome.name, landing))
+        plan.landed.append((outcome.name, landing, outcome.how))
     plan.probes = carrier.probes
     if plan.breakage is None:
         if len(plan.landed) == len(patches):

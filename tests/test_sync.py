@@ -40,8 +40,8 @@ def test_context_drift_rebases_and_second_run_is_unchanged(
     assert "Signed-off-by: Patch Author <patch.author@example.com>" in patch
     carried = applied_file(upstream, workspace, "f3", tip, "pkg/core.py", tmp_path)
     assert carried == header + F3_PATCH
-    again = workspace.run("sync", "--json")
-    assert again.code == 0 and again.json["results"][0]["result"] == "unchanged"  # type: ignore[index]
+    code, again = sync_json(workspace)
+    assert code == 0 and again["result"] == "unchanged"
     assert meta(workspace, "f3") == doc
 
 
@@ -118,7 +118,7 @@ def test_upstream_lands_the_same_change(workspace: Workspace, upstream: Repo,
     assert code == 0, res
     assert res["result"] == "upstreamed"
     [(up)] = res["upstreamed"]
-    assert up["patch"] == "0001-core-make-f3-return-33.patch"
+    assert up["patch"] == "0001-core-make-f3-return-33.patch" and up["how"] == "present"
     assert up["commit"]["sha"] == landing
     assert up["commit"]["pr"] == 1234 and up["commit"]["subject"] == "core: f3 returns 33 (#1234)"
     assert res["probes"] <= 1 + 7
@@ -145,8 +145,8 @@ def test_base_on_a_release_branch_bisects_from_the_merge_base(
     add_patchset(workspace, upstream, tmp_path, "f3",
                  [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
     git(upstream.path, "checkout", "-q", "main")
-    shas = fast_import(upstream, [*filler(12), Change("feat: f3 returns 33 (#3903)",
-                                                      {"pkg/core.py": F3_PATCH}), *filler(9, start=12)])
+    landing = Change("feat: f3 returns 33 (#3903)", {"pkg/core.py": F3_PATCH})
+    shas = fast_import(upstream, [*filler(12), landing, *filler(9, start=12)])
     code, res = sync_json(workspace)
     assert code == 0 and res["result"] == "upstreamed", res
     assert res["base"] == release
@@ -177,10 +177,11 @@ def test_upstream_lands_identical_change_tree_unchanged(
         workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
     add_patchset(workspace, upstream, tmp_path, "f3",
                  [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
-    shas = fast_import(upstream, [*filler(5), Change("Make f3 return 33 (#77)",
-                                                     {"pkg/core.py": F3_PATCH}), *filler(3, start=5)])
+    same = Change("Make f3 return 33 (#77)", {"pkg/core.py": F3_PATCH})
+    shas = fast_import(upstream, [*filler(5), same, *filler(3, start=5)])
     code, res = sync_json(workspace)
     assert code == 0 and res["result"] == "upstreamed"
+    assert res["upstreamed"][0]["how"] == "empty"
     assert res["upstreamed"][0]["commit"]["sha"] == shas[5]
     assert res["upstreamed"][0]["commit"]["pr"] == 77
 
@@ -192,8 +193,8 @@ def test_half_of_a_two_patch_series_upstreamed(workspace: Workspace, upstream: R
     add_patchset(workspace, upstream, tmp_path, "two",
                  [("core: f3 returns 33", {"pkg/core.py": step1}),
                   ("core: f12 returns 1212", {"pkg/core.py": step2})])
-    shas = fast_import(upstream, [*filler(10), Change("core: f3 returns 33 (#501)",
-                                                      {"pkg/core.py": step1}), *filler(10, start=10)])
+    half = Change("core: f3 returns 33 (#501)", {"pkg/core.py": step1})
+    shas = fast_import(upstream, [*filler(10), half, *filler(10, start=10)])
     tip = upstream.head()
     code, res = sync_json(workspace)
     assert code == 0, res

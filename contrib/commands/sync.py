@@ -142,9 +142,10 @@ def _known_upstream(ps: Patchset, git: Git, target: Sha) -> Report | None:
             git.is_ancestor(recorded, target)):
         return None
     details = ps.get("sync", "details", {}) or {}
-    landed = [{"patch": u.get("patch"), "commit": {k: u.get(k) for k in (
-        "sha", "subject", "pr", "author", "date")} if u.get("sha") else None}
-        for u in details.get("upstreamed", [])]
+    keys = ("sha", "subject", "pr", "author", "date")
+    landed = [{"patch": u.get("patch"), "how": u.get("how", ""),
+               "commit": {k: u.get(k) for k in keys} if u.get("sha") else None}
+              for u in details.get("upstreamed", [])]
     return Report(ps.target, UPSTREAMED, base, target, upstreamed=landed,
                   notes=[f"found upstream by the sync of {ps.get('sync', 'at')} "
                          f"(at {recorded[:12]}); nothing to carry"])
@@ -160,8 +161,9 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
     """
     report = Report(ps.target, plan.result, plan.base, plan.target, commits=plan.commits,
                     probes=plan.probes, notes=list(plan.notes))
-    report.upstreamed = [{"patch": name, "commit": landing.as_dict() if landing else None}
-                         for name, landing in plan.landed]
+    report.upstreamed = [{"patch": name, "how": how,
+                          "commit": landing.as_dict() if landing else None}
+                         for name, landing, how in plan.landed]
     if plan.result == UNCHANGED and resolved is None:
         report.patches = ps.current.series()
         return report
@@ -207,7 +209,8 @@ def _sync_table(report: Report) -> dict[str, Any]:
         details["version"] = report.version
         details["patches"] = report.patches
     if report.upstreamed:
-        details["upstreamed"] = [_drop_none({"patch": u["patch"], **(u["commit"] or {})})
+        details["upstreamed"] = [_drop_none({"patch": u["patch"], "how": u["how"],
+                                             **(u["commit"] or {})})
                                  for u in report.upstreamed]
     if report.conflict:
         details["conflict"] = _drop_none({k: v for k, v in report.conflict.items()
@@ -303,7 +306,7 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     files = export_series(git, breaking, tip) if tip != breaking else []
     if not files:
         plan = Plan(UPSTREAMED, Sha(pending.base), Sha(pending.target),
-                    landed=[(p.name, Landing.of(git, breaking)) for p in patches])
+                    landed=[(p.name, Landing.of(git, breaking), "resolved") for p in patches])
         conflict.remove(git, pending)
         del state[ps.target]
         conflict.save_state(ws.state_dir, state)
