@@ -185,7 +185,7 @@ class Carrier:
             before = self.before[index] if self.before else None
             if effect_present(git, tree, self.reference[index], before):
                 return PatchCarry(index, patch.name, UPSTREAM, how="present")
-            hunks = _stale_hunks(git, tree, patch, files)
+            hunks = _stale_hunks(git, tree, patch, files, self.reference[index])
             return PatchCarry(index, patch.name, CONFLICT, files=files, hunks=hunks)
         new_tree = Sha(git.run("write-tree", env=env))
         if new_tree == tree:
@@ -213,8 +213,14 @@ def _failed_files(err: str) -> list[str]:
     return sorted({m.group(1).strip() for m in _FAILED.finditer(err)})
 
 
-def _stale_hunks(git: Git, tree: str, patch: MailPatch, files: list[str]) -> list[str]:
-    """The patch's hunks in ``files`` whose pre-image text is no longer in ``tree``."""
+def _stale_hunks(git: Git, tree: str, patch: MailPatch, files: list[str],
+                 scoped: list[Hunk]) -> list[str]:
+    """The patch's hunks in ``files`` whose pre-image text is no longer in ``tree``.
+
+    Each is named by its header and, from ``scoped`` (the changes at the
+    base), the definition its change sits in: git's header names the line
+    above the hunk's context, which is often the previous function.
+    """
     from unidiff.errors import UnidiffParseError
     from unidiff.patch import PatchSet
 
@@ -230,10 +236,15 @@ def _stale_hunks(git: Git, tree: str, patch: MailPatch, files: list[str]) -> lis
         text = blob.decode("utf-8", "replace").splitlines() if blob is not None else []
         for hunk in pfile:
             pre = [line.value.rstrip("\n") for line in hunk if line.is_context or line.is_removed]
-            if blob is None or not contains_block(pre, text):
-                header = f"@@ -{hunk.source_start},{hunk.source_length} " \
-                         f"+{hunk.target_start},{hunk.target_length} @@"
-                out.append(f"{pfile.path} {header} {hunk.section_header.strip()}".rstrip())
+            if blob is not None and contains_block(pre, text):
+                continue
+            end = hunk.source_start + hunk.source_length
+            scope = next((h.section for h in scoped if h.path == pfile.path
+                          and hunk.source_start <= h.source_start <= end), "")
+            where = f" (in {scope})" if scope and scope != hunk.section_header.strip() else ""
+            out.append(f"{pfile.path} @@ -{hunk.source_start},{hunk.source_length} "
+                       f"+{hunk.target_start},{hunk.target_length} @@ "
+                       f"{hunk.section_header.strip()}{where}".rstrip())
     return out
 
 
