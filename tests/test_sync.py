@@ -316,3 +316,24 @@ def test_bad_input_and_human_output(workspace: Workspace, upstream: Repo,
     human = workspace.run("sync")
     assert human.code == 0
     assert "proj/f3" in human.out and "rebased" in human.out
+
+
+def test_new_and_deleted_files_are_carried(workspace: Workspace, upstream: Repo,
+                                           tmp_path: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "files",
+                 [("add a plugin, drop the readme",
+                   {"plugins/sm120/gate.py": "ARCHS = [9, 10, 12]\n", "README.md": None}),
+                  ("core: f3 uses the plugin", {"pkg/core.py": F3_PATCH})])
+    fast_import(upstream, [Change("plugins: base", {"plugins/base.py": "BASE = 1\n"}),
+                           Change("core: f19", {"pkg/core.py": CORE.replace("return 19\n",
+                                                                             "return 190\n")})])
+    tip = upstream.head()
+    code, res = sync_json(workspace)
+    assert code == 0 and res["result"] == "rebased", res
+    clone_file = applied_file(upstream, workspace, "files", tip, "plugins/sm120/gate.py",
+                              tmp_path)
+    assert clone_file == "ARCHS = [9, 10, 12]\n"
+    tree = git(upstream.path, "ls-tree", "-r", "--name-only", tip)
+    assert "plugins/base.py" in tree
+    patch = (version_dir(workspace, "files", tip) / series(workspace, "files", tip)[0]).read_text()
+    assert "deleted file mode 100644" in patch and "new file mode 100644" in patch
