@@ -80,7 +80,7 @@ class PatchCarry:
     index: int
     name: str
     state: str  # APPLIED, UPSTREAM, CONFLICT or MOVED
-    how: str = ""  # for UPSTREAM: "empty" (applies to no effect) or "present" (effect found)
+    how: str = ""  # UPSTREAM by: "empty" (no effect), "reverse" (reverse applies), "present"
     files: list[str] = field(default_factory=list)
     hunks: list[str] = field(default_factory=list)
     before: Sha | None = None
@@ -182,6 +182,8 @@ class Carrier:
         if not ok:
             files = _unmerged(git, env) or _failed_files(err)
             git.run("read-tree", tree, env=env)  # drop the conflict stages
+            if self._reverse_applies(env, index, tree):
+                return PatchCarry(index, patch.name, UPSTREAM, how="reverse")
             before = self.before[index] if self.before else None
             if effect_present(git, tree, self.reference[index], before):
                 return PatchCarry(index, patch.name, UPSTREAM, how="present")
@@ -198,6 +200,25 @@ class Carrier:
             return PatchCarry(index, patch.name, MOVED, hunks=moved,
                               files=sorted({m.split(":")[0] for m in moved}))
         return PatchCarry(index, patch.name, APPLIED, before=tree, after=new_tree)
+
+
+    def _reverse_applies(self, env: dict[str, str], index: int, tree: Sha) -> bool:
+        """Does the patch apply in reverse, exactly, in the same definitions?
+
+        Then its post-image is already at this commit: upstream has the change.
+        """
+        git, patch = self.git, self.patches[index]
+        status, _, _ = git.try_run("apply", "--cached", "--reverse", "--whitespace=nowarn", "-",
+                                   env=env, input=patch.diff)
+        if status != 0:
+            return False
+        undone = Sha(git.run("write-tree", env=env))
+        git.run("read-tree", tree, env=env)
+        forward = (scoped_hunks(git, undone, tree) if self.base is not None
+                   else diff_hunks(git, undone, tree, context=3))
+        keys = {(h.path, h.removed, h.added) for h in self.reference[index]}
+        return bool(forward) and all((h.path, h.removed, h.added) in keys for h in forward) \
+            and not moved_hunks(self.reference[index], forward)
 
 
 def _unmerged(git: Git, env: dict[str, str]) -> list[str]:

@@ -337,3 +337,19 @@ def test_new_and_deleted_files_are_carried(workspace: Workspace, upstream: Repo,
     assert "plugins/base.py" in tree
     patch = (version_dir(workspace, "files", tip) / series(workspace, "files", tip)[0]).read_text()
     assert "deleted file mode 100644" in patch and "new file mode 100644" in patch
+
+
+def test_already_upstream_after_a_rewrite_is_found_by_reverse_apply(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    config = workspace.root / "contrib.toml"
+    config.write_text(config.read_text().replace(f'url = "{upstream.path}"',
+                                                 f'url = "file://{upstream.path}"'))
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    rewrite_history(upstream, dict(SAMPLE, **{"pkg/core.py": F3_PATCH.replace(
+        "return 7\n", "return 77\n")}), "squashed, with f3 = 33")
+    shutil.rmtree(os.environ["CONTRIB_CACHE"])  # the old base and its blobs are gone
+    code, res = sync_json(workspace)
+    assert code == 0 and res["result"] == "upstreamed", res
+    assert res["upstreamed"] == [{"patch": "0001-core-make-f3-return-33.patch", "how": "reverse",
+                                  "commit": None}]

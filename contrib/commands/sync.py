@@ -460,8 +460,9 @@ def _detail(r: Report) -> str:
 
 def _show_landed(ui: UI, r: Report) -> None:
     for u in r.upstreamed:
-        where = Landing(**u["commit"]).short() if u["commit"] else "an unknown commit"
-        ui.info(f"{r.patchset}: {u['patch']} is upstream: landed in {where}")
+        where = (f"landed in {Landing(**u['commit']).short()}" if u["commit"] else
+                 f"already in {(r.target or '')[:10]} (no shared history to bisect)")
+        ui.info(f"{r.patchset}: {u['patch']} is upstream: {where}")
 
 
 def _show_conflict(ui: UI, r: Report) -> None:
