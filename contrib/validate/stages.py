@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -329,12 +330,13 @@ def _ptx_verdict(ctx: Context, units: list[str], results: list[ptx.PtxResult]) -
     findings: list[Finding] = []
     kernels = _kernel_lines(ctx)
     for unit, result in zip(units, results, strict=True):
-        for entry in result.empty:
-            name = ptx.demangle(entry)
+        # One finding per kernel, not per template instantiation (flashinfer has 480).
+        totals = Counter(ptx.demangle(e) for e in result.entries)
+        for name, empty in sorted(Counter(ptx.demangle(e) for e in result.empty).items()):
             file, line = kernels.get(name.rsplit("::", 1)[-1], (unit, 1))
             findings.append(Finding("empty-ptx-entry", "error", file, line,
-                                    f"empty kernel {name} on {arch.name}: its PTX entry for "
-                                    f"{arch.compute} is only `ret;`"))  # fmt: skip
+                                    f"empty kernel {name} on {arch.name}: {empty} of {totals[name]} "
+                                    f"PTX entries for {arch.compute} ({unit}) are only `ret;`"))  # fmt: skip
     findings = apply_waivers(findings, ctx.inputs.settings.waivers)
     details = {"units": units, "entries": sum(len(r.entries) for r in results),
                "commands": [" ".join(r.command) for r in results]}  # fmt: skip

@@ -76,6 +76,7 @@ def test_gate_only_ptx_stage_flags_the_empty_entry(tmp_path):
     header = mu.files("gate-only")[mu.HEADER]
     assert finding.location == f"{mu.HEADER}:{mu.line_of(header, 'lamport_allreduce_kernel(')}"
     assert "lamport_allreduce_kernel" in finding.message and "ret;" in finding.message
+    assert "1 of 1 PTX entries for compute_120a (csrc/trtllm_allreduce.cu)" in finding.message
 
 
 def test_full_fix_passes_static_stages(tmp_path):
