@@ -281,41 +281,50 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     ps = ws.patchset(pending.patchset)
     git = mirror.git
     patches = load_patches(git, ps.version(pending.base).patch_texts())
-    failing = patches[pending.index]
+    resolution = _resolution(git, pending, patches[pending.index])
+    have_base = git.try_rev_parse(pending.base) is not None
+    carrier = Carrier(git, patches, Sha(pending.base) if have_base else None)
+    rest = carrier.carry(resolution, start=pending.index + 1)
+    tip = carrier.commit(rest)
+    if rest.failed is not None:
+        return _conflict_again(ws, ps, git, pending, patches, rest, tip, state)
+    conflict.remove(git, pending)
+    del state[ps.target]
+    conflict.save_state(ws.state_dir, state)
+    return _record_resolution(ws, ps, git, pending, patches, tip, state)
+
+
+def _resolution(git: Git, pending: conflict.Pending, failing: MailPatch) -> Sha:
+    """The failing patch as resolved in the worktree: a commit on ``pending.head``."""
     left = conflict.unresolved(pending, failing)
     if left:
         raise NeedsAttention(f"{pending.worktree}: unresolved conflicts in {', '.join(left)}; "
                              "edit them (remove every <<<<<<< / >>>>>>> marker, delete .rej "
-                             f"files), then run `contrib sync --continue {ps.target}` again")
+                             f"files), then run `contrib sync --continue {pending.patchset}` "
+                             "again")
     tree = conflict.resolved_tree(pending, failing)
     head = Sha(pending.head)
-    unchanged = tree == git.run("rev-parse", f"{head}^{{tree}}")
-    if unchanged and pending.reason == MOVED:
+    if tree != git.run("rev-parse", f"{head}^{{tree}}"):
+        return git.commit_tree(tree, [head], failing.message, failing.author)
+    if pending.reason == MOVED:
         raise NeedsAttention(f"{pending.worktree}: nothing changed; apply "
                              f"{Path(pending.folder) / pending.patch} by hand where it belongs "
                              f"(it landed in the wrong function), or run --abort")
-    resolution = head if unchanged else \
-        git.commit_tree(tree, [head], failing.message, failing.author)
-    have_base = git.try_rev_parse(pending.base) is not None
-    carrier = Carrier(git, patches, Sha(pending.base) if have_base else None)
-    rest = carrier.carry(resolution, start=pending.index + 1)
+    return head  # resolved to nothing: the patch is dropped
+
+
+def _record_resolution(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
+                       patches: list[MailPatch], tip: Sha,
+                       state: dict[str, conflict.Pending]) -> Report:
+    """Record the version at the breaking commit and carry it on to the target."""
     breaking = Sha(pending.breaking)
-    tip = carrier.commit(rest)
-    if rest.failed is not None:
-        return _conflict_again(ws, ps, git, pending, patches, rest, tip, state)
     files = export_series(git, breaking, tip) if tip != breaking else []
     if not files:
         plan = Plan(UPSTREAMED, Sha(pending.base), Sha(pending.target),
                     landed=[(p.name, Landing.of(git, breaking), "resolved") for p in patches])
-        conflict.remove(git, pending)
-        del state[ps.target]
-        conflict.save_state(ws.state_dir, state)
         return _record(ws, ps, git, plan, patches, state)
     new_patches = load_patches(git, files)
     plan = plan_sync(git, new_patches, breaking, Sha(pending.target))
-    conflict.remove(git, pending)
-    del state[ps.target]
-    conflict.save_state(ws.state_dir, state)
     note = f"resolved {pending.patch} at {breaking[:12]}"
     if plan.result == CONFLICT:
         # Record the resolution on its own first: an --abort of the next
