@@ -92,6 +92,7 @@ class GitTree:
         self.git = git
         self.rev = rev
         self._paths: list[str] | None = None
+        self._set: frozenset[str] | None = None
         self._cache: dict[str, str | None] = {}
 
     def read_text(self, path: str) -> str | None:
@@ -112,11 +113,9 @@ class GitTree:
         return self._paths
 
     def _path_set(self) -> frozenset[str]:
-        cached: frozenset[str] | None = getattr(self, "_set", None)
-        if cached is None:
-            cached = frozenset(self.paths())
-            self._set = cached
-        return cached
+        if self._set is None:
+            self._set = frozenset(self.paths())
+        return self._set
 
 
 def materialize(tree: SourceTree, paths: list[str], dest: Path) -> list[Path]:
