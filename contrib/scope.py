@@ -48,19 +48,33 @@ _C_NEXT = re.compile(r"^\s+([A-Za-z_~][\w:~]*)\s*\([^;]*$")
 _C_ATTR = re.compile(r"__(?:launch_bounds|attribute)__\s*\(+[^)]*\)+")
 
 
-def is_python(path: str) -> bool:
-    return path.endswith((".py", ".pyi"))
+_MD_HEAD = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
+_C_LIKE = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cu", ".cuh", ".inl", ".inc",
+           ".m", ".mm", ".java", ".go", ".rs", ".js", ".ts", ".swift", ".kt", ".cs")
 
 
-def definition(line: str, python: bool, following: str = "") -> str | None:
-    """The name a line defines (def/class; a C/C++/CUDA function or type), else None.
+def language(path: str) -> str:
+    """How definitions look in ``path``: "python", "c" (C-like), "markdown" or "text"."""
+    if path.endswith((".py", ".pyi")):
+        return "python"
+    if path.endswith(_C_LIKE):
+        return "c"
+    return "markdown" if path.endswith((".md", ".markdown")) else "text"
+
+
+def definition(line: str, lang: str, following: str = "") -> str | None:
+    """The name a line defines (def/class; a C-like function or type; a heading), else None.
 
     ``following`` is the next line: CUDA kernels often put the name there, after
-    ``static __global__ void __launch_bounds__(1024, 1)``.
+    ``static __global__ void __launch_bounds__(1024, 1)``.  Plain text files
+    have no definitions: a change in them is scoped to the whole file.
     """
-    if python:
+    if lang == "python":
         match = _PY_DEF.match(line)
         return match.group(2) if match else None
+    if lang != "c":
+        match = _MD_HEAD.match(line) if lang == "markdown" else None
+        return match.group(1) if match else None
     match = _C_TYPE.match(line)
     if match:
         return match.group(1)
@@ -82,7 +96,7 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip()) if line.strip() else 1 << 30
 
 
-def scope_of(lines: Sequence[str], index: int, python: bool, indent: int) -> str:
+def scope_of(lines: Sequence[str], index: int, lang: str, indent: int) -> str:
     """The definition enclosing line ``index`` (0-based; scanning upwards from it).
 
     Python needs a ``def``/``class`` indented less than the change (``indent``),
@@ -90,8 +104,8 @@ def scope_of(lines: Sequence[str], index: int, python: bool, indent: int) -> str
     nearest function or type above, as git's hunk headers do.
     """
     for i in range(min(index, len(lines) - 1), -1, -1):
-        name = definition(lines[i], python, lines[i + 1] if i + 1 < len(lines) else "")
-        if name and (not python or _indent(lines[i]) < indent):
+        name = definition(lines[i], lang, lines[i + 1] if i + 1 < len(lines) else "")
+        if name and (lang != "python" or _indent(lines[i]) < indent):
             return name
     return TOP
 
@@ -113,7 +127,7 @@ def scoped_hunks(git: Git, old: str, new: str) -> list[Hunk]:
         # A removal starts at its first removed line (look above it); an
         # insertion follows line source_start (look from there).
         start = hunk.source_start - (2 if hunk.source_length else 1)
-        scope = scope_of(files[hunk.path], start, is_python(hunk.path), _indent(changed))
+        scope = scope_of(files[hunk.path], start, language(hunk.path), _indent(changed))
         out.append(replace(hunk, section=scope))
     return out
 
@@ -152,15 +166,15 @@ def _section_region(lines: list[str], section: str, path: str) -> list[str] | No
     """
     if section in ("", TOP):
         return lines
-    python, key, head = is_python(path), section_key(section), section.strip()[:60]
+    lang, key, head = language(path), section_key(section), section.strip()[:60]
     def name(i: int) -> str | None:
-        return definition(lines[i], python, lines[i + 1] if i + 1 < len(lines) else "")
+        return definition(lines[i], lang, lines[i + 1] if i + 1 < len(lines) else "")
 
     for start, line in enumerate(lines):
         if name(start) == key or (head and line.startswith(head)):
             level = _indent(line)
             end = next((i for i in range(start + 1, len(lines))
-                        if name(i) and (not python or _indent(lines[i]) <= level)), len(lines))
+                        if name(i) and (lang != "python" or _indent(lines[i]) <= level)), len(lines))
             return lines[start:end]
     return None
 

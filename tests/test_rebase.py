@@ -35,17 +35,20 @@ struct Reducer {
 
 def test_definitions_and_scopes_in_cuda_and_python() -> None:
     lines = KERNELS.splitlines()
-    assert definition(lines[1], False) == "first_kernel"
-    assert definition(lines[0], False) is None, "a template line names nothing"
-    assert definition(lines[7], False, lines[8]) == "second_kernel"
-    assert definition(lines[2], False) is None and definition(lines[12], False) == "Reducer"
-    assert scope_of(lines, 3, False, 2) == "first_kernel"
-    assert scope_of(lines, 9, False, 2) == "second_kernel"
-    assert scope_of(lines, 13, False, 2) == "Reducer"
+    assert definition(lines[1], "c") == "first_kernel"
+    assert definition(lines[0], "c") is None, "a template line names nothing"
+    assert definition(lines[7], "c", lines[8]) == "second_kernel"
+    assert definition(lines[2], "c") is None and definition(lines[12], "c") == "Reducer"
+    assert scope_of(lines, 3, "c", 2) == "first_kernel"
+    assert scope_of(lines, 9, "c", 2) == "second_kernel"
+    assert scope_of(lines, 13, "c", 2) == "Reducer"
     py = ["import os", "", "class A:", "    def m(self):", "        return 1", "", "X = 1"]
-    assert scope_of(py, 4, True, 8) == "m"
-    assert scope_of(py, 3, True, 4) == "A"
-    assert scope_of(py, 6, True, 0) == TOP, "top-level code after a class is not in it"
+    assert scope_of(py, 4, "python", 8) == "m"
+    assert scope_of(py, 3, "python", 4) == "A"
+    assert scope_of(py, 6, "python", 0) == TOP, "top-level code after a class is not in it"
+    doc = ["# Guide", "Build it (see below).", "## Install", "Run make (twice)."]
+    assert scope_of(doc, 3, "markdown", 0) == "Install"
+    assert definition(doc[1], "markdown") is None and definition(doc[1], "text") is None
 
 
 def test_first_true_needs_at_most_log2_probes() -> None:
