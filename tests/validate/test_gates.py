@@ -145,3 +145,19 @@ def test_skip_conditions_are_inverted(sm120):
     assert gates[0].text.startswith("skipped when not torch.cuda.is_available()")
     touched = touched_gates("tests/test_x.py", None, text, {4})
     assert [f.severity for f in gate_findings(touched, sm120)] == ["info"]
+
+
+def test_sglang_shaped_refusal_gate(sm120):
+    before = (
+        "def resolve_backend(args):\n"
+        "    if not (is_sm90_supported() or is_sm100_supported()):\n"
+        "        raise ValueError('FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.')\n"
+        "    return 'trtllm'\n"
+    )
+    after = before.replace("is_sm100_supported())", "is_sm100_supported() or is_sm120_supported())")
+    (gate,) = touched_gates("server_args.py", before, after, {2})
+    assert gate.after.kind == "skip-condition"
+    assert gate.majors_before == {9, 10} and gate.after.majors == {9, 10, 12}
+    assert gate.admits(sm120)
+    (finding,) = gate_findings([gate], sm120)
+    assert finding.severity == "info" and "[9, 10] -> [9, 10, 12]" in finding.message
