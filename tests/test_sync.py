@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import SAMPLE, Workspace
 from tests.gitutil import Repo, git
-from tests.histories import Change, fast_import, filler, lookalike, replace_in, rewrite_history
+from tests.histories import (
+    Change,
+    fast_import,
+    filler,
+    lookalike,
+    module,
+    replace_in,
+    rewrite_history,
+)
 from tests.synchelp import add_patchset, applied_file, meta, series, sync_json, version_dir
 
 CORE = SAMPLE["pkg/core.py"]
@@ -353,3 +362,46 @@ def test_already_upstream_after_a_rewrite_is_found_by_reverse_apply(
     assert code == 0 and res["result"] == "upstreamed", res
     assert res["upstreamed"] == [{"patch": "0001-core-make-f3-return-33.patch", "how": "reverse",
                                   "commit": None}]
+
+
+@pytest.mark.parametrize("seed", range(6))  # 3, 4 carry; 0, 1, 2, 5 conflict
+def test_carry_matches_git_cherry_pick(workspace: Workspace, upstream: Repo, tmp_path: Path,
+                                       seed: int) -> None:
+    """On random histories the carried version equals what `git cherry-pick` makes,
+    and where cherry-pick conflicts, sync reports a conflict."""
+    import random
+
+    rng = random.Random(seed)
+    funcs = {f"g{i}": f"    x = {i}\n    return x\n" for i in range(30)}
+    upstream.commit("gen", {"pkg/gen.py": module(funcs)})
+    mine = dict(funcs)
+    for name in rng.sample(sorted(funcs), 2):
+        mine[name] = mine[name].replace("return x", "return x + 1")
+    add_patchset(workspace, upstream, tmp_path, "gen", [("gen: +1", {"pkg/gen.py": module(mine)})])
+    theirs, changes = dict(funcs), []
+    for n in range(30):
+        name = rng.choice(sorted(theirs))
+        edit = rng.choice(["x", "return", "insert"])
+        if edit == "x":
+            theirs[name] = theirs[name].replace("    x = ", "    x = 2 * ", 1)
+        elif edit == "return":
+            theirs[name] = theirs[name].replace("return x", "return -x", 1)
+        else:
+            theirs = {**{f"new{n}": "    return None\n"}, **theirs} if n % 2 else \
+                {**theirs, f"new{n}": "    return None\n"}
+        changes.append(Change(f"upstream {n}", {"pkg/gen.py": module(theirs)}))
+    fast_import(upstream, changes)
+    tip = upstream.head()
+    clone = tmp_path / "pick"
+    git(tmp_path, "clone", "-q", str(upstream.path), str(clone))
+    patch = next((workspace.root / "patchsets/proj/gen").glob("*/0001-*.patch"))
+    picked = subprocess.run(["git", "am", "-3", "-q", str(patch)], cwd=clone, capture_output=True,
+                            env={**os.environ, "GIT_COMMITTER_NAME": "t",
+                                 "GIT_COMMITTER_EMAIL": "t@e"}, check=False).returncode == 0
+    code, res = sync_json(workspace)
+    if picked:
+        assert code == 0 and res["result"] == "rebased", res
+        assert applied_file(upstream, workspace, "gen", tip, "pkg/gen.py", tmp_path) == \
+            (clone / "pkg/gen.py").read_text()
+    else:
+        assert code == 1 and res["result"] == "conflict", res
