@@ -9,6 +9,7 @@ patch FAILS, naming the guard) -> the whole fix -> ``validate`` passes ->
 
 from __future__ import annotations
 
+import os
 import shlex
 import tempfile
 from collections.abc import Mapping
@@ -53,6 +54,19 @@ class _Repo:
 def demo(directory: Path | None, ui: UI) -> int:
     """Build the demo world in ``directory`` and tell the story; 0 when it went as told."""
     root = _prepare(directory)
+    # The demo keeps its upstream cache inside its own folder: nothing outside it is touched.
+    saved = os.environ.get("CONTRIB_CACHE")
+    os.environ["CONTRIB_CACHE"] = str(root / "cache")
+    try:
+        return _story(root, ui)
+    finally:
+        if saved is None:
+            os.environ.pop("CONTRIB_CACHE", None)
+        else:
+            os.environ["CONTRIB_CACHE"] = saved
+
+
+def _story(root: Path, ui: UI) -> int:
     ui.info(f"contrib demo in {root}\n")
     upstream = _Repo(Git.init(root / "upstream"), AUTHOR)
     upstream.git.run("symbolic-ref", "HEAD", "refs/heads/main")

@@ -138,15 +138,29 @@ class Mirror:
         return sha
 
     def resolve(self, rev: str, *, allow_fetch: bool = True) -> Sha:
-        """A full sha for ``rev`` (sha, tag, branch or origin/branch), fetching once if unknown."""
-        for attempt in range(2):
-            for candidate in (rev, f"refs/remotes/{REMOTE}/{rev}", f"refs/tags/{rev}"):
-                sha = self.git.try_rev_parse(candidate)
-                if sha is not None:
-                    return sha
-            if attempt == 0 and allow_fetch and not self.fetched:
+        """A full sha for ``rev`` (sha, tag, branch or origin/branch).
+
+        A name (branch, tag, short sha) can move or be new, so the upstream is
+        fetched first (once per process); a full sha already in the cache is
+        taken as is.  When the fetch fails but the cache knows the name, the
+        cached answer is used (working offline).
+        """
+        known = self._lookup(rev)
+        if allow_fetch and not self.fetched and not (known and re.fullmatch(r"[0-9a-f]{40}", rev)):
+            try:
                 self.ensure(fetch_now=True)
-            else:
-                break
+            except ContribError:
+                if known is None:
+                    raise
+            known = self._lookup(rev)
+        if known is not None:
+            return known
         raise ContribError(f"unknown revision {rev!r} in upstream {self.upstream.name} "
                            f"({scrub(self.upstream.url)}): give a commit, tag or branch it has")
+
+    def _lookup(self, rev: str) -> Sha | None:
+        for candidate in (f"refs/remotes/{REMOTE}/{rev}", f"refs/tags/{rev}", rev):
+            sha = self.git.try_rev_parse(candidate)
+            if sha is not None:
+                return sha
+        return None

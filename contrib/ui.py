@@ -21,8 +21,10 @@ class UI:
 
     def __init__(self, json_mode: bool = False) -> None:
         self.json_mode = json_mode
-        self.out = Console(highlight=False, soft_wrap=True)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        # Piped output (CI logs, `| less`) gets wide tables instead of rich's 80 columns.
+        width = None if sys.stdout.isatty() else 160
+        self.out = Console(highlight=False, soft_wrap=True, width=width)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, width=width)
 
     @property
     def progress(self) -> bool:
