@@ -367,8 +367,8 @@ def test_already_upstream_after_a_rewrite_is_found_by_reverse_apply(
 @pytest.mark.parametrize("seed", range(6))  # 3, 4 carry; 0, 1, 2, 5 conflict
 def test_carry_matches_git_cherry_pick(workspace: Workspace, upstream: Repo, tmp_path: Path,
                                        seed: int) -> None:
-    """On random histories the carried version equals what `git cherry-pick` makes,
-    and where cherry-pick conflicts, sync reports a conflict."""
+    """On random histories the carried version equals what `git am -3` (cherry-pick
+    semantics) makes; where that conflicts, sync names the first commit it fails at."""
     import random
 
     rng = random.Random(seed)
@@ -395,9 +395,7 @@ def test_carry_matches_git_cherry_pick(workspace: Workspace, upstream: Repo, tmp
     clone = tmp_path / "pick"
     git(tmp_path, "clone", "-q", str(upstream.path), str(clone))
     patch = next((workspace.root / "patchsets/proj/gen").glob("*/0001-*.patch"))
-    picked = subprocess.run(["git", "am", "-3", "-q", str(patch)], cwd=clone, capture_output=True,
-                            env={**os.environ, "GIT_COMMITTER_NAME": "t",
-                                 "GIT_COMMITTER_EMAIL": "t@e"}, check=False).returncode == 0
+    picked = _am_applies(clone, tip, patch)
     code, res = sync_json(workspace)
     if picked:
         assert code == 0 and res["result"] == "rebased", res
@@ -405,3 +403,16 @@ def test_carry_matches_git_cherry_pick(workspace: Workspace, upstream: Repo, tmp
             (clone / "pkg/gen.py").read_text()
     else:
         assert code == 1 and res["result"] == "conflict", res
+        first = next(c for c in git(clone, "rev-list", "--reverse", f"{res['base']}..{tip}")
+                     .split() if not _am_applies(clone, c, patch))
+        assert res["conflict"]["commit"]["sha"] == first, "bisection names the first break"
+
+
+def _am_applies(clone: Path, commit: str, patch: Path) -> bool:
+    git(clone, "checkout", "-q", "--detach", commit)
+    ok = subprocess.run(["git", "am", "-3", "-q", str(patch)], cwd=clone, capture_output=True,
+                        env={**os.environ, "GIT_COMMITTER_NAME": "t",
+                             "GIT_COMMITTER_EMAIL": "t@e"}, check=False).returncode == 0
+    if not ok:
+        git(clone, "am", "--abort", env={"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"})
+    return ok
