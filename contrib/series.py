@@ -24,7 +24,7 @@ from contrib.git import Git, Identity, Sha
 # format-patch output must not depend on the user's ~/.gitconfig (signature,
 # prefixes, renames...): it is the on-disk format.
 EXPORT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
-EXPORT_ARGS = ["--zero-commit", "--no-signature", "--full-index", "--no-renames"]
+EXPORT_ARGS = ["--zero-commit", "--no-signature", "--full-index", "--binary", "--no-renames"]
 
 
 @dataclass(frozen=True)

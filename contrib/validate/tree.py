@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 
@@ -94,12 +94,28 @@ class GitTree:
         self._paths: list[str] | None = None
         self._set: frozenset[str] | None = None
         self._cache: dict[str, str | None] = {}
+        self._bulk: set[str] = set()
 
     def read_text(self, path: str) -> str | None:
-        """The blob's text at ``rev``, or None (cached)."""
+        """The blob's text at ``rev``, or None (cached).
+
+        A miss loads every file with the same suffix in one batch when the
+        reader can (analyses read files of one kind: all .py, all .cuh).
+        """
         if path not in self._cache:
-            data = self.git.read_blob(self.rev, path) if self.exists(path) else None
-            self._cache[path] = None if data is None else _decode(data)
+            if not self.exists(path):
+                self._cache[path] = None
+                return None
+            batch = getattr(self.git, "read_blobs", None)
+            suffix = PurePosixPath(path).suffix
+            if batch is not None and suffix and suffix not in self._bulk:
+                self._bulk.add(suffix)
+                wanted = [p for p in self.paths() if p.endswith(suffix) and p not in self._cache]
+                for name, blob in batch(self.rev, wanted).items():
+                    self._cache[name] = None if blob is None else _decode(blob)
+            if path not in self._cache:
+                data = self.git.read_blob(self.rev, path)
+                self._cache[path] = None if data is None else _decode(data)
         return self._cache[path]
 
     def exists(self, path: str) -> bool:

@@ -213,3 +213,25 @@ def test_selection_through_packages_and_call_chains():
     )
     # pkg/other.py imports the changed module but none of the changed functions: not selected.
     assert "tests/test_other.py" not in selection.tests
+
+
+def test_module_names_with_namespace_packages():
+    # sglang: python/sglang/ is a package, srt/ and srt/layers/ are namespace folders.
+    tree = DictTree({"python/pyproject.toml": "", "python/sglang/__init__.py": "",
+                     "python/sglang/srt/layers/communicator.py": "", "tools/x.py": ""})
+    assert module_name(tree, "python/sglang/srt/layers/communicator.py") == (
+        "sglang.srt.layers.communicator", "python")
+    assert module_name(tree, "tools/x.py") == ("x", "tools")
+
+
+def test_imported_modules_reads_every_import_form():
+    text = (
+        "import os, sys as system\n"
+        "from . import env as jit_env\n"
+        "from .core import (gen_jit_spec,\n    get_nvcc_flags_list)\n"
+        "def f():\n    from flashinfer.jit.comm import gen_trtllm_comm_module  # why\n"
+    )
+    assert imported_modules(text, "flashinfer.jit.comm") == {
+        "os", "sys", "flashinfer.jit", "flashinfer.jit.env", "flashinfer.jit.core",
+        "flashinfer.jit.core.gen_jit_spec", "flashinfer.jit.core.get_nvcc_flags_list",
+        "flashinfer.jit.comm", "flashinfer.jit.comm.gen_trtllm_comm_module"}

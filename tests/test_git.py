@@ -1,0 +1,59 @@
+"""contrib.git: the one GitPython module (errors scrubbed, batch reads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contrib.errors import GitError
+from contrib.git import Git
+from contrib.secrets import register_secret
+from contrib.validate.tree import GitTree
+from tests.gitutil import Repo
+
+
+def test_read_blobs_in_one_batch(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "r")
+    sha = repo.commit("files", {"a.py": "A = 1\n", "pkg/b.py": "", "c.bin": "x\ny\n\n",
+                                "pkg/sub/d.py": "D\n"})
+    git = Git(repo.path)
+    blobs = git.read_blobs(sha, ["a.py", "pkg/b.py", "c.bin", "missing.py", "pkg", "a.py"])
+    assert blobs == {"a.py": b"A = 1\n", "pkg/b.py": b"", "c.bin": b"x\ny\n\n",
+                     "missing.py": None, "pkg": None}
+    assert git.read_blob(sha, "pkg/sub/d.py") == b"D\n"
+
+
+def test_git_tree_loads_a_suffix_at_once(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "r")
+    sha = repo.commit("files", {f"m{i}.py": f"X = {i}\n" for i in range(30)} | {"k.cu": "k\n"})
+    calls: list[int] = []
+    git = Git(repo.path)
+
+    class Counting:
+        def read_blob(self, rev: str, path: str) -> bytes | None:
+            calls.append(1)
+            return git.read_blob(rev, path)
+
+        def read_blobs(self, rev: str, paths: list[str]) -> dict[str, bytes | None]:
+            calls.append(len(paths))
+            return git.read_blobs(rev, paths)
+
+        def ls_tree_paths(self, rev: str) -> list[str]:
+            return git.ls_tree_paths(rev)
+
+    tree = GitTree(Counting(), sha)
+    assert [tree.read_text(f"m{i}.py") for i in range(30)] == [f"X = {i}\n" for i in range(30)]
+    assert tree.read_text("k.cu") == "k\n" and tree.read_text("nope.py") is None
+    assert calls == [30, 1]
+
+
+def test_errors_keep_stderr_and_hide_credentials(tmp_path: Path) -> None:
+    register_secret("ghp_topsecret123")
+    git = Git.init(tmp_path / "r")
+    with pytest.raises(GitError) as info:
+        git.run("fetch", "https://x-access-token:ghp_topsecret123@127.0.0.1:1/repo.git")
+    message = str(info.value)
+    assert "ghp_topsecret123" not in message and "fetch" in message
+    with pytest.raises(GitError, match="unknown revision 'nope'"):
+        git.rev_parse("nope")
