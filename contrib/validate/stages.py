@@ -8,6 +8,7 @@ each stage skips itself when it has nothing to check or no tool to check with.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -270,10 +271,15 @@ def stage_ptx(ctx: Context) -> StageResult:
     nvcc = ptx.find_nvcc()
     if nvcc is None:
         return StageResult("ptx", SKIPPED, "nvcc not found on PATH or in /usr/local/cuda/bin")
+    extra = [os.path.expandvars(os.path.expanduser(d)) for d in settings.ptx_include_dirs]
+    unset = [d for d in extra if "$" in d]
+    if unset:
+        return StageResult("ptx", SKIPPED, f"validation.ptx_include_dirs names {', '.join(unset)}, "
+                           "an environment variable that is not set here")  # fmt: skip
     root = ctx.workdir / "ptx-tree"
     closure = includes.include_closure(tree, units).files
     materialize(tree, sorted(set(closure) | set(units)), root)
-    dirs = [root / d for d in [*includes.include_roots(tree), *settings.ptx_include_dirs]]
+    dirs = [root / d for d in [*includes.include_roots(tree), *extra]]
     results = [
         ptx.compile_ptx(nvcc, root / u, arch, dirs, ctx.workdir, settings.ptx_flags) for u in units
     ]
