@@ -1,0 +1,86 @@
+"""The patchsets this repository ships are well-formed (checked offline).
+
+Applying them needs the real upstreams (network); what can be checked here is
+that the workspace loads, every series names real `git format-patch` files whose
+paths stay inside the repository, the recorded validation belongs to the
+current version and passed, and the cross-project requirement is declared.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contrib.git import Git
+from contrib.patchset import Workspace
+from contrib.requires import requirements
+from contrib.series import parse_hunks, split_mail
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def shipped() -> Workspace:
+    return Workspace(ROOT)
+
+
+def test_workspace_lists_both_patchsets(shipped: Workspace) -> None:
+    assert [ps.target for ps in shipped.patchsets()] == [
+        "flashinfer/sm120-trtllm-comm", "sglang/sm120-allreduce-fusion"]
+    assert shipped.config.upstreams["flashinfer"].github == "flashinfer-ai/flashinfer"
+    assert shipped.config.upstreams["sglang"].github == "sgl-project/sglang"
+
+
+def test_series_are_real_patches(shipped: Workspace, tmp_path: Path) -> None:
+    git = Git.init(tmp_path / "scratch", bare=True)
+    touched: dict[str, set[str]] = {}
+    for ps in shipped.patchsets():
+        version = ps.current
+        assert len(version.base) == 40
+        for name, raw in version.patch_texts():
+            mail = split_mail(git, name, raw)
+            assert mail.author.email == "contrib@example.invalid"
+            touched.setdefault(ps.target, set()).update(h.path for h in parse_hunks(mail.diff))
+    assert touched["flashinfer/sm120-trtllm-comm"] == {
+        "include/flashinfer/comm/trtllm_allreduce.cuh", "csrc/trtllm_allreduce.cu",
+        "flashinfer/jit/comm.py"}
+    assert touched["sglang/sm120-allreduce-fusion"] == {
+        "python/sglang/srt/layers/communicator.py",
+        "python/sglang/srt/layers/flashinfer_comm_fusion.py"}
+
+
+def test_flashinfer_backport_drops_every_upper_bound(shipped: Workspace, tmp_path: Path) -> None:
+    git = Git.init(tmp_path / "scratch", bare=True)
+    ps = shipped.patchset("flashinfer/sm120-trtllm-comm")
+    hunks = [h for name, raw in ps.current.patch_texts()
+             for h in parse_hunks(split_mail(git, name, raw).diff)]
+    removed = [line for h in hunks for line in h.removed if "__CUDA_ARCH__ < 1200" in line]
+    assert len(removed) == 13
+    assert not any("1200" in line for h in hunks for line in h.added)
+    gate = [h for h in hunks if h.path == "flashinfer/jit/comm.py"]
+    assert gate and "supported_major_versions=[9, 10, 12]" in "".join(gate[0].added)
+
+
+def test_recorded_validation_belongs_to_the_current_version(shipped: Workspace) -> None:
+    for ps in shipped.patchsets():
+        data = json.loads(ps.current.validation_path.read_text())
+        assert data["overall"] == "passed", ps.target
+        assert data["arch"] == "sm_120a"
+        assert data["upstream_sha"] == ps.current.base
+        stages = {s["name"]: s["status"] for s in data["stages"]}
+        assert stages["apply"] == stages["gates"] == "passed"
+        assert "failed" not in stages.values()
+    fi = json.loads(shipped.patchset("flashinfer/sm120-trtllm-comm").current.validation_path
+                    .read_text())
+    assert {s["name"]: s["status"] for s in fi["stages"]}["arch-guards"] == "passed"
+    assert {s["name"]: s["status"] for s in fi["stages"]}["ptx"] == "passed"
+
+
+def test_sglang_requires_flashinfer_fix(shipped: Workspace) -> None:
+    [req] = requirements(shipped.patchset("sglang/sm120-allreduce-fusion"))
+    assert req.upstream == "flashinfer"
+    assert req.commit.startswith("2deed6c15")
+    assert req.patchset == "flashinfer/sm120-trtllm-comm"
+    assert (req.pin_file, req.pin_package) == ("python/pyproject.toml", "flashinfer_python")
