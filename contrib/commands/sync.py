@@ -288,10 +288,15 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     tip = carrier.commit(rest)
     if rest.failed is not None:
         return _conflict_again(ws, ps, git, pending, patches, rest, tip, state)
-    conflict.remove(git, pending)
-    del state[ps.target]
-    conflict.save_state(ws.state_dir, state)
-    return _record_resolution(ws, ps, git, pending, patches, tip, state)
+    report = _record_resolution(ws, ps, git, pending, patches, tip, state)
+    # Only once the resolution is recorded may the worktree holding it go: a run
+    # killed before this point leaves it (and the pending state) for the next
+    # --continue.  A further conflict has already replaced both.
+    if state.get(ps.target) is pending:
+        conflict.remove(git, pending)
+        del state[ps.target]
+        conflict.save_state(ws.state_dir, state)
+    return report
 
 
 def _resolution(git: Git, pending: conflict.Pending, failing: MailPatch) -> Sha:

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,43 +39,89 @@ def contrib_cmd(*args: str) -> list[str]:
 
 
 def run(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(contrib_cmd(*args), cwd=root, env=env, capture_output=True, text=True,
+    """Run contrib in a subprocess; its output goes to the token audit."""
+    from tests.reliability.conftest import AUDIT
+
+    done = subprocess.run(contrib_cmd(*args), cwd=root, env=env, capture_output=True, text=True,
                           check=False, timeout=120)
+    AUDIT.record(done.stdout, done.stderr)
+    return done
 
 
 @dataclass
 class TrialResult:
     delay: float
-    outcome: str  # "before" | "after"
+    outcome: str  # "before" | "after" | a state named by ``verify``
+    killed: bool = True  # False when the command had already finished
+
+
+Setup = Callable[[Path], dict[str, str]]
+Verify = Callable[[Path, str], str | None]
 
 
 def kill_trial(prepared: Path, scratch: Path, args: tuple[str, ...], delay: float,
-               expected_after: dict[str, bytes], env: dict[str, str]) -> TrialResult:
-    """One kill at ``delay`` seconds; returns which consistent state was left."""
+               expected_after: dict[str, bytes] | None, env: dict[str, str], *,
+               setup: Setup | None = None, verify: Verify | None = None,
+               again: Callable[[Path, str], tuple[str, ...]] | None = None) -> TrialResult:
+    """One kill at ``delay`` seconds; returns which consistent state was left.
+
+    ``setup(ws)`` prepares the copy (returns the env to run with); ``verify(ws,
+    outcome)`` adds command-specific checks and may name an intermediate state
+    (open-pr records its push before the PR); ``again(ws, outcome)`` gives the
+    follow-up command (default: ``args`` again), which must succeed and leave
+    ``expected_after``.
+    """
+    from tests.reliability.conftest import AUDIT
+
     ws = scratch / f"trial-{delay:.4f}-{random.random():.6f}"
     shutil.copytree(prepared, ws, symlinks=True)
+    env = setup(ws) if setup else env
     before = snapshot(ws)
-    proc = subprocess.Popen(contrib_cmd(*args), cwd=ws, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    time.sleep(delay)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    log = ws.parent / f"{ws.name}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(contrib_cmd(*args), cwd=ws, env=env, stdout=out, stderr=out,
+                                start_new_session=True)
+        time.sleep(delay)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    killed = proc.returncode == -signal.SIGKILL
+    AUDIT.record(log.read_bytes())
     # The next run must not be blocked by a dangling lock, and recovers.
     status = run(ws, "status", "--no-fetch", env=env)
-    assert status.returncode == 0, status.stderr
+    assert status.returncode == 0, (delay, status.stderr)
     after = snapshot(ws)
-    if after == before:
-        outcome = "before"
-    else:
-        assert after == expected_after, _diff(after, expected_after)
-        outcome = "after"
-    again = run(ws, *args, env=env)
-    if outcome == "before":
-        assert again.returncode == 0, again.stderr
-        assert snapshot(ws) == expected_after
+    for text in after.values():  # no half-written patchset.toml or series
+        assert b"\0" not in text
+    outcome = "before" if after == before else "after"
+    if verify is not None:
+        outcome = verify(ws, outcome) or outcome
+    elif outcome == "after":
+        assert expected_after is not None
+        assert after == expected_after, (delay, _diff(after, expected_after))
+    follow = again(ws, outcome) if again else args
+    result = run(ws, *follow, env=env)
+    assert result.returncode == 0, (delay, outcome, follow, result.stdout, result.stderr)
+    if expected_after is not None:
+        assert snapshot(ws) == expected_after, (delay, outcome,
+                                                _diff(snapshot(ws), expected_after))
+    if verify is not None:
+        verify(ws, "final")
+    hits = AUDIT.scan_tree(ws)
+    assert not hits, f"planted token written to {hits}"
     shutil.rmtree(ws, ignore_errors=True)
-    return TrialResult(delay, outcome)
+    return TrialResult(delay, outcome, killed)
+
+
+def tally(command: str, results: list[TrialResult]) -> str:
+    """Record the figures of one batch of trials; returns a one-line summary."""
+    from tests.reliability.conftest import FIGURES
+
+    mid = sum(r.killed for r in results)
+    FIGURES[f"crash {command}: trials survived"] += len(results)
+    FIGURES[f"crash {command}: killed mid-run"] += mid
+    outcomes = sorted({r.outcome for r in results})
+    return f"{command}: {len(results)} trials, {mid} killed mid-run, outcomes {outcomes}"
 
 
 def _diff(a: dict[str, bytes], b: dict[str, bytes]) -> str:
@@ -85,3 +132,12 @@ def _diff(a: dict[str, bytes], b: dict[str, bytes]) -> str:
 def delays(seed: int, count: int, low: float, high: float) -> list[float]:
     rng = random.Random(seed)
     return sorted(rng.uniform(low, high) for _ in range(count))
+
+
+def timed(root: Path, *args: str, env: dict[str, str]) -> float:
+    """Seconds one uninterrupted run takes (kill delays are seeded fractions of it,
+    so they span the run on a fast laptop and a slow CI runner alike)."""
+    started = time.monotonic()
+    done = run(root, *args, env=env)
+    assert done.returncode == 0, done.stderr
+    return time.monotonic() - started

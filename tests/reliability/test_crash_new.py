@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo
-from tests.reliability.crash import delays, kill_trial, run, snapshot
+from tests.reliability.crash import delays, kill_trial, run, snapshot, tally
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +28,13 @@ def test_new_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstream: R
     done = run(reference, *args, env=env)
     assert done.returncode == 0, done.stderr
     expected = snapshot(reference)
-    outcomes = [kill_trial(workspace.root, tmp_path, args, delay, expected, env).outcome
-                for delay in delays(seed=20261129, count=12, low=0.05, high=1.2)]
+    def again(ws: Path, outcome: str) -> tuple[str, ...]:
+        return args if outcome == "before" else ("status", "--no-fetch")
+
+    trials = [kill_trial(workspace.root, tmp_path, args, delay, expected, env, again=again)
+              for delay in delays(seed=20261129, count=12, low=0.05, high=1.2)]
+    print(tally("new", trials))
+    outcomes = [t.outcome for t in trials]
     # Seeded delays span the run: some kills land before, some after the commit.
     assert len(outcomes) == 12
     assert "before" in outcomes and "after" in outcomes, outcomes

@@ -1,0 +1,151 @@
+"""Crash consistency of `contrib open-pr` under SIGKILL at seeded random moments.
+
+Each trial runs the real CLI in a subprocess (token from GITHUB_TOKEN, the
+fake GitHub's address in contrib.toml's api_url) against its own fake GitHub
+over real HTTP and its own real bare fork.  After each kill: never two PRs;
+the fork branch is absent (or the old push) or exactly the expected commits;
+patchset.toml is whole and either as before, as after, or recording the
+push alone (open-pr records a push before it creates the PR, so a later
+failure never orphans it); and the next run ends in the reference state
+with exactly one PR.
+
+Two scenarios: the first PR of a patchset (create), and the PR of a rebased
+patchset (force-push with lease, PATCH the body).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_github import FakeGitHub
+from tests.gitutil import Repo, git
+from tests.reliability.conftest import PLANTED
+from tests.reliability.crash import delays, kill_trial, snapshot, tally, timed
+from tests.test_open_pr import FORK, UPSTREAM, Scene
+
+pytestmark = pytest.mark.slow
+
+BRANCH = "refs/heads/contrib/sm120"
+META = "patchsets/proj/sm120/patchset.toml"
+
+
+@pytest.fixture
+def planted_github() -> Iterator[FakeGitHub]:
+    fake = FakeGitHub(PLANTED)
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+def _tip(fork: Path) -> str | None:
+    return git(fork, "for-each-ref", "--format=%(objectname)", BRANCH) or None
+
+
+def _user_files(ws: Path) -> dict[str, bytes]:
+    """The workspace minus contrib.toml (each trial points it at its own servers)."""
+    return {k: v for k, v in snapshot(ws).items() if k != "contrib.toml"}
+
+
+class Trials:
+    """One fake GitHub and one fork per trial workspace; the checks after a kill."""
+
+    def __init__(self, scene: Scene, old_tip: str | None, old_pr: dict[str, Any] | None) -> None:
+        self.scene, self.old_tip, self.old_pr = scene, old_tip, old_pr
+        self.fakes: dict[Path, FakeGitHub] = {}
+        self.expected: dict[str, bytes] = {}
+        self.tip = ""
+
+    def setup(self, ws: Path) -> dict[str, str]:
+        fork = ws.parent / f"{ws.name}-fork.git"
+        shutil.copytree(self.scene.fork, fork)
+        fake = FakeGitHub(PLANTED)
+        fake.start()
+        fake.add_repo(UPSTREAM, git_dir=str(self.scene.upstream.path / ".git"))
+        fake.add_repo(FORK, fork_of=UPSTREAM, git_dir=str(fork))
+        if self.old_pr is not None:  # the PR the earlier push opened
+            _post_pr(fake, self.old_pr)
+        self.fakes[ws] = fake
+        config = ws / "contrib.toml"
+        config.write_text(config.read_text().replace(self.scene.fake.url, fake.url)
+                          .replace(str(self.scene.fork), str(fork)))
+        return dict(os.environ)
+
+    def verify(self, ws: Path, outcome: str) -> str:
+        fake, fork = self.fakes[ws], ws.parent / f"{ws.name}-fork.git"
+        prs = fake.pulls(UPSTREAM)
+        assert len(prs) <= 1, prs  # never two PRs
+        tip = _tip(fork)
+        assert tip in (self.old_tip, self.tip), (tip, self.old_tip, self.tip)
+        if tip == self.tip:  # exactly the expected commits on the recorded base
+            assert git(fork, "rev-list", "--count", f"{self.scene.version_dir().name}..{tip}") \
+                == "1"
+        meta = (ws / META).read_text()
+        if outcome == "final":
+            [pr] = prs
+            assert pr["state"] == "open" and pr["head"]["sha"] == self.tip == tip
+            assert f"version={self.scene.version_dir().name}" in pr["body"]
+            assert _user_files(ws) == self.expected
+            fake.stop()
+            return outcome
+        if _user_files(ws) == self.expected:
+            return "after"
+        if outcome == "before":
+            return outcome
+        # The one intermediate state: the push is recorded, the PR not yet.
+        assert tip == self.tip and f'pushed = "{self.tip}"' in meta, meta
+        return "pushed"
+
+
+def _post_pr(fake: FakeGitHub, pr: dict[str, Any]) -> None:
+    data = json.dumps({"title": pr["title"], "body": pr["body"], "head": pr["head"]["label"],
+                       "base": pr["base"]["ref"], "draft": True}).encode()
+    req = urllib.request.Request(f"{fake.url}/repos/{UPSTREAM}/pulls", data=data, method="POST",
+                                 headers={"Authorization": f"token {PLANTED}",
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as answer:
+        assert answer.status == 201
+
+
+def _run_trials(scene: Scene, tmp_path: Path, trials: Trials, seed: int, count: int,
+                label: str) -> None:
+    args = ("open-pr", "proj/sm120")
+    reference = tmp_path / "reference"
+    shutil.copytree(scene.root, reference)
+    took = timed(reference, *args, env=trials.setup(reference))
+    trials.expected = _user_files(reference)
+    trials.tip = str(_tip(reference.parent / "reference-fork.git"))
+    assert trials.tip != trials.old_tip
+    trials.verify(reference, "final")
+    results = []
+    for frac in delays(seed=seed, count=count, low=0.15, high=1.1):
+        results.append(kill_trial(scene.root, tmp_path, args, took * frac, None, {},
+                                  setup=trials.setup, verify=trials.verify))
+    for fake in trials.fakes.values():
+        fake.stop()
+    print(tally(label, results), f"(reference run {took:.2f}s)")
+    assert sum(r.killed for r in results) >= count // 2
+
+
+def test_open_pr_create_killed_anywhere(tmp_path: Path, upstream: Repo,
+                                        planted_github: FakeGitHub) -> None:
+    scene = Scene(tmp_path, upstream, planted_github)
+    _run_trials(scene, tmp_path, Trials(scene, None, None), 5_20261129, 8, "open-pr (create)")
+
+
+def test_open_pr_update_killed_anywhere(tmp_path: Path, upstream: Repo,
+                                        planted_github: FakeGitHub) -> None:
+    scene = Scene(tmp_path, upstream, planted_github)
+    code, [first] = scene.run()
+    assert code == 0 and first["result"] == "created"
+    [old_pr] = planted_github.pulls(UPSTREAM)
+    scene.rebase()
+    trials = Trials(scene, first["tip"], old_pr)
+    _run_trials(scene, tmp_path, trials, 6_20261129, 8, "open-pr (update)")

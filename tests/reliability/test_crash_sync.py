@@ -1,0 +1,123 @@
+"""Crash consistency of `contrib sync` and `contrib sync --continue` under SIGKILL.
+
+`sync` does a real rebase: upstream moved (a fetch, a carry with new context,
+a new version folder and patchset.toml in one transaction).  Each trial gets
+its own copy of the upstream cache, so the killed window covers the fetch
+too, and the cache must stay usable (`git fsck`) after the kill.
+
+`sync --continue` records a conflict the user resolved in the worktree.  Its
+trials share the cache (each copy opens its own conflict worktree in it, as
+several workspaces would), and the user's resolution must survive any kill:
+the next `--continue` still finds it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLE, Workspace, run_contrib
+from tests.gitutil import Repo, git
+from tests.histories import Change, fast_import, filler
+from tests.reliability.crash import delays, kill_trial, run, snapshot, tally, timed
+from tests.synchelp import add_patchset
+
+pytestmark = pytest.mark.slow
+
+CORE = SAMPLE["pkg/core.py"]
+F3_PATCH = CORE.replace("    return 3\n", "    return 33\n")
+BROKEN = CORE.replace("    return 3\n", "    return 3 + 0\n")
+RESOLVED = BROKEN.replace("    return 3 + 0\n", "    return 33 + 0\n")
+
+
+def _cache(isolated: Path) -> Path:
+    return isolated / "contrib-cache"
+
+
+def _fsck(cache: Path) -> None:
+    for repo in (cache / "upstreams").glob("*.git"):
+        git(repo, "fsck", "--no-progress", "--no-dangling")
+
+
+def test_sync_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstream: Repo,
+                                                tmp_path: Path, isolated: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    # Upstream moves: 40 commits, one of them shifting f3 (new context for the carry).
+    moved = CORE.replace("def f0():\n", "# header\n\n\ndef f0():\n")
+    fast_import(upstream, [*filler(20), Change("core: header", {"pkg/core.py": moved}),
+                           *filler(20, start=20)])
+    env = dict(os.environ)
+
+    def own_cache(ws: Path) -> dict[str, str]:
+        cache = ws.parent / f"{ws.name}-cache"
+        shutil.copytree(_cache(isolated), cache, symlinks=True)
+        return {**env, "CONTRIB_CACHE": str(cache)}
+
+    reference = tmp_path / "reference"
+    shutil.copytree(workspace.root, reference)
+    took = timed(reference, "sync", env=own_cache(reference))
+    expected = snapshot(reference)
+    assert expected != snapshot(workspace.root)  # a real new version was recorded
+
+    def verify(ws: Path, outcome: str) -> None:
+        _fsck(ws.parent / f"{ws.name}-cache")
+
+    trials = [kill_trial(workspace.root, tmp_path, ("sync",), took * frac, expected, env,
+                         setup=own_cache, verify=verify)
+              for frac in delays(seed=3_20261129, count=14, low=0.1, high=1.15)]
+    print(tally("sync", trials), f"(reference run {took:.2f}s)")
+    assert "before" in {t.outcome for t in trials}
+    assert sum(t.killed for t in trials) >= 8
+
+
+def test_sync_continue_killed_anywhere_keeps_the_resolution(
+        workspace: Workspace, upstream: Repo, tmp_path: Path, isolated: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    fast_import(upstream, [*filler(9), Change("core: f3 returns 3 + 0", {"pkg/core.py": BROKEN}),
+                           *filler(10, start=9)])
+    env = dict(os.environ)
+    assert run(workspace.root, "status", env=env).returncode == 0  # fetch once: warm cache
+
+    def conflict_resolved(ws: Path) -> dict[str, str]:
+        """Run the sync that stops at the conflict, then resolve it as a user would."""
+        res = run_contrib("sync", "--no-fetch", "--json", cwd=ws)
+        assert res.code == 1, res.err
+        [found] = res.json["results"]  # type: ignore[index]
+        worktree = Path(found["conflict"]["worktree"])
+        assert worktree.is_relative_to(ws)
+        (worktree / "pkg/core.py").write_text(RESOLVED)
+        return env
+
+    args = ("sync", "--continue", "proj/f3")
+    reference = tmp_path / "reference"
+    shutil.copytree(workspace.root, reference)
+    conflict_resolved(reference)
+    took = timed(reference, *args, env=env)
+    expected = snapshot(reference)
+    assert any(b"+    return 33 + 0" in data for name, data in expected.items()
+               if name.endswith(".patch"))
+
+    def again(ws: Path, outcome: str) -> tuple[str, ...]:
+        # Still pending (killed before it recorded, or before it cleaned up):
+        # --continue again, and the resolution must still be there.  Otherwise a
+        # plain sync finds the recorded version unchanged.
+        pending = (ws / ".contrib" / "sync-state.json").exists()
+        assert pending or outcome == "after"
+        return args if pending else ("sync", "--no-fetch")
+
+    def verify(ws: Path, outcome: str) -> None:
+        if outcome == "final":
+            assert not (ws / ".contrib" / "sync-state.json").exists()
+        _fsck(_cache(isolated))
+
+    trials = [kill_trial(workspace.root, tmp_path, args, took * frac, expected, env,
+                         setup=conflict_resolved, verify=verify, again=again)
+              for frac in delays(seed=4_20261129, count=12, low=0.1, high=1.15)]
+    print(tally("sync --continue", trials), f"(reference run {took:.2f}s)")
+    assert "before" in {t.outcome for t in trials}
+    assert sum(t.killed for t in trials) >= 6
