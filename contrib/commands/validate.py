@@ -43,7 +43,8 @@ from contrib.validate.tree import GitTree
 def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
              junit: Path | None) -> int:
     """Validate each target's current version; 0 when none failed, 1 otherwise."""
-    forced = parse_arch(arch) if arch else None  # bad --arch: exit 2 before any work
+    # bad --arch (an empty one too): exit 2 before any work
+    forced = parse_arch(arch) if arch is not None else None
     patchsets = ws.patchsets(targets)
     host = host_facts()
     validations: list[Validation] = []
