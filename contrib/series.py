@@ -124,6 +124,11 @@ def split_mail(git: Git, name: str, raw: bytes) -> MailPatch:
     """Split an mbox patch like ``git am``; PatchError if it is not one."""
     if b"\0" in raw:
         raise PatchError(f"{name}: contains NUL bytes; not a git format-patch file")
+    if b"\r\n" in raw and raw.count(b"\n") == raw.count(b"\r\n"):
+        # Every line ends in CRLF, headers too: a mail client or a Windows checkout
+        # converted the file (format-patch never writes CRLF headers).  Undo it as
+        # `git am` does (mailsplit strips the CR); CRLF content (\r\r\n) stays CRLF.
+        raw = raw.replace(b"\r\n", b"\n")
     with tempfile.TemporaryDirectory(prefix="contrib-mail-") as tmp:
         msg, diff = Path(tmp) / "msg", Path(tmp) / "patch"
         status, out, err = git.try_run("mailinfo", "-u", str(msg), str(diff), input=raw)
