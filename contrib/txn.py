@@ -52,9 +52,14 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise ContribError(f"{path}: cannot write: {exc.strerror or exc}; "
-                           "nothing was changed (free space or fix permissions)") from None
+        raise _cannot_write(path, exc) from None
     fsync_dir(path.parent)
+
+
+def _cannot_write(path: Path, exc: OSError) -> ContribError:
+    """A full disk or a permission problem, as one line saying nothing changed."""
+    return ContribError(f"{path}: cannot write: {exc.strerror or exc}; "
+                        "nothing was changed (free space or fix permissions)")
 
 
 class Transaction:
@@ -83,16 +88,23 @@ class Transaction:
     def write(self, target: Path, data: bytes | str) -> None:
         """Stage ``data`` to replace the file ``target``."""
         staged = self._staged(target)
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        try:  # a full disk while staging: __exit__ sweeps the stage, nothing changed
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            staged.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        except OSError as exc:
+            raise _cannot_write(target, exc) from None
         self.ops.append({"kind": "file", "staged": str(staged), "target": str(target)})
 
     def write_dir(self, target: Path, files: dict[str, bytes | str]) -> None:
         """Stage a whole directory (name -> content) to replace ``target``."""
         staged = self._staged(target)
-        staged.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
-            (staged / name).write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        try:
+            staged.mkdir(parents=True, exist_ok=True)
+            for name, data in files.items():
+                (staged / name).write_bytes(data.encode("utf-8") if isinstance(data, str)
+                                            else data)
+        except OSError as exc:
+            raise _cannot_write(target, exc) from None
         self.ops.append({"kind": "dir", "staged": str(staged), "target": str(target)})
 
     def commit(self) -> None:
@@ -100,15 +112,21 @@ class Transaction:
         if not self.ops:
             shutil.rmtree(self.stage, ignore_errors=True)
             return
-        for op in self.ops:
-            _fsync_tree(Path(op["staged"]))
         plan = self.state_dir / "txn" / f"{self.id}.json"
         try:
+            for op in self.ops:
+                _fsync_tree(Path(op["staged"]))
             atomic_write(plan, json.dumps({"version": PLAN_VERSION, "ops": self.ops}, indent=1))
-        except ContribError:
+        except (ContribError, OSError) as exc:
             shutil.rmtree(self.stage, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise _cannot_write(Path(self.ops[0]["target"]), exc) from None
             raise
-        _roll_forward(plan, self.state_dir)
+        try:
+            _roll_forward(plan, self.state_dir)
+        except OSError as exc:  # past the commit point: the next run rolls it forward
+            raise ContribError(f"{plan}: interrupted while installing ({exc.strerror or exc}); "
+                               "run contrib again to finish it") from None
 
     def abort(self) -> None:
         shutil.rmtree(self.stage, ignore_errors=True)
