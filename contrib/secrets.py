@@ -10,6 +10,7 @@ issue #1284 is the classic leak: a token in a remote URL ends up in the
 from __future__ import annotations
 
 import base64
+import os
 import re
 
 _SECRETS: set[str] = set()
@@ -34,7 +35,15 @@ def forget_secrets() -> None:
 
 
 def scrub(text: str) -> str:
-    """Return ``text`` with every registered secret and URL credential redacted."""
+    """Return ``text`` with every registered secret and URL credential redacted.
+
+    The token variables of the environment count as registered even when the
+    command never looked them up (a crash in `status` must not log them).
+    """
+    for variable in ("GITHUB_TOKEN", "GH_TOKEN"):
+        value = os.environ.get(variable, "").strip()
+        if value and value not in _SECRETS:
+            register_secret(value)
     for secret in sorted(_SECRETS, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
