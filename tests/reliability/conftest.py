@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import tests.conftest as root_conftest
-from tests.fake_github import FAKE_TOKEN_PREFIX
+from tests.fake_github import FAKE_TOKEN_PREFIX, FakeGitHub
 
 PLANTED = FAKE_TOKEN_PREFIX + "Planted" + secrets.token_hex(10)
 FIGURES: Counter[str] = Counter()
@@ -116,6 +116,15 @@ def planted_token(isolated: Path, tmp_path: Path, token_audit: Audit,
 
     monkeypatch.setattr(root_conftest, "run_contrib", recorded)
     return PLANTED
+
+
+@pytest.fixture
+def planted_github() -> Iterator[FakeGitHub]:
+    """A running fake GitHub that accepts exactly the planted token."""
+    fake = FakeGitHub(PLANTED)
+    fake.start()
+    yield fake
+    fake.stop()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

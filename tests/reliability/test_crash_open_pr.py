@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +34,6 @@ pytestmark = pytest.mark.slow
 
 BRANCH = "refs/heads/contrib/sm120"
 META = "patchsets/proj/sm120/patchset.toml"
-
-
-@pytest.fixture
-def planted_github() -> Iterator[FakeGitHub]:
-    fake = FakeGitHub(PLANTED)
-    fake.start()
-    yield fake
-    fake.stop()
 
 
 def _tip(fork: Path) -> str | None:

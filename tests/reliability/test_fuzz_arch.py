@@ -1,0 +1,106 @@
+"""Hypothesis: the arch-string parser and the `__CUDA_ARCH__` guard analysis never crash.
+
+The evaluator's *values* are already checked against a reference evaluation
+over generated well-formed expressions in tests/validate/test_cexpr.py
+(`test_matches_reference_evaluation`, 400 examples); this file adds what that
+does not cover: malformed expressions (token soup) may only raise ExprError,
+whole files of random, unbalanced, self-referencing preprocessor directives
+may only produce findings, and every string either parses to an Arch that
+agrees with a reference reading of nvcc's naming or is a ContribError.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contrib.arch import KNOWN, Arch, arch_macros, parse_arch
+from contrib.errors import ContribError
+from contrib.validate.cexpr import ExprError, Macro, evaluate
+from contrib.validate.cuda_arch import analyze
+from tests.reliability.conftest import FIGURES
+
+FUZZ = settings(max_examples=300, deadline=None)
+
+
+def _count(name: str) -> None:
+    FIGURES[f"fuzz examples: {name}"] += 1
+
+
+def _reference_arch(text: str) -> tuple[int, int, str] | None:
+    """nvcc's names, read independently: sm_XY[a|f] / compute_XY[a|f] / XY[a|f]."""
+    m = re.fullmatch(r"(sm_?|compute_?)?(\d+)([af]?)", text.strip().lower())
+    if m is None or len(m[2]) not in (2, 3):
+        return None
+    major, minor, suffix = int(m[2][:-1]), int(m[2][-1]), m[3]
+    if (major, minor) not in KNOWN or (suffix == "a" and major < 9) or (
+            suffix == "f" and major < 10):
+        return None
+    return major, minor, suffix
+
+
+arch_like = st.one_of(
+    st.text(max_size=20),
+    st.tuples(st.sampled_from(["sm_", "SM", "compute_", "", "sm", "gfx", "sm__", " sm_"]),
+              st.integers(0, 1300).map(str),
+              st.sampled_from(["", "a", "f", "A", "x", "af", " ", "\n"])).map("".join),
+)
+
+
+@FUZZ
+@given(text=arch_like)
+def test_arch_parser_agrees_with_reference_or_refuses(text: str) -> None:
+    _count("arch parser")
+    expected = _reference_arch(text)
+    try:
+        arch = parse_arch(text)
+    except ContribError as exc:
+        assert expected is None, (text, expected)
+        assert exc.exit_code == 2 and repr(text) in str(exc)
+        return
+    assert expected == (arch.major, arch.minor, arch.suffix), text
+    assert arch == parse_arch(arch.name) == parse_arch(arch.compute)
+    assert isinstance(arch, Arch) and arch.cuda_arch == arch.major * 100 + arch.minor * 10
+    assert arch_macros(arch)["__CUDA_ARCH__"] == str(arch.cuda_arch)
+
+
+TOKENS = ["__CUDA_ARCH__", "defined", "(", ")", "&&", "||", "!", "?", ":", "<", ">=", "==",
+          "+", "-", "*", "/", "%", "<<", ">>", "~", "0", "1", "900", "1200", "0x10", "'a'",
+          "FOO", "F(", ",", "1u", "#", "##", "\\", "\"s\"", "0b1", "9999999999999999999999",
+          "1e3", ".", "@"]
+
+
+@FUZZ
+@given(parts=st.lists(st.sampled_from(TOKENS), max_size=25))
+def test_malformed_expressions_only_raise_expr_error(parts: list[str]) -> None:
+    _count("cexpr token soup")
+    macros = {"__CUDA_ARCH__": Macro("__CUDA_ARCH__", "1200"), "FOO": Macro("FOO", "FOO + 1"),
+              "F": Macro("F", "(x) * 2", ("x",))}
+    try:
+        result = evaluate(" ".join(parts), macros)
+    except ExprError:
+        return
+    assert isinstance(result.value, int)
+
+
+LINES = ["#if __CUDA_ARCH__ >= 900", "#if (__CUDA_ARCH__ < 1200)", "#if defined(__CUDA_ARCH__) &&",
+         "#ifdef __CUDA_ARCH__", "#ifndef GUARD", "#elif __CUDA_ARCH__ == 1000", "#elif",
+         "#else", "#endif", "#endif // trailing", "#define GUARD 1", "#define A B",
+         "#define B A", "#define SELF SELF + 1", "#define F(x) (x) > 900", "#if F(__CUDA_ARCH__)",
+         "#if A", "#undef GUARD", "#include \"other.cuh\"", "#pragma unroll", "#error no",
+         "__global__ void kernel() {", "  out[i] = in[i];", "}", "/* open", "*/", "x = 1; \\",
+         "#if 1 / 0", "#if SELF", "", "template <int N> __device__ void f() { }"]
+
+
+@FUZZ
+@given(lines=st.lists(st.sampled_from(LINES), max_size=40))
+def test_guard_analysis_survives_any_directive_soup(lines: list[str]) -> None:
+    _count("arch-guard analysis of directive soup")
+    files = {"k.cuh": "\n".join(lines) + "\n"}
+    result = analyze(files, ["k.cuh"], parse_arch("sm_120a"),
+                     [parse_arch("sm_90a"), parse_arch("sm_100a")])
+    assert result.files == ["k.cuh"]
+    for finding in result.findings:  # each anchored in the file, on a line it has
+        assert finding.file == "k.cuh" and 0 <= finding.line <= len(lines) + 1, finding
