@@ -146,11 +146,19 @@ def resolved_tree(pending: Pending, patch: MailPatch) -> Sha:
         raise NeedsAttention(f"{pending.worktree}: HEAD moved to {head[:12]}, which does not "
                              f"build on {pending.head[:12]}; check out {pending.head[:12]} "
                              "again (keeping your edits) or run --abort")
-    tree.run("add", "-u")
-    created = [p for p in _PATCH_PATH.findall(patch.diff) if (pending.worktree / p).is_file()]
-    if created:
-        tree.run("add", "--", *created)
-    return Sha(tree.run("write-tree"))
+    # Stage on a copy of the worktree's index, never the index itself: a contrib
+    # killed mid-`git add` must not leave an index.lock that blocks the next
+    # --continue (and the user's git) until someone deletes it by hand.
+    real_index = Path(tree.run("rev-parse", "--path-format=absolute", "--git-path", "index"))
+    with tree.temp_index(None if real_index.is_file() else head) as env:
+        if real_index.is_file():
+            shutil.copyfile(real_index, env["GIT_INDEX_FILE"])
+        tree.run("add", "-u", env=env)
+        created = [p for p in _PATCH_PATH.findall(patch.diff)
+                   if (pending.worktree / p).is_file()]
+        if created:
+            tree.run("add", "--", *created, env=env)
+        return Sha(tree.run("write-tree", env=env))
 
 
 def remove(git: Git, pending: Pending) -> None:

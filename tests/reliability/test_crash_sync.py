@@ -121,3 +121,20 @@ def test_sync_continue_killed_anywhere_keeps_the_resolution(
     print(tally("sync --continue", trials), f"(reference run {took:.2f}s)")
     assert "before" in {t.outcome for t in trials}
     assert sum(t.killed for t in trials) >= 6
+
+
+def test_continue_after_a_kill_inside_git_add(workspace: Workspace, upstream: Repo,
+                                              tmp_path: Path) -> None:
+    """The deterministic form of a trial that once failed: a `git add` killed inside
+    --continue leaves the worktree's index.lock behind; the next --continue works."""
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    fast_import(upstream, [*filler(3), Change("core: f3 returns 3 + 0", {"pkg/core.py": BROKEN})])
+    res = run_contrib("sync", "--json", cwd=workspace.root)
+    worktree = Path(res.json["results"][0]["conflict"]["worktree"])  # type: ignore[index]
+    (worktree / "pkg/core.py").write_text(RESOLVED)
+    stale = Path(git(worktree, "rev-parse", "--path-format=absolute", "--git-path", "index.lock"))
+    stale.write_bytes(b"")  # what SIGKILL during `git add -u` leaves
+    done = run_contrib("sync", "--continue", "--json", "proj/f3", cwd=workspace.root)
+    assert done.code == 0, done.err
+    assert done.json["results"][0]["result"] == "rebased"  # type: ignore[index]
