@@ -179,6 +179,10 @@ def analyze(
     scans, passes = compute_passes(files, roots, [target, *compared], resolve)
     findings: list[Finding] = []
     nearest = nearest_lower(target, compared)
+    if nearest is not None and nearest.cuda_arch > target.cuda_arch:
+        # Code that only a NEWER arch compiles (`>= 1000` seen from sm_90a) is a
+        # feature of that arch, not something the target lost: info, not error.
+        nearest = None
     for path in sorted(scans):
         findings.extend(_file_findings(scans[path], passes, target, compared, nearest))
     findings.extend(_evaluation_findings(passes[target.name], scans))

@@ -197,3 +197,14 @@ def test_whole_kernel_guarded_out_is_a_dropped_block():
     (finding,) = [f for f in result.findings if f.severity == "error"]
     assert finding.kind == "dropped-statement" and finding.line == 2 and finding.guard == "a.cu:1"
     assert "2 more line(s)" in finding.message
+
+
+def test_oldest_target_does_not_lose_what_only_newer_archs_compile():
+    # Seen on an H200 validating the demo for sm_90a: the `>= 1000` prefetch is a
+    # Blackwell feature, not something sm_90a lost.
+    files = mu.files("full-fix")
+    header = files[mu.HEADER]
+    result = _analyze(files, [mu.SOURCE], target="sm_90a", before=(9, 10, 12))
+    assert [f for f in result.findings if f.severity == "error"] == []
+    prefetch = [f for f in result.findings if f.line == mu.line_of(header, "prefetch.global.L2")]
+    assert prefetch and all(f.kind == "arch-difference" for f in prefetch)
