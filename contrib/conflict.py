@@ -29,6 +29,7 @@ from contrib.txn import atomic_write
 
 STATE_VERSION = 1
 STATE_NAME = "sync-state.json"
+PREPARING = "PREPARING"  # present while prepare() builds the worktree
 _MARKER = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.M)
 _PATCH_PATH = re.compile(r"^\+\+\+ b/(.+)$", re.M)
 
@@ -100,6 +101,29 @@ def prepare(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> l
     folder = Path(pending.folder)
     remove(git, pending)
     folder.mkdir(parents=True)
+    # Until the worktree is whole, say so: a run killed in here leaves a
+    # half-made worktree that --continue must re-create, not read as resolved.
+    atomic_write(folder / PREPARING, f"{pending.head}\n")
+    marked = _fill(git, pending, patch, raw_patch)
+    (folder / PREPARING).unlink()
+    return marked
+
+
+def ready(pending: Pending) -> bool:
+    """Whether the conflict worktree exists, was completely prepared, and is not an
+    older one that the state has moved past (a run killed before re-making it)."""
+    if not (pending.worktree / ".git").is_file() or (Path(pending.folder) / PREPARING).exists():
+        return False
+    try:
+        tree = Git(pending.worktree)
+        head = tree.rev_parse("HEAD")
+    except GitError:
+        return False
+    return head == pending.head or not tree.is_ancestor(head, pending.head)
+
+
+def _fill(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> list[str]:
+    folder = Path(pending.folder)
     git.run("worktree", "add", "--detach", str(pending.worktree), pending.head)
     show = git.run_bytes("show", "--stat", "--patch", "--diff-merges=first-parent",
                          pending.breaking, env=EXPORT_ENV)

@@ -281,6 +281,8 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     ps = ws.patchset(pending.patchset)
     git = mirror.git
     patches = load_patches(git, ps.version(pending.base).patch_texts())
+    if not conflict.ready(pending):
+        return _reprepare(ws, ps, git, pending, patches, state)
     resolution = _resolution(git, pending, patches[pending.index])
     have_base = git.try_rev_parse(pending.base) is not None
     carrier = Carrier(git, patches, Sha(pending.base) if have_base else None)
@@ -297,6 +299,22 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
         del state[ps.target]
         conflict.save_state(ws.state_dir, state)
     return report
+
+
+def _reprepare(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
+               patches: list[MailPatch], state: dict[str, conflict.Pending]) -> Report:
+    """The worktree is missing or half-made (a run killed while preparing it): make it
+    again from the recorded state, which holds every earlier resolution in its head."""
+    failing = patches[pending.index]
+    raw = (ps.version(pending.base).dir / failing.name).read_bytes()
+    marked = conflict.prepare(git, pending, failing, raw)
+    conflict.save_state(ws.state_dir, state)
+    info = _pending_dict(pending)
+    info.update(commit=Landing.of(git, pending.breaking).as_dict(), marked=marked)
+    return Report(ps.target, CONFLICT, pending.base, pending.target, conflict=info,
+                  notes=[f"{pending.worktree} was missing or half-made (an interrupted run); "
+                         f"re-created it: resolve {failing.name} there and run `contrib sync "
+                         f"--continue {ps.target}`"])
 
 
 def _resolution(git: Git, pending: conflict.Pending, failing: MailPatch) -> Sha:
@@ -355,9 +373,11 @@ def _conflict_again(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pen
     pending.head, pending.index, pending.patch = tip, index, failing.name
     pending.reason, pending.files = failed.state, failed.files
     raw = (ps.version(pending.base).dir / failing.name).read_bytes()
-    marked = conflict.prepare(git, pending, failing, raw)
+    # The state first: its head holds the resolution just made, so a run killed
+    # while the worktree is re-made leaves a state --continue can prepare again.
     state[ps.target] = pending
     conflict.save_state(ws.state_dir, state)
+    marked = conflict.prepare(git, pending, failing, raw)
     info = _pending_dict(pending)
     info.update(commit=Landing.of(git, pending.breaking).as_dict(), hunks=failed.hunks,
                 marked=marked)
