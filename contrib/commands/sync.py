@@ -280,6 +280,15 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     """Turn the resolved worktree into a version at the breaking commit, then carry on."""
     ps = ws.patchset(pending.patchset)
     git = mirror.git
+    if ps.get("sync", "target") == pending.target and ps.get("sync", "result") in OK_RESULTS:
+        # A --continue killed after recording this resolution, before cleaning up.
+        conflict.remove(git, pending)
+        del state[ps.target]
+        conflict.save_state(ws.state_dir, state)
+        return Report(ps.target, UNCHANGED, ps.current.base, pending.target,
+                      patches=ps.current.series(),
+                      notes=["already recorded by an interrupted --continue; removed its "
+                             f"worktree {pending.worktree}"])
     patches = load_patches(git, ps.version(pending.base).patch_texts())
     if not conflict.ready(pending):
         return _reprepare(ws, ps, git, pending, patches, state)

@@ -130,3 +130,40 @@ def _finish_both(workspace: Workspace, worktree: Path) -> None:
     _resolve(worktree, "return 4 + 0", "return 44 + 0")
     code, res = _sync(workspace, "--continue")
     assert code == 0 and res["result"] == "rebased", res
+
+
+@pytest.mark.parametrize("when", ["before removing the worktree", "halfway through removing it"])
+def test_kill_after_recording_before_cleaning_up(workspace: Workspace, upstream: Repo,
+                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 when: str) -> None:
+    """The resolution is recorded, the run dies while removing the worktree: the next
+    --continue finishes the clean-up; it never asks to resolve again."""
+    add_patchset(workspace, upstream, tmp_path, "f3", [("core: f3 returns 33", {"pkg/core.py": F3})])
+    fast_import(upstream, [*filler(2), Change("core: + 0", {"pkg/core.py": BOTH_BROKEN})])
+    code, res = _sync(workspace)
+    worktree = Path(res["conflict"]["worktree"])
+    _resolve(worktree, "return 3 + 0", "return 33 + 0")
+
+    def killed(git: object, pending: contrib.conflict.Pending) -> None:
+        if when.startswith("halfway"):
+            (pending.worktree / ".git").unlink()
+            (pending.worktree / "pkg" / "core.py").unlink()
+        raise SystemExit(137)  # stands in for SIGKILL
+
+    real = contrib.conflict.remove
+    monkeypatch.setattr(contrib.conflict, "remove", killed)
+    with pytest.raises(SystemExit):
+        run_contrib("sync", "--continue", cwd=workspace.root)
+    monkeypatch.setattr(contrib.conflict, "remove", real)
+    recorded = (workspace.root / "patchsets/proj/f3/patchset.toml").read_bytes()
+    code, res = _sync(workspace, "--continue")
+    assert code == 0 and res["result"] == "unchanged", res
+    assert "already recorded by an interrupted --continue" in res["notes"][0]
+    assert (workspace.root / "patchsets/proj/f3/patchset.toml").read_bytes() == recorded
+    assert not worktree.parent.exists()
+    assert not (workspace.root / ".contrib" / "sync-state.json").exists()
+    tip = upstream.head()
+    carried = b"".join((version_dir(workspace, "f3", tip) / n).read_bytes()
+                       for n in series(workspace, "f3", tip))
+    assert b"+    return 33 + 0" in carried
+    FIGURES["faults survived: conflict worktree missing/half-made after a kill"] += 1
