@@ -293,8 +293,11 @@ def github_error(
 def network_error(e: requests.exceptions.RequestException, api_url: str, action: str) -> GitHubError:
     """One clear line for a network failure, a timeout or exhausted 5xx retries."""
     if isinstance(e, requests.exceptions.RetryError) and "too many 403" in str(e):
-        why = "it kept answering 403 rate limit (Retry-After) after retries; try again later"
-    elif isinstance(e, requests.exceptions.RetryError):
+        # The network is fine here: advice about it would send the user the wrong way.
+        return GitHubUnavailable(scrub(
+            f"could not {action} at {api_url}: it kept answering 403 rate limit "
+            "(Retry-After) after retries; try again later"))
+    if isinstance(e, requests.exceptions.RetryError):
         why = "it kept answering 5xx after retries"
     elif isinstance(e, requests.exceptions.Timeout) or "timed out" in str(e).lower():
         why = "the request timed out"
