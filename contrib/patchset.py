@@ -25,7 +25,7 @@ import tomlkit
 from tomlkit import TOMLDocument
 
 from contrib.config import CONFIG_NAME, NAME_RE, Config, load_config
-from contrib.errors import ConfigError, LockError, PatchError, UsageError
+from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
 from contrib.txn import Transaction, atomic_write, recover
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -68,13 +68,8 @@ class Version:
     def series(self) -> list[str]:
         """Patch file names in order; PatchError naming file:line on any problem."""
         path = self.dir / SERIES_NAME
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise PatchError(f"{path}: missing; a version directory needs a series file "
-                             "listing its patches in order") from None
-        except UnicodeDecodeError:
-            raise PatchError(f"{path}: not UTF-8 text") from None
+        text = read_user_text(path, PatchError, "a version directory needs a series file "
+                              "listing its patches in order")
         names: list[str] = []
         for number, raw in enumerate(text.splitlines(), 1):
             line = raw.strip()
@@ -127,13 +122,8 @@ class Patchset:
         from contrib.config import check_keys, line_of
 
         path = self.meta_path
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: missing; every patchset folder needs patchset.toml "
-                              "(create patchsets with `contrib new`)") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not UTF-8 text") from None
+        text = read_user_text(path, ConfigError, "every patchset folder needs patchset.toml "
+                              "(create patchsets with `contrib new`)")
         try:
             doc = tomlkit.parse(text)
         except tomlkit.exceptions.ParseError as exc:
@@ -292,6 +282,18 @@ class Workspace:
         if not name:
             raise UsageError(f"{target!r}: name one patchset as UPSTREAM/NAME")
         return self.patchsets([target])[0]
+
+
+def read_user_text(path: Path, error: type[ContribError], missing: str) -> str:
+    """A file the user may have edited or removed, as text; ``error`` naming it if not."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: missing; {missing}") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def check_name(name: str, what: str = "patchset name") -> None:
