@@ -115,7 +115,7 @@ def _story(root: Path, ui: UI) -> int:
 
     _say(ui, 7, "contrib open-pr --dry-run: what would be pushed and posted")
     _run(ui, ws, "open-pr", f"{UPSTREAM}/sm120-trtllm-comm", "--dry-run")
-    ui.info(f"\nDone. Explore it yourself: cd {ws} && contrib status")
+    ui.info(f"\nDone. Explore it yourself: python3 -m contrib -C {ws} status --no-fetch")
     return code
 
 
