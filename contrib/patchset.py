@@ -198,7 +198,7 @@ class Patchset:
         if txn is not None:
             txn.write(self.meta_path, self.meta_text())
         else:
-            atomic_write(self.meta_path, self.meta_text())
+            self.workspace.write_file(self.meta_path, self.meta_text())
 
 
 class Workspace:
@@ -242,6 +242,10 @@ class Workspace:
             yield
         finally:
             lock.release()
+
+    def write_file(self, path: Path, data: bytes | str) -> None:
+        """Atomically replace one workspace file; a kill mid-write leaves no temp file."""
+        atomic_write(path, data, scratch=self.state_dir / "txn")
 
     def transaction(self) -> Transaction:
         return Transaction(self.root, self.state_dir)

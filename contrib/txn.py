@@ -39,11 +39,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write ``data`` to ``path`` by writing a sibling temp file and renaming it."""
+def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) -> None:
+    """Write ``data`` to ``path`` by writing a temp file and renaming it over ``path``.
+
+    The temp file is a sibling, or lives in ``scratch`` (same filesystem) so that
+    a run killed mid-write leaves no litter among the user's files: contrib's
+    ``.contrib/txn/`` is swept by :func:`recover`.
+    """
     raw = data.encode("utf-8") if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    where = path.parent
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+        if scratch.stat().st_dev == where.stat().st_dev:
+            where = scratch
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=where)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)

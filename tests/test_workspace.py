@@ -130,3 +130,31 @@ def test_workspace_find_walks_up(workspace: Workspace) -> None:
     assert RealWorkspace.find(sub).root == workspace.root.resolve()
     with pytest.raises(ContribError):
         RealWorkspace.find(workspace.root.parent)
+
+
+def test_single_file_write_killed_leaves_no_litter(workspace: Workspace, upstream: Repo,
+                                                   tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by the open-pr crash trials in CI: a kill between writing the temp
+    # file and renaming it left `.patchset.toml.XXXX.tmp` beside patchset.toml.
+    import contrib.txn as txn_mod
+
+    patches = make_patch(upstream, tmp_path, {"pkg/x.py": "X = 1\n"}, "add x")
+    assert workspace.run("new", "proj", "x", "--base", "main", "--patch", str(patches[0])).code == 0
+    real = RealWorkspace(workspace.root)
+    ps = real.patchset("proj/x")
+    before = ps.meta_path.read_bytes()
+
+    def killed(src: object, dst: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(txn_mod.os, "replace", killed)
+    ps.set("pr", number=5)
+    with pytest.raises(KeyboardInterrupt):
+        ps.save_meta()
+    monkeypatch.undo()
+    assert sorted(p.name for p in ps.dir.iterdir()) == sorted(["patchset.toml", upstream.head()])
+    assert ps.meta_path.read_bytes() == before
+    assert list((real.state_dir / "txn").glob("*.tmp"))
+    recover(real.state_dir)
+    assert not list((real.state_dir / "txn").glob("*.tmp"))

@@ -39,7 +39,6 @@ from contrib.rebase import (
     plan_sync,
 )
 from contrib.series import MailPatch, export_series, series_file
-from contrib.txn import atomic_write
 from contrib.ui import UI
 
 OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}
@@ -423,7 +422,7 @@ def _restore_sync(ps: Patchset, previous_text: str | None) -> None:
     else:
         ps.meta.pop("sync", None)
     same = previous_text and before.unwrap() == ps.meta.unwrap()
-    atomic_write(ps.meta_path, previous_text if same and previous_text else ps.meta_text())
+    ps.workspace.write_file(ps.meta_path, previous_text if same and previous_text else ps.meta_text())
 
 
 # -- --commit -------------------------------------------------------------------

@@ -52,7 +52,7 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
         target = forced or _patchset_arch(ps)
         ui.step(f"validating {ps.target} for {target.name} ...")
         validation = validate_patchset(ws, ps, target, host)
-        atomic_write(ps.current.validation_path, validation.to_json())
+        ws.write_file(ps.current.validation_path, validation.to_json())
         validations.append(validation)
         for line in render_table(validation).splitlines():
             ui.info(line)
