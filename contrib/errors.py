@@ -36,7 +36,15 @@ class PatchError(ContribError):
 
 
 class GitError(ContribError):
-    """A git command failed; the message keeps the command and stderr, scrubbed."""
+    """A git command failed; the message keeps the command and stderr, scrubbed.
+
+    ``reason`` is git's own verdict on one line (its first ``fatal:``/``error:``
+    message), for callers that wrap the failure in a message of their own.
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or (message.splitlines() or ["git failed"])[0]
 
 
 class LockError(ContribError):

@@ -11,6 +11,7 @@ from the caller never points contrib at the wrong repository.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -73,6 +74,13 @@ class Identity:
             f"GIT_{role}_EMAIL": self.email,
             f"GIT_{role}_DATE": self.date,
         }
+
+
+def git_reason(stderr: str) -> str:
+    """git's verdict on one line: its first ``fatal:``/``error:`` message, without the
+    "Cloning into ..." chatter and the access-rights hints around it."""
+    found = re.search(r"(?:fatal|error): (.+)", stderr)
+    return (found[1] if found else (stderr.splitlines() or ["git failed"])[0]).strip()
 
 
 def _describe(args: Sequence[str]) -> str:
@@ -157,7 +165,8 @@ class Git:
             raise GitError("git is not installed or not on PATH: install git >= 2.38") from None
         except GitCommandError as exc:
             stderr = scrub(str(exc.stderr or "")).strip().removeprefix("stderr: ").strip("'\n ")
-            raise GitError(f"`git {_describe(args)}` failed in {self.path}: {stderr}") from None
+            raise GitError(f"`git {_describe(args)}` failed in {self.path}: {stderr}",
+                           reason=git_reason(stderr)) from None
         assert isinstance(out, bytes)
         return out
 
@@ -232,9 +241,6 @@ class Git:
     def count(self, range_: str) -> int:
         return int(self.run("rev-list", "--count", range_))
 
-    def config_get(self, key: str) -> str | None:
-        status, out, _ = self.try_run("config", "--get", key)
-        return out.strip() if status == 0 else None
 
     # -- temporary indexes -------------------------------------------------
 
@@ -260,9 +266,6 @@ class Git:
             args += ["-p", parent]
         return Sha(self.run(*args, env=env, input=message))
 
-    def update_ref(self, ref: str, sha: str, old: str | None = None) -> None:
-        args = ["update-ref", ref, sha] + ([old] if old is not None else [])
-        self.run(*args)
 
     def delete_ref(self, ref: str) -> None:
         self.try_run("update-ref", "-d", ref)
@@ -327,4 +330,4 @@ def _run_outside(args: list[str], *, progress: bool, what: str) -> None:
         raise GitError("git is not installed or not on PATH: install git >= 2.38") from None
     except GitCommandError as exc:
         stderr = scrub(str(exc.stderr or "")).strip().removeprefix("stderr: ").strip("'\n ")
-        raise GitError(f"git {scrub(what)} failed: {stderr}") from None
+        raise GitError(f"git {scrub(what)} failed: {stderr}", reason=git_reason(stderr)) from None

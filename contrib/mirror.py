@@ -64,13 +64,6 @@ def _cache_lock(path: Path) -> Iterator[None]:
         lock.release()
 
 
-def _verdict(exc: GitError) -> str:
-    """git's own reason on one line: its first ``fatal:``/``error:`` message, without the
-    "Cloning into ..." chatter and the access-rights hints around it."""
-    found = re.search(r"(?:fatal|error): (.+)", str(exc))
-    return (found[1] if found else (str(exc).splitlines() or ["git failed"])[0]).strip()
-
-
 class Mirror:
     """The cached bare clone of one upstream."""
 
@@ -122,7 +115,7 @@ class Mirror:
             os.replace(tmp / "repo.git", self.path)
         except GitError as exc:
             raise ContribError(f"upstream {self.upstream.name}: cannot clone {scrub(url)}: "
-                               f"{_verdict(exc)}. Check url in contrib.toml and the network"
+                               f"{exc.reason}. Check url in contrib.toml and the network"
                                ) from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -133,7 +126,7 @@ class Mirror:
             fetch(self.git, REMOTE, progress=progress)
         except GitError as exc:
             raise ContribError(f"upstream {self.upstream.name}: fetch from "
-                               f"{scrub(self.upstream.url)} failed: {_verdict(exc)}. Check url "
+                               f"{scrub(self.upstream.url)} failed: {exc.reason}. Check url "
                                "in contrib.toml and the network (--no-fetch works from the "
                                "cache)") from None
         self.fetched = True

@@ -23,7 +23,6 @@ Three checks keep a carry honest:
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -289,11 +288,6 @@ def first_true(items: Sequence[str], pred: Callable[[str], bool]) -> int:
         else:
             lo = mid + 1
     return lo
-
-
-def probe_budget(commits: int) -> int:
-    """The most apply probes a sync over ``commits`` commits may spend on one bisection."""
-    return math.ceil(math.log2(max(commits, 1))) + 2
 
 
 def load_patches(git: Git, files: list[tuple[str, bytes]]) -> list[MailPatch]:

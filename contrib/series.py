@@ -202,17 +202,3 @@ def export_series(git: Git, base: str, tip: str) -> list[tuple[str, bytes]]:
 
 def series_file(names: list[str]) -> str:
     return "".join(f"{name}\n" for name in names)
-
-
-def load_patch_files(git: Git, paths: list[Path]) -> list[MailPatch]:
-    """Read and split patch files given on the command line."""
-    patches = []
-    for path in paths:
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            raise PatchError(f"{path}: no such patch file") from None
-        except IsADirectoryError:
-            raise PatchError(f"{path}: is a folder, not a patch file") from None
-        patches.append(split_mail(git, str(path), raw))
-    return patches

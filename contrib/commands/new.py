@@ -6,6 +6,7 @@ from pathlib import Path
 
 import tomlkit
 
+from contrib.arch import parse_arch
 from contrib.clock import now_iso
 from contrib.errors import PatchError, UsageError
 from contrib.git import Git
@@ -27,7 +28,7 @@ def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str, *,
                          "name, or use `contrib sync` to move it")
     if bool(patches) == bool(commits):
         raise UsageError("give either --patch FILE... or --commits A..B --repo PATH")
-    _check_arch(arch)
+    parse_arch(arch)
     mirror = Mirror(config).ensure(fetch_now=False, progress=ui.progress)
     base_sha = mirror.resolve(base)
     git = mirror.git
@@ -48,14 +49,6 @@ def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str, *,
     ui.emit({"patchset": f"{upstream}/{name}", "base": base_sha,
              "patches": [n for n, _ in exported]})
     return 0
-
-
-def _check_arch(arch: str) -> None:
-    try:
-        from contrib.arch import parse_arch
-    except ImportError:  # pragma: no cover - arch.py ships with validate
-        return
-    parse_arch(arch)
 
 
 def _meta(title: str, mails: list[MailPatch], arch: str, base: str) -> tomlkit.TOMLDocument:

@@ -47,7 +47,7 @@ def describe(ps: Patchset, mirror: Mirror) -> dict[str, Any]:
     validation = ps.current.read_validation()
     verdict = None
     if validation is not None:
-        verdict = str(validation.get("overall") or validation.get("status") or "unknown")
+        verdict = str(validation.get("overall", "unknown"))
         arch = validation.get("arch")
         if arch:
             verdict += f" ({arch})"

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
@@ -122,21 +119,6 @@ def host_facts(gpus: list[Gpu] | None | str = "probe") -> dict[str, Any]:
         "nvidia_smi": found is not None,
         "gpus": [{"name": g.name, "compute_capability": g.capability} for g in found or []],  # type: ignore[union-attr]
     }
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` beside ``path`` then rename over it: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def junit_xml(validations: Validation | list[Validation]) -> str:

@@ -6,6 +6,7 @@ from xml.etree import ElementTree
 from contrib import __version__
 from contrib.arch import parse_arch
 from contrib.secrets import forget_secrets, register_secret
+from contrib.txn import atomic_write
 from contrib.validate import Finding
 from contrib.validate.report import (
     StageResult,
@@ -13,7 +14,6 @@ from contrib.validate.report import (
     host_facts,
     junit_xml,
     render_table,
-    write_atomic,
 )
 from contrib.validate.testsel import Gpu
 
@@ -99,9 +99,10 @@ def test_render_table_and_scrubbing(tmp_path):
         forget_secrets()
 
 
-def test_write_atomic(tmp_path):
+def test_validation_json_is_written_atomically(tmp_path):
+    # validate writes validation.json through the one atomic writer (contrib.txn).
     target = tmp_path / "v" / "validation.json"
-    write_atomic(target, "{}\n")
-    write_atomic(target, '{"a": 1}\n')
+    atomic_write(target, "{}\n")
+    atomic_write(target, '{"a": 1}\n')
     assert target.read_text() == '{"a": 1}\n'
     assert [p.name for p in target.parent.iterdir()] == ["validation.json"]
