@@ -66,3 +66,12 @@ def sync_json(ws: Workspace, *args: str) -> tuple[int, dict[str, Any]]:
     results = doc["results"]
     assert isinstance(results, list)
     return result.code, results[0] if len(results) == 1 else {"all": results}
+
+
+def commit_workspace(ws: Workspace) -> None:
+    """Make the workspace folder a git repository holding its current files (for --commit)."""
+    git(ws.root, "init", "-q")
+    git(ws.root, "add", "-A")
+    git(ws.root, "commit", "-qm", "workspace", env={
+        "GIT_AUTHOR_NAME": "w", "GIT_AUTHOR_EMAIL": "w@e", "GIT_COMMITTER_NAME": "w",
+        "GIT_COMMITTER_EMAIL": "w@e"})

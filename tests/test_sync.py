@@ -20,7 +20,15 @@ from tests.histories import (
     replace_in,
     rewrite_history,
 )
-from tests.synchelp import add_patchset, applied_file, meta, series, sync_json, version_dir
+from tests.synchelp import (
+    add_patchset,
+    applied_file,
+    commit_workspace,
+    meta,
+    series,
+    sync_json,
+    version_dir,
+)
 
 CORE = SAMPLE["pkg/core.py"]
 F3_PATCH = CORE.replace("    return 3\n", "    return 33\n")
@@ -289,11 +297,7 @@ def test_commit_makes_exactly_one_commit(workspace: Workspace, upstream: Repo,
     add_patchset(workspace, upstream, tmp_path, "f5",
                  [("core: make f5 return 55", {"pkg/core.py": CORE.replace(
                      "    return 5\n", "    return 55\n")})])
-    git(workspace.root, "init", "-q")
-    git(workspace.root, "add", "-A")
-    git(workspace.root, "commit", "-qm", "workspace", env={
-        "GIT_AUTHOR_NAME": "w", "GIT_AUTHOR_EMAIL": "w@e", "GIT_COMMITTER_NAME": "w",
-        "GIT_COMMITTER_EMAIL": "w@e"})
+    commit_workspace(workspace)
     fast_import(upstream, filler(57))
     tip = upstream.head()
     result = workspace.run("sync", "--commit", "proj/f3")

@@ -9,7 +9,15 @@ from pathlib import Path
 from tests.conftest import SAMPLE, Workspace
 from tests.gitutil import Repo, git
 from tests.histories import Change, fast_import, filler
-from tests.synchelp import add_patchset, applied_file, meta, series, sync_json, version_dir
+from tests.synchelp import (
+    add_patchset,
+    applied_file,
+    commit_workspace,
+    meta,
+    series,
+    sync_json,
+    version_dir,
+)
 
 CORE = SAMPLE["pkg/core.py"]
 F3_PATCH = CORE.replace("    return 3\n", "    return 33\n")
@@ -181,11 +189,7 @@ def test_one_conflict_does_not_stop_the_others(workspace: Workspace, upstream: R
     add_patchset(workspace, upstream, tmp_path, "f9",
                  [("core: make f9 return 99", {"pkg/core.py": CORE.replace(
                      "    return 9\n", "    return 99\n")})])
-    git(workspace.root, "init", "-q")
-    git(workspace.root, "add", "-A")
-    git(workspace.root, "commit", "-qm", "ws", env={
-        "GIT_AUTHOR_NAME": "w", "GIT_AUTHOR_EMAIL": "w@e", "GIT_COMMITTER_NAME": "w",
-        "GIT_COMMITTER_EMAIL": "w@e"})
+    commit_workspace(workspace)
     _conflict_ahead(upstream, 20, 5)
     result = workspace.run("sync", "--json", "--commit")
     assert result.code == 1

@@ -52,7 +52,8 @@ def test_lock_dies_with_its_holder(workspace: Workspace) -> None:
     assert workspace.run("status", "--no-fetch").code == 0
 
 
-def test_transaction_interrupted_before_commit_changes_nothing(tmp_path: Path) -> None:
+def _staged_version(tmp_path: Path) -> tuple[Path, Path, Transaction]:
+    """A transaction that has staged a new version folder and a new patchset.toml."""
     state = tmp_path / ".contrib"
     target = tmp_path / "patchsets" / "a"
     target.mkdir(parents=True)
@@ -60,6 +61,11 @@ def test_transaction_interrupted_before_commit_changes_nothing(tmp_path: Path) -
     txn = Transaction(tmp_path, state)
     txn.write_dir(target / ("1" * 40), {"series": "p\n", "p": "x"})
     txn.write(target / "patchset.toml", "new")
+    return state, target, txn
+
+
+def test_transaction_interrupted_before_commit_changes_nothing(tmp_path: Path) -> None:
+    state, target, txn = _staged_version(tmp_path)
     # The process dies here: staged, no plan written.  The next run sweeps it.
     recover(state)
     assert (target / "patchset.toml").read_text() == "old"
@@ -72,13 +78,7 @@ def test_transaction_interrupted_after_commit_point_rolls_forward(tmp_path: Path
                                                                   ) -> None:
     import contrib.txn as txn_mod
 
-    state = tmp_path / ".contrib"
-    target = tmp_path / "patchsets" / "a"
-    target.mkdir(parents=True)
-    (target / "patchset.toml").write_text("old")
-    txn = Transaction(tmp_path, state)
-    txn.write_dir(target / ("1" * 40), {"series": "p\n", "p": "x"})
-    txn.write(target / "patchset.toml", "new")
+    state, target, txn = _staged_version(tmp_path)
     calls = 0
     real_replace = os.replace
 
