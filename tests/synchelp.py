@@ -7,8 +7,12 @@ from typing import Any
 
 import tomlkit
 
-from tests.conftest import Workspace
+from tests.conftest import SAMPLE, Workspace
 from tests.gitutil import Repo, git
+
+# The sync tests patch f3 of the sample upstream's pkg/core.py.
+CORE = SAMPLE["pkg/core.py"]
+F3_PATCH = CORE.replace("    return 3\n", "    return 33\n")
 
 
 def add_patchset(ws: Workspace, repo: Repo, tmp_path: Path, name: str,

@@ -21,6 +21,8 @@ from tests.histories import (
     rewrite_history,
 )
 from tests.synchelp import (
+    CORE,
+    F3_PATCH,
     add_patchset,
     applied_file,
     commit_workspace,
@@ -29,9 +31,6 @@ from tests.synchelp import (
     sync_json,
     version_dir,
 )
-
-CORE = SAMPLE["pkg/core.py"]
-F3_PATCH = CORE.replace("    return 3\n", "    return 33\n")
 
 
 def test_context_drift_rebases_and_second_run_is_unchanged(

@@ -10,6 +10,8 @@ from tests.conftest import SAMPLE, Workspace
 from tests.gitutil import Repo, git
 from tests.histories import Change, fast_import, filler
 from tests.synchelp import (
+    CORE,
+    F3_PATCH,
     add_patchset,
     applied_file,
     commit_workspace,
@@ -19,8 +21,6 @@ from tests.synchelp import (
     version_dir,
 )
 
-CORE = SAMPLE["pkg/core.py"]
-F3_PATCH = CORE.replace("    return 3\n", "    return 33\n")
 BROKEN = CORE.replace("    return 3\n", "    return 3 + 0\n")
 
 
