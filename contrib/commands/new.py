@@ -1,4 +1,5 @@
-"""``contrib new UPSTREAM NAME --base REV (--patch FILE... | --commits A..B --repo PATH)``."""
+"""``contrib new UPSTREAM NAME (--base REV (--patch FILE... | --commits A..B --repo PATH)
+| --from-pr N | --from-branch URL BRANCH)``."""
 
 from __future__ import annotations
 
@@ -6,49 +7,68 @@ from pathlib import Path
 
 import tomlkit
 
+from contrib import ranges
 from contrib.arch import parse_arch
 from contrib.clock import now_iso
 from contrib.errors import PatchError, UsageError
-from contrib.git import Git
+from contrib.git import Git, Sha
 from contrib.mirror import Mirror
-from contrib.patchset import SERIES_NAME, Workspace, check_name
-from contrib.series import MailPatch, apply_series, export_series, series_file, split_mail
+from contrib.patchset import META_NAME, Workspace, check_name
+from contrib.series import MailPatch, apply_series, export_series, split_mail
 from contrib.ui import UI
+from contrib.versions import Event, How, add_event, stage_version
 
 
-def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str, *,
+def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str | None, *,
         patches: list[Path], commits: str | None, repo: Path | None,
-        title: str | None, arch: str) -> int:
-    """Create patchsets/UPSTREAM/NAME with one version at BASE."""
+        title: str | None, arch: str, from_pr: str | None = None,
+        from_branch: tuple[str, str] | None = None) -> int:
+    """Create patchsets/UPSTREAM/NAME with one version at BASE (or the PR's merge base)."""
     check_name(name)
     config = ws.config.upstream(upstream)
     target = ws.root / "patchsets" / upstream / name
     if target.exists():
         raise UsageError(f"{target}: patchset {upstream}/{name} already exists; choose another "
                          "name, or use `contrib sync` to move it")
-    if bool(patches) == bool(commits):
-        raise UsageError("give either --patch FILE... or --commits A..B --repo PATH")
+    sources = [bool(patches), bool(commits), bool(from_pr), bool(from_branch)]
+    if sum(sources) != 1:
+        raise UsageError("give one of --patch FILE..., --commits A..B --repo PATH, "
+                         "--from-pr N or --from-branch URL BRANCH")
+    if base is None and not (from_pr or from_branch):
+        raise UsageError("--base REV is needed with --patch and --commits")
     parse_arch(arch)
-    mirror = Mirror(config).ensure(fetch_now=False, progress=ui.progress)
-    base_sha = mirror.resolve(base)
+    mirror = Mirror(config).ensure(fetch_now=bool(from_pr or from_branch), progress=ui.progress)
     git = mirror.git
-    raw = _read_commits(commits, repo) if commits else _read_files(patches)
+    base_sha, raw, source = _gather(mirror, base, patches, commits, repo, from_pr, from_branch)
     mails = [split_mail(git, label, data) for label, data in raw]
     applied = apply_series(git, base_sha, mails)
     exported = export_series(git, base_sha, applied[-1].commit)
-    files: dict[str, bytes | str] = dict(exported)
-    files[SERIES_NAME] = series_file([n for n, _ in exported])
     meta = _meta(title or mails[0].subject, mails, arch, base_sha)
+    add_event(meta, Event(How.NEW, base_sha, detail=source or f"{len(exported)} patch(es)"))
     with ws.transaction() as txn:
-        txn.write_dir(target / base_sha, files)
-        txn.write(target / "patchset.toml", tomlkit.dumps(meta))
+        stage_version(txn, target, base_sha, exported)
+        txn.write(target / META_NAME, tomlkit.dumps(meta))
     ui.info(f"created {upstream}/{name}: {len(exported)} patch(es) at {base_sha[:12]} "
-            f"({base})")
+            f"({source or base})")
     for filename, _ in exported:
         ui.info(f"  {filename}")
     ui.emit({"patchset": f"{upstream}/{name}", "base": base_sha,
-             "patches": [n for n, _ in exported]})
+             "patches": [n for n, _ in exported], **({"source": source} if source else {})})
     return 0
+
+
+def _gather(mirror: Mirror, base: str | None, patches: list[Path], commits: str | None,
+            repo: Path | None, from_pr: str | None, from_branch: tuple[str, str] | None,
+            ) -> tuple[Sha, list[tuple[str, bytes]], str]:
+    """(base, the patches as (label, mbox bytes), where they came from) for one source."""
+    found = (ranges.from_branch(mirror, *from_branch) if from_branch else
+             ranges.from_pr(mirror, from_pr) if from_pr else None)
+    if found is not None:
+        exported = export_series(mirror.git, found.base, found.tip)
+        return found.base, [(f"{found.source}:{n}", data) for n, data in exported], found.source
+    assert base is not None
+    base_sha = mirror.resolve(base)
+    return base_sha, _read_commits(commits, repo) if commits else _read_files(patches), ""
 
 
 def _meta(title: str, mails: list[MailPatch], arch: str, base: str) -> tomlkit.TOMLDocument:

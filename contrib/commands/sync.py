@@ -22,7 +22,7 @@ from contrib.clock import now_iso
 from contrib.errors import ContribError, NeedsAttention, UsageError
 from contrib.git import Git, Sha
 from contrib.mirror import Mirror
-from contrib.patchset import SERIES_NAME, Patchset, Workspace
+from contrib.patchset import Patchset, Workspace
 from contrib.rebase import (
     CONFLICT,
     ERROR,
@@ -38,8 +38,9 @@ from contrib.rebase import (
     load_patches,
     plan_sync,
 )
-from contrib.series import MailPatch, export_series, series_file
+from contrib.series import MailPatch, export_series
 from contrib.ui import UI
+from contrib.versions import Event, Files, How, add_event, write_version
 
 OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}
 
@@ -169,36 +170,31 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
     previous = ps.meta_text()
     if plan.result == CONFLICT:
         report.conflict = _open_conflict(ws, ps, git, plan, patches, state, previous)
-    versions: dict[str, list[tuple[str, bytes]]] = {}
+    versions: list[tuple[str, Files, Event]] = []
+    previous_current = str(ps.meta["current"])
     if resolved is not None:
-        versions[resolved[0]] = resolved[1]
-        ps.meta["current"] = resolved[0]
+        versions.append((resolved[0], resolved[1], Event(
+            How.RESOLVED, resolved[0], previous=previous_current,
+            detail=f"conflict resolved by hand at {resolved[0][:12]}")))
         report.version, report.patches = resolved[0], [n for n, _ in resolved[1]]
         if plan.result == UNCHANGED:
             report.result = REBASED
     if plan.result in (REBASED, PARTIAL):
-        versions[plan.target] = plan.files
-        ps.meta["current"] = plan.target
+        versions.append((plan.target, plan.files, Event(
+            How.SYNC, plan.target, previous=plan.base, result=plan.result,
+            detail=f"{plan.commits} upstream commit(s), {plan.probes} probe(s)")))
         report.version, report.patches = plan.target, [n for n, _ in plan.files]
     if plan.result == UPSTREAMED:
         ps.meta["upstream_status"] = "Upstreamed"
+        add_event(ps.meta, Event(How.SYNC, plan.base, result=UPSTREAMED,
+                                 detail=f"every patch is in {plan.target[:12]}"))
     ps.meta["sync"] = _sync_table(report)
     with ws.transaction() as txn:
-        for sha, files in versions.items():
-            if not _same_version(ps.dir / sha, files):
-                txn.write_dir(ps.dir / sha, {**dict(files), SERIES_NAME: series_file(
-                    [n for n, _ in files])})
+        for sha, files, event in versions:
+            write_version(txn, ps, sha, files, event)
         ps.save_meta(txn)
     report.changed = report.result != CONFLICT
     return report
-
-
-def _same_version(folder: Path, files: list[tuple[str, bytes]]) -> bool:
-    if not folder.is_dir():
-        return False
-    want = {**{n: d for n, d in files}, SERIES_NAME: series_file([n for n, _ in files]).encode()}
-    have = {p.name: p.read_bytes() for p in folder.iterdir() if p.name in want}
-    return have == want
 
 
 def _sync_table(report: Report) -> dict[str, Any]:
@@ -360,8 +356,8 @@ def _record_resolution(ws: Workspace, ps: Patchset, git: Git, pending: conflict.
     if plan.result == CONFLICT:
         # Record the resolution on its own first: an --abort of the next
         # conflict must keep it.
-        _record(ws, ps, git, Plan(REBASED, Sha(pending.base), breaking, files=files), patches,
-                state)
+        _record(ws, ps, git, Plan(UNCHANGED, Sha(pending.base), breaking), patches, state,
+                resolved=(breaking, files))
         report = _record(ws, ps, git, plan, new_patches, state)
         report.notes[:0] = [note, f"recorded the resolved version at {breaking[:12]}"]
         return report
