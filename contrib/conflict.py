@@ -9,27 +9,25 @@ the failing patch.  ``contrib sync --continue`` reads the resolved files back;
 ``--abort`` removes it all.
 
 The state of every pending conflict lives in one versioned file,
-``.contrib/sync-state.json`` (``"state_version": 1``); a different version is
-refused rather than guessed at (git-imerge keeps its ``STATE_VERSION`` the
-same way).
+``.contrib/sync-state.json`` (``"state_version": 1``); the worktree and state
+mechanics are shared with ``contrib edit`` in :mod:`contrib.worktree`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from contrib.errors import ContribError, GitError, NeedsAttention
+from contrib import worktree
+from contrib.errors import NeedsAttention
 from contrib.git import Git, Sha
 from contrib.series import EXPORT_ENV, MailPatch
 from contrib.txn import atomic_write
 
 STATE_VERSION = 1
 STATE_NAME = "sync-state.json"
-PREPARING = "PREPARING"  # present while prepare() builds the worktree
 _MARKER = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.M)
 _PATCH_PATH = re.compile(r"^\+\+\+ b/(.+)$", re.M)
 
@@ -61,30 +59,16 @@ def state_path(state_dir: Path) -> Path:
 
 def load_state(state_dir: Path) -> dict[str, Pending]:
     """Every pending conflict of the workspace, by patchset."""
-    path = state_path(state_dir)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ContribError(f"{path}: unreadable ({exc}); remove it and the worktrees under "
-                           f"{state_dir / 'conflicts'} to start over") from None
-    if not isinstance(data, dict) or data.get("state_version") != STATE_VERSION:
-        raise ContribError(f"{path}: state_version {data.get('state_version')!r} is not "
-                           f"{STATE_VERSION}; finish with the contrib that wrote it, or remove "
-                           "the file")
-    return {key: Pending(**value) for key, value in data.get("pending", {}).items()}
+    entries = worktree.load_state(state_path(state_dir), STATE_VERSION, "pending",
+                                  f"remove it and the worktrees under {state_dir / 'conflicts'} "
+                                  "to start over")
+    return {key: Pending(**value) for key, value in entries.items()}
 
 
 def save_state(state_dir: Path, pending: dict[str, Pending]) -> None:
     """Write the state atomically (removed when nothing is pending)."""
-    path = state_path(state_dir)
-    if not pending:
-        path.unlink(missing_ok=True)
-        return
-    doc = {"state_version": STATE_VERSION,
-           "pending": {key: asdict(value) for key, value in sorted(pending.items())}}
-    atomic_write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    worktree.save_state(state_path(state_dir), STATE_VERSION, "pending",
+                        {key: asdict(value) for key, value in pending.items()})
 
 
 def folder_for(state_dir: Path, patchset: str) -> Path:
@@ -98,33 +82,25 @@ def prepare(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> l
     ``moved`` patch is not applied at all (it would land in the wrong place
     again); the user applies it by hand from the copy beside the worktree.
     """
-    folder = Path(pending.folder)
     remove(git, pending)
-    folder.mkdir(parents=True)
     # Until the worktree is whole, say so: a run killed in here leaves a
     # half-made worktree that --continue must re-create, not read as resolved.
-    atomic_write(folder / PREPARING, f"{pending.head}\n")
-    marked = _fill(git, pending, patch, raw_patch)
-    (folder / PREPARING).unlink()
-    return marked
+    with worktree.preparing(Path(pending.folder), pending.head):
+        return _fill(git, pending, patch, raw_patch)
 
 
 def ready(pending: Pending) -> bool:
     """Whether the conflict worktree exists, was completely prepared, and is not an
     older one that the state has moved past (a run killed before re-making it)."""
-    if not (pending.worktree / ".git").is_file() or (Path(pending.folder) / PREPARING).exists():
+    head = worktree.head_of(pending.worktree)
+    if not worktree.is_whole(Path(pending.folder), pending.worktree) or head is None:
         return False
-    try:
-        tree = Git(pending.worktree)
-        head = tree.rev_parse("HEAD")
-    except GitError:
-        return False
-    return head == pending.head or not tree.is_ancestor(head, pending.head)
+    return head == pending.head or not Git(pending.worktree).is_ancestor(head, pending.head)
 
 
 def _fill(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> list[str]:
     folder = Path(pending.folder)
-    git.run("worktree", "add", "--detach", str(pending.worktree), pending.head)
+    worktree.add(git, pending.worktree, pending.head)
     show = git.run_bytes("show", "--stat", "--patch", "--diff-merges=first-parent",
                          pending.breaking, env=EXPORT_ENV)
     atomic_write(folder / "BREAKING.diff", show)
@@ -187,10 +163,4 @@ def resolved_tree(pending: Pending, patch: MailPatch) -> Sha:
 
 def remove(git: Git, pending: Pending) -> None:
     """Remove the worktree and its folder; tolerate either being gone already."""
-    if pending.worktree.exists():
-        try:
-            git.run("worktree", "remove", "--force", "--force", str(pending.worktree))
-        except GitError:
-            shutil.rmtree(pending.worktree, ignore_errors=True)
-    git.try_run("worktree", "prune")
-    shutil.rmtree(pending.folder, ignore_errors=True)
+    worktree.remove(git, pending.worktree, Path(pending.folder))

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import contrib.conflict
+import contrib.worktree
 from tests.conftest import SAMPLE, Workspace, run_contrib
 from tests.gitutil import Repo
 from tests.histories import Change, fast_import, filler
@@ -76,14 +77,14 @@ def test_continue_recreates_a_missing_or_half_made_worktree(
     if damage == "worktree deleted":
         shutil.rmtree(worktree)
     else:  # killed inside prepare(): the marker says the worktree is not whole
-        (worktree.parent / contrib.conflict.PREPARING).write_text("x\n")
+        (worktree.parent / contrib.worktree.PREPARING).write_text("x\n")
         (worktree / "pkg/core.py").write_text(BOTH_BROKEN)  # patch not applied yet
     code, res = _sync(workspace, "--continue")
     assert code == 1 and res["result"] == "conflict", res
     assert "was missing or half-made" in res["notes"][0]
     assert res["conflict"]["patch"].startswith("0001-")
     assert "<<<<<<<" in (worktree / "pkg/core.py").read_text()
-    assert not (worktree.parent / contrib.conflict.PREPARING).exists()
+    assert not (worktree.parent / contrib.worktree.PREPARING).exists()
     _finish_both(workspace, worktree)
     FIGURES["faults survived: conflict worktree missing/half-made after a kill"] += 1
 
