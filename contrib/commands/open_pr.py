@@ -38,10 +38,12 @@ from contrib.github import (
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Version, Workspace
 from contrib.pr_body import BodyInput, CommitLine, overall, render_body, render_title
+from contrib.rangediff import range_diff
 from contrib.requires import requirements
 from contrib.secrets import scrub
 from contrib.series import apply_series, split_mail
 from contrib.ui import UI
+from contrib.versions import Event, How, add_event
 
 BRANCH_PREFIX = "contrib/"
 
@@ -235,9 +237,7 @@ def _range_diff(job: Job) -> str | None:
             return None
         if rebuilt != old_tip:
             return None
-    status, out, _ = job.git.try_run("range-diff", "--no-color", f"{old_version}..{old_tip}",
-                                     f"{job.version}..{job.tip}")
-    return out if status == 0 and out.strip() else None
+    return range_diff(job.git, str(old_version), old_tip, job.version, job.tip)
 
 
 def _requires(ws: Workspace, ps: Patchset) -> list[str]:
@@ -335,6 +335,9 @@ def _remember_push(job: Job) -> None:
         changes = {"previous": str(previous), "previous_version": job.ps.get("pr", "version")}
     if job.tip not in history:
         history.append(job.tip)
+    if previous != job.tip:
+        add_event(job.ps.meta, Event(How.PUSH, job.version, detail=f"pushed {job.tip} to "
+                                     f"{job.head}"))
     job.ps.set("pr", head=job.head, branch=job.branch, pushed=job.tip, version=job.version,
                pushed_history=history, **changes)
     job.ps.save_meta()
