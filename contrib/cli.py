@@ -64,20 +64,24 @@ def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> in
 @click.argument("upstream")
 @click.argument("name")
 @click.argument("more_patches", nargs=-1, type=click.Path(path_type=Path), metavar="[PATCH]...")
-@click.option("--base", required=True, help="Upstream commit, tag or branch the patches apply to.")
+@click.option("--base", help="Upstream commit, tag or branch the patches apply to.")
 @click.option("--patch", "patches", multiple=True, type=click.Path(path_type=Path),
               help="A git format-patch file (repeat, in order).")
 @click.option("--commits", help="A commit range A..B in --repo to take the patches from.")
 @click.option("--repo", type=click.Path(path_type=Path), help="Local clone holding --commits.")
+@click.option("--from-pr", "from_pr", metavar="N|URL",
+              help="Take the commits of upstream PR N (refs/pull/N/head) on its merge base.")
+@click.option("--from-branch", "from_branch", nargs=2, metavar="URL BRANCH",
+              help="Take the commits of BRANCH of the repository at URL on its merge base.")
 @click.option("--title", help="Patchset title (default: the first patch's subject).")
 @click.option("--arch", default="sm_120a", show_default=True, help="Target GPU architecture.")
 @json_option
 @pass_ctx
-def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...], base: str,
-        patches: tuple[Path, ...],
-        commits: str | None, repo: Path | None, title: str | None, arch: str,
-        json_mode: bool) -> int:
-    """Create a patchset from patch files or from commits in a local clone.
+def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...],
+        base: str | None, patches: tuple[Path, ...], commits: str | None, repo: Path | None,
+        from_pr: str | None, from_branch: tuple[str, str] | None, title: str | None,
+        arch: str, json_mode: bool) -> int:
+    """Create a patchset from patch files, commits in a local clone, a PR or a fork branch.
 
     Patch files may follow --patch (`--patch 0001.patch 0002.patch`) or be
     repeated (`--patch A --patch B`); they are applied in the order given.
@@ -86,8 +90,7 @@ def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...], 
 
     return _locked(ctx, json_mode, lambda ws, ui: run(
         ws, ui, upstream, name, base, patches=[*patches, *more_patches], commits=commits,
-        repo=repo,
-        title=title, arch=arch))
+        repo=repo, title=title, arch=arch, from_pr=from_pr, from_branch=from_branch or None))
 
 
 @cli.command()
@@ -153,6 +156,67 @@ def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, 
 
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), dry_run=dry_run,
                                                       force=force, reopen=reopen))
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--path", type=click.Path(file_okay=False, path_type=Path),
+              help="Make the worktree here (default: .contrib/edit/UPSTREAM--NAME/).")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
+              help="Make branch contrib/NAME in this existing clone instead.")
+@click.option("--force", is_flag=True, help="Replace a contrib/NAME branch contrib did not make.")
+@json_option
+@pass_ctx
+def edit(ctx: Context, target: str, path: Path | None, repo: Path | None, force: bool,
+         json_mode: bool) -> int:
+    """Open UPSTREAM/NAME as commits on branch contrib/NAME, to change with git."""
+    from contrib.commands.edit import edit as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, path=path, repo=repo,
+                                                      force=force))
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--path", type=click.Path(file_okay=False, path_type=Path),
+              help="The worktree `contrib edit --path` made (default: the recorded one).")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
+              help="Read branch contrib/NAME from this clone.")
+@click.option("--no-fetch", is_flag=True,
+              help="Use the cached upstream as it is to find a rebased branch's base.")
+@json_option
+@pass_ctx
+def refresh(ctx: Context, target: str, path: Path | None, repo: Path | None, no_fetch: bool,
+            json_mode: bool) -> int:
+    """Take branch contrib/NAME back as the patchset's current version."""
+    from contrib.commands.refresh import refresh as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, path=path, repo=repo,
+                                                      fetch=not no_fetch))
+
+
+@cli.command()
+@click.argument("target")
+@click.argument("old", required=False)
+@click.argument("new", required=False)
+@json_option
+@pass_ctx
+def diff(ctx: Context, target: str, old: str | None, new: str | None, json_mode: bool) -> int:
+    """Range-diff between two versions (default: the previous and the current)."""
+    from contrib.commands.diff import diff as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, old, new))
+
+
+@cli.command()
+@click.argument("target")
+@json_option
+@pass_ctx
+def log(ctx: Context, target: str, json_mode: bool) -> int:
+    """The versions, oldest first: how each was made, validation, PR pushes."""
+    from contrib.commands.log import log as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target))
 
 
 @cli.command()

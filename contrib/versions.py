@@ -25,7 +25,9 @@ import tomlkit
 from tomlkit import TOMLDocument
 
 from contrib.clock import now_iso
-from contrib.patchset import SERIES_NAME, Patchset
+from contrib.errors import UsageError
+from contrib.git import Git
+from contrib.patchset import SERIES_NAME, Patchset, Version
 from contrib.series import series_file
 from contrib.txn import Transaction
 
@@ -127,3 +129,37 @@ def _text(value: Any) -> str:
     if value is None:
         return ""
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def chronological(ps: Patchset, git: Git) -> list[Version]:
+    """The version folders of ``ps``, oldest first.
+
+    Versions named in ``[[history]]`` come in the order they were first made;
+    older ones (made before contrib kept history) come before them, by the
+    date of their upstream commit.
+    """
+    first: dict[str, int] = {}
+    for index, event in enumerate(read_history(ps)):
+        if event.how != How.PUSH:
+            first.setdefault(event.version, index)
+
+    def key(version: Version) -> tuple[int, int]:
+        if version.base in first:
+            return (1, first[version.base])
+        status, out, _ = git.try_run("show", "-s", "--format=%ct", version.base)
+        return (0, int(out.strip()) if status == 0 and out.strip().isdigit() else 0)
+
+    return sorted(ps.versions(), key=key)
+
+
+def find_version(ps: Patchset, versions: list[Version], name: str) -> Version:
+    """The version named by a sha or a unique prefix of at least 4 hex digits, or
+    ``current``; UsageError listing the versions otherwise."""
+    if name == "current":
+        return ps.current
+    hits = [v for v in versions if len(name) >= 4 and v.base.startswith(name.lower())]
+    if len(hits) == 1:
+        return hits[0]
+    have = ", ".join(v.base[:12] for v in versions)
+    what = "is ambiguous" if hits else "names no version"
+    raise UsageError(f"{ps.target}: {name!r} {what} (versions, oldest first: {have})")

@@ -106,7 +106,8 @@ def check_clean(worktree: Path, what: str) -> None:
         if (gitdir / name).exists():
             raise ContribError(f"{worktree}: {operation} is in progress; finish it (or "
                                f"--abort it) with git, then {what} again")
-    dirty = tree.run("status", "--porcelain", "--untracked-files=no").splitlines()
+    dirty = [line for line in tree.run("status", "--porcelain", "--untracked-files=no",
+                                       strip=False).splitlines() if line.strip()]
     if dirty:
         files = ", ".join(line[3:] for line in dirty[:5]) + (" ..." if len(dirty) > 5 else "")
         raise ContribError(f"{worktree}: uncommitted changes in {files}; commit them "

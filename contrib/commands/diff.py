@@ -1,0 +1,47 @@
+"""``contrib diff UPSTREAM/NAME [V1 [V2]]``: what changed between two versions.
+
+A ``git range-diff`` of the two versions built as commits on their bases (the
+same one ``open-pr`` puts in PR bodies and ``refresh`` prints).  Without
+versions: the previous and the current; with one: that one and the current.
+Versions are named by a sha (a unique prefix of 4+ hex digits) or ``current``.
+"""
+
+from __future__ import annotations
+
+from contrib.errors import UsageError
+from contrib.mirror import Mirror
+from contrib.patchset import Patchset, Version, Workspace
+from contrib.rangediff import between, build
+from contrib.ui import UI
+from contrib.versions import chronological, find_version
+
+
+def diff(ws: Workspace, ui: UI, target: str, old: str | None, new: str | None) -> int:
+    """Print the range-diff between two versions of ``target``."""
+    ps = ws.patchset(target)
+    mirror = Mirror(ws.config.upstream(ps.upstream)).ensure(fetch_now=False,
+                                                            progress=ui.progress)
+    versions = chronological(ps, mirror.git)
+    first, second = _pick(ps, versions, old, new)
+    for version in (first, second):
+        mirror.resolve(version.base)  # fetches once if the cache lacks a base
+    text = between(mirror.git, build(mirror.git, first), build(mirror.git, second))
+    ui.info(f"{ps.target}: {first.base[:12]} -> {second.base[:12]}")
+    ui.info(text or "  the two versions hold the same patches")
+    ui.emit({"patchset": ps.target, "old": first.base, "new": second.base,
+             "range_diff": text})
+    return 0
+
+
+def _pick(ps: Patchset, versions: list[Version], old: str | None,
+          new: str | None) -> tuple[Version, Version]:
+    """(old, new): as named, else the version before the current and the current."""
+    second = find_version(ps, versions, new) if new else ps.current
+    if old:
+        return find_version(ps, versions, old), second
+    bases = [v.base for v in versions]
+    at = bases.index(second.base)
+    if at == 0:
+        raise UsageError(f"{ps.target}: {second.base[:12]} is its first version; nothing "
+                         "came before it (name two versions: contrib diff TARGET V1 V2)")
+    return versions[at - 1], second

@@ -1,0 +1,161 @@
+"""``contrib edit UPSTREAM/NAME [--path DIR | --repo CLONE] [--force]``.
+
+Materialises the current version as commits on its base -- the patches'
+authors, dates and messages, committer = author, so the same version always
+gives the same commits -- on branch ``contrib/NAME``: in a worktree of the
+upstream cache (default ``.contrib/edit/UPSTREAM--NAME/``), or as a branch of
+the user's clone.  A branch holding commits contrib did not make is never
+moved without ``--force``; what was made is recorded for ``contrib refresh``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from contrib import edits, worktree
+from contrib.clock import now_iso
+from contrib.edits import Edit, Mode
+from contrib.errors import GitError, UsageError
+from contrib.git import Git, Sha
+from contrib.mirror import Mirror
+from contrib.patchset import Patchset, Workspace
+from contrib.rangediff import Built, build
+from contrib.ui import UI
+
+
+def edit(ws: Workspace, ui: UI, target: str, *, path: Path | None, repo: Path | None,
+         force: bool) -> int:
+    """Open the current version of ``target`` as branch contrib/NAME; 0, or a refusal."""
+    if path is not None and repo is not None:
+        raise UsageError("give --path DIR (a new worktree) or --repo CLONE, not both")
+    ps = ws.patchset(target)
+    mirror = Mirror(ws.config.upstream(ps.upstream)).ensure(fetch_now=False,
+                                                            progress=ui.progress)
+    mirror.resolve(ps.current.base)  # fetches once if the cache lacks the base
+    built = build(mirror.git, ps.current)
+    state = edits.load(ws)
+    previous = state.get(ps.target)
+    ours = {built.tip, *(previous.history if previous else ())}
+    if repo is not None:
+        where, moved = _into_clone(ps, mirror, built, repo.resolve(), ours, force)
+        mode = Mode.REPO
+    else:
+        where, moved = _into_worktree(ws, ps, mirror.git, built, path, previous, ours, force)
+        mode = Mode.WORKTREE
+    record = Edit(ps.target, built.base, ps.current.base, [a.commit for a in built.commits],
+                  mode, edits.stored_where(ws, where), edits.branch_of(ps), now_iso(),
+                  sorted(ours))
+    state[ps.target] = record
+    edits.save(ws, state)
+    _show(ui, record, where, built, moved)
+    return 0
+
+
+# -- a worktree of the upstream cache ----------------------------------------------
+
+def _into_worktree(ws: Workspace, ps: Patchset, git: Git, built: Built, path: Path | None,
+                   previous: Edit | None, ours: set[str], force: bool) -> tuple[Path, bool]:
+    """Branch contrib/NAME in the cache at ``built.tip``, checked out at the location."""
+    location = (path or edits.default_path(ws, ps)).resolve()
+    branch = edits.branch_of(ps)
+    git.try_run("worktree", "prune")
+    have = git.try_rev_parse(f"refs/heads/{branch}")
+    if have is not None and have not in ours and not force:
+        raise UsageError(
+            f"{git.path}: branch {branch} is at {have[:12]}, which contrib did not make for "
+            f"this version ({ps.target}): `contrib refresh {ps.target}` takes those commits "
+            "in; --force replaces them")
+    marker = edits.marker_folder(ws, ps)
+    half_made = (marker / worktree.PREPARING).exists()  # a run killed while making it
+    checked_out = _worktrees_on(git, branch)
+    if have == built.tip and checked_out == [location] and worktree.is_whole(marker, location):
+        return location, False  # already open as asked
+    for old in checked_out:
+        if old == location and half_made:
+            worktree.remove(git, old)
+        else:
+            _release(git, old, force, previous)
+    _check_free(location)
+    git.run("update-ref", f"refs/heads/{branch}", built.tip, *([have] if have else []))
+    with worktree.preparing(marker, built.tip):
+        worktree.add(git, location, built.tip, branch=branch)
+    return location, True
+
+
+def _worktrees_on(git: Git, branch: str) -> list[Path]:
+    """The worktrees of ``git`` that have ``branch`` checked out."""
+    found, current = [], None
+    for line in git.run("worktree", "list", "--porcelain").splitlines():
+        if line.startswith("worktree "):
+            current = Path(line.removeprefix("worktree ")).resolve()
+        elif line == f"branch refs/heads/{branch}" and current is not None:
+            found.append(current)
+    return found
+
+
+def _release(git: Git, old: Path, force: bool, previous: Edit | None) -> None:
+    """Remove an earlier worktree of the branch: ours and clean, or with --force."""
+    if not force:
+        if previous is None or previous.mode != Mode.WORKTREE:
+            raise UsageError(f"{old}: branch is checked out there by someone else; "
+                             "--force removes that worktree")
+        worktree.check_clean(old, "run contrib edit")
+    worktree.remove(git, old)
+
+
+def _check_free(location: Path) -> None:
+    if location.exists() and any(location.iterdir()):
+        raise UsageError(f"{location}: exists and is not empty; choose another --path, or "
+                         "remove it")
+
+
+# -- the user's clone ----------------------------------------------------------------
+
+def _into_clone(ps: Patchset, mirror: Mirror, built: Built, clone: Path, ours: set[str],
+                force: bool) -> tuple[Path, bool]:
+    """Branch contrib/NAME of ``clone`` at ``built.tip`` (fetched from the cache)."""
+    try:
+        local = Git(clone)
+    except GitError:
+        raise UsageError(f"--repo {clone}: not a git repository") from None
+    branch = edits.branch_of(ps)
+    have = local.try_rev_parse(f"refs/heads/{branch}")
+    if have == built.tip:
+        return clone, False
+    if have is not None and have not in ours and not force:
+        raise UsageError(
+            f"{clone}: branch {branch} already exists at {have[:12]} with commits contrib did "
+            f"not make; rename or delete it, or pass --force to replace it")
+    status, head, _ = local.try_run("symbolic-ref", "-q", "HEAD")
+    if have is not None and status == 0 and head.strip() == f"refs/heads/{branch}":
+        raise UsageError(f"{clone}: {branch} is checked out there; check out another branch "
+                         "so contrib can move it, then run contrib edit again")
+    ref = edits.cache_ref(ps)
+    mirror.git.run("update-ref", ref, built.tip)
+    try:
+        local.run("fetch", "--no-tags", "--no-write-fetch-head", "--", str(mirror.path),
+                  f"+{ref}:refs/heads/{branch}")
+    except GitError as exc:
+        raise UsageError(f"--repo {clone}: cannot fetch the commits into it: {exc.reason}"
+                         ) from None
+    return clone, True
+
+
+# -- output ----------------------------------------------------------------------------
+
+def _show(ui: UI, record: Edit, where: Path, built: Built, moved: bool) -> None:
+    verb = "opened" if moved else "already open"
+    ui.info(f"{record.patchset}: {verb} as branch {record.branch} in {where}")
+    ui.info(f"  {len(built.commits)} commit(s) on {record.base[:12]}:")
+    for applied in built.commits:
+        ui.info(f"    {applied.commit[:12]} {applied.patch.subject}")
+    ui.info(f"  change them with git (commit --amend, rebase -i, new commits, rebase onto "
+            f"another upstream commit), then `contrib refresh {record.patchset}`")
+    doc: dict[str, Any] = {
+        "patchset": record.patchset, "mode": record.mode, "path": str(where),
+        "branch": record.branch, "base": record.base, "version": record.version,
+        "commits": [{"sha": a.commit, "patch": a.name, "subject": a.patch.subject}
+                    for a in built.commits],
+        "changed": moved, "tip": Sha(record.tip)}
+    ui.emit(doc)

@@ -1,0 +1,72 @@
+"""``contrib log UPSTREAM/NAME``: the versions, oldest first, and how each was made.
+
+Per version: the events of ``[[history]]`` that made it (``new``, a ``sync``
+with its result and probes, a conflict ``resolved`` by hand, a ``refresh``),
+its validation verdict and the PR pushes of it.  Versions made before
+contrib kept history say so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contrib.errors import ContribError
+from contrib.mirror import Mirror
+from contrib.patchset import Patchset, Version, Workspace
+from contrib.pr_body import overall
+from contrib.ui import UI
+from contrib.versions import Event, How, chronological, read_history
+
+
+def log(ws: Workspace, ui: UI, target: str) -> int:
+    """Show the versions of ``target`` with their history."""
+    ps = ws.patchset(target)
+    mirror = Mirror(ws.config.upstream(ps.upstream)).ensure(fetch_now=False,
+                                                            progress=ui.progress)
+    events = read_history(ps)
+    rows = [_describe(ps, v, [e for e in events if e.version == v.base], mirror)
+            for v in chronological(ps, mirror.git)]
+    for row in rows:
+        _show(ui, row)
+    ui.emit({"patchset": ps.target, "current": ps.current.base, "versions": rows})
+    return 0
+
+
+def _describe(ps: Patchset, version: Version, events: list[Event],
+              mirror: Mirror) -> dict[str, Any]:
+    made = [e.as_dict() for e in events if e.how != How.PUSH]
+    pushes = [e.as_dict() for e in events if e.how == How.PUSH]
+    date = ""
+    if mirror.git.try_rev_parse(version.base):
+        date = mirror.git.commit_info(version.base).committer_date
+    try:
+        patches = version.series()
+    except ContribError:  # a broken folder is still listed; validate/sync name the fault
+        patches = []
+    return {"version": version.base, "base_date": date, "current": version == ps.current,
+            "patches": patches, "made": made, "validation": _verdict(version),
+            "pushes": pushes}
+
+
+def _verdict(version: Version) -> str | None:
+    record = version.read_validation()
+    verdict = overall(record)
+    made_for = str((record or {}).get("upstream_sha") or version.base)
+    if verdict and made_for != version.base:
+        return f"stale (made for {made_for[:12]})"
+    return verdict
+
+
+def _show(ui: UI, row: dict[str, Any]) -> None:
+    mark = " (current)" if row["current"] else ""
+    ui.info(f"{row['version'][:12]} {row['base_date'][:10]}{mark}: "
+            f"{len(row['patches'])} patch(es), validation {row['validation'] or 'none'}")
+    if not row["made"]:
+        ui.info("  made before contrib kept history")
+    for event in row["made"]:
+        what = event["how"] + (f" ({event['result']})" if event.get("result") else "")
+        since = f" from {event['previous'][:12]}" if event.get("previous") else ""
+        detail = f": {event['detail']}" if event.get("detail") else ""
+        ui.info(f"  {event.get('at', '')[:19]} {what}{since}{detail}")
+    for push in row["pushes"]:
+        ui.info(f"  {push.get('at', '')[:19]} push: {push.get('detail', '')}")
