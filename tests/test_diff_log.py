@@ -1,0 +1,84 @@
+"""`contrib diff` and `contrib log` on a patchset with three versions.
+
+v1 made by `new`, v2 by `sync` onto a newer upstream commit, v3 by `edit` +
+`git rebase` + an amended patch + `refresh`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Workspace
+from tests.gitutil import Repo, git
+from tests.synchelp import add_patchset
+from tests.test_edit import F3_F5, USER, commit_in
+
+DOC = "".join(f"line {i} of the f3 notes\n" for i in range(8)) + "f3 returns 33.\n"
+
+
+@pytest.fixture
+def three(workspace: Workspace, upstream: Repo, tmp_path: Path) -> list[str]:
+    v1 = add_patchset(workspace, upstream, tmp_path, "two", [
+        ("core: make f3 return 33", {"pkg/core.py": F3_F5.replace("return 55", "return 5")}),
+        ("docs: describe f3", {"docs/f3.md": DOC})])
+    v2 = upstream.commit("upstream: a", {"docs/a.md": "a\n"})
+    assert workspace.run("sync", "proj/two").code == 0
+    (workspace.root / "patchsets/proj/two" / v2 / "validation.json").write_text(
+        json.dumps({"overall": "passed", "upstream_sha": v2}))
+    v3 = upstream.commit("upstream: b", {"docs/b.md": "b\n"})
+    tree = Path(workspace.run("edit", "--json", "proj/two").json["path"])  # type: ignore[index]
+    git(tree, "fetch", "-q", "origin")
+    git(tree, "rebase", "-q", "origin/main", env=USER)
+    commit_in(tree, "docs: describe f3", {"docs/f3.md": DOC.replace("33.", "33, always.")}, "--amend")
+    result = workspace.run("refresh", "proj/two")
+    assert result.code == 0, result.err
+    return [v1, v2, v3]
+
+
+def run_json(ws: Workspace, *args: str) -> dict[str, Any]:
+    result = ws.run(*args, "--json")
+    assert result.code == 0, (result.out, result.err)
+    doc = result.json
+    assert isinstance(doc, dict)
+    return doc
+
+
+def test_diff_defaults_to_previous_and_current(workspace: Workspace, three: list[str]) -> None:
+    v1, v2, v3 = three
+    doc = run_json(workspace, "diff", "proj/two")
+    assert (doc["old"], doc["new"]) == (v2, v3)
+    text = doc["range_diff"]
+    assert "1:" in text and "= 1:" in text  # the first patch is unchanged
+    assert "! 2:" in text and "+f3 returns 33, always." in text  # the second was amended
+    named = run_json(workspace, "diff", "proj/two", v1[:8], v2[:8])
+    assert (named["old"], named["new"]) == (v1, v2)
+    assert "!" not in named["range_diff"]  # sync carried the same patches
+    human = workspace.run("diff", "proj/two", v1[:8])
+    assert human.code == 0 and "f3 returns 33, always" in human.out
+
+
+def test_diff_names_bad_versions(workspace: Workspace, three: list[str]) -> None:
+    result = workspace.run("diff", "proj/two", "ffff")
+    assert result.code == 2 and "names no version" in result.err
+    assert three[0][:12] in result.err
+
+
+def test_log_lists_versions_oldest_first_with_how_they_were_made(
+        workspace: Workspace, three: list[str]) -> None:
+    v1, v2, v3 = three
+    doc = run_json(workspace, "log", "proj/two")
+    rows = doc["versions"]
+    assert [r["version"] for r in rows] == [v1, v2, v3]
+    assert [[(m["how"], m.get("result")) for m in r["made"]] for r in rows] == [
+        [("new", None)], [("sync", "rebased")], [("refresh", "rebased")]]
+    assert rows[1]["made"][0]["previous"] == v1 and rows[2]["made"][0]["previous"] == v2
+    assert [r["validation"] for r in rows] == [None, "passed", None]
+    assert [r["current"] for r in rows] == [False, False, True]
+    human = workspace.run("log", "proj/two")
+    assert human.code == 0
+    assert human.out.index(v1[:12]) < human.out.index(v2[:12]) < human.out.index(v3[:12])
+    assert "refresh (rebased) from " + v2[:12] in human.out
