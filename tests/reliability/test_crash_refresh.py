@@ -1,0 +1,79 @@
+"""Crash consistency of `contrib refresh` under SIGKILL.
+
+The patchset is opened as branch contrib/two in a clone outside the
+workspace (shared by every trial, only read), one commit amended and one
+added; refresh replaces the current version's patches and sets its
+validation.json aside.  Each trial gets its own copy of the upstream cache
+(refresh fetches into it), killed at a seeded random moment: the workspace is
+afterwards as before or fully refreshed, never between, and the next refresh
+succeeds and leaves the refreshed state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Workspace
+from tests.gitutil import Repo, git
+from tests.reliability.crash import delays, kill_trial, snapshot, tally, timed
+from tests.synchelp import F3_PATCH, add_patchset
+from tests.test_edit import F3_F5, commit_in
+
+pytestmark = pytest.mark.slow
+
+
+def test_refresh_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstream: Repo,
+                                                   tmp_path: Path, isolated: Path) -> None:
+    base = add_patchset(workspace, upstream, tmp_path, "two", [
+        ("core: make f3 return 33", {"pkg/core.py": F3_PATCH}),
+        ("docs: describe f3", {"docs/f3.md": "f3 returns 33\n"})])
+    folder = workspace.root / "patchsets" / "proj" / "two" / base
+    (folder / "validation.json").write_text(json.dumps({"overall": "passed",
+                                                        "upstream_sha": base}))
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(upstream.path), str(clone))
+    assert workspace.run("edit", "proj/two", "--repo", str(clone)).code == 0
+    git(clone, "checkout", "-q", "contrib/two")
+    commit_in(clone, "docs: describe f3", {"docs/f3.md": "f3 returns 33 now\n"}, "--amend")
+    commit_in(clone, "core: make f5 return 55", {"pkg/core.py": F3_F5})
+    git(clone, "checkout", "-q", "main")
+    env = dict(os.environ)
+    cache = isolated / "contrib-cache"
+
+    def own_cache(ws: Path) -> dict[str, str]:
+        mine = ws.parent / f"{ws.name}-cache"
+        shutil.copytree(cache, mine, symlinks=True)
+        return {**env, "CONTRIB_CACHE": str(mine)}
+
+    def verify(ws: Path, outcome: str) -> None:
+        mine = ws.parent / f"{ws.name}-cache"
+        for repo in (mine / "upstreams").glob("*.git"):
+            git(repo, "fsck", "--no-progress", "--no-dangling")
+        if outcome in ("after", "final"):
+            assert not (ws / "patchsets/proj/two" / base / "validation.json").exists()
+
+    args = ("refresh", "proj/two")
+    reference = tmp_path / "reference"
+    shutil.copytree(workspace.root, reference)
+    took = timed(reference, *args, env=own_cache(reference))
+    expected = snapshot(reference)
+    assert expected != snapshot(workspace.root)
+    assert any(b"+f3 returns 33 now" in data for data in expected.values())
+
+    def check(ws: Path, outcome: str) -> None:
+        verify(ws, outcome)
+        if outcome == "after":
+            assert snapshot(ws) == expected
+
+    trials = [kill_trial(workspace.root, tmp_path, args, took * frac, expected, env,
+                         setup=own_cache, verify=check)
+              for frac in delays(seed=11_20261130, count=12, low=0.1, high=1.15)]
+    print(tally("refresh", trials), f"(reference run {took:.2f}s)")
+    assert {t.outcome for t in trials} <= {"before", "after"}
+    assert "before" in {t.outcome for t in trials}
+    assert sum(t.killed for t in trials) >= 6
