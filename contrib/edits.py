@@ -55,7 +55,7 @@ class Edit:
     where: str  # the worktree (relative to the workspace when inside it) or the clone
     branch: str
     made: str = ""  # when
-    history: list[str] = field(default_factory=list)  # every tip contrib made or refreshed
+    known_tips: list[str] = field(default_factory=list)  # every tip contrib made or refreshed
 
     @property
     def tip(self) -> str:

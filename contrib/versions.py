@@ -104,13 +104,13 @@ def write_version(txn: Transaction, ps: Patchset, base: str, files: Files,
                   event: Event) -> bool:
     """Record ``files`` as the version at ``base``, make it current, log ``event``.
 
-    Stages the folder and ``patchset.toml`` in ``txn``; returns whether the
-    folder changed.  The caller may set other keys of ``ps.meta`` first.
+    Stages the folder in ``txn`` and changes ``ps.meta``; the caller stages
+    ``patchset.toml`` once, after its own changes (``ps.save_meta(txn)``).
+    Returns whether the folder changed.
     """
     changed = stage_version(txn, ps.dir, base, files)
     ps.meta["current"] = base
     add_event(ps.meta, event)
-    ps.save_meta(txn)
     return changed
 
 

@@ -210,3 +210,20 @@ def test_open_edits_tells_doctor_what_is_not_refreshed(workspace: Workspace, two
     commit_in(tree, "wip", {"wip.txt": "x\n"})
     [(_, state)] = open_edits(Ws(workspace.root))
     assert state == EditState.CHANGED
+
+
+def test_refresh_refuses_a_branch_left_behind_by_a_sync(workspace: Workspace, upstream: Repo,
+                                                        two: str) -> None:
+    tree = Path(edit_json(workspace)["path"])
+    commit_in(tree, "wip", {"wip.txt": "x\n"})
+    newer = upstream.commit("upstream: more", {"docs/more.md": "more\n"})
+    assert workspace.run("sync", "proj/two").code == 0
+    assert meta(workspace, "two")["current"] == newer
+    before = snapshot(workspace.root)
+    result = workspace.run("refresh", "proj/two")
+    assert result.code == 2 and f"moved to {newer[:12]}" in result.err
+    assert snapshot(workspace.root) == before
+    git(tree, "rebase", "-q", "--onto", newer, two, "contrib/two", env=USER)
+    code, out = refresh(workspace)
+    assert (code, out["result"], out["version"]) == (0, "replaced", newer)
+    assert out["patches"][-1] == "0003-wip.patch"

@@ -97,6 +97,9 @@ def test_continue_refuses_markers_then_records_and_carries_on(
     assert res["notes"][0] == f"resolved 0001-core-make-f3-return-33.patch at {breaking[:12]}"
     doc = meta(workspace, "f3")
     assert doc["current"] == tip and doc["sync"]["result"] == "rebased"
+    # [[history]]: made by new, resolved by hand at the breaking commit, carried by sync
+    assert [(h["how"], h["version"]) for h in doc["history"]] == [
+        ("new", doc["history"][0]["version"]), ("resolved", breaking), ("sync", tip)]
     assert series(workspace, "f3", breaking) == ["0001-core-make-f3-return-33.patch"]
     at_break = (version_dir(workspace, "f3", breaking) / series(workspace, "f3", breaking)[0])
     text = at_break.read_text()

@@ -36,7 +36,7 @@ def edit(ws: Workspace, ui: UI, target: str, *, path: Path | None, repo: Path | 
     built = build(mirror.git, ps.current)
     state = edits.load(ws)
     previous = state.get(ps.target)
-    ours = {built.tip, *(previous.history if previous else ())}
+    ours = {built.tip, *(previous.known_tips if previous else ())}
     if repo is not None:
         where, moved = _into_clone(ps, mirror, built, repo.resolve(), ours, force)
         mode = Mode.REPO

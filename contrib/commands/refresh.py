@@ -49,6 +49,7 @@ def refresh(ws: Workspace, ui: UI, target: str, *, path: Path | None, repo: Path
     tip = _branch_tip(ws, ps, mirror, record)
     found = _range(mirror, tip, record.base if record.commits else ps.current.base,
                    fetch=fetch, clone=record.mode == Mode.REPO)
+    _check_not_behind(ps, record, found)
     files = export_series(mirror.git, found.base, found.tip)
     old = ps.current
     doc: dict[str, Any] = {"patchset": ps.target, "from": old.base, "version": found.base,
@@ -145,6 +146,18 @@ def _on_upstream(git: Git, tip: Sha, recorded: str) -> Range | None:
     return Range(Sha(parents[0]), tip, label) if parents else None
 
 
+def _check_not_behind(ps: Patchset, record: Edit, found: Range) -> None:
+    """Refuse to take back a branch still on a base the patchset has moved on from
+    (a sync or another refresh since the edit): it would undo that move."""
+    current = ps.current.base
+    if record.version != current and found.base == record.base != current:
+        raise UsageError(
+            f"{ps.target}: moved to {current[:12]} since branch {record.branch} was made on "
+            f"{record.base[:12]}; rebase the branch onto it (git rebase --onto {current[:12]} "
+            f"{record.base[:12]} {record.branch}) and refresh, or start over with "
+            f"`contrib edit --force {ps.target}`")
+
+
 def _range_diff(git: Git, ps: Patchset, found: Range) -> str | None:
     """Old version vs the branch; None when the old one cannot be built any more."""
     try:
@@ -166,6 +179,7 @@ def _write(ws: Workspace, ps: Patchset, found: Range,
                   detail=f"{len(files)} patch(es) from {found.source}")
     with ws.transaction() as txn:
         write_version(txn, ps, found.base, files, event)
+        ps.save_meta(txn)
         kept = superseded_path(txn, ps.dir, found.base) if replaces else None
     return {"result": result, "superseded": str(kept) if kept else None,
             "validation_set_aside": set_aside}
@@ -178,7 +192,7 @@ def _remember(ws: Workspace, state: dict[str, Edit], record: Edit, git: Git,
     record.base = record.version = found.base
     record.commits = commits
     record.made = record.made or now_iso()
-    record.history = sorted({*record.history, found.tip})
+    record.known_tips = sorted({*record.known_tips, found.tip})
     state[record.patchset] = record
     edits.save(ws, state)
 
