@@ -114,6 +114,12 @@ def check_clean(worktree: Path, what: str) -> None:
                            f"(git commit, or git commit --amend), then {what} again")
 
 
+def untracked(worktree: Path) -> list[str]:
+    """Files in ``worktree`` that git does not track and does not ignore."""
+    out = Git(worktree).run("ls-files", "--others", "--exclude-standard", "-z", strip=False)
+    return [p for p in out.split("\0") if p]
+
+
 def remove(git: Git, worktree: Path, folder: Path | None = None) -> None:
     """Remove ``worktree`` (and ``folder`` around it); tolerate either being gone."""
     if worktree.exists():

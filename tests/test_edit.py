@@ -149,6 +149,11 @@ def test_bad_branches_are_refused_with_nothing_changed(workspace: Workspace, two
 
 def test_refresh_refuses_uncommitted_changes(workspace: Workspace, two: str) -> None:
     tree = Path(edit_json(workspace)["path"])
+    (tree / "forgotten.py").write_text("x = 1\n")
+    code, doc = refresh(workspace)
+    assert (code, doc["result"], doc["untracked"]) == (0, "unchanged", ["forgotten.py"])
+    human = workspace.run("refresh", "proj/two")
+    assert "not taken (never committed): forgotten.py" in human.err
     (tree / "pkg" / "core.py").write_text(CORE)
     result = workspace.run("refresh", "proj/two")
     assert result.code == 2 and "uncommitted changes in pkg/core.py" in result.err

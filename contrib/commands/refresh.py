@@ -47,7 +47,8 @@ def refresh(ws: Workspace, ui: UI, target: str, *, path: Path | None, repo: Path
     state = edits.load(ws)
     record = _where(ws, ps, state.get(ps.target), path, repo)
     tip = _branch_tip(ws, ps, mirror, record)
-    found = _range(mirror, tip, record.base if record.commits else ps.current.base,
+    found = _range(mirror, record.branch, tip,
+                   record.base if record.commits else ps.current.base,
                    fetch=fetch, clone=record.mode == Mode.REPO)
     _check_not_behind(ps, record, found)
     files = export_series(mirror.git, found.base, found.tip)
@@ -56,6 +57,9 @@ def refresh(ws: Workspace, ui: UI, target: str, *, path: Path | None, repo: Path
                            "branch": record.branch, "tip": found.tip,
                            "patches": [n for n, _ in files], "superseded": None,
                            "validation_set_aside": False}
+    location = record.location(ws)
+    if record.mode == Mode.WORKTREE and location.is_dir():
+        doc["untracked"] = worktree.untracked(location)
     if found.base == old.base and same_version(old.dir, files):
         doc["result"] = UNCHANGED
     else:
@@ -114,7 +118,8 @@ def _branch_tip(ws: Workspace, ps: Patchset, mirror: Mirror, record: Edit) -> Sh
     return mirror.git.rev_parse(ref)
 
 
-def _range(mirror: Mirror, tip: Sha, recorded: str, *, fetch: bool, clone: bool) -> Range:
+def _range(mirror: Mirror, branch: str, tip: Sha, recorded: str, *, fetch: bool,
+           clone: bool) -> Range:
     """``base..tip``, where base is the recorded base or the upstream commit the branch
     was rebased onto: the parent of the oldest commit in neither's history.
 
@@ -122,23 +127,23 @@ def _range(mirror: Mirror, tip: Sha, recorded: str, *, fetch: bool, clone: bool)
     has not seen yet (a clone, or a branch that moved off the recorded base).
     """
     git = mirror.git
-    found = _on_upstream(git, tip, recorded)
+    found = _on_upstream(git, branch, tip, recorded)
     if fetch and (clone or found is None or found.base != recorded):
         mirror.ensure(fetch_now=True)
-        found = _on_upstream(git, tip, recorded)
+        found = _on_upstream(git, branch, tip, recorded)
     if found is None:
         raise UsageError(
-            f"branch at {tip[:12]}: no longer contains the recorded base {recorded[:12]} and "
+            f"{branch} at {tip[:12]}: no longer contains the recorded base {recorded[:12]} and "
             f"does not sit on an upstream commit of {mirror.upstream.name}; rebase it onto "
             f"one (git rebase --onto {recorded[:12]} ...) and refresh again")
     return ranges.checked(git, found)
 
 
-def _on_upstream(git: Git, tip: Sha, recorded: str) -> Range | None:
+def _on_upstream(git: Git, branch: str, tip: Sha, recorded: str) -> Range | None:
     """The range above the newest upstream (or recorded) commit under ``tip``; None when
     the branch has no such commit (a root commit in it)."""
     known = [recorded] if git.try_rev_parse(recorded) else []
-    label = f"branch at {tip[:12]}"
+    label = f"{branch} at {tip[:12]}"
     outside = git.run("rev-list", tip, "--not", "--remotes=origin", "--tags", *known).split()
     if not outside:
         return Range(tip, tip, label)  # nothing above the upstream: checked() refuses it
@@ -199,10 +204,14 @@ def _remember(ws: Workspace, state: dict[str, Edit], record: Edit, git: Git,
 
 def _show(ui: UI, doc: dict[str, Any]) -> None:
     target, result = doc["patchset"], doc["result"]
+    if doc.get("untracked"):
+        ui.warn(f"{target}: not taken (never committed): {', '.join(doc['untracked'][:5])}"
+                + (" ..." if len(doc["untracked"]) > 5 else "") + "; git add and commit "
+                "them, then refresh again")
     if result == UNCHANGED:
         ui.info(f"{target}: unchanged: {doc['branch']} holds the current version's patches")
     else:
-        where = "replaced at" if result == REPLACED else "new version at"
+        where = "at" if result == REPLACED else "a new version at"
         ui.info(f"{target}: {result}: {len(doc['patches'])} patch(es), {where} "
                 f"{doc['version'][:12]}")
         if doc["superseded"]:
