@@ -30,12 +30,7 @@ def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str | None, *,
     if target.exists():
         raise UsageError(f"{target}: patchset {upstream}/{name} already exists; choose another "
                          "name, or use `contrib sync` to move it")
-    sources = [bool(patches), bool(commits), bool(from_pr), bool(from_branch)]
-    if sum(sources) != 1:
-        raise UsageError("give one of --patch FILE..., --commits A..B --repo PATH, "
-                         "--from-pr N or --from-branch URL BRANCH")
-    if base is None and not (from_pr or from_branch):
-        raise UsageError("--base REV is needed with --patch and --commits")
+    _check_source(base, patches, commits, from_pr, from_branch)
     parse_arch(arch)
     mirror = Mirror(config).ensure(fetch_now=bool(from_pr or from_branch), progress=ui.progress)
     git = mirror.git
@@ -55,6 +50,19 @@ def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str | None, *,
     ui.emit({"patchset": f"{upstream}/{name}", "base": base_sha,
              "patches": [n for n, _ in exported], **({"source": source} if source else {})})
     return 0
+
+
+def _check_source(base: str | None, patches: list[Path], commits: str | None,
+                  from_pr: str | None, from_branch: tuple[str, str] | None) -> None:
+    """Exactly one source of patches, and --base where the source does not imply one."""
+    if sum(map(bool, (patches, commits, from_pr, from_branch))) != 1:
+        raise UsageError("give one of --patch FILE..., --commits A..B --repo PATH, "
+                         "--from-pr N or --from-branch URL BRANCH")
+    if base is None and not (from_pr or from_branch):
+        raise UsageError("--base REV is needed with --patch and --commits")
+    if base is not None and (from_pr or from_branch):
+        raise UsageError("--base: the base of --from-pr/--from-branch is its merge base with "
+                         "the upstream branch; drop --base")
 
 
 def _gather(mirror: Mirror, base: str | None, patches: list[Path], commits: str | None,

@@ -51,23 +51,29 @@ def refresh(ws: Workspace, ui: UI, target: str, *, path: Path | None, repo: Path
                    record.base if record.commits else ps.current.base,
                    fetch=fetch, clone=record.mode == Mode.REPO)
     _check_not_behind(ps, record, found)
-    files = export_series(mirror.git, found.base, found.tip)
+    doc = _take(ws, ps, mirror.git, record, found)
+    _remember(ws, state, record, mirror.git, found)
+    _show(ui, doc)
+    return 0
+
+
+def _take(ws: Workspace, ps: Patchset, git: Git, record: Edit, found: Range) -> dict[str, Any]:
+    """Export ``found`` canonically; write it unless the current version already is it."""
+    files = export_series(git, found.base, found.tip)
     old = ps.current
     doc: dict[str, Any] = {"patchset": ps.target, "from": old.base, "version": found.base,
                            "branch": record.branch, "tip": found.tip,
                            "patches": [n for n, _ in files], "superseded": None,
-                           "validation_set_aside": False}
+                           "validation_set_aside": False, "untracked": []}
     location = record.location(ws)
     if record.mode == Mode.WORKTREE and location.is_dir():
         doc["untracked"] = worktree.untracked(location)
     if found.base == old.base and same_version(old.dir, files):
         doc["result"] = UNCHANGED
     else:
-        doc["range_diff"] = _range_diff(mirror.git, ps, found)
+        doc["range_diff"] = _range_diff(git, ps, found)
         doc.update(_write(ws, ps, found, files))
-    _remember(ws, state, record, mirror.git, found)
-    _show(ui, doc)
-    return 0
+    return doc
 
 
 def _where(ws: Workspace, ps: Patchset, record: Edit | None, path: Path | None,
