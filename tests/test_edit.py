@@ -232,3 +232,21 @@ def test_refresh_refuses_a_branch_left_behind_by_a_sync(workspace: Workspace, up
     code, out = refresh(workspace)
     assert (code, out["result"], out["version"]) == (0, "replaced", newer)
     assert out["patches"][-1] == "0003-wip.patch"
+
+
+def test_edit_in_a_chosen_folder(workspace: Workspace, two: str, tmp_path: Path) -> None:
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "mine.txt").write_text("keep\n")
+    refused = workspace.run("edit", "proj/two", "--path", str(busy))
+    assert refused.code == 2 and "not empty" in refused.err
+    assert (busy / "mine.txt").read_text() == "keep\n"
+    place = tmp_path / "edit-here"
+    doc = edit_json(workspace, "--path", str(place))
+    assert Path(doc["path"]) == place.resolve()
+    commit_in(place, "docs: describe f3", {"docs/f3.md": "moved\n"}, "--amend")
+    code, out = refresh(workspace, "--path", str(place))
+    assert (code, out["result"]) == (0, "replaced")
+    # moving the edit to the default folder releases the first worktree (it is clean)
+    moved = edit_json(workspace)
+    assert Path(moved["path"]) != place.resolve() and not place.exists()
