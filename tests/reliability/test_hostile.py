@@ -71,7 +71,8 @@ def _meta(old: str, new: str) -> Callable[[World], Result]:
     def case(w: World) -> Result:
         meta = w.ws.root / "patchsets" / "proj" / "keep" / "patchset.toml"
         text = meta.read_text()
-        meta.write_text(text.replace(old, new) if old else text + new)
+        # Without ``old``: a top-level line first (the file ends in [[history]] tables).
+        meta.write_text(text.replace(old, new) if old else new + text)
         return w.ws.run("status", "--no-fetch")
     return case
 
@@ -126,7 +127,7 @@ CASES: dict[str, tuple[Callable[[World], Result], str]] = {
                     "unknown revision 'v404'"),
     "both sources": (lambda w: w.ws.run("new", "proj", "x", "--base", "main", "--patch",
                                         w.patch_file("ok.patch", w.good), "--commits", "a..b"),
-                     "either --patch"),
+                     "give one of --patch"),
     "commits without repo": (lambda w: w.ws.run("new", "proj", "x", "--base", "main",
                                                 "--commits", "a..b"), "--repo PATH"),
     "series names missing file": (_series("0001-keep.patch\nghost.patch\n"), "ghost.patch"),
