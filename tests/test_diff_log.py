@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Workspace
+from tests.conftest import Workspace, run_contrib
+from tests.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo, git
 from tests.synchelp import add_patchset
 from tests.test_edit import F3_F5, USER, commit_in
+from tests.test_open_pr import HEAD, Scene
 
 DOC = "".join(f"line {i} of the f3 notes\n" for i in range(8)) + "f3 returns 33.\n"
 
@@ -82,3 +84,20 @@ def test_log_lists_versions_oldest_first_with_how_they_were_made(
     assert human.code == 0
     assert human.out.index(v1[:12]) < human.out.index(v2[:12]) < human.out.index(v3[:12])
     assert "refresh (rebased) from " + v2[:12] in human.out
+
+
+def test_log_shows_the_pr_pushes_of_a_version(tmp_path: Path, upstream: Repo,
+                                              fake_github: FakeGitHub,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    scene = Scene(tmp_path, upstream, fake_github)
+    code, [res] = scene.run()
+    assert code == 0, res
+    result = run_contrib("log", "--json", "proj/sm120", cwd=scene.root)
+    assert result.code == 0, result.err
+    [row] = result.json["versions"]  # type: ignore[index]
+    assert [p["detail"] for p in row["pushes"]] == [f"pushed {res['tip']} to {HEAD}"]
+    assert (row["pr"]["number"], row["validation"]) == (1, "passed")
+    scene.run()  # nothing new to push: no second entry
+    again = run_contrib("log", "--json", "proj/sm120", cwd=scene.root).json
+    assert len(again["versions"][0]["pushes"]) == 1  # type: ignore[index]

@@ -77,7 +77,8 @@ def _into_worktree(ws: Workspace, ps: Patchset, git: Git, built: Built, path: Pa
         else:
             _release(git, old, force, previous)
     _check_free(location)
-    git.run("update-ref", f"refs/heads/{branch}", built.tip, *([have] if have else []))
+    # The old value (or "" for none) makes git refuse if the branch moved meanwhile.
+    git.run("update-ref", f"refs/heads/{branch}", built.tip, have or "")
     with worktree.preparing(marker, built.tip):
         worktree.add(git, location, built.tip, branch=branch)
     return location, True

@@ -43,9 +43,12 @@ def _describe(ps: Patchset, version: Version, events: list[Event],
         patches = version.series()
     except ContribError:  # a broken folder is still listed; validate/sync name the fault
         patches = []
+    pr = None
+    if ps.get("pr", "version") == version.base and ps.get("pr", "number"):
+        pr = {k: ps.get("pr", k) for k in ("number", "url", "state")}
     return {"version": version.base, "base_date": date, "current": version == ps.current,
             "patches": patches, "made": made, "validation": _verdict(version),
-            "pushes": pushes}
+            "pushes": pushes, "pr": pr}
 
 
 def _verdict(version: Version) -> str | None:
@@ -70,3 +73,5 @@ def _show(ui: UI, row: dict[str, Any]) -> None:
         ui.info(f"  {event.get('at', '')[:19]} {what}{since}{detail}")
     for push in row["pushes"]:
         ui.info(f"  {push.get('at', '')[:19]} push: {push.get('detail', '')}")
+    if row["pr"]:
+        ui.info(f"  PR #{row['pr']['number']} {row['pr']['state'] or ''}: {row['pr']['url']}")
