@@ -180,6 +180,28 @@ CASES: dict[str, tuple[Callable[[World], Result], str]] = {
     "validate junit into a folder": (lambda w: w.ws.run("validate", "--arch", "sm_120a",
                                                         "--junit", str(w.tmp)),
                                      "--junit"),
+    # the edit loop
+    "edit unknown target": (_args("edit", "proj/ghost"), "no patchset 'ghost'"),
+    "edit with --path and --repo": (lambda w: w.ws.run("edit", "proj/keep", "--path", "a",
+                                                       "--repo", "b"), "not both"),
+    "edit --repo not a clone": (lambda w: w.ws.run("edit", "proj/keep", "--repo",
+                                                   str(w.ws.root / "patchsets")),
+                                "not a git repository"),
+    "refresh with no edit": (_args("refresh", "proj/keep"), "no edit is open"),
+    "refresh a clone without the branch": (lambda w: w.ws.run("refresh", "proj/keep", "--repo",
+                                                              str(w.upstream.path)),
+                                           "no branch contrib/keep"),
+    "diff with one version": (_args("diff", "proj/keep"), "is its first version"),
+    "diff unknown version": (_args("diff", "proj/keep", "zzzz"), "'zzzz' names no version"),
+    "log upstream only": (_args("log", "proj"), "name one patchset as UPSTREAM/NAME"),
+    "new --from-pr garbage": (_args("new", "proj", "bad", "--from-pr", "seven"),
+                              "give a PR number or a pull request URL"),
+    "new --from-pr with --base": (_args("new", "proj", "bad", "--from-pr", "7", "--base", "main"),
+                                  "drop --base"),
+    "new --from-pr missing": (_args("new", "proj", "bad", "--from-pr", "404"), "PR #404"),
+    "new --from-branch option-like": (lambda w: w.ws.run("new", "proj", "bad", "--from-branch",
+                                                         str(w.upstream.path), "--upload-pack=x"),
+                                      "is not a branch name"),
 }
 # Cases where the user must act rather than fix their input: exit 1.
 ATTENTION = {"open-pr without validation"}
