@@ -575,3 +575,38 @@ def add_run(record: Record, run: Run, *, replace_same_host: bool) -> Record:
                                            and r.kind == run.kind
                                            and r.host.hostname == run.host.hostname)]
     return replace(record, runs=(*keep, run))
+
+
+def version_standing(version: Version) -> Standing:
+    """Whether ``version`` (a patchset.Version) is validated exactly as it is on disk now.
+
+    A bad validation.json, a broken series or a record made for something else is
+    "not validated" with the reason; a bad ``[validation]`` table is a ConfigError.
+    """
+    from contrib.errors import ContribError
+    from contrib.validate.settings import Settings
+
+    ps = version.patchset
+    settings = Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())
+    try:
+        dig = version_digest(version, settings)
+    except ContribError as exc:
+        return Standing(None, f"the version cannot be read ({exc})")
+    return standing(version.validation_path, ps.upstream, ps.name, version.base, dig,
+                    settings.required())
+
+
+def standing_dict(standing: Standing) -> dict[str, Any]:
+    """The JSON status and open-pr show: verdict per arch, each run and where it ran."""
+    return {
+        "validated": standing.bound,
+        "reason": standing.reason or None,
+        "summary": standing.summary(),
+        "archs": [{"arch": v.arch, "verdict": str(v.verdict), "skipped": v.skipped,
+                   "failed": v.failed, "unmet": list(v.unmet), "waived": v.waived}
+                  for v in standing.verdicts],
+        "runs": [{"id": r.id, "arch": r.arch, "kind": str(r.kind), "compute": r.compute,
+                  "host": r.host.describe(), "finished_at": r.finished_at,
+                  "verdict": str(verdict_of({s.name: s.status for s in r.stages}))}
+                 for r in (standing.record.runs if standing.record else ())],
+    }  # fmt: skip
