@@ -68,12 +68,13 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
     if out is not None and len(patchsets) != 1:
         raise UsageError(f"--out writes the run of one patchset; name one UPSTREAM/NAME "
                          f"(selected: {len(patchsets)})")
+    # every patchset's [validation] and arch are read before any work: a bad one is exit 2 alone
+    plans = [(ps, forced or _patchset_arch(ps),
+              Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())) for ps in patchsets]
     host = host_facts()
     validations, results = [], []
-    for ps in patchsets:
-        target = forced or _patchset_arch(ps)
+    for ps, target, settings in plans:
         ui.step(f"validating {ps.target} for {target.name} ...")
-        settings = Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())
         validation = validate_patchset(ws, ps, target, host, settings)
         validations.append(validation)
         results.append(_record(ws, ui, ps, validation, settings, out))
