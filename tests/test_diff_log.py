@@ -6,15 +6,16 @@ v1 made by `new`, v2 by `sync` onto a newer upstream commit, v3 by `edit` +
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from contrib.patchset import Workspace as Ws
 from tests.conftest import Workspace, run_contrib
 from tests.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo, git
+from tests.recordutil import PASSING, run_of, write_bound
 from tests.synchelp import add_patchset
 from tests.test_edit import F3_F5, USER, commit_in
 from tests.test_open_pr import HEAD, Scene
@@ -29,8 +30,7 @@ def three(workspace: Workspace, upstream: Repo, tmp_path: Path) -> list[str]:
         ("docs: describe f3", {"docs/f3.md": DOC})])
     v2 = upstream.commit("upstream: a", {"docs/a.md": "a\n"})
     assert workspace.run("sync", "proj/two").code == 0
-    (workspace.root / "patchsets/proj/two" / v2 / "validation.json").write_text(
-        json.dumps({"overall": "passed", "upstream_sha": v2}))
+    write_bound(Ws(workspace.root).patchset("proj/two").version(v2), run_of(PASSING))
     v3 = upstream.commit("upstream: b", {"docs/b.md": "b\n"})
     tree = Path(workspace.run("edit", "--json", "proj/two").json["path"])  # type: ignore[index]
     git(tree, "fetch", "-q", "origin")
@@ -78,7 +78,8 @@ def test_log_lists_versions_oldest_first_with_how_they_were_made(
     assert [[(m["how"], m.get("result")) for m in r["made"]] for r in rows] == [
         [("new", None)], [("sync", "rebased")], [("refresh", "rebased")]]
     assert rows[1]["made"][0]["previous"] == v1 and rows[2]["made"][0]["previous"] == v2
-    assert [r["validation"] for r in rows] == [None, "passed", None]
+    assert [r["validation"]["validated"] for r in rows] == [False, True, False]
+    assert rows[1]["validation"]["summary"] == "sm_120a: passed"
     assert [r["current"] for r in rows] == [False, False, True]
     human = workspace.run("log", "proj/two")
     assert human.code == 0
@@ -97,7 +98,7 @@ def test_log_shows_the_pr_pushes_of_a_version(tmp_path: Path, upstream: Repo,
     assert result.code == 0, result.err
     [row] = result.json["versions"]  # type: ignore[index]
     assert [p["detail"] for p in row["pushes"]] == [f"pushed {res['tip']} to {HEAD}"]
-    assert (row["pr"]["number"], row["validation"]) == (1, "passed")
+    assert (row["pr"]["number"], row["validation"]["validated"]) == (1, True)
     scene.run()  # nothing new to push: no second entry
     again = run_contrib("log", "--json", "proj/sm120", cwd=scene.root).json
     assert len(again["versions"][0]["pushes"]) == 1  # type: ignore[index]

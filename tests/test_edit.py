@@ -7,14 +7,15 @@ checks what was written -- or that nothing was.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from contrib.patchset import Workspace as Ws
 from tests.conftest import Workspace
 from tests.gitutil import Repo, git
+from tests.recordutil import PASSING, run_of, write_bound
 from tests.reliability.crash import snapshot
 from tests.synchelp import CORE, F3_PATCH, add_patchset, meta, series, version_dir
 
@@ -58,8 +59,7 @@ def commit_in(path: Path, message: str, files: dict[str, str], *args: str) -> No
 def test_edit_amend_add_refresh_replaces_the_version(workspace: Workspace, two: str) -> None:
     folder = version_dir(workspace, "two", two)
     old_patches = {p.name: p.read_bytes() for p in folder.glob("*.patch")}
-    (folder / "validation.json").write_text(json.dumps({"overall": "passed",
-                                                        "upstream_sha": two}))
+    write_bound(Ws(workspace.root).patchset("proj/two").version(two), run_of(PASSING))
     doc = edit_json(workspace)
     tree = Path(doc["path"])
     assert tree == workspace.root / ".contrib" / "edit" / "proj--two"

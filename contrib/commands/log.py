@@ -13,7 +13,7 @@ from typing import Any
 from contrib.errors import ContribError
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Version, Workspace
-from contrib.pr_body import overall
+from contrib.record import standing_dict, version_standing
 from contrib.ui import UI
 from contrib.versions import Event, How, chronological, read_history
 
@@ -47,23 +47,15 @@ def _describe(ps: Patchset, version: Version, events: list[Event],
     if ps.get("pr", "version") == version.base and ps.get("pr", "number"):
         pr = {k: ps.get("pr", k) for k in ("number", "url", "state")}
     return {"version": version.base, "base_date": date, "current": version == ps.current,
-            "patches": patches, "made": made, "validation": _verdict(version),
+            "patches": patches, "made": made,
+            "validation": standing_dict(version_standing(version)),
             "pushes": pushes, "pr": pr}
-
-
-def _verdict(version: Version) -> str | None:
-    record = version.read_validation()
-    verdict = overall(record)
-    made_for = str((record or {}).get("upstream_sha") or version.base)
-    if verdict and made_for != version.base:
-        return f"stale (made for {made_for[:12]})"
-    return verdict
 
 
 def _show(ui: UI, row: dict[str, Any]) -> None:
     mark = " (current)" if row["current"] else ""
     ui.info(f"{row['version'][:12]} {row['base_date'][:10]}{mark}: "
-            f"{len(row['patches'])} patch(es), validation {row['validation'] or 'none'}")
+            f"{len(row['patches'])} patch(es); {row['validation']['summary']}")
     if not row["made"]:
         ui.info("  made before contrib kept history")
     for event in row["made"]:

@@ -11,15 +11,16 @@ succeeds and leaves the refreshed state.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from contrib.patchset import Workspace as Ws
 from tests.conftest import Workspace
 from tests.gitutil import Repo, git
+from tests.recordutil import PASSING, run_of, write_bound
 from tests.reliability.crash import delays, kill_trial, snapshot, tally, timed
 from tests.synchelp import F3_PATCH, add_patchset
 from tests.test_edit import F3_F5, commit_in
@@ -32,9 +33,7 @@ def test_refresh_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstrea
     base = add_patchset(workspace, upstream, tmp_path, "two", [
         ("core: make f3 return 33", {"pkg/core.py": F3_PATCH}),
         ("docs: describe f3", {"docs/f3.md": "f3 returns 33\n"})])
-    folder = workspace.root / "patchsets" / "proj" / "two" / base
-    (folder / "validation.json").write_text(json.dumps({"overall": "passed",
-                                                        "upstream_sha": base}))
+    write_bound(Ws(workspace.root).patchset("proj/two").version(base), run_of(PASSING))
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(upstream.path), str(clone))
     assert workspace.run("edit", "proj/two", "--repo", str(clone)).code == 0
