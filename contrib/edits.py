@@ -14,12 +14,13 @@ workspace using it; in a clone it is a branch of that clone.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 
 from contrib import worktree
-from contrib.errors import GitError, UsageError
+from contrib.errors import ContribError, GitError, UsageError
 from contrib.git import Git, Sha
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
@@ -87,11 +88,36 @@ def state_path(ws: Workspace) -> Path:
     return ws.state_dir / STATE_NAME
 
 
+_ADVICE = "remove it (the branches stay; run `contrib edit` again)"
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
 def load(ws: Workspace) -> dict[str, Edit]:
-    """Every open edit of the workspace, by patchset."""
-    entries = worktree.load_state(state_path(ws), STATE_VERSION, "edits",
-                                  "remove it (the branches stay; `contrib edit` again)")
-    return {key: Edit(**value) for key, value in entries.items()}
+    """Every open edit of the workspace, by patchset; ContribError (exit 2) naming the
+    file and what to do when an entry is not one contrib wrote."""
+    path = state_path(ws)
+    entries = worktree.load_state(path, STATE_VERSION, "edits", _ADVICE)
+    return {key: _edit(path, key, value) for key, value in entries.items()}
+
+
+def _edit(path: Path, key: str, value: object) -> Edit:
+    where = f"{path}: edits[{key!r}]"
+    if not isinstance(value, dict) or set(value) - {f.name for f in fields(Edit)}:
+        raise ContribError(f"{where} is not an edit contrib recorded; {_ADVICE}")
+    try:
+        edit = Edit(**value)
+    except TypeError:
+        raise ContribError(f"{where} lacks keys contrib records; {_ADVICE}") from None
+    lists = (edit.commits, edit.known_tips)
+    texts = (edit.patchset, edit.mode, edit.where, edit.branch, edit.made)
+    if (not all(isinstance(x, list) and all(isinstance(s, str) and _SHA.fullmatch(s) for s in x)
+                for x in lists) or not all(isinstance(t, str) for t in texts)
+            or not edit.commits or edit.patchset != key or edit.mode not in tuple(Mode)
+            or not all(isinstance(s, str) and _SHA.fullmatch(s)
+                       for s in (edit.base, edit.version))
+            or edit.branch != BRANCH_PREFIX + key.partition("/")[2]):
+        raise ContribError(f"{where}: inconsistent values; {_ADVICE}")
+    return edit
 
 
 def save(ws: Workspace, edits: dict[str, Edit]) -> None:

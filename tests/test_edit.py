@@ -7,6 +7,7 @@ checks what was written -- or that nothing was.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +251,28 @@ def test_edit_in_a_chosen_folder(workspace: Workspace, two: str, tmp_path: Path)
     # moving the edit to the default folder releases the first worktree (it is clean)
     moved = edit_json(workspace)
     assert Path(moved["path"]) != place.resolve() and not place.exists()
+
+
+@pytest.mark.parametrize("damage", ["not json", "version 9", "unknown key", "bad sha",
+                                    "missing key", "other patchset"])
+def test_a_hand_edited_edit_state_is_one_clear_line(workspace: Workspace, two: str,
+                                                    damage: str) -> None:
+    edit_json(workspace)
+    path = workspace.root / ".contrib" / "edit-state.json"
+    doc = json.loads(path.read_text())
+    entry = doc["edits"]["proj/two"]
+    if damage == "version 9":
+        doc["state_version"] = 9
+    elif damage == "unknown key":
+        entry["colour"] = "red"
+    elif damage == "bad sha":
+        entry["commits"] = ["HEAD"]
+    elif damage == "missing key":
+        del entry["base"]
+    elif damage == "other patchset":
+        doc["edits"]["proj/other"] = entry
+    path.write_text("{not json" if damage == "not json" else json.dumps(doc))
+    for command in ("edit", "refresh"):
+        result = workspace.run(command, "proj/two")
+        assert result.code == 2, (damage, result.err)
+        assert str(path) in result.err and result.err.count("\n") == 1
