@@ -45,7 +45,7 @@ def load_state(path: Path, version: int, key: str, hint: str) -> dict[str, dict[
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # a folder there, bad bytes, bad JSON
         raise ContribError(f"{path}: unreadable ({exc}); {hint}") from None
     if not isinstance(data, dict) or data.get("state_version") != version:
         found = data.get("state_version") if isinstance(data, dict) else None
