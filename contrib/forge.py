@@ -253,7 +253,8 @@ class Forge(Protocol):
         ...
 
     def create_issue(self, repo: str, *, title: str, body: str) -> Issue:
-        """Open a new issue."""
+        """Open a new issue.  Never retried after a 5xx or a timeout, which may have
+        landed: on ForgeUnavailable list the issues before creating again."""
         ...
 
     def get_issue(self, repo: str, number: int) -> Issue:
@@ -270,7 +271,8 @@ class Forge(Protocol):
         ...
 
     def create_comment(self, repo: str, number: int, body: str) -> Comment:
-        """Comment on issue or PR ``number``."""
+        """Comment on issue or PR ``number``.  Never retried after a 5xx or a timeout
+        (see create_issue): on ForgeUnavailable list the comments before trying again."""
         ...
 
     # the token
