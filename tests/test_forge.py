@@ -11,8 +11,8 @@ import pytest
 from contrib.config import Config
 from contrib.errors import ConfigError, GitHubError
 from contrib.forge import (
-    CheckState,
     ChecksSummary,
+    CheckState,
     ForgeUnavailable,
     Issue,
     MalformedAnswer,
