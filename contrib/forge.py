@@ -175,6 +175,12 @@ class ChecksSummary:
         """A JSON-able dict of every field."""
         return {**asdict(self), "state": str(self.state)}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChecksSummary:
+        """The inverse of :meth:`to_json`."""
+        return cls(int(data["total"]), int(data["passed"]), int(data["failed"]),
+                   int(data["pending"]), CheckState(data["state"]))
+
 
 class ReviewState(StrEnum):
     """A pull request's review decision, as GitHub shows it on the PR page."""
