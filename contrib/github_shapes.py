@@ -24,14 +24,14 @@ from contrib.secrets import scrub
 
 
 def _glimpse(value: Any) -> str:
-    text = " ".join(repr(value).split())
+    text = repr(" ".join(value.split()) if isinstance(value, str) else value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def describe(data: Any) -> str:
     """What came back, in a few words."""
     if data is None:
-        return "an empty answer"
+        return "an empty answer or null"
     if isinstance(data, dict) and isinstance(data.get("data"), str) and set(data) <= {"data", "url"}:
         page = data["data"].lstrip()
         kind = "an HTML page" if page[:1] == "<" else "text that is not JSON"

@@ -60,6 +60,7 @@ class Fault:
 
     kind: ``rate_limit`` (403 secondary rate limit, ``Retry-After``),
     ``status`` (answer ``status`` with the JSON ``body`` without doing anything),
+    ``json`` (the same, but ``body`` is sent as it is, ``null`` included),
     ``raw`` (answer ``status`` with the bytes ``raw`` as ``content_type``: HTML, bad JSON),
     ``after`` (do the work, then answer ``status``: the lost-response case),
     ``delay`` (sleep ``seconds``, then do the work and answer normally),
@@ -239,7 +240,7 @@ class FakeGitHub(IssueEndpoints):
         return fault
 
     def rate_limit_next(
-        self, method: str, path: str, count: int = 1, retry_after: int = 1
+        self, method: str, path: str, count: int = 1, retry_after: int | str = 1
     ) -> Fault:
         """The next ``count`` matching requests answer 403 secondary rate limit."""
         return self.add_fault(Fault(method, path, "rate_limit", count, retry_after=retry_after))
@@ -265,7 +266,7 @@ class FakeGitHub(IssueEndpoints):
     def answer_json(self, method: str, path: str, value: Any, *, status: int = 200,
                     count: int = 1) -> Fault:
         """The next ``count`` matching requests answer the JSON ``value`` and do nothing."""
-        return self.add_fault(Fault(method, path, "status", count, status, body=value))
+        return self.add_fault(Fault(method, path, "json", count, status, body=value))
 
     def mutate_next(self, method: str, path: str, mutate: Callable[[Any], Any],
                     count: int = 1) -> Fault:
@@ -333,6 +334,8 @@ class FakeGitHub(IssueEndpoints):
             }
         elif fault.kind == "status":
             return fault.status, {}, {"message": "Server Error"} if fault.body is None else fault.body
+        elif fault.kind == "json":
+            return fault.status, {}, fault.body
         elif fault.kind == "raw":
             return fault.status, {}, RawBody(fault.raw, fault.content_type)
         elif fault.kind == "redirect":
