@@ -441,7 +441,8 @@ def _report(ui: UI, r: dict[str, Any], dry_run: bool) -> None:
         return
     pr = r.get("pr") or {}
     link = f" #{pr['number']} {pr['url']}" if pr.get("number") else ""
-    ui.info(f"{r['patchset']}: {r['result']}{link} (push: {r.get('push')}, branch "
+    result = f"dry run, would be {r['would']}" if r.get("would") else r["result"]
+    ui.info(f"{r['patchset']}: {result}{link} (push: {r.get('push')}, branch "
             f"{r['head']} at {r['tip'][:12]}{', validation forced' if r['forced'] else ''})")
     if r.get("error"):
         ui.warn(f"{r['patchset']}: {r['error']}")
