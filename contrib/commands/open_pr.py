@@ -13,6 +13,10 @@ then create or update one draft PR on the upstream.  The rules:
   none -> create a draft, "already exists" or a 5xx after the create -> find
   and update (never a second PR), closed by a human -> leave it (``--reopen``
   reopens), merged -> the patchset is ``Accepted``.
+
+``--dry-run`` runs the same steps with the recording forge
+(:mod:`contrib.recording`) and without pushing or writing: the calls it
+records are what it prints, so the dry run cannot drift from the real run.
 """
 
 from __future__ import annotations
