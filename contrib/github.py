@@ -164,8 +164,9 @@ class GitHubForge:
                                     repo=repo, params={"state": "all", "head": head, "base": base})
         found = [shapes.pull_request(answer, v, shapes.item_label("pull request", v))
                  for v in items]
-        # An Enterprise proxy may ignore the filters: keep only what was asked for.
-        found = [p for p in found if p.head == head and p.base == base]
+        # A server that ignores the filters must not hand us someone else's PR to update
+        # (logins are case-insensitive on GitHub, so the label is compared without case).
+        found = [p for p in found if p.head.lower() == head.lower() and p.base == base]
         if not found:
             return None
         found.sort(key=lambda p: (p.state == "open", p.number), reverse=True)

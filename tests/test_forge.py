@@ -331,3 +331,12 @@ def test_server_that_never_answers_is_bounded(gh: FakeGitHub) -> None:
         forge.list_issues(REPO)
     assert time.monotonic() - start < 4  # one wait and one retry, not five
     assert len(gh.calls("GET", f"/repos/{REPO}/issues")) == 2
+
+
+def test_find_pr_keeps_only_the_asked_head_when_the_server_ignores_the_filter(
+        gh: FakeGitHub) -> None:
+    forge = _forge(gh)
+    other = forge.create_draft_pr(UP, head="up:contrib/x", base="main", title="t", body="")
+    gh.answer_json("GET", f"/repos/{UP}/pulls", [gh.pulls(UP)[0]], count=2)  # query dropped
+    assert forge.find_pr(UP, "me:contrib/x", "main") is None
+    assert forge.find_pr(UP, "UP:contrib/x", "main") == forge.get_pr(UP, other.number)
