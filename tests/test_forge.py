@@ -331,6 +331,11 @@ def test_server_that_never_answers_is_bounded(gh: FakeGitHub) -> None:
         forge.list_issues(REPO)
     assert time.monotonic() - start < 4  # one wait and one retry, not five
     assert len(gh.calls("GET", f"/repos/{REPO}/issues")) == 2
+    start = time.monotonic()  # the next request is not sent: it would wait as long again
+    with pytest.raises(ForgeUnavailable, match="did not answer earlier in this run .timed out.; "
+                                               "not asked again"):
+        forge.get_issue(REPO, 1)
+    assert time.monotonic() - start < 0.5 and len(gh.requests) == 2
 
 
 def test_find_pr_keeps_only_the_asked_head_when_the_server_ignores_the_filter(
