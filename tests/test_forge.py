@@ -176,6 +176,14 @@ def test_good_api_urls_pass() -> None:
     assert check_api_url("https://[::1]:8443/api/v3/", "k") == "https://[::1]:8443/api/v3"
 
 
+def test_token_with_a_newline_inside_is_exit_2(tmp_path: Any) -> None:
+    config = Config(path=tmp_path / "contrib.toml", upstreams={}, github_api_url="http://h")
+    with pytest.raises(ConfigError, match="contains characters that are spaces or control "
+                                          "characters") as info:
+        connect(config, "ghp_abc\nX-Injected: 1")
+    assert info.value.exit_code == 2 and "X-Injected" not in str(info.value)
+
+
 def test_non_latin1_token_is_exit_2(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     token = "ghp_\u2019" + "x" * 30
     monkeypatch.setenv("GITHUB_TOKEN", token)
