@@ -19,7 +19,12 @@ from contrib.errors import ConfigError
 
 CONFIG_NAME = "contrib.toml"
 DEFAULT_API_URL = "https://api.github.com"
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# Upstream keys and patchset names: they become folder names, so one pattern for
+# both, matched with fullmatch (``$`` would let a trailing newline through).
+NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}"
+NAME_RULE = ("letters, digits, '.', '-', '_', not starting with '.' or '-', at most 100 "
+             "characters")
+NAME_RE = re.compile(NAME_PATTERN)
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 _UPSTREAM_KEYS = {
@@ -71,6 +76,11 @@ class Config:
             raise ConfigError(
                 f"{self.path}: no upstream {name!r} (known: {known}); "
                 f"add an [upstreams.{name}] table with a url") from None
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``name`` is a valid upstream key or patchset name."""
+    return NAME_RE.fullmatch(name) is not None
 
 
 def line_of(text: str, table: str, key: str | None = None) -> int:
@@ -149,8 +159,8 @@ def load_config(root: Path) -> Config:
 def _upstream(path: Path, text: str, name: str, data: Any) -> Upstream:
     table = f"upstreams.{name}"
     where = f"{path}:{line_of(text, table)}"
-    if not NAME_RE.match(name):
-        raise ConfigError(f"{where}: upstream name {name!r} is invalid: use [a-z0-9][a-z0-9._-]*")
+    if not valid_name(name):
+        raise ConfigError(f"{where}: upstream name {name!r} is invalid: use {NAME_RULE}")
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: [{table}] must be a table")
     check_keys(path, text, table, data, _UPSTREAM_KEYS)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from contrib.errors import PatchError
 from contrib.git import Git, Sha
+from contrib.meta import SyncResult
 from contrib.scope import contains_block, diff_hunks, effect_present, moved_hunks, scoped_hunks
 from contrib.series import Hunk, MailPatch, apply_one, parse_hunks
 from contrib.trees import changes, graft, small_index, touched_paths
@@ -301,8 +302,8 @@ def load_patches(git: Git, files: list[tuple[str, bytes]]) -> list[MailPatch]:
 
 # -- one sync decision ------------------------------------------------------
 
-UNCHANGED, REBASED, UPSTREAMED = "unchanged", "rebased", "upstreamed"
-PARTIAL, ERROR = "partially-upstreamed", "error"
+UNCHANGED, REBASED, UPSTREAMED = SyncResult.UNCHANGED, SyncResult.REBASED, SyncResult.UPSTREAMED
+PARTIAL, ERROR = SyncResult.PARTIAL, SyncResult.ERROR
 
 
 @dataclass
@@ -325,7 +326,7 @@ class Breakage:
 class Plan:
     """What syncing one series from ``base`` to ``target`` comes to (nothing written)."""
 
-    result: str
+    result: SyncResult
     base: Sha
     target: Sha
     commits: int = 0
@@ -359,7 +360,7 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha) -> Pla
         plan.breakage = Breakage(Landing.of(git, path[index]), at.failed.index, at.failed,
                                  carrier.commit(at), carrier.probes,
                                  [p.name for p in at.patches if p.state == UPSTREAM])
-        plan.result = CONFLICT
+        plan.result = SyncResult.CONFLICT
     for index, outcome in enumerate(final.patches):
         if outcome.state != UPSTREAM:
             continue

@@ -66,6 +66,28 @@ def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) 
     fsync_dir(path.parent)
 
 
+def check_inside(root: Path, path: Path) -> None:
+    """Refuse to write ``path`` unless it lies inside ``root`` through real folders only.
+
+    A symlinked component (a version folder linked elsewhere) would redirect the
+    write outside the workspace or cache; nothing is written then (exit 2).
+    """
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        raise ContribError(f"{path}: outside {root}; contrib writes only inside the workspace "
+                           "and the upstream cache") from None
+    if ".." in rel.parts:
+        raise ContribError(f"{path}: leaves {root} through '..'; nothing was written")
+    here = root
+    for part in rel.parts:
+        here = here / part
+        if here.is_symlink():
+            raise ContribError(f"{here}: is a symlink (to {os.readlink(here)}); contrib does not "
+                               "write through symlinks: replace it with a real folder or file. "
+                               "Nothing was written")
+
+
 def _cannot_write(path: Path, exc: OSError) -> ContribError:
     """A full disk or a permission problem, as one line saying nothing changed."""
     return ContribError(f"{path}: cannot write: {exc.strerror or exc}; "
@@ -92,8 +114,8 @@ class Transaction:
             self.abort()
 
     def _staged(self, target: Path) -> Path:
-        rel = target.resolve().relative_to(self.root.resolve())
-        return self.stage / str(len(self.ops)) / rel.name
+        check_inside(self.root, target)
+        return self.stage / str(len(self.ops)) / target.name
 
     def write(self, target: Path, data: bytes | str) -> None:
         """Stage ``data`` to replace the file ``target``."""
@@ -149,17 +171,39 @@ def _fsync_tree(path: Path) -> None:
             os.fsync(handle.fileno())
 
 
-def _roll_forward(plan: Path, state_dir: Path) -> None:
-    data = json.loads(plan.read_text(encoding="utf-8"))
-    if data.get("version") != PLAN_VERSION:
-        raise ContribError(f"{plan}: written by another contrib version; "
-                           "finish with that version or remove the file")
-    for op in data["ops"]:
+def read_plan(plan: Path, state_dir: Path) -> list[tuple[str, Path, Path]]:
+    """A committed plan's operations (kind, staged, target), each checked to stay inside."""
+    advice = (f"remove it and the folder {plan.with_suffix('')} (the change it held is then "
+              "dropped; the workspace keeps its files as they are)")
+    try:
+        data = json.loads(plan.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ContribError(f"{plan}: unreadable transaction plan ({exc}); {advice}") from None
+    if not isinstance(data, dict) or data.get("version") != PLAN_VERSION:
+        raise ContribError(f"{plan}: not a version-{PLAN_VERSION} transaction plan (written by "
+                           f"another contrib version?); finish with that version, or {advice}")
+    ops, out = data.get("ops"), []
+    if not isinstance(ops, list) or set(data) != {"version", "ops"}:
+        raise ContribError(f"{plan}: 'ops' must be the only other key, a list; {advice}")
+    for index, op in enumerate(ops):
+        if (not isinstance(op, dict) or set(op) != {"kind", "staged", "target"}
+                or op["kind"] not in ("file", "dir")
+                or not all(isinstance(op[k], str) for k in ("staged", "target"))):
+            raise ContribError(f"{plan}: ops[{index}] must be {{kind: file|dir, staged, "
+                               f"target}}; {advice}")
         staged, target = Path(op["staged"]), Path(op["target"])
+        check_inside(state_dir / "txn", staged)
+        check_inside(state_dir.parent, target)
+        out.append((str(op["kind"]), staged, target))
+    return out
+
+
+def _roll_forward(plan: Path, state_dir: Path) -> None:
+    for kind, staged, target in read_plan(plan, state_dir):
         if not staged.exists():
             continue  # installed before an interruption
         target.parent.mkdir(parents=True, exist_ok=True)
-        if op["kind"] == "dir" and target.exists():
+        if kind == "dir" and target.exists():
             keep = state_dir / "superseded" / f"{target.parent.name}-{target.name}-{plan.stem}"
             keep.parent.mkdir(parents=True, exist_ok=True)
             if keep.exists():

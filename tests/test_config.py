@@ -19,7 +19,10 @@ CASES = [
      "contrib.toml:3: [upstreams.proj] branch must be a str"),
     ("bad fork", "[upstreams.proj]\nurl = 'x'\nfork = 'nofork'\n", "fork must be OWNER/NAME"),
     ("bad api", "[github]\napi_url = 'ftp://x'\n", "api_url must be an http(s) URL"),
-    ("bad upstream name", "[upstreams.Proj]\nurl = 'x'\n", "upstream name 'Proj' is invalid"),
+    ("bad upstream name", "[upstreams.-proj]\nurl = 'x'\n", "upstream name '-proj' is invalid"),
+    ("upstream name with a newline", "[upstreams.\"minifer\\n\"]\nurl = 'x'\n",
+     "upstream name 'minifer\\n' is invalid"),
+    ("upstream name too long", f"[upstreams.{'u' * 101}]\nurl = 'x'\n", "at most 100"),
 ]
 
 

@@ -18,7 +18,7 @@ then create or update one draft PR on the upstream.  The rules:
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,6 +35,7 @@ from contrib.github import (
     PullRequestExists,
     PyGithubAPI,
 )
+from contrib.meta import PrRecord, UpstreamStatus
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Version, Workspace
 from contrib.pr_body import BodyInput, CommitLine, overall, render_body, render_title
@@ -154,10 +155,10 @@ def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: 
     branch = BRANCH_PREFIX + ps.name
     job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
               push_url, tip, commits, forced=forced)
-    job.title = render_title(str(ps.meta.get("title", "")), ps.target)
+    job.title = render_title(ps.title, ps.target)
     job.body = render_body(BodyInput(
         target=ps.target, version=version.base, base_branch=upstream.branch,
-        summary=str(ps.meta.get("summary", "")), commits=commits, validation=validation,
+        summary=ps.summary, commits=commits, validation=validation,
         forced=forced, range_diff=_range_diff(job), requires=_requires(ws, ps),
         previous_version=_previous(job)[1]))
     return job
@@ -214,11 +215,10 @@ def _build(git: Git, version: Version) -> tuple[list[CommitLine], Sha]:
 
 def _previous(job: Job) -> tuple[str | None, str | None]:
     """(tip, version) of the push the range-diff compares with."""
-    pushed = job.ps.get("pr", "pushed")
-    if pushed and pushed != job.tip:
-        return str(pushed), job.ps.get("pr", "version")
-    previous = job.ps.get("pr", "previous")
-    return (str(previous), job.ps.get("pr", "previous_version")) if previous else (None, None)
+    pr = job.ps.pr or PrRecord()
+    if pr.pushed and pr.pushed != job.tip:
+        return pr.pushed, pr.version
+    return (pr.previous, pr.previous_version) if pr.previous else (None, None)
 
 
 def _range_diff(job: Job) -> str | None:
@@ -259,7 +259,8 @@ def _requires(ws: Workspace, ps: Patchset) -> list[str]:
 
 def _pr_link(ws: Workspace, target: str) -> str:
     try:
-        url = ws.patchset(target).get("pr", "url")
+        pr = ws.patchset(target).pr
+        url = pr.url if pr else None
     except ContribError:
         return ""
     return f", {url}" if url else ""
@@ -295,7 +296,7 @@ def _lease(job: Job, fork_tip: str | None) -> str | None:
     """The value the push lease expects; NeedsAttention if someone else pushed there."""
     if fork_tip is None or fork_tip == job.tip:
         return fork_tip
-    ours = {str(s) for s in job.ps.get("pr", "pushed_history", []) or []}
+    ours = set((job.ps.pr or PrRecord()).pushed_history)
     if fork_tip not in ours:
         raise NeedsAttention(
             f"{job.push_url} branch {job.branch} is at {fork_tip[:12]}, which contrib never "
@@ -328,15 +329,12 @@ def _push(job: Job, token: str | None, expected: str | None, fork_tip: str | Non
 
 def _remember_push(job: Job) -> None:
     """Record the pushed tip at once: a later failure must not orphan it."""
-    history = [str(s) for s in job.ps.get("pr", "pushed_history", []) or []]
-    previous = job.ps.get("pr", "pushed")
-    changes: dict[str, Any] = {}
-    if previous and previous != job.tip:
-        changes = {"previous": str(previous), "previous_version": job.ps.get("pr", "version")}
-    if job.tip not in history:
-        history.append(job.tip)
-    job.ps.set("pr", head=job.head, branch=job.branch, pushed=job.tip, version=job.version,
-               pushed_history=history, **changes)
+    pr = job.ps.pr or PrRecord()
+    history = pr.pushed_history + (() if job.tip in pr.pushed_history else (job.tip,))
+    if pr.pushed and pr.pushed != job.tip:
+        pr = replace(pr, previous=pr.pushed, previous_version=pr.version)
+    job.ps.set_pr(replace(pr, head=job.head, branch=job.branch, pushed=job.tip,
+                          version=job.version, pushed_history=history))
     job.ps.save_meta()
 
 
@@ -377,17 +375,16 @@ def _pr_json(pr: PullRequest) -> dict[str, Any]:
             "merged_at": pr.merged_at, "merge_commit_sha": pr.merge_commit_sha}
 
 
-def _record(job: Job, pr: PullRequest, **extra: Any) -> None:
+def _record(job: Job, pr: PullRequest) -> None:
     info = _pr_json(pr)
-    job.ps.set("pr", repo=job.repo, head=job.head, number=pr.number, url=pr.url,
-               state=info["state"], draft=pr.draft, updated=now_iso(),
-               merged_at=pr.merged_at, merge_commit_sha=pr.merge_commit_sha if pr.merged else None,
-               **extra)
-    status = str(job.ps.meta.get("upstream_status", "Pending"))
+    job.ps.set_pr(replace(job.ps.pr or PrRecord(), repo=job.repo, head=job.head,
+                          number=pr.number, url=pr.url, state=info["state"], draft=pr.draft,
+                          updated=now_iso(), merged_at=pr.merged_at,
+                          merge_commit_sha=pr.merge_commit_sha if pr.merged else None))
     if pr.merged:
-        job.ps.meta["upstream_status"] = "Accepted"
-    elif pr.state == "open" and status == "Pending":
-        job.ps.meta["upstream_status"] = "Submitted"
+        job.ps.set_upstream_status(UpstreamStatus.ACCEPTED)
+    elif pr.state == "open" and job.ps.upstream_status == UpstreamStatus.PENDING:
+        job.ps.set_upstream_status(UpstreamStatus.SUBMITTED)
     job.ps.save_meta()
 
 
@@ -439,8 +436,11 @@ def open_pr_command(ws: Workspace, ui: UI, targets: list[str], *, dry_run: bool,
     for r in results:
         _report(ui, r, dry_run)
     if not results:
-        ui.info("no patchsets selected")
-    ui.emit({"dry_run": dry_run, "results": results, "exit_code": code})
+        ui.info(ws.empty_message(targets))
+    document = {"dry_run": dry_run, "results": results, "exit_code": code}
+    if not results:
+        document["message"] = ws.empty_message(targets)
+    ui.emit(document)
     return code
 
 

@@ -58,12 +58,15 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
             ui.info(line)
         ui.info(f"  -> {ps.current.validation_path}")
     if not patchsets:
-        ui.info("no patchsets to validate: create one with `contrib new`")
+        ui.info(ws.empty_message(targets))
     if junit is not None:
         atomic_write(junit, junit_xml(validations))
     failed = [v for v in validations if v.verdict == FAILED]
-    ui.emit({"overall": FAILED if failed else PASSED,
-             "validations": [v.to_dict() for v in validations]})
+    document = {"overall": FAILED if failed else PASSED,
+                "validations": [v.to_dict() for v in validations]}
+    if not patchsets:
+        document["message"] = ws.empty_message(targets)
+    ui.emit(document)
     return 1 if failed else 0
 
 
