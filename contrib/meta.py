@@ -86,7 +86,7 @@ class Table:
             return None
         if not isinstance(value, str):
             raise self.fail(key, f"must be a string, not {_kind(value)}")
-        if pattern is not None and not pattern.fullmatch(value):
+        if value and pattern is not None and not pattern.fullmatch(value):
             raise self.fail(key, f"must be {hint or pattern.pattern}, got {value!r}")
         return value
 

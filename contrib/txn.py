@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -23,6 +24,26 @@ from pathlib import Path
 from contrib.errors import ContribError
 
 PLAN_VERSION = 1
+
+
+_NAME_MAX = 255  # bytes in one path component on every common file system
+_ESCAPED = re.compile("[\udc80-\udcff]")
+
+
+def utf8(text: str) -> str:
+    """``text`` as contrib writes text files: valid UTF-8 whatever git handed over.
+
+    Patch headers and commit messages that are not UTF-8 (a Latin-1 Subject: with
+    no declared charset) reach Python as surrogate escapes, which cannot be
+    written as UTF-8; each such byte is read as Latin-1 instead, the reading
+    mail clients give undeclared 8-bit text.  The patch files themselves are
+    written as bytes and keep the original bytes.
+    """
+    return _ESCAPED.sub(lambda m: chr(ord(m.group()) - 0xDC00), text)
+
+
+def _encode(data: bytes | str) -> bytes:
+    return utf8(data).encode("utf-8") if isinstance(data, str) else data
 
 
 def fsync_dir(path: Path) -> None:
@@ -46,14 +67,17 @@ def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) 
     a run killed mid-write leaves no litter among the user's files: contrib's
     ``.contrib/txn/`` is swept by :func:`recover`.
     """
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    path.parent.mkdir(parents=True, exist_ok=True)
-    where = path.parent
-    if scratch is not None:
-        scratch.mkdir(parents=True, exist_ok=True)
-        if scratch.stat().st_dev == where.stat().st_dev:
-            where = scratch
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=where)
+    raw = _encode(data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        where = path.parent
+        if scratch is not None:
+            scratch.mkdir(parents=True, exist_ok=True)
+            if scratch.stat().st_dev == where.stat().st_dev:
+                where = scratch
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=where)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)
@@ -81,6 +105,10 @@ def check_inside(root: Path, path: Path) -> None:
         raise ContribError(f"{path}: leaves {root} through '..'; nothing was written")
     here = root
     for part in rel.parts:
+        if len(os.fsencode(part)) > _NAME_MAX:
+            raise ContribError(f"{here / part}: the name {part[:40]!r}... is longer than the file "
+                               f"system allows ({_NAME_MAX} bytes); choose a shorter name. "
+                               "Nothing was written")
         here = here / part
         if here.is_symlink():
             raise ContribError(f"{here}: is a symlink (to {os.readlink(here)}); contrib does not "
@@ -122,7 +150,7 @@ class Transaction:
         staged = self._staged(target)
         try:  # a full disk while staging: __exit__ sweeps the stage, nothing changed
             staged.parent.mkdir(parents=True, exist_ok=True)
-            staged.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+            staged.write_bytes(_encode(data))
         except OSError as exc:
             raise _cannot_write(target, exc) from None
         self.ops.append({"kind": "file", "staged": str(staged), "target": str(target)})
@@ -133,8 +161,7 @@ class Transaction:
         try:
             staged.mkdir(parents=True, exist_ok=True)
             for name, data in files.items():
-                (staged / name).write_bytes(data.encode("utf-8") if isinstance(data, str)
-                                            else data)
+                (staged / name).write_bytes(_encode(data))
         except OSError as exc:
             raise _cannot_write(target, exc) from None
         self.ops.append({"kind": "dir", "staged": str(staged), "target": str(target)})
@@ -145,6 +172,8 @@ class Transaction:
             shutil.rmtree(self.stage, ignore_errors=True)
             return
         plan = self.state_dir / "txn" / f"{self.id}.json"
+        for op in self.ops:  # before the commit point: a refusal then changes nothing
+            _check_writable(Path(op["target"]))
         try:
             for op in self.ops:
                 _fsync_tree(Path(op["staged"]))
@@ -162,6 +191,16 @@ class Transaction:
 
     def abort(self) -> None:
         shutil.rmtree(self.stage, ignore_errors=True)
+
+
+def _check_writable(target: Path) -> None:
+    """ContribError unless the folder that will receive ``target`` can be written."""
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ContribError(f"{target}: cannot write: {folder} is read-only; nothing was "
+                           "changed (fix its permissions)")
 
 
 def _fsync_tree(path: Path) -> None:

@@ -74,6 +74,8 @@ def _read_files(paths: list[Path]) -> list[tuple[str, bytes]]:
             raise PatchError(f"{path}: no such patch file") from None
         except IsADirectoryError:
             raise PatchError(f"{path}: is a folder, not a patch file") from None
+        except OSError as exc:
+            raise PatchError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return out
 
 

@@ -42,6 +42,7 @@ from contrib.pr_body import BodyInput, CommitLine, overall, render_body, render_
 from contrib.requires import requirements
 from contrib.secrets import scrub
 from contrib.series import apply_series, split_mail
+from contrib.txn import utf8
 from contrib.ui import UI
 
 BRANCH_PREFIX = "contrib/"
@@ -208,7 +209,7 @@ def _build(git: Git, version: Version) -> tuple[list[CommitLine], Sha]:
     """The PR branch: the version's patches applied on its base, as commits."""
     mails = [split_mail(git, name, raw) for name, raw in version.patch_texts()]
     applied = apply_series(git, version.base, mails)
-    lines = [CommitLine(a.commit, a.name, a.patch.subject, f"{a.patch.author.name}")
+    lines = [CommitLine(a.commit, a.name, utf8(a.patch.subject), utf8(a.patch.author.name))
              for a in applied]
     return lines, applied[-1].commit
 

@@ -10,6 +10,7 @@ patchset, a list in the body for several).
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,10 +39,12 @@ from contrib.rebase import (
     load_patches,
     plan_sync,
 )
-from contrib.series import MailPatch, export_series, series_file
+from contrib.series import MailPatch, apply_series, export_series, series_file
 from contrib.ui import UI
 
 CONFLICT = SyncResult.CONFLICT
+# A patch that makes or changes a symlink (its mode line, or its index line's mode).
+_LINK_MODE = re.compile(r"^(?:new file mode|new mode|index \S+) 120000$", re.M)
 OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}
 
 
@@ -127,6 +130,8 @@ def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
         return known
     try:
         patches = load_patches(git, ps.current.patch_texts())
+        if any(_LINK_MODE.search(p.diff) for p in patches) and git.try_rev_parse(base):
+            apply_series(git, base, patches)  # checks where the version's symlinks lead
         plan = plan_sync(git, patches, Sha(base), target)
     except ContribError as exc:
         return Report(ps.target, ERROR, base, target, error=str(exc))
