@@ -26,6 +26,7 @@ NAME_RULE = ("letters, digits, '.', '-', '_', not starting with '.' or '-', at m
              "characters")
 NAME_RE = re.compile(NAME_PATTERN)
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,250}")
 
 _UPSTREAM_KEYS = {
     "url": str,
@@ -169,14 +170,23 @@ def _upstream(path: Path, text: str, name: str, data: Any) -> Upstream:
                           "or a local path")
     for key in ("github", "fork"):
         value = data.get(key, "")
-        if value and not REPO_RE.match(value):
+        if value and not REPO_RE.fullmatch(value):
             raise ConfigError(f"{path}:{line_of(text, table, key)}: [{table}] {key} must be "
                               f"OWNER/NAME, got {value!r}")
+    for key in ("url", "push_url", "python"):
+        value = str(data.get(key, ""))
+        if any(ord(c) < 32 or c == "\x7f" for c in value):
+            raise ConfigError(f"{path}:{line_of(text, table, key)}: [{table}] {key} holds a "
+                              f"control character ({value!r}); write it on one line")
+    branch = data.get("branch", "main")
+    if not BRANCH_RE.fullmatch(branch) or ".." in branch or branch.endswith((".lock", "/")):
+        raise ConfigError(f"{path}:{line_of(text, table, 'branch')}: [{table}] branch must be "
+                          f"a git branch name (like main or release/v1), got {branch!r}")
     url = str(data["url"])
     if "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url):
         # A local path: relative paths are relative to the workspace.
         url = str((path.parent / url).resolve())
-    return Upstream(name=name, url=url, branch=str(data.get("branch", "main")),
+    return Upstream(name=name, url=url, branch=branch,
                     github=str(data.get("github", "")), fork=str(data.get("fork", "")),
                     push_url=str(data.get("push_url", "")),
                     maintainer_can_modify=bool(data.get("maintainer_can_modify", True)),

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from contrib.errors import ContribError, GitError, NeedsAttention
 from contrib.git import Git, Sha
+from contrib.meta import TARGET_RE
 from contrib.series import EXPORT_ENV, MailPatch
 from contrib.txn import atomic_write
 
@@ -103,7 +104,7 @@ def _pending(path: Path, state_dir: Path, key: str, value: object, advice: str) 
     unknown = set(value) - set(_TYPES)
     files = value.get("files", [])
     shas = [value[n] for n in ("base", "target", "breaking", "head")]
-    if (unknown or value["patchset"] != key or value["index"] < 0
+    if (unknown or value["patchset"] != key or not TARGET_RE.fullmatch(key) or value["index"] < 0
             or not all(isinstance(f, str) for f in files) or not all(_SHA.fullmatch(s) for s in shas)
             or value["reason"] not in ("conflict", "moved")
             or Path(value["folder"]) != folder_for(state_dir, key)
