@@ -26,7 +26,7 @@ from contrib.errors import ContribError, GitError, NeedsAttention
 from contrib.git import Git, Sha
 from contrib.meta import TARGET_RE
 from contrib.series import EXPORT_ENV, MailPatch
-from contrib.txn import atomic_write
+from contrib.txn import atomic_write, check_inside
 
 STATE_VERSION = 1
 STATE_NAME = "sync-state.json"
@@ -137,6 +137,7 @@ def prepare(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> l
     again); the user applies it by hand from the copy beside the worktree.
     """
     folder = Path(pending.folder)
+    check_inside(folder.parents[2], folder)  # WORKSPACE/.contrib/conflicts/NAME, no symlink
     remove(git, pending)
     folder.mkdir(parents=True)
     # Until the worktree is whole, say so: a run killed in here leaves a

@@ -210,7 +210,7 @@ class SyncDetails:
 
     def to_table(self) -> dict[str, Any]:
         return _drop_empty({
-            "version": self.version, "patches": list(self.patches) if self.version else None,
+            "version": self.version, "patches": list(self.patches),
             "upstreamed": [_drop_empty(u.__dict__) for u in self.upstreamed],
             "conflict": self.conflict, "notes": list(self.notes)})
 

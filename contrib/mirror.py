@@ -28,6 +28,7 @@ from contrib.config import Upstream
 from contrib.errors import ContribError, GitError, UpstreamUnreachable
 from contrib.git import Git, Sha, clone_bare, fetch
 from contrib.secrets import scrub
+from contrib.txn import check_inside
 
 REMOTE = "origin"
 
@@ -49,6 +50,7 @@ def is_remote(url: str) -> bool:
 
 @contextmanager
 def _cache_lock(path: Path) -> Iterator[None]:
+    check_inside(cache_root(), path)  # no symlink below the cache folder redirects a clone
     lock = filelock.FileLock(str(path) + ".lock", timeout=600)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

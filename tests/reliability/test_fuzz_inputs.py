@@ -10,12 +10,14 @@ import json
 from pathlib import Path
 
 import pytest
+import tomlkit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contrib.config import load_config
-from contrib.errors import ContribError
+from contrib.errors import ConfigError, ContribError
 from contrib.git import Git
+from contrib.meta import SyncResult, read_meta
 from contrib.series import parse_hunks, split_mail
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo
@@ -206,3 +208,64 @@ def test_any_transaction_plan_exits_0_1_or_2(fuzz_world: Workspace, value: objec
                                              raw: bytes, use_raw: bool) -> None:
     data = raw if use_raw else json.dumps(value).encode()
     _exits_cleanly(fuzz_world, fuzz_world.root / ".contrib" / "txn" / "fuzz.json", data)
+
+
+def _tables(valid: bool) -> tuple[st.SearchStrategy[object], st.SearchStrategy[object]]:
+    """([sync], [pr]) tables; ``valid``: good values only, else a mix with wrong ones."""
+    def some(*values: object) -> st.SearchStrategy[object]:
+        return st.just(values[0]) if valid else st.sampled_from(values)
+
+    def ints(low: int, *bad: object) -> st.SearchStrategy[object]:
+        return st.integers(low, 9) if valid else st.integers(low - 2, 9) | st.sampled_from(bad)
+
+    shas = some(SHA, "zz", 1, "", SHA.upper())
+    landed = st.fixed_dictionaries({"patch": some("0001-a.patch", "", 3)}, optional={
+        "how": some("exact", 1), "sha": shas, "subject": some("s", 2),
+        "pr": ints(1, "7", True), "author": some("a", []), "date": some("d", 4)})
+    results = [r.value for r in SyncResult]
+    sync = st.fixed_dictionaries({"result": st.sampled_from(results) if valid else some(
+        "rebased", "moved", 3), "from": shas}, optional={
+        "target": shas, "at": some("2024-01-01T00:00:00+00:00", 5), "commits": ints(0, "3"),
+        "probes": ints(0, 1.5), **({} if valid else {"extra": some(1)}),
+        "details": st.fixed_dictionaries({}, optional={
+            "version": shas, "patches": st.lists(some("0001-a.patch", 1), max_size=3),
+            "upstreamed": st.lists(landed, max_size=3) if valid else some("x", [1]),
+            "notes": st.lists(some("n", 2), max_size=2),
+            "conflict": st.dictionaries(some("patch", "bogus"), some("x", 1), max_size=2)})})
+    pr = st.fixed_dictionaries({}, optional={
+        "number": ints(1, "5", False), "state": some("open", "closed", "merged", "draft", 1),
+        "draft": st.booleans() if valid else some(0, "no"), "url": some("https://x/pull/1", 1),
+        "pushed": shas, "version": shas, "previous": shas,
+        "pushed_history": st.lists(shas, max_size=3), "repo": some("o/r", 2),
+        **({} if valid else {"bogus": some(1)})})
+    return sync, pr
+
+
+GOOD_SYNC, GOOD_PR = _tables(valid=True)
+ANY_SYNC, ANY_PR = _tables(valid=False)
+
+
+@FUZZ
+@given(sync=st.none() | GOOD_SYNC | ANY_SYNC | st.sampled_from(["x", [1]]),
+       pr=st.none() | GOOD_PR | ANY_PR | st.just(3))
+def test_patchset_toml_reader_only_raises_config_error(tmp_path: Path, sync: object,
+                                                       pr: object) -> None:
+    """The typed reader on its own: only ConfigError; what it accepts writes back equal."""
+    data = {"current": SHA, **({"sync": sync} if sync is not None else {}),
+            **({"pr": pr} if pr is not None else {})}
+    path = tmp_path / "patchset.toml"
+    try:
+        meta = read_meta(path, "", data)
+    except ConfigError as exc:
+        assert str(exc).startswith(f"{path}:")
+        FIGURES["fuzz examples: patchset.toml reader (refused)"] += 1
+        return
+    FIGURES["fuzz examples: patchset.toml reader (accepted)"] += 1
+    written = {"current": SHA}
+    if meta.sync is not None:
+        written["sync"] = meta.sync.to_table()
+    if meta.pr is not None:
+        written["pr"] = meta.pr.to_table()
+    text = tomlkit.dumps(written)
+    again = read_meta(path, text, tomlkit.parse(text).unwrap())
+    assert (again.sync, again.pr) == (meta.sync, meta.pr)

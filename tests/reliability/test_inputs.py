@@ -150,6 +150,22 @@ def _patchset_link(w: World) -> tuple[str, ...]:
     return ("sync", "--no-fetch", "proj/keep")
 
 
+def _cache_link(w: World) -> tuple[str, ...]:
+    """The cache's upstreams/ folder moved outside and replaced by a symlink to it."""
+    upstreams = Path(os.environ["CONTRIB_CACHE"]) / "upstreams"
+    upstreams.rename(w.outside / "upstreams")
+    upstreams.symlink_to(w.outside / "upstreams", target_is_directory=True)
+    return ("status", "--no-fetch")
+
+
+def _conflicts_link(w: World) -> tuple[str, ...]:
+    """Upstream breaks the patch, and .contrib/conflicts/ leads outside."""
+    w.upstream.commit("upstream keep", {"pkg/keep.py": "K = 2\n"})
+    (w.outside / "conflicts").mkdir()
+    (w.ws.root / ".contrib" / "conflicts").symlink_to(w.outside / "conflicts")
+    return ("sync", "--json")
+
+
 def _link_patch(links: list[tuple[str, str]]) -> str:
     """A format-patch adding each (path, target) as a symlink."""
     diffs = []
@@ -292,6 +308,8 @@ CASES: dict[str, tuple[Case, str]] = {
     # paths: nothing written through a symlink, no patch that links outside
     "version folder is a symlink": (_version_link, "is a symlink"),
     "patchset folder is a symlink": (_patchset_link, "is a symlink"),
+    "cache folder is a symlink": (_cache_link, "is a symlink"),
+    "conflicts folder is a symlink": (_conflicts_link, "is a symlink"),
     "symlink chain": (_new("bad", _chain), "leads outside the repository"),
     "symlink chain over two patches": (_new("bad", _chain_first, _chain_second),
                                        "leads outside the repository"),
