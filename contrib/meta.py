@@ -3,8 +3,8 @@
 The schema of every table lives here and nowhere else (pre-commit's
 ``clientlib.py`` owns its config the same way): the top-level keys, ``[sync]``
 (written by sync), ``[pr]`` (written by open-pr), ``[[requires]]``,
-``[decisions]`` and ``history``.  ``[validation]`` and ``[[waivers]]`` belong
-to ``contrib.validate``.  Every value is checked for type and range when the
+``[[waivers]]``, ``[decisions]`` and ``history``.  ``[validation]`` (the
+settings of validate) is read by ``contrib.validate.stages``.  Every value is checked for type and range when the
 file is read; a failure names ``file:line`` and what to write instead, and
 the CLI exits 2.  Code elsewhere reads these objects, never raw tables.
 """
@@ -20,6 +20,7 @@ from typing import Any
 
 from contrib.config import NAME_PATTERN, line_of
 from contrib.errors import ConfigError
+from contrib.validate import Waiver
 
 SHA_RE = re.compile(r"[0-9a-f]{40}")
 TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}")
@@ -329,6 +330,24 @@ class Requirement:
         return what
 
 
+# -- [[waivers]] --------------------------------------------------------------------------
+
+def read_waiver(t: Table) -> Waiver:
+    """One ``[[waivers]]`` entry: file, a written reason, and line or pattern."""
+    t.only({"file", "reason", "line", "pattern"})
+    file, reason = t.need_string("file"), (t.string("reason") or "").strip()
+    if not reason:
+        raise t.fail("reason", "is required: say why the finding is safe")
+    line, pattern = t.integer("line", low=1), t.string("pattern")
+    if line is None and pattern is None:
+        raise t.fail("line", "or pattern is required, so the waiver is specific")
+    try:
+        regex = re.compile(pattern) if pattern is not None else None
+    except re.error as exc:
+        raise t.fail("pattern", f"is not a regular expression ({exc})") from None
+    return Waiver(file, reason, line, pattern, regex)
+
+
 # -- the whole file ---------------------------------------------------------------------
 
 TOP_KEYS = frozenset({"title", "summary", "arch", "current", "upstream_status", "created",
@@ -351,6 +370,7 @@ class Meta:
     requires: tuple[Requirement, ...] = ()
     decisions: Mapping[str, str] = field(default_factory=dict)
     history: tuple[Mapping[str, Any], ...] = ()
+    waivers: tuple[Waiver, ...] = ()
 
 
 def read_meta(path: Path, text: str, data: Mapping[str, Any]) -> Meta:
@@ -371,7 +391,8 @@ def read_meta(path: Path, text: str, data: Mapping[str, Any]) -> Meta:
                 _when(top, "created"), SyncRecord.read(sync) if sync else None,
                 PrRecord.read(pr) if pr else None,
                 tuple(Requirement.read(t) for t in top.subs("requires")),
-                _decisions(top.sub("decisions")), _history(top))
+                _decisions(top.sub("decisions")), _history(top),
+                tuple(read_waiver(t) for t in top.subs("waivers")))
 
 
 def _when(t: Table, key: str) -> str:

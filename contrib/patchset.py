@@ -36,6 +36,7 @@ from contrib.meta import (
     read_meta,
 )
 from contrib.txn import Transaction, atomic_write, check_inside, recover
+from contrib.validate import Waiver
 
 STATE_DIR = ".contrib"
 META_NAME = "patchset.toml"
@@ -170,6 +171,11 @@ class Patchset:
     @property
     def requires(self) -> tuple[Requirement, ...]:
         return self.info.requires
+
+    @property
+    def waivers(self) -> tuple[Waiver, ...]:
+        """``[[waivers]]``: findings the author has explained, each with its reason."""
+        return self.info.waivers
 
     # -- typed writes: the document keeps the user's comments and layout --------
 

@@ -277,6 +277,13 @@ CASES: dict[str, tuple[Case, str]] = {
                                        "tag_format must contain {version}"),
     "[[requires]] upstream a number": (_meta("", "[[requires]]\nupstream = 1\ncommit = 'a'\n"),
                                        "requires.upstream must be a string"),
+    "[[waivers]] misspelt key": (_meta("", "[[waivers]]\nfile = 'a.cu'\nreason = 'ok'\n"
+                                           "line = 3\npatern = 'x'\n"),
+                                 "unknown key 'patern' in [waivers]"),
+    "[[waivers]] line zero": (_meta("", "[[waivers]]\nfile = 'a.cu'\nreason = 'ok'\nline = 0\n"),
+                              "waivers.line must be an integer >= 1"),
+    "[[waivers]] bad pattern": (_meta("", "[[waivers]]\nfile = 'a.cu'\nreason = 'ok'\n"
+                                          "pattern = '('\n"), "is not a regular expression"),
     "[decisions] value a number": (_meta("", "[decisions]\nwhy = 1\n"),
                                    "decisions.why must be a string"),
     "upstream_status unknown": (_meta('upstream_status = "Pending"',
