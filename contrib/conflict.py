@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from contrib.errors import ContribError, GitError, NeedsAttention
-from contrib.git import Git, Sha
+from contrib.git import Git, Tree
 from contrib.meta import TARGET_RE
 from contrib.series import EXPORT_ENV, MailPatch
 from contrib.txn import atomic_write, check_inside
@@ -201,7 +201,7 @@ def unresolved(pending: Pending, patch: MailPatch) -> list[str]:
     return bad
 
 
-def resolved_tree(pending: Pending, patch: MailPatch) -> Sha:
+def resolved_tree(pending: Pending, patch: MailPatch) -> Tree:
     """The tree of the resolved worktree (tracked changes plus the patch's new files)."""
     tree = Git(pending.worktree)
     head = tree.rev_parse("HEAD")
@@ -221,7 +221,7 @@ def resolved_tree(pending: Pending, patch: MailPatch) -> Sha:
                    if (pending.worktree / p).is_file()]
         if created:
             tree.run("add", "--", *created, env=env)
-        return Sha(tree.run("write-tree", env=env))
+        return tree.write_tree(env)
 
 
 def remove(git: Git, pending: Pending) -> None:

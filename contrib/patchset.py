@@ -76,6 +76,9 @@ class Version:
                                  "(one file name a line, no options or folders)")
             if line in names:
                 raise PatchError(f"{where}: {line!r} is listed twice")
+            if (self.dir / line).is_symlink():
+                raise PatchError(f"{where}: {line!r} is a symlink; a version holds its patch "
+                                 "files themselves (replace the link with the file)")
             if not (self.dir / line).is_file():
                 raise PatchError(f"{where}: names {line!r}, which is not in {self.dir}")
             names.append(line)

@@ -19,7 +19,7 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
 from contrib.errors import PatchError
-from contrib.git import Git, Identity, Sha
+from contrib.git import Git, Identity, Sha, Tree
 
 # format-patch output must not depend on the user's ~/.gitconfig (signature,
 # prefixes, renames...): it is the on-disk format.
@@ -62,7 +62,7 @@ class Applied:
 
     name: str
     commit: Sha
-    tree: Sha
+    tree: Tree
     patch: MailPatch = field(compare=False)
 
 
@@ -236,7 +236,7 @@ def apply_series(git: Git, base: str, patches: list[MailPatch], *,
             if not ok:
                 raise PatchError(f"{patch.name}: does not apply at {parent[:12]} without fuzz:\n"
                                  f"{_first_lines(err)}", exit_code=2)
-            tree = Sha(git.run("write-tree", env=env))
+            tree = git.write_tree(env)
             check_tree_links(git, base, tree, patch.name)
             parent = git.commit_tree(tree, [parent], patch.message, patch.author)
             applied.append(Applied(patch.name, parent, tree, patch))

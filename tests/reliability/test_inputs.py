@@ -166,6 +166,16 @@ def _conflicts_link(w: World) -> tuple[str, ...]:
     return ("sync", "--json")
 
 
+def _patch_file_link(w: World) -> tuple[str, ...]:
+    """A patch file of the version replaced by a symlink to a file outside."""
+    [name] = (w.keep / w.base / "series").read_text().split()
+    patch = w.keep / w.base / name
+    (w.outside / name).write_bytes(patch.read_bytes())
+    patch.unlink()
+    patch.symlink_to(w.outside / name)
+    return ("open-pr", "--dry-run", "--force")
+
+
 def _link_patch(links: list[tuple[str, str]]) -> str:
     """A format-patch adding each (path, target) as a symlink."""
     diffs = []
@@ -317,6 +327,7 @@ CASES: dict[str, tuple[Case, str]] = {
     "patchset folder is a symlink": (_patchset_link, "is a symlink"),
     "cache folder is a symlink": (_cache_link, "is a symlink"),
     "conflicts folder is a symlink": (_conflicts_link, "is a symlink"),
+    "patch file is a symlink": (_patch_file_link, "is a symlink"),
     "symlink chain": (_new("bad", _chain), "leads outside the repository"),
     "symlink chain over two patches": (_new("bad", _chain_first, _chain_second),
                                        "leads outside the repository"),
