@@ -114,13 +114,15 @@ class Patchset:
             if folder.is_symlink():
                 raise ConfigError(f"{folder}: is a symlink; contrib reads and writes patchsets "
                                   "only in real folders inside the workspace")
-        self.meta: TOMLDocument = self._load_meta()
+        self.meta: TOMLDocument
+        self.info: Meta  # the typed view of ``meta``; setters keep both in step
+        self.meta, self.info = self._load_meta()
 
     @property
     def target(self) -> str:
         return f"{self.upstream}/{self.name}"
 
-    def _load_meta(self) -> TOMLDocument:
+    def _load_meta(self) -> tuple[TOMLDocument, Meta]:
         path = self.meta_path
         text = read_user_text(path, ConfigError, "every patchset folder needs patchset.toml "
                               "(create patchsets with `contrib new`)")
@@ -131,13 +133,13 @@ class Patchset:
             raise ConfigError(f"{path}:{exc.line}:{exc.col}: invalid TOML: {exc}") from None
         except Exception as exc:  # tomlkit raises a few non-ParseError types on odd input
             raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-        self.info: Meta = read_meta(path, text, data)
-        folder = self.dir / self.info.current
+        info = read_meta(path, text, data)
+        folder = self.dir / info.current
         if folder.is_symlink() or not folder.is_dir():
             what = "is a symlink" if folder.is_symlink() else "does not exist"
-            raise ConfigError(f"{path}: current = {self.info.current} but {folder} {what}; "
+            raise ConfigError(f"{path}: current = {info.current} but {folder} {what}; "
                               "point current at a version folder (a real folder)")
-        return doc
+        return doc, info
 
     # -- typed reads (the schema is contrib.meta) --------------------------------
 

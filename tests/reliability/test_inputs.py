@@ -394,3 +394,22 @@ def test_read_only_folders_are_refused_cleanly(world: World, label: str,
 
 def test_every_class_has_several_cases() -> None:
     assert len(CASES) >= 40
+
+
+@pytest.mark.parametrize("command", ["sync", "validate"])
+def test_a_hand_made_version_with_a_link_outside_is_refused_when_read(
+        world: World, command: str) -> None:
+    """A version folder edited by hand (not made by `new`): sync and validate refuse it."""
+    version = world.keep / world.base
+    [name] = (version / "series").read_text().split()
+    (version / name).write_text(_link_patch([("d1/link", ".."), ("d1/d2/l2", "../link/..")]))
+    world.upstream.commit("move on", {"docs/more.md": "more\n"})
+    before, outside = snapshot(world.ws.root), snapshot(world.outside)
+    result = world.ws.run(command, "--json")
+    assert result.code == 1, result.err
+    assert "leads outside the repository" in result.out
+    assert "Traceback" not in result.err + result.out
+    assert {k: v for k, v in snapshot(world.ws.root).items() if not k.endswith(
+        "validation.json")} == before
+    assert snapshot(world.outside) == outside
+    FIGURES[f"untrusted inputs refused cleanly (exit {result.code})"] += 1
