@@ -324,10 +324,7 @@ class Workspace:
             return every
         chosen: list[Patchset] = []
         for target in targets:
-            upstream, _, name = target.strip("/").partition("/")
-            check_name(upstream, "upstream name", target)
-            if name:
-                check_name(name, "patchset name", target)
+            upstream, name = parse_target(target)
             if upstream not in self.config.upstreams:
                 known = ", ".join(sorted(self.config.upstreams)) or "none"
                 raise UsageError(f"unknown target {target!r}: no upstream {upstream!r} in "
@@ -358,6 +355,15 @@ def read_user_text(path: Path, error: type[ContribError], missing: str) -> str:
         raise error(f"{path}: not UTF-8 text") from None
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def parse_target(target: str) -> tuple[str, str]:
+    """``UPSTREAM`` or ``UPSTREAM/NAME`` -> (upstream, name or ""); UsageError if malformed."""
+    upstream, _, name = target.strip("/").partition("/")
+    check_name(upstream, "upstream name", target)
+    if name:
+        check_name(name, "patchset name", target)
+    return upstream, name
 
 
 def check_name(name: str, what: str = "patchset name", target: str | None = None) -> None:

@@ -24,7 +24,7 @@ from contrib.errors import ContribError, NeedsAttention, UsageError
 from contrib.git import Git, Sha
 from contrib.meta import Landed, SyncDetails, SyncRecord, SyncResult, UpstreamStatus, read_meta
 from contrib.mirror import Mirror
-from contrib.patchset import SERIES_NAME, Patchset, Workspace
+from contrib.patchset import SERIES_NAME, Patchset, Workspace, parse_target
 from contrib.rebase import (
     ERROR,
     MOVED,
@@ -261,6 +261,8 @@ def _pending_dict(pending: conflict.Pending) -> dict[str, Any]:
 
 def _pending_for(ws: Workspace, targets: list[str], state: dict[str, conflict.Pending],
                  flag: str) -> list[conflict.Pending]:
+    for target in targets:
+        parse_target(target)
     if not state:
         raise UsageError(f"{flag}: no conflict is pending in {ws.root}")
     if not targets:

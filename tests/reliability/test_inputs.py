@@ -262,6 +262,8 @@ CASES: dict[str, tuple[Case, str]] = {
     "target with newline": (_args("status", "--no-fetch", "proj/keep\n"),
                             "invalid patchset name 'keep\\n'"),
     "target upstream with space": (_args("sync", "pr oj"), "invalid upstream name 'pr oj'"),
+    "--continue target with newline": (_args("sync", "--continue", "proj/keep\n"),
+                                       "invalid patchset name 'keep\\n'"),
     # patchset.toml: every table typed
     "[sync] result wrongly typed": (_meta("", f"[sync]\nresult = 3\nfrom = '{SHA}'\n"),
                                     "sync.result must be a string"),
