@@ -12,6 +12,7 @@ from typing import Any
 from contrib.errors import ContribError, UpstreamUnreachable
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
+from contrib.record import standing_dict, version_standing
 from contrib.ui import UI
 
 
@@ -27,7 +28,8 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool) -> int:
     ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
-               _sync_cell(r), r["validation"] or "-", _pr_cell(r["pr"])] for r in rows])
+               _sync_cell(r), _validation_cell(r["validation"]), _pr_cell(r["pr"])]
+              for r in rows])
     document: dict[str, Any] = {"patchsets": rows}
     if not rows:
         ui.info(ws.empty_message(targets))
@@ -65,13 +67,7 @@ def describe(ps: Patchset, mirror: Mirror | None) -> dict[str, Any]:
                 behind = git.count(f"{base}..{tip}")
         except ContribError:
             pass
-    validation = ps.current.read_validation()
-    verdict = None
-    if validation is not None:
-        verdict = str(validation.get("overall", "unknown"))
-        arch = validation.get("arch")
-        if arch:
-            verdict += f" ({arch})"
+    validation = standing_dict(version_standing(ps.current))
     pr = ps.pr
     return {
         "patchset": ps.target,
@@ -84,7 +80,7 @@ def describe(ps: Patchset, mirror: Mirror | None) -> dict[str, Any]:
         "patches": ps.current.series(),
         "versions": len(ps.versions()),
         "sync": str(ps.sync.result) if ps.sync else None,
-        "validation": verdict,
+        "validation": validation,
         "pr": {"number": pr.number, "url": pr.url, "state": pr.state} if pr else None,
     }
 
@@ -93,6 +89,12 @@ def _sync_cell(row: dict[str, Any]) -> str:
     if row["unreachable"]:
         return f"unreachable: {row['unreachable']}"
     return str(row["sync"] or "-")
+
+
+def _validation_cell(validation: dict[str, Any]) -> str:
+    """``sm_120a: incomplete (skipped: tests) [vm, no GPU]`` or ``not validated (why)``."""
+    where = "; ".join(dict.fromkeys(r["host"] for r in validation["runs"]))
+    return str(validation["summary"]) + (f" [{where}]" if where else "")
 
 
 def _pr_cell(pr: dict[str, Any] | None) -> str:
