@@ -207,7 +207,7 @@ class SyncDetails:
             conflict.only(_CONFLICT_KEYS)
         return cls(t.sha("version"), t.strings("patches"),
                    tuple(Landed.read(u) for u in t.subs("upstreamed")),
-                   dict(conflict.data) if conflict is not None else None, t.strings("notes"))
+                   (dict(conflict.data) or None) if conflict is not None else None, t.strings("notes"))
 
     def to_table(self) -> dict[str, Any]:
         return _drop_empty({
