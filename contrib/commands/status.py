@@ -10,36 +10,45 @@ from __future__ import annotations
 from typing import Any
 
 from contrib.errors import ContribError, UpstreamUnreachable
+from contrib.forge import ForgeFactory
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
+from contrib.pr_status import add_live_prs, pr_cells
 from contrib.record import standing_dict, version_standing
 from contrib.ui import UI
 
 
-def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool) -> int:
-    """One row per patchset: base, tip, commits behind, sync, validation, PR."""
+def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
+           forge_factory: ForgeFactory | None = None) -> int:
+    """One row per patchset: base, tip, commits behind, sync, validation, PR with its
+    CI checks and review state (read from GitHub unless offline or without a token)."""
     mirrors: dict[str, tuple[Mirror | None, str | None]] = {}
     rows: list[dict[str, Any]] = []
-    for ps in ws.patchsets(targets):
+    patchsets = ws.patchsets(targets)
+    for ps in patchsets:
         if ps.upstream not in mirrors:
             mirrors[ps.upstream] = _mirror(ws, ui, ps.upstream, fetch)
         mirror, unreachable = mirrors[ps.upstream]
         rows.append(describe(ps, mirror) | {"unreachable": unreachable})
-    ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR"],
+    github, code = add_live_prs(ws, patchsets, rows, online=fetch, factory=forge_factory)
+    ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR",
+                           "CI", "review"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
-               _sync_cell(r), _validation_cell(r["validation"]), _pr_cell(r["pr"])]
-              for r in rows])
-    document: dict[str, Any] = {"patchsets": rows}
+               _sync_cell(r), _validation_cell(r["validation"]), *pr_cells(r)] for r in rows])
+    document: dict[str, Any] = {"patchsets": rows, "github": github}
     if not rows:
         ui.info(ws.empty_message(targets))
         document["message"] = ws.empty_message(targets)
+    for r in rows:
+        if "error" in (r["pr_live"] or {}):
+            ui.warn(f"{r['patchset']}: {r['pr_live']['error']}")
     cut_off = sorted({r["patchset"].split("/")[0] for r in rows if r["unreachable"]})
     for name in cut_off:
         ui.warn(f"upstream {name} is unreachable: {mirrors[name][1]}; its rows show the cache "
                 "as last fetched (fix url in contrib.toml or the network)")
     ui.emit(document)
-    return 1 if cut_off else 0
+    return max(code, 1 if cut_off else 0)
 
 
 def _mirror(ws: Workspace, ui: UI, name: str, fetch: bool) -> tuple[Mirror | None, str | None]:
@@ -95,9 +104,3 @@ def _validation_cell(validation: dict[str, Any]) -> str:
     """``sm_120a: incomplete (skipped: tests) [vm, no GPU]`` or ``not validated (why)``."""
     where = "; ".join(dict.fromkeys(r["host"] for r in validation["runs"]))
     return str(validation["summary"]) + (f" [{where}]" if where else "")
-
-
-def _pr_cell(pr: dict[str, Any] | None) -> str:
-    if not pr or not pr.get("number"):
-        return "-"
-    return f"#{pr['number']} {pr.get('state') or ''}".strip()
