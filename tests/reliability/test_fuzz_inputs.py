@@ -157,7 +157,8 @@ def _exits_cleanly(ws: Workspace, path: Path, data: bytes, *args: str) -> None:
             path.unlink(missing_ok=True)
         else:
             path.write_bytes(saved)
-    FIGURES[f"fuzz examples: {path.name} via the CLI"] += 1
+    what = "a transaction plan" if path.parent.name == "txn" else path.name
+    FIGURES[f"fuzz examples: {what} via the CLI"] += 1
 
 
 def _keep(ws: Workspace) -> Path:
@@ -207,7 +208,7 @@ def test_any_sync_state_exits_0_1_or_2(fuzz_world: Workspace, value: object, raw
 def test_any_transaction_plan_exits_0_1_or_2(fuzz_world: Workspace, value: object,
                                              raw: bytes, use_raw: bool) -> None:
     data = raw if use_raw else json.dumps(value).encode()
-    _exits_cleanly(fuzz_world, fuzz_world.root / ".contrib" / "txn" / "fuzz.json", data)
+    _exits_cleanly(fuzz_world, fuzz_world.root / ".contrib" / "txn" / "plan.json", data)
 
 
 def _tables(valid: bool) -> tuple[st.SearchStrategy[object], st.SearchStrategy[object]]:
