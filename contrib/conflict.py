@@ -21,10 +21,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from contrib import worktree
-from contrib.errors import NeedsAttention
-from contrib.git import Git, Sha
+from contrib.errors import ContribError, NeedsAttention
+from contrib.git import Git, Tree
+from contrib.meta import TARGET_RE
 from contrib.series import EXPORT_ENV, MailPatch
-from contrib.txn import atomic_write
+from contrib.txn import atomic_write, check_inside
 
 STATE_VERSION = 1
 STATE_NAME = "sync-state.json"
@@ -58,11 +59,43 @@ def state_path(state_dir: Path) -> Path:
 
 
 def load_state(state_dir: Path) -> dict[str, Pending]:
-    """Every pending conflict of the workspace, by patchset."""
-    entries = worktree.load_state(state_path(state_dir), STATE_VERSION, "pending",
-                                  f"remove it and the worktrees under {state_dir / 'conflicts'} "
-                                  "to start over")
-    return {key: Pending(**value) for key, value in entries.items()}
+    """Every pending conflict of the workspace, by patchset; ContribError (exit 2) naming
+    the file and what to do when it is not a state contrib wrote."""
+    path = state_path(state_dir)
+    advice = (f"remove it and the worktrees under {state_dir / 'conflicts'} to start over "
+              "(the pending conflicts are then forgotten; no version is lost)")
+    pending = worktree.load_state(path, STATE_VERSION, "pending", advice)
+    return {key: _pending(path, state_dir, key, value, advice) for key, value in pending.items()}
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "patchset": (str,), "base": (str,), "target": (str,), "breaking": (str,), "head": (str,),
+    "index": (int,), "patch": (str,), "reason": (str,), "folder": (str,), "files": (list,),
+    "previous_meta": (str, type(None)),
+}
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def _pending(path: Path, state_dir: Path, key: str, value: object, advice: str) -> Pending:
+    where = f"{path}: pending[{key!r}]"
+    if not isinstance(value, dict):
+        raise ContribError(f"{where} must be an object; {advice}")
+    for name, kinds in _TYPES.items():
+        required = name not in ("files", "previous_meta")
+        if (name not in value and required) or (name in value and (
+                not isinstance(value[name], kinds) or isinstance(value[name], bool))):
+            raise ContribError(f"{where}.{name} must be a {kinds[0].__name__}; {advice}")
+    unknown = set(value) - set(_TYPES)
+    files = value.get("files", [])
+    shas = [value[n] for n in ("base", "target", "breaking", "head")]
+    if (unknown or value["patchset"] != key or not TARGET_RE.fullmatch(key) or value["index"] < 0
+            or not all(isinstance(f, str) for f in files) or not all(_SHA.fullmatch(s) for s in shas)
+            or value["reason"] not in ("conflict", "moved")
+            or Path(value["folder"]) != folder_for(state_dir, key)
+            or Path(value["patch"]).name != value["patch"]):
+        bad = f"unknown key(s) {', '.join(sorted(unknown))}" if unknown else "inconsistent values"
+        raise ContribError(f"{where}: {bad}; {advice}")
+    return Pending(**value)
 
 
 def save_state(state_dir: Path, pending: dict[str, Pending]) -> None:
@@ -82,10 +115,12 @@ def prepare(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> l
     ``moved`` patch is not applied at all (it would land in the wrong place
     again); the user applies it by hand from the copy beside the worktree.
     """
+    folder = Path(pending.folder)
+    check_inside(folder.parents[2], folder)  # WORKSPACE/.contrib/conflicts/NAME, no symlink
     remove(git, pending)
     # Until the worktree is whole, say so: a run killed in here leaves a
     # half-made worktree that --continue must re-create, not read as resolved.
-    with worktree.preparing(Path(pending.folder), pending.head):
+    with worktree.preparing(folder, pending.head):
         return _fill(git, pending, patch, raw_patch)
 
 
@@ -138,7 +173,7 @@ def unresolved(pending: Pending, patch: MailPatch) -> list[str]:
     return bad
 
 
-def resolved_tree(pending: Pending, patch: MailPatch) -> Sha:
+def resolved_tree(pending: Pending, patch: MailPatch) -> Tree:
     """The tree of the resolved worktree (tracked changes plus the patch's new files)."""
     tree = Git(pending.worktree)
     head = tree.rev_parse("HEAD")
@@ -158,7 +193,7 @@ def resolved_tree(pending: Pending, patch: MailPatch) -> Sha:
                    if (pending.worktree / p).is_file()]
         if created:
             tree.run("add", "--", *created, env=env)
-        return Sha(tree.run("write-tree", env=env))
+        return tree.write_tree(env)
 
 
 def remove(git: Git, pending: Pending) -> None:

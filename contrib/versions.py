@@ -15,7 +15,6 @@ can read and extend them; :func:`read_history` turns them into typed
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -109,17 +108,17 @@ def write_version(txn: Transaction, ps: Patchset, base: str, files: Files,
     Returns whether the folder changed.
     """
     changed = stage_version(txn, ps.dir, base, files)
-    ps.meta["current"] = base
+    ps.set_current(base)
     add_event(ps.meta, event)
     return changed
 
 
 def read_history(ps: Patchset) -> list[Event]:
-    """The ``[[history]]`` entries of ``ps`` that name a version, in file order."""
-    raw = ps.meta.get("history")
+    """The ``[[history]]`` entries of ``ps`` that name a version, in file order (as
+    contrib.meta read and checked them when the patchset was loaded)."""
     out = []
-    for entry in raw if isinstance(raw, list) else []:
-        if not isinstance(entry, Mapping) or not entry.get("version"):
+    for entry in ps.info.history:
+        if not entry.get("version"):
             continue  # a note a person wrote
         out.append(Event(**{k: _text(entry.get(k)) for k in Event.__dataclass_fields__}))
     return out

@@ -36,10 +36,11 @@ _IN_PROGRESS = {"rebase-merge": "a rebase", "rebase-apply": "a rebase or am",
 
 # -- state files ------------------------------------------------------------------
 
-def load_state(path: Path, version: int, key: str, hint: str) -> dict[str, dict[str, Any]]:
-    """The entries under ``key`` of the state file at ``path`` ({} when absent).
+def load_state(path: Path, version: int, key: str, hint: str) -> dict[str, Any]:
+    """The entries under ``key`` of the state file at ``path`` ({} when absent);
+    ContribError (exit 2) naming the file when it is not a state contrib wrote.
 
-    ``hint`` says what to remove to start over when the file cannot be used.
+    ``hint`` says what to remove to start over.  Each entry is the caller's to check.
     """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -47,17 +48,19 @@ def load_state(path: Path, version: int, key: str, hint: str) -> dict[str, dict[
         return {}
     except (OSError, ValueError) as exc:  # a folder there, bad bytes, bad JSON
         raise ContribError(f"{path}: unreadable ({exc}); {hint}") from None
-    if not isinstance(data, dict) or data.get("state_version") != version:
-        found = data.get("state_version") if isinstance(data, dict) else None
-        raise ContribError(f"{path}: state_version {found!r} is not {version}; finish with "
-                           "the contrib that wrote it, or remove the file")
+    if not isinstance(data, dict):
+        raise ContribError(f"{path}: must be a JSON object, not {type(data).__name__}; {hint}")
+    if data.get("state_version") != version:
+        raise ContribError(f"{path}: state_version {data.get('state_version')!r} is not "
+                           f"{version}; finish with the contrib that wrote it, or {hint}")
     entries = data.get(key, {})
-    if not isinstance(entries, dict):
-        raise ContribError(f"{path}: {key!r} is not a table; {hint}")
+    if set(data) - {"state_version", key} or not isinstance(entries, dict):
+        raise ContribError(f"{path}: only state_version and a {key!r} object belong there; "
+                           f"{hint}")
     return entries
 
 
-def save_state(path: Path, version: int, key: str, entries: dict[str, dict[str, Any]]) -> None:
+def save_state(path: Path, version: int, key: str, entries: dict[str, Any]) -> None:
     """Write the state atomically; the file is removed when no entry is left."""
     if not entries:
         path.unlink(missing_ok=True)

@@ -44,8 +44,8 @@ def _describe(ps: Patchset, version: Version, events: list[Event],
     except ContribError:  # a broken folder is still listed; validate/sync name the fault
         patches = []
     pr = None
-    if ps.get("pr", "version") == version.base and ps.get("pr", "number"):
-        pr = {k: ps.get("pr", k) for k in ("number", "url", "state")}
+    if ps.pr is not None and ps.pr.version == version.base and ps.pr.number:
+        pr = {"number": ps.pr.number, "url": ps.pr.url, "state": ps.pr.state}
     return {"version": version.base, "base_date": date, "current": version == ps.current,
             "patches": patches, "made": made,
             "validation": standing_dict(version_standing(version)),
