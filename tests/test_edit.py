@@ -276,3 +276,14 @@ def test_a_hand_edited_edit_state_is_one_clear_line(workspace: Workspace, two: s
         result = workspace.run(command, "proj/two")
         assert result.code == 2, (damage, result.err)
         assert str(path) in result.err and result.err.count("\n") == 1
+
+
+def test_edit_never_follows_a_symlinked_edit_folder(workspace: Workspace, two: str,
+                                                    tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (workspace.root / ".contrib").mkdir(exist_ok=True)
+    (workspace.root / ".contrib" / "edit").symlink_to(elsewhere)
+    result = workspace.run("edit", "proj/two")
+    assert result.code == 2, result.err
+    assert list(elsewhere.iterdir()) == []

@@ -21,6 +21,7 @@ from contrib.git import Git, Sha
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
 from contrib.rangediff import Built, build
+from contrib.txn import check_inside
 from contrib.ui import UI
 
 
@@ -57,6 +58,8 @@ def edit(ws: Workspace, ui: UI, target: str, *, path: Path | None, repo: Path | 
 def _into_worktree(ws: Workspace, ps: Patchset, git: Git, built: Built, path: Path | None,
                    previous: Edit | None, ours: set[str], force: bool) -> tuple[Path, bool]:
     """Branch contrib/NAME in the cache at ``built.tip``, checked out at the location."""
+    if path is None:  # inside the workspace: no symlinked folder may redirect it
+        check_inside(ws.root, edits.default_path(ws, ps))
     location = (path or edits.default_path(ws, ps)).resolve()
     branch = edits.branch_of(ps)
     git.try_run("worktree", "prune")
