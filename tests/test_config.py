@@ -47,7 +47,7 @@ def test_bad_patchset_meta(workspace: Workspace, upstream: Repo, tmp_path: Path)
     assert workspace.run("new", "proj", "x", "--base", "main", "--patch", str(patches[0])).code == 0
     meta = workspace.root / "patchsets" / "proj" / "x" / "patchset.toml"
     good = meta.read_text()
-    meta.write_text(good + "colour = 'red'\n")
+    meta.write_text("colour = 'red'\n" + good)  # top level: the file ends in [[history]]
     result = workspace.run("status", "--no-fetch")
     assert result.code == 2 and "patchset.toml" in result.err and "unknown key 'colour'" in result.err
     meta.write_text(good.replace(upstream.head(), "deadbeef"))
