@@ -1,0 +1,200 @@
+"""``contrib autopilot [TARGET...] [--push] [--dry-run] [--no-fetch] [--json]``.
+
+One run of the whole loop, under the workspace lock:
+
+1. fetch each upstream once and carry every selected patchset (as ``sync``);
+2. validate every current version without a validation made for it, with
+   every stage that can run here;
+3. PRs by ``[autopilot] prs``: ``update`` the PR of each patchset whose PR is
+   behind its validated version, ``create`` also opens a draft for one that
+   has none, ``never`` leaves PRs alone; a patchset found upstreamed gets one
+   comment on its still-open PR naming the landing commit(s);
+4. commit what changed under ``patchsets/`` as ONE commit listing each
+   patchset's result, and with ``--push`` push it (never forced);
+5. update the dashboard issue (:mod:`contrib.dashboard`).
+
+Every step is idempotent, so a run killed anywhere is finished by the next
+one: a version without validation is validated, a PR behind its version is
+updated, the uncommitted changes are committed, an unpushed commit is pushed.
+``--dry-run`` runs steps 1-2 on a scratch copy of the workspace and replaces
+every GitHub write by a record of it: nothing is written to the workspace,
+the fork or GitHub.
+
+Exit 0 when nothing needs a person, 1 when something does (a conflict, a
+failed validation, a PR closed by a human, a GitHub or push failure), 2 on
+bad config.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from contrib import autopilot_pr, dashboard
+from contrib.arch import parse_arch
+from contrib.autopilot_state import Need, Outcome, Run, validation_view
+from contrib.commands.sync import carry
+from contrib.commands.validate import validate_patchset
+from contrib.credentials import find_token
+from contrib.errors import ContribError, NeedsAttention
+from contrib.patchset import STATE_DIR, Patchset, Workspace
+from contrib.rebase import CONFLICT, ERROR, UPSTREAMED
+from contrib.secrets import register_secret, scrub
+from contrib.ui import UI
+from contrib.validate.report import host_facts
+from contrib.wsrepo import WorkspaceRepo
+
+WORKSPACE_TOKEN = "CONTRIB_WORKSPACE_TOKEN"
+
+
+def autopilot(ws: Workspace, ui: UI, targets: list[str], *, push: bool, dry_run: bool,
+              fetch: bool, gpu_missing: list[str],
+              forge_factory: autopilot_pr.ForgeFactory | None = None) -> int:
+    """Run the loop once for the selected patchsets; the exit code (0, 1)."""
+    repo = None if dry_run else WorkspaceRepo.find(ws.root)
+    if push and repo is not None:
+        repo.remote_url()  # bad setup: exit 2 before any work
+    run = Run(dry_run=dry_run, policy=ws.config.autopilot.prs, gpu_missing=gpu_missing,
+              forges=autopilot_pr.Forges(ws.config.github_api_url, find_token(
+                  ws.config.github_api_url), workspace_token(), forge_factory, dry_run))
+    with _scratch(ws, dry_run) as work:
+        outcomes = _loop(work, ui, targets, run)
+        if repo is not None:
+            _commit(work, repo, outcomes, run, push)
+        dashboard.update(work, outcomes, run)
+    code = 1 if run.needs(outcomes) else 0
+    _show(ui, outcomes, run, code)
+    return code
+
+
+def workspace_token() -> str | None:
+    """The token for the workspace's own repository (the dashboard, the push):
+    CONTRIB_WORKSPACE_TOKEN, else the GitHub token contrib uses everywhere."""
+    token = os.environ.get(WORKSPACE_TOKEN, "").strip() or None
+    register_secret(token)
+    return token
+
+
+def _loop(ws: Workspace, ui: UI, targets: list[str], run: Run) -> list[Outcome]:
+    patchsets = ws.patchsets(targets)
+    outcomes = {ps.target: Outcome(ps.target) for ps in patchsets}
+    for upstream in sorted({ps.upstream for ps in patchsets}):
+        group = [ps for ps in patchsets if ps.upstream == upstream]
+        _sync(ws, ui, group, outcomes, run)
+    host: dict[str, Any] | None = None
+    for ps in patchsets:
+        outcome = outcomes[ps.target]
+        fresh = ws.patchset(ps.target)  # sync rewrote patchset.toml
+        if outcome.syncable:
+            host = host or host_facts()
+            _validate(ws, ui, fresh, outcome, host)
+        autopilot_pr.pr_step(ws, fresh, outcome, run)
+    return [outcomes[ps.target] for ps in patchsets]
+
+
+def _sync(ws: Workspace, ui: UI, group: list[Patchset], outcomes: dict[str, Outcome],
+          run: Run) -> None:
+    """Carry one upstream's patchsets; an unreachable upstream fails only its own."""
+    try:
+        reports = carry(ws, ui, group, fetch=run.fetch)
+    except ContribError as exc:
+        for ps in group:
+            outcomes[ps.target].fail("sync", scrub(str(exc)))
+        return
+    for report in reports:
+        outcome = outcomes[report.patchset]
+        outcome.sync = report.as_dict()
+        outcome.act("sync", report.result, version=report.version, commits=report.commits)
+        if report.result == CONFLICT and report.conflict:
+            outcome.needs.append(Need.conflict(report.patchset, report.conflict))
+        elif report.result == ERROR:
+            outcome.needs.append(Need("error", f"sync: {report.error}"))
+
+
+def _validate(ws: Workspace, ui: UI, ps: Patchset, outcome: Outcome,
+              host: dict[str, Any]) -> None:
+    """Validate the current version unless it has a validation made for it."""
+    if outcome.sync and outcome.sync["result"] == UPSTREAMED:
+        return
+    view = validation_view(ps.current)
+    if view.fresh:
+        outcome.act("validate", "up to date", verdict=view.verdict)
+    else:
+        ui.step(f"validating {ps.target} for {ps.arch} ...")
+        try:
+            validation = validate_patchset(ws, ps, parse_arch(ps.arch), host)
+        except ContribError as exc:
+            outcome.fail("validate", scrub(str(exc)))
+            return
+        ws.write_file(ps.current.validation_path, validation.to_json())
+        view = validation_view(ps.current)
+        outcome.act("validate", view.verdict, skipped=view.skipped)
+    outcome.validation = view.to_dict()
+    if view.verdict == "failed":
+        outcome.needs.append(Need.failed_validation(view))
+
+
+def _commit(ws: Workspace, repo: WorkspaceRepo, outcomes: list[Outcome], run: Run,
+            push: bool) -> None:
+    """One commit of every change under the selected patchsets' folders; then the push."""
+    folders = [ws.root / "patchsets" / o.patchset for o in outcomes]
+    lines = "".join(f"- {o.patchset}: {o.summary()}\n" for o in outcomes)
+    title = f"autopilot: {len(outcomes)} patchset(s)" if len(outcomes) != 1 else \
+        f"autopilot: {outcomes[0].patchset}: {outcomes[0].summary()}"
+    try:
+        run.commit = repo.commit(folders, f"{title}\n\n{lines}")
+        if push:
+            run.push = repo.push(run.forges.workspace_token)
+    except ContribError as exc:
+        run.push = "failed"
+        run.problems.append(Need("push", scrub(str(exc))))
+
+
+@contextmanager
+def _scratch(ws: Workspace, dry_run: bool) -> Iterator[Workspace]:
+    """The workspace itself, or for a dry run a throw-away copy of it."""
+    if not dry_run:
+        yield ws
+        return
+    with tempfile.TemporaryDirectory(prefix="contrib-dry-run-") as tmp:
+        copy = Path(tmp) / "ws"
+        shutil.copytree(ws.root, copy, symlinks=True,
+                        ignore=shutil.ignore_patterns(".git", "lock", "lock.pid"))
+        if (ws.state_dir).is_dir() and not (copy / STATE_DIR).is_dir():
+            (copy / STATE_DIR).mkdir()
+        yield Workspace(copy)
+
+
+# -- output ---------------------------------------------------------------------
+
+def _show(ui: UI, outcomes: list[Outcome], run: Run, code: int) -> None:
+    rows = [[o.patchset, o.cell("sync"), o.cell("validate"), o.cell("pr"),
+             "; ".join(n.text.splitlines()[0] for n in o.needs) or "-"] for o in outcomes]
+    ui.table("autopilot" + (" (dry run: nothing written)" if run.dry_run else ""),
+             ["patchset", "sync", "validation", "PR", "needs you"], rows)
+    if run.commit:
+        ui.info(f"committed {run.commit[:12]}" + (f"; push: {run.push}" if run.push else ""))
+    for need in run.problems:
+        ui.warn(need.text)
+    if run.dashboard:
+        ui.info(f"dashboard: {run.dashboard.get('result')} {run.dashboard.get('url') or ''}")
+    if not outcomes:
+        ui.info("no patchsets selected")
+    ui.emit({"dry_run": run.dry_run, "exit_code": code, "commit": run.commit, "push": run.push,
+             "dashboard": run.dashboard, "problems": [n.as_dict() for n in run.problems],
+             "patchsets": [o.as_dict() for o in outcomes]})
+
+
+def check_gpu_labels(labels: list[str]) -> list[str]:
+    """--gpu-missing values: runner labels as the workflow names them."""
+    from contrib.workflow import LABEL_RE
+
+    for label in labels:
+        if not LABEL_RE.match(label):
+            raise NeedsAttention(f"--gpu-missing {label!r}: not a runner label", exit_code=2)
+    return labels
