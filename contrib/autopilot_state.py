@@ -9,14 +9,15 @@ with no runner, a failure of GitHub or of the push.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contrib.pr_body import overall
 from contrib.rebase import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, UPSTREAMED
+from contrib.record import StageStatus, Standing, Verdict
 
 if TYPE_CHECKING:
     from contrib.autopilot_pr import Forges
-    from contrib.patchset import Version
+    from contrib.patchset import Workspace
 
 OK_SYNC = (UNCHANGED, REBASED, PARTIAL, UPSTREAMED)
 
@@ -33,76 +34,78 @@ class Need:
         return {"kind": self.kind, "text": self.text, **self.details}
 
     @classmethod
-    def conflict(cls, target: str, info: dict[str, Any]) -> Need:
-        """A sync conflict: the breaking commit, the files, the commands that finish it."""
+    def conflict(cls, ws: Workspace, target: str, info: dict[str, Any]) -> Need:
+        """A sync conflict: the breaking commit, the files, the commands that finish it.
+
+        The commands work in any clone of the workspace: on a CI runner the
+        conflict worktree is gone with the runner, and ``contrib sync`` makes it
+        again (a no-op where it is still waiting).
+        """
         commit = info.get("commit") or {}
         sha = str(commit.get("sha", ""))
         files = [str(f) for f in info.get("files") or []]
         subject = f" {commit['subject']!r}" if commit.get("subject") else ""
-        text = (f"{target}: {info.get('patch')} breaks at upstream {sha[:12]}{subject} "
-                f"({info.get('reason')}) in {', '.join(files) or '?'}")
-        commands = [f"cd {info.get('worktree')}  # resolve the conflict markers there",
-                    f"contrib sync --continue {target}",
-                    f"contrib sync --abort {target}  # or drop it"]
+        pr = f" (#{commit['pr']})" if commit.get("pr") else ""
+        text = (f"{target}: {info.get('patch')} breaks at upstream commit {sha[:12]}{subject}"
+                f"{pr} ({info.get('reason')})")
+        worktree = _relative(ws, str(info.get("worktree") or ""))
+        commands = [f"contrib sync {target}",
+                    f"# resolve the conflict markers in {worktree}/: "
+                    + (", ".join(files) or "the files named above"),
+                    f"contrib sync --continue --commit {target}", "git push"]
         return cls(CONFLICT, text, {"patchset": target, "commit": commit, "files": files,
-                                    "patch": info.get("patch"), "worktree": info.get("worktree"),
+                                    "patch": info.get("patch"), "worktree": worktree,
                                     "commands": commands})
 
     @classmethod
     def failed_validation(cls, view: ValidationView) -> Need:
         findings = view.failing
-        text = f"{view.target}: validation failed for {view.arch}: " + (
-            "; ".join(f["text"] for f in findings[:3]) or "see validation.json")
+        text = f"{view.target}: validation {view.summary}"
         return cls("validation", text, {"patchset": view.target, "findings": findings})
 
 
 @dataclass
 class ValidationView:
-    """What the dashboard and autopilot need from one version's validation.json."""
+    """What autopilot reports of one version's validation record."""
 
     target: str
-    fresh: bool  # made for exactly this version
-    verdict: str  # passed | incomplete | failed | missing | stale
-    arch: str = ""
-    runs: list[dict[str, Any]] = field(default_factory=list)  # where each run ran, what ran
-    skipped: list[str] = field(default_factory=list)
+    verdict: str  # the worst arch verdict, or "not validated"
+    summary: str
+    archs: list[dict[str, Any]] = field(default_factory=list)
     failing: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "arch": self.arch, "runs": self.runs,
-                "skipped": self.skipped, "failing": self.failing}
+        return {"verdict": self.verdict, "summary": self.summary, "archs": self.archs,
+                "failing": self.failing}
 
 
-def validation_view(version: Version) -> ValidationView:
-    """Read ``version``'s validation.json into a :class:`ValidationView`."""
-    target = version.patchset.target
-    data = version.read_validation()
-    if data is None:
-        return ValidationView(target, False, "missing")
-    made_for = str(data.get("upstream_sha") or "")
-    if made_for != version.base:
-        return ValidationView(target, False, "stale", str(data.get("arch", "")))
-    stages = [s for s in data.get("stages") or [] if isinstance(s, dict)]
-    skipped = [str(s.get("name")) for s in stages if s.get("status") == "skipped"]
-    verdict = str(overall(data) or "missing")
-    if verdict == "passed" and skipped:
-        verdict = "incomplete"
-    host = data.get("host") if isinstance(data.get("host"), dict) else {}
-    run = {"arch": str(data.get("arch", "")), "host": str(host.get("hostname", "?")),
-           "gpus": [str(g.get("name")) for g in host.get("gpus") or [] if isinstance(g, dict)],
-           "ran": [str(s.get("name")) for s in stages if s.get("status") in ("passed", "failed")],
-           "skipped": skipped}
-    failing = [_finding(s, f) for s in stages if s.get("status") == "failed"
-               for f in (s.get("findings") or [{"message": s.get("reason", "")}])
-               if isinstance(f, dict) and not f.get("waived")
-               and f.get("severity", "error") != "info"]
-    return ValidationView(target, True, verdict, run["arch"], [run], skipped, failing)
+def validation_view(target: str, standing: Standing) -> ValidationView:
+    """The verdict per arch, where each run ran, and every unwaived failing finding."""
+    if standing.record is None:
+        return ValidationView(target, "not validated", standing.summary())
+    order = [Verdict.FAILED, Verdict.INCOMPLETE, Verdict.PASSED]
+    worst = min((v.verdict for v in standing.verdicts),
+                key=lambda v: order.index(v) if v in order else 0, default=Verdict.INCOMPLETE)
+    archs = [{"arch": v.arch, "verdict": str(v.verdict), "line": v.line(),
+              "unmet": list(v.unmet), "where": [r.host.describe() for r in v.runs]}
+             for v in standing.verdicts]
+    failing = [{"arch": run.arch, "stage": stage.name, "location": f.location,
+                "text": f"{run.arch} {stage.name}: {f.location}: {f.message}"}
+               for run in standing.record.runs for stage in run.stages
+               if stage.status == StageStatus.FAILED for f in stage.findings if f.blocking]
+    failing += [{"arch": run.arch, "stage": stage.name, "location": "",
+                 "text": f"{run.arch} {stage.name}: {stage.reason}"}
+                for run in standing.record.runs for stage in run.stages
+                if stage.status == StageStatus.FAILED and not any(f.blocking
+                                                                   for f in stage.findings)]
+    return ValidationView(target, str(worst), standing.summary(), archs, failing)
 
 
-def _finding(stage: dict[str, Any], finding: dict[str, Any]) -> dict[str, Any]:
-    where = finding.get("location") or ""
-    text = f"{stage.get('name')}: {where + ': ' if where else ''}{finding.get('message', '')}"
-    return {"stage": stage.get("name"), "location": where, "text": text}
+def _relative(ws: Workspace, path: str) -> str:
+    try:
+        return str(Path(path).relative_to(ws.root))
+    except ValueError:
+        return path
 
 
 @dataclass

@@ -107,13 +107,13 @@ def _check(options: Options) -> None:
 def _setup(indent: str, install: str) -> str:
     """Steps every job shares after the checkout: Python, the cache, contrib."""
     return (f"""\
-{indent}- uses: actions/setup-python@v5
+{indent}- uses: actions/setup-python@v6
 {indent}  with:
 {indent}    python-version: "3.12"
 {indent}- name: Point CONTRIB_CACHE at the runner's temp folder
 {indent}  run: echo "CONTRIB_CACHE=$RUNNER_TEMP/contrib-cache" >> "$GITHUB_ENV"
 {indent}- name: Upstream caches
-{indent}  uses: actions/cache@v4
+{indent}  uses: actions/cache@v5
 {indent}  with:
 {indent}    path: ${{{{ env.CONTRIB_CACHE }}}}
 {indent}    key: contrib-${{{{ runner.os }}}}-${{{{ hashFiles('contrib.toml') }}}}-${{{{ github.run_id }}}}
@@ -147,15 +147,19 @@ permissions:
   contents: write
   issues: write
 
-env:
-  # Tokens reach contrib only through the environment, never a command line.
-  # The run's own token: the dashboard issue and pushes to this repository
-  # (pushes made with it start no new workflow run).
-  CONTRIB_WORKSPACE_TOKEN: ${{{{ github.token }}}}
-  # A token of the fork's owner: PR branches on the fork, PRs on the upstream.
-  GH_TOKEN: ${{{{ secrets.CONTRIB_FORK_TOKEN }}}}
-
 jobs:
+"""
+
+
+# Only the steps that run contrib autopilot see tokens, through env: never a command
+# line, never the GPU legs (they run upstream test code).
+_TOKENS = """\
+        env:
+          # The run's own token: the dashboard issue and pushes to this repository
+          # (pushes made with it start no new workflow run).
+          CONTRIB_WORKSPACE_TOKEN: ${{ github.token }}
+          # A token of the fork's owner: PR branches on the fork, PRs on the upstream.
+          GH_TOKEN: ${{ secrets.CONTRIB_FORK_TOKEN }}
 """
 
 
@@ -168,13 +172,14 @@ def _autopilot_job(options: Options) -> str:
       sha: ${{{{ steps.run.outputs.sha }}}}
       changed: ${{{{ steps.run.outputs.changed }}}}
     steps:
-      - uses: actions/checkout@v4
+      - uses: actions/checkout@v5
         with:
           fetch-depth: 0
           persist-credentials: false
 {_setup("      ", options.install)}\
       - name: contrib autopilot --push
         id: run
+{_TOKENS}\
         run: |
           before="$(git rev-parse HEAD)"
           status=0
@@ -205,21 +210,36 @@ def _gpu_job(options: Options) -> str:
     runs-on: [self-hosted, linux, gpu, "${{{{ matrix.label }}}}"]
     timeout-minutes: 240
     steps:
-      - uses: actions/checkout@v4
+      - uses: actions/checkout@v5
         with:
           ref: ${{{{ needs.autopilot.outputs.sha }}}}
           persist-credentials: false
 {_setup("      ", options.install)}\
-      - name: contrib validate on the GPU
+      - name: contrib validate on the GPU, one run file per patchset of this arch
         env:
           ARCH: ${{{{ matrix.arch }}}}
           LABEL: ${{{{ matrix.label }}}}
-        run: contrib validate --arch "$ARCH" --out "validation-$LABEL.json"
-      - uses: actions/upload-artifact@v4
+        run: |
+          mkdir -p validation
+          status=0
+          for meta in patchsets/*/*/patchset.toml; do
+            [ -f "$meta" ] || continue
+            dir="$(dirname "$meta")"
+            name="$(basename "$dir")"
+            upstream="$(basename "$(dirname "$dir")")"
+            arch="$(sed -n '/^\\[/q; s/^arch *= *"\\(.*\\)".*$/\\1/p' "$meta")"
+            [ "${{arch:-sm_120a}}" = "$ARCH" ] || continue
+            contrib validate "$upstream/$name" --arch "$ARCH" \\
+              --out "validation/$LABEL--$upstream--$name.json" || status=$?
+          done
+          # The leg ran: the merge job tells a leg without a runner by this file.
+          touch "validation/$LABEL.done"
+          exit "$status"
+      - uses: actions/upload-artifact@v6
         if: ${{{{ !cancelled() }}}}
         with:
           name: contrib-validation-${{{{ matrix.label }}}}
-          path: validation-${{{{ matrix.label }}}}.json
+          path: validation/
           if-no-files-found: warn
 """
 
@@ -234,25 +254,28 @@ def _merge_job(options: Options) -> str:
     runs-on: ubuntu-latest
     timeout-minutes: 60
     steps:
-      - uses: actions/checkout@v4
+      - uses: actions/checkout@v5
         with:
           ref: {options.branch}
           fetch-depth: 0
           persist-credentials: false
 {_setup("      ", options.install)}\
-      - uses: actions/download-artifact@v4
+      - uses: actions/download-artifact@v7
         continue-on-error: true
         with:
           pattern: contrib-validation-*
           path: gpu-results
           merge-multiple: true
       - name: Merge the GPU runs, commit, push, refresh the PRs and the dashboard
+{_TOKENS}\
         run: |
           files=()
           missing=()
           for leg in {legs}; do
-            if [ -f "gpu-results/validation-$leg.json" ]; then
-              files+=("gpu-results/validation-$leg.json")
+            if [ -f "gpu-results/$leg.done" ]; then
+              for file in "gpu-results/$leg--"*.json; do
+                [ -f "$file" ] && files+=("$file")
+              done
             else
               missing+=(--gpu-missing "$leg")
             fi

@@ -36,17 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from contrib import autopilot_pr, dashboard
-from contrib.arch import parse_arch
 from contrib.autopilot_state import Need, Outcome, Run, validation_view
 from contrib.commands.sync import carry
-from contrib.commands.validate import validate_patchset
+from contrib.commands.validate import validate
 from contrib.credentials import find_token
-from contrib.errors import ContribError, NeedsAttention
+from contrib.errors import ContribError, UsageError
+from contrib.forge import ForgeFactory
 from contrib.patchset import STATE_DIR, Patchset, Workspace
 from contrib.rebase import CONFLICT, ERROR, UPSTREAMED
+from contrib.record import version_standing
 from contrib.secrets import register_secret, scrub
 from contrib.ui import UI
-from contrib.validate.report import host_facts
 from contrib.wsrepo import WorkspaceRepo
 
 WORKSPACE_TOKEN = "CONTRIB_WORKSPACE_TOKEN"
@@ -54,14 +54,16 @@ WORKSPACE_TOKEN = "CONTRIB_WORKSPACE_TOKEN"
 
 def autopilot(ws: Workspace, ui: UI, targets: list[str], *, push: bool, dry_run: bool,
               fetch: bool, gpu_missing: list[str],
-              forge_factory: autopilot_pr.ForgeFactory | None = None) -> int:
+              forge_factory: ForgeFactory | None = None) -> int:
     """Run the loop once for the selected patchsets; the exit code (0, 1)."""
     repo = None if dry_run else WorkspaceRepo.find(ws.root)
     if push and repo is not None:
         repo.remote_url()  # bad setup: exit 2 before any work
-    run = Run(dry_run=dry_run, policy=ws.config.autopilot.prs, gpu_missing=gpu_missing,
-              forges=autopilot_pr.Forges(ws.config.github_api_url, find_token(
-                  ws.config.github_api_url), workspace_token(), forge_factory, dry_run))
+    api_url = ws.config.github_api_url
+    forges = autopilot_pr.Forges(api_url, find_token(api_url), workspace_token(),
+                                 forge_factory, dry_run)
+    run = Run(dry_run=dry_run, policy=ws.config.autopilot.prs,
+              gpu_missing=check_gpu_labels(gpu_missing), forges=forges, fetch=fetch)
     with _scratch(ws, dry_run) as work:
         outcomes = _loop(work, ui, targets, run)
         if repo is not None:
@@ -86,14 +88,12 @@ def _loop(ws: Workspace, ui: UI, targets: list[str], run: Run) -> list[Outcome]:
     for upstream in sorted({ps.upstream for ps in patchsets}):
         group = [ps for ps in patchsets if ps.upstream == upstream]
         _sync(ws, ui, group, outcomes, run)
-    host: dict[str, Any] | None = None
     for ps in patchsets:
         outcome = outcomes[ps.target]
-        fresh = ws.patchset(ps.target)  # sync rewrote patchset.toml
         if outcome.syncable:
-            host = host or host_facts()
-            _validate(ws, ui, fresh, outcome, host)
-        autopilot_pr.pr_step(ws, fresh, outcome, run)
+            ui.step(f"validating {ps.target} ...")
+            _validate(ws, ws.patchset(ps.target), outcome)  # sync rewrote patchset.toml
+            autopilot_pr.pr_step(ws, ws.patchset(ps.target), outcome, run)
     return [outcomes[ps.target] for ps in patchsets]
 
 
@@ -111,32 +111,52 @@ def _sync(ws: Workspace, ui: UI, group: list[Patchset], outcomes: dict[str, Outc
         outcome.sync = report.as_dict()
         outcome.act("sync", report.result, version=report.version, commits=report.commits)
         if report.result == CONFLICT and report.conflict:
-            outcome.needs.append(Need.conflict(report.patchset, report.conflict))
+            ps = next(p for p in group if p.target == report.patchset)
+            outcome.needs.append(Need.conflict(ws, report.patchset, _conflict_info(ps, report)))
         elif report.result == ERROR:
             outcome.needs.append(Need("error", f"sync: {report.error}"))
 
 
-def _validate(ws: Workspace, ui: UI, ps: Patchset, outcome: Outcome,
-              host: dict[str, Any]) -> None:
-    """Validate the current version unless it has a validation made for it."""
+def _conflict_info(ps: Patchset, report: Any) -> dict[str, Any]:
+    """The conflict as sync reported it; a conflict still pending from an earlier run
+    is reported by sha only, so its subject and files come from patchset.toml."""
+    info = dict(report.conflict)
+    recorded = (ps.get("sync", "details", {}) or {}).get("conflict") or {}
+    if not (info.get("commit") or {}).get("subject") and isinstance(recorded, dict):
+        info["commit"] = {**(recorded.get("commit") or {}), **(info.get("commit") or {})}
+    return info
+
+
+def _validate(ws: Workspace, ps: Patchset, outcome: Outcome) -> None:
+    """Validate the current version unless its record is bound to it and has a run for
+    the patchset's arch (``contrib validate`` itself, silenced: this run reports it)."""
     if outcome.sync and outcome.sync["result"] == UPSTREAMED:
         return
-    view = validation_view(ps.current)
-    if view.fresh:
-        outcome.act("validate", "up to date", verdict=view.verdict)
+    standing = version_standing(ps.current)
+    if standing.bound and standing.for_arch(ps.arch) is not None:
+        outcome.act("validate", "up to date", verdict=standing.summary())
     else:
-        ui.step(f"validating {ps.target} for {ps.arch} ...")
         try:
-            validation = validate_patchset(ws, ps, parse_arch(ps.arch), host)
+            validate(ws, _Silent(), [ps.target], arch=None, junit=None)
         except ContribError as exc:
             outcome.fail("validate", scrub(str(exc)))
             return
-        ws.write_file(ps.current.validation_path, validation.to_json())
-        view = validation_view(ps.current)
-        outcome.act("validate", view.verdict, skipped=view.skipped)
+        standing = version_standing(ws.patchset(ps.target).current)
+        outcome.act("validate", standing.summary())
+    view = validation_view(ps.target, standing)
     outcome.validation = view.to_dict()
     if view.verdict == "failed":
         outcome.needs.append(Need.failed_validation(view))
+
+
+class _Silent(UI):
+    """A UI that prints nothing: validate's own table and JSON stay out of this run's."""
+
+    def __init__(self) -> None:
+        super().__init__(json_mode=True)
+
+    def emit(self, document: Any) -> None:
+        return None
 
 
 def _commit(ws: Workspace, repo: WorkspaceRepo, outcomes: list[Outcome], run: Run,
@@ -196,5 +216,5 @@ def check_gpu_labels(labels: list[str]) -> list[str]:
 
     for label in labels:
         if not LABEL_RE.match(label):
-            raise NeedsAttention(f"--gpu-missing {label!r}: not a runner label", exit_code=2)
+            raise UsageError(f"--gpu-missing {label!r}: not a runner label")
     return labels

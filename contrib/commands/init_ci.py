@@ -19,10 +19,12 @@ from contrib.workflow import WORKFLOW_PATH, GpuRunner, Options, render, written_
 
 
 def init_ci(ws: Workspace, ui: UI, *, gpu_runners: list[str], force: bool,
-            install: str | None, cron: str | None) -> int:
+            install: str | None = None, cron: str | None = None,
+            branch: str | None = None) -> int:
     """Write the workflow; 0 written or already current, 1 refused (someone else's file)."""
     runners = [GpuRunner.parse(text) for text in gpu_runners] or default_runners(ws)
-    repo_root, branch = _repository(ws)
+    repo_root, current = _repository(ws)
+    branch = branch or current
     options = Options(branch=branch, gpu=runners,
                       **{k: v for k, v in (("install", install), ("cron", cron)) if v})
     text = render(options)
