@@ -150,14 +150,17 @@ def _open_or_update(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> 
         outcome.act("pr", "unchanged", number=(outcome.pr or {}).get("number"))
         return
     if run.dry_run:
-        outcome.act("pr", f"would {preview.get('would') or 'update'}", calls=preview["actions"])
+        would = {"created": "create", "reopened": "reopen"}.get(preview.get("would") or "",
+                                                                "update")
+        outcome.act("pr", f"would {would}", calls=preview["actions"])
         return
     code, (result,) = open_pr(ws, [ps.target], github_factory=factory)
     if result["result"] == "error":
         outcome.fail("pr", result["error"], kind="github")
         return
     pr = result.get("pr") or {}
-    outcome.pr = {k: pr.get(k) for k in ("number", "url", "state", "draft")}
+    outcome.pr = {**{k: pr.get(k) for k in ("number", "url", "state", "draft")},
+                  "head_sha": result.get("tip")}
     outcome.act("pr", result["result"], number=pr.get("number"), push=result.get("push"))
 
 

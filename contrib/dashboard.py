@@ -178,7 +178,7 @@ def _pr_cell(ps: Patchset, outcome: Outcome | None, forge: Forge | None, github:
         return "none"
     state = str(pr.get("state") or "?") + (" draft" if pr.get("draft") else "")
     text = f"[#{pr['number']}]({pr.get('url')}) {state}"
-    head = pr.get("head_sha")
+    head = pr.get("head_sha") or ps.get("pr", "pushed")
     if forge is not None and head and github:
         try:
             text += f", CI: {forge.checks(github, str(head)).text()}"

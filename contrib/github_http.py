@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import requests
 from github import GithubException, GithubRetry
@@ -69,6 +69,10 @@ class BoundedRetry(GithubRetry):
     def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
         # urllib3 asks this of every response, redirects included (requests
         # follows none itself; PyGithub follows 301s by recursing).
+        if method == "POST" and status_code >= 500:
+            # A create answered 5xx may have been made: sent again it would make a
+            # second issue or comment.  The caller looks before creating again.
+            return False
         if 300 <= status_code < 400:
             self.state["redirects"] += 1
             if self.state["redirects"] > MAX_REDIRECTS:
@@ -77,6 +81,14 @@ class BoundedRetry(GithubRetry):
         else:
             self.state["redirects"] = 0
         return bool(super().is_retry(method, status_code, has_retry_after))
+
+    def increment(self, method: str | None = None, url: str | None = None,
+                  response: Any = None, error: Exception | None = None, _pool: Any = None,
+                  _stacktrace: Any = None) -> BoundedRetry:
+        if method == "POST" and error is not None and self._is_read_error(error):
+            raise error  # a create that timed out may have landed: never send it twice
+        return cast(BoundedRetry, super().increment(method, url, response, error, _pool,
+                                                    _stacktrace))
 
     def sleep(self, response: Any = None) -> None:
         after = self.get_retry_after(response) if response is not None else None
@@ -102,8 +114,9 @@ class BoundedRetry(GithubRetry):
 def make_retry(*, retries: int = 5, max_wait: float = 60.0, backoff: float = 1.0,
                notify: Notify = say_on_stderr) -> GithubRetry:
     """Retries for 5xx, rate limits and refused connections; a read timeout is
-    retried once only (a write that timed out may have landed: the retry finds
-    out; a server that never answers must not hold contrib for ``retries`` waits)."""
+    retried once only (a server that never answers must not hold contrib for
+    ``retries`` waits).  A POST answered 5xx or timed out is not sent again: it may
+    have created something, and the caller looks for it first."""
     return BoundedRetry(
         max_wait=max_wait,
         budget=2 * max_wait,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.autopilot_scene import UPSTREAM, WSREPO, Scene, patched
+from tests.autopilot_scene import UPSTREAM, WSREPO, Scene, fast_forge, patched
 from tests.conftest import run_contrib
 from tests.fake_github import FakeGitHub, Fault, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo, git
@@ -147,7 +147,8 @@ def test_dashboard_create_lost_to_a_502_is_found_not_duplicated(scene: Scene) ->
 def test_closed_dashboard_is_reopened_and_a_closed_pr_needs_a_person(scene: Scene) -> None:
     assert scene.run()[0] == 0
     (issue,) = scene.dashboards()
-    scene.fake.close_issue(WSREPO, issue["number"])
+    fast_forge(scene.fake.url, scene.fake.token).edit_issue(WSREPO, issue["number"],
+                                                            state="closed")  # a human closes it
     (f3,) = [p for p in scene.prs() if p["head"]["ref"] == "contrib/f3"]
     scene.fake.close_pr(UPSTREAM, f3["number"])
     code, doc, err = scene.run()

@@ -163,11 +163,13 @@ def _commit(ws: Workspace, repo: WorkspaceRepo, outcomes: list[Outcome], run: Ru
             push: bool) -> None:
     """One commit of every change under the selected patchsets' folders; then the push."""
     folders = [ws.root / "patchsets" / o.patchset for o in outcomes]
-    lines = "".join(f"- {o.patchset}: {o.summary()}\n" for o in outcomes)
-    title = f"autopilot: {len(outcomes)} patchset(s)" if len(outcomes) != 1 else \
-        f"autopilot: {outcomes[0].patchset}: {outcomes[0].summary()}"
+    if len(outcomes) == 1:
+        message = f"autopilot: {outcomes[0].patchset}: {outcomes[0].summary()}\n"
+    else:
+        message = f"autopilot: {len(outcomes)} patchsets\n\n" + "".join(
+            f"- {o.patchset}: {o.summary()}\n" for o in outcomes)
     try:
-        run.commit = repo.commit(folders, f"{title}\n\n{lines}")
+        run.commit = repo.commit(folders, message)
         if push:
             run.push = repo.push(run.forges.workspace_token)
     except ContribError as exc:
