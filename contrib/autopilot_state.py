@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contrib.conflict import folder_for
 from contrib.rebase import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, UPSTREAMED
 from contrib.record import StageStatus, Standing, Verdict
 
@@ -45,10 +46,11 @@ class Need:
         sha = str(commit.get("sha", ""))
         files = [str(f) for f in info.get("files") or []]
         subject = f" {commit['subject']!r}" if commit.get("subject") else ""
-        pr = f" (#{commit['pr']})" if commit.get("pr") else ""
+        pr = f" (#{commit['pr']})" if commit.get("pr") and f"#{commit['pr']}" not in subject \
+            else ""
         text = (f"{target}: {info.get('patch')} breaks at upstream commit {sha[:12]}{subject}"
                 f"{pr} ({info.get('reason')})")
-        worktree = _relative(ws, str(info.get("worktree") or ""))
+        worktree = _relative(ws, str(folder_for(ws.state_dir, target) / "worktree"))
         commands = [f"contrib sync {target}",
                     f"# resolve the conflict markers in {worktree}/: "
                     + (", ".join(files) or "the files named above"),

@@ -108,7 +108,8 @@ def render(ws: Workspace, outcomes: list[Outcome], run: Run, forge: Forge | None
     table = ("| patchset | base → upstream tip | behind | last sync | validation | PR |\n"
              "| --- | --- | --- | --- | --- | --- |\n" + "".join(rows)) if rows else \
         "No patchsets yet: create one with `contrib new`.\n"
-    return scrub(f"{MARKER}\n# contrib dashboard\n\n{table}\n{needs}\n{FOOTER}\n{_footer()}\n")
+    title = ws.config.autopilot.dashboard_title
+    return scrub(f"{MARKER}\n# {title}\n\n{table}\n{needs}\n{FOOTER}\n{_footer()}\n")
 
 
 def _row(ws: Workspace, ps: Patchset, outcome: Outcome | None, forge: Forge | None) -> str:
@@ -151,8 +152,7 @@ def _sync_cell(ps: Patchset, github: str) -> str:
         return f"**conflict** at {_commit(github, commit.get('sha'), commit.get('subject', ''))}"
     landed = [u for u in details.get("upstreamed", []) or [] if u.get("sha")]
     if landed:
-        links = ", ".join(_commit(github, u["sha"], f"(#{u['pr']})" if u.get("pr") else "")
-                          for u in landed)
+        links = ", ".join(_commit(github, u["sha"], str(u.get("subject", ""))) for u in landed)
         return f"{result}: landed in {links}"
     return str(result)
 
@@ -194,7 +194,10 @@ def _needs_section(ws: Workspace, needs: list[Need]) -> str:
     for need in needs:
         out.append(f"- **{need.kind}**: {need.text}")
         if need.kind == "conflict":
-            out += [f"  - files: {', '.join(f'`{f}`' for f in need.details.get('files', []))}",
+            commit = need.details.get("commit") or {}
+            github = ws.config.upstream(str(need.details["patchset"]).split("/")[0]).github
+            out += [f"  - breaking commit: {_commit(github, commit.get('sha'), commit.get('subject', ''))}",
+                    f"  - files: {', '.join(f'`{f}`' for f in need.details.get('files', []))}",
                     "  - then:", "    ```sh", *(f"    {c}" for c in need.details["commands"]),
                     "    ```"]
         for finding in need.details.get("findings", [])[:20]:

@@ -4,6 +4,7 @@ the fake GitHub."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,17 @@ def test_conflict_is_reported_and_cleared_after_continue(scene: Scene) -> None:
     (need,) = [n for p in doc["patchsets"] for n in p["needs"]]
     assert need["kind"] == "conflict" and need["commit"]["sha"] == breaking
     # A second run while it waits: still reported, nothing new written.
-    seen = len(scene.fake.requests)
+    seen, head = len(scene.fake.requests), scene.head()
     assert scene.run()[0] == 1 and scene.writes(seen) == []
+    # A fresh CI runner has no conflict worktree: the recorded conflict is reported
+    # as it is, without a new commit or a dashboard write.
+    saved = scene.root.parent / "saved-state"
+    (scene.root / ".contrib").rename(saved)
+    code, doc, err = scene.run()
+    assert code == 1 and scene.writes(seen) == [] and scene.head() == head
+    assert actions(doc, "proj/f3", "sync") == ["conflict"]
+    shutil.rmtree(scene.root / ".contrib")
+    saved.rename(scene.root / ".contrib")
     # The maintainer resolves it; the next run clears the dashboard.
     worktree = scene.root / need["worktree"]
     resolved = patched("    return 3\n", "    return 33 + 0\n")

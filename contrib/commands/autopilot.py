@@ -35,13 +35,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from contrib import autopilot_pr, dashboard
+from contrib import autopilot_pr, conflict, dashboard
 from contrib.autopilot_state import Need, Outcome, Run, validation_view
 from contrib.commands.sync import carry
 from contrib.commands.validate import validate
 from contrib.credentials import find_token
 from contrib.errors import ContribError, UsageError
 from contrib.forge import ForgeFactory
+from contrib.mirror import Mirror
 from contrib.patchset import STATE_DIR, Patchset, Workspace
 from contrib.rebase import CONFLICT, ERROR, UPSTREAMED
 from contrib.record import version_standing
@@ -101,7 +102,17 @@ def _sync(ws: Workspace, ui: UI, group: list[Patchset], outcomes: dict[str, Outc
           run: Run) -> None:
     """Carry one upstream's patchsets; an unreachable upstream fails only its own."""
     try:
-        reports = carry(ws, ui, group, fetch=run.fetch)
+        if run.fetch:
+            ui.step(f"fetching {group[0].upstream} ...")
+        mirror = Mirror(ws.config.upstream(group[0].upstream)).ensure(
+            fetch_now=run.fetch, progress=ui.progress)
+        tip = mirror.tip()
+        pending = conflict.load_state(ws.state_dir)
+        waiting = [ps for ps in group if _still_broken(ps, tip, pending)]
+        for ps in waiting:
+            _report_recorded_conflict(ws, ps, outcomes[ps.target])
+        reports = carry(ws, ui, [ps for ps in group if ps not in waiting], fetch=False,
+                        state=pending)
     except ContribError as exc:
         for ps in group:
             outcomes[ps.target].fail("sync", scrub(str(exc)))
@@ -115,6 +126,24 @@ def _sync(ws: Workspace, ui: UI, group: list[Patchset], outcomes: dict[str, Outc
             outcome.needs.append(Need.conflict(ws, report.patchset, _conflict_info(ps, report)))
         elif report.result == ERROR:
             outcome.needs.append(Need("error", f"sync: {report.error}"))
+
+
+def _still_broken(ps: Patchset, tip: str, pending: dict[str, conflict.Pending]) -> bool:
+    """A conflict recorded by an earlier run (on a CI runner, whose worktree is gone)
+    for this version at this very tip: carrying again would find it again and only
+    rewrite its timestamp, so the recorded one is reported as it is."""
+    return (ps.target not in pending and ps.get("sync", "result") == CONFLICT
+            and ps.get("sync", "target") == tip and ps.get("sync", "from") == ps.current.base)
+
+
+def _report_recorded_conflict(ws: Workspace, ps: Patchset, outcome: Outcome) -> None:
+    info = dict((ps.get("sync", "details", {}) or {}).get("conflict") or {})
+    note = ("recorded by an earlier run; upstream has not moved since. `contrib sync "
+            f"{ps.target}` prepares the worktree to resolve it")
+    outcome.sync = {"patchset": ps.target, "result": CONFLICT, "base": ps.current.base,
+                    "target": ps.get("sync", "target"), "conflict": info, "notes": [note]}
+    outcome.act("sync", CONFLICT, note="recorded earlier; upstream unchanged")
+    outcome.needs.append(Need.conflict(ws, ps.target, info))
 
 
 def _conflict_info(ps: Patchset, report: Any) -> dict[str, Any]:
