@@ -175,6 +175,12 @@ class ChecksSummary:
         """A JSON-able dict of every field."""
         return {**asdict(self), "state": str(self.state)}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChecksSummary:
+        """The inverse of :meth:`to_json`."""
+        return cls(int(data["total"]), int(data["passed"]), int(data["failed"]),
+                   int(data["pending"]), CheckState(data["state"]))
+
 
 class ReviewState(StrEnum):
     """A pull request's review decision, as GitHub shows it on the PR page."""
@@ -253,7 +259,8 @@ class Forge(Protocol):
         ...
 
     def create_issue(self, repo: str, *, title: str, body: str) -> Issue:
-        """Open a new issue."""
+        """Open a new issue.  Never retried after a 5xx or a timeout, which may have
+        landed: on ForgeUnavailable list the issues before creating again."""
         ...
 
     def get_issue(self, repo: str, number: int) -> Issue:
@@ -270,7 +277,8 @@ class Forge(Protocol):
         ...
 
     def create_comment(self, repo: str, number: int, body: str) -> Comment:
-        """Comment on issue or PR ``number``."""
+        """Comment on issue or PR ``number``.  Never retried after a 5xx or a timeout
+        (see create_issue): on ForgeUnavailable list the comments before trying again."""
         ...
 
     # the token

@@ -77,7 +77,7 @@ class GitHubForge:
     """
 
     def __init__(self, api_url: str, token: str, *, retries: int = 5, max_wait: float = 60.0,
-                 backoff: float = 1.0, timeout: float = 15, write_interval: float = 1.0,
+                 backoff: float = 1.0, timeout: int = 15, write_interval: float = 1.0,
                  page_size: int = 100, notify: Notify = say_on_stderr) -> None:
         register_secret(token)
         check_token(token)
@@ -86,25 +86,30 @@ class GitHubForge:
         self.max_wait = max_wait
         self.page_size = page_size
         self._repos: dict[str, bool] = {}  # repo -> permissions.push, read once
-        self._gh = Github(
+        self._gh, self._gh_once = (Github(
             auth=Auth.Token(token),
             base_url=self.api_url,
-            timeout=timeout,  # type: ignore[arg-type]  # requests takes a float
-            retry=make_retry(retries=retries, max_wait=max_wait, backoff=backoff, notify=notify),
+            timeout=timeout,
+            retry=make_retry(retries=retries, max_wait=max_wait, backoff=backoff, notify=notify,
+                             replayable=replayable),
             seconds_between_requests=None,
             seconds_between_writes=write_interval or None,
-        )
+        ) for replayable in (True, False))
 
     # -- requests ---------------------------------------------------------------------
 
     def _call(self, method: str, path: str, action: str, *, repo: str = "",
               params: dict[str, Any] | None = None, payload: dict[str, Any] | None = None,
               thing: str | None = None, need: str = "Pull requests: write",
-              ) -> tuple[shapes.Answer, dict[str, Any]]:
-        """One request; (its answer, its headers), or one GitHubError line."""
+              replayable: bool = True) -> tuple[shapes.Answer, dict[str, Any]]:
+        """One request; (its answer, its headers), or one GitHubError line.
+
+        ``replayable=False``: a 5xx or a timeout is not retried (see make_retry).
+        """
         request = f"{method} {path.removeprefix(self.api_url)}"
+        client = self._gh if replayable else self._gh_once
         with self._errors(repo or path, action, request, thing, need):
-            headers, data = self._gh.requester.requestJsonAndCheck(
+            headers, data = client.requester.requestJsonAndCheck(
                 method, path, parameters=params, input=payload)
         return shapes.Answer(request, data), headers
 
@@ -223,7 +228,7 @@ class GitHubForge:
     def create_issue(self, repo: str, *, title: str, body: str) -> Issue:
         answer, _ = self._call("POST", f"/repos/{repo}/issues", f"create an issue on {repo}",
                                repo=repo, payload={"title": title, "body": body},
-                               need="Issues: write")
+                               need="Issues: write", replayable=False)
         return shapes.issue(answer, answer.data)
 
     def get_issue(self, repo: str, number: int) -> Issue:
@@ -251,7 +256,7 @@ class GitHubForge:
         answer, _ = self._call("POST", f"/repos/{repo}/issues/{number}/comments",
                                f"comment on #{number} on {repo}", repo=repo,
                                payload={"body": body}, thing=f"issue #{number}",
-                               need="Issues: write")
+                               need="Issues: write", replayable=False)
         return shapes.comment(answer, answer.data)
 
     # -- the token -----------------------------------------------------------------------

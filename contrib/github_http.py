@@ -15,9 +15,10 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import requests
+import urllib3
 from github import GithubException, GithubRetry
 from github.GithubException import RateLimitExceededExceedsMaxWait
 
@@ -69,10 +70,6 @@ class BoundedRetry(GithubRetry):
     def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
         # urllib3 asks this of every response, redirects included (requests
         # follows none itself; PyGithub follows 301s by recursing).
-        if method == "POST" and status_code >= 500:
-            # A create answered 5xx may have been made: sent again it would make a
-            # second issue or comment.  The caller looks before creating again.
-            return False
         if 300 <= status_code < 400:
             self.state["redirects"] += 1
             if self.state["redirects"] > MAX_REDIRECTS:
@@ -82,13 +79,19 @@ class BoundedRetry(GithubRetry):
             self.state["redirects"] = 0
         return bool(super().is_retry(method, status_code, has_retry_after))
 
-    def increment(self, method: str | None = None, url: str | None = None,
-                  response: Any = None, error: Exception | None = None, _pool: Any = None,
-                  _stacktrace: Any = None) -> BoundedRetry:
-        if method == "POST" and error is not None and self._is_read_error(error):
-            raise error  # a create that timed out may have landed: never send it twice
-        return cast(BoundedRetry, super().increment(method, url, response, error, _pool,
-                                                    _stacktrace))
+    def parse_retry_after(self, retry_after: str) -> float:
+        # urllib3 caps the value at 6 h, hiding what GitHub asked for: take it whole.
+        saved, self.retry_after_max = self.retry_after_max, 2**62
+        try:
+            return float(super().parse_retry_after(retry_after))
+        finally:
+            self.retry_after_max = saved
+
+    def get_retry_after(self, response: Any) -> float | None:
+        try:
+            return super().get_retry_after(response)  # type: ignore[no-any-return]
+        except urllib3.exceptions.InvalidHeader:
+            return None  # a Retry-After that is no number nor date: back off as usual
 
     def sleep(self, response: Any = None) -> None:
         after = self.get_retry_after(response) if response is not None else None
@@ -112,22 +115,29 @@ class BoundedRetry(GithubRetry):
 
 
 def make_retry(*, retries: int = 5, max_wait: float = 60.0, backoff: float = 1.0,
-               notify: Notify = say_on_stderr) -> GithubRetry:
-    """Retries for 5xx, rate limits and refused connections; a read timeout is
-    retried once only (a server that never answers must not hold contrib for
-    ``retries`` waits).  A POST answered 5xx or timed out is not sent again: it may
-    have created something, and the caller looks for it first."""
+               notify: Notify = say_on_stderr, replayable: bool = True) -> GithubRetry:
+    """Retries for 5xx, rate limits and refused connections.
+
+    A read timeout is retried once only: a server that never answers must not
+    hold contrib for ``retries`` timeouts.  A request that is not
+    ``replayable`` (creating an issue or a comment: a second one would be a
+    duplicate) is retried only when GitHub cannot have acted on it: rate
+    limits and connections that never opened; a 5xx or a timeout then fails
+    at once, and the caller looks before it tries again.
+    """
+    extra: dict[str, Any] = {} if replayable else {"status_forcelist": [429]}
     return BoundedRetry(
         max_wait=max_wait,
         budget=2 * max_wait,
         notify=notify,
         total=retries,
-        read=min(retries, 1),
+        read=min(retries, 1) if replayable else 0,
         backoff_factor=backoff,
         backoff_max=max_wait,
         # Above max_wait GithubRetry raises RateLimitExceededExceedsMaxWait at once.
         secondary_rate_wait=min(60.0, max_wait),
         max_rate_limit_wait=max_wait,
+        **extra,
     )
 
 

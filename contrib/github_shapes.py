@@ -24,14 +24,14 @@ from contrib.secrets import scrub
 
 
 def _glimpse(value: Any) -> str:
-    text = " ".join(repr(value).split())
+    text = repr(" ".join(value.split()) if isinstance(value, str) else value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def describe(data: Any) -> str:
     """What came back, in a few words."""
     if data is None:
-        return "an empty answer"
+        return "an empty answer or null"
     if isinstance(data, dict) and isinstance(data.get("data"), str) and set(data) <= {"data", "url"}:
         page = data["data"].lstrip()
         kind = "an HTML page" if page[:1] == "<" else "text that is not JSON"
@@ -103,7 +103,7 @@ class Answer:
 def pull_request(answer: Answer, value: Any, at: str = "") -> PullRequest:
     """A PR object (the list endpoint's shape: ``merged`` is derived from ``merged_at``);
     ``at`` prefixes field names in messages ("pull request 3: ")."""
-    data = answer.obj(value, "a pull request")
+    data = answer.obj(value, at.removesuffix(": ") or "the answer")
     head = answer.obj(data.get("head"), f"{at}head")
     base = answer.obj(data.get("base"), f"{at}base")
     merged_at = answer.timestamp(data, "merged_at", at)
@@ -132,7 +132,7 @@ def item_label(kind: str, value: Any) -> str:
 
 def issue(answer: Answer, value: Any, at: str = "") -> Issue:
     """An issue object."""
-    data = answer.obj(value, "an issue")
+    data = answer.obj(value, at.removesuffix(": ") or "the answer")
     return Issue(
         number=answer.field(data, "number", int, where=at),
         url=answer.field(data, "html_url", str, where=at),
@@ -149,7 +149,7 @@ def is_pull_request(answer: Answer, value: Any) -> bool:
 
 def comment(answer: Answer, value: Any) -> Comment:
     """A comment object."""
-    data = answer.obj(value, "a comment")
+    data = answer.obj(value, "the answer" if value is answer.data else "a comment")
     user = answer.obj(data.get("user"), "comment user")
     return Comment(
         id=answer.field(data, "id", int),

@@ -85,14 +85,13 @@ def test_duplicate_create_is_pull_request_exists(gh: FakeGitHub) -> None:
     assert len(gh.pulls(UP)) == 1
 
 
-def test_502_after_create_is_not_sent_again(gh: FakeGitHub) -> None:
-    """A POST answered 5xx may have created something (an issue or a comment would be
-    made twice): it is not retried; the caller looks for what it made."""
+def test_502_after_create_is_retried_into_already_exists(gh: FakeGitHub) -> None:
+    """GithubRetry retries the POST; the server already made the PR, so GitHub says 422."""
     api = _api(gh)
     gh.fail_after_create()
-    with pytest.raises(GitHubUnavailable, match="502"):
+    with pytest.raises(PullRequestExists):
         _create(api)
-    assert len(gh.calls("POST")) == 1
+    assert len(gh.calls("POST")) == 2
     assert len(gh.pulls(UP)) == 1
 
 
