@@ -175,7 +175,9 @@ def _pr_cell(ps: Patchset, outcome: Outcome | None, forge: Forge | None, github:
     pr = (outcome.pr if outcome and outcome.pr else None) or {
         k: ps.get("pr", k) for k in ("number", "url", "state", "draft")}
     if not pr.get("number"):
-        return "none"
+        waiting = [a for a in (outcome.actions if outcome else []) if a["step"] == "pr"
+                   and a["result"] == "waiting"]
+        return f"none (waiting: {waiting[0]['reason']})" if waiting else "none"
     state = str(pr.get("state") or "?") + (" draft" if pr.get("draft") else "")
     text = f"[#{pr['number']}]({pr.get('url')}) {state}"
     head = pr.get("head_sha") or ps.get("pr", "pushed")

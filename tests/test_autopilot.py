@@ -231,3 +231,17 @@ def test_bad_config_is_exit_2(scene: Scene) -> None:
     config.write_text(config.read_text().replace('prs = "sometimes"', 'colour = "red"'))
     done = run_contrib("autopilot", cwd=scene.root)
     assert done.code == 2 and "unknown key 'colour' in [autopilot]" in done.err
+
+
+def test_pr_waits_for_a_required_stage_the_gpu_legs_bring(scene: Scene) -> None:
+    meta = scene.root / "patchsets/proj/f3/patchset.toml"
+    meta.write_text(meta.read_text() + '\n[validation]\nrequire = ["apply", "tests"]\n')
+    git(scene.root, "commit", "-qam", "f3 needs its tests", env={
+        "GIT_AUTHOR_NAME": "M", "GIT_AUTHOR_EMAIL": "m@e", "GIT_COMMITTER_NAME": "M",
+        "GIT_COMMITTER_EMAIL": "m@e"})
+    code, doc, err = scene.run()
+    assert code == 0, doc  # waiting for the GPU legs is not a person's job
+    assert actions(doc, "proj/f3", "pr") == ["waiting"]
+    assert actions(doc, "proj/f7", "pr") == ["created"]
+    assert [p["head"]["ref"] for p in scene.prs()] == ["contrib/f7"]
+    assert "none (waiting: " in scene.dashboard() and "tests" in scene.dashboard()
