@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from contrib.autopilot_state import Need
 from contrib.commands.open_pr import BRANCH_PREFIX, open_pr
 from contrib.errors import ContribError
 from contrib.forge import Forge, ForgeFactory, ForgeUnavailable, PullRequest, connect
@@ -79,8 +80,11 @@ def pr_step(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> None:
         return
     forge = run.forges.upstream(ws)
     if forge is None:
-        outcome.fail("pr", "no GitHub token for the PRs: set GITHUB_TOKEN or GH_TOKEN (in the "
-                     "workflow: the CONTRIB_FORK_TOKEN secret)", kind="github")
+        if run.policy == "create" or ps.get("pr", "number"):
+            outcome.fail("pr", "no GitHub token for the PRs: set GITHUB_TOKEN or GH_TOKEN (in "
+                         "the workflow: the CONTRIB_FORK_TOKEN secret)", kind="github")
+        else:
+            outcome.act("pr", "skipped", reason="no GitHub token to look for a PR")
         return
     try:
         _pr_step(ws, ps, forge, outcome, run)
@@ -124,9 +128,7 @@ def _state(pr: PullRequest) -> str:
     return "merged" if pr.merged else pr.state
 
 
-def _closed_need(ps: Patchset, pr: PullRequest) -> Any:
-    from contrib.autopilot_state import Need
-
+def _closed_need(ps: Patchset, pr: PullRequest) -> Need:
     return Need("pr-closed", f"{ps.target}: PR #{pr.number} ({pr.url}) was closed by a human; "
                 f"autopilot leaves it closed. Reopen it with `contrib open-pr --reopen "
                 f"{ps.target}`, or mark the patchset Denied", {"patchset": ps.target,

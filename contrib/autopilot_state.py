@@ -165,6 +165,7 @@ class Run:
     push: str | None = None
     dashboard: dict[str, Any] | None = None
     problems: list[Need] = field(default_factory=list)
+    would_commit: list[str] = field(default_factory=list)  # a dry run's commit
 
     def needs(self, outcomes: list[Outcome]) -> list[Need]:
         """Every Need of the run, patchsets first."""

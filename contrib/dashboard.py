@@ -19,9 +19,10 @@ run.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from contrib import __version__
+from contrib.autopilot_state import Need
 from contrib.clock import now_iso
 from contrib.errors import ContribError
 from contrib.forge import Forge, ForgeUnavailable, Issue
@@ -31,7 +32,7 @@ from contrib.record import version_standing
 from contrib.secrets import scrub
 
 if TYPE_CHECKING:
-    from contrib.autopilot_state import Need, Outcome, Run
+    from contrib.autopilot_state import Outcome, Run
 
 MARKER = "<!-- contrib:dashboard -->"
 FOOTER = "<!-- contrib:dashboard-footer -->"
@@ -52,8 +53,6 @@ def update(ws: Workspace, outcomes: list[Outcome], run: Run) -> None:
         issue, result = publish(forge, settings.repo, settings.dashboard_title, body)
         run.dashboard = {"result": result, "number": issue.number, "url": issue.url}
     except ContribError as exc:
-        from contrib.autopilot_state import Need
-
         run.dashboard = {"result": "error", "error": scrub(str(exc))}
         run.problems.append(Need("github", f"dashboard: {scrub(str(exc))}"))
 
@@ -215,6 +214,3 @@ def _footer() -> str:
         run_id else ""
     return f"<sub>Updated by contrib {__version__} at {now_iso()}{link}.</sub>"
 
-
-def describe(needs: list[Need]) -> list[dict[str, Any]]:
-    return [n.as_dict() for n in needs]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.autopilot_scene import UPSTREAM, WSREPO, Scene, fast_forge, patched
+from tests.autopilot_scene import IDENTITY, UPSTREAM, WSREPO, Scene, fast_forge, patched
 from tests.conftest import run_contrib
 from tests.fake_github import FakeGitHub, Fault, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo, git
@@ -187,12 +187,15 @@ def test_dry_run_writes_nothing_anywhere(scene: Scene) -> None:
     before = {p: p.read_bytes() for p in scene.root.rglob("*") if p.is_file()
               and ".git" not in p.parts}
     head, fork = scene.head(), git(scene.fork, "for-each-ref")
-    code, doc, err = scene.run(dry_run=True)
+    code, doc, err = scene.run(dry_run=True, push=True)
     assert code == 0, doc
     assert scene.writes() == [] and scene.fake.issues(WSREPO) == []
     assert actions(doc, "proj/f3", "sync") == ["rebased"]
     assert actions(doc, "proj/f3", "pr") == ["would create"]
     assert doc["dashboard"]["result"] == "created" and doc["dry_run"] is True
+    assert doc["push"] == "would push" and doc["commit"] is None
+    assert any(f.endswith("/patchset.toml") for f in doc["would_commit"])
+    assert any(w.startswith(f"POST /repos/{WSREPO}/issues") for w in doc["would_write"])
     after = {p: p.read_bytes() for p in scene.root.rglob("*") if p.is_file()
              and ".git" not in p.parts and ".contrib" not in p.parts}
     assert after == {p: b for p, b in before.items() if ".contrib" not in p.parts}
@@ -245,3 +248,44 @@ def test_pr_waits_for_a_required_stage_the_gpu_legs_bring(scene: Scene) -> None:
     assert actions(doc, "proj/f7", "pr") == ["created"]
     assert [p["head"]["ref"] for p in scene.prs()] == ["contrib/f7"]
     assert "none (waiting: " in scene.dashboard() and "tests" in scene.dashboard()
+
+
+def _push_from_another_clone(scene: Scene, edit: dict[str, str]) -> str:
+    """A maintainer pushes to the workspace's origin meanwhile; the sha they pushed."""
+    other = scene.tmp / "other"
+    git(scene.tmp, "clone", "-q", "-b", "main", str(scene.origin), str(other))
+    for rel, text in edit.items():
+        (other / rel).write_text(text)
+    git(other, "add", "-A")
+    git(other, "commit", "-qm", "a maintainer's change", env=IDENTITY)
+    git(other, "push", "-q", "origin", "main")
+    return git(other, "rev-parse", "HEAD")
+
+
+def test_a_push_race_is_rebased_never_forced(scene: Scene) -> None:
+    assert scene.run()[0] == 0
+    theirs = _push_from_another_clone(scene, {"NOTES.md": "maintainer notes\n"})
+    scene.upstream.commit("docs: more", {"docs/more.md": "more\n"})
+    code, doc, err = scene.run()
+    assert code == 0, doc
+    assert doc["push"] == "rebased and pushed"
+    assert scene.pushed() == scene.head()
+    git(scene.origin, "merge-base", "--is-ancestor", theirs, "main")  # kept, not forced
+    assert (scene.root / "NOTES.md").read_text() == "maintainer notes\n"
+
+
+def test_a_push_race_that_does_not_rebase_is_reported(scene: Scene) -> None:
+    assert scene.run()[0] == 0
+    meta = "patchsets/proj/f3/patchset.toml"
+    text = (scene.root / meta).read_text()
+    theirs = _push_from_another_clone(scene, {meta: text.replace(
+        'title = "', 'title = "[maintainer] ', 1) + "\n# edited\n"})
+    scene.upstream.commit("docs: more", {"docs/more.md": "more\n"})
+    code, doc, err = scene.run()
+    assert code == 1
+    assert doc["push"] == "failed"
+    (problem,) = doc["problems"]
+    assert "does not rebase" in problem["text"] and "nothing was pushed" in problem["text"]
+    assert scene.pushed() == theirs  # their commit stays; nothing forced
+    assert not (scene.root / ".git" / "rebase-merge").exists()
+    assert git(scene.root, "status", "--porcelain") == ""

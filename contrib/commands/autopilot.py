@@ -69,6 +69,9 @@ def autopilot(ws: Workspace, ui: UI, targets: list[str], *, push: bool, dry_run:
         outcomes = _loop(work, ui, targets, run)
         if repo is not None:
             _commit(work, repo, outcomes, run, push)
+        else:
+            run.would_commit = _would_commit(ws, work, outcomes)
+            run.push = "would push" if push and run.would_commit else None
         dashboard.update(work, outcomes, run)
     code = 1 if run.needs(outcomes) else 0
     _show(ui, outcomes, run, code)
@@ -125,7 +128,8 @@ def _sync(ws: Workspace, ui: UI, group: list[Patchset], outcomes: dict[str, Outc
             ps = next(p for p in group if p.target == report.patchset)
             outcome.needs.append(Need.conflict(ws, report.patchset, _conflict_info(ps, report)))
         elif report.result == ERROR:
-            outcome.needs.append(Need("error", f"sync: {report.error}"))
+            outcome.needs.append(Need("error", f"{report.patchset}: sync: {report.error}",
+                                      {"patchset": report.patchset}))
 
 
 def _still_broken(ps: Patchset, tip: str, pending: dict[str, conflict.Pending]) -> bool:
@@ -208,17 +212,38 @@ def _commit(ws: Workspace, repo: WorkspaceRepo, outcomes: list[Outcome], run: Ru
 
 @contextmanager
 def _scratch(ws: Workspace, dry_run: bool) -> Iterator[Workspace]:
-    """The workspace itself, or for a dry run a throw-away copy of it."""
+    """The workspace itself, or for a dry run a throw-away copy of it (without the
+    repository and contrib's private state, but with the pending conflicts' record)."""
     if not dry_run:
         yield ws
         return
     with tempfile.TemporaryDirectory(prefix="contrib-dry-run-") as tmp:
         copy = Path(tmp) / "ws"
-        shutil.copytree(ws.root, copy, symlinks=True,
-                        ignore=shutil.ignore_patterns(".git", "lock", "lock.pid"))
-        if (ws.state_dir).is_dir() and not (copy / STATE_DIR).is_dir():
-            (copy / STATE_DIR).mkdir()
+        shutil.copytree(ws.root, copy, symlinks=True, ignore=_private(ws.root))
+        state = conflict.state_path(ws.state_dir)
+        if state.is_file():
+            (copy / STATE_DIR).mkdir(exist_ok=True)
+            shutil.copy2(state, conflict.state_path(copy / STATE_DIR))
         yield Workspace(copy)
+
+
+def _private(root: Path) -> Any:
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if n in (".git", STATE_DIR)] if Path(folder) == root else []
+    return ignore
+
+
+def _would_commit(ws: Workspace, copy: Workspace, outcomes: list[Outcome]) -> list[str]:
+    """The files a real run would commit: those the dry run changed in its copy."""
+    changed = []
+    for outcome in outcomes:
+        mine, theirs = (w.root / "patchsets" / outcome.patchset for w in (ws, copy))
+        names = {p.relative_to(theirs) for p in theirs.rglob("*") if p.is_file()} | {
+            p.relative_to(mine) for p in mine.rglob("*") if p.is_file()}
+        changed += [f"patchsets/{outcome.patchset}/{n}" for n in sorted(names)
+                    if not (mine / n).is_file() or not (theirs / n).is_file()
+                    or (mine / n).read_bytes() != (theirs / n).read_bytes()]
+    return changed
 
 
 # -- output ---------------------------------------------------------------------
@@ -236,9 +261,16 @@ def _show(ui: UI, outcomes: list[Outcome], run: Run, code: int) -> None:
         ui.info(f"dashboard: {run.dashboard.get('result')} {run.dashboard.get('url') or ''}")
     if not outcomes:
         ui.info("no patchsets selected")
-    ui.emit({"dry_run": run.dry_run, "exit_code": code, "commit": run.commit, "push": run.push,
-             "dashboard": run.dashboard, "problems": [n.as_dict() for n in run.problems],
-             "patchsets": [o.as_dict() for o in outcomes]})
+    if run.dry_run:
+        for call in [*(f"commit {f}" for f in run.would_commit), *run.forges.writes()]:
+            ui.info(f"would: {call}")
+    document: dict[str, Any] = {
+        "dry_run": run.dry_run, "exit_code": code, "commit": run.commit, "push": run.push,
+        "dashboard": run.dashboard, "problems": [n.as_dict() for n in run.problems],
+        "patchsets": [o.as_dict() for o in outcomes]}
+    if run.dry_run:
+        document.update(would_commit=run.would_commit, would_write=run.forges.writes())
+    ui.emit(document)
 
 
 def check_gpu_labels(labels: list[str]) -> list[str]:
