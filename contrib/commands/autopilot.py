@@ -16,9 +16,10 @@ One run of the whole loop, under the workspace lock:
 Every step is idempotent, so a run killed anywhere is finished by the next
 one: a version without validation is validated, a PR behind its version is
 updated, the uncommitted changes are committed, an unpushed commit is pushed.
-``--dry-run`` runs steps 1-2 on a scratch copy of the workspace and replaces
-every GitHub write by a record of it: nothing is written to the workspace,
-the fork or GitHub.
+``--dry-run`` runs the loop on a scratch copy of the workspace, with
+recording forges (reads go to GitHub, writes are recorded) and open-pr's own
+dry run: nothing is written to the workspace, the fork or GitHub; the files it
+would commit and the writes it would make are listed.
 
 Exit 0 when nothing needs a person, 1 when something does (a conflict, a
 failed validation, a PR closed by a human, a GitHub or push failure), 2 on
