@@ -24,20 +24,10 @@ def init_ci(ws: Workspace, ui: UI, *, gpu_runners: list[str], force: bool,
     """Write the workflow; 0 written or already current, 1 refused (someone else's file)."""
     runners = [GpuRunner.parse(text) for text in gpu_runners] or default_runners(ws)
     repo_root, current = _repository(ws)
-    branch = branch or current
-    options = Options(branch=branch, gpu=runners,
+    options = Options(branch=branch or current, gpu=runners,
                       **{k: v for k, v in (("install", install), ("cron", cron)) if v})
-    text = render(options)
     path = repo_root / WORKFLOW_PATH
-    existing = _read(path)
-    if existing == text:
-        result = "unchanged"
-    elif existing is not None and not written_by_us(existing) and not force:
-        raise NeedsAttention(f"{path}: exists and was not written by contrib init-ci (or was "
-                             "edited since); left as it is. Pass --force to replace it")
-    else:
-        ws.write_file(path, text)
-        result = "written" if existing is None else "replaced"
+    result = _write(ws, path, render(options), force)
     ui.info(f"{path}: {result}")
     for runner in runners:
         ui.info(f"  GPU leg {runner.label}: runs-on {runner.runs_on}, validates {runner.arch}")
@@ -45,10 +35,22 @@ def init_ci(ws: Workspace, ui: UI, *, gpu_runners: list[str], force: bool,
         ui.info("  no GPU legs: pass --gpu-runner LABEL=ARCH to validate on self-hosted GPUs")
     ui.info("  secrets: CONTRIB_FORK_TOKEN (a token of the fork's owner: Contents: write on the "
             "fork, Pull requests: write on the upstream)")
-    ui.emit({"path": str(path), "result": result, "branch": branch,
+    ui.emit({"path": str(path), "result": result, "branch": options.branch,
              "gpu_runners": [{"label": r.label, "arch": r.arch, "runs_on": r.runs_on}
                              for r in runners]})
     return 0
+
+
+def _write(ws: Workspace, path: Path, text: str, force: bool) -> str:
+    """written | replaced | unchanged; NeedsAttention for a file init-ci did not write."""
+    existing = _read(path)
+    if existing == text:
+        return "unchanged"
+    if existing is not None and not written_by_us(existing) and not force:
+        raise NeedsAttention(f"{path}: exists and was not written by contrib init-ci (or was "
+                             "edited since); left as it is. Pass --force to replace it")
+    ws.write_file(path, text)
+    return "written" if existing is None else "replaced"
 
 
 def default_runners(ws: Workspace) -> list[GpuRunner]:
