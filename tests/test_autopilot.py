@@ -289,3 +289,19 @@ def test_a_push_race_that_does_not_rebase_is_reported(scene: Scene) -> None:
     assert scene.pushed() == theirs  # their commit stays; nothing forced
     assert not (scene.root / ".git" / "rebase-merge").exists()
     assert git(scene.root, "status", "--porcelain") == ""
+
+
+def test_failed_validation_names_its_findings_and_opens_no_pr(scene: Scene) -> None:
+    scene.new("bad", "core: f5 returns a syntax error", patched(
+        "    return 5\n", "    return 5 +\n"))
+    git(scene.root, "add", "-A")
+    git(scene.root, "commit", "-qm", "a broken patchset", env=IDENTITY)
+    code, doc, err = scene.run()
+    assert code == 1
+    (need,) = [n for p in doc["patchsets"] for n in p["needs"]]
+    assert need["kind"] == "validation" and need["patchset"] == "proj/bad"
+    assert any("pkg/core.py" in f["text"] and "syntax" in f["text"] for f in need["findings"])
+    assert actions(doc, "proj/bad", "pr") == ["not updated"]
+    assert sorted(p["head"]["ref"] for p in scene.prs()) == ["contrib/f3", "contrib/f7"]
+    needs = scene.dashboard().split("## Needs you")[1]
+    assert "**validation**: proj/bad" in needs and "pkg/core.py" in needs
