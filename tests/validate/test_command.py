@@ -35,7 +35,7 @@ def _new(ws: Workspace, tmp_path: Path, name: str, variant: str) -> Path:
 
 
 def _stages(doc: dict) -> dict[str, dict]:
-    run = doc["run"] if "run" in doc else doc
+    run = doc.get("run", doc)
     return {s["name"]: s for s in run["stages"]}
 
 

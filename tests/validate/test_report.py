@@ -5,8 +5,8 @@ from xml.etree import ElementTree
 
 from contrib import __version__
 from contrib.arch import parse_arch
-from contrib.secrets import forget_secrets, register_secret
 from contrib.record import Record, record_json
+from contrib.secrets import forget_secrets, register_secret
 from contrib.txn import atomic_write
 from contrib.validate import Finding
 from contrib.validate.report import (
