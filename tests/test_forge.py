@@ -293,6 +293,26 @@ def test_retry_after_past_the_bound_fails_at_once(gh: FakeGitHub) -> None:
     assert info.value.retry_at is not None and message.endswith(f"try again after {info.value.retry_at}")
 
 
+def test_primary_rate_limit_reset_soon_is_waited_and_said(gh: FakeGitHub) -> None:
+    said: list[str] = []
+    forge = _forge(gh, max_wait=5.0, notify=said.append)
+    gh.primary_rate_limit_next("GET", f"/repos/{REPO}/issues", reset_in=1)
+    assert forge.list_issues(REPO) == []
+    assert len(said) == 1 and said[0].startswith("waiting ")
+    assert said[0].endswith(" s for GitHub's rate limit ...")
+
+
+def test_primary_rate_limit_reset_late_fails_at_once(gh: FakeGitHub) -> None:
+    forge = _forge(gh, max_wait=60.0)
+    gh.primary_rate_limit_next("GET", f"/repos/{REPO}/issues", reset_in=7200)
+    start = time.monotonic()
+    with pytest.raises(RateLimited, match=r"^GitHub rate limit hit while trying to list the "
+                                          r"issues of me/workspace \(403 API rate limit exceeded"
+                                          r".*\); try again after 20\d\d-"):
+        forge.list_issues(REPO)
+    assert time.monotonic() - start < 2
+
+
 def test_retry_after_budget_bounds_the_sum_of_waits(gh: FakeGitHub) -> None:
     """Each wait is under the bound, but together they would pass twice max_wait."""
     said: list[str] = []

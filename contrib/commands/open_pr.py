@@ -14,6 +14,10 @@ then create or update one draft PR on the upstream.  The rules:
   none -> create a draft, "already exists" or a 5xx after the create -> find
   and update (never a second PR), closed by a human -> leave it (``--reopen``
   reopens), merged -> the patchset is ``Accepted``.
+
+``--dry-run`` runs the same steps with the recording forge
+(:mod:`contrib.recording`) and without pushing or writing: the calls it
+records are what it prints, so the dry run cannot drift from the real run.
 """
 
 from __future__ import annotations
@@ -464,7 +468,8 @@ def _report(ui: UI, r: dict[str, Any], dry_run: bool) -> None:
         return
     pr = r.get("pr") or {}
     link = f" #{pr['number']} {pr['url']}" if pr.get("number") else ""
-    ui.info(f"{r['patchset']}: {r['result']}{link} (push: {r.get('push')}, branch "
+    result = f"dry run, would be {r['would']}" if r.get("would") else r["result"]
+    ui.info(f"{r['patchset']}: {result}{link} (push: {r.get('push')}, branch "
             f"{r['head']} at {r['tip'][:12]}{', validation forced' if r['forced'] else ''})")
     if r.get("error"):
         ui.warn(f"{r['patchset']}: {r['error']}")
