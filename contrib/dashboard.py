@@ -22,7 +22,7 @@ import os
 from typing import TYPE_CHECKING
 
 from contrib import __version__
-from contrib.autopilot_state import Need
+from contrib.autopilot_state import Need, validation_view
 from contrib.clock import now_iso
 from contrib.errors import ContribError
 from contrib.forge import Forge, ForgeUnavailable, Issue
@@ -102,13 +102,32 @@ def content(body: str) -> str:
 def render(ws: Workspace, outcomes: list[Outcome], run: Run, forge: Forge | None) -> str:
     """The whole issue body."""
     by_target = {o.patchset: o for o in outcomes}
-    rows = [_row(ws, ps, by_target.get(ps.target), forge) for ps in ws.patchsets()]
-    needs = _needs_section(ws, run.needs(outcomes))
+    every = ws.patchsets()
+    rows = [_row(ws, ps, by_target.get(ps.target), forge) for ps in every]
+    others = [n for ps in every if ps.target not in by_target for n in recorded_needs(ws, ps)]
+    needs = _needs_section(ws, run.needs(outcomes) + others)
     table = ("| patchset | base → upstream tip | behind | last sync | validation | PR |\n"
              "| --- | --- | --- | --- | --- | --- |\n" + "".join(rows)) if rows else \
         "No patchsets yet: create one with `contrib new`.\n"
     title = ws.config.autopilot.dashboard_title
     return scrub(f"{MARKER}\n# {title}\n\n{table}\n{needs}\n{FOOTER}\n{_footer()}\n")
+
+
+def recorded_needs(ws: Workspace, ps: Patchset) -> list[Need]:
+    """What a patchset this run did not select still needs, as the workspace records it
+    (a run for some targets must not drop the others' entries from the dashboard)."""
+    needs = []
+    conflict = (ps.get("sync", "details", {}) or {}).get("conflict")
+    if ps.get("sync", "result") == "conflict" and isinstance(conflict, dict):
+        needs.append(Need.conflict(ws, ps.target, conflict))
+    view = validation_view(ps.target, version_standing(ps.current))
+    if view.verdict == "failed":
+        needs.append(Need.failed_validation(view))
+    if ps.get("pr", "state") == "closed":
+        needs.append(Need("pr-closed", f"{ps.target}: PR #{ps.get('pr', 'number')} "
+                          f"({ps.get('pr', 'url')}) was closed by a human",
+                          {"patchset": ps.target}))
+    return needs
 
 
 def _row(ws: Workspace, ps: Patchset, outcome: Outcome | None, forge: Forge | None) -> str:

@@ -305,3 +305,7 @@ def test_failed_validation_names_its_findings_and_opens_no_pr(scene: Scene) -> N
     assert sorted(p["head"]["ref"] for p in scene.prs()) == ["contrib/f3", "contrib/f7"]
     needs = scene.dashboard().split("## Needs you")[1]
     assert "**validation**: proj/bad" in needs and "pkg/core.py" in needs
+    # A run for one target keeps the others' entries on the dashboard.
+    code, doc, err = scene.run("proj/f3")
+    assert code == 0 and [p["patchset"] for p in doc["patchsets"]] == ["proj/f3"]
+    assert scene.dashboard().split("## Needs you")[1] == needs
