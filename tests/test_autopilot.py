@@ -4,6 +4,7 @@ the fake GitHub."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,10 @@ def test_the_whole_story(scene: Scene) -> None:
     assert scene.writes(seen) == []
     assert doc["dashboard"]["result"] == "unchanged"
     assert scene.head() == head and doc["commit"] is None
-    audit(scene, err)
+    human = run_contrib("autopilot", "--dry-run", cwd=scene.root)  # the CLI, human output
+    assert human.code == 0, human.err
+    assert "would:" not in human.out and "proj/f3" in human.out
+    audit(scene, err, json.dumps(doc), human.out, human.err)
 
 
 def test_conflict_is_reported_and_cleared_after_continue(scene: Scene) -> None:
