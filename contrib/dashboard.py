@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 MARKER = "<!-- contrib:dashboard -->"
 FOOTER = "<!-- contrib:dashboard-footer -->"
+MAX_BODY = 65_000  # GitHub's limit is 65,536 characters
 
 
 def update(ws: Workspace, outcomes: list[Outcome], run: Run) -> None:
@@ -110,7 +111,13 @@ def render(ws: Workspace, outcomes: list[Outcome], run: Run, forge: Forge | None
              "| --- | --- | --- | --- | --- | --- |\n" + "".join(rows)) if rows else \
         "No patchsets yet: create one with `contrib new`.\n"
     title = ws.config.autopilot.dashboard_title
-    return scrub(f"{MARKER}\n# {title}\n\n{table}\n{needs}\n{FOOTER}\n{_footer()}\n")
+    head = f"{MARKER}\n# {title}\n\n{table}\n"
+    tail = f"\n{FOOTER}\n{_footer()}\n"
+    room = MAX_BODY - len(head) - len(tail)
+    if len(needs) > room:  # GitHub refuses bodies over 65536 characters
+        cut = needs[:room - 200].rsplit("\n", 1)[0]
+        needs = cut + "\n\n(cut short: the rest is in the run's `--json` output)\n"
+    return scrub(head + needs + tail)
 
 
 def recorded_needs(ws: Workspace, ps: Patchset) -> list[Need]:
