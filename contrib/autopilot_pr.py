@@ -21,13 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from contrib.arch import parse_arch
 from contrib.autopilot_state import Need
 from contrib.commands.open_pr import BRANCH_PREFIX, open_pr
 from contrib.errors import ContribError
 from contrib.forge import Forge, ForgeFactory, ForgeUnavailable, PullRequest, connect
 from contrib.patchset import Patchset, Workspace
 from contrib.rebase import UPSTREAMED
-from contrib.record import Verdict, version_standing
+from contrib.record import Standing, Verdict, version_standing
 from contrib.recording import RecordingForge
 from contrib.secrets import scrub
 
@@ -141,12 +142,16 @@ def _open_or_update(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> 
     if any(v.verdict == Verdict.FAILED for v in standing.verdicts):
         outcome.act("pr", "not updated", reason="validation failed")
         return
+    gap = validation_gap(ps, standing)
+    if gap:
+        # open-pr would refuse: a required stage has not passed yet; the GPU legs
+        # of the workflow may bring it.  Not a person's job (yet): the dashboard says it.
+        outcome.act("pr", "waiting", reason=gap)
+        return
     factory = run.forges.factory
     _, (preview,) = open_pr(ws, [ps.target], dry_run=True, github_factory=factory)
     if preview["result"] == "error":
-        # open-pr refuses a version whose required stages did not pass (yet): the
-        # GPU legs of the workflow may still bring them; the dashboard says why.
-        outcome.act("pr", "waiting", reason=preview["error"])
+        outcome.fail("pr", preview["error"], kind="github")
         return
     if not _would_change(preview):
         outcome.act("pr", "unchanged", number=(outcome.pr or {}).get("number"))
@@ -168,10 +173,24 @@ def _open_or_update(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> 
 
 def _would_change(preview: dict[str, Any]) -> bool:
     """Whether an open-pr dry run found anything to push or to write."""
-    if "would" in preview:
-        return preview["would"] not in ("unchanged", None) or preview.get("push") != "unchanged"
-    writes = [a for a in preview.get("actions", []) if a.split(" ", 1)[0] in ("POST", "PATCH")]
-    return bool(writes) or preview.get("push") != "unchanged"
+    return preview.get("would") != "unchanged" or preview.get("push") != "unchanged"
+
+
+def validation_gap(ps: Patchset, standing: Standing) -> str:
+    """Why open-pr would not take this version yet ("" when it would): no record bound
+    to it, no run for the patchset's arch, or a required stage that has not passed."""
+    if standing.record is None:
+        return f"not validated ({standing.reason})"
+    try:
+        arch = parse_arch(ps.arch).name
+    except ContribError:
+        arch = ps.arch
+    verdict = standing.for_arch(arch)
+    if verdict is None:
+        return f"no run for {arch}"
+    if verdict.unmet:
+        return f"{verdict.line()}; required stage(s) not passed: {', '.join(verdict.unmet)}"
+    return ""
 
 
 # -- the landing comment -----------------------------------------------------------

@@ -313,3 +313,19 @@ def test_failed_validation_names_its_findings_and_opens_no_pr(scene: Scene) -> N
     code, doc, err = scene.run("proj/f3")
     assert code == 0 and [p["patchset"] for p in doc["patchsets"]] == ["proj/f3"]
     assert scene.dashboard().split("## Needs you")[1] == needs
+
+
+def test_a_fork_branch_someone_else_pushed_to_needs_a_person(scene: Scene) -> None:
+    assert scene.run()[0] == 0
+    tip = git(scene.fork, "rev-parse", "refs/heads/contrib/f3")
+    tree = git(scene.fork, "rev-parse", f"{tip}^{{tree}}")
+    foreign = git(scene.fork, "commit-tree", tree, "-p", tip, "-m", "a colleague's fixup",
+                  env=IDENTITY)
+    git(scene.fork, "update-ref", "refs/heads/contrib/f3", foreign)
+    scene.upstream.commit("docs: more", {"docs/more.md": "more\n"})
+    code, doc, err = scene.run()
+    assert code == 1
+    (need,) = [n for p in doc["patchsets"] for n in p["needs"]]
+    assert need["patchset"] == "proj/f3" and "contrib never pushed" in need["text"]
+    assert git(scene.fork, "rev-parse", "refs/heads/contrib/f3") == foreign  # untouched
+    assert actions(doc, "proj/f7", "pr") == ["updated"]
