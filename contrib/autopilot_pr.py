@@ -153,7 +153,7 @@ def _open_or_update(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> 
     if preview["result"] == "error":
         outcome.fail("pr", preview["error"], kind="github")
         return
-    if not _would_change(preview):
+    if not _would_change(preview) and _recorded(ps, outcome.pr):
         outcome.act("pr", "unchanged", number=(outcome.pr or {}).get("number"))
         return
     if run.dry_run:
@@ -174,6 +174,14 @@ def _open_or_update(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> 
 def _would_change(preview: dict[str, Any]) -> bool:
     """Whether an open-pr dry run found anything to push or to write."""
     return preview.get("would") != "unchanged" or preview.get("push") != "unchanged"
+
+
+def _recorded(ps: Patchset, pr: dict[str, Any] | None) -> bool:
+    """Whether patchset.toml already records this PR at this version: a run killed
+    after GitHub made or updated the PR, before recording it, left it unrecorded
+    (open-pr then records it, with no write to GitHub)."""
+    return pr is not None and ps.get("pr", "number") == pr["number"] and \
+        ps.get("pr", "state") == pr["state"] and ps.get("pr", "version") == ps.current.base
 
 
 def validation_gap(ps: Patchset, standing: Standing) -> str:

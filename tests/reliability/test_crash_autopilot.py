@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from contrib.github import GitHubForge
 from contrib.patchset import Workspace
 from contrib.record import version_standing
 from tests.autopilot_scene import FORK, UPSTREAM, WSREPO, Scene
@@ -37,10 +39,15 @@ def _files(ws: Path) -> dict[str, bytes]:
 
 
 class Trials:
-    """One fake GitHub, fork and origin per trial workspace; the checks after a kill."""
+    """One fake GitHub, fork and origin per trial workspace; the checks after a kill.
 
-    def __init__(self, scene: Scene) -> None:
-        self.scene = scene
+    ``prs`` and ``issues`` are what GitHub already holds when the run starts (an
+    earlier run's PRs and dashboard), re-made on each trial's fake.
+    """
+
+    def __init__(self, scene: Scene, prs: list[dict[str, Any]] | None = None,
+                 issues: list[dict[str, Any]] | None = None) -> None:
+        self.scene, self.prs, self.issues = scene, prs or [], issues or []
         self.fakes: dict[Path, FakeGitHub] = {}
         self.expected: dict[str, bytes] = {}
 
@@ -53,6 +60,10 @@ class Trials:
         fake.add_repo(UPSTREAM, git_dir=str(self.scene.upstream.path / ".git"))
         fake.add_repo(FORK, fork_of=UPSTREAM, git_dir=str(fork))
         fake.add_repo(WSREPO)
+        for pr in sorted(self.prs, key=lambda p: p["number"]):
+            _post_pr(fake, pr)
+        for issue in self.issues:
+            fake.add_issue(WSREPO, issue["title"], issue["body"])
         self.fakes[ws] = fake
         config = ws / "contrib.toml"
         config.write_text(config.read_text().replace(self.scene.fake.url, fake.url)
@@ -70,6 +81,8 @@ class Trials:
             return "after" if _files(ws) == self.expected else outcome
         assert sorted(heads) == ["contrib/f3", "contrib/f7"]
         assert [i["state"] for i in dashboards] == ["open"]
+        version = f"version={self.scene.upstream.head()}"
+        assert all(version in p["body"] for p in fake.pulls(UPSTREAM))  # current PRs
         assert git(ws, "status", "--porcelain", "--", "patchsets") == ""
         origin = ws.parent / f"{ws.name}-origin.git"
         assert git(origin, "rev-parse", "refs/heads/main") == git(ws, "rev-parse", "HEAD")
@@ -80,11 +93,33 @@ class Trials:
         return outcome
 
 
+def _post_pr(fake: FakeGitHub, pr: dict[str, Any]) -> None:
+    forge = GitHubForge(fake.url, PLANTED, retries=0, write_interval=0.0)
+    made = forge.create_draft_pr(UPSTREAM, head=pr["head"]["label"], base=pr["base"]["ref"],
+                                 title=pr["title"], body=pr["body"])
+    assert made.number == pr["number"]
+
+
 def test_autopilot_killed_anywhere(tmp_path: Path, upstream: Repo,
                                    planted_github: FakeGitHub) -> None:
+    """The first run: PRs and the dashboard are created."""
     scene = Scene(tmp_path, upstream, planted_github, prs="create")
     upstream.commit("docs: more", {"docs/more.md": "more\n"})
-    trials = Trials(scene)
+    _trials(scene, tmp_path, Trials(scene), 10_20261130, "autopilot (create)")
+
+
+def test_autopilot_update_killed_anywhere(tmp_path: Path, upstream: Repo,
+                                          planted_github: FakeGitHub) -> None:
+    """A later run: upstream moved, PRs and the dashboard exist and are updated."""
+    scene = Scene(tmp_path, upstream, planted_github, prs="create")
+    code, doc, _ = scene.run()
+    assert code == 0, doc
+    prs, issues = planted_github.pulls(UPSTREAM), planted_github.issues(WSREPO)
+    upstream.commit("docs: more", {"docs/more.md": "more\n"})
+    _trials(scene, tmp_path, Trials(scene, prs, issues), 11_20261130, "autopilot (update)")
+
+
+def _trials(scene: Scene, tmp_path: Path, trials: Trials, seed: int, label: str) -> None:
     args = ("autopilot", "--push")
     reference = tmp_path / "reference"
     shutil.copytree(scene.root, reference)
@@ -93,8 +128,8 @@ def test_autopilot_killed_anywhere(tmp_path: Path, upstream: Repo,
     trials.verify(reference, "final")
     results = [kill_trial(scene.root, tmp_path, args, took * frac, None, {},
                           setup=trials.setup, verify=trials.verify)
-               for frac in delays(seed=10_20261130, count=8, low=0.1, high=1.05)]
+               for frac in delays(seed=seed, count=8, low=0.1, high=1.05)]
     for fake in trials.fakes.values():
         fake.stop()
-    print(tally("autopilot", results), f"(reference run {took:.2f}s)")
+    print(tally(label, results), f"(reference run {took:.2f}s)")
     assert sum(r.killed for r in results) >= 4
