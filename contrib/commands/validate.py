@@ -92,8 +92,9 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
 def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, settings: Settings,
             out: Path | None) -> dict[str, Any]:
     """Write the run (to the version's record, or to ``out``); print and return its verdict."""
-    run = validation.run()
-    record, where = _store(ws, ps, run, settings, out)
+    runs = [validation.run()]
+    run = runs[0]  # the target arch's run; any further ones are regression runs
+    record, where = _store(ws, ps, runs, settings, out)
     verdict = next(v for v in arch_verdicts(record.runs, settings.required())
                    if v.arch == run.arch)
     for line in render_table(validation).splitlines():
@@ -107,16 +108,17 @@ def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, setting
             "path": str(where), "run": run_dict(run), "exit_code": 1 if failed else 0}
 
 
-def _store(ws: Workspace, ps: Patchset, run: Run, settings: Settings,
+def _store(ws: Workspace, ps: Patchset, runs: list[Run], settings: Settings,
            out: Path | None) -> tuple[Record, Path]:
-    """Add ``run`` to the version's record (or to a new run file ``out``); (record, where)."""
+    """Add ``runs`` to the version's record (or to a new run file ``out``); (record, where)."""
     version = ps.current
     fresh = Record(ps.upstream, ps.name, version.base, version_digest(version, settings))
+    record = fresh if out is not None else _bound(version.validation_path, fresh)
+    for run in runs:
+        record = add_run(record, run, replace_same_host=out is None)
     if out is not None:
-        record = add_run(fresh, run, replace_same_host=False)
         atomic_write(out, record_json(record))
         return record, out
-    record = add_run(_bound(version.validation_path, fresh), run, replace_same_host=True)
     ws.write_file(version.validation_path, record_json(record))
     return record, version.validation_path
 
