@@ -38,6 +38,7 @@ from contrib.forge import (
     ForgeUnavailable,
     PullRequest,
     PullRequestExists,
+    RecordedCall,
     connect,
 )
 from contrib.git import Git, Sha
@@ -91,15 +92,22 @@ class Job:
 
 def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: bool = False,
             force: bool = False, reopen: bool = False,
-            github_factory: ForgeFactory | None = None) -> tuple[int, list[dict[str, Any]]]:
+            github_factory: ForgeFactory | None = None,
+            forge: Forge | None = None) -> tuple[int, list[dict[str, Any]]]:
     """Open or update the draft PR of each selected patchset.
 
     Returns the exit code (0 all done, 1 something needs the user, 2 bad
     input) and one JSON-able result per patchset.  Per-patchset problems are
-    reported in that patchset's result; the others still run.
+    reported in that patchset's result; the others still run.  ``forge``: use
+    this one (a caller's RecordingForge for its own dry run, say) instead of
+    building one from contrib.toml and the token with ``github_factory``.
     """
     patchsets = ws.patchsets(list(targets))
-    token, forge = _forge(ws, dry_run=dry_run, factory=github_factory, needed=bool(patchsets))
+    if forge is None:
+        token, forge = _forge(ws, dry_run=dry_run, factory=github_factory,
+                              needed=bool(patchsets))
+    else:
+        token = find_token(ws.config.github_api_url)
     mirrors: dict[str, Mirror] = {}
     results: list[dict[str, Any]] = []
     for ps in patchsets:
@@ -131,8 +139,24 @@ def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
               mirrors: dict[str, Mirror], *, dry_run: bool, force: bool,
               reopen: bool) -> dict[str, Any]:
     job = _prepare(ws, ps, mirrors, force=force)
-    if isinstance(forge, RecordingForge):  # a dry run: the calls join the actions in order
-        forge.on_call = lambda call: job.actions.append(str(call))
+    if not isinstance(forge, RecordingForge):
+        return _run_one(job, forge, token, dry_run=dry_run, reopen=reopen)
+    outer = forge.on_call  # a dry run: the calls join the actions in order
+
+    def note(call: RecordedCall) -> None:
+        job.actions.append(str(call))
+        if outer is not None:
+            outer(call)
+
+    forge.on_call = note
+    try:
+        return _run_one(job, forge, token, dry_run=dry_run, reopen=reopen)
+    finally:
+        forge.on_call = outer
+
+
+def _run_one(job: Job, forge: Forge, token: str | None, *, dry_run: bool,
+             reopen: bool) -> dict[str, Any]:
     existing = forge.find_pr(job.repo, job.head, job.upstream.branch)
     if existing is not None and existing.merged:
         return _merged(job, existing, dry_run)

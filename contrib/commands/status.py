@@ -32,8 +32,7 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
                            "CI", "review"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
-               r["sync"] or "-", _validation_cell(r["validation"]), *pr_cells(r)]
-              for r in rows])
+               r["sync"] or "-", _validation_cell(r["validation"]), *pr_cells(r)] for r in rows])
     if not rows:
         ui.info("no patchsets yet: create one with `contrib new`")
     for r in rows:
