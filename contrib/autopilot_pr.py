@@ -112,7 +112,7 @@ def _pr_step(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome, run: R
     elif pr is None and run.policy != "create":
         outcome.act("pr", "none", reason="policy update: no PR to update")
     else:
-        _open_or_update(ws, ps, outcome, run)
+        _open_or_update(ws, ps, forge, outcome, run)
 
 
 def _existing(forge: Forge, repo: str, head: str, base: str, ps: Patchset) -> PullRequest | None:
@@ -136,8 +136,11 @@ def _closed_need(ps: Patchset, pr: PullRequest) -> Need:
                                                                "pr": pr.url})
 
 
-def _open_or_update(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> None:
-    """Ask open-pr (as a dry run) whether anything would change; only then run it."""
+def _open_or_update(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome,
+                    run: Run) -> None:
+    """Ask open-pr (as a dry run, on a recorder) whether anything would change; only
+    then run it.  A dry run of autopilot hands open-pr its own recorder, which
+    collects the writes it lists."""
     standing = version_standing(ps.current)
     if any(v.verdict == Verdict.FAILED for v in standing.verdicts):
         outcome.act("pr", "not updated", reason="validation failed")
@@ -148,8 +151,8 @@ def _open_or_update(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> 
         # of the workflow may bring it.  Not a person's job (yet): the dashboard says it.
         outcome.act("pr", "waiting", reason=gap)
         return
-    factory = run.forges.factory
-    _, (preview,) = open_pr(ws, [ps.target], dry_run=True, github_factory=factory)
+    recorder = forge if isinstance(forge, RecordingForge) else RecordingForge(forge)
+    _, (preview,) = open_pr(ws, [ps.target], dry_run=True, forge=recorder)
     if preview["result"] == "error":
         outcome.fail("pr", preview["error"], kind="github")
         return
@@ -161,7 +164,7 @@ def _open_or_update(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> 
                                                                 "update")
         outcome.act("pr", f"would {would}", calls=preview["actions"])
         return
-    code, (result,) = open_pr(ws, [ps.target], github_factory=factory)
+    code, (result,) = open_pr(ws, [ps.target], forge=forge)
     if result["result"] == "error":
         outcome.fail("pr", result["error"], kind="github")
         return

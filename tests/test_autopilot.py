@@ -200,6 +200,7 @@ def test_dry_run_writes_nothing_anywhere(scene: Scene) -> None:
     assert doc["push"] == "would push" and doc["commit"] is None
     assert any(f.endswith("/patchset.toml") for f in doc["would_commit"])
     assert any(w.startswith(f"POST /repos/{WSREPO}/issues") for w in doc["would_write"])
+    assert any(w.startswith(f"POST /repos/{UPSTREAM}/pulls") for w in doc["would_write"])
     after = {p: p.read_bytes() for p in scene.root.rglob("*") if p.is_file()
              and ".git" not in p.parts and ".contrib" not in p.parts}
     assert after == {p: b for p, b in before.items() if ".contrib" not in p.parts}
