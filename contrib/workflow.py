@@ -220,7 +220,9 @@ def _gpu_job(options: Options) -> str:
           ARCH: ${{{{ matrix.arch }}}}
           LABEL: ${{{{ matrix.label }}}}
         run: |
-          mkdir -p validation
+          # Run files go outside the checkout: --out never writes into the workspace.
+          out="$RUNNER_TEMP/contrib-validation"
+          mkdir -p "$out"
           status=0
           for meta in patchsets/*/*/patchset.toml; do
             [ -f "$meta" ] || continue
@@ -230,16 +232,16 @@ def _gpu_job(options: Options) -> str:
             arch="$(sed -n '/^\\[/q; s/^arch *= *"\\(.*\\)".*$/\\1/p' "$meta")"
             [ "${{arch:-sm_120a}}" = "$ARCH" ] || continue
             contrib validate "$upstream/$name" --arch "$ARCH" \\
-              --out "validation/$LABEL--$upstream--$name.json" || status=$?
+              --out "$out/$LABEL--$upstream--$name.json" || status=$?
           done
           # The leg ran: the merge job tells a leg without a runner by this file.
-          touch "validation/$LABEL.done"
+          touch "$out/$LABEL.done"
           exit "$status"
       - uses: actions/upload-artifact@v6
         if: ${{{{ !cancelled() }}}}
         with:
           name: contrib-validation-${{{{ matrix.label }}}}
-          path: validation/
+          path: ${{{{ runner.temp }}}}/contrib-validation/
           if-no-files-found: warn
 """
 
@@ -264,16 +266,17 @@ def _merge_job(options: Options) -> str:
         continue-on-error: true
         with:
           pattern: contrib-validation-*
-          path: gpu-results
+          path: ${{{{ runner.temp }}}}/gpu-results
           merge-multiple: true
       - name: Merge the GPU runs, commit, push, refresh the PRs and the dashboard
 {_TOKENS}\
         run: |
+          results="$RUNNER_TEMP/gpu-results"
           files=()
           missing=()
           for leg in {legs}; do
-            if [ -f "gpu-results/$leg.done" ]; then
-              for file in "gpu-results/$leg--"*.json; do
+            if [ -f "$results/$leg.done" ]; then
+              for file in "$results/$leg--"*.json; do
                 [ -f "$file" ] && files+=("$file")
               done
             else

@@ -5,12 +5,17 @@ the fake GitHub."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from contrib.workflow import GpuRunner, Options, render
 from tests.autopilot_scene import IDENTITY, UPSTREAM, WSREPO, Scene, fast_forge, patched
 from tests.conftest import run_contrib
 from tests.fake_github import FakeGitHub, Fault, fake_github_fixture  # noqa: F401
@@ -330,3 +335,42 @@ def test_a_fork_branch_someone_else_pushed_to_needs_a_person(scene: Scene) -> No
     assert need["patchset"] == "proj/f3" and "contrib never pushed" in need["text"]
     assert git(scene.fork, "rev-parse", "refs/heads/contrib/f3") == foreign  # untouched
     assert actions(doc, "proj/f7", "pr") == ["updated"]
+
+
+def _step(workflow: dict[str, Any], job: str, needle: str) -> str:
+    return next(s["run"] for s in workflow["jobs"][job]["steps"] if needle in s.get("run", ""))
+
+
+def test_the_workflows_gpu_and_merge_scripts_run_for_real(scene: Scene, tmp_path: Path) -> None:
+    """The generated shell, run by bash in the workspace as the runners would: one GPU
+    leg writes a run file per patchset of its arch; the merge job merges them, names
+    the leg that never ran, commits, pushes and updates the dashboard."""
+    assert scene.run()[0] == 0
+    workflow = yaml.safe_load(render(Options(gpu=[GpuRunner("sm_120", "sm_120a"),
+                                                  GpuRunner("h100", "sm_90a")])))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "contrib"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m contrib "$@"\n')
+    shim.chmod(0o755)
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    gpu_temp, merge_temp = tmp_path / "gpu-runner", tmp_path / "merge-runner"
+    leg = subprocess.run(["bash", "-e", "-c", _step(workflow, "gpu", "contrib validate")],
+                         cwd=scene.root, capture_output=True, text=True, check=False,
+                         env={**os.environ, "PATH": path, "RUNNER_TEMP": str(gpu_temp),
+                              "ARCH": "sm_120a", "LABEL": "sm_120"})
+    assert leg.returncode == 0, leg.stderr
+    made = sorted(p.name for p in (gpu_temp / "contrib-validation").iterdir())
+    assert made == ["sm_120--proj--f3.json", "sm_120--proj--f7.json", "sm_120.done"]
+    assert scene.clean()  # the leg wrote nothing into the workspace
+    shutil.copytree(gpu_temp / "contrib-validation", merge_temp / "gpu-results")  # artifacts
+    merge = subprocess.run(["bash", "-e", "-c", _step(workflow, "merge", "--merge")],
+                           cwd=scene.root, capture_output=True, text=True, check=False,
+                           env={**os.environ, "PATH": path, "RUNNER_TEMP": str(merge_temp)})
+    assert merge.returncode == 1, merge.stderr  # the h100 leg never ran: needs a person
+    body = scene.dashboard()
+    assert "GPU leg h100: no runner" in body and "GPU leg sm_120" not in body
+    assert scene.clean() and scene.pushed() == scene.head()
+    assert "validation.json" in git(scene.root, "show", "--stat", "HEAD")
+    record = json.loads((scene.ws.patchset("proj/f3").current.validation_path).read_text())
+    assert len(record["runs"]) == 2 and record["schema"] == 2  # this one and the leg's
