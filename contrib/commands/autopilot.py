@@ -259,7 +259,8 @@ def _show(ui: UI, outcomes: list[Outcome], run: Run, code: int) -> None:
     for need in run.problems:
         ui.warn(need.text)
     if run.dashboard:
-        ui.info(f"dashboard: {run.dashboard.get('result')} {run.dashboard.get('url') or ''}")
+        detail = run.dashboard.get("url") or run.dashboard.get("reason") or ""
+        ui.info(f"dashboard: {run.dashboard.get('result')}" + (f" ({detail})" if detail else ""))
     if not outcomes:
         ui.info("no patchsets selected")
     if run.dry_run:
