@@ -30,7 +30,6 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from contrib import __version__
 from contrib.errors import UsageError
 
 WORKFLOW_PATH = ".github/workflows/contrib.yml"
@@ -66,7 +65,7 @@ class Options:
     """What differs between workspaces' workflows."""
 
     branch: str = "main"
-    install: str = f"contrib=={__version__}"
+    install: str = "."  # what pip installs: "." where the workspace is contrib's own repository
     cron: str = DEFAULT_CRON
     gpu: list[GpuRunner] = field(default_factory=list)
 

@@ -120,6 +120,9 @@ def test_shipped_workflow(tmp_path: Path) -> None:
     actionlint(text, tmp_path, ["sm_120"])
 
 
+INSTALL = ("--install", "contrib @ git+https://github.com/example/contrib@v0.1.0")
+
+
 @pytest.fixture
 def repo_ws(workspace: Workspace, upstream: Repo, tmp_path: Path) -> Workspace:
     """The workspace as a git repository on branch main, with one patchset for sm_120a."""
@@ -132,24 +135,28 @@ def repo_ws(workspace: Workspace, upstream: Repo, tmp_path: Path) -> Workspace:
 
 def test_init_ci_writes_refuses_and_forces(repo_ws: Workspace, tmp_path: Path) -> None:
     path = repo_ws.root / ".github" / "workflows" / "contrib.yml"
-    first = repo_ws.run("init-ci", "--json")
+    missing = repo_ws.run("init-ci")
+    assert missing.code == 2 and "--install" in missing.err and "another project" in missing.err
+    first = repo_ws.run("init-ci", *INSTALL, "--json")
     assert first.code == 0, first.err
     assert first.json["result"] == "written"  # type: ignore[index]
     text = path.read_text()
     check_design(text, [GpuRunner("sm_120", "sm_120a")])  # the patchset's arch by default
+    assert "python -m pip install 'contrib @ git+https://github.com/example/contrib@v0.1.0'" \
+        in text
     actionlint(text, tmp_path, ["sm_120"])
-    assert repo_ws.run("init-ci").code == 0 and path.read_text() == text  # unchanged
-    again = repo_ws.run("init-ci", "--json", "--gpu-runner", "rtx6000=sm_120a",
+    assert repo_ws.run("init-ci", *INSTALL).code == 0 and path.read_text() == text  # unchanged
+    again = repo_ws.run("init-ci", *INSTALL, "--json", "--gpu-runner", "rtx6000=sm_120a",
                         "--gpu-runner", "h100=sm_90a", "--cron", "0 3 * * *")
     assert again.json["result"] == "replaced"  # type: ignore[index]
     two = path.read_text()
     check_design(two, [GpuRunner("rtx6000", "sm_120a"), GpuRunner("h100", "sm_90a")])
     actionlint(two, tmp_path / "two", ["rtx6000", "h100"])
     path.write_text(two.replace("timeout-minutes: 120", "timeout-minutes: 30"))
-    refused = repo_ws.run("init-ci")
+    refused = repo_ws.run("init-ci", *INSTALL)
     assert refused.code == 1 and "not written by contrib init-ci" in refused.err
     assert "timeout-minutes: 30" in path.read_text()  # left as it is
-    forced = repo_ws.run("init-ci", "--force")
+    forced = repo_ws.run("init-ci", *INSTALL, "--force")
     assert forced.code == 0 and written_by_us(path.read_text())
     leftovers = [p.name for p in path.parent.iterdir() if p.name != "contrib.yml"]
     assert leftovers == []  # written atomically: no temp file beside it
@@ -164,7 +171,7 @@ def test_init_ci_writes_refuses_and_forces(repo_ws: Workspace, tmp_path: Path) -
     (["--install", "contrib'; curl x"], "--install"),
 ])
 def test_init_ci_bad_input(repo_ws: Workspace, args: list[str], message: str) -> None:
-    result = repo_ws.run("init-ci", *args)
+    result = repo_ws.run("init-ci", *INSTALL, *args)
     assert result.code == 2 and message in result.err, result.err
     assert not (repo_ws.root / ".github").exists()
 
@@ -172,6 +179,6 @@ def test_init_ci_bad_input(repo_ws: Workspace, args: list[str], message: str) ->
 def test_init_ci_refuses_a_workspace_below_the_repository_root(repo_ws: Workspace) -> None:
     git(repo_ws.root.parent, "init", "-q")
     shutil.rmtree(repo_ws.root / ".git")
-    result = repo_ws.run("init-ci")
+    result = repo_ws.run("init-ci", *INSTALL)
     assert result.code == 2 and "subfolder of the repository" in result.err
     assert not (repo_ws.root.parent / ".github").exists()

@@ -24,8 +24,8 @@ def init_ci(ws: Workspace, ui: UI, *, gpu_runners: list[str], force: bool,
     """Write the workflow; 0 written or already current, 1 refused (someone else's file)."""
     runners = [GpuRunner.parse(text) for text in gpu_runners] or default_runners(ws)
     repo_root, current = _repository(ws)
-    options = Options(branch=branch or current, gpu=runners,
-                      **{k: v for k, v in (("install", install), ("cron", cron)) if v})
+    options = Options(branch=branch or current, gpu=runners, install=install or _source(ws),
+                      **({"cron": cron} if cron else {}))
     path = repo_root / WORKFLOW_PATH
     result = _write(ws, path, render(options), force)
     ui.info(f"{path}: {result}")
@@ -51,6 +51,17 @@ def _write(ws: Workspace, path: Path, text: str, force: bool) -> str:
                              "edited since); left as it is. Pass --force to replace it")
     ws.write_file(path, text)
     return "written" if existing is None else "replaced"
+
+
+def _source(ws: Workspace) -> str:
+    """What the workflow installs when --install is not given: this checkout, when the
+    workspace is contrib's own repository.  Elsewhere there is no safe guess (the
+    name "contrib" on PyPI is another project): the user says."""
+    if (ws.root / "contrib" / "__init__.py").is_file() and (ws.root / "pyproject.toml").is_file():
+        return "."
+    raise UsageError("say how the workflow installs contrib: --install 'contrib @ "
+                     "git+https://github.com/OWNER/contrib@TAG' (or a wheel URL); the name "
+                     "'contrib' on PyPI is another project")
 
 
 def default_runners(ws: Workspace) -> list[GpuRunner]:
