@@ -80,8 +80,9 @@ def autopilot(ws: Workspace, ui: UI, targets: list[str], *, push: bool, dry_run:
 
 
 def workspace_token() -> str | None:
-    """The token for the workspace's own repository (the dashboard, the push):
-    CONTRIB_WORKSPACE_TOKEN, else the GitHub token contrib uses everywhere."""
+    """CONTRIB_WORKSPACE_TOKEN: the token for the workspace's own repository.  The
+    dashboard falls back to the GitHub token of the PRs; the push, to git's own
+    credentials."""
     token = os.environ.get(WORKSPACE_TOKEN, "").strip() or None
     register_secret(token)
     return token
