@@ -54,7 +54,10 @@ def cli(click_ctx: click.Context, directory: Path | None) -> None:
 
 
 def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
+    from contrib import environ
+
     ctx.ui = UI(json_mode)
+    environ.check()  # a bad variable is bad input: refuse before touching anything
     ws = ctx.workspace()
     with ws.lock():
         return body(ws, ctx.ui)
@@ -217,8 +220,11 @@ def init_ci(ctx: Context, gpu_runners: tuple[str, ...], install: str | None, cro
 @pass_ctx
 def demo(ctx: Context, directory: Path | None) -> int:
     """Run the whole loop offline on a generated mini upstream (in DIR or a temp dir)."""
+    from contrib import environ
     from contrib.demo import demo as run
 
+    environ.lock_timeout()
+    environ.source_date_epoch()
     return run(directory, ctx.ui)
 
 
@@ -227,6 +233,9 @@ def _log_bug(exc: BaseException) -> Path | None:
         from contrib.mirror import cache_root
 
         log = cache_root() / "contrib-error.log"
+    except ContribError:  # no usable cache folder: the message alone must do
+        return None
+    try:
         log.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(traceback.format_exception(exc))
         log.write_text(scrub(f"contrib {__version__}\n{' '.join(sys.argv)}\n{text}"),
