@@ -81,7 +81,7 @@ def pr_step(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> None:
         return
     forge = run.forges.upstream(ws)
     if forge is None:
-        if run.policy == "create" or ps.get("pr", "number"):
+        if run.policy == "create" or (ps.pr is not None and ps.pr.number):
             outcome.fail("pr", "no GitHub token for the PRs: set GITHUB_TOKEN or GH_TOKEN (in "
                          "the workflow: the CONTRIB_FORK_TOKEN secret)", kind="github")
         else:
@@ -117,9 +117,9 @@ def _pr_step(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome, run: R
 
 def _existing(forge: Forge, repo: str, head: str, base: str, ps: Patchset) -> PullRequest | None:
     """The patchset's PR: the one recorded in patchset.toml, else found by its head."""
-    number = ps.get("pr", "number")
-    if isinstance(number, int) and ps.get("pr", "repo", repo) == repo:
-        pr = forge.get_pr(repo, number)
+    recorded = ps.pr
+    if recorded is not None and recorded.number and recorded.repo in (None, repo):
+        pr = forge.get_pr(repo, recorded.number)
         if pr.head == head:
             return pr
     return forge.find_pr(repo, head, base)
@@ -183,8 +183,9 @@ def _recorded(ps: Patchset, pr: dict[str, Any] | None) -> bool:
     """Whether patchset.toml already records this PR at this version: a run killed
     after GitHub made or updated the PR, before recording it, left it unrecorded
     (open-pr then records it, with no write to GitHub)."""
-    return pr is not None and ps.get("pr", "number") == pr["number"] and \
-        ps.get("pr", "state") == pr["state"] and ps.get("pr", "version") == ps.current.base
+    recorded = ps.pr
+    return pr is not None and recorded is not None and recorded.number == pr["number"] and \
+        recorded.state == pr["state"] and recorded.version == ps.current.base
 
 
 def validation_gap(ps: Patchset, standing: Standing) -> str:
@@ -230,14 +231,13 @@ def _has_comment(forge: Forge, repo: str, number: int, marker: str) -> bool:
 
 def landing_comment(ps: Patchset, marker: str) -> str:
     """The comment text: each landing commit with sha, subject and upstream PR number."""
-    details = ps.get("sync", "details", {}) or {}
+    landed = ps.sync.details.upstreamed if ps.sync is not None else ()
     lines = []
-    for landed in details.get("upstreamed", []) or []:
-        sha = str(landed.get("sha") or "")
-        pr = f" (#{landed['pr']})" if landed.get("pr") else ""
-        what = f"`{sha[:12]}` {landed.get('subject', '')!s}{pr}" if sha else \
+    for one in landed:
+        pr = f" (#{one.pr})" if one.pr and f"#{one.pr}" not in (one.subject or "") else ""
+        what = f"`{one.sha[:12]}` {one.subject or ''}{pr}" if one.sha else \
             "already in the upstream branch (no shared history to bisect)"
-        lines.append(f"- `{landed.get('patch')}`: {what}")
+        lines.append(f"- `{one.patch}`: {what}")
     listing = "\n".join(lines) or "- every patch of the series"
     return (f"{marker}\ncontrib found every change of this PR upstream, so the patchset "
             f"`{ps.target}` is no longer carried:\n\n{listing}\n\nThis PR can be closed.")

@@ -28,6 +28,7 @@ from contrib.errors import ContribError
 from contrib.forge import Forge, ForgeUnavailable, Issue
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
+from contrib.rebase import CONFLICT
 from contrib.record import version_standing
 from contrib.secrets import scrub
 
@@ -124,15 +125,15 @@ def recorded_needs(ws: Workspace, ps: Patchset) -> list[Need]:
     """What a patchset this run did not select still needs, as the workspace records it
     (a run for some targets must not drop the others' entries from the dashboard)."""
     needs = []
-    conflict = (ps.get("sync", "details", {}) or {}).get("conflict")
-    if ps.get("sync", "result") == "conflict" and isinstance(conflict, dict):
-        needs.append(Need.conflict(ws, ps.target, conflict))
+    last = ps.sync
+    if last is not None and last.result == CONFLICT and last.details.conflict:
+        needs.append(Need.conflict(ws, ps.target, dict(last.details.conflict)))
     view = validation_view(ps.target, version_standing(ps.current))
     if view.verdict == "failed":
         needs.append(Need.failed_validation(view))
-    if ps.get("pr", "state") == "closed":
-        needs.append(Need("pr-closed", f"{ps.target}: PR #{ps.get('pr', 'number')} "
-                          f"({ps.get('pr', 'url')}) was closed by a human",
+    if ps.pr is not None and ps.pr.state == "closed":
+        needs.append(Need("pr-closed", f"{ps.target}: PR #{ps.pr.number} ({ps.pr.url}) was "
+                          "closed by a human",
                           {"patchset": ps.target}))
     return needs
 
@@ -168,18 +169,17 @@ def _commit(github: str, sha: str | None, subject: str = "") -> str:
 
 
 def _sync_cell(ps: Patchset, github: str) -> str:
-    result = ps.get("sync", "result")
-    if not result:
+    last = ps.sync
+    if last is None:
         return "never synced"
-    details = ps.get("sync", "details", {}) or {}
-    if result == "conflict" and isinstance(details.get("conflict"), dict):
-        commit = details["conflict"].get("commit") or {}
+    commit = (last.details.conflict or {}).get("commit")
+    if last.result == CONFLICT and isinstance(commit, dict):
         return f"**conflict** at {_commit(github, commit.get('sha'), commit.get('subject', ''))}"
-    landed = [u for u in details.get("upstreamed", []) or [] if u.get("sha")]
+    landed = [u for u in last.details.upstreamed if u.sha]
     if landed:
-        links = ", ".join(_commit(github, u["sha"], str(u.get("subject", ""))) for u in landed)
-        return f"{result}: landed in {links}"
-    return str(result)
+        links = ", ".join(_commit(github, u.sha, u.subject or "") for u in landed)
+        return f"{last.result}: landed in {links}"
+    return str(last.result)
 
 
 def _validation_cell(ps: Patchset) -> str:
@@ -197,15 +197,17 @@ def _validation_cell(ps: Patchset) -> str:
 
 
 def _pr_cell(ps: Patchset, outcome: Outcome | None, forge: Forge | None, github: str) -> str:
-    pr = (outcome.pr if outcome and outcome.pr else None) or {
-        k: ps.get("pr", k) for k in ("number", "url", "state", "draft")}
+    recorded = ps.pr
+    pr = (outcome.pr if outcome and outcome.pr else None) or (
+        {"number": recorded.number, "url": recorded.url, "state": recorded.state,
+         "draft": recorded.draft, "head_sha": recorded.pushed} if recorded else {})
     if not pr.get("number"):
         waiting = [a for a in (outcome.actions if outcome else []) if a["step"] == "pr"
                    and a["result"] == "waiting"]
         return f"none (waiting: {waiting[0]['reason']})" if waiting else "none"
     state = str(pr.get("state") or "?") + (" draft" if pr.get("draft") else "")
     text = f"[#{pr['number']}]({pr.get('url')}) {state}"
-    head = pr.get("head_sha") or ps.get("pr", "pushed")
+    head = pr.get("head_sha") or (recorded.pushed if recorded else None)
     if forge is not None and head and github:
         try:
             text += f", CI: {forge.checks(github, str(head)).text()}"

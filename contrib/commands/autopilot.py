@@ -138,16 +138,19 @@ def _still_broken(ps: Patchset, tip: str, pending: dict[str, conflict.Pending]) 
     """A conflict recorded by an earlier run (on a CI runner, whose worktree is gone)
     for this version at this very tip: carrying again would find it again and only
     rewrite its timestamp, so the recorded one is reported as it is."""
-    return (ps.target not in pending and ps.get("sync", "result") == CONFLICT
-            and ps.get("sync", "target") == tip and ps.get("sync", "from") == ps.current.base)
+    last = ps.sync
+    return (ps.target not in pending and last is not None and last.result == CONFLICT
+            and last.target == tip and last.base == ps.current.base)
 
 
 def _report_recorded_conflict(ws: Workspace, ps: Patchset, outcome: Outcome) -> None:
-    info = dict((ps.get("sync", "details", {}) or {}).get("conflict") or {})
+    last = ps.sync
+    info = dict(last.details.conflict or {}) if last is not None else {}
     note = ("recorded by an earlier run; upstream has not moved since. `contrib sync "
             f"{ps.target}` prepares the worktree to resolve it")
     outcome.sync = {"patchset": ps.target, "result": CONFLICT, "base": ps.current.base,
-                    "target": ps.get("sync", "target"), "conflict": info, "notes": [note]}
+                    "target": last.target if last else None, "conflict": info,
+                    "notes": [note]}
     outcome.act("sync", CONFLICT, note="recorded earlier; upstream unchanged")
     outcome.needs.append(Need.conflict(ws, ps.target, info))
 
@@ -156,8 +159,8 @@ def _conflict_info(ps: Patchset, report: Any) -> dict[str, Any]:
     """The conflict as sync reported it; a conflict still pending from an earlier run
     is reported by sha only, so its subject and files come from patchset.toml."""
     info = dict(report.conflict)
-    recorded = (ps.get("sync", "details", {}) or {}).get("conflict") or {}
-    if not (info.get("commit") or {}).get("subject") and isinstance(recorded, dict):
+    recorded = dict(ps.sync.details.conflict or {}) if ps.sync is not None else {}
+    if not (info.get("commit") or {}).get("subject"):
         info["commit"] = {**(recorded.get("commit") or {}), **(info.get("commit") or {})}
     return info
 
