@@ -1,0 +1,213 @@
+"""Upstream tests on the GPUs that are here: the target, and regressions on archs admitted before.
+
+A patch that widens a gate to SM120 is first asked by upstream reviewers whether it
+still works where the gate already admitted (SM90 on an H200).  So the tests stage
+plans one run per architecture whose GPU is present: the target arch (kind
+``target``), and every arch the touched gates admitted before the patch (kind
+``regression``).  Each run sees only the GPUs of its arch (``CUDA_VISIBLE_DEVICES``).
+
+A green run proves only the kernels it launched.  flashinfer's own
+``test_trtllm_allreduce.py`` never reaches the lamport kernel (it needs <= 16
+tokens), so each run records the CUDA kernels its processes launched (the PyTorch
+profiler's CUDA activity, from a ``sitecustomize`` that every Python process of the
+run imports, spawned workers too) and every kernel the patch changes that no test
+launched becomes a ``kernel-not-launched`` finding that keeps the run from passed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contrib.arch import Arch
+from contrib.validate import ERROR, Finding
+from contrib.validate.cscan import find_kernels, scan
+from contrib.validate.includes import is_cuda_source
+from contrib.validate.testsel import FileChange
+from contrib.validate.tree import SourceTree
+
+TARGET, REGRESSION = "target", "regression"
+KERNEL_LOG_ENV = "CONTRIB_KERNEL_LOG"
+_WORLD = re.compile(r"(?:world_size|WORLD_SIZE|tp_size|num_gpus)\W{0,4}(?:\[([\d,\s]+)\]|=\s*(\d+))")
+
+# Imported by every Python process of a test run (spawned workers included) when
+# CONTRIB_KERNEL_LOG is set: profile CUDA activity, write the kernel names at exit.
+PROBE = '''\
+"""contrib's kernel probe: records the CUDA kernels this process launches."""
+import atexit, os
+
+def _contrib_probe():
+    folder = os.environ.get("CONTRIB_KERNEL_LOG")
+    if not folder:
+        return
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+        from torch.autograd import DeviceType
+        prof = profile(activities=[ProfilerActivity.CUDA])
+        prof.start()
+    except Exception:
+        return
+
+    def _write():
+        names = set()
+        try:
+            prof.stop()
+            names = {e.name for e in prof.events() if e.device_type == DeviceType.CUDA}
+        except Exception as exc:
+            names = {"<probe failed: %s>" % type(exc).__name__}
+        if names:
+            path = os.path.join(folder, "kernels-%d.txt" % os.getpid())
+            with open(path, "w") as out:
+                out.write("\\n".join(sorted(names)) + "\\n")
+
+    atexit.register(_write)
+
+_contrib_probe()
+'''
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """One GPU from ``nvidia-smi``: its index (for CUDA_VISIBLE_DEVICES), name, capability."""
+
+    index: int
+    name: str
+    capability: str  # "9.0"
+
+
+@dataclass
+class PlannedRun:
+    """One test run to make: which arch, why, on which GPUs (none: cannot run here)."""
+
+    kind: str  # TARGET or REGRESSION
+    arch: Arch
+    gpus: list[GpuSlot] = field(default_factory=list)
+
+    @property
+    def visible(self) -> str:
+        """The CUDA_VISIBLE_DEVICES value for this run."""
+        return ",".join(str(g.index) for g in self.gpus)
+
+
+def probe_slots(smi: str | None = None) -> list[GpuSlot] | None:
+    """GPUs with their indices from nvidia-smi; None when there is no nvidia-smi."""
+    smi = smi or shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    query = "--query-gpu=index,name,compute_cap"
+    try:
+        done = subprocess.run([smi, query, "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return []
+    return _parse_slots(done.stdout)
+
+
+def _parse_slots(text: str) -> list[GpuSlot]:
+    slots = []
+    for number, row in enumerate(line for line in text.splitlines() if line.strip()):
+        cells = [c.strip() for c in row.split(",")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            slots.append(GpuSlot(int(cells[0]), ",".join(cells[1:-1]), cells[-1]))
+        elif len(cells) >= 2:  # an older layout without the index column
+            slots.append(GpuSlot(number, ",".join(cells[:-1]), cells[-1]))
+    return slots
+
+
+def plan_runs(target: Arch, admitted_before: Iterable[Arch], slots: list[GpuSlot] | None) -> list[PlannedRun]:
+    """The target run, then one regression run per earlier-admitted arch whose GPU is here."""
+    slots = slots or []
+    runs = [PlannedRun(TARGET, target, [s for s in slots if s.capability == target.capability])]
+    seen = {target.capability}
+    for arch in admitted_before:
+        mine = [s for s in slots if s.capability == arch.capability]
+        if mine and arch.capability not in seen:
+            seen.add(arch.capability)
+            runs.append(PlannedRun(REGRESSION, arch, mine))
+    return runs
+
+
+def world_sizes(tree: SourceTree, tests: Iterable[str]) -> dict[str, int]:
+    """The most GPUs each test file asks for (``world_size``/``WORLD_SIZE`` literals), when it says."""
+    wanted: dict[str, int] = {}
+    for test in tests:
+        sizes = []
+        for listed, single in _WORLD.findall(tree.read_text(test.split("::")[0]) or ""):
+            sizes += [int(n) for n in re.findall(r"\d+", listed or single)]
+        if sizes:
+            wanted[test] = max(sizes)
+    return wanted
+
+
+def gpu_shortfall(wanted: Mapping[str, int], have: int) -> list[str]:
+    """One line per test that asks for more GPUs than the run has."""
+    return [f"{test} asks for up to {n} GPUs, {have} here: those cases skip"
+            for test, n in sorted(wanted.items()) if n > have]  # fmt: skip
+
+
+def install_probe(folder: Path) -> tuple[Path, Path]:
+    """Write the probe's sitecustomize.py under ``folder``; (its folder, the log folder)."""
+    site, log = folder / "probe", folder / "kernels"
+    site.mkdir(parents=True, exist_ok=True)
+    log.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text(PROBE, encoding="utf-8")
+    return site, log
+
+
+def launched_kernels(log: Path) -> list[str]:
+    """Every kernel name the probe wrote, over all processes of the run."""
+    names: set[str] = set()
+    for file in sorted(log.glob("kernels-*.txt")):
+        names.update(n for n in file.read_text(encoding="utf-8", errors="replace").splitlines() if n)
+    return sorted(names)
+
+
+@dataclass(frozen=True)
+class ChangedKernel:
+    """A ``__global__`` kernel whose definition (or a guard inside it) the patch touches."""
+
+    name: str
+    file: str
+    line: int
+
+
+def changed_kernels(tree: SourceTree, changes: Iterable[FileChange]) -> list[ChangedKernel]:
+    """Kernels whose span (``__global__`` line to the line after its last statement) holds a touched line."""
+    found: list[ChangedKernel] = []
+    for change in changes:
+        if change.deleted or not is_cuda_source(change.path):
+            continue
+        text = tree.read_text(change.path)
+        if text is None:
+            continue
+        for kernel in find_kernels(scan(change.path, text)):
+            end = max(kernel.body_lines, default=kernel.line) + 2  # the closing #endif and brace
+            if change.touched & set(range(kernel.line, end + 1)):
+                found.append(ChangedKernel(kernel.name, change.path, kernel.line))
+    return found
+
+
+def launched(kernel: str, names: Iterable[str]) -> bool:
+    """Whether ``kernel`` (a bare name) is among the profiler's (demangled) kernel names."""
+    pattern = re.compile(rf"(?:^|[\s:*&]){re.escape(kernel)}\s*[<(]|^{re.escape(kernel)}$")
+    return any(pattern.search(name) for name in names)
+
+
+def coverage_findings(changed: Iterable[ChangedKernel], names: list[str], arch: Arch) -> list[Finding]:
+    """A ``kernel-not-launched`` error for each changed kernel no test of this run launched."""
+    findings, seen = [], set()
+    for kernel in changed:
+        if kernel.name in seen or launched(kernel.name, names):
+            continue
+        seen.add(kernel.name)
+        findings.append(Finding("kernel-not-launched", ERROR, kernel.file, kernel.line,
+                                f"the patch changes kernel {kernel.name}, and no selected test "
+                                f"launched it on {arch.name}: the tests say nothing about it"))  # fmt: skip
+    return findings
