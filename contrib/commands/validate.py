@@ -22,9 +22,11 @@ from contrib.git import Git
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
 from contrib.rebase import load_patches
+from contrib.record import Record, record_json, run_dict, version_digest
 from contrib.series import EXPORT_ENV, apply_series
 from contrib.txn import atomic_write
 from contrib.ui import UI
+from contrib.validate.gputests import split_runs
 from contrib.validate.report import (
     FAILED,
     PASSED,
@@ -52,7 +54,10 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
         target = forced or _patchset_arch(ps)
         ui.step(f"validating {ps.target} for {target.name} ...")
         validation = validate_patchset(ws, ps, target, host)
-        ws.write_file(ps.current.validation_path, validation.to_json())
+        settings = Settings.from_meta(ps.meta, str(ps.meta_path))
+        runs = tuple(v.run() for v in split_runs(validation))
+        record = Record(ps.upstream, ps.name, validation.base, version_digest(ps.current, settings), runs)
+        ws.write_file(ps.current.validation_path, record_json(record))
         validations.append(validation)
         for line in render_table(validation).splitlines():
             ui.info(line)
@@ -63,7 +68,7 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
         atomic_write(junit, junit_xml(validations))
     failed = [v for v in validations if v.verdict == FAILED]
     ui.emit({"overall": FAILED if failed else PASSED,
-             "validations": [v.to_dict() for v in validations]})
+             "validations": [run_dict(v.run()) for v in validations]})
     return 1 if failed else 0
 
 
@@ -95,7 +100,8 @@ def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, o
             workdir=Path(scratch),
             worktree=make_worktree,
             python=sys.executable,
-            requires=lambda ctx: requires_stage(ws, ps, git, head or base),
+            workspace=ws,
+            patchset=ps,
         )
         stages = run_pipeline(inputs)
     return Validation(ps.upstream, ps.name, base, arch, stages, dict(host), applied=head,

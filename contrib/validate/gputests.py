@@ -20,15 +20,19 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from contrib.arch import Arch
-from contrib.validate import ERROR, Finding
+from contrib.arch import Arch, parse_arch
+from contrib.record import RunKind
+from contrib.validate import ERROR, Finding, Waiver, apply_waivers
 from contrib.validate.cscan import find_kernels, scan
 from contrib.validate.includes import is_cuda_source
-from contrib.validate.testsel import FileChange
-from contrib.validate.tree import SourceTree
+from contrib.validate.profiles import Profile
+from contrib.validate.report import PASSED, SKIPPED, StageResult, Validation
+from contrib.validate.testsel import FileChange, Gpu, Selection, run_tests
+from contrib.validate.tree import FsTree, SourceTree
 
 TARGET, REGRESSION = "target", "regression"
 KERNEL_LOG_ENV = "CONTRIB_KERNEL_LOG"
@@ -211,3 +215,81 @@ def coverage_findings(changed: Iterable[ChangedKernel], names: list[str], arch: 
                                 f"the patch changes kernel {kernel.name}, and no selected test "
                                 f"launched it on {arch.name}: the tests say nothing about it"))  # fmt: skip
     return findings
+
+
+@dataclass
+class RunSetup:
+    """What every planned run of one tests stage shares."""
+
+    python: str
+    worktree: Path
+    selection: Selection
+    workdir: Path
+    profile: Profile
+    changed: list[ChangedKernel]
+    waivers: list[Waiver]
+    need_gpu: bool = True
+    pytest_args: tuple[str, ...] = ()
+
+
+def run_planned(setup: RunSetup, plan: PlannedRun) -> StageResult:
+    """Run the selected tests for one planned run; the result carries its GPUs and kernels."""
+    arch, name = plan.arch, f"{plan.kind}-{plan.arch.name}"
+    details: dict[str, Any] = {"kind": plan.kind, "arch": arch.name, "compute": setup.profile.compute(arch),
+                               "selected": setup.selection.tests,
+                               "gpus": [f"{g.index}: {g.name} ({g.capability})" for g in plan.gpus]}  # fmt: skip
+    if setup.need_gpu and not plan.gpus:
+        return StageResult("tests", SKIPPED, f"no GPU of compute capability {arch.capability} "
+                           f"({arch.name}) here", details=details)  # fmt: skip
+    site, log = install_probe(setup.workdir / name)
+    env = {KERNEL_LOG_ENV: str(log), **setup.profile.arch_env(arch)}
+    if plan.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = plan.visible
+    if setup.profile.jit_cache_env:
+        env[setup.profile.jit_cache_env] = str(setup.workdir / name / "jit-cache")
+    short = gpu_shortfall(world_sizes(FsTree(setup.worktree), setup.selection.tests), len(plan.gpus))
+    run = run_tests(setup.python, setup.worktree, setup.selection, setup.workdir / f"{name}.xml", arch,
+                    need_gpu=False, env=env, path_first=[str(site)], args=setup.pytest_args)  # fmt: skip
+    names = launched_kernels(log)
+    details.update({"counts": run.counts, "cases": run.cases, "command": run.command,
+                    "python": setup.python, "env": env, "launched_kernels": names,
+                    "changed_kernels": sorted({k.name for k in setup.changed})})  # fmt: skip
+    if short:
+        details["too_few_gpus"] = short
+    findings = apply_waivers(coverage_findings(setup.changed, names, arch), setup.waivers) \
+        if run.counts.get("total") else []  # fmt: skip
+    return StageResult("tests", *_status(run.status, run.reason, findings, short), findings, details=details)
+
+
+def _status(status: str, reason: str, findings: list[Finding], short: list[str]) -> tuple[str, str]:
+    unproven = [f for f in findings if f.blocking]
+    if short:
+        reason += f"; {len(short)} test file(s) want more GPUs than the {short[0].split(', ')[1]}"
+    if status == PASSED and unproven:
+        names = ", ".join(f.message.split(" kernel ", 1)[1].split(",")[0] for f in unproven[:4])
+        return SKIPPED, f"{reason}, but no test launched {len(unproven)} kernel(s) the patch changes: {names}"
+    return status, reason
+
+
+REGRESSIONS = "regression_runs"  # details key: StageResults of the regression runs, popped by split_runs
+
+
+def split_runs(validation: Validation) -> list[Validation]:
+    """The target run and, for each regression run its tests stage made, a run of its own.
+
+    A regression run records the stages that say something about an arch the
+    gate admitted before: apply and the tests that ran on that arch's GPUs.
+    """
+    runs = [validation]
+    for stage in validation.stages:
+        for result in stage.details.pop(REGRESSIONS, []):
+            arch = parse_arch(result.details["arch"])
+            apply = [s for s in validation.stages if s.name == "apply"]
+            runs.append(replace(validation, arch=arch, stages=[*apply, result], kind=RunKind.REGRESSION,
+                                compute=result.details.get("compute")))  # fmt: skip
+    return runs
+
+
+def slots_of(gpus: list[Gpu] | None) -> list[GpuSlot] | None:
+    """GpuSlots for GPUs handed in without indices (numbered in order)."""
+    return None if gpus is None else [GpuSlot(i, g.name, g.capability) for i, g in enumerate(gpus)]

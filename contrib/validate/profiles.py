@@ -133,7 +133,7 @@ def _flashinfer_arch_env(arch: Arch) -> dict[str, str]:
 
 FLASHINFER = Profile(
     name="flashinfer",
-    marker="flashinfer/jit/core.py",
+    marker="flashinfer/jit/cpp_ext.py",
     flag_sources=(
         FlagSource("flashinfer/jit/core.py", "gen_jit_spec"),
         FlagSource("flashinfer/jit/cpp_ext.py", "build_cuda_cflags"),

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
@@ -413,6 +413,7 @@ def gpu_problem(arch: Arch, gpus: list[Gpu] | None) -> str | None:
 def run_tests(
     python: str, worktree: Path, selection: Selection, junit: Path, arch: Arch, *,
     need_gpu: bool = True, gpus: list[Gpu] | None | str = "probe", timeout: float = 1800,
+    env: Mapping[str, str] | None = None, path_first: Iterable[str] = (), args: Iterable[str] = (),
 ) -> TestRun:  # fmt: skip
     """Run the selected tests with ``python -m pytest --junitxml`` in ``worktree``.
 
@@ -426,15 +427,15 @@ def run_tests(
         problem = gpu_problem(arch, probe_gpus() if gpus == "probe" else gpus)  # type: ignore[arg-type]
         if problem:
             return TestRun("skipped", problem)
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     roots = [str(worktree / r) for r in selection.import_roots] or [str(worktree)]
-    env["PYTHONPATH"] = os.pathsep.join([*roots, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([*path_first, *roots, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     for package in selection.packages:
         problem = _import_problem(python, package, worktree, env)
         if problem:
             return TestRun("skipped", problem)
     command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-               *selection.tests]  # fmt: skip
+               *args, *selection.tests]  # fmt: skip
     try:
         done = subprocess.run(
             command, cwd=worktree, env=env, capture_output=True, text=True, timeout=timeout
