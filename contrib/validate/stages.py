@@ -329,9 +329,11 @@ def stage_tests(ctx: Context) -> StageResult:
     slots = gputests.probe_slots() if inputs.gpus == "probe" else gputests.slots_of(inputs.gpus)  # type: ignore[arg-type]
     before = {m for g in ctx.touched for m in g.majors_before} - {inputs.arch.major}
     plans = gputests.plan_runs(inputs.arch, admitted_archs(before), slots)
-    worktree = inputs.worktree()
     profile = profiles.profile_for(ctx.after)
-    details["worktree_links"] = profiles.prepare_worktree(profile, worktree, python)
+    runnable = [p for p in plans if p.gpus or not settings.tests_need_gpu]
+    worktree = inputs.worktree() if runnable else ctx.workdir  # no checkout when nothing can run
+    if runnable:
+        details["worktree_links"] = profiles.prepare_worktree(profile, worktree, python)
     setup = gputests.RunSetup(python, worktree, selection, ctx.workdir, profile,
                               gputests.changed_kernels(ctx.after, ctx.changes), settings.waivers,
                               settings.tests_need_gpu, tuple(settings.pytest_args))  # fmt: skip
