@@ -7,6 +7,7 @@ from typing import Any
 from contrib.errors import ContribError
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
+from contrib.record import standing_dict, version_standing
 from contrib.ui import UI
 
 
@@ -24,7 +25,7 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool) -> int:
     ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
-               r["sync"] or "-", r["validation"] or "-", _pr_cell(r["pr"])] for r in rows])
+               r["sync"] or "-", _validation_cell(r["validation"]), _pr_cell(r["pr"])] for r in rows])
     if not rows:
         ui.info("no patchsets yet: create one with `contrib new`")
     ui.emit({"patchsets": rows})
@@ -44,13 +45,7 @@ def describe(ps: Patchset, mirror: Mirror) -> dict[str, Any]:
             behind = git.count(f"{base}..{tip}")
     except ContribError:
         pass
-    validation = ps.current.read_validation()
-    verdict = None
-    if validation is not None:
-        verdict = str(validation.get("overall", "unknown"))
-        arch = validation.get("arch")
-        if arch:
-            verdict += f" ({arch})"
+    validation = standing_dict(version_standing(ps.current))
     pr = {k: ps.get("pr", k) for k in ("number", "url", "state")} if "pr" in ps.meta else None
     return {
         "patchset": ps.target,
@@ -63,9 +58,15 @@ def describe(ps: Patchset, mirror: Mirror) -> dict[str, Any]:
         "patches": ps.current.series(),
         "versions": len(ps.versions()),
         "sync": ps.get("sync", "result"),
-        "validation": verdict,
+        "validation": validation,
         "pr": pr,
     }
+
+
+def _validation_cell(validation: dict[str, Any]) -> str:
+    """``sm_120a: incomplete (skipped: tests) [vm, no GPU]`` or ``not validated (why)``."""
+    where = "; ".join(dict.fromkeys(r["host"] for r in validation["runs"]))
+    return str(validation["summary"]) + (f" [{where}]" if where else "")
 
 
 def _pr_cell(pr: dict[str, Any] | None) -> str:
