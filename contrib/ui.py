@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from contrib.secrets import scrub
 
@@ -51,7 +52,8 @@ class UI:
         for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
-            table.add_row(*(scrub("" if cell is None else str(cell)) for cell in row))
+            # Text, not markup: a cell may hold "[...]" from a file (a hostname, a title)
+            table.add_row(*(Text(scrub("" if cell is None else str(cell))) for cell in row))
         self.out.print(table)
 
     def emit(self, document: Any) -> None:

@@ -14,10 +14,11 @@ files from other machines.  Exit 1 when a stage failed or a required stage
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from contrib.rebase import load_patches
 from contrib.record import (
     ArchVerdict,
     Record,
+    Run,
     Verdict,
     add_run,
     arch_verdicts,
@@ -91,20 +93,10 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
 def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, settings: Settings,
             out: Path | None) -> dict[str, Any]:
     """Write the run (to the version's record, or to ``out``); print and return its verdict."""
-    version = ps.current
     # the tests stage's regression runs (archs the gates admitted before) are runs of their own
     runs = [v.run() for v in split_runs(validation)]
-    run = runs[0]
-    dig = version_digest(version, settings)
-    fresh = Record(ps.upstream, ps.name, version.base, dig)
-    record, where = (fresh, out) if out is not None else (_bound(version.validation_path, fresh),
-                                                          version.validation_path)
-    for each in runs:
-        record = add_run(record, each, replace_same_host=out is None)
-    if out is not None:
-        atomic_write(out, record_json(record))
-    else:
-        ws.write_file(where, record_json(record))
+    run = runs[0]  # the target arch's run; any further ones are regression runs
+    record, where = _store(ws, ps, runs, settings, out)
     verdict = next(v for v in arch_verdicts(record.runs, settings.required())
                    if v.arch == run.arch)
     for line in render_table(validation).splitlines():
@@ -113,17 +105,32 @@ def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, setting
         tests = extra.stage("tests")
         ui.info(f"  {extra.kind} run on {extra.arch}: tests {tests.status if tests else '?'}"
                 f" ({tests.reason if tests else ''})")
-    ui.info(_verdict_line(ps, verdict, len(record.runs)))
+    ui.info(_verdict_line(ps, verdict))
     ui.info(f"  -> {where}")
     failed = verdict.verdict == Verdict.FAILED or bool(verdict.unmet)
-    return {"patchset": ps.target, "base": version.base, "digest": dig, "arch": run.arch,
+    return {"patchset": ps.target, "base": record.base, "digest": record.digest, "arch": run.arch,
             "verdict": str(verdict.verdict), "skipped": verdict.skipped, "unmet": list(verdict.unmet),
             "required": list(settings.required()), "runs_for_arch": len(verdict.runs),
             "path": str(where), "run": run_dict(run),
             "regression_runs": [run_dict(r) for r in runs[1:]], "exit_code": 1 if failed else 0}
 
 
-def _verdict_line(ps: Patchset, verdict: ArchVerdict, runs: int) -> str:
+def _store(ws: Workspace, ps: Patchset, runs: list[Run], settings: Settings,
+           out: Path | None) -> tuple[Record, Path]:
+    """Add ``runs`` to the version's record (or to a new run file ``out``); (record, where)."""
+    version = ps.current
+    fresh = Record(ps.upstream, ps.name, version.base, version_digest(version, settings))
+    record = fresh if out is not None else _bound(version.validation_path, fresh)
+    for run in runs:
+        record = add_run(record, run, replace_same_host=out is None)
+    if out is not None:
+        atomic_write(out, record_json(record))
+        return record, out
+    ws.write_file(version.validation_path, record_json(record))
+    return record, version.validation_path
+
+
+def _verdict_line(ps: Patchset, verdict: ArchVerdict) -> str:
     line = f"verdict {ps.target} {verdict.line()}"
     if len(verdict.runs) > 1:
         line += f" across {len(verdict.runs)} runs"
@@ -148,7 +155,7 @@ def _bound(path: Path, fresh: Record) -> Record:
     return record
 
 
-def _worst(verdicts: Any) -> str:
+def _worst(verdicts: Iterable[str]) -> str:
     order = [Verdict.FAILED, Verdict.INCOMPLETE, Verdict.PASSED]
     seen = set(verdicts)
     return str(next((v for v in order if v in seen), Verdict.PASSED))
@@ -166,14 +173,8 @@ def _check_writable(ws: Workspace, path: Path, *, inside_ok: bool) -> None:
         resolved.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"{path}: cannot create its folder: {exc.strerror or exc}") from None
-    if not _can_write(resolved.parent):
+    if not os.access(resolved.parent, os.W_OK | os.X_OK):
         raise UsageError(f"{path}: folder {resolved.parent} is not writable")
-
-
-def _can_write(folder: Path) -> bool:
-    import os
-
-    return os.access(folder, os.W_OK | os.X_OK)
 
 
 def merge(ws: Workspace, ui: UI, files: list[Path]) -> int:
@@ -194,12 +195,18 @@ def merge(ws: Workspace, ui: UI, files: list[Path]) -> int:
                 + ("" if added else " (already there)"))
     with ws.transaction() as txn:
         for version_path, record in updated.items():
-            if version_path.exists() and version_path.read_text(encoding="utf-8",
-                                                                errors="replace") == record_json(record):
-                continue
-            txn.write(version_path, record_json(record))
+            text = record_json(record)
+            if not _holds(version_path, text):  # an idempotent re-merge writes nothing
+                txn.write(version_path, text)
     ui.emit({"merged": results})
     return 0
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
 
 
 def _merge_target(ws: Workspace, path: Path, incoming: Record,

@@ -178,3 +178,14 @@ def test_junit_at_an_unwritable_path_is_one_line(fi: Workspace, whole: Path,  # 
     assert len(result.err.strip().splitlines()) == 1
     assert {k: v for k, v in tree(fi.root).items() if not k.startswith(".contrib/")} == {
         k: v for k, v in before.items() if not k.startswith(".contrib/")}
+
+
+def test_a_hostname_with_markup_is_shown_as_text(fi: Workspace, whole: Path,  # noqa: F811
+                                                 tmp_path: Path) -> None:
+    here = tmp_path / "here.json"
+    fi.run("validate", "flashinfer/whole", "--out", str(here))
+    odd = _variant(here, tmp_path / "odd.json", "x", "passed")
+    odd.write_text(odd.read_text().replace('"hostname": "x"', '"hostname": "[/oops]"'))
+    assert fi.run("validate", "--merge", str(odd)).code == 0
+    human = fi.run("status", "--no-fetch")
+    assert human.code == 0 and "[/oops]" in human.out, human.err
