@@ -90,7 +90,7 @@ def _single_units(clone: Path, python: str, work: Path) -> list[tuple[str, float
     from contrib.series import apply_series
     from contrib.validate import ptx
     from contrib.validate.profiles import profile_for
-    from contrib.validate.ptxstage import PtxRequest, _headers
+    from contrib.validate.ptxstage import PtxRequest, prepare_headers
     from contrib.validate.testsel import parse_diff
     from contrib.validate.tree import GitTree
     from contrib.validate.units import units_at_stake
@@ -107,7 +107,7 @@ def _single_units(clone: Path, python: str, work: Path) -> list[tuple[str, float
     units = units_at_stake(tree, gate, [c.path for c in changes if not c.deleted])
     profile, arch = profile_for(tree), parse_arch("sm_120a")
     request = PtxRequest(tree, arch, units, profile, python, [], [], [], work, {})
-    root, dirs, _ = _headers(request, [])
+    root, dirs, _ = prepare_headers(request, [])
     flags, _ = profile.flags(tree)
     nvcc = ptx.find_nvcc()
     assert nvcc is not None

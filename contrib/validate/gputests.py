@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -234,6 +235,13 @@ class RunSetup:
 
 def run_planned(setup: RunSetup, plan: PlannedRun) -> StageResult:
     """Run the selected tests for one planned run; the result carries its GPUs and kernels."""
+    started = time.monotonic()
+    result = _run_planned(setup, plan)
+    result.duration = time.monotonic() - started
+    return result
+
+
+def _run_planned(setup: RunSetup, plan: PlannedRun) -> StageResult:
     arch, name = plan.arch, f"{plan.kind}-{plan.arch.name}"
     details: dict[str, Any] = {"kind": plan.kind, "arch": arch.name, "compute": setup.profile.compute(arch),
                                "selected": setup.selection.tests,

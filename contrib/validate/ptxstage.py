@@ -60,7 +60,7 @@ def check(req: PtxRequest) -> StageResult:
     compute = req.profile.compute(req.arch)
     flags, origin = req.profile.flags(req.tree)
     flags += [f for f in req.extra_flags if f not in flags]
-    root, dirs, outside = _headers(req, extra)
+    root, dirs, outside = prepare_headers(req, extra)
     identity, sass = nvcc_identity(nvcc), cuobjdump()
     jobs = [Job(u.path, root / u.path, compute, dirs, flags,
                 unit_key(req.tree, u.path, compute, flags, outside, identity, sass is not None), sass)
@@ -80,7 +80,7 @@ def check(req: PtxRequest) -> StageResult:
     return verdict(req, outcomes, details)
 
 
-def _headers(req: PtxRequest, extra: list[str]) -> tuple[Path, list[Path], list[Path]]:
+def prepare_headers(req: PtxRequest, extra: list[str]) -> tuple[Path, list[Path], list[Path]]:
     """(materialized tree root, -I folders in search order, the folders outside the tree)."""
     root = req.workdir / "ptx-tree"
     closure = includes.include_closure(req.tree, [u.path for u in req.units]).files
