@@ -19,6 +19,14 @@ from tests.validate import miniupstream
 SM120, SM90 = parse_arch("sm_120a"), parse_arch("sm_90a")
 H200 = "NVIDIA H200"
 
+# Answers like nvidia-smi: the columns the query asks for.
+SMI = """#!/bin/sh
+case "$1" in
+  *index*) echo "0, NVIDIA H200, 9.0" ;;
+  *) echo "NVIDIA H200, 9.0" ;;
+esac
+"""
+
 
 @pytest.fixture
 def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -26,7 +34,7 @@ def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
-    smi.write_text(f'#!/bin/sh\necho "0, {H200}, 9.0"\n')
+    smi.write_text(SMI)
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
     return smi
