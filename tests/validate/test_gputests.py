@@ -12,6 +12,7 @@ from contrib.record import RunKind
 from contrib.validate import gputests
 from contrib.validate.gputests import GpuSlot, launched, plan_runs, split_runs, world_sizes
 from contrib.validate.report import Validation
+from contrib.validate.settings import Settings
 from contrib.validate.stages import Context, Inputs, stage_apply, stage_gates, stage_tests
 from contrib.validate.tree import DictTree, FsTree
 from tests.validate import miniupstream
@@ -40,14 +41,33 @@ def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return smi
 
 
-def _tests_stage(tmp_path: Path) -> object:
+# A test that reports one kernel launch the way contrib's probe does (its file per process).
+LAUNCHES_ONESHOT = """\
+import os
+
+
+def test_launches_the_oneshot_kernel():
+    folder = os.environ["CONTRIB_KERNEL_LOG"]
+    with open(os.path.join(folder, "kernels-%d.txt" % os.getpid()), "w") as out:
+        out.write("void flashinfer::oneshot_allreduce_kernel<float, 2>(float*)\\n")
+"""
+
+
+def _tests_stage(tmp_path: Path, extra_test: str | None = None) -> object:
     """apply, gates and tests on the mini upstream's full fix (a real checkout)."""
     root = tmp_path / "up"
     base = miniupstream.init_repo(root)
     miniupstream.commit_variant(root, "full-fix", "sm120: gate and guards")
+    settings = Settings()
+    if extra_test is not None:
+        (root / "tests" / "test_probe.py").write_text(extra_test)
+        miniupstream.git(root, "add", "-A")
+        miniupstream.git(root, "commit", "-q", "-m", "a test that launches a kernel")
+        settings = Settings(tests=["tests/test_probe.py"])
     diff = miniupstream.git(root, "diff", base, "HEAD") + "\n"
     inputs = Inputs(SM120, DictTree(miniupstream.files("base")), FsTree(root), diff, "applied",
-                    workdir=tmp_path / "work", worktree=lambda: root, python=sys.executable)  # fmt: skip
+                    settings=settings, workdir=tmp_path / "work", worktree=lambda: root,
+                    python=sys.executable)  # fmt: skip
     ctx = Context(inputs, workdir=tmp_path / "work")
     (tmp_path / "work").mkdir()
     assert stage_apply(ctx).status == "passed" and stage_gates(ctx).status == "passed"
@@ -73,16 +93,28 @@ def test_a_90_gpu_gets_a_regression_run_for_sm90a(tmp_path: Path, fake_smi: Path
 
 
 def test_a_kernel_the_patch_unguards_that_no_test_launched_is_a_finding(tmp_path: Path, fake_smi: Path) -> None:
+    result = _tests_stage(tmp_path, LAUNCHES_ONESHOT)
+    regression = result.details[gputests.REGRESSIONS][0]  # type: ignore[attr-defined]
+    assert regression.details["counts"]["passed"] == 3
+    assert regression.details["launched_kernels"] == ["void flashinfer::oneshot_allreduce_kernel<float, 2>(float*)"]
+    assert sorted(regression.details["changed_kernels"]) == ["lamport_allreduce_kernel", "oneshot_allreduce_kernel"]
+    # the oneshot kernel ran; the lamport kernel, whose whole body the patch un-guards, did not
+    (missing,) = regression.findings
+    assert (missing.kind, missing.file) == ("kernel-not-launched", miniupstream.HEADER)
+    assert "kernel lamport_allreduce_kernel, and no selected test launched it on sm_90a" in missing.message
+    assert regression.status == "skipped"
+    assert regression.reason.endswith("but no test launched 1 kernel(s) the patch changes: lamport_allreduce_kernel")
+
+
+def test_without_a_probe_nothing_shows_a_kernel_ran(tmp_path: Path, fake_smi: Path) -> None:
     result = _tests_stage(tmp_path)
     regression = result.details[gputests.REGRESSIONS][0]  # type: ignore[attr-defined]
-    # The mini upstream's tests pass, but they are pure Python: no kernel ran.
+    # The mini upstream's tests pass, but no process was profiled (no PyTorch here).
     assert regression.details["counts"]["passed"] == 2
+    assert regression.details["launched_kernels"] is None
     assert regression.status == "skipped"
-    assert "no test launched" in regression.reason
-    missing = [f for f in regression.findings if f.kind == "kernel-not-launched"]
-    assert missing and all(f.file == miniupstream.HEADER for f in missing)
-    names = {f.message.split(" kernel ", 1)[1].split(",")[0] for f in missing}
-    assert names == set(regression.details["changed_kernels"])
+    assert "the kernel probe could not see whether the tests launched 2 kernel(s)" in regression.reason
+    assert all(f.kind == "kernel-not-launched" for f in regression.findings)
 
 
 def test_launched_kernels_match_by_name_in_demangled_signatures() -> None:
