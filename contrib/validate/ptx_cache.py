@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -69,16 +70,28 @@ def cache_dir() -> Path:
 
 def unit_key(tree: SourceTree, unit: str, compute: str, flags: Sequence[str],
              outside: Sequence[Path], nvcc_version: str, sass: bool = False) -> str:
-    """sha256 over the unit's include closure (paths and texts), flags, arch, outside dirs, nvcc."""
+    """sha256 over the unit's include closure (paths and texts), flags, arch, outside dirs, nvcc.
+
+    ``sass``: whether the SASS is checked too (a result without it is not reused where it is).
+    """
     h = hashlib.sha256(b"contrib-ptx-1\0")
+    # Folders outside the tree (an installed package's headers) count by path and
+    # modification time: reinstalling the package changes them.
     head = {"unit": unit, "compute": compute, "flags": list(flags), "sass": sass,
-            "outside": [str(p) for p in outside], "nvcc": nvcc_version}  # fmt: skip
+            "outside": [f"{p}@{_mtime(p)}" for p in outside], "nvcc": nvcc_version}  # fmt: skip
     h.update(json.dumps(head, sort_keys=True).encode())
     for path in sorted(include_closure(tree, [unit]).files):
         data = (tree.read_text(path) or "").encode("utf-8", errors="replace")
         h.update(b"\0%s\0%d\0" % (path.encode(), len(data)))
         h.update(data)
     return h.hexdigest()
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def first_error(text: str) -> str:
@@ -112,8 +125,6 @@ def compile_all(nvcc: str, jobs: list[Job], out_dir: Path, workers: int | None =
 
 
 def _compile(nvcc: str, job: Job, out_dir: Path) -> Outcome:
-    import time
-
     started = time.monotonic()
     keep = out_dir / f"{Path(job.unit).name}.{hashlib.sha256(job.unit.encode()).hexdigest()[:8]}.ptx"
     result = ptx.compile_ptx(nvcc, job.source, job.compute, job.include_dirs, out_dir,
