@@ -338,12 +338,13 @@ class _Reach:
         reachable = direct or via or _imports_any(imported, {m.split(".")[0] for m in self.modules})
         if not reachable:
             return None
-        called = sorted(f for f in self.functions if re.search(rf"\b{re.escape(f)}\b", text))
+        # `f in text` first: a substring test is far cheaper than a regex over every test file
+        called = sorted(f for f in self.functions if f in text and re.search(rf"\b{re.escape(f)}\b", text))
         if called:
             return (3, f"calls {', '.join(called)}")
         through = sorted(
             c for c, (module, _) in self.calls.items()
-            if re.search(rf"\b{re.escape(c)}\b", text) and self._exposes(imported, module)
+            if c in text and re.search(rf"\b{re.escape(c)}\b", text) and self._exposes(imported, module)
         )  # fmt: skip
         if through:
             return (2.5, "calls " + "; ".join(self.calls[c][1] for c in through[:3]))
