@@ -72,12 +72,13 @@ git -C "$WS" init -q .
 # plain: v0.6.16 plus the test file alone (patch 4 adds only tests/comm/...).
 git clone -q "$BUNDLE/fi.git" /tmp/plain && git -C /tmp/plain checkout -q "$BASE" &&
     git -C /tmp/plain -c user.name=x -c user.email=x@x am -q "$VERSION"/0004-*.patch || exit 1
-PYTHONPATH="$BUNDLE/src:/tmp/site" python3 -c "
+# from /tmp: in the repository root `import contrib` would find that checkout's copy
+(cd /tmp && PYTHONPATH="$BUNDLE/src:/tmp/site" python3 -c "
 from pathlib import Path
 from contrib.validate.profiles import FLASHINFER, prepare_worktree
 from contrib.validate.gputests import install_probe
 print(prepare_worktree(FLASHINFER, Path('/tmp/plain'), 'python3'))
-print(install_probe(Path('/tmp/plain-run')))"
+print(install_probe(Path('/tmp/plain-run')))") || exit 1
 
 export RES WS BUNDLE PLAIN_K VERSION
 # setsid: the jobs outlive this command, so a later `... wait` call can collect them.
