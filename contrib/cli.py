@@ -92,11 +92,12 @@ def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...], 
 
 @cli.command()
 @click.argument("targets", nargs=-1)
-@click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
+@click.option("--no-fetch", is_flag=True,
+              help="Offline: use the cached upstreams as they are, and do not ask GitHub.")
 @json_option
 @pass_ctx
 def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bool) -> int:
-    """Per patchset: base, upstream tip, commits behind, sync, validation, PR."""
+    """Per patchset: base, upstream tip, commits behind, sync, validation, PR, CI, review."""
     from contrib.commands.status import status as run
 
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), fetch=not no_fetch))

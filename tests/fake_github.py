@@ -1,18 +1,18 @@
 """A stateful fake of the GitHub REST API, served over real HTTP on 127.0.0.1.
 
 Tests drive the real PyGithub client against it (ghstack's approach): it keeps
-repositories and pull requests across calls, answers with GitHub's JSON shapes
-and error bodies, records every request, and can inject the failures that
-matter for ``contrib open-pr``: secondary rate limits with ``Retry-After``,
-a 502 *after* a pull request was created, and responses slower than the
-client's timeout.
+repositories, pull requests, issues, comments, checks and reviews across
+calls, answers with GitHub's JSON shapes and error bodies, records every
+request, and injects the failures that matter (tests/fake_github_faults.py):
+rate limits with ``Retry-After``, a 5xx *after* a write landed, slow and
+never-answering requests, HTML pages, invalid JSON, wrong shapes, wrongly
+typed fields, redirect loops.
 
-Only the endpoints PyGithub calls for contrib are implemented:
-
-- ``GET /repos/{o}/{r}``
-- ``GET /repos/{o}/{r}/pulls?state=&head=&base=&page=&per_page=``
-- ``POST /repos/{o}/{r}/pulls``
-- ``GET``/``PATCH /repos/{o}/{r}/pulls/{n}``
+Endpoints here: ``GET /repos/{o}/{r}``, ``GET``/``POST /repos/{o}/{r}/pulls``
+(``state``, ``head``, ``base``, pagination), ``GET``/``PATCH
+/repos/{o}/{r}/pulls/{n}``; issues, comments, check runs, commit statuses,
+reviews and ``GET /user`` are in tests/fake_github_issues.py.  The git side
+(smart HTTP for pushes) is :class:`tests.fake_githost.FakeGitHost`.
 
 The ``fake_github`` fixture is :func:`fake_github_fixture`: import that name
 into a test module, or list ``tests.fake_github`` in ``pytest_plugins``.
@@ -20,71 +20,32 @@ into a test module, or list ``tests.fake_github`` in ``pytest_plugins``.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import re
 import secrets
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-DOCS = "https://docs.github.com/rest"
-SECONDARY_RATE_LIMIT_MESSAGE = (
-    "You have exceeded a secondary rate limit. Please wait a few minutes before you try "
-    "again. If you reach out to GitHub Support for help, please include the request ID "
-    "0000:1111:2222:3333:44444444."
+from tests.fake_githost import FakeGitHost
+from tests.fake_github_base import DOCS, RecordedRequest
+from tests.fake_github_base import HTTPError as _HTTPError
+from tests.fake_github_base import not_found as _not_found
+from tests.fake_github_base import now as _now
+from tests.fake_github_base import validation_failed as _validation_failed
+from tests.fake_github_faults import (
+    Fault,
+    FaultKnobs,
+    RawBody,
 )
-SECONDARY_RATE_LIMIT_DOCS = (
-    "https://docs.github.com/free-pro-team@latest/rest/overview/"
-    "rate-limits-for-the-rest-api#about-secondary-rate-limits"
-)
-
-
-@dataclass
-class RecordedRequest:
-    """One request as the server received it."""
-
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        """The request body parsed as JSON (None when empty)."""
-        return json.loads(self.body) if self.body else None
-
-
-@dataclass
-class Fault:
-    """A failure injected into the next ``count`` requests matching method and path.
-
-    kind: ``rate_limit`` (403 secondary rate limit, ``Retry-After``),
-    ``status`` (answer ``status`` with ``body`` without doing anything),
-    ``after`` (do the work, then answer ``status``: the lost-response case),
-    ``delay`` (sleep ``seconds``, then do the work and answer normally).
-    """
-
-    method: str
-    path: str
-    kind: str
-    count: int = 1
-    status: int = 502
-    body: dict[str, Any] | None = None
-    seconds: float = 0.0
-    retry_after: int = 1
-
-    def matches(self, method: str, path: str) -> bool:
-        return self.count > 0 and method == self.method and re.fullmatch(self.path, path) is not None
+from tests.fake_github_issues import IssueEndpoints
 
 
 @dataclass
@@ -95,6 +56,7 @@ class Repo:
     fork_of: str | None = None
     git_dir: str | None = None  # a real bare repo whose branches back PR heads/bases
     private: bool = False
+    push: bool = False  # permissions.push of the token on this repository
 
     @property
     def owner(self) -> str:
@@ -125,38 +87,23 @@ class PR:
     merged_by: str | None = None
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class _HTTPError(Exception):
-    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
-        super().__init__(status)
-        self.status = status
-        self.body = body
-        self.headers = headers or {}
-
-
-def _validation_failed(errors: list[dict[str, Any]], doc: str) -> _HTTPError:
-    return _HTTPError(
-        422,
-        {"message": "Validation Failed", "errors": errors, "documentation_url": doc, "status": "422"},
-    )
-
-
-def _not_found(doc: str = DOCS) -> _HTTPError:
-    return _HTTPError(404, {"message": "Not Found", "documentation_url": doc, "status": "404"})
-
-
 PULLS_DOC = "https://docs.github.com/rest/pulls/pulls"
 
 
-class FakeGitHub:
-    """The server's state, fault knobs and request log; start()/stop() run it."""
+class FakeGitHub(FaultKnobs, IssueEndpoints):
+    """The server's state, fault knobs and request log; start()/stop() run it.
 
-    def __init__(self, token: str, *, login: str = "contrib-bot") -> None:
+    ``scopes`` is the ``X-OAuth-Scopes`` header of ``GET /user`` (None: absent,
+    as for fine-grained tokens).
+    """
+
+    def __init__(self, token: str, *, login: str = "contrib-bot",
+                 scopes: str | None = "repo, workflow") -> None:
         self.token = token
         self.login = login
+        self.scopes = scopes
+        self._init_issue_state()
+        self._stopping = threading.Event()
         self.requests: list[RecordedRequest] = []
         self.faults: list[Fault] = []
         self._repos: dict[str, Repo] = {}
@@ -177,7 +124,8 @@ class FakeGitHub:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
+        """Stop serving and close the socket (a hanging handler is let go)."""
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -200,11 +148,13 @@ class FakeGitHub:
         git_dir: str | None = None,
         default_branch: str = "main",
         private: bool = False,
+        push: bool = False,
     ) -> None:
-        """Make ``owner/name`` exist; ``git_dir`` is a bare repo whose refs back PRs."""
+        """Make ``owner/name`` exist; ``git_dir`` is a bare repo whose refs back PRs;
+        ``push``: whether the token may push there."""
         with self._lock:
             self._repos[full_name] = Repo(
-                full_name, next(self._ids), default_branch, fork_of, git_dir, private
+                full_name, next(self._ids), default_branch, fork_of, git_dir, private, push
             )
             self._prs.setdefault(full_name, [])
 
@@ -237,25 +187,10 @@ class FakeGitHub:
         pr.head_sha = self._ref_sha(self._repos[pr.head_repo], pr.head_ref) or pr.head_sha
         pr.state, pr.closed_at, pr.updated_at = "closed", _now(), _now()
 
-    def add_fault(self, fault: Fault) -> Fault:
-        """Inject ``fault``; returns it so a test can read its remaining count."""
+    def writes(self) -> list[RecordedRequest]:
+        """Every request that could change something (any method but GET/HEAD)."""
         with self._lock:
-            self.faults.append(fault)
-        return fault
-
-    def rate_limit_next(
-        self, method: str, path: str, count: int = 1, retry_after: int = 1
-    ) -> Fault:
-        """The next ``count`` matching requests answer 403 secondary rate limit."""
-        return self.add_fault(Fault(method, path, "rate_limit", count, retry_after=retry_after))
-
-    def fail_after_create(self, count: int = 1, status: int = 502) -> Fault:
-        """The next ``count`` PR creations succeed on the server, then answer ``status``."""
-        return self.add_fault(Fault("POST", r"/repos/[^/]+/[^/]+/pulls", "after", count, status))
-
-    def delay_next(self, method: str, path: str, seconds: float, count: int = 1) -> Fault:
-        """The next ``count`` matching requests sleep ``seconds`` before being handled."""
-        return self.add_fault(Fault(method, path, "delay", count, seconds=seconds))
+            return [r for r in self.requests if r.method not in ("GET", "HEAD")]
 
     def calls(self, method: str | None = None, path: str | None = None) -> list[RecordedRequest]:
         """Recorded requests, filtered by method and a full-match path regex."""
@@ -270,7 +205,7 @@ class FakeGitHub:
     # -- request handling ---------------------------------------------------------
 
     def handle(self, req: RecordedRequest) -> tuple[int, dict[str, str], Any]:
-        """Route one request; returns (status, extra headers, JSON body)."""
+        """Route one request; returns (status, extra headers, JSON body or RawBody)."""
         with self._lock:
             self.requests.append(req)
             fault = next((f for f in self.faults if f.matches(req.method, req.path)), None)
@@ -278,19 +213,15 @@ class FakeGitHub:
                 fault.count -= 1
         try:
             self._check_auth(req)
-            if fault is not None and fault.kind == "delay":
-                time.sleep(fault.seconds)
-            if fault is not None and fault.kind == "rate_limit":
-                return 403, {"Retry-After": str(fault.retry_after)}, {
-                    "message": SECONDARY_RATE_LIMIT_MESSAGE,
-                    "documentation_url": SECONDARY_RATE_LIMIT_DOCS,
-                }
-            if fault is not None and fault.kind == "status":
-                return fault.status, {}, fault.body or {"message": "Server Error"}
+            early = self._fault_before(fault) if fault is not None else None
+            if early is not None:
+                return early
             with self._lock:
                 status, headers, body = self._route(req)
             if fault is not None and fault.kind == "after":
                 return fault.status, {}, {"message": "Server Error"}
+            if fault is not None and fault.kind == "mutate" and fault.mutate is not None:
+                return status, headers, fault.mutate(body)
             return status, headers, body
         except _HTTPError as e:
             return e.status, e.headers, e.body
@@ -302,6 +233,9 @@ class FakeGitHub:
             raise _HTTPError(401, {"message": "Bad credentials", "documentation_url": DOCS, "status": "401"})
 
     def _route(self, req: RecordedRequest) -> tuple[int, dict[str, str], Any]:
+        more = self._route_more(req)
+        if more is not None:
+            return more
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)(/pulls(?:/(\d+))?)?", req.path)
         if m is None:
             raise _not_found()
@@ -349,7 +283,11 @@ class FakeGitHub:
             if base and base != pr.base_ref:
                 continue
             found.append(self._pr_json(pr, full=False))
-        per_page = int(req.query.get("per_page", "30"))
+        return self._paginate(req, found)
+
+    def _paginate(self, req: RecordedRequest, found: list[Any]) -> tuple[int, dict[str, str], Any]:
+        """One page of ``found`` (``page``, ``per_page`` up to 100), with GitHub's Link header."""
+        per_page = min(100, int(req.query.get("per_page", "30")))
         page = int(req.query.get("page", "1"))
         chunk = found[(page - 1) * per_page : page * per_page]
         headers = {}
@@ -404,7 +342,10 @@ class FakeGitHub:
         return self._pr_json(pr, full=True)
 
     def _next_number(self, repo: str) -> int:
-        return 1 + max((p.number for p in self._prs[repo]), default=0)
+        """Issues and pull requests share one sequence of numbers, as on GitHub."""
+        numbers = [p.number for p in self._prs.get(repo, [])]
+        numbers += [i.number for i in self._issues.get(repo, [])]
+        return 1 + max(numbers, default=0)
 
     def _head_repo(self, base: Repo, owner: str) -> Repo | None:
         if owner == base.owner:
@@ -468,7 +409,7 @@ class FakeGitHub:
             "full_name": repo.full_name, "private": repo.private, "fork": repo.fork_of is not None,
             "owner": self._user_json(repo.owner), "html_url": f"https://github.com/{repo.full_name}",
             "url": f"{self.url}/repos/{repo.full_name}", "default_branch": repo.default_branch,
-            "permissions": {"admin": False, "push": False, "pull": True},
+            "permissions": {"admin": False, "push": repo.push, "pull": True},
         }
 
     def _ref_json(self, repo_name: str, ref: str, sha: str) -> dict[str, Any]:
@@ -525,10 +466,14 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
         )
         status, headers, payload = self.fake.handle(req)
-        data = json.dumps(payload).encode()
+        content_type = "application/json; charset=utf-8"
+        if isinstance(payload, RawBody):
+            data, content_type = payload.data, payload.content_type
+        else:
+            data = json.dumps(payload).encode()
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for k, v in headers.items():
                 self.send_header(k, v)
@@ -538,101 +483,6 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (timeout): the work is done, the answer is lost
 
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
-
-
-class FakeGitHost:
-    """github.com's git side: smart HTTP through real ``git http-backend``.
-
-    Repositories live under ``root`` as ``OWNER/NAME.git``; every request must
-    carry ``Authorization: Basic base64(x-access-token:TOKEN)`` (what GitHub
-    accepts for a token), else 401.  Records each request's method, path and
-    headers so tests can check what git sent.
-    """
-
-    def __init__(self, root: str, token: str) -> None:
-        self.root = root
-        self.token = token
-        self.requests: list[RecordedRequest] = []
-        handler = type("GitHandler", (_GitHandler,), {"host": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def expected_auth(self) -> str:
-        raw = base64.b64encode(f"x-access-token:{self.token}".encode()).decode()
-        return f"Basic {raw}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-class _GitHandler(BaseHTTPRequestHandler):
-    host: FakeGitHost
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _serve(self) -> None:
-        parts = urlsplit(self.path)
-        body = self._read_body()
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        self.host.requests.append(RecordedRequest(self.command, parts.path, {}, headers, body))
-        if headers.get("authorization") != self.host.expected_auth():
-            self._reply(401, {"WWW-Authenticate": 'Basic realm="GitHub"'}, b"Unauthorized\n")
-            return
-        env = {
-            "PATH": "/usr/bin:/bin", "GIT_PROJECT_ROOT": self.host.root, "GIT_HTTP_EXPORT_ALL": "1",
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-            "REQUEST_METHOD": self.command, "PATH_INFO": parts.path, "QUERY_STRING": parts.query,
-            "CONTENT_TYPE": headers.get("content-type", ""), "CONTENT_LENGTH": str(len(body)),
-            "HTTP_CONTENT_ENCODING": headers.get("content-encoding", ""),
-            "REMOTE_USER": "x-access-token", "REMOTE_ADDR": "127.0.0.1",
-            "GIT_PROTOCOL": headers.get("git-protocol", ""),
-        }
-        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True,
-                             check=False).stdout
-        head, _, payload = out.partition(b"\r\n\r\n")
-        if not _:
-            head, _, payload = out.partition(b"\n\n")
-        status, extra = 200, {}
-        for line in head.decode("latin-1").splitlines():
-            key, _, value = line.partition(":")
-            if key.lower() == "status":
-                status = int(value.split()[0])
-            elif key:
-                extra[key.strip()] = value.strip()
-        self._reply(status, extra, payload)
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks = []
-            while True:
-                size = int(self.rfile.readline().strip().split(b";")[0], 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
-    def _reply(self, status: int, headers: dict[str, str], payload: bytes) -> None:
-        self.send_response(status)
-        for k, v in headers.items():
-            if k.lower() != "content-length":
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_POST = _serve
 
 
 FAKE_TOKEN_PREFIX = "ghp_contribFAKE"
@@ -654,4 +504,5 @@ def fake_github_fixture() -> Iterator[FakeGitHub]:
         fake.stop()
 
 
-__all__ = ["FakeGitHost", "FakeGitHub", "Fault", "RecordedRequest", "fake_github_fixture", "make_token"]
+__all__ = ["FakeGitHost", "FakeGitHub", "Fault", "RawBody", "RecordedRequest", "fake_github_fixture",
+           "make_token"]
