@@ -54,7 +54,10 @@ def cli(click_ctx: click.Context, directory: Path | None) -> None:
 
 
 def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
+    from contrib import environ
+
     ctx.ui = UI(json_mode)
+    environ.check()  # a bad variable is bad input: refuse before touching anything
     ws = ctx.workspace()
     with ws.lock():
         return body(ws, ctx.ui)
@@ -175,8 +178,11 @@ def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, 
 @pass_ctx
 def demo(ctx: Context, directory: Path | None) -> int:
     """Run the whole loop offline on a generated mini upstream (in DIR or a temp dir)."""
+    from contrib import environ
     from contrib.demo import demo as run
 
+    environ.lock_timeout()
+    environ.source_date_epoch()
     return run(directory, ctx.ui)
 
 
@@ -185,6 +191,9 @@ def _log_bug(exc: BaseException) -> Path | None:
         from contrib.mirror import cache_root
 
         log = cache_root() / "contrib-error.log"
+    except ContribError:  # no usable cache folder: the message alone must do
+        return None
+    try:
         log.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(traceback.format_exception(exc))
         log.write_text(scrub(f"contrib {__version__}\n{' '.join(sys.argv)}\n{text}"),

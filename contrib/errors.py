@@ -47,6 +47,14 @@ class GitError(ContribError):
         self.reason = reason or (message.splitlines() or ["git failed"])[0]
 
 
+class UpstreamUnreachable(ContribError):
+    """An upstream could not be cloned or fetched; ``reason`` is git's one line."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class LockError(ContribError):
     """Another contrib process holds the workspace."""
 

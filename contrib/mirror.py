@@ -22,21 +22,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import filelock
-import platformdirs
 
+from contrib import environ
 from contrib.config import Upstream
-from contrib.errors import ContribError, GitError
+from contrib.errors import ContribError, GitError, UpstreamUnreachable
 from contrib.git import Git, Sha, clone_bare, fetch
 from contrib.secrets import scrub
+from contrib.txn import check_inside
 
 REMOTE = "origin"
 
 
 def cache_root() -> Path:
     """Where upstream clones live: $CONTRIB_CACHE or the user cache dir."""
-    override = os.environ.get("CONTRIB_CACHE")
-    base = Path(override) if override else Path(platformdirs.user_cache_dir("contrib"))
-    return base
+    return environ.cache_root()
 
 
 def cache_path(upstream: Upstream) -> Path:
@@ -51,13 +50,18 @@ def is_remote(url: str) -> bool:
 
 @contextmanager
 def _cache_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_inside(cache_root(), path)  # no symlink below the cache folder redirects a clone
     lock = filelock.FileLock(str(path) + ".lock", timeout=600)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
     except filelock.Timeout:
         raise ContribError(f"{path}: another contrib has held this upstream cache for 10 "
                            "minutes; try again later") from None
+    except OSError as exc:
+        raise ContribError(f"{path.parent}: cannot write the upstream cache "
+                           f"({exc.strerror or exc}); make it writable or point CONTRIB_CACHE "
+                           "at a folder you can write to") from None
     try:
         yield
     finally:
@@ -96,9 +100,14 @@ class Mirror:
     def _clone(self, progress: bool) -> None:
         url = self.upstream.url
         if not is_remote(url) and not Path(url.removeprefix("file://")).exists():
-            raise ContribError(f"upstream {self.upstream.name}: {url} does not exist; fix url "
-                               "in contrib.toml")
-        tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=self.path.parent))
+            raise UpstreamUnreachable(f"upstream {self.upstream.name}: {url} does not exist; "
+                                      "fix url in contrib.toml", reason=f"{url} does not exist")
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=self.path.parent))
+        except OSError as exc:
+            raise ContribError(f"{self.path.parent}: cannot write the upstream cache "
+                               f"({exc.strerror or exc}); make it writable or point "
+                               "CONTRIB_CACHE elsewhere") from None
         try:
             if progress:
                 print(f"cloning {self.upstream.name} from {scrub(url)} ...", file=sys.stderr)
@@ -114,9 +123,9 @@ class Mirror:
                 repo.delete_ref(ref)
             os.replace(tmp / "repo.git", self.path)
         except GitError as exc:
-            raise ContribError(f"upstream {self.upstream.name}: cannot clone {scrub(url)}: "
-                               f"{exc.reason}. Check url in contrib.toml and the network"
-                               ) from None
+            raise UpstreamUnreachable(
+                f"upstream {self.upstream.name}: cannot clone {scrub(url)}: {exc.reason}. "
+                "Check url in contrib.toml and the network", reason=scrub(exc.reason)) from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         self._git = None
@@ -125,10 +134,10 @@ class Mirror:
         try:
             fetch(self.git, REMOTE, progress=progress)
         except GitError as exc:
-            raise ContribError(f"upstream {self.upstream.name}: fetch from "
-                               f"{scrub(self.upstream.url)} failed: {exc.reason}. Check url "
-                               "in contrib.toml and the network (--no-fetch works from the "
-                               "cache)") from None
+            raise UpstreamUnreachable(
+                f"upstream {self.upstream.name}: fetch from {scrub(self.upstream.url)} failed: "
+                f"{exc.reason}. Check url in contrib.toml and the network (--no-fetch works "
+                "from the cache)", reason=scrub(exc.reason)) from None
         self.fetched = True
 
     def tip(self) -> Sha:

@@ -1,10 +1,15 @@
-"""``contrib status [TARGET...] [--no-fetch]``: where every patchset stands."""
+"""``contrib status [TARGET...] [--no-fetch]``: where every patchset stands.
+
+An upstream that cannot be cloned or fetched does not hide the others: its
+rows are shown from what is known (the cache, if any), marked
+``unreachable: <git's reason>``, and the exit code is 1.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from contrib.errors import ContribError
+from contrib.errors import ContribError, UpstreamUnreachable
 from contrib.forge import ForgeFactory
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
@@ -17,60 +22,82 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
            forge_factory: ForgeFactory | None = None) -> int:
     """One row per patchset: base, tip, commits behind, sync, validation, PR with its
     CI checks and review state (read from GitHub unless offline or without a token)."""
-    mirrors: dict[str, Mirror] = {}
+    mirrors: dict[str, tuple[Mirror | None, str | None]] = {}
     rows: list[dict[str, Any]] = []
     patchsets = ws.patchsets(targets)
     for ps in patchsets:
         if ps.upstream not in mirrors:
-            mirror = Mirror(ws.config.upstream(ps.upstream))
-            if fetch:
-                ui.step(f"fetching {ps.upstream} ...")
-            mirrors[ps.upstream] = mirror.ensure(fetch_now=fetch, progress=ui.progress)
-        rows.append(describe(ps, mirrors[ps.upstream]))
+            mirrors[ps.upstream] = _mirror(ws, ui, ps.upstream, fetch)
+        mirror, unreachable = mirrors[ps.upstream]
+        rows.append(describe(ps, mirror) | {"unreachable": unreachable})
     github, code = add_live_prs(ws, patchsets, rows, online=fetch, factory=forge_factory)
     ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR",
                            "CI", "review"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
-               r["sync"] or "-", _validation_cell(r["validation"]), *pr_cells(r)] for r in rows])
+               _sync_cell(r), _validation_cell(r["validation"]), *pr_cells(r)] for r in rows])
+    document: dict[str, Any] = {"patchsets": rows, "github": github}
     if not rows:
-        ui.info("no patchsets yet: create one with `contrib new`")
+        ui.info(ws.empty_message(targets))
+        document["message"] = ws.empty_message(targets)
     for r in rows:
         if "error" in (r["pr_live"] or {}):
             ui.warn(f"{r['patchset']}: {r['pr_live']['error']}")
-    ui.emit({"patchsets": rows, "github": github})
-    return code
+    cut_off = sorted({r["patchset"].split("/")[0] for r in rows if r["unreachable"]})
+    for name in cut_off:
+        ui.warn(f"upstream {name} is unreachable: {mirrors[name][1]}; its rows show the cache "
+                "as last fetched (fix url in contrib.toml or the network)")
+    ui.emit(document)
+    return max(code, 1 if cut_off else 0)
 
 
-def describe(ps: Patchset, mirror: Mirror) -> dict[str, Any]:
-    """The status facts of one patchset as a JSON-able dict."""
-    base = ps.current.base
-    git = mirror.git
-    base_date, tip, behind = "", None, None
-    if git.try_rev_parse(base):
-        base_date = git.commit_info(base).committer_date
+def _mirror(ws: Workspace, ui: UI, name: str, fetch: bool) -> tuple[Mirror | None, str | None]:
+    """The upstream's cache and None, or (the cache if any, git's reason) when unreachable."""
+    mirror = Mirror(ws.config.upstream(name))
+    if fetch:
+        ui.step(f"fetching {name} ...")
     try:
-        tip = mirror.tip()
-        if base_date:
-            behind = git.count(f"{base}..{tip}")
-    except ContribError:
-        pass
+        return mirror.ensure(fetch_now=fetch, progress=ui.progress), None
+    except UpstreamUnreachable as exc:
+        return (mirror if mirror.path.is_dir() else None), exc.reason
+
+
+def describe(ps: Patchset, mirror: Mirror | None) -> dict[str, Any]:
+    """The status facts of one patchset as a JSON-able dict (no cache: what the files say)."""
+    base = ps.current.base
+    base_date, tip, behind = "", None, None
+    if mirror is not None:
+        git = mirror.git
+        if git.try_rev_parse(base):
+            base_date = git.commit_info(base).committer_date
+        try:
+            tip = mirror.tip()
+            if base_date:
+                behind = git.count(f"{base}..{tip}")
+        except ContribError:
+            pass
     validation = standing_dict(version_standing(ps.current))
-    pr = {k: ps.get("pr", k) for k in ("number", "url", "state")} if "pr" in ps.meta else None
+    pr = ps.pr
     return {
         "patchset": ps.target,
-        "title": str(ps.meta.get("title", "")),
-        "upstream_status": str(ps.meta.get("upstream_status", "Pending")),
+        "title": ps.title,
+        "upstream_status": str(ps.upstream_status),
         "base": base,
         "base_date": base_date,
         "tip": tip,
         "behind": behind,
         "patches": ps.current.series(),
         "versions": len(ps.versions()),
-        "sync": ps.get("sync", "result"),
+        "sync": str(ps.sync.result) if ps.sync else None,
         "validation": validation,
-        "pr": pr,
+        "pr": {"number": pr.number, "url": pr.url, "state": pr.state} if pr else None,
     }
+
+
+def _sync_cell(row: dict[str, Any]) -> str:
+    if row["unreachable"]:
+        return f"unreachable: {row['unreachable']}"
+    return str(row["sync"] or "-")
 
 
 def _validation_cell(validation: dict[str, Any]) -> str:
