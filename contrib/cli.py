@@ -4,37 +4,53 @@ The only place that turns exceptions into messages and exit codes (modelled
 on pre-commit's ``error_handler.py``): ContribError -> its code (2 bad input,
 1 needs attention), Ctrl-C -> 130, anything else is a bug -> 3, with the
 traceback written to a log file rather than the terminal.
+
+Startup matters (an autopilot runs contrib many times an hour): this module
+and what it imports stay light, and each command imports its machinery
+(GitPython-free git, PyGithub, rich, tomlkit, validate) inside its function.
+tests/test_startup.py fails when ``import contrib.cli`` pulls in a heavy library.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from contrib import __version__
+from contrib.completion import complete_targets, complete_upstreams
 from contrib.errors import ContribError
 from contrib.secrets import scrub
-from contrib.ui import UI
+from contrib.ui import NORMAL, QUIET, UI, VERBOSE
+
+if TYPE_CHECKING:
+    from contrib.patchset import Workspace
 
 EXIT_BUG = 3
-json_option = click.option("--json", "json_mode", is_flag=True,
-                           help="Print one JSON document on stdout and nothing else there.")
 
 
 class Context:
     """What every command receives: where the workspace is, how to print."""
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory
+        self.verbosity = NORMAL
+        self.progress: bool | None = None
         self.ui = UI()
 
-    def workspace(self) -> Any:
+    def make_ui(self, json_mode: bool) -> UI:
+        """The UI for this run, from --json, -q/-v and --progress (see contrib.ui)."""
+        self.ui = UI(json_mode, verbosity=self.verbosity, progress=self.progress)
+        if self.verbosity >= VERBOSE:
+            from contrib.git import trace_commands
+
+            trace_commands(self.ui.trace)
+        return self.ui
+
+    def workspace(self) -> Workspace:
         from contrib.patchset import Workspace
 
         return Workspace.find(self.directory)
@@ -43,25 +59,76 @@ class Context:
 pass_ctx = click.make_pass_decorator(Context)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _set_quiet(click_ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    if value:
+        click_ctx.ensure_object(Context).verbosity = QUIET
+
+
+def _set_verbose(click_ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    if value:
+        click_ctx.ensure_object(Context).verbosity = VERBOSE
+
+
+def _set_progress(click_ctx: click.Context, _: click.Parameter, value: bool | None) -> None:
+    if value is not None:
+        click_ctx.ensure_object(Context).progress = value
+
+
+_OUTPUT_OPTIONS = (
+    click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_set_quiet,
+                 help="No progress and no step messages: results, warnings and errors only."),
+    click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_set_verbose,
+                 help="Also show each git command run (tokens hidden)."),
+    click.option("--progress/--no-progress", default=None, expose_value=False,
+                 callback=_set_progress,
+                 help="Force progress on (even without a terminal or with CI set) or off."),
+)
+
+
+def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """-q/--quiet, -v/--verbose and --progress/--no-progress (stored on the Context)."""
+    for option in reversed(_OUTPUT_OPTIONS):
+        func = option(func)
+    return func
+
+
+def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--json (passed as ``json_mode``) plus the :func:`output_options`."""
+    func = output_options(func)
+    return click.option("--json", "json_mode", is_flag=True,
+                        help="Print one JSON document on stdout and nothing else there.")(func)
+
+
+def example(*lines: str) -> str:
+    """The epilog every command's --help ends with: one example."""
+    return "\b\nExample:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=example("contrib status --no-fetch"))
 @click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path),
               help="Run as if started in DIR (the workspace or below it).")
+@output_options
 @click.version_option(__version__, prog_name="contrib")
 @click.pass_context
 def cli(click_ctx: click.Context, directory: Path | None) -> None:
     """Carry patchsets against fast-moving upstreams: sync, validate, open PRs."""
-    click_ctx.obj = Context(directory)
+    click_ctx.ensure_object(Context).directory = directory
 
 
 def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
-    ctx.ui = UI(json_mode)
+    ui = ctx.make_ui(json_mode)
     ws = ctx.workspace()
-    with ws.lock():
-        return body(ws, ctx.ui)
+    try:
+        with ws.lock():
+            return body(ws, ui)
+    finally:
+        ui.done()
 
 
-@cli.command()
-@click.argument("upstream")
+@cli.command(epilog=example(
+    "contrib new flashinfer sm120-comm --base v0.6.16 --patch /tmp/p/*.patch"))
+@click.argument("upstream", shell_complete=complete_upstreams)
 @click.argument("name")
 @click.argument("more_patches", nargs=-1, type=click.Path(path_type=Path), metavar="[PATCH]...")
 @click.option("--base", required=True, help="Upstream commit, tag or branch the patches apply to.")
@@ -90,8 +157,8 @@ def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...], 
         title=title, arch=arch))
 
 
-@cli.command()
-@click.argument("targets", nargs=-1)
+@cli.command(epilog=example("contrib status --no-fetch flashinfer --json"))
+@click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
 @json_option
 @pass_ctx
@@ -102,8 +169,8 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), fetch=not no_fetch))
 
 
-@cli.command()
-@click.argument("targets", nargs=-1)
+@cli.command(epilog=example("contrib sync flashinfer --to v0.6.17 --commit"))
+@click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--to", "to", help="Pin the upstream commit to carry onto (default: branch tip).")
 @click.option("--commit", "commit", is_flag=True,
               help="Commit the changed patchset files in the workspace repository.")
@@ -123,8 +190,9 @@ def sync(ctx: Context, targets: tuple[str, ...], to: str | None, commit: bool,
         fetch=not no_fetch))
 
 
-@cli.command()
-@click.argument("targets", nargs=-1)
+@cli.command(epilog=example(
+    "contrib validate flashinfer/sm120-trtllm-comm --arch sm_120a --junit report.xml"))
+@click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--arch", help="Target architecture, e.g. sm_120a (default: patchset.toml's).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a JUnit XML report here.")
@@ -139,8 +207,8 @@ def validate(ctx: Context, targets: tuple[str, ...], arch: str | None, junit: Pa
                                                       junit=junit))
 
 
-@cli.command("open-pr")
-@click.argument("targets", nargs=-1)
+@cli.command("open-pr", epilog=example("contrib open-pr flashinfer/sm120-trtllm-comm --dry-run"))
+@click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--dry-run", is_flag=True, help="Print what would be pushed and posted; do neither.")
 @click.option("--force", is_flag=True, help="Open the PR even without a passed validation.")
 @click.option("--reopen", is_flag=True, help="Reopen a PR that a human closed.")
@@ -155,17 +223,20 @@ def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, 
                                                       force=force, reopen=reopen))
 
 
-@cli.command()
+@cli.command(epilog=example("contrib demo /tmp/contrib-demo"))
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@output_options
 @pass_ctx
 def demo(ctx: Context, directory: Path | None) -> int:
     """Run the whole loop offline on a generated mini upstream (in DIR or a temp dir)."""
     from contrib.demo import demo as run
 
-    return run(directory, ctx.ui)
+    return run(directory, ctx.make_ui(False))
 
 
 def _log_bug(exc: BaseException) -> Path | None:
+    import traceback
+
     try:
         from contrib.mirror import cache_root
 
@@ -180,6 +251,8 @@ def _log_bug(exc: BaseException) -> Path | None:
 
 
 def _fail(message: str, code: int, json_mode: bool) -> int:
+    import json
+
     if json_mode:
         sys.stdout.write(json.dumps({"error": scrub(message), "exit_code": code}) + "\n")
     click.echo(f"contrib: error: {scrub(message)}", err=True)

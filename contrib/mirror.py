@@ -15,7 +15,6 @@ import hashlib
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +25,7 @@ import platformdirs
 
 from contrib.config import Upstream
 from contrib.errors import ContribError, GitError
-from contrib.git import Git, Sha, clone_bare, fetch
+from contrib.git import Git, ProgressFn, Sha, clone_bare, fetch
 from contrib.secrets import scrub
 
 REMOTE = "origin"
@@ -83,17 +82,32 @@ class Mirror:
     def tip_ref(self) -> str:
         return f"refs/remotes/{REMOTE}/{self.upstream.branch}"
 
-    def ensure(self, *, fetch_now: bool, progress: bool = False) -> Mirror:
-        """Create the cache on first use; fetch when asked (once per process)."""
+    def ensure(self, *, fetch_now: bool, progress: ProgressFn | None = None) -> Mirror:
+        """Create the cache on first use; fetch when asked (once per process).
+
+        ``progress`` (``ui.progress``) gets git's own progress, one message at a
+        time, labelled with the upstream's name; it is cleared when git is done.
+        """
+        shown = self._labelled(progress)
         with _cache_lock(self.path):
-            if not self.path.is_dir():
-                self._clone(progress)
-                self.fetched = True
-            if fetch_now and not self.fetched:
-                self._fetch(progress)
+            try:
+                if not self.path.is_dir():
+                    self._clone(shown)
+                    self.fetched = True
+                if fetch_now and not self.fetched:
+                    self._fetch(shown)
+            finally:
+                if progress is not None:
+                    progress("")
         return self
 
-    def _clone(self, progress: bool) -> None:
+    def _labelled(self, progress: ProgressFn | None) -> ProgressFn | None:
+        if progress is None:
+            return None
+        name = self.upstream.name
+        return lambda message: progress(f"{name}: {message}")
+
+    def _clone(self, progress: ProgressFn | None) -> None:
         url = self.upstream.url
         if not is_remote(url) and not Path(url.removeprefix("file://")).exists():
             raise ContribError(f"upstream {self.upstream.name}: {url} does not exist; fix url "
@@ -101,7 +115,7 @@ class Mirror:
         tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=self.path.parent))
         try:
             if progress:
-                print(f"cloning {self.upstream.name} from {scrub(url)} ...", file=sys.stderr)
+                progress(f"cloning from {scrub(url)} ...")
             clone_bare(url, tmp / "repo.git", partial=is_remote(url), progress=progress)
             repo = Git(tmp / "repo.git")
             repo.run("config", f"remote.{REMOTE}.fetch",
@@ -121,7 +135,7 @@ class Mirror:
             shutil.rmtree(tmp, ignore_errors=True)
         self._git = None
 
-    def _fetch(self, progress: bool) -> None:
+    def _fetch(self, progress: ProgressFn | None) -> None:
         try:
             fetch(self.git, REMOTE, progress=progress)
         except GitError as exc:
