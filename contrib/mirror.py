@@ -15,17 +15,16 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import filelock
-import platformdirs
-
 from contrib.config import Upstream
 from contrib.errors import ContribError, GitError
 from contrib.git import Git, ProgressFn, Sha, clone_bare, fetch
+from contrib.lockfile import FileLock, LockTimeout
 from contrib.secrets import scrub
 
 REMOTE = "origin"
@@ -34,8 +33,15 @@ REMOTE = "origin"
 def cache_root() -> Path:
     """Where upstream clones live: $CONTRIB_CACHE or the user cache dir."""
     override = os.environ.get("CONTRIB_CACHE")
-    base = Path(override) if override else Path(platformdirs.user_cache_dir("contrib"))
-    return base
+    if override:
+        return Path(override)
+    if sys.platform.startswith("linux"):
+        # platformdirs' rule for Linux, without importing it on every start.
+        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+        return Path(xdg or Path.home() / ".cache") / "contrib"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("contrib"))
 
 
 def cache_path(upstream: Upstream) -> Path:
@@ -51,10 +57,10 @@ def is_remote(url: str) -> bool:
 @contextmanager
 def _cache_lock(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = filelock.FileLock(str(path) + ".lock", timeout=600)
+    lock = FileLock(Path(str(path) + ".lock"), 600)
     try:
         lock.acquire()
-    except filelock.Timeout:
+    except LockTimeout:
         raise ContribError(f"{path}: another contrib has held this upstream cache for 10 "
                            "minutes; try again later") from None
     try:

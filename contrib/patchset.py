@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import filelock
 import tomlkit
 from tomlkit import TOMLDocument
 
 from contrib.config import CONFIG_NAME, NAME_RE, Config, load_config
 from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
+from contrib.lockfile import FileLock, LockTimeout
 from contrib.txn import Transaction, atomic_write, recover
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -228,10 +228,10 @@ class Workspace:
             atomic_write(ignore, "*\n")
         path = self.state_dir / "lock"
         timeout = lock_timeout()
-        lock = filelock.FileLock(str(path), timeout=timeout)
+        lock = FileLock(path, timeout)
         try:
             lock.acquire()
-        except filelock.Timeout:
+        except LockTimeout:
             holder = _read_pid(self.state_dir / "lock.pid")
             raise LockError(f"{path}: another contrib process{holder} is working on this "
                             f"workspace; waited {timeout:g}s (CONTRIB_LOCK_TIMEOUT). "
