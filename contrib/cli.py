@@ -7,7 +7,7 @@ traceback written to a log file rather than the terminal.
 
 Startup matters (an autopilot runs contrib many times an hour): this module
 and what it imports stay light, and each command imports its machinery
-(PyGithub, rich, tomlkit, the validate stages) inside its function.
+(PyGithub, tomlkit, the validate stages) inside its function.
 tests/test_startup.py fails when ``import contrib.cli`` pulls in a heavy library.
 """
 

@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -219,6 +220,48 @@ class Git:
 
     def count(self, range_: str) -> int:
         return int(self.run("rev-list", "--count", range_))
+
+    def commit_dates(self, revs: Sequence[str]) -> dict[str, str]:
+        """Committer date (ISO 8601) of each full sha in ``revs`` that the repository
+        has, in one git run (status reads one per patchset)."""
+        wanted = list(dict.fromkeys(revs))
+        if not wanted:
+            return {}
+        out = self.run("log", "--no-walk=unsorted", "--ignore-missing", "--format=%H %cI",
+                       *wanted)
+        return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+    def behind_counts(self, tip: str, bases: Sequence[str]) -> dict[str, int]:
+        """``git rev-list --count BASE..TIP`` for every base (all present here), in two
+        git runs instead of one per base.
+
+        Only the commits not common to every base are walked (``--not`` their
+        octopus merge bases); each is marked with the bases it is an ancestor of,
+        children before parents (``--topo-order``), and a base is behind by the
+        commits the tip reaches and it does not.
+        """
+        wanted = list(dict.fromkeys(bases))
+        if not wanted:
+            return {}
+        status, common, _ = self.try_run("merge-base", "--octopus", "--all", *wanted)
+        stop = common.split() if status == 0 else []
+        walked = self.run("rev-list", "--topo-order", "--parents", tip, *wanted, "--not", *stop)
+        parents = {sha: rest for sha, *rest in (line.split() for line in walked.splitlines())}
+        bit = {base: 1 << n for n, base in enumerate(wanted)}
+        from_tip = 1 << len(wanted)
+        marks = dict.fromkeys(parents, 0)
+        for sha, mark in [(tip, from_tip), *bit.items()]:
+            if sha in marks:
+                marks[sha] |= mark
+        # --topo-order lists every child before its parents, so a commit's marks are
+        # final when it is reached.
+        for sha, its_parents in parents.items():
+            for parent in its_parents:
+                if parent in marks:
+                    marks[parent] |= marks[sha]
+        tally = Counter(mark for mark in marks.values() if mark & from_tip)
+        return {base: sum(n for mark, n in tally.items() if not mark & bit[base])
+                for base in wanted}
 
 
     # -- temporary indexes -------------------------------------------------

@@ -6,8 +6,8 @@ progress only when stdout and stderr are terminals, never under ``--json``,
 stops it); colour only on a terminal without ``NO_COLOR`` or ``TERM=dumb``.
 Everything printed passes through :func:`contrib.secrets.scrub`.
 
-rich is imported only when a table is printed: it costs more than a no-op
-command's whole work (issue 12).
+Tables are plain aligned text: rich's import and rendering cost more than
+``status`` of fifty patchsets does otherwise (issue 12).
 
 Long work reports through a :class:`Task` (``with ui.task("ptx", total=n) as
 task: ... task.step(i, n, unit)``); code below the commands takes a plain
@@ -31,7 +31,7 @@ QUIET, NORMAL, VERBOSE = -1, 0, 1
 StepFn = Callable[[int, int, str], None]
 """Receives (done, total, what is being worked on now): "3 of 12 units, comm.cu"."""
 
-_DIM, _YELLOW, _RESET = "\x1b[2m", "\x1b[33m", "\x1b[0m"
+_BOLD, _DIM, _YELLOW, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[33m", "\x1b[0m"
 _MIN_REDRAW_S = 0.1  # a terminal redrawn more often only flickers
 _PLAIN_EVERY_S = 5.0  # forced progress to a file or pipe: a line every few seconds
 
@@ -72,6 +72,10 @@ def use_colour(stream: IO[str], env: Mapping[str, str] | None = None) -> bool:
     """Colour codes only for a terminal, and never with NO_COLOR (no-color.org) or TERM=dumb."""
     env = os.environ if env is None else env
     return _isatty(stream) and not env.get("NO_COLOR") and env.get("TERM") != "dumb"
+
+
+def _aligned(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False)).rstrip()
 
 
 class StatusLine:
@@ -211,24 +215,22 @@ class UI:
         sys.stderr.flush()
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """A table on stdout (suppressed under --json)."""
+        """Aligned columns on stdout, the header bold on a terminal (suppressed by --json).
+
+        Plain text, one row a line, so it greps and pipes well; ``title`` names
+        the table for a reader of the code (the header says what it is).
+        """
         if self.json_mode:
             return
-        from rich.console import Console
-        from rich.table import Table
-
         self.done()
-        table = Table(title=title, title_justify="left", show_lines=False)
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*(scrub("" if cell is None else str(cell)) for cell in row))
-        colour = use_colour(sys.stdout)
-        # Piped output (CI logs, `| less`) gets wide tables instead of rich's 80 columns.
-        console = Console(highlight=False, soft_wrap=True, no_color=not colour,
-                          color_system="auto" if colour else None,
-                          width=None if _isatty(sys.stdout) else 160)
-        console.print(table)
+        cells = [[scrub(" ".join(str("" if cell is None else cell).split())) for cell in row]
+                 for row in rows]
+        widths = [max([len(column), *(len(row[n]) for row in cells if n < len(row))])
+                  for n, column in enumerate(columns)]
+        header = _aligned(columns, widths)
+        if use_colour(sys.stdout):
+            header = _BOLD + header + _RESET
+        sys.stdout.write("\n".join([header, *(_aligned(row, widths) for row in cells)]) + "\n")
 
     def emit(self, document: Any) -> None:
         """The one JSON document of a --json run."""

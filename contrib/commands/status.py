@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from contrib.errors import ContribError
+from contrib.git import Sha
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
 from contrib.ui import UI
@@ -13,14 +15,17 @@ from contrib.ui import UI
 def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool) -> int:
     """One row per patchset: base, tip, commits behind, sync, validation, PR."""
     mirrors: dict[str, Mirror] = {}
-    rows: list[dict[str, Any]] = []
-    for ps in ws.patchsets(targets):
+    patchsets = ws.patchsets(targets)
+    for ps in patchsets:
         if ps.upstream not in mirrors:
             mirror = Mirror(ws.config.upstream(ps.upstream))
             if fetch:
                 ui.step(f"fetching {ps.upstream} ...")
             mirrors[ps.upstream] = mirror.ensure(fetch_now=fetch, progress=ui.progress)
-        rows.append(describe(ps, mirrors[ps.upstream]))
+    facts = {name: upstream_facts(mirror, [ps.current.base for ps in patchsets
+                                           if ps.upstream == name])
+             for name, mirror in mirrors.items()}
+    rows = [describe(ps, mirrors[ps.upstream], facts[ps.upstream]) for ps in patchsets]
     ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
@@ -31,19 +36,31 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool) -> int:
     return 0
 
 
-def describe(ps: Patchset, mirror: Mirror) -> dict[str, Any]:
-    """The status facts of one patchset as a JSON-able dict."""
-    base = ps.current.base
+@dataclass(frozen=True)
+class UpstreamFacts:
+    """What status needs from one upstream cache, read for all its patchsets at once."""
+
+    tip: Sha | None
+    base_dates: dict[str, str]
+    behind: dict[str, int]
+
+
+def upstream_facts(mirror: Mirror, bases: list[str]) -> UpstreamFacts:
+    """The tip, and each base's date and distance from it: four git runs per upstream,
+    however many patchsets (one each would cost ~0.4 s for 50)."""
     git = mirror.git
-    base_date, tip, behind = "", None, None
-    if git.try_rev_parse(base):
-        base_date = git.commit_info(base).committer_date
+    dates = git.commit_dates(bases)
     try:
         tip = mirror.tip()
-        if base_date:
-            behind = git.count(f"{base}..{tip}")
     except ContribError:
-        pass
+        return UpstreamFacts(None, dates, {})
+    return UpstreamFacts(tip, dates, git.behind_counts(tip, list(dates)))
+
+
+def describe(ps: Patchset, mirror: Mirror, facts: UpstreamFacts | None = None) -> dict[str, Any]:
+    """The status facts of one patchset as a JSON-able dict."""
+    base = ps.current.base
+    facts = facts or upstream_facts(mirror, [base])
     validation = ps.current.read_validation()
     verdict = None
     if validation is not None:
@@ -57,9 +74,9 @@ def describe(ps: Patchset, mirror: Mirror) -> dict[str, Any]:
         "title": str(ps.meta.get("title", "")),
         "upstream_status": str(ps.meta.get("upstream_status", "Pending")),
         "base": base,
-        "base_date": base_date,
-        "tip": tip,
-        "behind": behind,
+        "base_date": facts.base_dates.get(base, ""),
+        "tip": facts.tip,
+        "behind": facts.behind.get(base),
         "patches": ps.current.series(),
         "versions": len(ps.versions()),
         "sync": ps.get("sync", "result"),
