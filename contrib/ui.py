@@ -62,10 +62,14 @@ def show_progress(*, json_mode: bool, verbosity: int, forced: bool | None,
 
 
 def _columns(stream: IO[str]) -> int:
+    """The terminal's width; COLUMNS or 80 where it does not say (0 on a bare pty)."""
     try:
-        return os.get_terminal_size(stream.fileno()).columns
+        columns = os.get_terminal_size(stream.fileno()).columns
     except (OSError, ValueError, AttributeError):
-        return 80
+        columns = 0
+    if columns <= 0:
+        columns = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 80
+    return columns
 
 
 def use_colour(stream: IO[str], env: Mapping[str, str] | None = None) -> bool:

@@ -39,7 +39,7 @@ from contrib.rebase import (
     plan_sync,
 )
 from contrib.series import MailPatch, export_series, series_file
-from contrib.ui import UI
+from contrib.ui import UI, Task
 
 OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}
 
@@ -86,8 +86,13 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
         patchsets = ws.patchsets(targets)
         mirrors = _mirrors(ws, ui, sorted({ps.upstream for ps in patchsets}), fetch)
         tips = {name: (m.resolve(to) if to else m.tip()) for name, m in mirrors.items()}
-        reports = [_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.upstream], state)
-                   for ps in patchsets]
+        with ui.task("sync", total=len(patchsets)) as task:
+            reports = []
+            for ps in patchsets:
+                task.update(ps.target)
+                reports.append(_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.upstream], state,
+                                         task))
+                task.advance(ps.target)
     committed = commit_changes(repo, ws, reports) if repo is not None else None
     _show(ui, reports, committed)
     return 0 if all(r.result in OK_RESULTS for r in reports) else 1
@@ -107,7 +112,7 @@ def _mirrors(ws: Workspace, ui: UI, names: list[str], fetch: bool) -> dict[str, 
 # -- a plain sync -------------------------------------------------------------
 
 def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
-              state: dict[str, conflict.Pending]) -> Report:
+              state: dict[str, conflict.Pending], task: Task | None = None) -> Report:
     base = ps.current.base
     pending = state.get(ps.target)
     if pending is not None:
@@ -122,7 +127,8 @@ def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
         return known
     try:
         patches = load_patches(git, ps.current.patch_texts())
-        plan = plan_sync(git, patches, Sha(base), target)
+        plan = plan_sync(git, patches, Sha(base), target, on_probe=None if task is None else (
+            lambda n, at: task.update(f"{ps.target}: apply probe {n} at {at[:10]}")))
     except ContribError as exc:
         return Report(ps.target, ERROR, base, target, error=str(exc))
     return _record(ws, ps, git, plan, patches, state)

@@ -24,7 +24,7 @@ from contrib.patchset import Patchset, Workspace
 from contrib.rebase import load_patches
 from contrib.series import EXPORT_ENV, apply_series
 from contrib.txn import atomic_write
-from contrib.ui import UI
+from contrib.ui import UI, StepFn
 from contrib.validate.report import (
     FAILED,
     PASSED,
@@ -51,7 +51,8 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
     for ps in patchsets:
         target = forced or _patchset_arch(ps)
         ui.step(f"validating {ps.target} for {target.name} ...")
-        validation = validate_patchset(ws, ps, target, host)
+        with ui.task(f"validate {ps.target}") as task:
+            validation = validate_patchset(ws, ps, target, host, progress=task.step)
         ws.write_file(ps.current.validation_path, validation.to_json())
         validations.append(validation)
         for line in render_table(validation).splitlines():
@@ -74,8 +75,10 @@ def _patchset_arch(ps: Patchset) -> Arch:
         raise ConfigError(f"{ps.meta_path}: arch: {exc}") from None
 
 
-def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, object]) -> Validation:
-    """Apply ``ps``'s current version at its base and run every stage for ``arch``."""
+def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, object], *,
+                      progress: StepFn | None = None) -> Validation:
+    """Apply ``ps``'s current version at its base and run every stage for ``arch``;
+    ``progress`` hears each stage (and a stage's own steps, e.g. units compiled)."""
     settings = Settings.from_meta(ps.meta, str(ps.meta_path))
     version = ps.current
     mirror = Mirror(ws.config.upstream(ps.upstream)).ensure(fetch_now=False)
@@ -96,6 +99,7 @@ def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, o
             worktree=make_worktree,
             python=sys.executable,
             requires=lambda ctx: requires_stage(ws, ps, git, head or base),
+            progress=progress,
         )
         stages = run_pipeline(inputs)
     return Validation(ps.upstream, ps.name, base, arch, stages, dict(host), applied=head,

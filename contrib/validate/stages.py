@@ -127,6 +127,9 @@ class Inputs:
     python: str | None = None  # interpreter for upstream tests
     gpus: list[Gpu] | None | str = "probe"
     requires: Callable[[Context], StageResult] | None = None
+    # Hears (n, of N, what) as work starts: each stage, and a long stage's own steps
+    # (units compiled, tests run) through Context.step.  contrib.ui.Task.step fits.
+    progress: Callable[[int, int, str], None] | None = None
 
 
 @dataclass
@@ -139,6 +142,11 @@ class Context:
     sources: list[str] = field(default_factory=list)
     closure: list[str] = field(default_factory=list)
     workdir: Path = Path(".")
+
+    def step(self, done: int, total: int, what: str) -> None:
+        """Report progress (a stage, a unit compiled, a test run) when someone listens."""
+        if self.inputs.progress is not None:
+            self.inputs.progress(done, total, what)
 
     @property
     def after(self) -> SourceTree:
@@ -153,6 +161,7 @@ def run_pipeline(inputs: Inputs) -> list[StageResult]:
         ctx = Context(inputs, workdir=inputs.workdir or Path(scratch))
         results: list[StageResult] = []
         for name, stage in zip(ORDER, _STAGES, strict=True):
+            ctx.step(len(results) + 1, len(ORDER), name)
             if results and results[0].status != PASSED:
                 results.append(
                     StageResult(name, SKIPPED, f"not run: apply failed ({results[0].reason})")
@@ -280,9 +289,11 @@ def stage_ptx(ctx: Context) -> StageResult:
     closure = includes.include_closure(tree, units).files
     materialize(tree, sorted(set(closure) | set(units)), root)
     dirs = [root / d for d in [*includes.include_roots(tree), *extra]]
-    results = [
-        ptx.compile_ptx(nvcc, root / u, arch, dirs, ctx.workdir, settings.ptx_flags) for u in units
-    ]
+    results = []
+    for done, unit in enumerate(units):
+        ctx.step(done, len(units), f"ptx: compiling {unit}")
+        results.append(ptx.compile_ptx(nvcc, root / unit, arch, dirs, ctx.workdir,
+                                       settings.ptx_flags))
     return _ptx_verdict(ctx, units, results)
 
 
@@ -395,6 +406,7 @@ def stage_tests(ctx: Context) -> StageResult:
         return StageResult(
             "tests", SKIPPED, "no interpreter or worktree to run upstream tests", details=details
         )
+    ctx.step(0, len(selection.tests), "tests: pytest on the selected test files")
     run = testsel.run_tests(python, inputs.worktree(), selection, ctx.workdir / "upstream-junit.xml",
                             inputs.arch, need_gpu=settings.tests_need_gpu, gpus=inputs.gpus)  # fmt: skip
     details.update(
