@@ -1,123 +1,55 @@
-"""The small GitHub interface open-pr needs, and its PyGithub implementation.
+"""The Forge on GitHub, through PyGithub.
 
-Commands receive a :class:`GitHubAPI` (ghstack keeps the same split between an
-interface, the real client and a fake); tests run the real
-:class:`PyGithubAPI` against a fake GitHub HTTP server.  Every failure leaves
-this module as one :class:`~contrib.errors.GitHubError` line that says what
-to do, scrubbed of the token.
+PyGithub carries every request: ``Auth.Token``, ``base_url`` (GitHub
+Enterprise too), ``GithubRetry`` bounded by :mod:`contrib.github_http`, its
+write throttling.  contrib sends requests through PyGithub's ``Requester`` and
+checks each answer's shape itself (:mod:`contrib.github_shapes`) instead of
+trusting PyGithub's lazy objects, which turn an HTML page or a wrongly typed
+field into a crash far from the request.  Tests run this class against the
+fake GitHub server in ``tests/fake_github.py``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import requests
-from github import Auth, Github, GithubException, GithubRetry
-from github.GithubException import RateLimitExceededExceedsMaxWait
+from github import Auth, Github, GithubException
 
-from contrib.errors import GitHubError
+from contrib import github_shapes as shapes
+from contrib.forge import (
+    DEFAULT_API_URL,
+    ChecksSummary,
+    Comment,
+    ForgeUnavailable,
+    Issue,
+    PullRequest,
+    PullRequestExists,
+    ReviewState,
+    User,
+    check_token,
+)
+from contrib.github_http import (
+    BoundedRetry,
+    Notify,
+    RedirectLoop,
+    WaitTooLong,
+    github_error,
+    make_retry,
+    network_error,
+    say_on_stderr,
+    too_long,
+)
 from contrib.secrets import register_secret, scrub
 
-DEFAULT_API_URL = "https://api.github.com"
+GitHubUnavailable = ForgeUnavailable
+MAX_PAGES = 100  # 10,000 items at 100 a page; a Link loop must end somewhere
 
-
-class PullRequestExists(GitHubError):
-    """GitHub answered 422 "A pull request already exists": find it and update it."""
-
-
-class GitHubUnavailable(GitHubError):
-    """5xx after retries, a timeout or a network failure: the request may have landed."""
-
-
-@dataclass(frozen=True)
-class PullRequest:
-    """What contrib needs to know about one pull request."""
-
-    number: int
-    url: str  # the html_url a human opens
-    state: str  # "open" or "closed"
-    merged: bool
-    merged_at: str | None  # ISO 8601, UTC
-    merge_commit_sha: str | None
-    title: str
-    body: str
-    head: str  # label, "owner:branch"
-    base: str  # branch name in the upstream repository
-    draft: bool
-    head_sha: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-able dict of every field."""
-        return asdict(self)
-
-
-class GitHubAPI(Protocol):
-    """The pull-request operations contrib performs; ``repo`` is ``owner/name``."""
-
-    def find_pr(self, repo: str, head: str, base: str) -> PullRequest | None:
-        """The PR from ``head`` (``owner:branch``) into ``base``, any state; the open
-        one if several, else the newest; None if there is none."""
-        ...
-
-    def create_draft_pr(
-        self, repo: str, *, head: str, base: str, title: str, body: str,
-        maintainer_can_modify: bool = True,
-    ) -> PullRequest:
-        """Open a draft PR; raises PullRequestExists when GitHub has one for head."""
-        ...
-
-    def update_pr(self, repo: str, number: int, *, title: str, body: str) -> PullRequest:
-        """Replace the title and body of PR ``number``."""
-        ...
-
-    def reopen_pr(self, repo: str, number: int) -> PullRequest:
-        """Reopen the closed, unmerged PR ``number``."""
-        ...
-
-    def get_pr(self, repo: str, number: int) -> PullRequest:
-        """PR ``number`` as GitHub has it now."""
-        ...
-
-
-GitHubFactory = Callable[[str, str], GitHubAPI]
-"""Builds a GitHubAPI from (api_url, token); commands take one so tests can choose."""
-
-
-class _BoundedRetry(GithubRetry):
-    """GithubRetry whose Retry-After sleeps never exceed ``max_wait`` seconds.
-
-    A server may ask for hours (urllib3 allows 6 h by default); contrib would
-    rather fail with a clear rate-limit message than hang.
-    """
-
-    def __init__(self, max_wait: float = 60.0, **kwargs: Any) -> None:
-        self.max_wait = max_wait
-        super().__init__(**kwargs)
-
-    def new(self, **kw: Any) -> _BoundedRetry:
-        kw["max_wait"] = self.max_wait
-        retry: _BoundedRetry = super().new(**kw)
-        return retry
-
-    def parse_retry_after(self, retry_after: str) -> float:
-        return float(min(super().parse_retry_after(retry_after), self.max_wait))
-
-
-def make_retry(*, retries: int = 5, max_wait: float = 60.0, backoff: float = 1.0) -> GithubRetry:
-    """GithubRetry for 5xx and rate limits; total sleeping stays under retries * max_wait."""
-    return _BoundedRetry(
-        max_wait=max_wait,
-        total=retries,
-        backoff_factor=backoff,
-        backoff_max=max_wait,
-        secondary_rate_wait=min(60.0, max_wait),
-        max_rate_limit_wait=max_wait,
-    )
+__all__ = ["BoundedRetry", "GitHubForge", "GitHubUnavailable", "PullRequest",
+           "PullRequestExists", "PyGithubAPI", "github_error", "make_retry", "network_error"]
 
 
 class _ScrubLogs(logging.Filter):
@@ -134,177 +66,214 @@ def _scrub_pygithub_logs() -> None:
             handler.addFilter(_ScrubLogs())
 
 
-class PyGithubAPI:
-    """GitHubAPI over PyGithub: ``Auth.Token``, ``GithubRetry``, ``base_url``.
+class GitHubForge:
+    """:class:`~contrib.forge.Forge` over PyGithub.
 
-    ``retries``/``max_wait``/``backoff`` bound the time spent retrying;
-    ``write_interval`` is PyGithub's pause between writes (GitHub asks for one
-    second to avoid secondary rate limits; tests pass 0).
+    ``retries``/``max_wait``/``backoff`` bound the time spent retrying and
+    waiting (each wait at most ``max_wait`` s, all of one request's at most
+    twice that); ``timeout`` bounds each wait for an answer; ``write_interval``
+    is PyGithub's pause between writes (GitHub asks for one second to avoid
+    secondary rate limits; tests pass 0); ``notify`` says each wait.
     """
 
-    def __init__(
-        self,
-        api_url: str,
-        token: str,
-        *,
-        retries: int = 5,
-        max_wait: float = 60.0,
-        backoff: float = 1.0,
-        timeout: int = 30,
-        write_interval: float = 1.0,
-    ) -> None:
+    def __init__(self, api_url: str, token: str, *, retries: int = 5, max_wait: float = 60.0,
+                 backoff: float = 1.0, timeout: int = 15, write_interval: float = 1.0,
+                 page_size: int = 100, notify: Notify = say_on_stderr) -> None:
         register_secret(token)
+        check_token(token)
         _scrub_pygithub_logs()
         self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
-        self._gh = Github(
+        self.max_wait = max_wait
+        self.page_size = page_size
+        self._repos: dict[str, bool] = {}  # repo -> permissions.push, read once
+        self._gh, self._gh_once = (Github(
             auth=Auth.Token(token),
             base_url=self.api_url,
             timeout=timeout,
-            retry=make_retry(retries=retries, max_wait=max_wait, backoff=backoff),
+            retry=make_retry(retries=retries, max_wait=max_wait, backoff=backoff, notify=notify,
+                             replayable=replayable),
             seconds_between_requests=None,
             seconds_between_writes=write_interval or None,
-        )
-        self._repos: dict[str, Any] = {}
+        ) for replayable in (True, False))
 
-    def _repo(self, repo: str) -> Any:
-        if repo not in self._repos:
-            with self._errors(repo, f"read repository {repo}"):
-                self._repos[repo] = self._gh.get_repo(repo)
-        return self._repos[repo]
+    # -- requests ---------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, action: str, *, repo: str = "",
+              params: dict[str, Any] | None = None, payload: dict[str, Any] | None = None,
+              thing: str | None = None, need: str = "Pull requests: write",
+              replayable: bool = True) -> tuple[shapes.Answer, dict[str, Any]]:
+        """One request; (its answer, its headers), or one GitHubError line.
+
+        ``replayable=False``: a 5xx or a timeout is not retried (see make_retry).
+        """
+        request = f"{method} {path.removeprefix(self.api_url)}"
+        client = self._gh if replayable else self._gh_once
+        with self._errors(repo or path, action, request, thing, need):
+            headers, data = client.requester.requestJsonAndCheck(
+                method, path, parameters=params, input=payload)
+        return shapes.Answer(request, data), headers
+
+    def _pages(self, path: str, action: str, *, repo: str, params: dict[str, Any] | None = None,
+               key: str | None = None, thing: str | None = None,
+               need: str = "Pull requests: write") -> tuple[shapes.Answer, list[Any]]:
+        """Every item of a paginated list, following ``Link: rel="next"``."""
+        params = {**(params or {}), "per_page": self.page_size}
+        url, answer = path, shapes.Answer(f"GET {path}", None)
+        items: list[Any] = []
+        for _ in range(MAX_PAGES):
+            answer, headers = self._call("GET", url, action, repo=repo, params=params,
+                                         thing=thing, need=need)
+            page = answer.items() if key is None else answer.field(
+                answer.obj(answer.data), key, list)
+            items.extend(page)
+            next_url = self._next_page(answer, headers)
+            if next_url is None:
+                return shapes.Answer(f"GET {path}", items), items
+            url, params = next_url, None
+        raise answer.fail(f"more than {MAX_PAGES} pages")
+
+    def _next_page(self, answer: shapes.Answer, headers: dict[str, Any]) -> str | None:
+        links = requests.utils.parse_header_links(str(headers.get("link") or ""))
+        url = next((str(x.get("url")) for x in links if x.get("rel") == "next"), None)
+        if url is not None and not url.startswith(self.api_url + "/"):
+            raise answer.fail(f"its next page is outside {self.api_url} ({url[:80]})")
+        return url
+
+    @contextmanager
+    def _errors(self, repo: str, action: str, request: str, thing: str | None,
+                need: str) -> Iterator[None]:
+        try:
+            yield
+        except GithubException as e:
+            raise github_error(e, repo=repo, action=action, thing=thing, need=need) from None
+        except requests.exceptions.RequestException as e:
+            raise network_error(e, self.api_url, action) from None
+        except WaitTooLong as e:
+            raise too_long(e, action, self.max_wait) from None
+        except (RedirectLoop, RuntimeError) as e:  # PyGithub raises RuntimeError on odd 301s
+            raise shapes.Answer(request, None).fail(
+                f"it redirected in a loop or elsewhere ({scrub(str(e))[:120]})") from None
+        except ValueError as e:  # invalid JSON in a body that starts like JSON
+            raise shapes.Answer(request, None).fail(f"invalid JSON ({e})") from None
+
+    # -- pull requests ------------------------------------------------------------------
 
     def find_pr(self, repo: str, head: str, base: str) -> PullRequest | None:
-        gh_repo = self._repo(repo)
-        with self._errors(repo, f"list pull requests of {repo}"):
-            found = [_convert(p) for p in gh_repo.get_pulls(state="all", head=head, base=base)]
+        self._repo(repo)
+        answer, items = self._pages(f"/repos/{repo}/pulls", f"list pull requests of {repo}",
+                                    repo=repo, params={"state": "all", "head": head, "base": base})
+        found = [shapes.pull_request(answer, v, shapes.item_label("pull request", v))
+                 for v in items]
+        # An Enterprise proxy may ignore the filters: keep only what was asked for.
+        found = [p for p in found if p.head == head and p.base == base]
         if not found:
             return None
         found.sort(key=lambda p: (p.state == "open", p.number), reverse=True)
         return found[0]
 
-    def create_draft_pr(
-        self, repo: str, *, head: str, base: str, title: str, body: str,
-        maintainer_can_modify: bool = True,
-    ) -> PullRequest:
-        gh_repo = self._repo(repo)
-        with self._errors(repo, f"create a pull request on {repo}"):
-            pr = gh_repo.create_pull(
-                base=base, head=head, title=title, body=body, draft=True,
-                maintainer_can_modify=maintainer_can_modify,
-            )
-            return _convert(pr)
+    def create_draft_pr(self, repo: str, *, head: str, base: str, title: str, body: str,
+                        maintainer_can_modify: bool = True) -> PullRequest:
+        self._repo(repo)
+        payload = {"title": title, "body": body, "base": base, "head": head, "draft": True,
+                   "maintainer_can_modify": maintainer_can_modify}
+        answer, _ = self._call("POST", f"/repos/{repo}/pulls",
+                               f"create a pull request on {repo}", repo=repo, payload=payload)
+        return shapes.pull_request(answer, answer.data)
 
     def update_pr(self, repo: str, number: int, *, title: str, body: str) -> PullRequest:
-        gh_repo = self._repo(repo)
-        with self._errors(repo, f"update pull request #{number} on {repo}", number):
-            pr = gh_repo.get_pull(number)
-            pr.edit(title=title, body=body)
-            return _convert(pr)
+        return self._edit_pr(repo, number, "update", {"title": title, "body": body})
 
     def reopen_pr(self, repo: str, number: int) -> PullRequest:
-        gh_repo = self._repo(repo)
-        with self._errors(repo, f"reopen pull request #{number} on {repo}", number):
-            pr = gh_repo.get_pull(number)
-            pr.edit(state="open")
-            return _convert(pr)
+        return self._edit_pr(repo, number, "reopen", {"state": "open"})
+
+    def _edit_pr(self, repo: str, number: int, verb: str, payload: dict[str, Any]) -> PullRequest:
+        self._repo(repo)
+        answer, _ = self._call("PATCH", f"/repos/{repo}/pulls/{number}",
+                               f"{verb} pull request #{number} on {repo}", repo=repo,
+                               payload=payload, thing=f"pull request #{number}")
+        return shapes.pull_request(answer, answer.data)
 
     def get_pr(self, repo: str, number: int) -> PullRequest:
-        gh_repo = self._repo(repo)
-        with self._errors(repo, f"read pull request #{number} on {repo}", number):
-            return _convert(gh_repo.get_pull(number))
+        self._repo(repo)
+        answer, _ = self._call("GET", f"/repos/{repo}/pulls/{number}",
+                               f"read pull request #{number} on {repo}", repo=repo,
+                               thing=f"pull request #{number}")
+        return shapes.pull_request(answer, answer.data)
 
-    @contextmanager
-    def _errors(self, repo: str, action: str, number: int | None = None) -> Iterator[None]:
-        try:
-            yield
-        except GithubException as e:
-            raise github_error(e, repo=repo, action=action, number=number) from None
-        except requests.exceptions.RequestException as e:
-            raise network_error(e, self.api_url, action) from None
+    def review_state(self, repo: str, number: int) -> ReviewState:
+        answer, items = self._pages(f"/repos/{repo}/pulls/{number}/reviews",
+                                    f"read the reviews of pull request #{number} on {repo}",
+                                    repo=repo, thing=f"pull request #{number}",
+                                    need="Pull requests: read")
+        return shapes.review_decision(answer, items)
+
+    def checks(self, repo: str, sha: str) -> ChecksSummary:
+        runs_answer, runs = self._pages(
+            f"/repos/{repo}/commits/{sha}/check-runs", f"read the check runs of {sha[:12]}",
+            repo=repo, key="check_runs", thing=f"commit {sha[:12]}", need="Checks: read")
+        verdicts = [shapes.check_run_verdict(runs_answer, run) for run in runs]
+        answer, _ = self._call("GET", f"/repos/{repo}/commits/{sha}/status",
+                               f"read the commit status of {sha[:12]}", repo=repo,
+                               thing=f"commit {sha[:12]}", need="Commit statuses: read")
+        return shapes.summary(verdicts + shapes.status_verdicts(answer))
+
+    # -- issues and comments -------------------------------------------------------------
+
+    def list_issues(self, repo: str) -> list[Issue]:
+        answer, items = self._pages(f"/repos/{repo}/issues", f"list the issues of {repo}",
+                                    repo=repo, params={"state": "all"}, need="Issues: read")
+        return [shapes.issue(answer, v, shapes.item_label("issue", v)) for v in items
+                if not shapes.is_pull_request(answer, v)]
+
+    def create_issue(self, repo: str, *, title: str, body: str) -> Issue:
+        answer, _ = self._call("POST", f"/repos/{repo}/issues", f"create an issue on {repo}",
+                               repo=repo, payload={"title": title, "body": body},
+                               need="Issues: write", replayable=False)
+        return shapes.issue(answer, answer.data)
+
+    def get_issue(self, repo: str, number: int) -> Issue:
+        answer, _ = self._call("GET", f"/repos/{repo}/issues/{number}",
+                               f"read issue #{number} on {repo}", repo=repo,
+                               thing=f"issue #{number}", need="Issues: read")
+        return shapes.issue(answer, answer.data)
+
+    def edit_issue(self, repo: str, number: int, *, title: str | None = None,
+                   body: str | None = None, state: str | None = None) -> Issue:
+        payload = {k: v for k, v in (("title", title), ("body", body), ("state", state))
+                   if v is not None}
+        answer, _ = self._call("PATCH", f"/repos/{repo}/issues/{number}",
+                               f"edit issue #{number} on {repo}", repo=repo, payload=payload,
+                               thing=f"issue #{number}", need="Issues: write")
+        return shapes.issue(answer, answer.data)
+
+    def list_comments(self, repo: str, number: int) -> list[Comment]:
+        answer, items = self._pages(f"/repos/{repo}/issues/{number}/comments",
+                                    f"list the comments of #{number} on {repo}", repo=repo,
+                                    thing=f"issue #{number}", need="Issues: read")
+        return [shapes.comment(answer, v) for v in items]
+
+    def create_comment(self, repo: str, number: int, body: str) -> Comment:
+        answer, _ = self._call("POST", f"/repos/{repo}/issues/{number}/comments",
+                               f"comment on #{number} on {repo}", repo=repo,
+                               payload={"body": body}, thing=f"issue #{number}",
+                               need="Issues: write", replayable=False)
+        return shapes.comment(answer, answer.data)
+
+    # -- the token -----------------------------------------------------------------------
+
+    def current_user(self) -> User:
+        answer, headers = self._call("GET", "/user", "read the token's user", repo="/user")
+        return shapes.user(answer, headers)
+
+    def can_push(self, repo: str) -> bool:
+        return self._repo(repo)
+
+    def _repo(self, repo: str) -> bool:
+        """Read ``repo`` once: a missing repository is then one clear 404 line."""
+        if repo not in self._repos:
+            answer, _ = self._call("GET", f"/repos/{repo}", f"read repository {repo}", repo=repo)
+            self._repos[repo] = shapes.can_push(answer)
+        return self._repos[repo]
 
 
-def _convert(pr: Any) -> PullRequest:
-    """PyGithub PullRequest -> PullRequest, touching only fields the list endpoint
-    returns (``merged`` would cost a second request per PR, so derive it)."""
-    merged_at: datetime | None = pr.merged_at
-    return PullRequest(
-        number=pr.number,
-        url=pr.html_url,
-        state=pr.state,
-        merged=merged_at is not None,
-        merged_at=merged_at.strftime("%Y-%m-%dT%H:%M:%SZ") if merged_at else None,
-        merge_commit_sha=pr.merge_commit_sha if merged_at else None,
-        title=pr.title or "",
-        body=pr.body or "",
-        head=pr.head.label,
-        base=pr.base.ref,
-        draft=bool(pr.draft),
-        head_sha=pr.head.sha,
-    )
-
-
-def _message(e: GithubException) -> str:
-    data = e.data if isinstance(e.data, dict) else {}
-    return str(data.get("message") or e.message or "no message")
-
-
-def _errors_text(e: GithubException) -> str:
-    data = e.data if isinstance(e.data, dict) else {}
-    parts = []
-    for err in data.get("errors") or []:
-        if isinstance(err, dict):
-            parts.append(err.get("message") or f"{err.get('field', '?')} {err.get('code', 'invalid')}")
-        else:
-            parts.append(str(err))
-    return "; ".join(str(p) for p in parts)
-
-
-def _is_rate_limit(e: GithubException) -> bool:
-    msg = _message(e).lower()
-    return isinstance(e, RateLimitExceededExceedsMaxWait) or "rate limit" in msg
-
-
-def github_error(
-    e: GithubException, *, repo: str, action: str, number: int | None = None
-) -> GitHubError:
-    """One clear, scrubbed line for a PyGithub exception raised while doing ``action``."""
-    status, msg = e.status, _message(e)
-    if status == 401:
-        text = f"GitHub rejected the token (401 {msg}): set GITHUB_TOKEN to a valid token"
-    elif status in (403, 429) and _is_rate_limit(e):
-        text = f"GitHub rate limit hit while trying to {action} ({status} {msg}): try again later"
-    elif status == 403:
-        text = f"token lacks Pull requests: write on {repo} ({status} {msg}): could not {action}"
-    elif status == 404 and number is not None:
-        text = f"pull request #{number} not found on {repo} (404): could not {action}"
-    elif status == 404:
-        text = f"{repo} not found or the token cannot see it (404): check [upstreams] github/fork"
-    elif status == 422:
-        detail = _errors_text(e)
-        if "already exists" in detail:
-            return PullRequestExists(scrub(f"{action}: {detail}"))
-        text = f"GitHub refused to {action} (422 {msg}{': ' + detail if detail else ''})"
-    elif status >= 500:
-        return GitHubUnavailable(scrub(f"GitHub failed to {action} ({status} {msg}): try again later"))
-    else:
-        text = f"GitHub answered {status} {msg} while trying to {action}"
-    return GitHubError(scrub(text))
-
-
-def network_error(e: requests.exceptions.RequestException, api_url: str, action: str) -> GitHubError:
-    """One clear line for a network failure, a timeout or exhausted 5xx retries."""
-    if isinstance(e, requests.exceptions.RetryError) and "too many 403" in str(e):
-        # The network is fine here: advice about it would send the user the wrong way.
-        return GitHubUnavailable(scrub(
-            f"could not {action} at {api_url}: it kept answering 403 rate limit "
-            "(Retry-After) after retries; try again later"))
-    if isinstance(e, requests.exceptions.RetryError):
-        why = "it kept answering 5xx after retries"
-    elif isinstance(e, requests.exceptions.Timeout) or "timed out" in str(e).lower():
-        why = "the request timed out"
-    elif isinstance(e, requests.exceptions.ConnectionError):
-        why = "could not connect"
-    else:
-        why = type(e).__name__
-    return GitHubUnavailable(
-        scrub(f"could not {action} at {api_url}: {why}; check the network or [github] api_url")
-    )
+PyGithubAPI = GitHubForge  # the name tests and older callers use

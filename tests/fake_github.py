@@ -28,16 +28,21 @@ import secrets
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-DOCS = "https://docs.github.com/rest"
+from tests.fake_github_base import DOCS, RecordedRequest
+from tests.fake_github_base import HTTPError as _HTTPError
+from tests.fake_github_base import not_found as _not_found
+from tests.fake_github_base import now as _now
+from tests.fake_github_base import validation_failed as _validation_failed
+from tests.fake_github_issues import IssueEndpoints
+
 SECONDARY_RATE_LIMIT_MESSAGE = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try "
     "again. If you reach out to GitHub Support for help, please include the request ID "
@@ -50,28 +55,18 @@ SECONDARY_RATE_LIMIT_DOCS = (
 
 
 @dataclass
-class RecordedRequest:
-    """One request as the server received it."""
-
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        """The request body parsed as JSON (None when empty)."""
-        return json.loads(self.body) if self.body else None
-
-
-@dataclass
 class Fault:
     """A failure injected into the next ``count`` requests matching method and path.
 
     kind: ``rate_limit`` (403 secondary rate limit, ``Retry-After``),
-    ``status`` (answer ``status`` with ``body`` without doing anything),
+    ``status`` (answer ``status`` with the JSON ``body`` without doing anything),
+    ``json`` (the same, but ``body`` is sent as it is, ``null`` included),
+    ``raw`` (answer ``status`` with the bytes ``raw`` as ``content_type``: HTML, bad JSON),
     ``after`` (do the work, then answer ``status``: the lost-response case),
-    ``delay`` (sleep ``seconds``, then do the work and answer normally).
+    ``delay`` (sleep ``seconds``, then do the work and answer normally),
+    ``hang`` (never answer: wait until the server stops),
+    ``redirect`` (answer 301 with ``Location: location``),
+    ``mutate`` (do the work, answer ``mutate(json)`` instead: wrongly typed fields).
     """
 
     method: str
@@ -79,9 +74,13 @@ class Fault:
     kind: str
     count: int = 1
     status: int = 502
-    body: dict[str, Any] | None = None
+    body: Any = None
     seconds: float = 0.0
-    retry_after: int = 1
+    retry_after: int | str = 1
+    raw: bytes = b""
+    content_type: str = "text/html; charset=utf-8"
+    location: str = ""
+    mutate: Callable[[Any], Any] | None = None
 
     def matches(self, method: str, path: str) -> bool:
         return self.count > 0 and method == self.method and re.fullmatch(self.path, path) is not None
@@ -95,6 +94,7 @@ class Repo:
     fork_of: str | None = None
     git_dir: str | None = None  # a real bare repo whose branches back PR heads/bases
     private: bool = False
+    push: bool = False  # permissions.push of the token on this repository
 
     @property
     def owner(self) -> str:
@@ -125,38 +125,31 @@ class PR:
     merged_by: str | None = None
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class _HTTPError(Exception):
-    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
-        super().__init__(status)
-        self.status = status
-        self.body = body
-        self.headers = headers or {}
-
-
-def _validation_failed(errors: list[dict[str, Any]], doc: str) -> _HTTPError:
-    return _HTTPError(
-        422,
-        {"message": "Validation Failed", "errors": errors, "documentation_url": doc, "status": "422"},
-    )
-
-
-def _not_found(doc: str = DOCS) -> _HTTPError:
-    return _HTTPError(404, {"message": "Not Found", "documentation_url": doc, "status": "404"})
-
-
 PULLS_DOC = "https://docs.github.com/rest/pulls/pulls"
 
 
-class FakeGitHub:
-    """The server's state, fault knobs and request log; start()/stop() run it."""
+@dataclass(frozen=True)
+class RawBody:
+    """An answer that is not JSON (an HTML error page, a truncated body)."""
 
-    def __init__(self, token: str, *, login: str = "contrib-bot") -> None:
+    data: bytes
+    content_type: str
+
+
+class FakeGitHub(IssueEndpoints):
+    """The server's state, fault knobs and request log; start()/stop() run it.
+
+    ``scopes`` is the ``X-OAuth-Scopes`` header of ``GET /user`` (None: absent,
+    as for fine-grained tokens).
+    """
+
+    def __init__(self, token: str, *, login: str = "contrib-bot",
+                 scopes: str | None = "repo, workflow") -> None:
         self.token = token
         self.login = login
+        self.scopes = scopes
+        self._init_issue_state()
+        self._stopping = threading.Event()
         self.requests: list[RecordedRequest] = []
         self.faults: list[Fault] = []
         self._repos: dict[str, Repo] = {}
@@ -177,7 +170,8 @@ class FakeGitHub:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
+        """Stop serving and close the socket (a hanging handler is let go)."""
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -200,11 +194,13 @@ class FakeGitHub:
         git_dir: str | None = None,
         default_branch: str = "main",
         private: bool = False,
+        push: bool = False,
     ) -> None:
-        """Make ``owner/name`` exist; ``git_dir`` is a bare repo whose refs back PRs."""
+        """Make ``owner/name`` exist; ``git_dir`` is a bare repo whose refs back PRs;
+        ``push``: whether the token may push there."""
         with self._lock:
             self._repos[full_name] = Repo(
-                full_name, next(self._ids), default_branch, fork_of, git_dir, private
+                full_name, next(self._ids), default_branch, fork_of, git_dir, private, push
             )
             self._prs.setdefault(full_name, [])
 
@@ -244,7 +240,7 @@ class FakeGitHub:
         return fault
 
     def rate_limit_next(
-        self, method: str, path: str, count: int = 1, retry_after: int = 1
+        self, method: str, path: str, count: int = 1, retry_after: int | str = 1
     ) -> Fault:
         """The next ``count`` matching requests answer 403 secondary rate limit."""
         return self.add_fault(Fault(method, path, "rate_limit", count, retry_after=retry_after))
@@ -256,6 +252,39 @@ class FakeGitHub:
     def delay_next(self, method: str, path: str, seconds: float, count: int = 1) -> Fault:
         """The next ``count`` matching requests sleep ``seconds`` before being handled."""
         return self.add_fault(Fault(method, path, "delay", count, seconds=seconds))
+
+    def fail_after(self, method: str, path: str, count: int = 1, status: int = 502) -> Fault:
+        """The next ``count`` matching requests do their work, then answer ``status``."""
+        return self.add_fault(Fault(method, path, "after", count, status))
+
+    def answer_raw(self, method: str, path: str, raw: bytes, *, status: int = 200,
+                   content_type: str = "text/html; charset=utf-8", count: int = 1) -> Fault:
+        """The next ``count`` matching requests answer ``raw`` bytes and do nothing."""
+        return self.add_fault(Fault(method, path, "raw", count, status, raw=raw,
+                                    content_type=content_type))
+
+    def answer_json(self, method: str, path: str, value: Any, *, status: int = 200,
+                    count: int = 1) -> Fault:
+        """The next ``count`` matching requests answer the JSON ``value`` and do nothing."""
+        return self.add_fault(Fault(method, path, "json", count, status, body=value))
+
+    def mutate_next(self, method: str, path: str, mutate: Callable[[Any], Any],
+                    count: int = 1) -> Fault:
+        """The next ``count`` matching requests do their work and answer ``mutate(json)``."""
+        return self.add_fault(Fault(method, path, "mutate", count, mutate=mutate))
+
+    def redirect_next(self, method: str, path: str, location: str, count: int = 1) -> Fault:
+        """The next ``count`` matching requests answer 301 to ``location`` (a path or URL)."""
+        return self.add_fault(Fault(method, path, "redirect", count, 301, location=location))
+
+    def hang_next(self, method: str, path: str, count: int = 1) -> Fault:
+        """The next ``count`` matching requests are never answered (until stop())."""
+        return self.add_fault(Fault(method, path, "hang", count))
+
+    def writes(self) -> list[RecordedRequest]:
+        """Every request that could change something (any method but GET/HEAD)."""
+        with self._lock:
+            return [r for r in self.requests if r.method not in ("GET", "HEAD")]
 
     def calls(self, method: str | None = None, path: str | None = None) -> list[RecordedRequest]:
         """Recorded requests, filtered by method and a full-match path regex."""
@@ -270,7 +299,7 @@ class FakeGitHub:
     # -- request handling ---------------------------------------------------------
 
     def handle(self, req: RecordedRequest) -> tuple[int, dict[str, str], Any]:
-        """Route one request; returns (status, extra headers, JSON body)."""
+        """Route one request; returns (status, extra headers, JSON body or RawBody)."""
         with self._lock:
             self.requests.append(req)
             fault = next((f for f in self.faults if f.matches(req.method, req.path)), None)
@@ -278,22 +307,41 @@ class FakeGitHub:
                 fault.count -= 1
         try:
             self._check_auth(req)
-            if fault is not None and fault.kind == "delay":
-                time.sleep(fault.seconds)
-            if fault is not None and fault.kind == "rate_limit":
-                return 403, {"Retry-After": str(fault.retry_after)}, {
-                    "message": SECONDARY_RATE_LIMIT_MESSAGE,
-                    "documentation_url": SECONDARY_RATE_LIMIT_DOCS,
-                }
-            if fault is not None and fault.kind == "status":
-                return fault.status, {}, fault.body or {"message": "Server Error"}
+            early = self._fault_before(fault) if fault is not None else None
+            if early is not None:
+                return early
             with self._lock:
                 status, headers, body = self._route(req)
             if fault is not None and fault.kind == "after":
                 return fault.status, {}, {"message": "Server Error"}
+            if fault is not None and fault.kind == "mutate" and fault.mutate is not None:
+                return status, headers, fault.mutate(body)
             return status, headers, body
         except _HTTPError as e:
             return e.status, e.headers, e.body
+
+    def _fault_before(self, fault: Fault) -> tuple[int, dict[str, str], Any] | None:
+        """The answer a fault gives instead of doing the work; None: do it."""
+        if fault.kind == "delay":
+            time.sleep(fault.seconds)
+        elif fault.kind == "hang":
+            self._stopping.wait(300)
+            return 504, {}, {"message": "server stopped"}
+        elif fault.kind == "rate_limit":
+            return 403, {"Retry-After": str(fault.retry_after)}, {
+                "message": SECONDARY_RATE_LIMIT_MESSAGE,
+                "documentation_url": SECONDARY_RATE_LIMIT_DOCS,
+            }
+        elif fault.kind == "status":
+            return fault.status, {}, {"message": "Server Error"} if fault.body is None else fault.body
+        elif fault.kind == "json":
+            return fault.status, {}, fault.body
+        elif fault.kind == "raw":
+            return fault.status, {}, RawBody(fault.raw, fault.content_type)
+        elif fault.kind == "redirect":
+            location = fault.location if "://" in fault.location else self.url + fault.location
+            return 301, {"Location": location}, {"message": "Moved Permanently", "url": location}
+        return None
 
     def _check_auth(self, req: RecordedRequest) -> None:
         auth = req.headers.get("authorization", "")
@@ -302,6 +350,9 @@ class FakeGitHub:
             raise _HTTPError(401, {"message": "Bad credentials", "documentation_url": DOCS, "status": "401"})
 
     def _route(self, req: RecordedRequest) -> tuple[int, dict[str, str], Any]:
+        more = self._route_more(req)
+        if more is not None:
+            return more
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)(/pulls(?:/(\d+))?)?", req.path)
         if m is None:
             raise _not_found()
@@ -349,7 +400,11 @@ class FakeGitHub:
             if base and base != pr.base_ref:
                 continue
             found.append(self._pr_json(pr, full=False))
-        per_page = int(req.query.get("per_page", "30"))
+        return self._paginate(req, found)
+
+    def _paginate(self, req: RecordedRequest, found: list[Any]) -> tuple[int, dict[str, str], Any]:
+        """One page of ``found`` (``page``, ``per_page`` up to 100), with GitHub's Link header."""
+        per_page = min(100, int(req.query.get("per_page", "30")))
         page = int(req.query.get("page", "1"))
         chunk = found[(page - 1) * per_page : page * per_page]
         headers = {}
@@ -404,7 +459,10 @@ class FakeGitHub:
         return self._pr_json(pr, full=True)
 
     def _next_number(self, repo: str) -> int:
-        return 1 + max((p.number for p in self._prs[repo]), default=0)
+        """Issues and pull requests share one sequence of numbers, as on GitHub."""
+        numbers = [p.number for p in self._prs.get(repo, [])]
+        numbers += [i.number for i in self._issues.get(repo, [])]
+        return 1 + max(numbers, default=0)
 
     def _head_repo(self, base: Repo, owner: str) -> Repo | None:
         if owner == base.owner:
@@ -468,7 +526,7 @@ class FakeGitHub:
             "full_name": repo.full_name, "private": repo.private, "fork": repo.fork_of is not None,
             "owner": self._user_json(repo.owner), "html_url": f"https://github.com/{repo.full_name}",
             "url": f"{self.url}/repos/{repo.full_name}", "default_branch": repo.default_branch,
-            "permissions": {"admin": False, "push": False, "pull": True},
+            "permissions": {"admin": False, "push": repo.push, "pull": True},
         }
 
     def _ref_json(self, repo_name: str, ref: str, sha: str) -> dict[str, Any]:
@@ -525,10 +583,14 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
         )
         status, headers, payload = self.fake.handle(req)
-        data = json.dumps(payload).encode()
+        content_type = "application/json; charset=utf-8"
+        if isinstance(payload, RawBody):
+            data, content_type = payload.data, payload.content_type
+        else:
+            data = json.dumps(payload).encode()
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for k, v in headers.items():
                 self.send_header(k, v)
@@ -654,4 +716,5 @@ def fake_github_fixture() -> Iterator[FakeGitHub]:
         fake.stop()
 
 
-__all__ = ["FakeGitHost", "FakeGitHub", "Fault", "RecordedRequest", "fake_github_fixture", "make_token"]
+__all__ = ["FakeGitHost", "FakeGitHub", "Fault", "RawBody", "RecordedRequest", "fake_github_fixture",
+           "make_token"]

@@ -196,8 +196,8 @@ def test_reopen_closed_but_not_merged(gh: FakeGitHub) -> None:
 
 
 def test_find_prefers_open_pr_across_pages(gh: FakeGitHub) -> None:
-    """35 closed PRs from the same head (two pages), then an open one."""
-    api = _api(gh)
+    """35 closed PRs from the same head (two pages of 30), then an open one."""
+    api = _api(gh, page_size=30)
     for _ in range(35):
         gh.close_pr(UP, _create(api).number)
     newest_closed = api.find_pr(UP, HEAD, "main")

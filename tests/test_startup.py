@@ -22,7 +22,7 @@ from tests.gitutil import Repo
 ROOT = Path(__file__).resolve().parent.parent
 # Heavy libraries no command needs just to start: each costs tens of milliseconds.
 HEAVY = ("git", "github", "rich", "requests", "urllib3", "tomlkit", "filelock", "unidiff",
-         "platformdirs", "contrib.validate", "contrib.forge", "contrib.github")
+         "platformdirs", "contrib.validate", "contrib.github", "contrib.github_http")
 
 
 def _modules_after(code: str, cwd: Path = ROOT) -> set[str]:

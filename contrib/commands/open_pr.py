@@ -25,19 +25,20 @@ from urllib.parse import urlsplit
 from contrib.clock import now_iso
 from contrib.config import Upstream
 from contrib.credentials import find_token, push_env, require_token
-from contrib.errors import ConfigError, ContribError, GitError, GitHubError, NeedsAttention
-from contrib.git import Git, Sha
-from contrib.github import (
-    GitHubAPI,
-    GitHubFactory,
-    GitHubUnavailable,
+from contrib.errors import ConfigError, ContribError, GitError, NeedsAttention
+from contrib.forge import (
+    Forge,
+    ForgeFactory,
+    ForgeUnavailable,
     PullRequest,
     PullRequestExists,
-    PyGithubAPI,
+    connect,
 )
+from contrib.git import Git, Sha
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Version, Workspace
 from contrib.pr_body import BodyInput, CommitLine, overall, render_body, render_title
+from contrib.recording import RecordingForge
 from contrib.requires import requirements
 from contrib.secrets import scrub
 from contrib.series import apply_series, split_mail
@@ -81,7 +82,7 @@ class Job:
 
 def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: bool = False,
             force: bool = False, reopen: bool = False,
-            github_factory: GitHubFactory | None = None) -> tuple[int, list[dict[str, Any]]]:
+            github_factory: ForgeFactory | None = None) -> tuple[int, list[dict[str, Any]]]:
     """Open or update the draft PR of each selected patchset.
 
     Returns the exit code (0 all done, 1 something needs the user, 2 bad
@@ -89,15 +90,12 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
     reported in that patchset's result; the others still run.
     """
     patchsets = ws.patchsets(list(targets))
-    api_url = ws.config.github_api_url
-    token = find_token(api_url) if dry_run else (require_token(api_url) if patchsets else None)
-    factory = github_factory or PyGithubAPI
-    api = factory(api_url, token) if token else None
+    token, forge = _forge(ws, dry_run=dry_run, factory=github_factory, needed=bool(patchsets))
     mirrors: dict[str, Mirror] = {}
     results: list[dict[str, Any]] = []
     for ps in patchsets:
         try:
-            results.append(_open_one(ws, ps, api, token, mirrors, dry_run=dry_run, force=force,
+            results.append(_open_one(ws, ps, forge, token, mirrors, dry_run=dry_run, force=force,
                                      reopen=reopen))
         except ContribError as exc:
             results.append({"patchset": ps.target, "result": "error", "error": scrub(str(exc)),
@@ -105,37 +103,46 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
     return max((r["exit_code"] for r in results), default=0), results
 
 
-def _open_one(ws: Workspace, ps: Patchset, api: GitHubAPI | None, token: str | None,
+def _forge(ws: Workspace, *, dry_run: bool, factory: ForgeFactory | None,
+           needed: bool) -> tuple[str | None, Forge]:
+    """(token, forge): the recorder for a dry run (reading through GitHub when a
+    token is at hand), else GitHub itself, which needs a token."""
+    api_url = ws.config.github_api_url
+    if dry_run:
+        token = find_token(api_url)
+        reader = connect(ws.config, token, factory=factory) if token else None
+        return token, RecordingForge(reader, api_url)
+    token = require_token(api_url) if needed else None
+    if token is None:
+        return None, RecordingForge(None, api_url)  # no patchset: nothing will be asked
+    return token, connect(ws.config, token, factory=factory)
+
+
+def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
               mirrors: dict[str, Mirror], *, dry_run: bool, force: bool,
               reopen: bool) -> dict[str, Any]:
     job = _prepare(ws, ps, mirrors, force=force)
-    job.actions.append(f"GET /repos/{job.repo}/pulls?state=all&head={job.head}"
-                       f"&base={job.upstream.branch}" + ("" if api else " (skipped: no token)"))
-    existing = api.find_pr(job.repo, job.head, job.upstream.branch) if api else None
+    if isinstance(forge, RecordingForge):  # a dry run: the calls join the actions in order
+        forge.on_call = lambda call: job.actions.append(str(call))
+    existing = forge.find_pr(job.repo, job.head, job.upstream.branch)
     if existing is not None and existing.merged:
         return _merged(job, existing, dry_run)
     if existing is not None and existing.state == "closed" and not reopen:
         return _closed(job, existing, dry_run)
     fork_tip = _fork_tip(job, token, dry_run)
     expected = _lease(job, fork_tip)
-    if dry_run:
-        return _dry_run(job, existing, fork_tip, api is not None)
     reopened = existing is not None and existing.state == "closed"
     if existing is not None and reopened:
         # GitHub cannot reopen a PR whose branch was force-pushed while closed: reopen first.
-        job.actions.append(f"PATCH /repos/{job.repo}/pulls/{existing.number} state=open")
-        existing = _require(api).reopen_pr(job.repo, existing.number)
-    pushed = _push(job, token, expected, fork_tip)
-    pr, outcome = _create_or_update(job, _require(api), existing)
+        existing = forge.reopen_pr(job.repo, existing.number)
+    pushed = _push(job, token, expected, fork_tip, dry_run)
+    pr, outcome = _create_or_update(job, forge, existing)
     outcome = "reopened" if reopened else outcome
+    if dry_run:
+        return job.result("dry-run", push=pushed, would=outcome, body=job.body,
+                          pr=_pr_json(existing) if existing else None)
     _record(job, pr)
     return job.result(outcome, push=pushed, pr=_pr_json(pr))
-
-
-def _require(api: GitHubAPI | None) -> GitHubAPI:
-    if api is None:  # only dry runs go without a token
-        raise GitHubError("no GitHub token: set GITHUB_TOKEN (or GH_TOKEN)")
-    return api
 
 
 # -- preparing: config checks, validation, the branch, title and body -----------
@@ -304,15 +311,21 @@ def _lease(job: Job, fork_tip: str | None) -> str | None:
     return fork_tip
 
 
-def _push(job: Job, token: str | None, expected: str | None, fork_tip: str | None) -> str:
+def _push(job: Job, token: str | None, expected: str | None, fork_tip: str | None,
+          dry_run: bool) -> str:
     """Push the branch with a lease; 'unchanged' when the fork already has it."""
     dest = f"refs/heads/{job.branch}"
     assert dest.startswith("refs/heads/" + BRANCH_PREFIX)  # never anything else
     if fork_tip == job.tip:
+        if dry_run:
+            job.actions.append("(push skipped: the fork already has this branch)")
+            return "unchanged"
         _remember_push(job)
         return "unchanged"
     job.actions.append(f"git push --force-with-lease={dest}:{expected or ''} {job.push_url} "
                        f"{job.tip[:12]}:{dest}")
+    if dry_run:
+        return "would push"
     try:
         job.git.run("push", "--porcelain", "--no-verify",
                     f"--force-with-lease={dest}:{expected or ''}", "--", job.push_url,
@@ -343,17 +356,16 @@ def _remember_push(job: Job) -> None:
 # -- the pull request ------------------------------------------------------------
 
 
-def _create_or_update(job: Job, api: GitHubAPI,
+def _create_or_update(job: Job, api: Forge,
                       existing: PullRequest | None) -> tuple[PullRequest, str]:
     if existing is not None:
         return _update(job, api, existing, None)
-    job.actions.append(f"POST /repos/{job.repo}/pulls head={job.head} draft=true")
     try:
         pr = api.create_draft_pr(job.repo, head=job.head, base=job.upstream.branch,
                                  title=job.title, body=job.body,
                                  maintainer_can_modify=job.upstream.maintainer_can_modify)
         return pr, "created"
-    except (PullRequestExists, GitHubUnavailable) as exc:
+    except (PullRequestExists, ForgeUnavailable) as exc:
         # The create may have landed (GitHub said "already exists", or answered 5xx
         # after making it): find that PR and update it; never open a second one.
         found = api.find_pr(job.repo, job.head, job.upstream.branch)
@@ -363,11 +375,10 @@ def _create_or_update(job: Job, api: GitHubAPI,
         return _update(job, api, found, "created" if ours else None)
 
 
-def _update(job: Job, api: GitHubAPI, pr: PullRequest,
+def _update(job: Job, api: Forge, pr: PullRequest,
             outcome: str | None) -> tuple[PullRequest, str]:
     if pr.title == job.title and pr.body == job.body:
         return pr, outcome or "unchanged"
-    job.actions.append(f"PATCH /repos/{job.repo}/pulls/{pr.number} title, body")
     return api.update_pr(job.repo, pr.number, title=job.title, body=job.body), outcome or "updated"
 
 
@@ -408,31 +419,11 @@ def _closed(job: Job, pr: PullRequest, dry_run: bool) -> dict[str, Any]:
     return job.result("closed", push="skipped", pr=_pr_json(pr), error=message, exit_code=1)
 
 
-def _dry_run(job: Job, existing: PullRequest | None, fork_tip: str | None,
-             looked_up: bool) -> dict[str, Any]:
-    dest = f"refs/heads/{job.branch}"
-    if fork_tip == job.tip:
-        job.actions.append("(push skipped: the fork already has this branch)")
-    else:
-        job.actions.append(f"git push --force-with-lease={dest}:{fork_tip or ''} {job.push_url} "
-                           f"{job.tip[:12]}:{dest}")
-    if existing is not None:
-        if existing.state == "closed":
-            job.actions.append(f"PATCH /repos/{job.repo}/pulls/{existing.number} state=open")
-        if existing.title != job.title or existing.body != job.body:
-            job.actions.append(f"PATCH /repos/{job.repo}/pulls/{existing.number} title, body")
-    else:
-        what = "" if looked_up else " (unless the lookup finds one; no token to look it up)"
-        job.actions.append(f"POST /repos/{job.repo}/pulls head={job.head} draft=true{what}")
-    return job.result("dry-run", push="would push" if fork_tip != job.tip else "unchanged",
-                      pr=_pr_json(existing) if existing else None, body=job.body)
-
-
 # -- the command as the CLI calls it ----------------------------------------------
 
 
 def open_pr_command(ws: Workspace, ui: UI, targets: list[str], *, dry_run: bool, force: bool,
-                    reopen: bool, github_factory: GitHubFactory | None = None) -> int:
+                    reopen: bool, github_factory: ForgeFactory | None = None) -> int:
     """Run open-pr and report: a human summary, or one JSON document."""
     code, results = open_pr(ws, targets, dry_run=dry_run, force=force, reopen=reopen,
                             github_factory=github_factory)
@@ -450,7 +441,8 @@ def _report(ui: UI, r: dict[str, Any], dry_run: bool) -> None:
         return
     pr = r.get("pr") or {}
     link = f" #{pr['number']} {pr['url']}" if pr.get("number") else ""
-    ui.info(f"{r['patchset']}: {r['result']}{link} (push: {r.get('push')}, branch "
+    result = f"dry run, would be {r['would']}" if r.get("would") else r["result"]
+    ui.info(f"{r['patchset']}: {result}{link} (push: {r.get('push')}, branch "
             f"{r['head']} at {r['tip'][:12]}{', validation forced' if r['forced'] else ''})")
     if r.get("error"):
         ui.warn(f"{r['patchset']}: {r['error']}")

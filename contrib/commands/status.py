@@ -6,14 +6,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from contrib.errors import ContribError
+from contrib.forge import ForgeFactory
 from contrib.git import Sha
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
+from contrib.pr_status import add_live_prs, pr_cells
 from contrib.ui import UI
 
 
-def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool) -> int:
-    """One row per patchset: base, tip, commits behind, sync, validation, PR."""
+def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
+           forge_factory: ForgeFactory | None = None) -> int:
+    """One row per patchset: base, tip, commits behind, sync, validation, PR with its
+    CI checks and review state (read from GitHub unless offline or without a token)."""
     mirrors: dict[str, Mirror] = {}
     patchsets = ws.patchsets(targets)
     for ps in patchsets:
@@ -26,14 +30,19 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool) -> int:
                                            if ps.upstream == name])
              for name, mirror in mirrors.items()}
     rows = [describe(ps, mirrors[ps.upstream], facts[ps.upstream]) for ps in patchsets]
-    ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR"],
+    github, code = add_live_prs(ws, patchsets, rows, online=fetch, factory=forge_factory)
+    ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR",
+                           "CI", "review"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
-               r["sync"] or "-", r["validation"] or "-", _pr_cell(r["pr"])] for r in rows])
+               r["sync"] or "-", r["validation"] or "-", *pr_cells(r)] for r in rows])
     if not rows:
         ui.info("no patchsets yet: create one with `contrib new`")
-    ui.emit({"patchsets": rows})
-    return 0
+    for r in rows:
+        if "error" in (r["pr_live"] or {}):
+            ui.warn(f"{r['patchset']}: {r['pr_live']['error']}")
+    ui.emit({"patchsets": rows, "github": github})
+    return code
 
 
 @dataclass(frozen=True)
@@ -83,9 +92,3 @@ def describe(ps: Patchset, mirror: Mirror, facts: UpstreamFacts | None = None) -
         "validation": verdict,
         "pr": pr,
     }
-
-
-def _pr_cell(pr: dict[str, Any] | None) -> str:
-    if not pr or not pr.get("number"):
-        return "-"
-    return f"#{pr['number']} {pr.get('state') or ''}".strip()

@@ -1,0 +1,48 @@
+"""What the fake GitHub's modules share: the request log entry and GitHub's error bodies."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+DOCS = "https://docs.github.com/rest"
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server received it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The request body parsed as JSON (None when empty)."""
+        return json.loads(self.body) if self.body else None
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+
+
+def validation_failed(errors: list[dict[str, Any]], doc: str) -> HTTPError:
+    return HTTPError(
+        422,
+        {"message": "Validation Failed", "errors": errors, "documentation_url": doc, "status": "422"},
+    )
+
+
+def not_found(doc: str = DOCS) -> HTTPError:
+    return HTTPError(404, {"message": "Not Found", "documentation_url": doc, "status": "404"})
