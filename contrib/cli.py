@@ -22,7 +22,7 @@ import click
 
 from contrib import __version__
 from contrib.completion import complete_targets, complete_upstreams
-from contrib.errors import ContribError
+from contrib.errors import ContribError, UsageError
 from contrib.secrets import scrub
 from contrib.ui import NORMAL, QUIET, UI, VERBOSE
 
@@ -221,6 +221,21 @@ def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, 
 
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), dry_run=dry_run,
                                                       force=force, reopen=reopen))
+
+
+@cli.command(epilog=example("contrib doctor --json"))
+@json_option
+@pass_ctx
+def doctor(ctx: Context, json_mode: bool) -> int:
+    """Check git, CUDA, GPUs, the GitHub token, upstreams, caches and the workspace."""
+    from contrib.commands.doctor import doctor as run
+
+    ui = ctx.make_ui(json_mode)
+    try:
+        ws = ctx.workspace()
+    except UsageError:  # outside a workspace the machine is still worth checking
+        ws = None
+    return run(ws, ui)
 
 
 @cli.command(epilog=example("contrib demo /tmp/contrib-demo"))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NewType
 
-from contrib.errors import GitError
+from contrib.errors import GitError, GitTimeout
 from contrib.secrets import scrub
 
 Sha = NewType("Sha", str)
@@ -343,12 +343,22 @@ def _spawn(args: list[str], *, cwd: Path, env: Mapping[str, str] | None,
     except FileNotFoundError:
         raise GitError(_NO_GIT) from None
     except subprocess.TimeoutExpired:
-        raise GitError(f"`git {_describe(args)}` in {cwd} took longer than {timeout:g}s; "
+        raise GitTimeout(f"`git {_describe(args)}` in {cwd} took longer than {timeout:g}s; "
                        "stopped it", reason=f"timed out after {timeout:g}s") from None
     return proc.returncode, proc.stdout, proc.stderr
 
 
 _NO_GIT = "git is not installed or not on PATH: install git >= 2.38"
+
+
+def run_git(args: list[str], *, timeout: float | None = None) -> str:
+    """``git ARGS`` outside any repository (``--version``, ``ls-remote URL``, ``-C DIR``);
+    stdout, or GitError (GitTimeout past ``timeout`` seconds)."""
+    status, out, err = _spawn(args, cwd=Path.cwd(), env=None, input=None, timeout=timeout)
+    if status != 0:
+        stderr = scrub(err.decode("utf-8", errors="replace")).strip()
+        raise GitError(f"`git {_describe(args)}` failed: {stderr}", reason=git_reason(stderr))
+    return out.decode("utf-8", errors="surrogateescape")
 
 
 def clone_bare(url: str, dest: Path, *, partial: bool, progress: ProgressFn | None) -> None:
