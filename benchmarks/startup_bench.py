@@ -37,8 +37,9 @@ LAUNCHER = "import sys\nfrom contrib.__main__ import main\nsys.exit(main())\n"
 def _env(root: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("GIT_", "PYTHON")) and k not in ("CI",)}
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return env | {"GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C", "HOME": str(root / "home"),
-                  "CONTRIB_CACHE": str(root / "cache"), "PYTHONPATH": str(ROOT),
+                  "CONTRIB_CACHE": str(root / "cache"), "PYTHONPATH": path,
                   "PYTHONPYCACHEPREFIX": str(root / "pycache"),
                   "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
                   "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
@@ -144,7 +145,7 @@ def bench(root: Path, patchsets: int, repeat: int) -> None:
     launcher.write_text(LAUNCHER)
     contrib = [sys.executable, str(launcher)]
     subprocess.run([*contrib, "sync"], cwd=synced, env=env, check=True,
-                   stdout=subprocess.DEVNULL)  # every patchset to the tip: later syncs are no-ops
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # every patchset to the tip: later syncs are no-ops
     [cache] = (root / "cache" / "upstreams").glob("up-*.git")
     print(f"{patchsets} patchsets on a {patchsets * 4}-commit upstream (built in "
           f"{time.perf_counter() - t0:.1f}s); {sys.version.split()[0]}; median of {repeat}")
