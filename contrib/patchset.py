@@ -251,34 +251,39 @@ class Workspace:
         return Transaction(self.root, self.state_dir)
 
     def all_patchsets(self) -> list[Patchset]:
+        return [Patchset(self, upstream, name) for upstream, name in self._names()]
+
+    def _names(self) -> list[tuple[str, str]]:
+        """(upstream, name) of every patchset folder, nothing read yet: a command on one
+        patchset parses only its patchset.toml."""
         base = self.root / "patchsets"
         found = []
         if base.is_dir():
             for up in sorted(p for p in base.iterdir() if p.is_dir()):
                 for ps in sorted(p for p in up.iterdir() if p.is_dir()):
                     if (ps / META_NAME).is_file():
-                        found.append(Patchset(self, up.name, ps.name))
+                        found.append((up.name, ps.name))
         return found
 
     def patchsets(self, targets: list[str] | tuple[str, ...] = ()) -> list[Patchset]:
         """Patchsets selected by ``UPSTREAM`` or ``UPSTREAM/NAME`` targets (none = all)."""
-        every = self.all_patchsets()
+        every = self._names()
         if not targets:
-            return every
-        chosen: list[Patchset] = []
+            return self.all_patchsets()
+        chosen: list[tuple[str, str]] = []
         for target in targets:
             upstream, _, name = target.strip("/").partition("/")
             if upstream not in self.config.upstreams:
                 known = ", ".join(sorted(self.config.upstreams)) or "none"
                 raise UsageError(f"unknown target {target!r}: no upstream {upstream!r} in "
                                  f"{self.config.path} (known: {known})")
-            hits = [p for p in every if p.upstream == upstream and (not name or p.name == name)]
+            hits = [(u, n) for u, n in every if u == upstream and (not name or n == name)]
             if name and not hits:
-                names = ", ".join(p.target for p in every if p.upstream == upstream) or "none"
+                names = ", ".join(f"{u}/{n}" for u, n in every if u == upstream) or "none"
                 raise UsageError(f"unknown target {target!r}: no patchset {name!r} under "
                                  f"patchsets/{upstream}/ (have: {names})")
-            chosen += [p for p in hits if p not in chosen]
-        return chosen
+            chosen += [hit for hit in hits if hit not in chosen]
+        return [Patchset(self, upstream, name) for upstream, name in chosen]
 
     def patchset(self, target: str) -> Patchset:
         """Exactly one patchset named ``UPSTREAM/NAME``."""
