@@ -9,7 +9,6 @@ library only, and answer nothing rather than fail on a broken workspace.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +32,8 @@ def _workspace_root(ctx: click.Context) -> Path | None:
 
 def workspace_names(root: Path) -> tuple[list[str], list[str]]:
     """(upstream names, ``UPSTREAM/NAME`` of every patchset) in the workspace at ``root``."""
+    import tomllib
+
     from contrib.config import CONFIG_NAME
 
     try:

@@ -141,6 +141,19 @@ class Git:
         return (status, out.decode("utf-8", errors="surrogateescape"),
                 scrub(err.decode("utf-8", errors="replace")))
 
+    def run_reporting(self, *args: str, env: Mapping[str, str] | None = None,
+                      progress: ProgressFn | None = None) -> str:
+        """Like :meth:`run`, for a long command that can report (push, fetch): with
+        ``progress``, git runs with ``--progress`` and each of its messages goes there."""
+        if progress is None:
+            return self.run(*args, env=env)
+        argv = [args[0], "--progress", *args[1:]]
+        status, out, err = _stream(argv, cwd=self.path, env=env, progress=progress)
+        if status != 0:
+            raise GitError(f"`git {_describe(argv)}` failed in {self.path}: {err}",
+                           reason=git_reason(err))
+        return out.decode("utf-8", errors="surrogateescape").strip()
+
     def _execute(self, args: list[str], *, env: Mapping[str, str] | None,
                  input: bytes | str | None, timeout: float | None) -> bytes:
         status, out, err = _spawn(args, cwd=self.path, env=env, input=input, timeout=timeout)
@@ -377,24 +390,32 @@ def fetch(repo: Git, remote: str, *, progress: ProgressFn | None) -> None:
 
 def _run_long(args: list[str], tail: list[str], *, progress: ProgressFn | None,
               what: str) -> None:
-    """Run a long git command, handing each of its progress messages to ``progress``.
+    """Run a long git command outside a repository (clone, fetch -C), handing each of
+    its progress messages to ``progress``."""
+    argv = [*args, *(["--progress"] if progress else []), *tail]
+    status, _, err = _stream(argv, cwd=None, env=None, progress=progress)
+    if status != 0:
+        raise GitError(f"git {scrub(what)} failed: {err}", reason=git_reason(err))
 
-    git writes progress to stderr, redrawing a line with ``\r``; every message
-    (split on ``\r`` and ``\n``) goes to ``progress`` so the caller can show it
-    on its one status line, and the last messages are kept for the error.
-    """
-    argv = ["git", *args, *(["--progress"] if progress else []), *tail]
-    _announce(argv[1:], None)
-    try:
-        proc = subprocess.Popen(argv, env=clean_env(), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    except FileNotFoundError:
-        raise GitError(_NO_GIT) from None
-    assert proc.stderr is not None
-    kept = _read_progress(proc.stderr.fileno(), progress)
-    if proc.wait() != 0:
-        stderr = scrub("\n".join(kept)).strip()
-        raise GitError(f"git {scrub(what)} failed: {stderr}", reason=git_reason(stderr))
+
+def _stream(args: list[str], *, cwd: Path | None, env: Mapping[str, str] | None,
+            progress: ProgressFn | None) -> tuple[int, bytes, str]:
+    """Run ``git ARGS`` reading its stderr as it comes: (status, stdout, the last of
+    stderr, scrubbed).  git writes progress to stderr, redrawing a line with ``\\r``;
+    each message goes to ``progress`` so the caller can show it on its status line."""
+    _announce(args, cwd)
+    with tempfile.TemporaryFile() as out:
+        try:
+            proc = subprocess.Popen(["git", *args], cwd=cwd, env=clean_env(env),
+                                    stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise GitError(_NO_GIT) from None
+        with proc:
+            assert proc.stderr is not None
+            kept = _read_progress(proc.stderr.fileno(), progress)
+        out.seek(0)
+        return proc.returncode, out.read(), scrub("\n".join(kept)).strip()
 
 
 def _read_progress(fd: int, progress: ProgressFn | None) -> list[str]:

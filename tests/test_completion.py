@@ -68,3 +68,18 @@ def test_patchsets_upstreams_commands_and_options_complete(two: Workspace, tmp_p
 
 def test_outside_a_workspace_nothing_is_offered(tmp_path: Path) -> None:
     assert _complete(tmp_path, "bash", "contrib sync pr").split() == []
+
+
+def test_every_command_help_ends_with_one_example() -> None:
+    from click.testing import CliRunner
+
+    from contrib.cli import cli
+
+    runner = CliRunner()
+    for name in [None, *cli.commands]:
+        args = ["--help"] if name is None else [name, "--help"]
+        text = runner.invoke(cli, args).output.rstrip()
+        tail = text.rsplit("Example:", 1)
+        assert len(tail) == 2, f"contrib {name or ''} --help has no example"
+        example = tail[1].strip().splitlines()
+        assert len(example) == 1 and example[0].startswith("contrib "), (name, example)
