@@ -86,6 +86,7 @@ def test_terminal_shows_progress_and_pipes_or_json_show_none(moved: Workspace,
     shown = on_terminal(_fresh(moved, tmp_path, "tty"), "sync")
     assert "\rsync 1/1" in shown and "proj/f3" in shown and "rebased" in shown
     assert f"{ESC}2m" in shown  # the step line is dim on a terminal
+    assert "\rproj: " in shown  # git's own fetch progress, on the same line
 
     out, err = through_pipes(_fresh(moved, tmp_path, "pipe"), "sync")
     assert "rebased" in out
