@@ -99,7 +99,7 @@ def test_terminal_shows_progress_and_pipes_or_json_show_none(moved: Workspace,
 
 
 def test_quiet_ci_and_dumb_terminals_show_no_progress(moved: Workspace, tmp_path: Path) -> None:
-    quiet = on_terminal(_fresh(moved, tmp_path, "q"), "sync", "-q")
+    quiet = on_terminal(_fresh(moved, tmp_path, "q"), "-q", "sync")  # before the command too
     assert "\r" not in quiet and "fetching" not in quiet and "rebased" in quiet
     ci = on_terminal(_fresh(moved, tmp_path, "ci"), "sync", CI="true")
     assert "\rsync" not in ci and "rebased" in ci
