@@ -196,15 +196,29 @@ def sync(ctx: Context, targets: tuple[str, ...], to: str | None, commit: bool,
 @click.option("--arch", help="Target architecture, e.g. sm_120a (default: patchset.toml's).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a JUnit XML report here.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the run to FILE (outside the workspace) instead of validation.json.")
+@click.option("--merge", is_flag=True,
+              help="Merge run files (the arguments) written by --out into the workspace.")
 @json_option
 @pass_ctx
 def validate(ctx: Context, targets: tuple[str, ...], arch: str | None, junit: Path | None,
-             json_mode: bool) -> int:
+             out: Path | None, merge: bool, json_mode: bool) -> int:
     """Prove each patchset is whole for the target GPU architecture."""
-    from contrib.commands.validate import validate as run
+    from contrib.commands import validate as command
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), arch=arch,
-                                                      junit=junit))
+    if merge:
+        if arch or junit or out:
+            raise UsageError("--merge takes run files only (no --arch, --junit or --out)")
+        if not targets:
+            raise UsageError("--merge needs the run files to merge: contrib validate --merge FILE...")
+        return _locked(ctx, json_mode, lambda ws, ui: command.merge(ws, ui, list(map(Path, targets))))
+    if out is not None:  # touches nothing in the workspace, so takes no lock there
+        ctx.ui = UI(json_mode)
+        return command.validate(ctx.workspace(), ctx.ui, list(targets), arch=arch, junit=junit,
+                                out=out)
+    return _locked(ctx, json_mode, lambda ws, ui: command.validate(ws, ui, list(targets),
+                                                                   arch=arch, junit=junit))
 
 
 @cli.command("open-pr", epilog=example("contrib open-pr flashinfer/sm120-trtllm-comm --dry-run"))

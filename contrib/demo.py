@@ -3,8 +3,9 @@
 The upstream is our own small imitation of the seed story (a JIT gate that
 lists CUDA sources, a header whose kernels are guarded ``< 1200``).  The demo
 runs ``new`` -> upstream moves -> ``sync`` -> ``validate`` (the one-line gate
-patch FAILS, naming the guard) -> the whole fix -> ``validate`` passes ->
-``open-pr --dry-run``, narrating each step.
+patch FAILS, naming the guard) -> the whole fix -> ``validate`` (every required
+stage passes; ``incomplete`` where no GPU runs the tests) -> ``open-pr --dry-run``,
+narrating each step.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ Layout (SPEC.md)::
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -94,13 +93,6 @@ class Version:
     def patch_texts(self) -> list[tuple[str, bytes]]:
         """(file name, raw bytes) of each patch in series order."""
         return [(p.name, p.read_bytes()) for p in self.patch_paths()]
-
-    def read_validation(self) -> dict[str, Any] | None:
-        try:
-            data = json.loads(self.validation_path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, ValueError, UnicodeDecodeError):
-            return None
-        return data if isinstance(data, dict) else None
 
 
 class Patchset:

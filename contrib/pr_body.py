@@ -1,9 +1,9 @@
 """The title and body of a patchset's pull request.
 
 The body tells a reviewer what the change is and what was validated where:
-the summary from ``patchset.toml``, the patch list, the validation table from
-``validation.json`` (each stage, the host and GPU it ran on, what was skipped
-and why), a ``git range-diff`` against the previously pushed version on
+a first line with the validation verdict as it is, the summary from
+``patchset.toml``, the patch list, the validation record (:mod:`contrib.record`:
+each run, the host and GPUs it ran on, each stage, what was skipped and why), a ``git range-diff`` against the previously pushed version on
 updates, the patchsets it requires, and a hidden marker that ties the PR to
 ``UPSTREAM/NAME`` at one version.  Rendering is a pure function of its
 inputs, so an unchanged patchset yields a byte-identical body (and no edit).
@@ -11,10 +11,10 @@ inputs, so an unchanged patchset yields a byte-identical body (and no edit).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from contrib.record import Run, Stage, Standing
 from contrib.secrets import scrub
 
 # GitHub refuses bodies over 65,536 characters; keep room for the rest.
@@ -41,8 +41,9 @@ class BodyInput:
     base_branch: str
     summary: str
     commits: Sequence[CommitLine]
-    validation: Mapping[str, Any] | None
+    validation: Standing
     forced: bool = False
+    problem: str = ""  # why open-pr would have refused, when forced
     range_diff: str | None = None
     previous_version: str | None = None
     requires: Sequence[str] = ()
@@ -60,11 +61,12 @@ def render_title(title: str, target: str) -> str:
 
 def render_body(data: BodyInput) -> str:
     """The full Markdown body, scrubbed of any registered secret."""
-    parts = [data.summary.strip() or f"Patchset `{data.target}`."]
+    parts = [verdict_line(data.validation, data.forced),
+             data.summary.strip() or f"Patchset `{data.target}`."]
     if data.requires:
         parts.append("**Requires:** " + ", ".join(data.requires))
     parts.append(_patch_list(data))
-    parts.append(_validation_section(data.validation, data.forced))
+    parts.append(_validation_section(data.validation, data.forced, data.problem))
     if data.range_diff:
         parts.append(_range_diff_section(data.range_diff, data.previous_version, data.version))
     parts.append(
@@ -90,110 +92,51 @@ def _md(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _stages(validation: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Stages as a list of dicts with a name, whether stored as a list or a mapping."""
-    raw = validation.get("stages") or []
-    if isinstance(raw, Mapping):
-        return [{"name": k, **v} if isinstance(v, Mapping) else {"name": k, "status": v}
-                for k, v in raw.items()]
-    return [dict(s) for s in raw if isinstance(s, Mapping)]
+def verdict_line(validation: Standing, forced: bool) -> str:
+    """The body's first line: the verdict as it is, never better."""
+    if validation.record is None:
+        line = f"**Not validated** ({_md(validation.reason)})"
+    else:
+        line = f"**Validation:** {_md(validation.summary())}"
+    return line + (". Opened with `contrib open-pr --force`." if forced else ".")
 
 
-def overall(validation: Mapping[str, Any] | None) -> str | None:
-    """The recorded verdict (``passed``/``failed``/...), or None without validation."""
-    if validation is None:
-        return None
-    verdict = (validation.get("verdict") or validation.get("overall")
-               or validation.get("status") or validation.get("result"))
-    if verdict:
-        return str(verdict)
-    statuses = [str(s.get("status", "")) for s in _stages(validation)]
-    if not statuses:
-        return None
-    return "failed" if "failed" in statuses else "passed"
-
-
-def _host_text(host: Any) -> str:
-    """``hostname, 2x NVIDIA RTX PRO 6000 (12.0), nvcc 13.0`` from a host dict."""
-    if not isinstance(host, Mapping):
-        return str(host) if host else ""
-    bits = [str(host.get("hostname") or host.get("name") or "")]
-    gpus = host.get("gpus") or []
-    if isinstance(gpus, Sequence) and not isinstance(gpus, str) and gpus:
-        names: dict[str, int] = {}
-        for gpu in gpus:
-            if isinstance(gpu, Mapping):
-                cc = gpu.get("compute_capability") or gpu.get("capability") or ""
-                label = f"{gpu.get('name', 'GPU')}" + (f" (sm {cc})" if cc else "")
-            else:
-                label = str(gpu)
-            names[label] = names.get(label, 0) + 1
-        bits += [f"{n}x {label}" if n > 1 else label for label, n in names.items()]
-    elif "gpus" in host:
-        bits.append("no GPU" if host.get("nvidia_smi", True) else "no GPU (no nvidia-smi)")
-    nvcc = host.get("nvcc") or host.get("nvcc_version")
-    if nvcc:
-        bits.append(f"nvcc {nvcc}")
-    return ", ".join(b for b in bits if b)
-
-
-def _arch_name(arch: Any) -> str:
-    """validation.json keeps arch as {"name": "sm_120a", ...}; older files as a string."""
-    if isinstance(arch, Mapping):
-        return str(arch.get("name") or "?")
-    return str(arch or "?")
-
-
-def _findings(stage: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    raw = stage.get("findings")
-    if isinstance(raw, Sequence) and not isinstance(raw, str):
-        return [f for f in raw if isinstance(f, Mapping)]
-    return []
-
-
-def _stage_notes(stage: Mapping[str, Any]) -> str:
-    notes = []
-    if stage.get("reason"):
-        notes.append(str(stage["reason"]))
-    counts = stage.get("counts")
-    if isinstance(counts, Mapping) and counts:
-        notes.append(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()))
-    elif _findings(stage):
-        notes.append(f"{len(_findings(stage))} finding(s)")
-    tests = stage.get("selected") or stage.get("selected_tests") or stage.get("tests")
-    if isinstance(tests, Sequence) and not isinstance(tests, str) and tests:
-        shown = ", ".join(f"`{t}`" for t in list(tests)[:5])
+def _stage_notes(stage: Stage) -> str:
+    notes = [stage.reason] if stage.reason else []
+    if stage.counts:
+        notes.append(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in stage.counts.items()))
+    tests = stage.details.get("selected")
+    if isinstance(tests, list) and tests:
+        shown = ", ".join(f"`{t}`" for t in tests[:5])
         notes.append(f"tests: {shown}" + (f" (+{len(tests) - 5})" if len(tests) > 5 else ""))
-    return _md("; ".join(notes))
+    return _md("; ".join(str(n) for n in notes))
 
 
-def _validation_section(validation: Mapping[str, Any] | None, forced: bool) -> str:
+def _run_table(run: Run) -> list[str]:
+    lines = ["", f"**{run.arch}** ({run.kind} run, {run.compute}) on {_md(run.host.describe())}, "
+             f"finished {run.finished_at}:", "", "| stage | result | notes |", "| --- | --- | --- |"]
+    lines += [f"| {_md(s.name)} | {s.status} | {_stage_notes(s) or '—'} |" for s in run.stages]
+    return lines
+
+
+def _validation_section(validation: Standing, forced: bool, problem: str) -> str:
     head = "### Validation"
-    if validation is None:
-        return f"{head}\n\n**Not validated**: opened with `contrib open-pr --force`."
-    verdict = overall(validation) or "unknown"
-    arch = _arch_name(validation.get("arch"))
-    host = _host_text(validation.get("host"))
-    lines = [head, "", f"`contrib validate` for **{arch}**: **{verdict}**"
-             + (f" on {_md(host)}" if host else "") + "."]
+    if validation.record is None:
+        return (f"{head}\n\n**Not validated**: {_md(validation.reason)}. "
+                "Opened with `contrib open-pr --force`.")
+    lines = [head, "", f"`contrib validate`: **{_md(validation.summary())}**."]
     if forced:
-        lines.append("")
-        lines.append(f"**Validation was forced**: the recorded verdict is `{verdict}`; "
-                     "opened with `contrib open-pr --force`.")
-    stages = _stages(validation)
-    if stages:
-        lines += ["", "| stage | result | ran on | notes |", "| --- | --- | --- | --- |"]
-        for stage in stages:
-            where = _host_text(stage.get("host")) or (host if stage.get("status") != "skipped" else "")
-            lines.append(f"| {_md(str(stage.get('name') or stage.get('stage') or '?'))} "
-                         f"| {_md(str(stage.get('status', '?')))} | {_md(where) or '—'} "
-                         f"| {_stage_notes(stage) or '—'} |")
-    waived = [(st, f) for st in stages for f in _findings(st) if f.get("waived") is not None]
+        lines += ["", f"**Validation was forced**: {_md(problem)}; opened with "
+                  "`contrib open-pr --force`."]
+    runs = validation.record.runs
+    for run in runs:
+        lines += _run_table(run)
+    waived = [(r, st, f) for r in runs for st in r.stages for f in st.findings
+              if f.waived is not None]
     if waived:
         lines += ["", "Waived findings (still reported, with the reason recorded in patchset.toml):"]
-        lines += [f"- {_md(str(st.get('name', '?')))}: `{_md(str(f.get('location', '?')))}` "
-                  f"{_md(str(f.get('message', '')))} — waived: {_md(str(f['waived']))}"
-                  for st, f in waived]
+        lines += [f"- {r.arch} {_md(st.name)}: `{_md(f.location)}` {_md(f.message)} — "
+                  f"waived: {_md(str(f.waived))}" for r, st, f in waived]
     return "\n".join(lines)
 
 

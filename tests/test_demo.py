@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
+from contrib.record import read_record
 from tests.conftest import run_contrib
 from tests.gitutil import git
 
@@ -31,14 +31,17 @@ def test_demo_tells_the_whole_story(tmp_path: Path, isolated: Path) -> None:
     assert "cudaGridDependencySynchronize();` is compiled out on sm_120a" in step4
     # the whole fix passes
     step6 = out.split("== 6.")[1].split("== 7.")[0]
-    assert "PASSED" in step6 and "arch-guards  passed" in step6
+    # every stage passes; without a GPU the tests stage is skipped and the verdict says so
+    assert "PASSED" in step6 or "INCOMPLETE (skipped: tests)" in step6
+    assert "arch-guards  passed" in step6
     # open-pr is a dry run: a body with the marker, nothing pushed
     step7 = out.split("== 7.")[1]
     assert "<!-- contrib:patchset=minifer/sm120-trtllm-comm version=" in step7
     assert git(target / "fork.git", "for-each-ref") == ""
     ws = target / "workspace"
     gate_only = next((ws / "patchsets" / "minifer" / "sm120-gate-only").glob("*/validation.json"))
-    assert json.loads(gate_only.read_text())["overall"] == "failed"
+    record = read_record(gate_only)
+    assert record is not None and record.runs[0].stage("arch-guards").status == "failed"
     # the demo keeps its cache inside its folder
     assert (target / "cache").is_dir()
     assert not cache.exists() or not any(cache.rglob("*.git"))

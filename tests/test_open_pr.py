@@ -13,43 +13,45 @@ from typing import Any
 
 import pytest
 
-from contrib.arch import parse_arch
 from contrib.commands.open_pr import open_pr, open_pr_command
 from contrib.github import PyGithubAPI
 from contrib.patchset import Workspace
 from contrib.pr_body import BodyInput, CommitLine, render_body
+from contrib.record import Record, Standing, arch_verdicts, record_json
 from contrib.secrets import register_secret
 from contrib.ui import UI
 from contrib.validate import Finding
 from contrib.validate.report import StageResult, Validation, host_facts
+from contrib.validate.settings import Settings
 from contrib.validate.testsel import Gpu
 from tests.conftest import make_patch, run_contrib
 from tests.fake_github import FakeGitHost, FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo, git
+from tests.recordutil import bound_record, run_of, write_bound
 
 UPSTREAM, FORK = "upstream-org/proj", "me/proj"
 TARGET = "proj/sm120"
 HEAD = "me:contrib/sm120"
 
-def _validation_json() -> dict[str, Any]:
-    """A passed validation.json made by contrib.validate.report itself (the real contract)."""
+def _validation() -> Validation:
+    """A passing run made by contrib.validate.report itself (the real contract)."""
     gpus = [Gpu("NVIDIA RTX PRO 6000 Blackwell", "12.0")] * 2
     host = {**host_facts(gpus), "hostname": "gpu-box-7", "nvcc": "13.0"}
     waived = Finding("dropped-statement", "error", "csrc/ar.cuh", 41, "PDL sync compiled out",
                      waived="sm_120 has no PDL; upstream guards it the same way")
     stages = [
         StageResult("apply", "passed", "applies without fuzz"),
+        StageResult("syntax", "passed", "1 touched file(s) check out"),
+        StageResult("gates", "not-applicable", "the patch touches no architecture gate"),
         StageResult("arch-guards", "passed", "no empty kernel", [waived]),
-        StageResult("ptx", "skipped", "nvcc not found on PATH"),
+        StageResult("ptx", "not-applicable", "no CUDA translation unit to compile"),
         StageResult("tests", "passed", "3 passed",
                     details={"selected": ["tests/test_core.py"], "counts": {"passed": 3}}),
     ]
-    data = Validation("proj", "sm120", "0" * 40, parse_arch("sm_120a"), stages, host).to_dict()
-    del data["upstream_sha"]  # each test's version differs; a missing sha is not checked
-    return data
+    return run_of(stages, host=host)
 
 
-PASSED = _validation_json()
+PASSED = _validation()
 
 fast_github = functools.partial(PyGithubAPI, retries=2, max_wait=2.0, backoff=0.0,
                                 write_interval=0.0, timeout=5)
@@ -96,12 +98,15 @@ class Scene:
     def version_dir(self) -> Path:
         return self.ws.patchset(TARGET).current.dir
 
-    def write_validation(self, data: dict[str, Any] | None) -> None:
-        path = self.version_dir() / "validation.json"
+    def write_validation(self, data: Validation | dict[str, Any] | None) -> None:
+        """A bound record of one run, a raw JSON document, or none."""
+        version = self.ws.patchset(TARGET).current
         if data is None:
-            path.unlink(missing_ok=True)
+            version.validation_path.unlink(missing_ok=True)
+        elif isinstance(data, Validation):
+            write_bound(version, data)
         else:
-            path.write_text(json.dumps(data), encoding="utf-8")
+            version.validation_path.write_text(json.dumps(data), encoding="utf-8")
 
     def run(self, *targets: str, **kw: Any) -> tuple[int, list[dict[str, Any]]]:
         ws = self.ws
@@ -177,11 +182,12 @@ def test_creates_one_draft_pr_from_the_fork(scene: Scene) -> None:
     body = pr["body"]
     assert "Widen the gate to sm_120." in body
     assert f"<!-- contrib:patchset={TARGET} version={base} -->" in body
-    assert "`contrib validate` for **sm_120a**: **passed** on gpu-box-7, 2x NVIDIA RTX PRO " \
-        "6000 Blackwell (sm 12.0), nvcc 13.0." in body
-    assert "| ptx | skipped | — | nvcc not found on PATH |" in body
-    assert "| tests | passed | gpu-box-7, 2x NVIDIA RTX PRO 6000 Blackwell (sm 12.0), nvcc 13.0 " \
-        "| 3 passed; tests passed: 3; tests: `tests/test_core.py` |" in body, body
+    assert body.startswith("**Validation:** sm_120a: passed (1 finding(s) waived).\n"), body
+    assert res["validation"] == "sm_120a: passed (1 finding(s) waived)"
+    assert "**sm_120a** (target run, compute_120a) on gpu-box-7, 2x NVIDIA RTX PRO " \
+        "6000 Blackwell (sm 12.0), nvcc 13.0, finished 2026-11-30T10:00:00+00:00:" in body
+    assert "| ptx | not-applicable | no CUDA translation unit to compile |" in body
+    assert "| tests | passed | 3 passed; tests passed: 3; tests: `tests/test_core.py` |" in body
     assert "`csrc/ar.cuh:41` PDL sync compiled out — waived: sm_120 has no PDL" in body
     meta = scene.meta()
     assert meta["pr"]["number"] == 1 and meta["pr"]["state"] == "open"
@@ -327,19 +333,67 @@ def test_dry_run_needs_no_token(scene: Scene, monkeypatch: pytest.MonkeyPatch) -
     assert scene.fake.requests == [] and scene.fork_tip() is None
 
 
-@pytest.mark.parametrize("validation", [
-    None, {**PASSED, "overall": "failed"}, {**PASSED, "upstream_sha": "0" * 40}])
-def test_refuses_without_passed_validation(scene: Scene, validation: dict[str, Any] | None) -> None:
+SKIPPED_PTX = run_of([*PASSED.stages[:4], StageResult("ptx", "skipped", "nvcc not found"),
+                      *PASSED.stages[5:]])
+FAILED_TESTS = run_of([*PASSED.stages[:5], StageResult("tests", "failed", "1 failed")])
+
+
+@pytest.mark.parametrize(("validation", "why"), [
+    (None, "not validated (no validation.json"),
+    ({"overall": "passed"}, "not validated ("),
+    ({"schema": 1, "overall": "passed", "upstream_sha": "0" * 40}, "old format"),
+    (SKIPPED_PTX, "sm_120a: incomplete (skipped: ptx"),
+    (FAILED_TESTS, "failed: sm_120a: failed (failed: tests"),
+])
+def test_refuses_without_passed_validation(scene: Scene, validation: Any, why: str) -> None:
     scene.write_validation(validation)
     code, [res] = scene.run()
     assert code == 1 and res["result"] == "error"
     assert "validation.json" in res["error"] and "--force" in res["error"]
+    assert why in res["error"], res["error"]
     assert scene.fake.requests == [] and scene.fork_tip() is None
     code, [res] = scene.run(force=True)
     assert code == 0 and res["forced"] is True
     body = scene.prs()[0]["body"]
-    assert ("Not validated" if validation is None else "Validation was forced") in body
+    first = body.splitlines()[0]
+    assert first.endswith("Opened with `contrib open-pr --force`."), first
+    if isinstance(validation, Validation):
+        assert first.startswith("**Validation:** sm_120a: ") and "passed" not in first
+        assert "**Validation was forced**" in body
+    else:
+        assert first.startswith("**Not validated**") and "**Not validated**" in body
     assert "contrib:patchset=proj/sm120" in body
+
+
+@pytest.mark.parametrize("tamper", ["series", "patch", "settings", "copied", "base"])
+def test_refuses_a_record_that_no_longer_binds(scene: Scene, tamper: str) -> None:
+    """A passing record stops counting once what it validated changes, or when copied."""
+    version = scene.ws.patchset(TARGET).current
+    patch = next(version.dir.glob("0001-*.patch"))
+    if tamper == "series":  # a second patch listed after the validate
+        (version.dir / "0002-extra.patch").write_bytes(patch.read_bytes())
+        (version.dir / "series").write_text(f"{patch.name}\n0002-extra.patch\n")
+    elif tamper == "patch":
+        patch.write_bytes(patch.read_bytes().replace(b"return 30", b"return 31"))
+    elif tamper == "settings":
+        meta = version.patchset.meta_path
+        meta.write_text(meta.read_text() + '\n[validation]\nptx_flags = ["-O0"]\n')
+    else:  # the record of another patchset (or another base), passing, copied here
+        other = bound_record(version, PASSED)
+        text = record_json(other)
+        if tamper == "copied":
+            text = text.replace('"patchset": "sm120"', '"patchset": "other"')
+        else:
+            text = text.replace(f'"base": "{version.base}"', f'"base": "{"1" * 40}"')
+        version.validation_path.write_text(text)
+    code, [res] = scene.run()
+    assert code == 1 and "not validated" in res["error"], res
+    want = {"series": "stale", "patch": "stale", "settings": "stale", "copied": "foreign",
+            "base": "foreign"}[tamper]
+    assert want in res["error"] and scene.fork_tip() is None
+    status = run_contrib("status", "--no-fetch", "--json", cwd=scene.root)
+    cell = status.json["patchsets"][0]["validation"]
+    assert cell["validated"] is False and want in cell["reason"]
 
 
 def test_foreign_commit_on_the_fork_branch_stops(scene: Scene) -> None:
@@ -433,11 +487,16 @@ def test_fork_rejecting_the_token_is_one_clear_line(
     assert http_scene.prs() == [] and http_scene.fork_tip() is None
 
 
+def _standing(validation: Validation) -> Standing:
+    record = Record("proj", "sm120", "a" * 40, "sha256:" + "0" * 64, (validation.run(),))
+    return Standing(record, "", tuple(arch_verdicts(record.runs, Settings().required())))
+
+
 def _body(**kw: Any) -> str:
     data: dict[str, Any] = {
         "target": TARGET, "version": "a" * 40, "base_branch": "main", "summary": "Fix it.",
         "commits": [CommitLine("b" * 40, "0001-x.patch", "Fix | gate", "Dev")],
-        "validation": PASSED}
+        "validation": _standing(PASSED)}
     data.update(kw)
     return render_body(BodyInput(**data))
 

@@ -22,7 +22,10 @@ from tests.gitutil import Repo
 ROOT = Path(__file__).resolve().parent.parent
 # Heavy libraries no command needs just to start: each costs tens of milliseconds.
 HEAVY = ("git", "github", "rich", "requests", "urllib3", "tomlkit", "filelock", "unidiff",
-         "platformdirs", "contrib.validate", "contrib.github", "contrib.github_http")
+         "platformdirs", "contrib.github", "contrib.github_http",
+         # validate's analysis machinery (status reads only the stage table and settings)
+         "contrib.validate.stages", "contrib.validate.gates", "contrib.validate.cuda_arch",
+         "contrib.validate.testsel", "contrib.validate.ptx")
 
 
 def _modules_after(code: str, cwd: Path = ROOT) -> set[str]:

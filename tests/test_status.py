@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from contrib.patchset import Workspace as ContribWorkspace
+from contrib.record import RunKind
+from contrib.validate.report import StageResult, host_facts
+from contrib.validate.testsel import Gpu
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo
+from tests.recordutil import PASSING, run_of, write_bound
 
 
 def _new(workspace: Workspace, upstream: Repo, tmp_path: Path) -> str:
@@ -24,7 +29,8 @@ def test_status_before_and_after_upstream_moves(workspace: Workspace, upstream: 
     row = first.json["patchsets"][0]  # type: ignore[index]
     assert row["patchset"] == "proj/x" and row["base"] == base
     assert row["tip"] == base and row["behind"] == 0
-    assert row["sync"] is None and row["validation"] is None and row["pr"] is None
+    assert row["sync"] is None and row["pr"] is None
+    assert row["validation"]["validated"] is False and "no validation.json" in row["validation"]["reason"]
     for i in range(3):
         upstream.commit(f"upstream work {i}", {f"pkg/w{i}.py": f"W = {i}\n"})
     # --no-fetch: the cache has not seen the new commits yet.
@@ -40,13 +46,22 @@ def test_status_shows_validation_and_pr(workspace: Workspace, upstream: Repo,
                                         tmp_path: Path) -> None:
     base = _new(workspace, upstream, tmp_path)
     version = workspace.root / "patchsets" / "proj" / "x" / base
-    (version / "validation.json").write_text(json.dumps({"overall": "failed", "arch": "sm_120a"}))
+    # A hand-written verdict is not a record: "not validated", never "failed" or "passed".
+    (version / "validation.json").write_text(json.dumps({"overall": "passed", "arch": "sm_120a"}))
+    row = workspace.run("status", "--json", "--no-fetch").json["patchsets"][0]  # type: ignore[index]
+    assert row["validation"]["validated"] is False and "$.schema: missing" in row["validation"]["reason"]
     meta = workspace.root / "patchsets" / "proj" / "x" / "patchset.toml"
     meta.write_text(meta.read_text() + "\n[pr]\nnumber = 7\nstate = \"open\"\nurl = \"u\"\n")
+    gpu = {**host_facts([Gpu("NVIDIA H200", "9.0")] * 2), "hostname": "h200-box", "nvcc": None}
+    failed = [*PASSING[:5], StageResult("tests", "failed", "1 failed")]
+    write_bound(ContribWorkspace(workspace.root).patchset("proj/x").current,
+                run_of(PASSING), run_of(failed, arch="sm_90a", host=gpu, kind=RunKind.REGRESSION))
     row = workspace.run("status", "--json", "--no-fetch").json["patchsets"][0]  # type: ignore[index]
-    assert row["validation"] == "failed (sm_120a)"
+    assert row["validation"]["summary"] == "sm_120a: passed; sm_90a: failed (failed: tests)"
+    assert [r["host"] for r in row["validation"]["runs"]][1] == "h200-box, 2x NVIDIA H200 (sm 9.0)"
     assert row["pr"] == {"number": 7, "state": "open", "url": "u"}
-    assert "#7 open" in workspace.run("status", "--no-fetch").out
+    human = workspace.run("status", "--no-fetch").out
+    assert "#7 open" in human
 
 
 def test_status_unknown_target_and_no_workspace(workspace: Workspace, tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ For each patchset: build ``contrib/<name>`` as commits on the recorded base
 so identical input gives identical SHAs), push it to the fork with a lease,
 then create or update one draft PR on the upstream.  The rules:
 
-- no passed ``validation.json`` -> refuse, unless ``--force`` (the body says so);
+- no ``validation.json`` bound to this version whose required stages passed for the
+  patchset's arch, or a failed arch -> refuse, unless ``--force`` (the body says so);
 - push only to the fork, only ``refs/heads/contrib/...``, with
   ``--force-with-lease`` against what the fork had; skip when identical;
 - the fork branch has commits contrib never pushed -> stop (Renovate's rule);
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from contrib.arch import parse_arch
 from contrib.clock import now_iso
 from contrib.config import Upstream
 from contrib.credentials import find_token, push_env, require_token
@@ -37,7 +39,8 @@ from contrib.forge import (
 from contrib.git import Git, ProgressFn, Sha
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Version, Workspace
-from contrib.pr_body import BodyInput, CommitLine, overall, render_body, render_title
+from contrib.pr_body import BodyInput, CommitLine, render_body, render_title
+from contrib.record import Standing, Verdict, version_standing
 from contrib.recording import RecordingForge
 from contrib.requires import requirements
 from contrib.secrets import scrub
@@ -62,6 +65,7 @@ class Job:
     forced: bool
     title: str = ""
     body: str = ""
+    validation: str = ""  # the verdict as the body's first line shows it
     actions: list[str] = field(default_factory=list)
     progress: ProgressFn | None = None  # git's push progress, for the status line
 
@@ -76,7 +80,8 @@ class Job:
     def result(self, result: str, **extra: Any) -> dict[str, Any]:
         return {"patchset": self.ps.target, "result": result, "repo": self.repo,
                 "head": self.head, "branch": self.branch, "version": self.version,
-                "tip": self.tip, "forced": self.forced, "title": self.title,
+                "tip": self.tip, "forced": self.forced, "validation": self.validation,
+                "title": self.title,
                 "commits": [asdict(c) for c in self.commits], "actions": self.actions,
                 "exit_code": 0, **extra}
 
@@ -155,7 +160,8 @@ def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: 
     upstream = ws.config.upstream(ps.upstream)
     push_url = _check_config(ws, upstream)
     version = ps.current
-    validation, forced = _check_validation(ps, version, force)
+    validation, problem = _check_validation(ps, version, force)
+    forced = bool(problem)
     if upstream.name not in mirrors:
         mirrors[upstream.name] = Mirror(upstream).ensure(fetch_now=False)
     mirror = mirrors[upstream.name]
@@ -164,29 +170,46 @@ def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: 
     branch = BRANCH_PREFIX + ps.name
     job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
               push_url, tip, commits, forced=forced)
+    job.validation = validation.summary()
     job.title = render_title(str(ps.meta.get("title", "")), ps.target)
     job.body = render_body(BodyInput(
         target=ps.target, version=version.base, base_branch=upstream.branch,
         summary=str(ps.meta.get("summary", "")), commits=commits, validation=validation,
-        forced=forced, range_diff=_range_diff(job), requires=_requires(ws, ps),
+        forced=forced, problem=problem, range_diff=_range_diff(job), requires=_requires(ws, ps),
         previous_version=_previous(job)[1]))
     return job
 
 
-def _check_validation(ps: Patchset, version: Version,
-                      force: bool) -> tuple[dict[str, Any] | None, bool]:
-    """(validation.json, forced); NeedsAttention unless it passed for this version or --force."""
-    validation = version.read_validation()
-    verdict = overall(validation)
-    made_for = str((validation or {}).get("upstream_sha") or version.base)
-    if made_for != version.base:  # copied from another version: it proves nothing here
-        verdict = f"stale (made for upstream {made_for[:12]})"
-    if verdict != "passed" and not force:
-        state = "missing" if validation is None else f"records {verdict or 'no verdict'}"
+def _check_validation(ps: Patchset, version: Version, force: bool) -> tuple[Standing, str]:
+    """(the version's standing, why it is not enough or ""); NeedsAttention unless --force.
+
+    Enough means: a record bound to exactly this version (:mod:`contrib.record`), a
+    run for the patchset's arch whose required stages all passed, and no failed arch.
+    """
+    standing = version_standing(version)
+    problem = _validation_problem(ps, standing)
+    if problem and not force:
         raise NeedsAttention(
-            f"{version.validation_path}: {state}; run `contrib validate {ps.target}` until it "
-            "passes, or pass --force to open the PR anyway (the body will say so)")
-    return validation, verdict != "passed"
+            f"{version.validation_path}: {problem}; run `contrib validate {ps.target}` until "
+            "its required stages pass, or pass --force to open the PR anyway (the body will "
+            "say so)")
+    return standing, problem
+
+
+def _validation_problem(ps: Patchset, standing: Standing) -> str:
+    if standing.record is None:
+        return f"not validated ({standing.reason})"
+    try:
+        arch = parse_arch(ps.arch).name
+    except ContribError:
+        arch = ps.arch
+    target = standing.for_arch(arch)
+    if target is None:
+        return f"no run for {arch} (runs for {', '.join(standing.record.archs())})"
+    if target.unmet:
+        return f"{target.line()}; required stage(s) not passed: {', '.join(target.unmet)}"
+    failed = [v.line() for v in standing.verdicts if v.verdict == Verdict.FAILED]
+    return f"failed: {'; '.join(failed)}" if failed else ""
 
 
 def _check_config(ws: Workspace, upstream: Upstream) -> str:

@@ -11,6 +11,7 @@ from contrib.git import Sha
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
 from contrib.pr_status import add_live_prs, pr_cells
+from contrib.record import standing_dict, version_standing
 from contrib.ui import UI
 
 
@@ -35,7 +36,7 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
                            "CI", "review"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
-               r["sync"] or "-", r["validation"] or "-", *pr_cells(r)] for r in rows])
+               r["sync"] or "-", _validation_cell(r["validation"]), *pr_cells(r)] for r in rows])
     if not rows:
         ui.info("no patchsets yet: create one with `contrib new`")
     for r in rows:
@@ -70,13 +71,7 @@ def describe(ps: Patchset, mirror: Mirror, facts: UpstreamFacts | None = None) -
     """The status facts of one patchset as a JSON-able dict."""
     base = ps.current.base
     facts = facts or upstream_facts(mirror, [base])
-    validation = ps.current.read_validation()
-    verdict = None
-    if validation is not None:
-        verdict = str(validation.get("overall", "unknown"))
-        arch = validation.get("arch")
-        if arch:
-            verdict += f" ({arch})"
+    validation = standing_dict(version_standing(ps.current))
     pr = {k: ps.get("pr", k) for k in ("number", "url", "state")} if "pr" in ps.meta else None
     return {
         "patchset": ps.target,
@@ -89,6 +84,13 @@ def describe(ps: Patchset, mirror: Mirror, facts: UpstreamFacts | None = None) -
         "patches": ps.current.series(),
         "versions": len(ps.versions()),
         "sync": ps.get("sync", "result"),
-        "validation": verdict,
+        "validation": validation,
         "pr": pr,
     }
+
+
+
+def _validation_cell(validation: dict[str, Any]) -> str:
+    """``sm_120a: incomplete (skipped: tests) [vm, no GPU]`` or ``not validated (why)``."""
+    where = "; ".join(dict.fromkeys(r["host"] for r in validation["runs"]))
+    return str(validation["summary"]) + (f" [{where}]" if where else "")

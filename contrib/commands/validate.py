@@ -1,20 +1,27 @@
-"""``contrib validate [TARGET...] [--arch ARCH] [--junit FILE] [--json]``.
+"""``contrib validate [TARGET...] [--arch ARCH] [--junit FILE] [--out FILE] [--json]``
+and ``contrib validate --merge FILE...``.
 
 For each patchset: apply its current version at its base on a temporary index
 in the upstream cache (no checkout), run the stages of
 :mod:`contrib.validate.stages` on the blobs of the base and patched commits, and
-only check out a worktree if the tests stage needs one.  The result goes to
-``validation.json`` in the version folder, atomically; exit 1 if any failed.
+only check out a worktree if the tests stage needs one.  The run goes into the
+version's ``validation.json`` (:mod:`contrib.record`), atomically, replacing the
+runs of the same arch, kind and host and keeping the others; ``--out FILE``
+writes it to FILE instead and leaves the workspace alone; ``--merge`` adds run
+files from other machines.  Exit 1 when a stage failed or a required stage
+(``[validation] require``) did not pass.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from contrib.arch import Arch, parse_arch
 from contrib.errors import ConfigError, ContribError, PatchError, UsageError
@@ -22,50 +29,197 @@ from contrib.git import Git
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
 from contrib.rebase import load_patches
+from contrib.record import (
+    ArchVerdict,
+    Record,
+    Run,
+    Verdict,
+    add_run,
+    arch_verdicts,
+    mismatch,
+    read_record,
+    read_run_file,
+    record_json,
+    run_dict,
+    version_digest,
+)
 from contrib.series import EXPORT_ENV, apply_series
 from contrib.txn import atomic_write
 from contrib.ui import UI, StepFn
 from contrib.validate.report import (
-    FAILED,
-    PASSED,
-    SKIPPED,
-    StageResult,
     Validation,
     host_facts,
     junit_xml,
     now,
     render_table,
 )
-from contrib.validate.stages import Inputs, Settings, run_pipeline
+from contrib.validate.settings import Settings
+from contrib.validate.stages import Inputs, run_pipeline
 from contrib.validate.tree import GitTree
 
 
 def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
-             junit: Path | None) -> int:
-    """Validate each target's current version; 0 when none failed, 1 otherwise."""
-    # bad --arch (an empty one too): exit 2 before any work
+             junit: Path | None, out: Path | None = None) -> int:
+    """Validate each target's current version; 1 when a stage failed or a required one did not pass."""
+    # bad --arch (an empty one too), a bad --junit/--out: exit 2 before any work
     forced = parse_arch(arch) if arch is not None else None
     patchsets = ws.patchsets(targets)
+    for path in (junit, out):
+        if path is not None:
+            _check_writable(ws, path, inside_ok=path is junit)
+    if out is not None and len(patchsets) != 1:
+        raise UsageError(f"--out writes the run of one patchset; name one UPSTREAM/NAME "
+                         f"(selected: {len(patchsets)})")
+    # every patchset's [validation] and arch are read before any work: a bad one is exit 2 alone
+    plans = [(ps, forced or _patchset_arch(ps),
+              Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())) for ps in patchsets]
     host = host_facts()
-    validations: list[Validation] = []
-    for ps in patchsets:
-        target = forced or _patchset_arch(ps)
+    validations, results = [], []
+    for ps, target, settings in plans:
         ui.step(f"validating {ps.target} for {target.name} ...")
         with ui.task(f"validate {ps.target}") as task:
-            validation = validate_patchset(ws, ps, target, host, progress=task.step)
-        ws.write_file(ps.current.validation_path, validation.to_json())
+            validation = validate_patchset(ws, ps, target, host, settings, progress=task.step)
         validations.append(validation)
-        for line in render_table(validation).splitlines():
-            ui.info(line)
-        ui.info(f"  -> {ps.current.validation_path}")
+        results.append(_record(ws, ui, ps, validation, settings, out))
     if not patchsets:
         ui.info("no patchsets to validate: create one with `contrib new`")
     if junit is not None:
         atomic_write(junit, junit_xml(validations))
-    failed = [v for v in validations if v.verdict == FAILED]
-    ui.emit({"overall": FAILED if failed else PASSED,
-             "validations": [v.to_dict() for v in validations]})
-    return 1 if failed else 0
+    code = max((r.pop("exit_code") for r in results), default=0)
+    ui.emit({"verdict": _worst(r["verdict"] for r in results), "validations": results})
+    return code
+
+
+def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, settings: Settings,
+            out: Path | None) -> dict[str, Any]:
+    """Write the run (to the version's record, or to ``out``); print and return its verdict."""
+    runs = [validation.run()]
+    run = runs[0]  # the target arch's run; any further ones are regression runs
+    record, where = _store(ws, ps, runs, settings, out)
+    verdict = next(v for v in arch_verdicts(record.runs, settings.required())
+                   if v.arch == run.arch)
+    for line in render_table(validation).splitlines():
+        ui.info(line)
+    ui.info(_verdict_line(ps, verdict))
+    ui.info(f"  -> {where}")
+    failed = verdict.verdict == Verdict.FAILED or bool(verdict.unmet)
+    return {"patchset": ps.target, "base": record.base, "digest": record.digest, "arch": run.arch,
+            "verdict": str(verdict.verdict), "skipped": verdict.skipped, "unmet": list(verdict.unmet),
+            "required": list(settings.required()), "runs_for_arch": len(verdict.runs),
+            "path": str(where), "run": run_dict(run), "exit_code": 1 if failed else 0}
+
+
+def _store(ws: Workspace, ps: Patchset, runs: list[Run], settings: Settings,
+           out: Path | None) -> tuple[Record, Path]:
+    """Add ``runs`` to the version's record (or to a new run file ``out``); (record, where)."""
+    version = ps.current
+    fresh = Record(ps.upstream, ps.name, version.base, version_digest(version, settings))
+    record = fresh if out is not None else _bound(version.validation_path, fresh)
+    for run in runs:
+        record = add_run(record, run, replace_same_host=out is None)
+    if out is not None:
+        atomic_write(out, record_json(record))
+        return record, out
+    ws.write_file(version.validation_path, record_json(record))
+    return record, version.validation_path
+
+
+def _verdict_line(ps: Patchset, verdict: ArchVerdict) -> str:
+    line = f"verdict {ps.target} {verdict.line()}"
+    if len(verdict.runs) > 1:
+        line += f" across {len(verdict.runs)} runs"
+    if verdict.unmet:
+        line += f"; required stage(s) not passed: {', '.join(verdict.unmet)}"
+    return line
+
+
+def _bound(path: Path, fresh: Record) -> Record:
+    """The version's record if it is bound to exactly this version, else ``fresh``.
+
+    A stale, foreign, old-format or unreadable record proves nothing about this
+    version: the new run replaces it.
+    """
+    try:
+        record = read_record(path)
+    except ConfigError:
+        return fresh
+    if record is None or mismatch(record, fresh.upstream, fresh.patchset, fresh.base,
+                                  fresh.digest):
+        return fresh
+    return record
+
+
+def _worst(verdicts: Iterable[str]) -> str:
+    order = [Verdict.FAILED, Verdict.INCOMPLETE, Verdict.PASSED]
+    seen = set(verdicts)
+    return str(next((v for v in order if v in seen), Verdict.PASSED))
+
+
+def _check_writable(ws: Workspace, path: Path, *, inside_ok: bool) -> None:
+    """Refuse (exit 2) an output path that cannot be written, before any work."""
+    resolved = path.resolve()
+    if not inside_ok and resolved.is_relative_to(ws.root):
+        raise UsageError(f"--out {path}: inside the workspace; --out leaves the workspace "
+                         "alone (use `contrib validate` without --out to record the run there)")
+    if resolved.is_dir():
+        raise UsageError(f"{path}: is a folder; give a file path")
+    try:
+        resolved.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot create its folder: {exc.strerror or exc}") from None
+    if not os.access(resolved.parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{path}: folder {resolved.parent} is not writable")
+
+
+def merge(ws: Workspace, ui: UI, files: list[Path]) -> int:
+    """Merge run files into their versions' records, all or nothing; exit 2 on any bad one."""
+    runs = [(path, read_run_file(path)) for path in files]  # any corrupt file: nothing changed
+    updated: dict[Path, Record] = {}
+    results = []
+    for path, incoming in runs:
+        version_path, current = _merge_target(ws, path, incoming, updated)
+        merged = current
+        for run in incoming.runs:
+            merged = add_run(merged, run, replace_same_host=False)
+        added = len(merged.runs) - len(current.runs)
+        updated[version_path] = merged
+        results.append({"file": str(path), "patchset": incoming.target, "base": incoming.base,
+                        "runs": len(incoming.runs), "added": added, "path": str(version_path)})
+        ui.info(f"{path}: {added} of {len(incoming.runs)} run(s) added to {version_path}"
+                + ("" if added else " (already there)"))
+    with ws.transaction() as txn:
+        for version_path, record in updated.items():
+            text = record_json(record)
+            if not _holds(version_path, text):  # an idempotent re-merge writes nothing
+                txn.write(version_path, text)
+    ui.emit({"merged": results})
+    return 0
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
+
+
+def _merge_target(ws: Workspace, path: Path, incoming: Record,
+                  updated: dict[Path, Record]) -> tuple[Path, Record]:
+    """The record a run file goes into, after checking it belongs to that version exactly."""
+    ps = ws.patchset(incoming.target)
+    version = ps.version(incoming.base)
+    if not version.dir.is_dir():
+        raise ConfigError(f"{path}: records runs of {incoming.target} at {incoming.base[:12]}, "
+                          f"a version the workspace does not have ({version.dir}); nothing merged")
+    settings = Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())
+    dig = version_digest(version, settings)
+    why = mismatch(incoming, ps.upstream, ps.name, version.base, dig)
+    if why:
+        raise ConfigError(f"{path}: does not belong to {incoming.target} at "
+                          f"{incoming.base[:12]} as it is now ({why}); nothing merged")
+    fresh = Record(ps.upstream, ps.name, version.base, dig)
+    return version.validation_path, updated.get(version.validation_path) or _bound(
+        version.validation_path, fresh)
 
 
 def _patchset_arch(ps: Patchset) -> Arch:
@@ -75,11 +229,10 @@ def _patchset_arch(ps: Patchset) -> Arch:
         raise ConfigError(f"{ps.meta_path}: arch: {exc}") from None
 
 
-def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, object], *,
-                      progress: StepFn | None = None) -> Validation:
+def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, object],
+                      settings: Settings, *, progress: StepFn | None = None) -> Validation:
     """Apply ``ps``'s current version at its base and run every stage for ``arch``;
     ``progress`` hears each stage (and a stage's own steps, e.g. units compiled)."""
-    settings = Settings.from_meta(ps.meta, str(ps.meta_path))
     version = ps.current
     mirror = Mirror(ws.config.upstream(ps.upstream)).ensure(fetch_now=False)
     git = mirror.git
@@ -98,7 +251,8 @@ def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, o
             workdir=Path(scratch),
             worktree=make_worktree,
             python=sys.executable,
-            requires=lambda ctx: requires_stage(ws, ps, git, head or base),
+            workspace=ws,
+            patchset=ps,
             progress=progress,
         )
         stages = run_pipeline(inputs)
@@ -150,21 +304,3 @@ class _LazyWorktree:
             self.git.try_run("worktree", "remove", "--force", str(self.path))
             shutil.rmtree(self.path, ignore_errors=True)
             self.git.try_run("worktree", "prune")
-
-
-def requires_stage(ws: Workspace, ps: Patchset, git: Git, head: str) -> StageResult:
-    """The lead's cross-project check as a stage: every [[requires]] must be satisfied."""
-    from contrib.requires import check, requirements
-
-    if not requirements(ps):
-        return StageResult("requires", SKIPPED, "no [[requires]] declared in patchset.toml")
-    outcomes = check(ws, ps, lambda path: git.read_blob(head, path))
-    details = {"requirements": [o.to_dict() for o in outcomes]}
-    statuses = {o.status for o in outcomes}
-    text = "; ".join(o.message for o in outcomes)
-    if "failed" in statuses:
-        return StageResult("requires", FAILED, text, details=details)
-    if statuses == {"satisfied"}:
-        return StageResult("requires", PASSED, text, details=details)
-    return StageResult("requires", SKIPPED, text, details=details)
-

@@ -2,23 +2,36 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 from xml.etree import ElementTree
 
 from contrib import __version__
 from contrib.arch import Arch
+from contrib.record import Gpu as RecordedGpu
+from contrib.record import (
+    Host,
+    Run,
+    RunKind,
+    Stage,
+    StageStatus,
+    Verdict,
+    run_dict,
+    stage_dict,
+    verdict_of,
+)
 from contrib.secrets import scrub
 from contrib.validate import Finding
 from contrib.validate.ptx import find_nvcc, nvcc_version
 from contrib.validate.testsel import Gpu, probe_gpus
 
-PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
-SCHEMA = 1
+PASSED, FAILED = StageStatus.PASSED, StageStatus.FAILED
+SKIPPED, NOT_APPLICABLE = StageStatus.SKIPPED, StageStatus.NOT_APPLICABLE
 
 
 @dataclass
@@ -26,35 +39,32 @@ class StageResult:
     """One stage's outcome.  ``passed`` only ever means the stage ran and found nothing wrong."""
 
     name: str
-    status: str
+    status: StageStatus | str
     reason: str
     findings: list[Finding] = field(default_factory=list)
     duration: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+    def to_stage(self) -> Stage:
+        """The recorded form (:class:`contrib.record.Stage`)."""
         counts = {
             "errors": sum(1 for f in self.findings if f.blocking),
             "waived": sum(1 for f in self.findings if f.waived is not None),
             "info": sum(1 for f in self.findings if f.severity == "info"),
         }
-        details = dict(self.details)
-        counts.update({f"tests_{k}": v for k, v in details.pop("counts", {}).items()})
-        return {
-            "name": self.name,
-            "status": self.status,
-            "reason": self.reason,
-            "duration_s": round(self.duration, 3),
-            "counts": {k: v for k, v in counts.items() if v},
-            "findings": [f.to_dict() for f in self.findings],
-            **details,
-        }
+        details = json.loads(json.dumps(self.details, default=str))  # plain JSON values only
+        counts.update({f"tests_{k}": int(v) for k, v in details.pop("counts", {}).items()})
+        return Stage(self.name, StageStatus(self.status), self.reason, round(self.duration, 3),
+                     {k: v for k, v in counts.items() if v}, tuple(self.findings), details)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return stage_dict(self.to_stage())
 
 
 @dataclass
 class Validation:
-    """Everything one ``contrib validate`` of one patchset version found."""
+    """Everything one ``contrib validate`` of one patchset version found for one arch."""
 
     upstream: str
     patchset: str
@@ -65,40 +75,38 @@ class Validation:
     applied: str | None = None  # sha of the patched tree's commit, when there is one
     started: str = field(default_factory=lambda: now())
     finished: str = field(default_factory=lambda: now())
+    kind: RunKind = RunKind.TARGET
+    compute: str | None = None  # the virtual arch as the upstream builds it (default arch.compute)
 
     @property
-    def verdict(self) -> str:
-        """``failed`` if any stage failed, else ``passed``."""
-        return FAILED if any(s.status == FAILED for s in self.stages) else PASSED
+    def verdict(self) -> Verdict:
+        """failed if a stage failed; incomplete if one was skipped; else passed."""
+        return verdict_of({s.name: StageStatus(s.status) for s in self.stages})
 
     @property
     def skipped(self) -> list[str]:
         """Names of the stages that did not run."""
         return [s.name for s in self.stages if s.status == SKIPPED]
 
-    def to_dict(self) -> dict[str, Any]:
-        """The content of validation.json."""
-        return {
-            "schema": SCHEMA,
-            "contrib_version": __version__,
-            "upstream": self.upstream,
-            "patchset": self.patchset,
-            "upstream_sha": self.base,
-            "applied_sha": self.applied,
-            "arch": self.arch.name,
-            "cuda_arch": self.arch.cuda_arch,
-            "compute": self.arch.compute,
-            "overall": self.verdict,
-            "skipped_stages": self.skipped,
-            "started_at": self.started,
-            "finished_at": self.finished,
-            "host": self.host,
-            "stages": [s.to_dict() for s in self.stages],
-        }
+    def run(self) -> Run:
+        """This validation as one recorded run; its id is a hash of its content."""
+        stages = tuple(s.to_stage() for s in self.stages)
+        run = Run("pending", self.kind, self.arch.name, self.arch.cuda_arch,
+                  self.compute or self.arch.compute, host_from_facts(self.host), __version__,
+                  self.started, self.finished, stages, self.applied)
+        body = json.dumps(run_dict(run), sort_keys=True).encode("utf-8")
+        return replace(run, id="run-" + hashlib.sha256(body).hexdigest()[:16])
 
-    def to_json(self) -> str:
-        """validation.json text (scrubbed: no token ever reaches a file)."""
-        return scrub(json.dumps(self.to_dict(), indent=2, sort_keys=False)) + "\n"
+
+def host_from_facts(facts: dict[str, Any]) -> Host:
+    """A :class:`Host` from :func:`host_facts` (or a test's dict)."""
+    known = {"hostname", "python", "platform", "nvcc", "nvcc_path", "nvidia_smi", "gpus"}
+    gpus = tuple(RecordedGpu(str(g["name"]), str(g["compute_capability"]))
+                 for g in facts.get("gpus") or [])
+    return Host(str(facts.get("hostname") or "unknown"), str(facts.get("python") or ""),
+                str(facts.get("platform") or ""), facts.get("nvcc"), facts.get("nvcc_path"),
+                bool(facts.get("nvidia_smi")), gpus,
+                {k: v for k, v in facts.items() if k not in known})
 
 
 def now() -> str:
@@ -166,11 +174,12 @@ def _mark(
 
 def render_table(validation: Validation) -> str:
     """Compact human summary: one row per stage, then the findings that matter."""
+    skipped = f" (skipped: {', '.join(validation.skipped)})" if validation.skipped else ""
     lines = [f"{validation.upstream}/{validation.patchset} @ {validation.base[:12]} for "
-             f"{validation.arch.name}: {validation.verdict.upper()}"]  # fmt: skip
+             f"{validation.arch.name}: {validation.verdict.upper()}{skipped}"]  # fmt: skip
     width = max(len(s.name) for s in validation.stages) if validation.stages else 8
     for stage in validation.stages:
-        lines.append(f"  {stage.name:<{width}}  {stage.status:<7}  {stage.reason}")
+        lines.append(f"  {stage.name:<{width}}  {stage.status:<14}  {stage.reason}")
     for stage in validation.stages:
         for finding in stage.findings:
             if finding.severity == "error" or finding.waived is not None:

@@ -1,15 +1,16 @@
 """The validation pipeline: apply -> syntax -> gates -> arch-guards -> ptx -> tests -> requires.
 
 Each stage returns a :class:`StageResult`: ``passed`` (it ran and found nothing
-blocking), ``failed`` or ``skipped`` with the reason.  A stage that did not run is
-never ``passed``: a failed apply skips everything after it with that reason, and
-each stage skips itself when it has nothing to check or no tool to check with.
+blocking), ``failed``, ``skipped`` (it had something to check and could not check
+it here: no tool, no GPU, a header missing) or ``not-applicable`` (nothing to check:
+the patch touches no gate, no CUDA source, declares no ``[[requires]]``), with the
+reason.  A stage that did not run is never ``passed``: a failed apply skips
+everything after it with that reason.  :data:`STAGES` is the one table of stages.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -18,99 +19,31 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contrib.arch import Arch, admitted_archs
-from contrib.errors import ConfigError, ContribError
+from contrib.errors import ContribError
 from contrib.validate import (
     INFO,
     Finding,
-    Waiver,
     apply_waivers,
     cuda_arch,
     gates,
     includes,
-    parse_waivers,
     ptx,
     syntax,
     testsel,
 )
-from contrib.validate.report import FAILED, PASSED, SKIPPED, StageResult
+from contrib.validate.registry import STAGES, StageDef
+from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
+from contrib.validate.settings import Settings
 from contrib.validate.testsel import FileChange, Gpu
 from contrib.validate.tree import SourceTree, materialize
 
-ORDER = ("apply", "syntax", "gates", "arch-guards", "ptx", "tests", "requires")
+if TYPE_CHECKING:
+    from contrib.patchset import Patchset, Workspace
 
-
-def _str_list(table: Mapping[str, Any], key: str, where: str) -> list[str]:
-    value = table.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: validation.{key} must be a list of strings")
-    return list(value)
-
-
-_SETTING_KEYS = {
-    "python", "tests", "compile", "sources", "compare", "tests_need_gpu", "test_limit",
-    "ptx_sources", "ptx_include_dirs", "ptx_flags",
-}  # fmt: skip
-
-
-def _unwrap(value: Any) -> Any:
-    return value.unwrap() if hasattr(value, "unwrap") else value
-
-
-@dataclass
-class Settings:
-    """``[validation]`` and ``[[waivers]]`` of patchset.toml."""
-
-    sources: list[str] = field(default_factory=list)  # extra CUDA sources to analyse
-    compare: list[int] = field(default_factory=list)  # majors to compare when no gate says
-    tests: list[str] = field(default_factory=list)
-    tests_need_gpu: bool = True
-    test_limit: int = 20
-    python: str | None = None
-    compile: list[str] = field(default_factory=list)  # PTX command run in a worktree
-    ptx_sources: list[str] = field(default_factory=list)
-    ptx_include_dirs: list[str] = field(default_factory=list)
-    ptx_flags: list[str] = field(default_factory=list)
-    waivers: list[Waiver] = field(default_factory=list)
-
-    @classmethod
-    def from_meta(cls, meta: Mapping[str, Any], where: str = "patchset.toml") -> Settings:
-        """Read ``[validation]`` and ``[[waivers]]``; raise ConfigError naming the bad key."""
-        table = _unwrap(meta.get("validation", {}))
-        if not isinstance(table, Mapping):
-            raise ConfigError(f"{where}: [validation] must be a table")
-        unknown = set(table) - _SETTING_KEYS
-        if unknown:
-            raise ConfigError(f"{where}: [validation] has unknown key(s) {', '.join(sorted(unknown))} "
-                              f"(allowed: {', '.join(sorted(_SETTING_KEYS))})")  # fmt: skip
-        compare = table.get("compare", [])
-        if not isinstance(compare, list) or not all(isinstance(m, int) for m in compare):
-            raise ConfigError(
-                f"{where}: validation.compare must be a list of major versions, e.g. [9, 10]"
-            )
-        need_gpu, limit, python = (
-            table.get("tests_need_gpu", True),
-            table.get("test_limit", 20),
-            table.get("python"),
-        )
-        if not isinstance(need_gpu, bool):
-            raise ConfigError(f"{where}: validation.tests_need_gpu must be true or false")
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise ConfigError(f"{where}: validation.test_limit must be a positive integer")
-        if python is not None and (not isinstance(python, str) or not python):
-            raise ConfigError(f"{where}: validation.python must be a path to an interpreter")
-        compile_ = table.get("compile", [])
-        if isinstance(compile_, str):
-            compile_ = shlex.split(compile_)
-        return cls(
-            _str_list(table, "sources", where), list(compare), _str_list(table, "tests", where),
-            need_gpu, limit, python, _str_list({"compile": compile_}, "compile", where),
-            _str_list(table, "ptx_sources", where), _str_list(table, "ptx_include_dirs", where),
-            _str_list(table, "ptx_flags", where), parse_waivers(_unwrap(meta.get("waivers")), where),
-        )  # fmt: skip
-
+__all__ = ["STAGES", "ORDER", "Context", "Inputs", "Settings", "StageDef", "run_pipeline"]
 
 @dataclass
 class Inputs:
@@ -126,7 +59,8 @@ class Inputs:
     worktree: Callable[[], Path] | None = None  # makes a real checkout of the patched tree
     python: str | None = None  # interpreter for upstream tests
     gpus: list[Gpu] | None | str = "probe"
-    requires: Callable[[Context], StageResult] | None = None
+    workspace: Workspace | None = None  # for [[requires]]: the other upstreams' caches
+    patchset: Patchset | None = None
     # Hears (n, of N, what) as work starts: each stage, and a long stage's own steps
     # (units compiled, tests run) through Context.step.  contrib.ui.Task.step fits.
     progress: Callable[[int, int, str], None] | None = None
@@ -160,8 +94,9 @@ def run_pipeline(inputs: Inputs) -> list[StageResult]:
     with tempfile.TemporaryDirectory(prefix="contrib-validate-") as scratch:
         ctx = Context(inputs, workdir=inputs.workdir or Path(scratch))
         results: list[StageResult] = []
-        for name, stage in zip(ORDER, _STAGES, strict=True):
-            ctx.step(len(results) + 1, len(ORDER), name)
+        for stage in STAGES:
+            name = stage.name
+            ctx.step(len(results) + 1, len(STAGES), name)
             if results and results[0].status != PASSED:
                 results.append(
                     StageResult(name, SKIPPED, f"not run: apply failed ({results[0].reason})")
@@ -169,7 +104,7 @@ def run_pipeline(inputs: Inputs) -> list[StageResult]:
                 continue
             started = time.monotonic()
             try:
-                result = stage(ctx)
+                result = stage.run(ctx)
             except ContribError as exc:
                 result = StageResult(name, FAILED, f"could not complete: {exc}")
             result.duration = time.monotonic() - started
@@ -193,7 +128,7 @@ def stage_syntax(ctx: Context) -> StageResult:
         ctx.after, [c.path for c in ctx.changes if not c.deleted]
     )
     if not checked:
-        return StageResult("syntax", SKIPPED, "the patch touches no Python or C/C++/CUDA file")
+        return StageResult("syntax", NOT_APPLICABLE, "the patch touches no Python or C/C++/CUDA file")
     findings = apply_waivers(findings, ctx.inputs.settings.waivers)
     return _verdict(
         "syntax", findings, f"{len(checked)} touched file(s) check out", {"checked": checked}
@@ -215,7 +150,8 @@ def stage_gates(ctx: Context) -> StageResult:
     details = {"gates": [g.to_dict(arch) for g in ctx.touched]}
     if not ctx.touched:
         return StageResult(
-            "gates", SKIPPED, "the patch touches no architecture gate in Python", details=details
+            "gates", NOT_APPLICABLE, "the patch touches no architecture gate in Python",
+            details=details,
         )
     findings = apply_waivers(gates.gate_findings(ctx.touched, arch), ctx.inputs.settings.waivers)
     return _verdict(
@@ -227,9 +163,12 @@ def stage_arch_guards(ctx: Context) -> StageResult:
     """Evaluate __CUDA_ARCH__ guards in the sources the touched gates compile."""
     settings, arch, tree = ctx.inputs.settings, ctx.inputs.arch, ctx.after
     findings, sources = _resolve_sources(ctx)
+    if not sources and findings:  # a gate names sources the tree lacks: not checked
+        return StageResult("arch-guards", SKIPPED, "the CUDA sources the touched gates name "
+                           "are not in the tree", findings)  # fmt: skip
     if not sources:
-        return StageResult("arch-guards", SKIPPED, "no touched gate names CUDA sources and "
-                           "patchset.toml lists none (validation.sources)", findings)  # fmt: skip
+        return StageResult("arch-guards", NOT_APPLICABLE, "no touched gate names CUDA sources "
+                           "and patchset.toml lists none (validation.sources)", findings)  # fmt: skip
     majors = {m for g in ctx.touched for m in g.majors_before} | set(settings.compare)
     compared = [a for a in admitted_archs(majors) if a.cuda_arch != arch.cuda_arch]
     resolver = includes.IncludeResolver(tree)
@@ -275,7 +214,7 @@ def stage_ptx(ctx: Context) -> StageResult:
         return _ptx_command(ctx)
     units = settings.ptx_sources or [s for s in ctx.sources if s.endswith(".cu")]
     if not units:
-        return StageResult("ptx", SKIPPED, "no CUDA translation unit to compile (no .cu named by a touched "
+        return StageResult("ptx", NOT_APPLICABLE, "no CUDA translation unit to compile (no .cu named by a touched "
                            "gate, validation.ptx_sources or validation.compile)")  # fmt: skip
     nvcc = ptx.find_nvcc()
     if nvcc is None:
@@ -416,10 +355,26 @@ def stage_tests(ctx: Context) -> StageResult:
 
 
 def stage_requires(ctx: Context) -> StageResult:
-    """Cross-project requirements (the lead's hook); skipped when none is wired."""
-    if ctx.inputs.requires is None:
-        return StageResult("requires", SKIPPED, "no cross-project requirement declared")
-    return ctx.inputs.requires(ctx)
+    """Every ``[[requires]]`` of the patchset holds against the patched tree and the caches."""
+    from contrib.requires import check, requirements
+
+    ws, ps = ctx.inputs.workspace, ctx.inputs.patchset
+    if ws is None or ps is None or not requirements(ps):
+        return StageResult("requires", NOT_APPLICABLE, "no [[requires]] declared in patchset.toml")
+
+    def read_patched(path: str) -> bytes | None:
+        text = ctx.after.read_text(path)
+        return None if text is None else text.encode("utf-8")
+
+    outcomes = check(ws, ps, read_patched)
+    details = {"requirements": [o.to_dict() for o in outcomes]}
+    statuses = {o.status for o in outcomes}
+    text = "; ".join(o.message for o in outcomes)
+    if "failed" in statuses:
+        return StageResult("requires", FAILED, text, details=details)
+    if statuses == {"satisfied"}:
+        return StageResult("requires", PASSED, text, details=details)
+    return StageResult("requires", SKIPPED, text, details=details)
 
 
 def _verdict(name: str, findings: list[Finding], ok: str, details: dict[str, Any]) -> StageResult:
@@ -435,12 +390,4 @@ def _verdict(name: str, findings: list[Finding], ok: str, details: dict[str, Any
     )
 
 
-_STAGES: tuple[Callable[[Context], StageResult], ...] = (
-    stage_apply,
-    stage_syntax,
-    stage_gates,
-    stage_arch_guards,
-    stage_ptx,
-    stage_tests,
-    stage_requires,
-)
+ORDER = tuple(stage.name for stage in STAGES)

@@ -174,7 +174,7 @@ CASES: dict[str, tuple[Callable[[World], Result], str]] = {
         f"[upstreams.proj]\nurl = '{w.upstream.path}'\ngithub = 'o/proj'\nfork = 'o/proj'\n")(w),
         w.ws.run("open-pr", "--dry-run", "proj/keep"))[1], "fork is the upstream itself"),
     "open-pr without validation": (_args("open-pr", "proj/keep"),
-                                   "validation.json: missing; run `contrib validate proj/keep`"),
+                                   "validation.json: not validated (no validation.json; run `contrib validate proj/keep`"),
     "sync --commit outside git": (_args("sync", "--commit"), "--commit needs the workspace"),
     "validate junit into a folder": (lambda w: w.ws.run("validate", "--arch", "sm_120a",
                                                         "--junit", str(w.tmp)),

@@ -35,7 +35,8 @@ def _new(ws: Workspace, tmp_path: Path, name: str, variant: str) -> Path:
 
 
 def _stages(doc: dict) -> dict[str, dict]:
-    return {s["name"]: s for s in doc["stages"]}
+    run = doc.get("run", doc)
+    return {s["name"]: s for s in run["stages"]}
 
 
 def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) -> None:
@@ -46,10 +47,10 @@ def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) 
     )
     assert result.code == 1, result.err
     doc = result.json
-    assert doc["overall"] == "failed"
+    assert doc["verdict"] == "failed"
     (validation,) = doc["validations"]
     stages = _stages(validation)
-    assert [s["name"] for s in validation["stages"]] == [
+    assert list(stages) == [
         "apply",
         "syntax",
         "gates",
@@ -59,7 +60,7 @@ def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) 
         "requires",
     ]
     assert stages["apply"]["status"] == "passed"
-    assert stages["gates"]["gates"][0]["majors_after"] == [9, 10, 12]
+    assert stages["gates"]["details"]["gates"][0]["majors_after"] == [9, 10, 12]
     header = mu.files("gate-only")[mu.HEADER]
     errors = {f["location"] for f in stages["arch-guards"]["findings"] if f["severity"] == "error"}
     assert errors == {
@@ -68,26 +69,22 @@ def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) 
     }
     assert stages["tests"]["status"] in ("skipped", "failed")  # never passed without a GPU
     if stages["tests"]["status"] == "skipped":
-        assert stages["tests"]["selected"] == [
+        assert stages["tests"]["details"]["selected"] == [
             "tests/jit/test_comm_jit.py",
             "tests/comm/test_trtllm_allreduce.py",
         ]
     # validation.json is written in the version folder and holds the same document.
     base = fi.upstreams["flashinfer"].head()
     stored = json.loads((ps_dir / base / "validation.json").read_text())
-    assert (
-        stored["overall"] == "failed"
-        and stored["upstream_sha"] == base
-        and stored["arch"] == "sm_120a"
-    )
-    assert stored["applied_sha"] and stored["applied_sha"] != base
+    assert stored["schema"] == 2 and stored["base"] == base and stored["digest"] == validation["digest"]
+    (run,) = stored["runs"]
+    assert run == validation["run"] and run["arch"] == "sm_120a" and run["kind"] == "target"
+    assert run["applied"] and run["applied"] != base
     suite = ElementTree.parse(junit).getroot().find("testsuite")
-    assert [c.get("name") for c in suite.findall("testcase")][:7] == [
-        s["name"] for s in validation["stages"]
-    ]
+    assert [c.get("name") for c in suite.findall("testcase")][:7] == list(stages)
     # The cache stays a bare mirror: no checkout or worktree was left behind.
     status = fi.run("status", "--no-fetch", "--json")
-    assert status.json["patchsets"][0]["validation"] == "failed (sm_120a)"
+    assert status.json["patchsets"][0]["validation"]["summary"].startswith("sm_120a: failed")
 
 
 def test_whole_fix_passes_and_a_waiver_shows(fi: Workspace, tmp_path: Path) -> None:
@@ -96,7 +93,7 @@ def test_whole_fix_passes_and_a_waiver_shows(fi: Workspace, tmp_path: Path) -> N
     assert result.code == 0, result.out
     stages = _stages(result.json["validations"][0])
     assert stages["arch-guards"]["status"] == "passed"
-    assert all(s["status"] in ("passed", "skipped") for s in stages.values())
+    assert all(s["status"] in ("passed", "skipped", "not-applicable") for s in stages.values())
 
     ps_dir = _new(fi, tmp_path, "waived", "gate-only")
     header = mu.files("gate-only")[mu.HEADER]
@@ -127,6 +124,6 @@ def test_bad_arch_and_apply_failure(fi: Workspace, tmp_path: Path) -> None:
     )
     result = fi.run("validate", "flashinfer/gate-only", "--json")
     assert result.code == 1
-    stages = result.json["validations"][0]["stages"]
+    stages = result.json["validations"][0]["run"]["stages"]
     assert stages[0]["status"] == "failed" and "does not apply" in stages[0]["reason"]
     assert all(s["status"] == "skipped" and "apply failed" in s["reason"] for s in stages[1:])

@@ -5,6 +5,7 @@ from xml.etree import ElementTree
 
 from contrib import __version__
 from contrib.arch import parse_arch
+from contrib.record import Record, record_json
 from contrib.secrets import forget_secrets, register_secret
 from contrib.txn import atomic_write
 from contrib.validate import Finding
@@ -38,12 +39,19 @@ def _validation() -> Validation:
     )
 
 
+def _json(validation: Validation) -> dict:
+    record = Record("flashinfer", "sm120", "a" * 40, "sha256:" + "0" * 64, (validation.run(),))
+    return json.loads(record_json(record))
+
+
 def test_validation_json_content():
-    data = json.loads(_validation().to_json())
+    validation = _validation()
+    record = _json(validation)
+    (data,) = record["runs"]
     assert data["contrib_version"] == __version__
-    assert data["upstream_sha"] == "a" * 40 and data["applied_sha"] == "b" * 40
+    assert record["base"] == "a" * 40 and data["applied"] == "b" * 40
     assert (data["arch"], data["cuda_arch"], data["compute"]) == ("sm_120a", 1200, "compute_120a")
-    assert data["overall"] == "failed" and data["skipped_stages"] == ["ptx"]
+    assert validation.verdict == "failed" and validation.skipped == ["ptx"]
     assert data["host"]["gpus"] == [{"name": "NVIDIA RTX PRO 6000", "compute_capability": "12.0"}]
     guards = data["stages"][1]
     assert guards["counts"] == {"errors": 1, "waived": 1, "info": 1}
@@ -53,14 +61,16 @@ def test_validation_json_content():
     )
     assert guards["findings"][1]["waived"] == "no PDL"
     tests = data["stages"][3]
-    assert tests["selected"] == ["tests/test_a.py"] and tests["counts"] == {"tests_passed": 1}
+    assert tests["details"]["selected"] == ["tests/test_a.py"] and tests["counts"] == {"tests_passed": 1}
 
 
 def test_verdict_passes_only_without_failed_stages():
     validation = _validation()
     validation.stages[1].status = "passed"
-    assert validation.verdict == "passed"
+    assert validation.verdict == "incomplete"  # ptx was skipped: not "passed"
     assert validation.skipped == ["ptx"]
+    validation.stages[2].status = "not-applicable"
+    assert validation.verdict == "passed"
 
 
 def test_junit_has_a_case_per_stage_and_upstream_test():
@@ -93,7 +103,7 @@ def test_render_table_and_scrubbing(tmp_path):
     register_secret("ghp_supersecret123")
     try:
         validation.stages[0].reason = "pushed with ghp_supersecret123"
-        assert "ghp_supersecret123" not in validation.to_json()
+        assert "ghp_supersecret123" not in json.dumps(_json(validation))
         assert "ghp_supersecret123" not in junit_xml(validation)
     finally:
         forget_secrets()

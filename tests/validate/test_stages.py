@@ -8,7 +8,7 @@ import pytest
 from contrib.arch import parse_arch
 from contrib.errors import ConfigError
 from contrib.validate.report import StageResult
-from contrib.validate.stages import ORDER, Inputs, Settings, run_pipeline
+from contrib.validate.stages import ORDER, STAGES, Inputs, Settings, run_pipeline
 from contrib.validate.testsel import Gpu
 from contrib.validate.tree import DictTree
 from tests.validate import miniupstream as mu
@@ -61,7 +61,7 @@ def test_gate_only_patch_fails_naming_the_guard_lines(tmp_path):
         "tests/jit/test_comm_jit.py",
         "tests/comm/test_trtllm_allreduce.py",
     ]
-    assert results["requires"].status == "skipped"
+    assert results["requires"].status == "not-applicable"  # no [[requires]]: nothing to check
 
 
 @pytest.mark.slow
@@ -123,12 +123,13 @@ def test_patch_touching_no_gate_skips_gates_and_guards(tmp_path):
                     "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n",
                     "applied")  # fmt: skip
     results = {r.name: r for r in run_pipeline(inputs)}
-    assert results["syntax"].status == "skipped"
+    assert results["syntax"].status == "not-applicable"
     assert (
-        results["gates"].status == "skipped" and "no architecture gate" in results["gates"].reason
+        results["gates"].status == "not-applicable"
+        and "no architecture gate" in results["gates"].reason
     )
-    assert results["arch-guards"].status == "skipped"
-    assert results["ptx"].status == "skipped"
+    assert results["arch-guards"].status == "not-applicable"
+    assert results["ptx"].status == "not-applicable"
     assert not any(r.status == "passed" for n, r in results.items() if n != "apply")
 
 
@@ -142,15 +143,12 @@ def test_tests_stage_runs_in_a_worktree(tmp_path):
     assert len(tests.details["cases"]) == 2
 
 
-def test_requires_hook_is_called(tmp_path):
-    seen = []
-
-    def hook(ctx):
-        seen.append(ctx.inputs.arch.name)
-        return StageResult("requires", "failed", "flashinfer==0.5.2 lacks 2deed6c15")
-
-    results = _run(tmp_path, "full-fix", requires=hook)
-    assert seen == ["sm_120a"] and results["requires"].status == "failed"
+def test_stage_table_is_the_one_order():
+    assert tuple(stage.name for stage in STAGES) == ORDER
+    assert all(callable(stage.run) for stage in STAGES)  # each name has its stage_NAME
+    assert Settings().required() == ("apply", "syntax", "gates", "arch-guards", "ptx")
+    assert Settings.from_meta({"validation": {"require": ["apply", "tests"]}}).required() == (
+        "apply", "tests")
 
 
 def test_settings_from_meta_and_errors():
@@ -165,6 +163,10 @@ def test_settings_from_meta_and_errors():
         ({"validation": {"tests": "a.py"}}, "validation.tests must be a list"),
         ({"validation": {"compare": ["9"]}}, "validation.compare"),
         ({"validation": {"test_limit": 0}}, "test_limit"),
+        ({"validation": {"compile": "nvcc -o 'a.ptx"}}, "validation.compile cannot be split"),
+        ({"validation": {"require": ["ptx", "lint"]}}, "validation.require names unknown stage(s) 'lint'"),
+        ({"validation": {"require": "ptx"}}, "validation.require must be a list"),
+        ({"validation": {"compare": [True]}}, "validation.compare"),
         ({"waivers": [{"file": "a.cuh", "line": 3}]}, "'reason' is required"),
         ({"waivers": [{"file": "a.cuh", "reason": "x"}]}, "give 'line' or 'pattern'"),
         ({"waivers": [{"file": "a.cuh", "reason": "x", "pattern": "("}]}, "bad 'pattern'"),
