@@ -21,6 +21,7 @@ import pytest
 
 from contrib.ui import show_progress, use_colour
 from tests.conftest import Workspace
+from tests.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo
 from tests.synchelp import F3_PATCH, add_patchset
 
@@ -141,3 +142,17 @@ def test_the_one_rule() -> None:
                              stdout=tty, stderr=tty)
     assert use_colour(tty, {}) and not use_colour(tty, {"NO_COLOR": "1"})
     assert not use_colour(tty, {"TERM": "dumb"})
+
+
+def test_open_pr_shows_the_push_on_the_status_line(upstream: Repo, tmp_path: Path,
+                                                   fake_github: FakeGitHub,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_open_pr import Scene
+
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    scene = Scene(tmp_path, upstream, fake_github)
+    heard: list[str] = []
+    code, [result] = scene.run(progress=heard.append)
+    assert code == 0 and result["push"] == "pushed"
+    assert any(m.startswith("push contrib/sm120 to me/proj: ") for m in heard), heard
+    assert scene.fork_tip() is not None
