@@ -43,11 +43,10 @@ class Context:
 
     def make_ui(self, json_mode: bool) -> UI:
         """The UI for this run, from --json, -q/-v and --progress (see contrib.ui)."""
-        self.ui = UI(json_mode, verbosity=self.verbosity, progress=self.progress)
-        if self.verbosity >= VERBOSE:
-            from contrib.git import trace_commands
+        from contrib.git import trace_commands
 
-            trace_commands(self.ui.trace)
+        self.ui = UI(json_mode, verbosity=self.verbosity, progress=self.progress)
+        trace_commands(self.ui.trace if self.verbosity >= VERBOSE else None)
         return self.ui
 
     def workspace(self) -> Workspace:
