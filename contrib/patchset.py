@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,22 +104,34 @@ class Patchset:
         self.name = name
         self.dir = workspace.root / "patchsets" / upstream / name
         self.meta_path = self.dir / META_NAME
-        self.meta: TOMLDocument = self._load_meta()
+        self._text, self._data = self._load_meta()
+        self._meta: TOMLDocument | None = None
 
     @property
     def target(self) -> str:
         return f"{self.upstream}/{self.name}"
 
-    def _load_meta(self) -> TOMLDocument:
-        from contrib.config import check_keys, line_of
+    @property
+    def meta(self) -> TOMLDocument:
+        """patchset.toml as a tomlkit document (comments and layout kept), to change and
+        write.  Parsed on first use: tomlkit takes ten times tomllib's time, and most
+        runs only read (``status`` of fifty patchsets, a no-op ``sync``; issue 12)."""
+        if self._meta is None:
+            self._meta = tomlkit.parse(self._text)
+        return self._meta
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """patchset.toml's values: the document once it is being changed, else as read."""
+        return self._meta if self._meta is not None else self._data
+
+    def _load_meta(self) -> tuple[str, dict[str, Any]]:
+        from contrib.config import check_keys, line_of, parse_toml_text
 
         path = self.meta_path
         text = read_user_text(path, ConfigError, "every patchset folder needs patchset.toml "
                               "(create patchsets with `contrib new`)")
-        try:
-            doc = tomlkit.parse(text)
-        except tomlkit.exceptions.ParseError as exc:
-            raise ConfigError(f"{path}:{exc.line}:{exc.col}: invalid TOML: {exc}") from None
+        doc = parse_toml_text(path, text)
         for key in doc:
             if key not in _META_KEYS:
                 raise ConfigError(f"{path}:{line_of(text, '', key) or line_of(text, key)}: "
@@ -138,11 +150,11 @@ class Patchset:
         if not (self.dir / current).is_dir():
             raise ConfigError(f"{path}: current = {current} but {self.dir / current} does not "
                               "exist; point current at an existing version folder")
-        return doc
+        return text, doc
 
     @property
     def current(self) -> Version:
-        return Version(self, str(self.meta["current"]))
+        return Version(self, str(self.data["current"]))
 
     def version(self, base: str) -> Version:
         return Version(self, base)
@@ -161,7 +173,7 @@ class Patchset:
 
     def get(self, table: str, key: str, default: Any = None) -> Any:
         """A value from a sub-table of patchset.toml, unwrapped."""
-        sub = self.meta.get(table)
+        sub = self.data.get(table)
         if not isinstance(sub, dict):
             return default
         value = sub.get(key, default)
@@ -180,10 +192,11 @@ class Patchset:
 
     @property
     def arch(self) -> str:
-        return str(self.meta.get("arch", "sm_120a"))
+        return str(self.data.get("arch", "sm_120a"))
 
     def meta_text(self) -> str:
-        return tomlkit.dumps(self.meta)
+        """patchset.toml's text as it would be written (the file's own, while unchanged)."""
+        return self._text if self._meta is None else tomlkit.dumps(self._meta)
 
     def save_meta(self, txn: Transaction | None = None) -> None:
         """Write patchset.toml (inside ``txn`` if given, else atomically on its own)."""

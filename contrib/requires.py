@@ -67,7 +67,7 @@ class Outcome:
 
 def requirements(ps: Patchset) -> list[Requirement]:
     """Parse the patchset's ``[[requires]]`` entries (ConfigError naming the file)."""
-    raw = ps.meta.get("requires", [])
+    raw = ps.data.get("requires", [])
     raw = raw.unwrap() if hasattr(raw, "unwrap") else raw
     if isinstance(raw, dict):
         raw = [raw]

@@ -171,10 +171,10 @@ def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: 
     job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
               push_url, tip, commits, forced=forced)
     job.validation = validation.summary()
-    job.title = render_title(str(ps.meta.get("title", "")), ps.target)
+    job.title = render_title(str(ps.data.get("title", "")), ps.target)
     job.body = render_body(BodyInput(
         target=ps.target, version=version.base, base_branch=upstream.branch,
-        summary=str(ps.meta.get("summary", "")), commits=commits, validation=validation,
+        summary=str(ps.data.get("summary", "")), commits=commits, validation=validation,
         forced=forced, problem=problem, range_diff=_range_diff(job), requires=_requires(ws, ps),
         previous_version=_previous(job)[1]))
     return job
@@ -424,7 +424,7 @@ def _record(job: Job, pr: PullRequest, **extra: Any) -> None:
                state=info["state"], draft=pr.draft, updated=now_iso(),
                merged_at=pr.merged_at, merge_commit_sha=pr.merge_commit_sha if pr.merged else None,
                **extra)
-    status = str(job.ps.meta.get("upstream_status", "Pending"))
+    status = str(job.ps.data.get("upstream_status", "Pending"))
     if pr.merged:
         job.ps.meta["upstream_status"] = "Accepted"
     elif pr.state == "open" and status == "Pending":

@@ -72,11 +72,11 @@ def describe(ps: Patchset, mirror: Mirror, facts: UpstreamFacts | None = None) -
     base = ps.current.base
     facts = facts or upstream_facts(mirror, [base])
     validation = standing_dict(version_standing(ps.current))
-    pr = {k: ps.get("pr", k) for k in ("number", "url", "state")} if "pr" in ps.meta else None
+    pr = {k: ps.get("pr", k) for k in ("number", "url", "state")} if "pr" in ps.data else None
     return {
         "patchset": ps.target,
-        "title": str(ps.meta.get("title", "")),
-        "upstream_status": str(ps.meta.get("upstream_status", "Pending")),
+        "title": str(ps.data.get("title", "")),
+        "upstream_status": str(ps.data.get("upstream_status", "Pending")),
         "base": base,
         "base_date": facts.base_dates.get(base, ""),
         "tip": facts.tip,

@@ -72,7 +72,7 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
                          f"(selected: {len(patchsets)})")
     # every patchset's [validation] and arch are read before any work: a bad one is exit 2 alone
     plans = [(ps, forced or _patchset_arch(ps),
-              Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())) for ps in patchsets]
+              Settings.from_meta(ps.data, str(ps.meta_path), ps.meta_text())) for ps in patchsets]
     host = host_facts()
     validations, results = [], []
     for ps, target, settings in plans:
@@ -211,7 +211,7 @@ def _merge_target(ws: Workspace, path: Path, incoming: Record,
     if not version.dir.is_dir():
         raise ConfigError(f"{path}: records runs of {incoming.target} at {incoming.base[:12]}, "
                           f"a version the workspace does not have ({version.dir}); nothing merged")
-    settings = Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())
+    settings = Settings.from_meta(ps.data, str(ps.meta_path), ps.meta_text())
     dig = version_digest(version, settings)
     why = mismatch(incoming, ps.upstream, ps.name, version.base, dig)
     if why:
