@@ -401,8 +401,9 @@ def _path(git: Git, base: str, target: str, have_base: bool, plan: Plan) -> list
     base at all there is nothing to bisect and the carry happens at the
     target only.
     """
-    if have_base and git.is_ancestor(base, target):
-        plan.commits = git.count(f"{base}..{target}")
+    only_base, only_target = git.left_right_count(base, target) if have_base else (1, 0)
+    if only_base == 0:  # the base is an ancestor of the target
+        plan.commits = only_target
         return first_parent_path(git, base, target)
     status, out, _ = git.try_run("merge-base", base, target) if have_base else (1, "", "")
     if status == 0 and out.strip():
