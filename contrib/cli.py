@@ -116,7 +116,10 @@ def cli(click_ctx: click.Context, directory: Path | None) -> None:
 
 
 def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
+    from contrib import environ
+
     ui = ctx.make_ui(json_mode)
+    environ.check()  # a bad variable is bad input: refuse before touching anything
     ws = ctx.workspace()
     try:
         with ws.lock():
@@ -158,11 +161,12 @@ def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...], 
 
 @cli.command(epilog=example("contrib status --no-fetch flashinfer --json"))
 @click.argument("targets", nargs=-1, shell_complete=complete_targets)
-@click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
+@click.option("--no-fetch", is_flag=True,
+              help="Offline: use the cached upstreams as they are, and do not ask GitHub.")
 @json_option
 @pass_ctx
 def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bool) -> int:
-    """Per patchset: base, upstream tip, commits behind, sync, validation, PR."""
+    """Per patchset: base, upstream tip, commits behind, sync, validation, PR, CI, review."""
     from contrib.commands.status import status as run
 
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), fetch=not no_fetch))
@@ -257,8 +261,11 @@ def doctor(ctx: Context, json_mode: bool) -> int:
 @pass_ctx
 def demo(ctx: Context, directory: Path | None) -> int:
     """Run the whole loop offline on a generated mini upstream (in DIR or a temp dir)."""
+    from contrib import environ
     from contrib.demo import demo as run
 
+    environ.lock_timeout()
+    environ.source_date_epoch()
     return run(directory, ctx.make_ui(False))
 
 
@@ -269,6 +276,9 @@ def _log_bug(exc: BaseException) -> Path | None:
         from contrib.mirror import cache_root
 
         log = cache_root() / "contrib-error.log"
+    except ContribError:  # no usable cache folder: the message alone must do
+        return None
+    try:
         log.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(traceback.format_exception(exc))
         log.write_text(scrub(f"contrib {__version__}\n{' '.join(sys.argv)}\n{text}"),

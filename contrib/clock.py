@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
+
+from contrib.environ import source_date_epoch
 
 
 def now_iso() -> str:
     """UTC now as ISO-8601 seconds, or SOURCE_DATE_EPOCH when set."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    moment = datetime.fromtimestamp(int(epoch), UTC) if epoch else datetime.now(UTC)
+    epoch = source_date_epoch()
+    moment = datetime.now(UTC) if epoch is None else datetime.fromtimestamp(epoch, UTC)
     return moment.isoformat(timespec="seconds")

@@ -16,8 +16,14 @@ from contrib.errors import ConfigError
 
 CONFIG_NAME = "contrib.toml"
 DEFAULT_API_URL = "https://api.github.com"
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# Upstream keys and patchset names: they become folder names, so one pattern for
+# both, matched with fullmatch (``$`` would let a trailing newline through).
+NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}"
+NAME_RULE = ("letters, digits, '.', '-', '_', not starting with '.' or '-', at most 100 "
+             "characters")
+NAME_RE = re.compile(NAME_PATTERN)
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,250}")
 
 _UPSTREAM_KEYS = {
     "url": str,
@@ -68,6 +74,11 @@ class Config:
             raise ConfigError(
                 f"{self.path}: no upstream {name!r} (known: {known}); "
                 f"add an [upstreams.{name}] table with a url") from None
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``name`` is a valid upstream key or patchset name."""
+    return NAME_RE.fullmatch(name) is not None
 
 
 def line_of(text: str, table: str, key: str | None = None) -> int:
@@ -155,8 +166,8 @@ def load_config(root: Path) -> Config:
 def _upstream(path: Path, text: str, name: str, data: Any) -> Upstream:
     table = f"upstreams.{name}"
     where = f"{path}:{line_of(text, table)}"
-    if not NAME_RE.match(name):
-        raise ConfigError(f"{where}: upstream name {name!r} is invalid: use [a-z0-9][a-z0-9._-]*")
+    if not valid_name(name):
+        raise ConfigError(f"{where}: upstream name {name!r} is invalid: use {NAME_RULE}")
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: [{table}] must be a table")
     check_keys(path, text, table, data, _UPSTREAM_KEYS)
@@ -165,14 +176,23 @@ def _upstream(path: Path, text: str, name: str, data: Any) -> Upstream:
                           "or a local path")
     for key in ("github", "fork"):
         value = data.get(key, "")
-        if value and not REPO_RE.match(value):
+        if value and not REPO_RE.fullmatch(value):
             raise ConfigError(f"{path}:{line_of(text, table, key)}: [{table}] {key} must be "
                               f"OWNER/NAME, got {value!r}")
+    for key in ("url", "push_url", "python"):
+        value = str(data.get(key, ""))
+        if any(ord(c) < 32 or c == "\x7f" for c in value):
+            raise ConfigError(f"{path}:{line_of(text, table, key)}: [{table}] {key} holds a "
+                              f"control character ({value!r}); write it on one line")
+    branch = data.get("branch", "main")
+    if not BRANCH_RE.fullmatch(branch) or ".." in branch or branch.endswith((".lock", "/")):
+        raise ConfigError(f"{path}:{line_of(text, table, 'branch')}: [{table}] branch must be "
+                          f"a git branch name (like main or release/v1), got {branch!r}")
     url = str(data["url"])
     if "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url):
         # A local path: relative paths are relative to the workspace.
         url = str((path.parent / url).resolve())
-    return Upstream(name=name, url=url, branch=str(data.get("branch", "main")),
+    return Upstream(name=name, url=url, branch=branch,
                     github=str(data.get("github", "")), fork=str(data.get("fork", "")),
                     push_url=str(data.get("push_url", "")),
                     maintainer_can_modify=bool(data.get("maintainer_can_modify", True)),

@@ -23,9 +23,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from contrib.errors import ContribError, GitError, NeedsAttention
-from contrib.git import Git, Sha
+from contrib.git import Git, Tree
+from contrib.meta import TARGET_RE
 from contrib.series import EXPORT_ENV, MailPatch
-from contrib.txn import atomic_write
+from contrib.txn import atomic_write, check_inside
 
 STATE_VERSION = 1
 STATE_NAME = "sync-state.json"
@@ -60,20 +61,57 @@ def state_path(state_dir: Path) -> Path:
 
 
 def load_state(state_dir: Path) -> dict[str, Pending]:
-    """Every pending conflict of the workspace, by patchset."""
+    """Every pending conflict of the workspace, by patchset; ContribError (exit 2) naming
+    the file and what to do when it is not a state contrib wrote."""
     path = state_path(state_dir)
+    advice = (f"remove it and the worktrees under {state_dir / 'conflicts'} to start over "
+              "(the pending conflicts are then forgotten; no version is lost)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ContribError(f"{path}: unreadable ({exc}); remove it and the worktrees under "
-                           f"{state_dir / 'conflicts'} to start over") from None
-    if not isinstance(data, dict) or data.get("state_version") != STATE_VERSION:
+    except (OSError, ValueError) as exc:
+        raise ContribError(f"{path}: unreadable ({exc}); {advice}") from None
+    if not isinstance(data, dict):
+        raise ContribError(f"{path}: must be a JSON object, not {type(data).__name__}; {advice}")
+    if data.get("state_version") != STATE_VERSION:
         raise ContribError(f"{path}: state_version {data.get('state_version')!r} is not "
-                           f"{STATE_VERSION}; finish with the contrib that wrote it, or remove "
-                           "the file")
-    return {key: Pending(**value) for key, value in data.get("pending", {}).items()}
+                           f"{STATE_VERSION}; finish with the contrib that wrote it, or {advice}")
+    pending = data.get("pending", {})
+    if set(data) - {"state_version", "pending"} or not isinstance(pending, dict):
+        raise ContribError(f"{path}: only state_version and a 'pending' object belong there; "
+                           f"{advice}")
+    return {key: _pending(path, state_dir, key, value, advice) for key, value in pending.items()}
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "patchset": (str,), "base": (str,), "target": (str,), "breaking": (str,), "head": (str,),
+    "index": (int,), "patch": (str,), "reason": (str,), "folder": (str,), "files": (list,),
+    "previous_meta": (str, type(None)),
+}
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def _pending(path: Path, state_dir: Path, key: str, value: object, advice: str) -> Pending:
+    where = f"{path}: pending[{key!r}]"
+    if not isinstance(value, dict):
+        raise ContribError(f"{where} must be an object; {advice}")
+    for name, kinds in _TYPES.items():
+        required = name not in ("files", "previous_meta")
+        if (name not in value and required) or (name in value and (
+                not isinstance(value[name], kinds) or isinstance(value[name], bool))):
+            raise ContribError(f"{where}.{name} must be a {kinds[0].__name__}; {advice}")
+    unknown = set(value) - set(_TYPES)
+    files = value.get("files", [])
+    shas = [value[n] for n in ("base", "target", "breaking", "head")]
+    if (unknown or value["patchset"] != key or not TARGET_RE.fullmatch(key) or value["index"] < 0
+            or not all(isinstance(f, str) for f in files) or not all(_SHA.fullmatch(s) for s in shas)
+            or value["reason"] not in ("conflict", "moved")
+            or Path(value["folder"]) != folder_for(state_dir, key)
+            or Path(value["patch"]).name != value["patch"]):
+        bad = f"unknown key(s) {', '.join(sorted(unknown))}" if unknown else "inconsistent values"
+        raise ContribError(f"{where}: {bad}; {advice}")
+    return Pending(**value)
 
 
 def save_state(state_dir: Path, pending: dict[str, Pending]) -> None:
@@ -99,6 +137,7 @@ def prepare(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> l
     again); the user applies it by hand from the copy beside the worktree.
     """
     folder = Path(pending.folder)
+    check_inside(folder.parents[2], folder)  # WORKSPACE/.contrib/conflicts/NAME, no symlink
     remove(git, pending)
     folder.mkdir(parents=True)
     # Until the worktree is whole, say so: a run killed in here leaves a
@@ -162,7 +201,7 @@ def unresolved(pending: Pending, patch: MailPatch) -> list[str]:
     return bad
 
 
-def resolved_tree(pending: Pending, patch: MailPatch) -> Sha:
+def resolved_tree(pending: Pending, patch: MailPatch) -> Tree:
     """The tree of the resolved worktree (tracked changes plus the patch's new files)."""
     tree = Git(pending.worktree)
     head = tree.rev_parse("HEAD")
@@ -182,7 +221,7 @@ def resolved_tree(pending: Pending, patch: MailPatch) -> Sha:
                    if (pending.worktree / p).is_file()]
         if created:
             tree.run("add", "--", *created, env=env)
-        return Sha(tree.run("write-tree", env=env))
+        return tree.write_tree(env)
 
 
 def remove(git: Git, pending: Pending) -> None:

@@ -51,6 +51,14 @@ class GitTimeout(GitError):
     """A git command outlived the time contrib gives it (e.g. an unreachable remote)."""
 
 
+class UpstreamUnreachable(ContribError):
+    """An upstream could not be cloned or fetched; ``reason`` is git's one line."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class LockError(ContribError):
     """Another contrib process holds the workspace."""
 

@@ -321,15 +321,14 @@ def check_api_url(url: str, where: str) -> str:
 
 def check_token(token: str) -> str:
     """``token``, or ContribError (exit 2) when HTTP headers cannot carry it."""
-    try:
-        token.encode("latin-1")
-    except UnicodeEncodeError:
-        source = next((v for v in ("GITHUB_TOKEN", "GH_TOKEN")
-                       if os.environ.get(v, "").strip() == token), "gh auth token")
-        raise ConfigError(f"the GitHub token from {source} contains characters that are not "
-                          "Latin-1, which no HTTP header can carry (a paste gone wrong?): "
-                          "copy the token again") from None
-    return token
+    if all(32 < ord(c) < 256 and c != "\x7f" for c in token):
+        return token
+    source = next((v for v in ("GITHUB_TOKEN", "GH_TOKEN")
+                   if os.environ.get(v, "").strip() == token), "gh auth token")
+    what = ("that are not Latin-1" if any(ord(c) > 255 for c in token)
+            else "that are spaces or control characters")
+    raise ConfigError(f"the GitHub token from {source} contains characters {what}, which no "
+                      "HTTP header can carry (a paste gone wrong?): copy the token again")
 
 
 def connect(config: Config, token: str, *, factory: ForgeFactory | None = None) -> Forge:

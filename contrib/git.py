@@ -29,7 +29,8 @@ from typing import NewType
 from contrib.errors import GitError, GitTimeout
 from contrib.secrets import scrub
 
-Sha = NewType("Sha", str)
+Sha = NewType("Sha", str)  # a commit
+Tree = NewType("Tree", str)  # a tree object: what a commit records, not a commit
 
 # Variables a caller may legitimately set for git; everything else GIT_* is dropped.
 _KEEP_GIT_ENV = {
@@ -299,7 +300,15 @@ class Git:
                 self.run("read-tree", tree, env=env)
             yield env
 
-    def commit_tree(self, tree: str, parents: Sequence[str], message: str,
+    def write_tree(self, env: Mapping[str, str]) -> Tree:
+        """The tree of the (temporary) index named in ``env``."""
+        return Tree(self.run("write-tree", env=env))
+
+    def tree_of(self, rev: str) -> Tree:
+        """The tree a commit records."""
+        return Tree(self.run("rev-parse", f"{rev}^{{tree}}"))
+
+    def commit_tree(self, tree: Tree, parents: Sequence[str], message: str,
                     author: Identity, committer: Identity | None = None) -> Sha:
         """Create a commit object; committer defaults to the author (reproducible shas)."""
         env = author.env("AUTHOR") | (committer or author).env("COMMITTER")

@@ -86,6 +86,7 @@ class GitHubForge:
         self.max_wait = max_wait
         self.page_size = page_size
         self._repos: dict[str, bool] = {}  # repo -> permissions.push, read once
+        self._silent: str | None = None  # why the server stopped answering, once it has
         self._gh, self._gh_once = (Github(
             auth=Auth.Token(token),
             base_url=self.api_url,
@@ -107,6 +108,10 @@ class GitHubForge:
         ``replayable=False``: a 5xx or a timeout is not retried (see make_retry).
         """
         request = f"{method} {path.removeprefix(self.api_url)}"
+        if self._silent is not None:  # each request would wait its timeout again
+            raise ForgeUnavailable(scrub(
+                f"could not {action} at {self.api_url}: it did not answer earlier in this run "
+                f"({self._silent}); not asked again"))
         client = self._gh if replayable else self._gh_once
         with self._errors(repo or path, action, request, thing, need):
             headers, data = client.requester.requestJsonAndCheck(
@@ -147,6 +152,9 @@ class GitHubForge:
         except GithubException as e:
             raise github_error(e, repo=repo, action=action, thing=thing, need=need) from None
         except requests.exceptions.RequestException as e:
+            if isinstance(e, requests.exceptions.Timeout | requests.exceptions.ConnectionError):
+                self._silent = "timed out" if isinstance(e, requests.exceptions.Timeout) \
+                    or "timed out" in str(e).lower() else "could not connect"
             raise network_error(e, self.api_url, action) from None
         except WaitTooLong as e:
             raise too_long(e, action, self.max_wait) from None
@@ -164,8 +172,9 @@ class GitHubForge:
                                     repo=repo, params={"state": "all", "head": head, "base": base})
         found = [shapes.pull_request(answer, v, shapes.item_label("pull request", v))
                  for v in items]
-        # An Enterprise proxy may ignore the filters: keep only what was asked for.
-        found = [p for p in found if p.head == head and p.base == base]
+        # A server that ignores the filters must not hand us someone else's PR to update
+        # (logins are case-insensitive on GitHub, so the label is compared without case).
+        found = [p for p in found if p.head.lower() == head.lower() and p.base == base]
         if not found:
             return None
         found.sort(key=lambda p: (p.state == "open", p.number), reverse=True)

@@ -199,7 +199,8 @@ def github_error(e: GithubException, *, repo: str, action: str, thing: str | Non
     elif status == 404 and thing is not None:
         text = f"{thing} not found on {repo} (404): could not {action}"
     elif status == 404:
-        text = f"{repo} not found or the token cannot see it (404): check [upstreams] github/fork"
+        text = (f"{repo} not found or the token cannot see it (404): check the repository's "
+                "OWNER/NAME in contrib.toml and that the token may read it")
     elif status == 422:
         detail = _errors_text(e)
         if "already exists" in detail:

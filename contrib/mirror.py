@@ -21,27 +21,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from contrib import environ
 from contrib.config import Upstream
-from contrib.errors import ContribError, GitError
+from contrib.errors import ContribError, GitError, UpstreamUnreachable
 from contrib.git import Git, ProgressFn, Sha, clone_bare, fetch
 from contrib.lockfile import FileLock, LockTimeout
 from contrib.secrets import scrub
+from contrib.txn import check_inside
 
 REMOTE = "origin"
 
 
 def cache_root() -> Path:
     """Where upstream clones live: $CONTRIB_CACHE or the user cache dir."""
-    override = os.environ.get("CONTRIB_CACHE")
-    if override:
-        return Path(override)
-    if sys.platform.startswith("linux"):
-        # platformdirs' rule for Linux, without importing it on every start.
-        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-        return Path(xdg or Path.home() / ".cache") / "contrib"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("contrib"))
+    return environ.cache_root()
 
 
 def cache_path(upstream: Upstream) -> Path:
@@ -56,13 +49,18 @@ def is_remote(url: str) -> bool:
 
 @contextmanager
 def _cache_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_inside(cache_root(), path)  # no symlink below the cache folder redirects a clone
     lock = FileLock(Path(str(path) + ".lock"), 600)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
     except LockTimeout:
         raise ContribError(f"{path}: another contrib has held this upstream cache for 10 "
                            "minutes; try again later") from None
+    except OSError as exc:
+        raise ContribError(f"{path.parent}: cannot write the upstream cache "
+                           f"({exc.strerror or exc}); make it writable or point CONTRIB_CACHE "
+                           "at a folder you can write to") from None
     try:
         yield
     finally:
@@ -116,9 +114,14 @@ class Mirror:
     def _clone(self, progress: ProgressFn | None) -> None:
         url = self.upstream.url
         if not is_remote(url) and not Path(url.removeprefix("file://")).exists():
-            raise ContribError(f"upstream {self.upstream.name}: {url} does not exist; fix url "
-                               "in contrib.toml")
-        tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=self.path.parent))
+            raise UpstreamUnreachable(f"upstream {self.upstream.name}: {url} does not exist; "
+                                      "fix url in contrib.toml", reason=f"{url} does not exist")
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=self.path.parent))
+        except OSError as exc:
+            raise ContribError(f"{self.path.parent}: cannot write the upstream cache "
+                               f"({exc.strerror or exc}); make it writable or point "
+                               "CONTRIB_CACHE elsewhere") from None
         try:
             if progress:
                 progress(f"cloning from {scrub(url)} ...")
@@ -134,9 +137,9 @@ class Mirror:
                 repo.delete_ref(ref)
             os.replace(tmp / "repo.git", self.path)
         except GitError as exc:
-            raise ContribError(f"upstream {self.upstream.name}: cannot clone {scrub(url)}: "
-                               f"{exc.reason}. Check url in contrib.toml and the network"
-                               ) from None
+            raise UpstreamUnreachable(
+                f"upstream {self.upstream.name}: cannot clone {scrub(url)}: {exc.reason}. "
+                "Check url in contrib.toml and the network", reason=scrub(exc.reason)) from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         self._git = None
@@ -145,10 +148,10 @@ class Mirror:
         try:
             fetch(self.git, REMOTE, progress=progress)
         except GitError as exc:
-            raise ContribError(f"upstream {self.upstream.name}: fetch from "
-                               f"{scrub(self.upstream.url)} failed: {exc.reason}. Check url "
-                               "in contrib.toml and the network (--no-fetch works from the "
-                               "cache)") from None
+            raise UpstreamUnreachable(
+                f"upstream {self.upstream.name}: fetch from {scrub(self.upstream.url)} failed: "
+                f"{exc.reason}. Check url in contrib.toml and the network (--no-fetch works "
+                "from the cache)", reason=scrub(exc.reason)) from None
         self.fetched = True
 
     def tip(self) -> Sha:

@@ -11,42 +11,44 @@ Layout (SPEC.md)::
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import tomlkit
 from tomlkit import TOMLDocument
 
-from contrib.config import CONFIG_NAME, NAME_RE, Config, load_config
-from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
+from contrib.config import (
+    CONFIG_NAME,
+    NAME_RULE,
+    Config,
+    load_config,
+    parse_toml_text,
+    valid_name,
+)
+from contrib.environ import lock_timeout
 from contrib.lockfile import FileLock, LockTimeout
-from contrib.txn import Transaction, atomic_write, recover
+from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
+from contrib.meta import (
+    SHA_RE,
+    Meta,
+    PrRecord,
+    Requirement,
+    SyncRecord,
+    UpstreamStatus,
+    read_meta,
+)
+from contrib.txn import Transaction, atomic_write, check_inside, recover
+from contrib.validate import Waiver
 
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 STATE_DIR = ".contrib"
 META_NAME = "patchset.toml"
 SERIES_NAME = "series"
 VALIDATION_NAME = "validation.json"
-# OpenEmbedded's Upstream-Status values, plus Upstreamed (sync found it upstream).
-UPSTREAM_STATUSES = ("Pending", "Submitted", "Accepted", "Backport", "Denied", "Inappropriate",
-                     "Upstreamed")
-_META_KEYS = {
-    "title", "summary", "arch", "current", "upstream_status", "created", "sync", "pr",
-    "validation", "waivers", "requires", "history", "decisions",
-}
-
-
-def lock_timeout() -> float:
-    """Seconds a second contrib waits for the workspace lock (CONTRIB_LOCK_TIMEOUT)."""
-    try:
-        return float(os.environ.get("CONTRIB_LOCK_TIMEOUT", "30"))
-    except ValueError:
-        return 30.0
+NO_PATCHSETS = "no patchsets yet: create one with `contrib new`"
 
 
 @dataclass
@@ -80,6 +82,9 @@ class Version:
                                  "(one file name a line, no options or folders)")
             if line in names:
                 raise PatchError(f"{where}: {line!r} is listed twice")
+            if (self.dir / line).is_symlink():
+                raise PatchError(f"{where}: {line!r} is a symlink; a version holds its patch "
+                                 "files themselves (replace the link with the file)")
             if not (self.dir / line).is_file():
                 raise PatchError(f"{where}: names {line!r}, which is not in {self.dir}")
             names.append(line)
@@ -104,7 +109,12 @@ class Patchset:
         self.name = name
         self.dir = workspace.root / "patchsets" / upstream / name
         self.meta_path = self.dir / META_NAME
-        self._text, self._data = self._load_meta()
+        for folder in (self.dir.parent.parent, self.dir.parent, self.dir):
+            if folder.is_symlink():
+                raise ConfigError(f"{folder}: is a symlink; contrib reads and writes patchsets "
+                                  "only in real folders inside the workspace")
+        self.info: Meta  # the typed view of patchset.toml; setters keep it in step
+        self._text, self._data, self.info = self._load_meta()
         self._meta: TOMLDocument | None = None
 
     @property
@@ -122,57 +132,98 @@ class Patchset:
 
     @property
     def data(self) -> Mapping[str, Any]:
-        """patchset.toml's values: the document once it is being changed, else as read."""
+        """patchset.toml's raw values: the document once it is being changed, else as read
+        (prefer the typed properties)."""
         return self._meta if self._meta is not None else self._data
 
-    def _load_meta(self) -> tuple[str, dict[str, Any]]:
-        from contrib.config import check_keys, line_of, parse_toml_text
-
+    def _load_meta(self) -> tuple[str, dict[str, Any], Meta]:
         path = self.meta_path
         text = read_user_text(path, ConfigError, "every patchset folder needs patchset.toml "
                               "(create patchsets with `contrib new`)")
-        doc = parse_toml_text(path, text)
-        for key in doc:
-            if key not in _META_KEYS:
-                raise ConfigError(f"{path}:{line_of(text, '', key) or line_of(text, key)}: "
-                                  f"unknown key {key!r} (allowed: {', '.join(sorted(_META_KEYS))})")
-        check_keys(path, text, "", {k: doc[k] for k in ("title", "summary", "arch", "current")
-                                    if k in doc}, {"title": str, "summary": str, "arch": str,
-                                                   "current": str})
-        status = str(doc.get("upstream_status", "Pending"))
-        if status not in UPSTREAM_STATUSES:
-            raise ConfigError(f"{path}:{line_of(text, '', 'upstream_status')}: upstream_status "
-                              f"{status!r} is not one of {', '.join(UPSTREAM_STATUSES)}")
-        current = str(doc.get("current", ""))
-        if not SHA_RE.match(current):
-            raise ConfigError(f"{path}:{line_of(text, '', 'current')}: current must be the "
-                              f"40-hex upstream commit of a version folder, got {current!r}")
-        if not (self.dir / current).is_dir():
-            raise ConfigError(f"{path}: current = {current} but {self.dir / current} does not "
-                              "exist; point current at an existing version folder")
-        return text, doc
+        data = parse_toml_text(path, text)
+        info = read_meta(path, text, data)
+        folder = self.dir / info.current
+        if folder.is_symlink() or not folder.is_dir():
+            what = "is a symlink" if folder.is_symlink() else "does not exist"
+            raise ConfigError(f"{path}: current = {info.current} but {folder} {what}; "
+                              "point current at a version folder (a real folder)")
+        return text, data, info
+
+    # -- typed reads (the schema is contrib.meta) --------------------------------
 
     @property
     def current(self) -> Version:
-        return Version(self, str(self.data["current"]))
+        return Version(self, self.info.current)
 
-    def version(self, base: str) -> Version:
-        return Version(self, base)
+    @property
+    def title(self) -> str:
+        return self.info.title
 
-    def versions(self) -> list[Version]:
-        """Every version folder (named by a full sha); others are reported."""
-        out = []
-        for child in sorted(self.dir.iterdir()):
-            if not child.is_dir() or child.name.startswith("."):
-                continue
-            if not SHA_RE.match(child.name):
-                raise ConfigError(f"{child}: version folders must be named by a full 40-hex "
-                                  "upstream commit; rename or remove it")
-            out.append(Version(self, child.name))
-        return out
+    @property
+    def summary(self) -> str:
+        return self.info.summary
+
+    @property
+    def arch(self) -> str:
+        return self.info.arch
+
+    @property
+    def upstream_status(self) -> UpstreamStatus:
+        return self.info.upstream_status
+
+    @property
+    def sync(self) -> SyncRecord | None:
+        """The ``[sync]`` record of the last sync, if any."""
+        return self.info.sync
+
+    @property
+    def pr(self) -> PrRecord | None:
+        """The ``[pr]`` record open-pr keeps, if any."""
+        return self.info.pr
+
+    @property
+    def requires(self) -> tuple[Requirement, ...]:
+        return self.info.requires
+
+    @property
+    def waivers(self) -> tuple[Waiver, ...]:
+        """``[[waivers]]``: findings the author has explained, each with its reason."""
+        return self.info.waivers
+
+    # -- typed writes: the document keeps the user's comments and layout --------
+
+    def set_current(self, base: str) -> None:
+        self.meta["current"] = base
+        self.info = replace(self.info, current=base)
+
+    def set_upstream_status(self, status: UpstreamStatus) -> None:
+        self.meta["upstream_status"] = str(status)
+        self.info = replace(self.info, upstream_status=status)
+
+    def set_sync(self, record: SyncRecord | None) -> None:
+        """Replace (or with None remove) the ``[sync]`` table."""
+        if record is None:
+            self.meta.pop("sync", None)
+        else:
+            self.meta["sync"] = record.to_table()
+        self.info = replace(self.info, sync=record)
+
+    def set_pr(self, record: PrRecord) -> None:
+        """Write ``[pr]`` key by key, so comments and key order survive."""
+        table = record.to_table()
+        if "pr" not in self.meta:
+            self.meta["pr"] = tomlkit.table()
+        sub = self.meta["pr"]
+        for key in [k for k in sub if k not in table]:  # type: ignore[union-attr]
+            sub.pop(key)  # type: ignore[union-attr]
+        for key, value in table.items():
+            sub[key] = value  # type: ignore[index]
+        self.info = replace(self.info, pr=record)
+
+    # -- the untyped API of earlier releases: kept for callers not yet moved ----------
 
     def get(self, table: str, key: str, default: Any = None) -> Any:
-        """A value from a sub-table of patchset.toml, unwrapped."""
+        """A raw value of ``[table]`` (prefer the typed properties: ``sync``, ``pr``...)."""
         sub = self.data.get(table)
         if not isinstance(sub, dict):
             return default
@@ -180,7 +231,8 @@ class Patchset:
         return value.unwrap() if hasattr(value, "unwrap") else value
 
     def set(self, table: str, **values: Any) -> None:
-        """Set keys of a sub-table (created if absent); None removes a key."""
+        """Set raw keys of ``[table]`` (None removes one), then check the whole file
+        against the schema again (prefer ``set_pr``/``set_sync``)."""
         if table not in self.meta:
             self.meta[table] = tomlkit.table()
         sub = self.meta[table]
@@ -189,10 +241,26 @@ class Patchset:
                 sub.pop(key, None)  # type: ignore[union-attr]
             else:
                 sub[key] = value  # type: ignore[index]
+        text = self.meta_text()
+        self.info = read_meta(self.meta_path, text, parse_toml_text(self.meta_path, text))
 
-    @property
-    def arch(self) -> str:
-        return str(self.data.get("arch", "sm_120a"))
+    def version(self, base: str) -> Version:
+        return Version(self, base)
+
+    def versions(self) -> list[Version]:
+        """Every version folder (named by a full sha); others are reported."""
+        out = []
+        for child in sorted(self.dir.iterdir()):
+            if child.name.startswith(".") or not (child.is_dir() or child.is_symlink()):
+                continue
+            if child.is_symlink():
+                raise ConfigError(f"{child}: a version folder must be a real folder, not a "
+                                  "symlink; replace it with a copy of its files")
+            if not SHA_RE.fullmatch(child.name):
+                raise ConfigError(f"{child}: version folders must be named by a full 40-hex "
+                                  "upstream commit; rename or remove it")
+            out.append(Version(self, child.name))
+        return out
 
     def meta_text(self) -> str:
         """patchset.toml's text as it would be written (the file's own, while unchanged)."""
@@ -227,20 +295,25 @@ class Workspace:
     @contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the workspace lock; a second contrib waits, then refuses (exit 2)."""
-        self.state_dir.mkdir(exist_ok=True)
-        ignore = self.state_dir / ".gitignore"
-        if not ignore.exists():
-            atomic_write(ignore, "*\n")
-        path = self.state_dir / "lock"
         timeout = lock_timeout()
+        path = self.state_dir / "lock"
         lock = FileLock(path, timeout)
         try:
+            check_inside(self.root, self.state_dir)
+            self.state_dir.mkdir(exist_ok=True)
+            ignore = self.state_dir / ".gitignore"
+            if not ignore.exists():
+                atomic_write(ignore, "*\n")
             lock.acquire()
         except LockTimeout:
             holder = _read_pid(self.state_dir / "lock.pid")
             raise LockError(f"{path}: another contrib process{holder} is working on this "
                             f"workspace; waited {timeout:g}s (CONTRIB_LOCK_TIMEOUT). "
                             "Try again when it has finished") from None
+        except OSError as exc:
+            raise ContribError(f"{self.state_dir}: cannot write ({exc.strerror or exc}); "
+                               "contrib needs a writable workspace: fix its permissions; "
+                               "nothing was changed") from None
         try:
             atomic_write(self.state_dir / "lock.pid", f"{os.getpid()} {time.time():.0f}\n")
             recover(self.state_dir)
@@ -250,12 +323,14 @@ class Workspace:
 
     def write_file(self, path: Path, data: bytes | str) -> None:
         """Atomically replace one workspace file; a kill mid-write leaves no temp file."""
+        check_inside(self.root, path)
         atomic_write(path, data, scratch=self.state_dir / "txn")
 
     def transaction(self) -> Transaction:
         return Transaction(self.root, self.state_dir)
 
     def all_patchsets(self) -> list[Patchset]:
+        """Every folder patchsets/UPSTREAM/NAME/ holding a patchset.toml."""
         return [Patchset(self, upstream, name) for upstream, name in self._names()]
 
     def _names(self) -> list[tuple[str, str]]:
@@ -267,8 +342,18 @@ class Workspace:
             for up in sorted(p for p in base.iterdir() if p.is_dir()):
                 for ps in sorted(p for p in up.iterdir() if p.is_dir()):
                     if (ps / META_NAME).is_file():
+                        for part, what in ((up.name, "upstream name"), (ps.name, "patchset name")):
+                            if not valid_name(part):
+                                raise ConfigError(f"{ps}: {what} {part!r} is invalid (use "
+                                                  f"{NAME_RULE}); rename the folder")
                         found.append((up.name, ps.name))
         return found
+
+    def empty_message(self, targets: list[str] | tuple[str, ...] = ()) -> str:
+        """What every command says when there is nothing to work on."""
+        if targets:
+            return f"no patchsets under {', '.join(targets)} yet: create one with `contrib new`"
+        return NO_PATCHSETS
 
     def patchsets(self, targets: list[str] | tuple[str, ...] = ()) -> list[Patchset]:
         """Patchsets selected by ``UPSTREAM`` or ``UPSTREAM/NAME`` targets (none = all)."""
@@ -277,7 +362,7 @@ class Workspace:
             return self.all_patchsets()
         chosen: list[tuple[str, str]] = []
         for target in targets:
-            upstream, _, name = target.strip("/").partition("/")
+            upstream, name = parse_target(target)
             if upstream not in self.config.upstreams:
                 known = ", ".join(sorted(self.config.upstreams)) or "none"
                 raise UsageError(f"unknown target {target!r}: no upstream {upstream!r} in "
@@ -310,9 +395,20 @@ def read_user_text(path: Path, error: type[ContribError], missing: str) -> str:
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def check_name(name: str, what: str = "patchset name") -> None:
-    if not NAME_RE.match(name):
-        raise UsageError(f"invalid {what} {name!r}: use lowercase [a-z0-9][a-z0-9._-]*")
+def parse_target(target: str) -> tuple[str, str]:
+    """``UPSTREAM`` or ``UPSTREAM/NAME`` -> (upstream, name or ""); UsageError if malformed."""
+    upstream, _, name = target.strip("/").partition("/")
+    check_name(upstream, "upstream name", target)
+    if name:
+        check_name(name, "patchset name", target)
+    return upstream, name
+
+
+def check_name(name: str, what: str = "patchset name", target: str | None = None) -> None:
+    """UsageError unless ``name`` is a valid upstream or patchset name."""
+    if not valid_name(name):
+        where = f"target {target!r}: " if target is not None else ""
+        raise UsageError(f"{where}invalid {what} {name!r}: use {NAME_RULE}")
 
 
 def _read_pid(path: Path) -> str:

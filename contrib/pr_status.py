@@ -53,7 +53,7 @@ def add_live_prs(ws: Workspace, patchsets: list[Patchset], rows: list[dict[str, 
         number = (row.get("pr") or {}).get("number")
         if forge is None or not isinstance(number, int):
             continue
-        repo = str(ps.get("pr", "repo") or _upstream_repo(ws, ps))
+        repo = (ps.pr.repo if ps.pr else None) or _upstream_repo(ws, ps)
         try:
             row["pr_live"] = live_pr(forge, repo, number)
         except GitHubError as exc:

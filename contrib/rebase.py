@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from contrib.errors import PatchError
-from contrib.git import Git, Sha
+from contrib.git import Git, Sha, Tree
+from contrib.meta import SyncResult
 from contrib.scope import contains_block, diff_hunks, effect_present, moved_hunks, scoped_hunks
 from contrib.series import Hunk, MailPatch, apply_one, parse_hunks
 from contrib.trees import changes, graft, small_index, touched_paths
@@ -82,8 +83,8 @@ class PatchCarry:
     how: str = ""  # UPSTREAM by: "empty" (no effect), "reverse" (reverse applies), "present"
     files: list[str] = field(default_factory=list)
     hunks: list[str] = field(default_factory=list)
-    before: Sha | None = None
-    after: Sha | None = None
+    before: Tree | None = None
+    after: Tree | None = None
 
 
 @dataclass
@@ -122,21 +123,21 @@ class Carrier:
         self.paths = touched_paths(patches)
         self._seen: dict[tuple[str, int], Carry] = {}
         self._commits: dict[tuple[str, int], Sha] = {}
-        self.before: list[str] = []  # per patch, the small tree it applies to at the base
+        self.before: list[Tree] = []  # per patch, the small tree it applies to at the base
         self.reference = (self._at_base(base) if base is not None
                           else [parse_hunks(p.diff, p.name) for p in patches])
 
     def _at_base(self, base: Sha) -> list[list[Hunk]]:
         git, out = self.git, []
         with small_index(git, base, self.paths) as env:
-            tree = git.run("write-tree", env=env)
+            tree = git.write_tree(env)
             for patch in self.patches:
                 self.before.append(tree)
                 ok, err = apply_one(git, env, patch)
                 if not ok:
                     raise PatchError(f"{patch.name}: does not apply without fuzz at its own base "
                                      f"{base[:12]}; the version is damaged:\n  {err[:400]}")
-                new = git.run("write-tree", env=env)
+                new = git.write_tree(env)
                 out.append(scoped_hunks(git, tree, new))
                 tree = new
         return out
@@ -156,7 +157,7 @@ class Carrier:
         key = (carry.onto, carry.start)
         if key not in self._commits:
             git, parent = self.git, carry.onto
-            tree = Sha(git.run("rev-parse", f"{parent}^{{tree}}"))
+            tree = git.tree_of(parent)
             for done in carry.patches:
                 if done.state == APPLIED and done.before and done.after:
                     patch = self.patches[done.index]
@@ -169,7 +170,7 @@ class Carrier:
         git = self.git
         results: list[PatchCarry] = []
         with small_index(git, onto, self.paths) as env:
-            tree = Sha(git.run("write-tree", env=env))
+            tree = git.write_tree(env)
             for index in range(start, len(self.patches)):
                 outcome = self._one(env, index, tree)
                 results.append(outcome)
@@ -179,7 +180,7 @@ class Carrier:
                     tree = outcome.after
         return Carry(onto, start, results)
 
-    def _one(self, env: dict[str, str], index: int, tree: Sha) -> PatchCarry:
+    def _one(self, env: dict[str, str], index: int, tree: Tree) -> PatchCarry:
         git, patch = self.git, self.patches[index]
         ok, err = apply_one(git, env, patch, three_way=True)
         if not ok:
@@ -192,7 +193,7 @@ class Carrier:
                 return PatchCarry(index, patch.name, UPSTREAM, how="present")
             hunks = _stale_hunks(git, tree, patch, files, self.reference[index])
             return PatchCarry(index, patch.name, CONFLICT, files=files, hunks=hunks)
-        new_tree = Sha(git.run("write-tree", env=env))
+        new_tree = git.write_tree(env)
         if new_tree == tree:
             return PatchCarry(index, patch.name, UPSTREAM, how="empty")
         carried = (scoped_hunks(git, tree, new_tree) if self.base is not None
@@ -205,7 +206,7 @@ class Carrier:
         return PatchCarry(index, patch.name, APPLIED, before=tree, after=new_tree)
 
 
-    def _reverse_applies(self, env: dict[str, str], index: int, tree: Sha) -> bool:
+    def _reverse_applies(self, env: dict[str, str], index: int, tree: Tree) -> bool:
         """Does the patch apply in reverse, exactly, in the same definitions?
 
         Then its post-image is already at this commit: upstream has the change.
@@ -215,7 +216,7 @@ class Carrier:
                                    env=env, input=patch.diff)
         if status != 0:
             return False
-        undone = Sha(git.run("write-tree", env=env))
+        undone = git.write_tree(env)
         git.run("read-tree", tree, env=env)
         forward = (scoped_hunks(git, undone, tree) if self.base is not None
                    else diff_hunks(git, undone, tree, context=3))
@@ -305,8 +306,8 @@ def load_patches(git: Git, files: list[tuple[str, bytes]]) -> list[MailPatch]:
 
 # -- one sync decision ------------------------------------------------------
 
-UNCHANGED, REBASED, UPSTREAMED = "unchanged", "rebased", "upstreamed"
-PARTIAL, ERROR = "partially-upstreamed", "error"
+UNCHANGED, REBASED, UPSTREAMED = SyncResult.UNCHANGED, SyncResult.REBASED, SyncResult.UPSTREAMED
+PARTIAL, ERROR = SyncResult.PARTIAL, SyncResult.ERROR
 
 
 @dataclass
@@ -329,7 +330,7 @@ class Breakage:
 class Plan:
     """What syncing one series from ``base`` to ``target`` comes to (nothing written)."""
 
-    result: str
+    result: SyncResult
     base: Sha
     target: Sha
     commits: int = 0
@@ -365,7 +366,7 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
         plan.breakage = Breakage(Landing.of(git, path[index]), at.failed.index, at.failed,
                                  carrier.commit(at), carrier.probes,
                                  [p.name for p in at.patches if p.state == UPSTREAM])
-        plan.result = CONFLICT
+        plan.result = SyncResult.CONFLICT
     for index, outcome in enumerate(final.patches):
         if outcome.state != UPSTREAM:
             continue

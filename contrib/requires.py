@@ -25,30 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contrib.errors import ConfigError, ContribError
+from contrib.errors import ContribError
+from contrib.meta import Requirement
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
-
-_KEYS = {"upstream", "commit", "patchset", "pin_file", "pin_package", "tag_format", "reason"}
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One ``[[requires]]`` entry of a patchset."""
-
-    upstream: str
-    commit: str
-    patchset: str = ""
-    pin_file: str = ""
-    pin_package: str = ""
-    tag_format: str = "v{version}"
-    reason: str = ""
-
-    def describe(self) -> str:
-        what = f"{self.upstream} commit {self.commit[:12]}"
-        if self.patchset:
-            what += f" (or patchset {self.patchset})"
-        return what
 
 
 @dataclass
@@ -66,28 +46,8 @@ class Outcome:
 
 
 def requirements(ps: Patchset) -> list[Requirement]:
-    """Parse the patchset's ``[[requires]]`` entries (ConfigError naming the file)."""
-    raw = ps.data.get("requires", [])
-    raw = raw.unwrap() if hasattr(raw, "unwrap") else raw
-    if isinstance(raw, dict):
-        raw = [raw]
-    if not isinstance(raw, list):
-        raise ConfigError(f"{ps.meta_path}: requires must be [[requires]] tables")
-    out = []
-    for index, entry in enumerate(raw, 1):
-        where = f"{ps.meta_path}: [[requires]] #{index}"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where} must be a table")
-        unknown = set(entry) - _KEYS
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} "
-                              f"(allowed: {', '.join(sorted(_KEYS))})")
-        if not entry.get("upstream") or not entry.get("commit"):
-            raise ConfigError(f"{where}: needs upstream and commit")
-        if bool(entry.get("pin_file")) != bool(entry.get("pin_package")):
-            raise ConfigError(f"{where}: give pin_file and pin_package together")
-        out.append(Requirement(**{k: str(v) for k, v in entry.items()}))
-    return out
+    """The patchset's ``[[requires]]`` entries (checked when patchset.toml was read)."""
+    return list(ps.requires)
 
 
 def read_pin(text: str, package: str) -> str | None:

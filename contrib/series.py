@@ -19,7 +19,7 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
 from contrib.errors import PatchError
-from contrib.git import Git, Identity, Sha
+from contrib.git import Git, Identity, Sha, Tree
 
 # format-patch output must not depend on the user's ~/.gitconfig (signature,
 # prefixes, renames...): it is the on-disk format.
@@ -62,7 +62,7 @@ class Applied:
 
     name: str
     commit: Sha
-    tree: Sha
+    tree: Tree
     patch: MailPatch = field(compare=False)
 
 
@@ -118,6 +118,62 @@ def check_symlinks(diff_text: str, where: str) -> None:
         if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
             raise PatchError(f"{where}: makes {pfile.path!r} a symlink to {target!r}, outside "
                              "the repository; such a link could redirect later writes")
+
+
+_MAX_LINKS = 40  # POSIX systems give up (ELOOP) after about this many links in one lookup
+
+
+def check_tree_links(git: Git, base: str, tree: str, where: str) -> None:
+    """Refuse a patched ``tree`` in which a symlink the patches made leaves the repository.
+
+    Text checks of each patch cannot see a chain (``d1/link -> ..`` then
+    ``d1/d2/l2 -> ../link/..``) nor a link written as a GIT binary patch, so the
+    result is checked as git stores it: every symlink added or changed against
+    ``base`` is resolved through all the tree's symlinks, as the kernel would.
+    """
+    out = git.run("diff-tree", "-r", "-z", "--no-renames", f"{base}^{{tree}}", tree, strip=False)
+    fields = out.split("\0")
+    changed = [fields[i + 1] for i in range(0, len(fields) - 1, 2)
+               if fields[i].split(" ")[1:2] == ["120000"]]
+    if not changed:
+        return
+    listing = git.run("ls-tree", "-r", "-z", "--full-tree", tree, strip=False)
+    link_paths = [entry.split("\t", 1)[1] for entry in listing.split("\0")
+                  if entry.startswith("120000 ")]
+    links = {path: decode(data or b"") for path, data in git.read_blobs(tree, link_paths).items()}
+    for path in changed:
+        if _escapes(path, links):
+            raise PatchError(f"{where}: makes {path!r} a symlink to {links.get(path, '')!r}, "
+                             "which leads outside the repository (through the links of the "
+                             "patched tree); such a link could redirect later writes")
+
+
+def _escapes(path: str, links: dict[str, str]) -> bool:
+    """Whether resolving the symlink ``path`` (inside the tree) ever leaves the tree."""
+    current = path.split("/")[:-1]
+    pending = list(reversed(links.get(path, "").split("/")))
+    if links.get(path, "").startswith("/"):
+        return True
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not current:
+                return True
+            current.pop()
+            continue
+        current.append(part)
+        target = links.get("/".join(current))
+        if target is None:
+            continue
+        hops += 1
+        if hops > _MAX_LINKS or target.startswith("/"):
+            return True
+        current.pop()
+        pending.extend(reversed(target.split("/")))
+    return False
 
 
 def split_mail(git: Git, name: str, raw: bytes) -> MailPatch:
@@ -180,7 +236,8 @@ def apply_series(git: Git, base: str, patches: list[MailPatch], *,
             if not ok:
                 raise PatchError(f"{patch.name}: does not apply at {parent[:12]} without fuzz:\n"
                                  f"{_first_lines(err)}", exit_code=2)
-            tree = Sha(git.run("write-tree", env=env))
+            tree = git.write_tree(env)
+            check_tree_links(git, base, tree, patch.name)
             parent = git.commit_tree(tree, [parent], patch.message, patch.author)
             applied.append(Applied(patch.name, parent, tree, patch))
     return applied

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from contrib.errors import PatchError
-from contrib.git import Git, Sha
+from contrib.git import Git, Tree
 from contrib.series import MailPatch
 
 MAX_SPARSE = 400  # beyond this many paths a plain read-tree is as cheap
@@ -74,14 +74,14 @@ def changes(git: Git, old: str, new: str) -> dict[str, tuple[str, str] | None]:
     return result
 
 
-def graft(git: Git, tree: str, edits: dict[str, tuple[str, str] | None]) -> Sha:
+def graft(git: Git, tree: str, edits: dict[str, tuple[str, str] | None]) -> Tree:
     """``tree`` with ``edits`` applied (path -> (mode, blob) or None to delete)."""
     new = _graft(git, tree, edits, "")
-    return new if new is not None else Sha(git.run("mktree", input=""))
+    return new if new is not None else Tree(git.run("mktree", input=""))
 
 
 def _graft(git: Git, tree: str | None, edits: dict[str, tuple[str, str] | None],
-           prefix: str) -> Sha | None:
+           prefix: str) -> Tree | None:
     entries: dict[str, tuple[str, str, str]] = {}
     if tree is not None:
         for line in git.run("ls-tree", "-z", tree, strip=False).split("\0"):
@@ -111,4 +111,4 @@ def _graft(git: Git, tree: str | None, edits: dict[str, tuple[str, str] | None],
     if not entries:
         return None
     listing = "".join(f"{m} {k} {s}\t{n}\0" for n, (m, k, s) in sorted(entries.items()))
-    return Sha(git.run("mktree", "-z", input=listing))
+    return Tree(git.run("mktree", "-z", input=listing))

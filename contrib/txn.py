@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -23,6 +24,26 @@ from pathlib import Path
 from contrib.errors import ContribError
 
 PLAN_VERSION = 1
+
+
+_NAME_MAX = 255  # bytes in one path component on every common file system
+_ESCAPED = re.compile("[\udc80-\udcff]")
+
+
+def utf8(text: str) -> str:
+    """``text`` as contrib writes text files: valid UTF-8 whatever git handed over.
+
+    Patch headers and commit messages that are not UTF-8 (a Latin-1 Subject: with
+    no declared charset) reach Python as surrogate escapes, which cannot be
+    written as UTF-8; each such byte is read as Latin-1 instead, the reading
+    mail clients give undeclared 8-bit text.  The patch files themselves are
+    written as bytes and keep the original bytes.
+    """
+    return _ESCAPED.sub(lambda m: chr(ord(m.group()) - 0xDC00), text)
+
+
+def _encode(data: bytes | str) -> bytes:
+    return utf8(data).encode("utf-8") if isinstance(data, str) else data
 
 
 def fsync_dir(path: Path) -> None:
@@ -46,14 +67,17 @@ def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) 
     a run killed mid-write leaves no litter among the user's files: contrib's
     ``.contrib/txn/`` is swept by :func:`recover`.
     """
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    path.parent.mkdir(parents=True, exist_ok=True)
-    where = path.parent
-    if scratch is not None:
-        scratch.mkdir(parents=True, exist_ok=True)
-        if scratch.stat().st_dev == where.stat().st_dev:
-            where = scratch
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=where)
+    raw = _encode(data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        where = path.parent
+        if scratch is not None:
+            scratch.mkdir(parents=True, exist_ok=True)
+            if scratch.stat().st_dev == where.stat().st_dev:
+                where = scratch
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=where)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)
@@ -64,6 +88,32 @@ def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) 
         Path(tmp).unlink(missing_ok=True)
         raise _cannot_write(path, exc) from None
     fsync_dir(path.parent)
+
+
+def check_inside(root: Path, path: Path) -> None:
+    """Refuse to write ``path`` unless it lies inside ``root`` through real folders only.
+
+    A symlinked component (a version folder linked elsewhere) would redirect the
+    write outside the workspace or cache; nothing is written then (exit 2).
+    """
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        raise ContribError(f"{path}: outside {root}; contrib writes only inside the workspace "
+                           "and the upstream cache") from None
+    if ".." in rel.parts:
+        raise ContribError(f"{path}: leaves {root} through '..'; nothing was written")
+    here = root
+    for part in rel.parts:
+        if len(os.fsencode(part)) > _NAME_MAX:
+            raise ContribError(f"{here / part}: the name {part[:40]!r}... is longer than the file "
+                               f"system allows ({_NAME_MAX} bytes); choose a shorter name. "
+                               "Nothing was written")
+        here = here / part
+        if here.is_symlink():
+            raise ContribError(f"{here}: is a symlink (to {os.readlink(here)}); contrib does not "
+                               "write through symlinks: replace it with a real folder or file. "
+                               "Nothing was written")
 
 
 def _cannot_write(path: Path, exc: OSError) -> ContribError:
@@ -92,15 +142,15 @@ class Transaction:
             self.abort()
 
     def _staged(self, target: Path) -> Path:
-        rel = target.resolve().relative_to(self.root.resolve())
-        return self.stage / str(len(self.ops)) / rel.name
+        check_inside(self.root, target)
+        return self.stage / str(len(self.ops)) / target.name
 
     def write(self, target: Path, data: bytes | str) -> None:
         """Stage ``data`` to replace the file ``target``."""
         staged = self._staged(target)
         try:  # a full disk while staging: __exit__ sweeps the stage, nothing changed
             staged.parent.mkdir(parents=True, exist_ok=True)
-            staged.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+            staged.write_bytes(_encode(data))
         except OSError as exc:
             raise _cannot_write(target, exc) from None
         self.ops.append({"kind": "file", "staged": str(staged), "target": str(target)})
@@ -111,8 +161,7 @@ class Transaction:
         try:
             staged.mkdir(parents=True, exist_ok=True)
             for name, data in files.items():
-                (staged / name).write_bytes(data.encode("utf-8") if isinstance(data, str)
-                                            else data)
+                (staged / name).write_bytes(_encode(data))
         except OSError as exc:
             raise _cannot_write(target, exc) from None
         self.ops.append({"kind": "dir", "staged": str(staged), "target": str(target)})
@@ -123,6 +172,8 @@ class Transaction:
             shutil.rmtree(self.stage, ignore_errors=True)
             return
         plan = self.state_dir / "txn" / f"{self.id}.json"
+        for op in self.ops:  # before the commit point: a refusal then changes nothing
+            _check_writable(Path(op["target"]))
         try:
             for op in self.ops:
                 _fsync_tree(Path(op["staged"]))
@@ -142,6 +193,16 @@ class Transaction:
         shutil.rmtree(self.stage, ignore_errors=True)
 
 
+def _check_writable(target: Path) -> None:
+    """ContribError unless the folder that will receive ``target`` can be written."""
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ContribError(f"{target}: cannot write: {folder} is read-only; nothing was "
+                           "changed (fix its permissions)")
+
+
 def _fsync_tree(path: Path) -> None:
     paths = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
     for file in paths:
@@ -149,17 +210,39 @@ def _fsync_tree(path: Path) -> None:
             os.fsync(handle.fileno())
 
 
-def _roll_forward(plan: Path, state_dir: Path) -> None:
-    data = json.loads(plan.read_text(encoding="utf-8"))
-    if data.get("version") != PLAN_VERSION:
-        raise ContribError(f"{plan}: written by another contrib version; "
-                           "finish with that version or remove the file")
-    for op in data["ops"]:
+def read_plan(plan: Path, state_dir: Path) -> list[tuple[str, Path, Path]]:
+    """A committed plan's operations (kind, staged, target), each checked to stay inside."""
+    advice = (f"remove it and the folder {plan.with_suffix('')} (the change it held is then "
+              "dropped; the workspace keeps its files as they are)")
+    try:
+        data = json.loads(plan.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ContribError(f"{plan}: unreadable transaction plan ({exc}); {advice}") from None
+    if not isinstance(data, dict) or data.get("version") != PLAN_VERSION:
+        raise ContribError(f"{plan}: not a version-{PLAN_VERSION} transaction plan (written by "
+                           f"another contrib version?); finish with that version, or {advice}")
+    ops, out = data.get("ops"), []
+    if not isinstance(ops, list) or set(data) != {"version", "ops"}:
+        raise ContribError(f"{plan}: 'ops' must be the only other key, a list; {advice}")
+    for index, op in enumerate(ops):
+        if (not isinstance(op, dict) or set(op) != {"kind", "staged", "target"}
+                or op["kind"] not in ("file", "dir")
+                or not all(isinstance(op[k], str) for k in ("staged", "target"))):
+            raise ContribError(f"{plan}: ops[{index}] must be {{kind: file|dir, staged, "
+                               f"target}}; {advice}")
         staged, target = Path(op["staged"]), Path(op["target"])
+        check_inside(state_dir / "txn", staged)
+        check_inside(state_dir.parent, target)
+        out.append((str(op["kind"]), staged, target))
+    return out
+
+
+def _roll_forward(plan: Path, state_dir: Path) -> None:
+    for kind, staged, target in read_plan(plan, state_dir):
         if not staged.exists():
             continue  # installed before an interruption
         target.parent.mkdir(parents=True, exist_ok=True)
-        if op["kind"] == "dir" and target.exists():
+        if kind == "dir" and target.exists():
             keep = state_dir / "superseded" / f"{target.parent.name}-{target.name}-{plan.stem}"
             keep.parent.mkdir(parents=True, exist_ok=True)
             if keep.exists():

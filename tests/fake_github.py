@@ -1,18 +1,18 @@
 """A stateful fake of the GitHub REST API, served over real HTTP on 127.0.0.1.
 
 Tests drive the real PyGithub client against it (ghstack's approach): it keeps
-repositories and pull requests across calls, answers with GitHub's JSON shapes
-and error bodies, records every request, and can inject the failures that
-matter for ``contrib open-pr``: secondary rate limits with ``Retry-After``,
-a 502 *after* a pull request was created, and responses slower than the
-client's timeout.
+repositories, pull requests, issues, comments, checks and reviews across
+calls, answers with GitHub's JSON shapes and error bodies, records every
+request, and injects the failures that matter (tests/fake_github_faults.py):
+rate limits with ``Retry-After``, a 5xx *after* a write landed, slow and
+never-answering requests, HTML pages, invalid JSON, wrong shapes, wrongly
+typed fields, redirect loops.
 
-Only the endpoints PyGithub calls for contrib are implemented:
-
-- ``GET /repos/{o}/{r}``
-- ``GET /repos/{o}/{r}/pulls?state=&head=&base=&page=&per_page=``
-- ``POST /repos/{o}/{r}/pulls``
-- ``GET``/``PATCH /repos/{o}/{r}/pulls/{n}``
+Endpoints here: ``GET /repos/{o}/{r}``, ``GET``/``POST /repos/{o}/{r}/pulls``
+(``state``, ``head``, ``base``, pagination), ``GET``/``PATCH
+/repos/{o}/{r}/pulls/{n}``; issues, comments, check runs, commit statuses,
+reviews and ``GET /user`` are in tests/fake_github_issues.py.  The git side
+(smart HTTP for pushes) is :class:`tests.fake_githost.FakeGitHost`.
 
 The ``fake_github`` fixture is :func:`fake_github_fixture`: import that name
 into a test module, or list ``tests.fake_github`` in ``pytest_plugins``.
@@ -20,15 +20,13 @@ into a test module, or list ``tests.fake_github`` in ``pytest_plugins``.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import re
 import secrets
 import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -36,54 +34,18 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.fake_githost import FakeGitHost
 from tests.fake_github_base import DOCS, RecordedRequest
 from tests.fake_github_base import HTTPError as _HTTPError
 from tests.fake_github_base import not_found as _not_found
 from tests.fake_github_base import now as _now
 from tests.fake_github_base import validation_failed as _validation_failed
+from tests.fake_github_faults import (
+    Fault,
+    FaultKnobs,
+    RawBody,
+)
 from tests.fake_github_issues import IssueEndpoints
-
-SECONDARY_RATE_LIMIT_MESSAGE = (
-    "You have exceeded a secondary rate limit. Please wait a few minutes before you try "
-    "again. If you reach out to GitHub Support for help, please include the request ID "
-    "0000:1111:2222:3333:44444444."
-)
-SECONDARY_RATE_LIMIT_DOCS = (
-    "https://docs.github.com/free-pro-team@latest/rest/overview/"
-    "rate-limits-for-the-rest-api#about-secondary-rate-limits"
-)
-
-
-@dataclass
-class Fault:
-    """A failure injected into the next ``count`` requests matching method and path.
-
-    kind: ``rate_limit`` (403 secondary rate limit, ``Retry-After``),
-    ``status`` (answer ``status`` with the JSON ``body`` without doing anything),
-    ``json`` (the same, but ``body`` is sent as it is, ``null`` included),
-    ``raw`` (answer ``status`` with the bytes ``raw`` as ``content_type``: HTML, bad JSON),
-    ``after`` (do the work, then answer ``status``: the lost-response case),
-    ``delay`` (sleep ``seconds``, then do the work and answer normally),
-    ``hang`` (never answer: wait until the server stops),
-    ``redirect`` (answer 301 with ``Location: location``),
-    ``mutate`` (do the work, answer ``mutate(json)`` instead: wrongly typed fields).
-    """
-
-    method: str
-    path: str
-    kind: str
-    count: int = 1
-    status: int = 502
-    body: Any = None
-    seconds: float = 0.0
-    retry_after: int | str = 1
-    raw: bytes = b""
-    content_type: str = "text/html; charset=utf-8"
-    location: str = ""
-    mutate: Callable[[Any], Any] | None = None
-
-    def matches(self, method: str, path: str) -> bool:
-        return self.count > 0 and method == self.method and re.fullmatch(self.path, path) is not None
 
 
 @dataclass
@@ -128,15 +90,7 @@ class PR:
 PULLS_DOC = "https://docs.github.com/rest/pulls/pulls"
 
 
-@dataclass(frozen=True)
-class RawBody:
-    """An answer that is not JSON (an HTML error page, a truncated body)."""
-
-    data: bytes
-    content_type: str
-
-
-class FakeGitHub(IssueEndpoints):
+class FakeGitHub(FaultKnobs, IssueEndpoints):
     """The server's state, fault knobs and request log; start()/stop() run it.
 
     ``scopes`` is the ``X-OAuth-Scopes`` header of ``GET /user`` (None: absent,
@@ -233,54 +187,6 @@ class FakeGitHub(IssueEndpoints):
         pr.head_sha = self._ref_sha(self._repos[pr.head_repo], pr.head_ref) or pr.head_sha
         pr.state, pr.closed_at, pr.updated_at = "closed", _now(), _now()
 
-    def add_fault(self, fault: Fault) -> Fault:
-        """Inject ``fault``; returns it so a test can read its remaining count."""
-        with self._lock:
-            self.faults.append(fault)
-        return fault
-
-    def rate_limit_next(
-        self, method: str, path: str, count: int = 1, retry_after: int | str = 1
-    ) -> Fault:
-        """The next ``count`` matching requests answer 403 secondary rate limit."""
-        return self.add_fault(Fault(method, path, "rate_limit", count, retry_after=retry_after))
-
-    def fail_after_create(self, count: int = 1, status: int = 502) -> Fault:
-        """The next ``count`` PR creations succeed on the server, then answer ``status``."""
-        return self.add_fault(Fault("POST", r"/repos/[^/]+/[^/]+/pulls", "after", count, status))
-
-    def delay_next(self, method: str, path: str, seconds: float, count: int = 1) -> Fault:
-        """The next ``count`` matching requests sleep ``seconds`` before being handled."""
-        return self.add_fault(Fault(method, path, "delay", count, seconds=seconds))
-
-    def fail_after(self, method: str, path: str, count: int = 1, status: int = 502) -> Fault:
-        """The next ``count`` matching requests do their work, then answer ``status``."""
-        return self.add_fault(Fault(method, path, "after", count, status))
-
-    def answer_raw(self, method: str, path: str, raw: bytes, *, status: int = 200,
-                   content_type: str = "text/html; charset=utf-8", count: int = 1) -> Fault:
-        """The next ``count`` matching requests answer ``raw`` bytes and do nothing."""
-        return self.add_fault(Fault(method, path, "raw", count, status, raw=raw,
-                                    content_type=content_type))
-
-    def answer_json(self, method: str, path: str, value: Any, *, status: int = 200,
-                    count: int = 1) -> Fault:
-        """The next ``count`` matching requests answer the JSON ``value`` and do nothing."""
-        return self.add_fault(Fault(method, path, "json", count, status, body=value))
-
-    def mutate_next(self, method: str, path: str, mutate: Callable[[Any], Any],
-                    count: int = 1) -> Fault:
-        """The next ``count`` matching requests do their work and answer ``mutate(json)``."""
-        return self.add_fault(Fault(method, path, "mutate", count, mutate=mutate))
-
-    def redirect_next(self, method: str, path: str, location: str, count: int = 1) -> Fault:
-        """The next ``count`` matching requests answer 301 to ``location`` (a path or URL)."""
-        return self.add_fault(Fault(method, path, "redirect", count, 301, location=location))
-
-    def hang_next(self, method: str, path: str, count: int = 1) -> Fault:
-        """The next ``count`` matching requests are never answered (until stop())."""
-        return self.add_fault(Fault(method, path, "hang", count))
-
     def writes(self) -> list[RecordedRequest]:
         """Every request that could change something (any method but GET/HEAD)."""
         with self._lock:
@@ -319,29 +225,6 @@ class FakeGitHub(IssueEndpoints):
             return status, headers, body
         except _HTTPError as e:
             return e.status, e.headers, e.body
-
-    def _fault_before(self, fault: Fault) -> tuple[int, dict[str, str], Any] | None:
-        """The answer a fault gives instead of doing the work; None: do it."""
-        if fault.kind == "delay":
-            time.sleep(fault.seconds)
-        elif fault.kind == "hang":
-            self._stopping.wait(300)
-            return 504, {}, {"message": "server stopped"}
-        elif fault.kind == "rate_limit":
-            return 403, {"Retry-After": str(fault.retry_after)}, {
-                "message": SECONDARY_RATE_LIMIT_MESSAGE,
-                "documentation_url": SECONDARY_RATE_LIMIT_DOCS,
-            }
-        elif fault.kind == "status":
-            return fault.status, {}, {"message": "Server Error"} if fault.body is None else fault.body
-        elif fault.kind == "json":
-            return fault.status, {}, fault.body
-        elif fault.kind == "raw":
-            return fault.status, {}, RawBody(fault.raw, fault.content_type)
-        elif fault.kind == "redirect":
-            location = fault.location if "://" in fault.location else self.url + fault.location
-            return 301, {"Location": location}, {"message": "Moved Permanently", "url": location}
-        return None
 
     def _check_auth(self, req: RecordedRequest) -> None:
         auth = req.headers.get("authorization", "")
@@ -600,101 +483,6 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (timeout): the work is done, the answer is lost
 
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
-
-
-class FakeGitHost:
-    """github.com's git side: smart HTTP through real ``git http-backend``.
-
-    Repositories live under ``root`` as ``OWNER/NAME.git``; every request must
-    carry ``Authorization: Basic base64(x-access-token:TOKEN)`` (what GitHub
-    accepts for a token), else 401.  Records each request's method, path and
-    headers so tests can check what git sent.
-    """
-
-    def __init__(self, root: str, token: str) -> None:
-        self.root = root
-        self.token = token
-        self.requests: list[RecordedRequest] = []
-        handler = type("GitHandler", (_GitHandler,), {"host": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def expected_auth(self) -> str:
-        raw = base64.b64encode(f"x-access-token:{self.token}".encode()).decode()
-        return f"Basic {raw}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-class _GitHandler(BaseHTTPRequestHandler):
-    host: FakeGitHost
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _serve(self) -> None:
-        parts = urlsplit(self.path)
-        body = self._read_body()
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        self.host.requests.append(RecordedRequest(self.command, parts.path, {}, headers, body))
-        if headers.get("authorization") != self.host.expected_auth():
-            self._reply(401, {"WWW-Authenticate": 'Basic realm="GitHub"'}, b"Unauthorized\n")
-            return
-        env = {
-            "PATH": "/usr/bin:/bin", "GIT_PROJECT_ROOT": self.host.root, "GIT_HTTP_EXPORT_ALL": "1",
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-            "REQUEST_METHOD": self.command, "PATH_INFO": parts.path, "QUERY_STRING": parts.query,
-            "CONTENT_TYPE": headers.get("content-type", ""), "CONTENT_LENGTH": str(len(body)),
-            "HTTP_CONTENT_ENCODING": headers.get("content-encoding", ""),
-            "REMOTE_USER": "x-access-token", "REMOTE_ADDR": "127.0.0.1",
-            "GIT_PROTOCOL": headers.get("git-protocol", ""),
-        }
-        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True,
-                             check=False).stdout
-        head, _, payload = out.partition(b"\r\n\r\n")
-        if not _:
-            head, _, payload = out.partition(b"\n\n")
-        status, extra = 200, {}
-        for line in head.decode("latin-1").splitlines():
-            key, _, value = line.partition(":")
-            if key.lower() == "status":
-                status = int(value.split()[0])
-            elif key:
-                extra[key.strip()] = value.strip()
-        self._reply(status, extra, payload)
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks = []
-            while True:
-                size = int(self.rfile.readline().strip().split(b";")[0], 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
-    def _reply(self, status: int, headers: dict[str, str], payload: bytes) -> None:
-        self.send_response(status)
-        for k, v in headers.items():
-            if k.lower() != "content-length":
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_POST = _serve
 
 
 FAKE_TOKEN_PREFIX = "ghp_contribFAKE"

@@ -19,7 +19,17 @@ CASES = [
      "contrib.toml:3: [upstreams.proj] branch must be a str"),
     ("bad fork", "[upstreams.proj]\nurl = 'x'\nfork = 'nofork'\n", "fork must be OWNER/NAME"),
     ("bad api", "[github]\napi_url = 'ftp://x'\n", "api_url must be an http(s) URL"),
-    ("bad upstream name", "[upstreams.Proj]\nurl = 'x'\n", "upstream name 'Proj' is invalid"),
+    ("bad upstream name", "[upstreams.-proj]\nurl = 'x'\n", "upstream name '-proj' is invalid"),
+    ("upstream name with a newline", "[upstreams.\"minifer\\n\"]\nurl = 'x'\n",
+     "upstream name 'minifer\\n' is invalid"),
+    ("branch with a newline", "[upstreams.proj]\nurl = 'x'\nbranch = \"main\\n\"\n",
+     "branch must be a git branch name"),
+    ("branch an option", "[upstreams.proj]\nurl = 'x'\nbranch = '--all'\n",
+     "branch must be a git branch name"),
+    ("url with a newline", "[upstreams.proj]\nurl = \"x\\ny\"\n", "control character"),
+    ("fork with a newline", "[upstreams.proj]\nurl = 'x'\nfork = \"a/b\\n\"\n",
+     "fork must be OWNER/NAME"),
+    ("upstream name too long", f"[upstreams.{'u' * 101}]\nurl = 'x'\n", "at most 100"),
 ]
 
 

@@ -176,6 +176,14 @@ def test_good_api_urls_pass() -> None:
     assert check_api_url("https://[::1]:8443/api/v3/", "k") == "https://[::1]:8443/api/v3"
 
 
+def test_token_with_a_newline_inside_is_exit_2(tmp_path: Any) -> None:
+    config = Config(path=tmp_path / "contrib.toml", upstreams={}, github_api_url="http://h")
+    with pytest.raises(ConfigError, match="contains characters that are spaces or control "
+                                          "characters") as info:
+        connect(config, "ghp_abc\nX-Injected: 1")
+    assert info.value.exit_code == 2 and "X-Injected" not in str(info.value)
+
+
 def test_non_latin1_token_is_exit_2(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     token = "ghp_\u2019" + "x" * 30
     monkeypatch.setenv("GITHUB_TOKEN", token)
@@ -293,6 +301,26 @@ def test_retry_after_past_the_bound_fails_at_once(gh: FakeGitHub) -> None:
     assert info.value.retry_at is not None and message.endswith(f"try again after {info.value.retry_at}")
 
 
+def test_primary_rate_limit_reset_soon_is_waited_and_said(gh: FakeGitHub) -> None:
+    said: list[str] = []
+    forge = _forge(gh, max_wait=5.0, notify=said.append)
+    gh.primary_rate_limit_next("GET", f"/repos/{REPO}/issues", reset_in=1)
+    assert forge.list_issues(REPO) == []
+    assert len(said) == 1 and said[0].startswith("waiting ")
+    assert said[0].endswith(" s for GitHub's rate limit ...")
+
+
+def test_primary_rate_limit_reset_late_fails_at_once(gh: FakeGitHub) -> None:
+    forge = _forge(gh, max_wait=60.0)
+    gh.primary_rate_limit_next("GET", f"/repos/{REPO}/issues", reset_in=7200)
+    start = time.monotonic()
+    with pytest.raises(RateLimited, match=r"^GitHub rate limit hit while trying to list the "
+                                          r"issues of me/workspace \(403 API rate limit exceeded"
+                                          r".*\); try again after 20\d\d-"):
+        forge.list_issues(REPO)
+    assert time.monotonic() - start < 2
+
+
 def test_retry_after_budget_bounds_the_sum_of_waits(gh: FakeGitHub) -> None:
     """Each wait is under the bound, but together they would pass twice max_wait."""
     said: list[str] = []
@@ -311,3 +339,17 @@ def test_server_that_never_answers_is_bounded(gh: FakeGitHub) -> None:
         forge.list_issues(REPO)
     assert time.monotonic() - start < 4  # one wait and one retry, not five
     assert len(gh.calls("GET", f"/repos/{REPO}/issues")) == 2
+    start = time.monotonic()  # the next request is not sent: it would wait as long again
+    with pytest.raises(ForgeUnavailable, match="did not answer earlier in this run .timed out.; "
+                                               "not asked again"):
+        forge.get_issue(REPO, 1)
+    assert time.monotonic() - start < 0.5 and len(gh.requests) == 2
+
+
+def test_find_pr_keeps_only_the_asked_head_when_the_server_ignores_the_filter(
+        gh: FakeGitHub) -> None:
+    forge = _forge(gh)
+    other = forge.create_draft_pr(UP, head="up:contrib/x", base="main", title="t", body="")
+    gh.answer_json("GET", f"/repos/{UP}/pulls", [gh.pulls(UP)[0]], count=2)  # query dropped
+    assert forge.find_pr(UP, "me:contrib/x", "main") is None
+    assert forge.find_pr(UP, "UP:contrib/x", "main") == forge.get_pr(UP, other.number)

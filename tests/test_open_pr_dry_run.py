@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from contrib.commands.open_pr import open_pr
+from contrib.recording import RecordingForge
 from tests.conftest import run_contrib
 from tests.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo
-from tests.test_open_pr import HEAD, TARGET, UPSTREAM, Scene
+from tests.test_open_pr import HEAD, TARGET, UPSTREAM, Scene, fast_github
 
 
 @pytest.fixture
@@ -66,3 +68,18 @@ def test_dry_run_of_a_closed_pr_with_reopen(scene: Scene) -> None:
     assert dry["would"] == "reopened"
     assert f"PATCH /repos/{UPSTREAM}/pulls/1 state=open" in dry["actions"]
     assert scene.fake.pulls(UPSTREAM)[0]["state"] == "closed" and len(scene.fake.writes()) == 1
+
+
+def test_a_callers_recorder_collects_the_calls(scene: Scene) -> None:
+    """What a command that dry-runs several steps (the autopilot) hands open-pr."""
+    recorder = RecordingForge(fast_github(scene.fake.url, scene.fake.token))
+    seen: list[str] = []
+    recorder.on_call = lambda call: seen.append(str(call))
+    ws = scene.ws
+    with ws.lock():
+        code, [res] = open_pr(ws, [TARGET], dry_run=True, forge=recorder)
+    assert code == 0 and res["would"] == "created"
+    assert [str(c) for c in recorder.writes] == [f"POST /repos/{UPSTREAM}/pulls head={HEAD} draft=true"]
+    assert seen == [str(c) for c in recorder.calls] and recorder.on_call is not None
+    assert all(line in res["actions"] for line in seen)
+    assert scene.fake.writes() == [] and scene.fork_tip() is None

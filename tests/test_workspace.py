@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from contrib.errors import ContribError
+from contrib.meta import PrRecord
 from contrib.patchset import Workspace as RealWorkspace
 from contrib.txn import Transaction, recover
 from tests.conftest import Workspace, make_patch
@@ -149,7 +150,7 @@ def test_single_file_write_killed_leaves_no_litter(workspace: Workspace, upstrea
         raise KeyboardInterrupt
 
     monkeypatch.setattr(txn_mod.os, "replace", killed)
-    ps.set("pr", number=5)
+    ps.set_pr(PrRecord(number=5))
     with pytest.raises(KeyboardInterrupt):
         ps.save_meta()
     monkeypatch.undo()

@@ -10,6 +10,7 @@ from contrib.arch import parse_arch
 from contrib.clock import now_iso
 from contrib.errors import PatchError, UsageError
 from contrib.git import Git
+from contrib.meta import UpstreamStatus
 from contrib.mirror import Mirror
 from contrib.patchset import SERIES_NAME, Workspace, check_name
 from contrib.series import MailPatch, apply_series, export_series, series_file, split_mail
@@ -20,6 +21,7 @@ def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str, *,
         patches: list[Path], commits: str | None, repo: Path | None,
         title: str | None, arch: str) -> int:
     """Create patchsets/UPSTREAM/NAME with one version at BASE."""
+    check_name(upstream, "upstream name")
     check_name(name)
     config = ws.config.upstream(upstream)
     target = ws.root / "patchsets" / upstream / name
@@ -58,7 +60,7 @@ def _meta(title: str, mails: list[MailPatch], arch: str, base: str) -> tomlkit.T
     doc["summary"] = tomlkit.string(summary + "\n", multiline=True) if "\n" in summary else summary
     doc["arch"] = arch
     doc["current"] = base
-    doc["upstream_status"] = "Pending"
+    doc["upstream_status"] = str(UpstreamStatus.PENDING)
     doc["created"] = now_iso()
     return doc
 
@@ -72,6 +74,8 @@ def _read_files(paths: list[Path]) -> list[tuple[str, bytes]]:
             raise PatchError(f"{path}: no such patch file") from None
         except IsADirectoryError:
             raise PatchError(f"{path}: is a folder, not a patch file") from None
+        except OSError as exc:
+            raise PatchError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return out
 
 

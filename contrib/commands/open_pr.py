@@ -14,12 +14,16 @@ then create or update one draft PR on the upstream.  The rules:
   none -> create a draft, "already exists" or a 5xx after the create -> find
   and update (never a second PR), closed by a human -> leave it (``--reopen``
   reopens), merged -> the patchset is ``Accepted``.
+
+``--dry-run`` runs the same steps with the recording forge
+(:mod:`contrib.recording`) and without pushing or writing: the calls it
+records are what it prints, so the dry run cannot drift from the real run.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,9 +38,11 @@ from contrib.forge import (
     ForgeUnavailable,
     PullRequest,
     PullRequestExists,
+    RecordedCall,
     connect,
 )
 from contrib.git import Git, ProgressFn, Sha
+from contrib.meta import PrRecord, UpstreamStatus
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Version, Workspace
 from contrib.pr_body import BodyInput, CommitLine, render_body, render_title
@@ -45,6 +51,7 @@ from contrib.recording import RecordingForge
 from contrib.requires import requirements
 from contrib.secrets import scrub
 from contrib.series import apply_series, split_mail
+from contrib.txn import utf8
 from contrib.ui import UI
 
 BRANCH_PREFIX = "contrib/"
@@ -89,15 +96,22 @@ class Job:
 def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: bool = False,
             force: bool = False, reopen: bool = False,
             github_factory: ForgeFactory | None = None,
+            forge: Forge | None = None,
             progress: ProgressFn | None = None) -> tuple[int, list[dict[str, Any]]]:
     """Open or update the draft PR of each selected patchset.
 
     Returns the exit code (0 all done, 1 something needs the user, 2 bad
     input) and one JSON-able result per patchset.  Per-patchset problems are
-    reported in that patchset's result; the others still run.
+    reported in that patchset's result; the others still run.  ``forge``: use
+    this one (a caller's RecordingForge for its own dry run, say) instead of
+    building one from contrib.toml and the token with ``github_factory``.
     """
     patchsets = ws.patchsets(list(targets))
-    token, forge = _forge(ws, dry_run=dry_run, factory=github_factory, needed=bool(patchsets))
+    if forge is None:
+        token, forge = _forge(ws, dry_run=dry_run, factory=github_factory,
+                              needed=bool(patchsets))
+    else:
+        token = find_token(ws.config.github_api_url)
     mirrors: dict[str, Mirror] = {}
     results: list[dict[str, Any]] = []
     for ps in patchsets:
@@ -130,8 +144,24 @@ def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
               reopen: bool, progress: ProgressFn | None = None) -> dict[str, Any]:
     job = _prepare(ws, ps, mirrors, force=force)
     job.progress = progress
-    if isinstance(forge, RecordingForge):  # a dry run: the calls join the actions in order
-        forge.on_call = lambda call: job.actions.append(str(call))
+    if not isinstance(forge, RecordingForge):
+        return _run_one(job, forge, token, dry_run=dry_run, reopen=reopen)
+    outer = forge.on_call  # a dry run: the calls join the actions in order
+
+    def note(call: RecordedCall) -> None:
+        job.actions.append(str(call))
+        if outer is not None:
+            outer(call)
+
+    forge.on_call = note
+    try:
+        return _run_one(job, forge, token, dry_run=dry_run, reopen=reopen)
+    finally:
+        forge.on_call = outer
+
+
+def _run_one(job: Job, forge: Forge, token: str | None, *, dry_run: bool,
+             reopen: bool) -> dict[str, Any]:
     existing = forge.find_pr(job.repo, job.head, job.upstream.branch)
     if existing is not None and existing.merged:
         return _merged(job, existing, dry_run)
@@ -171,10 +201,10 @@ def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: 
     job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
               push_url, tip, commits, forced=forced)
     job.validation = validation.summary()
-    job.title = render_title(str(ps.data.get("title", "")), ps.target)
+    job.title = render_title(ps.title, ps.target)
     job.body = render_body(BodyInput(
         target=ps.target, version=version.base, base_branch=upstream.branch,
-        summary=str(ps.data.get("summary", "")), commits=commits, validation=validation,
+        summary=ps.summary, commits=commits, validation=validation,
         forced=forced, problem=problem, range_diff=_range_diff(job), requires=_requires(ws, ps),
         previous_version=_previous(job)[1]))
     return job
@@ -240,18 +270,17 @@ def _build(git: Git, version: Version) -> tuple[list[CommitLine], Sha]:
     """The PR branch: the version's patches applied on its base, as commits."""
     mails = [split_mail(git, name, raw) for name, raw in version.patch_texts()]
     applied = apply_series(git, version.base, mails)
-    lines = [CommitLine(a.commit, a.name, a.patch.subject, f"{a.patch.author.name}")
+    lines = [CommitLine(a.commit, a.name, utf8(a.patch.subject), utf8(a.patch.author.name))
              for a in applied]
     return lines, applied[-1].commit
 
 
 def _previous(job: Job) -> tuple[str | None, str | None]:
     """(tip, version) of the push the range-diff compares with."""
-    pushed = job.ps.get("pr", "pushed")
-    if pushed and pushed != job.tip:
-        return str(pushed), job.ps.get("pr", "version")
-    previous = job.ps.get("pr", "previous")
-    return (str(previous), job.ps.get("pr", "previous_version")) if previous else (None, None)
+    pr = job.ps.pr or PrRecord()
+    if pr.pushed and pr.pushed != job.tip:
+        return pr.pushed, pr.version
+    return (pr.previous, pr.previous_version) if pr.previous else (None, None)
 
 
 def _range_diff(job: Job) -> str | None:
@@ -292,7 +321,8 @@ def _requires(ws: Workspace, ps: Patchset) -> list[str]:
 
 def _pr_link(ws: Workspace, target: str) -> str:
     try:
-        url = ws.patchset(target).get("pr", "url")
+        pr = ws.patchset(target).pr
+        url = pr.url if pr else None
     except ContribError:
         return ""
     return f", {url}" if url else ""
@@ -328,7 +358,7 @@ def _lease(job: Job, fork_tip: str | None) -> str | None:
     """The value the push lease expects; NeedsAttention if someone else pushed there."""
     if fork_tip is None or fork_tip == job.tip:
         return fork_tip
-    ours = {str(s) for s in job.ps.get("pr", "pushed_history", []) or []}
+    ours = set((job.ps.pr or PrRecord()).pushed_history)
     if fork_tip not in ours:
         raise NeedsAttention(
             f"{job.push_url} branch {job.branch} is at {fork_tip[:12]}, which contrib never "
@@ -371,15 +401,12 @@ def _push(job: Job, token: str | None, expected: str | None, fork_tip: str | Non
 
 def _remember_push(job: Job) -> None:
     """Record the pushed tip at once: a later failure must not orphan it."""
-    history = [str(s) for s in job.ps.get("pr", "pushed_history", []) or []]
-    previous = job.ps.get("pr", "pushed")
-    changes: dict[str, Any] = {}
-    if previous and previous != job.tip:
-        changes = {"previous": str(previous), "previous_version": job.ps.get("pr", "version")}
-    if job.tip not in history:
-        history.append(job.tip)
-    job.ps.set("pr", head=job.head, branch=job.branch, pushed=job.tip, version=job.version,
-               pushed_history=history, **changes)
+    pr = job.ps.pr or PrRecord()
+    history = pr.pushed_history + (() if job.tip in pr.pushed_history else (job.tip,))
+    if pr.pushed and pr.pushed != job.tip:
+        pr = replace(pr, previous=pr.pushed, previous_version=pr.version)
+    job.ps.set_pr(replace(pr, head=job.head, branch=job.branch, pushed=job.tip,
+                          version=job.version, pushed_history=history))
     job.ps.save_meta()
 
 
@@ -418,17 +445,16 @@ def _pr_json(pr: PullRequest) -> dict[str, Any]:
             "merged_at": pr.merged_at, "merge_commit_sha": pr.merge_commit_sha}
 
 
-def _record(job: Job, pr: PullRequest, **extra: Any) -> None:
+def _record(job: Job, pr: PullRequest) -> None:
     info = _pr_json(pr)
-    job.ps.set("pr", repo=job.repo, head=job.head, number=pr.number, url=pr.url,
-               state=info["state"], draft=pr.draft, updated=now_iso(),
-               merged_at=pr.merged_at, merge_commit_sha=pr.merge_commit_sha if pr.merged else None,
-               **extra)
-    status = str(job.ps.data.get("upstream_status", "Pending"))
+    job.ps.set_pr(replace(job.ps.pr or PrRecord(), repo=job.repo, head=job.head,
+                          number=pr.number, url=pr.url, state=info["state"], draft=pr.draft,
+                          updated=now_iso(), merged_at=pr.merged_at,
+                          merge_commit_sha=pr.merge_commit_sha if pr.merged else None))
     if pr.merged:
-        job.ps.meta["upstream_status"] = "Accepted"
-    elif pr.state == "open" and status == "Pending":
-        job.ps.meta["upstream_status"] = "Submitted"
+        job.ps.set_upstream_status(UpstreamStatus.ACCEPTED)
+    elif pr.state == "open" and job.ps.upstream_status == UpstreamStatus.PENDING:
+        job.ps.set_upstream_status(UpstreamStatus.SUBMITTED)
     job.ps.save_meta()
 
 
@@ -461,8 +487,11 @@ def open_pr_command(ws: Workspace, ui: UI, targets: list[str], *, dry_run: bool,
     for r in results:
         _report(ui, r, dry_run)
     if not results:
-        ui.info("no patchsets selected")
-    ui.emit({"dry_run": dry_run, "results": results, "exit_code": code})
+        ui.info(ws.empty_message(targets))
+    document = {"dry_run": dry_run, "results": results, "exit_code": code}
+    if not results:
+        document["message"] = ws.empty_message(targets)
+    ui.emit(document)
     return code
 
 

@@ -1,11 +1,16 @@
-"""``contrib status [TARGET...] [--no-fetch]``: where every patchset stands."""
+"""``contrib status [TARGET...] [--no-fetch]``: where every patchset stands.
+
+An upstream that cannot be cloned or fetched does not hide the others: its
+rows are shown from what is known (the cache, if any), marked
+``unreachable: <git's reason>``, and the exit code is 1.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from contrib.errors import ContribError
+from contrib.errors import ContribError, UpstreamUnreachable
 from contrib.forge import ForgeFactory
 from contrib.git import Sha
 from contrib.mirror import Mirror
@@ -19,75 +24,101 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
            forge_factory: ForgeFactory | None = None) -> int:
     """One row per patchset: base, tip, commits behind, sync, validation, PR with its
     CI checks and review state (read from GitHub unless offline or without a token)."""
-    mirrors: dict[str, Mirror] = {}
+    mirrors: dict[str, tuple[Mirror | None, str | None]] = {}
+    rows: list[dict[str, Any]] = []
     patchsets = ws.patchsets(targets)
     for ps in patchsets:
         if ps.upstream not in mirrors:
-            mirror = Mirror(ws.config.upstream(ps.upstream))
-            if fetch:
-                ui.step(f"fetching {ps.upstream} ...")
-            mirrors[ps.upstream] = mirror.ensure(fetch_now=fetch, progress=ui.progress)
+            mirrors[ps.upstream] = _mirror(ws, ui, ps.upstream, fetch)
     facts = {name: upstream_facts(mirror, [ps.current.base for ps in patchsets
                                            if ps.upstream == name])
-             for name, mirror in mirrors.items()}
-    rows = [describe(ps, mirrors[ps.upstream], facts[ps.upstream]) for ps in patchsets]
+             for name, (mirror, _) in mirrors.items()}
+    for ps in patchsets:
+        mirror, unreachable = mirrors[ps.upstream]
+        rows.append(describe(ps, mirror, facts[ps.upstream]) | {"unreachable": unreachable})
     github, code = add_live_prs(ws, patchsets, rows, online=fetch, factory=forge_factory)
     ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR",
                            "CI", "review"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
-               r["sync"] or "-", _validation_cell(r["validation"]), *pr_cells(r)] for r in rows])
+               _sync_cell(r), _validation_cell(r["validation"]), *pr_cells(r)] for r in rows])
+    document: dict[str, Any] = {"patchsets": rows, "github": github}
     if not rows:
-        ui.info("no patchsets yet: create one with `contrib new`")
+        ui.info(ws.empty_message(targets))
+        document["message"] = ws.empty_message(targets)
     for r in rows:
         if "error" in (r["pr_live"] or {}):
             ui.warn(f"{r['patchset']}: {r['pr_live']['error']}")
-    ui.emit({"patchsets": rows, "github": github})
-    return code
+    cut_off = sorted({r["patchset"].split("/")[0] for r in rows if r["unreachable"]})
+    for name in cut_off:
+        ui.warn(f"upstream {name} is unreachable: {mirrors[name][1]}; its rows show the cache "
+                "as last fetched (fix url in contrib.toml or the network)")
+    ui.emit(document)
+    return max(code, 1 if cut_off else 0)
+
+
+def _mirror(ws: Workspace, ui: UI, name: str, fetch: bool) -> tuple[Mirror | None, str | None]:
+    """The upstream's cache and None, or (the cache if any, git's reason) when unreachable."""
+    mirror = Mirror(ws.config.upstream(name))
+    if fetch:
+        ui.step(f"fetching {name} ...")
+    try:
+        return mirror.ensure(fetch_now=fetch, progress=ui.progress), None
+    except UpstreamUnreachable as exc:
+        return (mirror if mirror.path.is_dir() else None), exc.reason
 
 
 @dataclass(frozen=True)
 class UpstreamFacts:
     """What status needs from one upstream cache, read for all its patchsets at once."""
 
-    tip: Sha | None
-    base_dates: dict[str, str]
-    behind: dict[str, int]
+    tip: Sha | None = None
+    base_dates: dict[str, str] = field(default_factory=dict)
+    behind: dict[str, int] = field(default_factory=dict)
 
 
-def upstream_facts(mirror: Mirror, bases: list[str]) -> UpstreamFacts:
+def upstream_facts(mirror: Mirror | None, bases: list[str]) -> UpstreamFacts:
     """The tip, and each base's date and distance from it: four git runs per upstream,
-    however many patchsets (one each would cost ~0.4 s for 50)."""
+    however many patchsets (four each cost ~0.4 s for 50); nothing without a cache."""
+    if mirror is None:
+        return UpstreamFacts()
     git = mirror.git
     dates = git.commit_dates(bases)
     try:
         tip = mirror.tip()
     except ContribError:
-        return UpstreamFacts(None, dates, {})
+        return UpstreamFacts(None, dates)
     return UpstreamFacts(tip, dates, git.behind_counts(tip, list(dates)))
 
 
-def describe(ps: Patchset, mirror: Mirror, facts: UpstreamFacts | None = None) -> dict[str, Any]:
-    """The status facts of one patchset as a JSON-able dict."""
+def describe(ps: Patchset, mirror: Mirror | None,
+             facts: UpstreamFacts | None = None) -> dict[str, Any]:
+    """The status facts of one patchset as a JSON-able dict (no cache: what the files say)."""
     base = ps.current.base
     facts = facts or upstream_facts(mirror, [base])
+    base_date, tip, behind = facts.base_dates.get(base, ""), facts.tip, facts.behind.get(base)
     validation = standing_dict(version_standing(ps.current))
-    pr = {k: ps.get("pr", k) for k in ("number", "url", "state")} if "pr" in ps.data else None
+    pr = ps.pr
     return {
         "patchset": ps.target,
-        "title": str(ps.data.get("title", "")),
-        "upstream_status": str(ps.data.get("upstream_status", "Pending")),
+        "title": ps.title,
+        "upstream_status": str(ps.upstream_status),
         "base": base,
-        "base_date": facts.base_dates.get(base, ""),
-        "tip": facts.tip,
-        "behind": facts.behind.get(base),
+        "base_date": base_date,
+        "tip": tip,
+        "behind": behind,
         "patches": ps.current.series(),
         "versions": len(ps.versions()),
-        "sync": ps.get("sync", "result"),
+        "sync": str(ps.sync.result) if ps.sync else None,
         "validation": validation,
-        "pr": pr,
+        "pr": {"number": pr.number, "url": pr.url, "state": pr.state} if pr else None,
     }
 
+
+def _sync_cell(row: dict[str, Any]) -> str:
+    if row["unreachable"]:
+        return f"unreachable: {row['unreachable']}"
+    return str(row["sync"] or "-")
 
 
 def _validation_cell(validation: dict[str, Any]) -> str:

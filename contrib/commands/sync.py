@@ -10,6 +10,7 @@ patchset, a list in the body for several).
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +22,10 @@ from contrib import conflict
 from contrib.clock import now_iso
 from contrib.errors import ContribError, NeedsAttention, UsageError
 from contrib.git import Git, Sha
+from contrib.meta import Landed, SyncDetails, SyncRecord, SyncResult, UpstreamStatus, read_meta
 from contrib.mirror import Mirror
-from contrib.patchset import SERIES_NAME, Patchset, Workspace
+from contrib.patchset import SERIES_NAME, Patchset, Workspace, parse_target
 from contrib.rebase import (
-    CONFLICT,
     ERROR,
     MOVED,
     PARTIAL,
@@ -38,9 +39,12 @@ from contrib.rebase import (
     load_patches,
     plan_sync,
 )
-from contrib.series import MailPatch, export_series, series_file
+from contrib.series import MailPatch, apply_series, export_series, series_file
 from contrib.ui import UI, Task
 
+CONFLICT = SyncResult.CONFLICT
+# A patch that makes or changes a symlink (its mode line, or its index line's mode).
+_LINK_MODE = re.compile(r"^(?:new file mode|new mode|index \S+) 120000$", re.M)
 OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}
 
 
@@ -49,7 +53,7 @@ class Report:
     """The outcome of one patchset, as shown in the table and in --json."""
 
     patchset: str
-    result: str
+    result: SyncResult
     base: str
     target: str | None = None
     version: str | None = None
@@ -84,6 +88,10 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
         reports = [_continue(ws, mirrors[p.patchset.split("/")[0]], p, state) for p in chosen]
     else:
         patchsets = ws.patchsets(targets)
+        if not patchsets:
+            ui.info(ws.empty_message(targets))
+            ui.emit({"results": [], "commit": None, "message": ws.empty_message(targets)})
+            return 0
         mirrors = _mirrors(ws, ui, sorted({ps.upstream for ps in patchsets}), fetch)
         tips = {name: (m.resolve(to) if to else m.tip()) for name, m in mirrors.items()}
         with ui.task("sync", total=len(patchsets)) as task:
@@ -127,6 +135,8 @@ def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
         return known
     try:
         patches = load_patches(git, ps.current.patch_texts())
+        if any(_LINK_MODE.search(p.diff) for p in patches) and git.try_rev_parse(base):
+            apply_series(git, base, patches)  # checks where the version's symlinks lead
         plan = plan_sync(git, patches, Sha(base), target, on_probe=None if task is None else (
             lambda n, at: task.update(f"{ps.target}: apply probe {n} at {at[:10]}")))
     except ContribError as exc:
@@ -141,18 +151,17 @@ def _known_upstream(ps: Patchset, git: Git, target: Sha) -> Report | None:
     would only spend time.
     """
     base = ps.current.base
-    recorded = str(ps.get("sync", "target", ""))
-    if ps.get("sync", "result") != UPSTREAMED or ps.get("sync", "from") != base or not (
-            recorded == target or git.try_rev_parse(recorded) and
+    last = ps.sync
+    if last is None or last.result != UPSTREAMED or last.base != base or not last.target:
+        return None
+    recorded = last.target
+    if not (recorded == target or git.try_rev_parse(recorded) and
             git.is_ancestor(recorded, target)):
         return None
-    details = ps.get("sync", "details", {}) or {}
-    keys = ("sha", "subject", "pr", "author", "date")
-    landed = [{"patch": u.get("patch"), "how": u.get("how", ""),
-               "commit": {k: u.get(k) for k in keys} if u.get("sha") else None}
-              for u in details.get("upstreamed", [])]
+    landed = [{"patch": u.patch, "how": u.how, "commit": u.commit()}
+              for u in last.details.upstreamed]
     return Report(ps.target, UPSTREAMED, base, target, upstreamed=landed,
-                  notes=[f"found upstream by the sync of {ps.get('sync', 'at')} "
+                  notes=[f"found upstream by the sync of {last.at} "
                          f"(at {recorded[:12]}); nothing to carry"])
 
 
@@ -178,17 +187,17 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
     versions: dict[str, list[tuple[str, bytes]]] = {}
     if resolved is not None:
         versions[resolved[0]] = resolved[1]
-        ps.meta["current"] = resolved[0]
+        ps.set_current(resolved[0])
         report.version, report.patches = resolved[0], [n for n, _ in resolved[1]]
         if plan.result == UNCHANGED:
             report.result = REBASED
     if plan.result in (REBASED, PARTIAL):
         versions[plan.target] = plan.files
-        ps.meta["current"] = plan.target
+        ps.set_current(plan.target)
         report.version, report.patches = plan.target, [n for n, _ in plan.files]
     if plan.result == UPSTREAMED:
-        ps.meta["upstream_status"] = "Upstreamed"
-    ps.meta["sync"] = _sync_table(report)
+        ps.set_upstream_status(UpstreamStatus.UPSTREAMED)
+    ps.set_sync(_sync_record(report))
     with ws.transaction() as txn:
         for sha, files in versions.items():
             if not _same_version(ps.dir / sha, files):
@@ -207,25 +216,18 @@ def _same_version(folder: Path, files: list[tuple[str, bytes]]) -> bool:
     return have == want
 
 
-def _sync_table(report: Report) -> dict[str, Any]:
-    """The [sync] table of patchset.toml (TOML has no null: empty values dropped)."""
-    details: dict[str, Any] = {}
-    if report.version:
-        details["version"] = report.version
-        details["patches"] = report.patches
-    if report.upstreamed:
-        details["upstreamed"] = [_drop_none({"patch": u["patch"], "how": u["how"],
-                                             **(u["commit"] or {})})
-                                 for u in report.upstreamed]
+def _sync_record(report: Report) -> SyncRecord:
+    """The [sync] record of patchset.toml for ``report``."""
+    upstreamed = tuple(Landed(u["patch"], u["how"], **_drop_none(u["commit"] or {}))
+                       for u in report.upstreamed)
+    conflict = None
     if report.conflict:
-        details["conflict"] = _drop_none({k: v for k, v in report.conflict.items()
-                                          if k != "commit"} | {
+        conflict = _drop_none({k: v for k, v in report.conflict.items() if k != "commit"} | {
             "commit": _drop_none(report.conflict["commit"])})
-    if report.notes:
-        details["notes"] = report.notes
-    return _drop_none({"result": report.result, "from": report.base, "target": report.target,
-                       "at": now_iso(), "commits": report.commits, "probes": report.probes,
-                       "details": details})
+    details = SyncDetails(report.version, tuple(report.patches) if report.version else (),
+                          upstreamed, conflict, tuple(report.notes))
+    return SyncRecord(SyncResult(report.result), report.base, report.target, now_iso(),
+                      report.commits, report.probes, details)
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
@@ -265,6 +267,8 @@ def _pending_dict(pending: conflict.Pending) -> dict[str, Any]:
 
 def _pending_for(ws: Workspace, targets: list[str], state: dict[str, conflict.Pending],
                  flag: str) -> list[conflict.Pending]:
+    for target in targets:
+        parse_target(target)
     if not state:
         raise UsageError(f"{flag}: no conflict is pending in {ws.root}")
     if not targets:
@@ -285,7 +289,8 @@ def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     """Turn the resolved worktree into a version at the breaking commit, then carry on."""
     ps = ws.patchset(pending.patchset)
     git = mirror.git
-    if ps.get("sync", "target") == pending.target and ps.get("sync", "result") in OK_RESULTS:
+    last = ps.sync
+    if last is not None and last.target == pending.target and last.result in OK_RESULTS:
         # A --continue killed after recording this resolution, before cleaning up.
         conflict.remove(git, pending)
         del state[ps.target]
@@ -422,11 +427,12 @@ def _abort(ws: Workspace, ui: UI, chosen: list[conflict.Pending],
 def _restore_sync(ps: Patchset, previous_text: str | None) -> None:
     """Put back the [sync] record from before the conflict; the file verbatim if nothing
     else in it changed since."""
-    before = tomlkit.parse(previous_text) if previous_text else tomlkit.document()
-    if "sync" in before:
-        ps.meta["sync"] = before["sync"]
-    else:
-        ps.meta.pop("sync", None)
+    try:
+        before = tomlkit.parse(previous_text or "")
+        previous = read_meta(ps.meta_path, previous_text, before.unwrap()) if previous_text else None
+    except Exception:  # a hand-edited state file: drop the record rather than guess at it
+        before, previous, previous_text = tomlkit.document(), None, None
+    ps.set_sync(previous.sync if previous else None)
     same = previous_text and before.unwrap() == ps.meta.unwrap()
     ps.workspace.write_file(ps.meta_path, previous_text if same and previous_text else ps.meta_text())
 

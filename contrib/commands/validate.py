@@ -82,11 +82,14 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
         validations.append(validation)
         results.append(_record(ws, ui, ps, validation, settings, out))
     if not patchsets:
-        ui.info("no patchsets to validate: create one with `contrib new`")
+        ui.info(ws.empty_message(targets))
     if junit is not None:
         atomic_write(junit, junit_xml(validations))
     code = max((r.pop("exit_code") for r in results), default=0)
-    ui.emit({"verdict": _worst(r["verdict"] for r in results), "validations": results})
+    document = {"verdict": _worst(r["verdict"] for r in results), "validations": results}
+    if not patchsets:
+        document["message"] = ws.empty_message(targets)
+    ui.emit(document)
     return code
 
 

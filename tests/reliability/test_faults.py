@@ -50,8 +50,8 @@ def _patchset(ws: Workspace, upstream: Repo, tmp_path: Path) -> None:
     ("http://127.0.0.1:1/x.git", "cannot clone http://127.0.0.1:1/x.git"),
     ("file://{tmp}/no/such/repo.git", "does not exist; fix url in contrib.toml"),
 ])
-@pytest.mark.parametrize("command", [("sync",), ("status",), ("new", "proj", "x", "--base", "main",
-                                                             "--patch", "{patch}")])
+@pytest.mark.parametrize("command", [("sync",), ("new", "proj", "x", "--base", "main",
+                                                 "--patch", "{patch}")])
 def test_unreachable_upstream_is_one_line_exit_2(workspace: Workspace, upstream: Repo,
                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  url: str, says: str,
@@ -68,6 +68,25 @@ def test_unreachable_upstream_is_one_line_exit_2(workspace: Workspace, upstream:
     assert "upstream proj:" in line and says in line, line
     assert snapshot(workspace.root) == before
     assert not list((workspace.root.parent / "home" / "contrib-cache").rglob(".clone-*"))
+    FIGURES["faults survived: unreachable upstream"] += 1
+
+
+@pytest.mark.parametrize("url", ["{tmp}/no/such/repo", "http://127.0.0.1:1/x.git"])
+def test_status_past_an_unreachable_upstream_is_exit_1_with_the_row_marked(
+        workspace: Workspace, upstream: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        url: str) -> None:
+    _patchset(workspace, upstream, tmp_path)
+    monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "file:http")
+    config = workspace.root / "contrib.toml"
+    config.write_text(config.read_text().replace(str(upstream.path), url.format(tmp=tmp_path)))
+    before = snapshot(workspace.root)
+    result = workspace.run("status")
+    assert result.code == 1, result.err
+    warnings = [line for line in result.err.splitlines() if not line.startswith("fetching ")]
+    assert len(warnings) == 1 and warnings[0].startswith("upstream proj is unreachable: ")
+    assert "unreachable: " in result.out and "proj/f3" in result.out
+    assert "Traceback" not in result.err + result.out and PLANTED not in result.err
+    assert snapshot(workspace.root) == before
     FIGURES["faults survived: unreachable upstream"] += 1
 
 

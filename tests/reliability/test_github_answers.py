@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Result, run_contrib
+import tests.conftest as root_conftest
+from tests.conftest import Result
 from tests.fake_github import FakeGitHub
 from tests.gitutil import Repo
 from tests.reliability.conftest import FIGURES, PLANTED
@@ -81,6 +82,11 @@ ANSWERS: dict[str, tuple[Callable[[FakeGitHub], Any], str, str]] = {
 }
 
 
+def _run(*args: str, cwd: Path) -> Result:
+    """The CLI, through the audited runner (every output is searched for the token)."""
+    return root_conftest.run_contrib(*args, cwd=cwd)
+
+
 @pytest.fixture
 def scene(tmp_path: Path, upstream: Repo, planted_github: FakeGitHub) -> Scene:
     return Scene(tmp_path, upstream, planted_github)
@@ -104,7 +110,7 @@ def test_malformed_answer_is_one_line_naming_the_request(scene: Scene, label: st
     inject, request, came_back = ANSWERS[label]
     before = _files(scene.root)
     inject(scene.fake)
-    line = _one_clean_line(run_contrib("open-pr", TARGET, cwd=scene.root), 1)
+    line = _one_clean_line(_run("open-pr", TARGET, cwd=scene.root), 1)
     assert f"GitHub's answer to {request} is not usable: " in line, line
     assert came_back in line, line
     assert _files(scene.root) == before or label.startswith(("PR ", "null"))
@@ -115,8 +121,8 @@ def test_malformed_answer_is_one_line_naming_the_request(scene: Scene, label: st
 def test_after_a_malformed_create_the_next_run_finds_the_pr(scene: Scene) -> None:
     """The PR was made though its answer was garbage: the next run updates it, never a second."""
     scene.fake.mutate_next("POST", PULLS, _wrong_types("number", None))
-    assert run_contrib("open-pr", TARGET, cwd=scene.root).code == 1
-    result = run_contrib("open-pr", "--json", TARGET, cwd=scene.root)
+    assert _run("open-pr", TARGET, cwd=scene.root).code == 1
+    result = _run("open-pr", "--json", TARGET, cwd=scene.root)
     assert result.code == 0, result.err
     assert [r["result"] for r in result.json["results"]] == ["unchanged"]  # type: ignore[index]
     assert len(scene.prs()) == 1
@@ -126,7 +132,7 @@ def test_status_with_a_malformed_pr_answer(scene: Scene) -> None:
     code, _ = scene.run()
     assert code == 0
     scene.fake.mutate_next("GET", rf"{PULLS}/\d+", _wrong_types("html_url", 7))
-    line = _one_clean_line(run_contrib("status", cwd=scene.root), 1)
+    line = _one_clean_line(_run("status", cwd=scene.root), 1)
     assert f"GitHub's answer to GET /repos/{UPSTREAM}/pulls/1 is not usable: html_url is 7, " \
            "expected str" in line
 
@@ -137,7 +143,7 @@ def test_status_with_a_malformed_pr_answer(scene: Scene) -> None:
 def test_retry_after_within_the_bound_is_waited_and_said(scene: Scene) -> None:
     scene.fake.rate_limit_next("GET", PULLS, retry_after=2)
     start = time.monotonic()
-    result = run_contrib("open-pr", TARGET, cwd=scene.root)
+    result = _run("open-pr", TARGET, cwd=scene.root)
     assert result.code == 0, result.err
     assert 1.9 <= time.monotonic() - start < 30
     assert "waiting 2 s for GitHub's rate limit (Retry-After) ..." in result.err
@@ -148,7 +154,7 @@ def test_retry_after_within_the_bound_is_waited_and_said(scene: Scene) -> None:
 def test_retry_after_past_the_bound_fails_at_once(scene: Scene, retry_after: str) -> None:
     scene.fake.rate_limit_next("POST", PULLS, retry_after=retry_after)
     start = time.monotonic()
-    line = _one_clean_line(run_contrib("open-pr", TARGET, cwd=scene.root), 1)
+    line = _one_clean_line(_run("open-pr", TARGET, cwd=scene.root), 1)
     assert time.monotonic() - start < 20  # the push and lookups, no wait
     assert "could not create a pull request on upstream-org/proj: GitHub's rate limit " \
            "(Retry-After) asks to wait" in line
@@ -179,7 +185,7 @@ def test_bad_api_url_names_the_key(scene: Scene, api_url: str, command: tuple[st
     config = scene.root / "contrib.toml"
     config.write_text(config.read_text().replace(scene.fake.url, api_url))
     before = _files(scene.root)
-    line = _one_clean_line(run_contrib(*command, cwd=scene.root), 2)
+    line = _one_clean_line(_run(*command, cwd=scene.root), 2)
     assert f"contrib.toml [github] api_url: {api_url!r} is not a usable URL" in line, line
     assert _files(scene.root) == before and scene.fake.requests == []
     FIGURES["bad GitHub settings refused (exit 2)"] += 1
@@ -190,7 +196,7 @@ def test_non_latin1_token_is_exit_2(scene: Scene, token: str,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", token)
     for command in (("open-pr", TARGET), ("open-pr", "--dry-run", TARGET), ("status",)):
-        result = run_contrib(*command, cwd=scene.root)
+        result = _run(*command, cwd=scene.root)
         line = _one_clean_line(result, 2)
         assert "the GitHub token from GITHUB_TOKEN contains characters that are not Latin-1" in line
         assert token not in result.out + result.err

@@ -1,0 +1,85 @@
+"""Every environment variable contrib reads, parsed in one place.
+
+A bad value is bad input: one line naming the variable, the value and what to
+set instead (exit 2), found before a command changes anything.  ``check``
+runs all of them at the start of every command.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+
+from contrib.errors import UsageError
+
+DEFAULT_LOCK_TIMEOUT = 30.0
+MAX_LOCK_TIMEOUT = 24 * 3600.0
+# datetime handles years 1..9999; SOURCE_DATE_EPOCH is "seconds since 1970".
+MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
+
+
+def lock_timeout() -> float:
+    """Seconds a second contrib waits for the workspace lock (CONTRIB_LOCK_TIMEOUT)."""
+    raw = os.environ.get("CONTRIB_LOCK_TIMEOUT", "").strip()
+    if not raw:
+        return DEFAULT_LOCK_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (0 <= value <= MAX_LOCK_TIMEOUT):  # also false for nan
+        raise UsageError(f"CONTRIB_LOCK_TIMEOUT={raw!r}: must be a number of seconds from 0 to "
+                         f"{MAX_LOCK_TIMEOUT:g} (e.g. 30); fix or unset it")
+    return value
+
+
+def source_date_epoch() -> int | None:
+    """SOURCE_DATE_EPOCH (reproducible timestamps), or None when unset."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not raw:
+        return None
+    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_EPOCH:
+        raise UsageError(f"SOURCE_DATE_EPOCH={raw[:40]!r}: must be whole seconds since "
+                         f"1970-01-01 UTC, from 0 to {MAX_EPOCH} (see "
+                         "reproducible-builds.org/specs/source-date-epoch); fix or unset it")
+    return int(raw)
+
+
+def _user_cache_dir() -> Path:
+    if sys.platform.startswith("linux"):
+        # platformdirs' rule for Linux, without importing it on every start (issue 12).
+        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+        return Path(xdg or Path.home() / ".cache") / "contrib"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("contrib"))
+
+
+def cache_root() -> Path:
+    """Where upstream clones live: $CONTRIB_CACHE or the user cache dir, checked usable."""
+    override = os.environ.get("CONTRIB_CACHE", "")
+    what = f"CONTRIB_CACHE={override!r}" if override else "the user cache folder"
+    path = Path(override) if override else _user_cache_dir()
+    if "\0" in str(path):
+        raise UsageError(f"{what}: contains a NUL byte; set it to a folder path")
+    path = path.absolute()
+    existing = path
+    while not existing.exists() and not existing.is_symlink() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is" if existing == path else f"is below {existing}, which is"
+        raise UsageError(f"{what} ({path}) {where} not a folder; point CONTRIB_CACHE at a "
+                         "folder (or one that can be created)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} ({existing}) is not writable; point CONTRIB_CACHE at a "
+                         "folder you can write to")
+    return path
+
+
+def check() -> None:
+    """Parse every variable contrib reads; UsageError on the first bad one."""
+    lock_timeout()
+    source_date_epoch()
+    cache_root()

@@ -1,0 +1,89 @@
+"""One unreachable upstream hides nothing else; an empty workspace says so everywhere.
+
+`contrib status` shows every row it can, marks the unreachable upstream's rows
+with git's one-line reason (in the table and in --json), and exits 1, with or
+without --no-fetch, cached or never cached.  In a workspace with no
+patchsets, status, sync, validate and open-pr all say the same line.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLE, Workspace, make_patch
+from tests.gitutil import Repo
+from tests.reliability.conftest import FIGURES
+from tests.reliability.crash import snapshot
+
+NO_PATCHSETS = "no patchsets yet: create one with `contrib new`"
+
+
+@pytest.fixture
+def two(tmp_path: Path, upstream: Repo) -> tuple[Workspace, Repo]:
+    """proj (reachable) and gone (its repository about to disappear), one patchset each."""
+    other = Repo(tmp_path / "other")
+    other.commit("Initial import", SAMPLE)
+    root = tmp_path / "ws2"
+    root.mkdir()
+    ws = Workspace(root, {"proj": upstream, "gone": other})
+    ws.write_config()
+    for name, repo in (("proj", upstream), ("gone", other)):
+        patch = make_patch(repo, tmp_path, {"pkg/x.py": "X = 1\n"}, "add x", name=f"p-{name}")[0]
+        assert ws.run("new", name, "x", "--base", "main", "--patch", str(patch)).code == 0
+    return ws, other
+
+
+def _cache_of(name: str) -> list[Path]:
+    return list((Path(os.environ["CONTRIB_CACHE"]) / "upstreams").glob(f"{name}-*.git"))
+
+
+@pytest.mark.parametrize("how", ["fetch", "no-fetch, never cached", "fetch, never cached"])
+def test_status_marks_the_unreachable_upstream_and_shows_the_rest(
+        two: tuple[Workspace, Repo], how: str) -> None:
+    ws, other = two
+    shutil.rmtree(other.path)
+    if "never cached" in how:
+        for cache in _cache_of("gone"):
+            shutil.rmtree(cache)
+    before = snapshot(ws.root)
+    args = ["status", "--json"] + (["--no-fetch"] if how.startswith("no-fetch") else [])
+    result = ws.run(*args)
+    assert result.code == 1, result.err
+    assert "Traceback" not in result.err and "internal error" not in result.err
+    rows = {r["patchset"]: r for r in result.json["patchsets"]}
+    assert set(rows) == {"proj/x", "gone/x"}
+    assert rows["proj/x"]["unreachable"] is None and rows["proj/x"]["tip"]
+    assert rows["gone/x"]["unreachable"]
+    assert str(other.path) in rows["gone/x"]["unreachable"]
+    assert rows["gone/x"]["patches"] == ["0001-add-x.patch"]
+    human = ws.run(*[a for a in args if a != "--json"])
+    assert human.code == 1
+    assert "unreachable:" in human.out and "proj/x" in human.out
+    assert len(human.err.strip().splitlines()) == 1 + ("--no-fetch" not in args) * 2
+    assert snapshot(ws.root) == before
+    FIGURES["status rows shown past an unreachable upstream"] += 1
+
+
+def test_a_failed_fetch_still_shows_the_cached_tip(two: tuple[Workspace, Repo]) -> None:
+    ws, other = two
+    tip = other.head()
+    shutil.rmtree(other.path)
+    result = ws.run("status", "--json")
+    gone = next(r for r in result.json["patchsets"] if r["patchset"] == "gone/x")
+    assert result.code == 1 and gone["tip"] == tip and gone["behind"] == 0
+
+
+@pytest.mark.parametrize("command", [("status", "--no-fetch"), ("sync",), ("validate",),
+                                     ("open-pr", "--dry-run")])
+def test_every_command_says_there_are_no_patchsets_yet(workspace: Workspace,
+                                                       command: tuple[str, ...]) -> None:
+    human = workspace.run(*command)
+    assert human.code == 0, human.err
+    assert NO_PATCHSETS in human.out
+    data = workspace.run(*command, "--json")
+    assert data.code == 0 and data.json["message"] == NO_PATCHSETS
+    assert not (workspace.root / "patchsets").exists()
