@@ -255,6 +255,48 @@ def doctor(ctx: Context, json_mode: bool) -> int:
     return run(ws, ui)
 
 
+@cli.command(epilog=example("contrib autopilot --dry-run"))
+@click.argument("targets", nargs=-1, shell_complete=complete_targets)
+@click.option("--push", is_flag=True, help="Push the run's commit to the workspace's origin.")
+@click.option("--dry-run", is_flag=True,
+              help="Show everything it would do; write nothing (workspace, fork, GitHub).")
+@click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
+@click.option("--gpu-missing", "gpu_missing", multiple=True, metavar="LABEL",
+              help="A GPU leg of the workflow that produced no validation (repeat).")
+@json_option
+@pass_ctx
+def autopilot(ctx: Context, targets: tuple[str, ...], push: bool, dry_run: bool,
+              no_fetch: bool, gpu_missing: tuple[str, ...], json_mode: bool) -> int:
+    """Sync, validate, keep PRs current, commit, push and update the dashboard, once."""
+    from contrib.commands.autopilot import autopilot as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(
+        ws, ui, list(targets), push=push, dry_run=dry_run, fetch=not no_fetch,
+        gpu_missing=list(gpu_missing)))
+
+
+@cli.command("init-ci", epilog=example("contrib init-ci --gpu-runner rtx6000=sm_120a"))
+@click.option("--gpu-runner", "gpu_runners", multiple=True, metavar="LABEL=ARCH",
+              help="A GPU leg: self-hosted runners labelled LABEL validate ARCH (repeat).")
+@click.option("--install", metavar="SPEC",
+              help="What the workflow pip-installs: contrib's pip requirement (e.g. "
+                   "'contrib @ git+https://github.com/OWNER/contrib@TAG'); in contrib's own "
+                   "repository '.' by default.")
+@click.option("--cron", help="When the workflow runs (five cron fields).")
+@click.option("--branch", help="The branch autopilot keeps (default: the current one).")
+@click.option("--force", is_flag=True, help="Replace a workflow contrib did not write.")
+@json_option
+@pass_ctx
+def init_ci(ctx: Context, gpu_runners: tuple[str, ...], install: str | None, cron: str | None,
+            branch: str | None, force: bool, json_mode: bool) -> int:
+    """Write .github/workflows/contrib.yml: autopilot on a schedule, GPU legs, the merge."""
+    from contrib.commands.init_ci import init_ci as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(
+        ws, ui, gpu_runners=list(gpu_runners), force=force, install=install, cron=cron,
+        branch=branch))
+
+
 @cli.command(epilog=example("contrib demo /tmp/contrib-demo"))
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
 @output_options

@@ -35,6 +35,9 @@ _UPSTREAM_KEYS = {
     "python": str,
 }
 _GITHUB_KEYS = {"api_url": str}
+_AUTOPILOT_KEYS = {"repo": str, "prs": str, "dashboard_title": str}
+PR_POLICIES = ("update", "create", "never")
+DEFAULT_DASHBOARD_TITLE = "contrib dashboard"
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,22 @@ class Upstream:
 
 
 @dataclass(frozen=True)
+class Autopilot:
+    """``[autopilot]``: where the dashboard lives and what autopilot does with PRs."""
+
+    repo: str = ""  # owner/name of the workspace's own GitHub repository
+    prs: str = "update"  # one of PR_POLICIES
+    dashboard_title: str = DEFAULT_DASHBOARD_TITLE
+
+
+@dataclass(frozen=True)
 class Config:
     """A parsed workspace configuration."""
 
     path: Path
     upstreams: dict[str, Upstream] = field(default_factory=dict)
     github_api_url: str = DEFAULT_API_URL
+    autopilot: Autopilot = field(default_factory=Autopilot)
 
     def upstream(self, name: str) -> Upstream:
         """The upstream called ``name``, or a ConfigError listing the known ones."""
@@ -145,9 +158,10 @@ def load_config(root: Path) -> Config:
     path = root / CONFIG_NAME
     text, doc = parse_toml(path)
     for key in doc:
-        if key not in ("github", "upstreams"):
+        if key not in ("github", "upstreams", "autopilot"):
             raise ConfigError(f"{path}:{line_of(text, key) or line_of(text, '', key)}: "
-                              f"unknown key or table {key!r} (allowed: [github], [upstreams.NAME])")
+                              f"unknown key or table {key!r} (allowed: [github], "
+                              "[upstreams.NAME], [autopilot])")
     github = doc.get("github", {})
     if not isinstance(github, dict):
         raise ConfigError(f"{path}: [github] must be a table")
@@ -160,7 +174,28 @@ def load_config(root: Path) -> Config:
     if not isinstance(tables, dict):
         raise ConfigError(f"{path}: 'upstreams' must be tables like [upstreams.flashinfer]")
     upstreams = {name: _upstream(path, text, name, data) for name, data in tables.items()}
-    return Config(path=path, upstreams=upstreams, github_api_url=api_url)
+    return Config(path=path, upstreams=upstreams, github_api_url=api_url,
+                  autopilot=_autopilot(path, text, doc.get("autopilot", {})))
+
+
+def _autopilot(path: Path, text: str, data: Any) -> Autopilot:
+    """``[autopilot]``: repo OWNER/NAME, prs one of PR_POLICIES, dashboard_title."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:{line_of(text, '', 'autopilot')}: 'autopilot' must be a "
+                          "table: [autopilot]")
+    check_keys(path, text, "autopilot", data, _AUTOPILOT_KEYS)
+    repo, prs = str(data.get("repo", "")), str(data.get("prs", "update"))
+    if repo and not REPO_RE.match(repo):
+        raise ConfigError(f"{path}:{line_of(text, 'autopilot', 'repo')}: [autopilot] repo must "
+                          f"be OWNER/NAME of the workspace's GitHub repository, got {repo!r}")
+    if prs not in PR_POLICIES:
+        raise ConfigError(f"{path}:{line_of(text, 'autopilot', 'prs')}: [autopilot] prs must be "
+                          f"one of {', '.join(map(repr, PR_POLICIES))}, got {prs!r}")
+    title = str(data.get("dashboard_title", DEFAULT_DASHBOARD_TITLE)).strip()
+    if not title:
+        raise ConfigError(f"{path}:{line_of(text, 'autopilot', 'dashboard_title')}: "
+                          "[autopilot] dashboard_title must not be empty")
+    return Autopilot(repo=repo, prs=prs, dashboard_title=title)
 
 
 def _upstream(path: Path, text: str, name: str, data: Any) -> Upstream:

@@ -30,8 +30,8 @@ from contrib.config import (
     valid_name,
 )
 from contrib.environ import lock_timeout
-from contrib.lockfile import FileLock, LockTimeout
 from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
+from contrib.lockfile import FileLock, LockTimeout
 from contrib.meta import (
     SHA_RE,
     Meta,

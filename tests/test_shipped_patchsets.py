@@ -46,7 +46,7 @@ def test_series_are_real_patches(shipped: Workspace, tmp_path: Path) -> None:
             touched.setdefault(ps.target, set()).update(h.path for h in parse_hunks(mail.diff))
     assert touched["flashinfer/sm120-trtllm-comm"] == {
         "include/flashinfer/comm/trtllm_allreduce.cuh", "csrc/trtllm_allreduce.cu",
-        "flashinfer/jit/comm.py"}
+        "flashinfer/jit/comm.py", "tests/comm/test_trtllm_allreduce_lamport.py"}
     assert touched["sglang/sm120-allreduce-fusion"] == {
         "python/sglang/srt/layers/communicator.py",
         "python/sglang/srt/layers/flashinfer_comm_fusion.py"}

@@ -92,18 +92,27 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
             ui.info(ws.empty_message(targets))
             ui.emit({"results": [], "commit": None, "message": ws.empty_message(targets)})
             return 0
-        mirrors = _mirrors(ws, ui, sorted({ps.upstream for ps in patchsets}), fetch)
-        tips = {name: (m.resolve(to) if to else m.tip()) for name, m in mirrors.items()}
-        with ui.task("sync", total=len(patchsets)) as task:
-            reports = []
-            for ps in patchsets:
-                task.update(ps.target)
-                reports.append(_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.upstream], state,
-                                         task))
-                task.advance(ps.target)
+        reports = carry(ws, ui, patchsets, to=to, fetch=fetch, state=state)
     committed = commit_changes(repo, ws, reports) if repo is not None else None
     _show(ui, reports, committed)
     return 0 if all(r.result in OK_RESULTS for r in reports) else 1
+
+
+def carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None = None,
+          fetch: bool, state: dict[str, conflict.Pending] | None = None) -> list[Report]:
+    """Carry ``patchsets`` onto their upstream's tip (or ``to``), each upstream fetched once;
+    one Report per patchset, each result already recorded in the workspace."""
+    state = conflict.load_state(ws.state_dir) if state is None else state
+    mirrors = _mirrors(ws, ui, sorted({ps.upstream for ps in patchsets}), fetch)
+    tips = {name: (m.resolve(to) if to else m.tip()) for name, m in mirrors.items()}
+    reports = []
+    with ui.task("sync", total=len(patchsets)) as task:
+        for ps in patchsets:
+            task.update(ps.target)
+            reports.append(_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.upstream], state,
+                                     task))
+            task.advance(ps.target)
+    return reports
 
 
 def _mirrors(ws: Workspace, ui: UI, names: list[str], fetch: bool) -> dict[str, Mirror]:

@@ -46,6 +46,7 @@ from contrib.record import (
 from contrib.series import EXPORT_ENV, apply_series
 from contrib.txn import atomic_write
 from contrib.ui import UI, StepFn
+from contrib.validate.gputests import split_runs
 from contrib.validate.report import (
     Validation,
     host_facts,
@@ -96,20 +97,26 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
 def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, settings: Settings,
             out: Path | None) -> dict[str, Any]:
     """Write the run (to the version's record, or to ``out``); print and return its verdict."""
-    runs = [validation.run()]
+    # the tests stage's regression runs (archs the gates admitted before) are runs of their own
+    runs = [v.run() for v in split_runs(validation)]
     run = runs[0]  # the target arch's run; any further ones are regression runs
     record, where = _store(ws, ps, runs, settings, out)
     verdict = next(v for v in arch_verdicts(record.runs, settings.required())
                    if v.arch == run.arch)
     for line in render_table(validation).splitlines():
         ui.info(line)
+    for extra in runs[1:]:
+        tests = extra.stage("tests")
+        ui.info(f"  {extra.kind} run on {extra.arch}: tests {tests.status if tests else '?'}"
+                f" ({tests.reason if tests else ''})")
     ui.info(_verdict_line(ps, verdict))
     ui.info(f"  -> {where}")
     failed = verdict.verdict == Verdict.FAILED or bool(verdict.unmet)
     return {"patchset": ps.target, "base": record.base, "digest": record.digest, "arch": run.arch,
             "verdict": str(verdict.verdict), "skipped": verdict.skipped, "unmet": list(verdict.unmet),
             "required": list(settings.required()), "runs_for_arch": len(verdict.runs),
-            "path": str(where), "run": run_dict(run), "exit_code": 1 if failed else 0}
+            "path": str(where), "run": run_dict(run),
+            "regression_runs": [run_dict(r) for r in runs[1:]], "exit_code": 1 if failed else 0}
 
 
 def _store(ws: Workspace, ps: Patchset, runs: list[Run], settings: Settings,
@@ -253,14 +260,16 @@ def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, o
             settings=settings,
             workdir=Path(scratch),
             worktree=make_worktree,
-            python=sys.executable,
+            python=ws.config.upstream(ps.upstream).python or sys.executable,
             workspace=ws,
             patchset=ps,
             progress=progress,
         )
         stages = run_pipeline(inputs)
+    ptx = next((s for s in stages if s.name == "ptx"), None)
+    compute = ptx.details.get("compute") if ptx is not None else None  # compute_120f for flashinfer
     return Validation(ps.upstream, ps.name, base, arch, stages, dict(host), applied=head,
-                      started=started, finished=now())
+                      started=started, finished=now(), compute=compute)
 
 
 def _apply(git: Git, base: str, files: list[tuple[str, bytes]]) -> tuple[str | None, str]:

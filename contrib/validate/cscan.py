@@ -8,6 +8,7 @@ which branches are taken.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -51,6 +52,7 @@ class Scan:
         return [i + 1 for i, text in enumerate(self.code) if text.strip()]
 
 
+@functools.lru_cache(maxsize=256)
 def strip_comments(text: str) -> str:
     """Replace comments by spaces, keeping newlines and string literals intact."""
     out: list[str] = []

@@ -108,22 +108,37 @@ class PtxResult:
 
 
 def compile_ptx(
-    nvcc: str, source: Path, arch: Arch, include_dirs: Iterable[Path], out_dir: Path,
-    flags: Iterable[str] = (), timeout: float = 600,
+    nvcc: str, source: Path, arch: Arch | str, include_dirs: Iterable[Path], out_dir: Path,
+    flags: Iterable[str] = (), timeout: float = 1200, keep: Path | None = None,
 ) -> PtxResult:  # fmt: skip
-    """``nvcc -arch=compute_XYa --ptx`` one source; parse its entries."""
-    out = out_dir / (source.name + ".ptx")
-    command = [nvcc, f"-arch={arch.compute}", "--ptx", "-std=c++17", "-o", str(out)]
-    command += [f"-I{d}" for d in include_dirs] + list(flags) + [str(source)]
+    """``nvcc -arch=compute_XY[af] --ptx`` one source; parse its entries.
+
+    ``arch`` is an Arch (its ``compute``) or the virtual architecture itself
+    (``compute_120f``, as the upstream builds it).  ``-std=c++17`` unless the
+    flags name a standard.  The PTX file is removed after parsing unless ``keep``
+    names where it goes.
+    """
+    flags = list(flags)
+    compute = arch if isinstance(arch, str) else arch.compute
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = keep or out_dir / f"{source.name}.{abs(hash(str(source))) % 10**8}.ptx"
+    command = [nvcc, f"-arch={compute}", "--ptx", "-o", str(out)]
+    command += [] if any(f.startswith("-std=") for f in flags) else ["-std=c++17"]
+    command += [f"-I{d}" for d in include_dirs] + flags + [str(source)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return PtxResult(
             str(source), False, error=f"nvcc timed out after {timeout:.0f}s", command=command
         )
+    except OSError as exc:
+        return PtxResult(str(source), False, error=f"cannot run {nvcc}: {exc}", command=command)
     if done.returncode != 0:
         text = (done.stderr or done.stdout).strip()
         return PtxResult(str(source), False, missing_header=missing_header(text),
-                         error=text[-2000:], command=command)  # fmt: skip
+                         error=text if len(text) < 4000 else text[:3000] + "\n...\n" + text[-1000:],
+                         command=command)  # fmt: skip
     ptx = out.read_text(encoding="utf-8", errors="replace")
+    if keep is None:
+        out.unlink(missing_ok=True)  # the entries are what we keep; a unit's PTX can be 100 MB
     return PtxResult(str(source), True, all_entries(ptx), empty_entries(ptx), command=command)

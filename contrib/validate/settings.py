@@ -19,7 +19,7 @@ from contrib.validate import Waiver, parse_waivers
 
 _KEYS = {
     "python", "tests", "compile", "sources", "compare", "tests_need_gpu", "test_limit",
-    "ptx_sources", "ptx_include_dirs", "ptx_flags", "require",
+    "ptx_sources", "ptx_include_dirs", "ptx_flags", "require", "pytest_args",
 }  # fmt: skip
 
 
@@ -43,6 +43,7 @@ class Settings:
     ptx_flags: list[str] = field(default_factory=list)
     waivers: list[Waiver] = field(default_factory=list)
     require: tuple[str, ...] | None = None  # None: the stages the registry marks required
+    pytest_args: list[str] = field(default_factory=list)  # e.g. ["-k", "bf16"]: which cases run
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any], where: str = "patchset.toml",
@@ -65,6 +66,7 @@ class Settings:
             read.path("python"), read.command(), read.strings("ptx_sources"),
             read.strings("ptx_include_dirs"), read.strings("ptx_flags"),
             parse_waivers(_unwrap(meta.get("waivers")), where), read.require(),
+            read.strings("pytest_args"),
         )  # fmt: skip
 
     def required(self) -> tuple[str, ...]:
@@ -87,6 +89,7 @@ class Settings:
             "tests_need_gpu": self.tests_need_gpu, "test_limit": self.test_limit,
             "python": self.python, "compile": self.compile, "ptx_sources": self.ptx_sources,
             "ptx_include_dirs": self.ptx_include_dirs, "ptx_flags": self.ptx_flags,
+            **({"pytest_args": self.pytest_args} if self.pytest_args else {}),
             "waivers": [{"file": w.file, "reason": w.reason, "line": w.line, "pattern": w.pattern}
                         for w in self.waivers],
         }  # fmt: skip

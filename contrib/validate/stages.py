@@ -10,7 +10,6 @@ everything after it with that reason.  :data:`STAGES` is the one table of stages
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -29,16 +28,20 @@ from contrib.validate import (
     apply_waivers,
     cuda_arch,
     gates,
+    gputests,
     includes,
+    profiles,
     ptx,
+    ptxstage,
     syntax,
     testsel,
+    units,
 )
 from contrib.validate.registry import STAGES, StageDef
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
 from contrib.validate.settings import Settings
 from contrib.validate.testsel import FileChange, Gpu
-from contrib.validate.tree import SourceTree, materialize
+from contrib.validate.tree import SourceTree
 
 if TYPE_CHECKING:
     from contrib.patchset import Patchset, Workspace
@@ -208,32 +211,19 @@ def _resolve_sources(ctx: Context) -> tuple[list[Finding], list[str]]:
 
 
 def stage_ptx(ctx: Context) -> StageResult:
-    """Compile the translation units to PTX for the target; flag entries that are just ``ret;``."""
-    settings, arch, tree = ctx.inputs.settings, ctx.inputs.arch, ctx.after
+    """Compile every unit at stake to PTX as the upstream builds it; flag entries that are just ``ret;``."""
+    settings, tree = ctx.inputs.settings, ctx.after
     if settings.compile:
         return _ptx_command(ctx)
-    units = settings.ptx_sources or [s for s in ctx.sources if s.endswith(".cu")]
-    if not units:
-        return StageResult("ptx", NOT_APPLICABLE, "no CUDA translation unit to compile (no .cu named by a touched "
-                           "gate, validation.ptx_sources or validation.compile)")  # fmt: skip
-    nvcc = ptx.find_nvcc()
-    if nvcc is None:
-        return StageResult("ptx", SKIPPED, "nvcc not found on PATH or in /usr/local/cuda/bin")
-    extra = [os.path.expandvars(os.path.expanduser(d)) for d in settings.ptx_include_dirs]
-    unset = [d for d in extra if "$" in d]
-    if unset:
-        return StageResult("ptx", SKIPPED, f"validation.ptx_include_dirs names {', '.join(unset)}, "
-                           "an environment variable that is not set here")  # fmt: skip
-    root = ctx.workdir / "ptx-tree"
-    closure = includes.include_closure(tree, units).files
-    materialize(tree, sorted(set(closure) | set(units)), root)
-    dirs = [root / d for d in [*includes.include_roots(tree), *extra]]
-    results = []
-    for done, unit in enumerate(units):
-        ctx.step(done, len(units), f"ptx: compiling {unit}")
-        results.append(ptx.compile_ptx(nvcc, root / unit, arch, dirs, ctx.workdir,
-                                       settings.ptx_flags))
-    return _ptx_verdict(ctx, units, results)
+    gate_sources = [(g.after.function, name) for g in ctx.touched for name in g.sources]
+    found = units.units_at_stake(tree, gate_sources, [c.path for c in ctx.changes if not c.deleted],
+                                 settings.ptx_sources)  # fmt: skip
+    flags = units.gate_flags(tree, [(g.after.file, g.after.function) for g in ctx.touched])
+    request = ptxstage.PtxRequest(tree, ctx.inputs.arch, found, profiles.profile_for(tree),
+                                  settings.python or ctx.inputs.python, flags + settings.ptx_flags,
+                                  settings.ptx_include_dirs, settings.waivers, ctx.workdir,
+                                  _kernel_lines(ctx), progress=ctx.step)  # fmt: skip
+    return ptxstage.check(request)
 
 
 def _ptx_command(ctx: Context) -> StageResult:
@@ -329,7 +319,12 @@ def _kernel_lines(ctx: Context) -> dict[str, tuple[str, int]]:
 
 
 def stage_tests(ctx: Context) -> StageResult:
-    """Select the upstream tests that exercise the change; run them in a real worktree."""
+    """Run the selected upstream tests on the GPUs here: the target arch, and regressions.
+
+    See :mod:`contrib.validate.gputests`: one run per arch whose GPU is present
+    (the target, and each arch a touched gate admitted before); the target run is
+    this stage, the regression runs travel in its details to be recorded apart.
+    """
     inputs, settings = ctx.inputs, ctx.inputs.settings
     selection = testsel.select_tests(ctx.after, ctx.changes, settings.tests, settings.test_limit)
     details: dict[str, Any] = {"selected": selection.tests, "why": selection.reasons,
@@ -337,21 +332,32 @@ def stage_tests(ctx: Context) -> StageResult:
     if selection.truncated:
         details["not_selected_over_limit"] = selection.truncated
     if not selection.tests:
-        return StageResult(
-            "tests", SKIPPED, "no upstream test references the changed code", details=details
-        )
+        return StageResult("tests", SKIPPED, "no upstream test references the changed code", details=details)
     python = settings.python or inputs.python
     if python is None or inputs.worktree is None:
-        return StageResult(
-            "tests", SKIPPED, "no interpreter or worktree to run upstream tests", details=details
-        )
-    ctx.step(0, len(selection.tests), "tests: pytest on the selected test files")
-    run = testsel.run_tests(python, inputs.worktree(), selection, ctx.workdir / "upstream-junit.xml",
-                            inputs.arch, need_gpu=settings.tests_need_gpu, gpus=inputs.gpus)  # fmt: skip
-    details.update(
-        {"counts": run.counts, "cases": run.cases, "command": run.command, "python": python}
-    )
-    return StageResult("tests", run.status, run.reason, details=details)
+        return StageResult("tests", SKIPPED, "no interpreter or worktree to run upstream tests", details=details)
+    slots = gputests.probe_slots() if inputs.gpus == "probe" else gputests.slots_of(inputs.gpus)  # type: ignore[arg-type]
+    before = {m for g in ctx.touched for m in g.majors_before} - {inputs.arch.major}
+    plans = gputests.plan_runs(inputs.arch, admitted_archs(before), slots)
+    profile = profiles.profile_for(ctx.after)
+    runnable = [p for p in plans if p.gpus or not settings.tests_need_gpu]
+    worktree = inputs.worktree() if runnable else ctx.workdir  # no checkout when nothing can run
+    if runnable:
+        details["worktree_links"] = profiles.prepare_worktree(profile, worktree, python)
+    setup = gputests.RunSetup(python, worktree, selection, ctx.workdir, profile,
+                              gputests.changed_kernels(ctx.after, ctx.changes), settings.waivers,
+                              settings.tests_need_gpu, tuple(settings.pytest_args))  # fmt: skip
+    results = []
+    for done, plan in enumerate(plans):
+        ctx.step(done, len(plans), f"tests: run {done + 1} of {len(plans)} "
+                 f"({len(selection.tests)} test files)")
+        results.append(gputests.run_planned(setup, plan))
+    target, regressions = results[0], results[1:]
+    target.details = {**details, **target.details, gputests.REGRESSIONS: regressions}
+    if regressions:
+        target.reason += "; " + "; ".join(f"regression run on {r.details['arch']}: {r.status} ({r.reason})"
+                                          for r in regressions)  # fmt: skip
+    return target
 
 
 def stage_requires(ctx: Context) -> StageResult:

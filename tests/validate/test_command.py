@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -11,6 +12,14 @@ import pytest
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo
 from tests.validate import miniupstream as mu
+
+# Answers like nvidia-smi: the columns the query asks for.
+SMI = """#!/bin/sh
+case "$1" in
+  *index*) echo "0, NVIDIA H200, 9.0" ;;
+  *) echo "NVIDIA H200, 9.0" ;;
+esac
+"""
 
 
 @pytest.fixture
@@ -127,3 +136,27 @@ def test_bad_arch_and_apply_failure(fi: Workspace, tmp_path: Path) -> None:
     stages = result.json["validations"][0]["run"]["stages"]
     assert stages[0]["status"] == "failed" and "does not apply" in stages[0]["reason"]
     assert all(s["status"] == "skipped" and "apply failed" in s["reason"] for s in stages[1:])
+
+
+def test_a_90_gpu_here_adds_a_regression_run_to_the_run_file(
+        fi: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-smi lists an H200 (9.0): the gate admitted major 9 before, so the tests run there too."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    _new(fi, tmp_path, "whole", "full-fix")
+    out = tmp_path / "runs" / "h200.json"
+    result = fi.run("validate", "flashinfer/whole", "--out", str(out), "--json")
+    assert result.code == 0, result.out
+    runs = json.loads(out.read_text())["runs"]
+    assert [(r["kind"], r["arch"], r["compute"]) for r in runs] == [
+        ("target", "sm_120a", "compute_120a"), ("regression", "sm_90a", "compute_90a")]
+    assert [g["name"] for g in runs[1]["host"]["gpus"]] == ["NVIDIA H200"]
+    tests = {s["name"]: s for s in runs[1]["stages"]}["tests"]
+    assert tests["counts"]["tests_passed"] == 2
+    assert tests["details"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    # the mini upstream's tests are pure Python: the un-guarded kernels never ran
+    assert tests["status"] == "skipped" and "could not see whether the tests launched" in tests["reason"]
+    assert len(result.json["validations"][0]["regression_runs"]) == 1

@@ -1,0 +1,221 @@
+"""Compile units to PTX in parallel, each once: a cache keyed by what the PTX depends on.
+
+A unit's PTX depends on its text, the text of every file its ``#include``
+closure reaches in the tree, the flags, the virtual architecture, the include
+folders outside the tree, and nvcc's version.  The key is the sha256 of those;
+the cache (under contrib's cache folder, never the workspace) keeps each unit's
+entries and empty entries, so re-validating an unchanged version compiles
+nothing and editing a header recompiles only the units that include it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from contrib.validate import ptx
+from contrib.validate.includes import include_closure
+from contrib.validate.tree import SourceTree
+
+_ERROR_LINE = re.compile(r"^(?P<file>[^\s(:][^(:]*?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):?\s*(?:fatal )?error\b.*$",
+                         re.M)  # fmt: skip
+
+
+@dataclass
+class Job:
+    """One unit to compile: where it is on disk and the exact command's inputs."""
+
+    unit: str  # repo path
+    source: Path  # materialized file
+    compute: str  # compute_120f
+    include_dirs: list[Path]
+    flags: list[str]
+    key: str = ""
+    cuobjdump: str | None = None  # where it exists: also assemble and read the SASS
+
+
+@dataclass
+class Outcome:
+    """A compiled (or failed) unit; ``cached`` when it came from the cache."""
+
+    unit: str
+    ok: bool
+    entries: list[str] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
+    missing_header: str | None = None
+    error: str = ""
+    first_error: str = ""
+    command: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    cached: bool = False
+    sass_checked: bool = False
+    exit_only: list[str] = field(default_factory=list)  # SASS functions that are only EXIT
+
+
+def cache_dir() -> Path:
+    """``<contrib cache>/ptx``."""
+    from contrib.mirror import cache_root
+
+    return cache_root() / "ptx"
+
+
+def unit_key(tree: SourceTree, unit: str, compute: str, flags: Sequence[str],
+             outside: Sequence[Path], nvcc_version: str, sass: bool = False) -> str:
+    """sha256 over the unit's include closure (paths and texts), flags, arch, outside dirs, nvcc.
+
+    ``sass``: whether the SASS is checked too (a result without it is not reused where it is).
+    """
+    h = hashlib.sha256(b"contrib-ptx-1\0")
+    # Folders outside the tree (an installed package's headers) count by path and
+    # modification time: reinstalling the package changes them.
+    head = {"unit": unit, "compute": compute, "flags": list(flags), "sass": sass,
+            "outside": [f"{p}@{_mtime(p)}" for p in outside], "nvcc": nvcc_version}  # fmt: skip
+    h.update(json.dumps(head, sort_keys=True).encode())
+    for path in sorted(include_closure(tree, [unit]).files):
+        data = (tree.read_text(path) or "").encode("utf-8", errors="replace")
+        h.update(b"\0%s\0%d\0" % (path.encode(), len(data)))
+        h.update(data)
+    return h.hexdigest()
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def first_error(text: str) -> str:
+    """The compiler's first ``file(line): error ...`` (or ``file:line: error``) line, else its first line."""
+    match = _ERROR_LINE.search(text)
+    if match:
+        return match.group(0).strip()[:300]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return (lines[0] if lines else "")[:300]
+
+
+def compile_all(nvcc: str, jobs: list[Job], out_dir: Path, workers: int | None = None,
+                progress: Callable[[int, int, str], None] | None = None) -> list[Outcome]:
+    """Each job from the cache or compiled (in parallel, one nvcc per core); results in job order.
+    ``progress`` hears (units done, of N, the unit) as compiles finish."""
+    store = cache_dir()
+    results: dict[int, Outcome] = {}
+    todo = []
+    for index, job in enumerate(jobs):
+        hit = _load(store, job.key) if job.key else None
+        if hit is not None:
+            results[index] = hit
+        else:
+            todo.append(index)
+    workers = workers or max(1, min(len(todo), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        done = pool.map(lambda i: _compile(nvcc, jobs[i], out_dir), todo)
+        for index, outcome in zip(todo, done, strict=True):
+            results[index] = outcome
+            if progress is not None:
+                progress(len(results), len(jobs), f"ptx: compiled {jobs[index].unit}")
+            if jobs[index].key and (outcome.ok or not outcome.missing_header):
+                _save(store, jobs[index].key, outcome)
+    return [results[i] for i in range(len(jobs))]
+
+
+def _compile(nvcc: str, job: Job, out_dir: Path) -> Outcome:
+    started = time.monotonic()
+    keep = out_dir / f"{Path(job.unit).name}.{hashlib.sha256(job.unit.encode()).hexdigest()[:8]}.ptx"
+    result = ptx.compile_ptx(nvcc, job.source, job.compute, job.include_dirs, out_dir,
+                             job.flags, keep=keep if job.cuobjdump else None)  # fmt: skip
+    outcome = Outcome(job.unit, result.ok, result.entries, result.empty, result.missing_header,
+                      result.error, first_error(result.error) if not result.ok else "",
+                      result.command)  # fmt: skip
+    if result.ok and job.cuobjdump:
+        outcome.exit_only = _sass(nvcc, job.cuobjdump, keep, job.compute)
+        outcome.sass_checked = True
+        keep.unlink(missing_ok=True)
+    outcome.seconds = round(time.monotonic() - started, 2)
+    return outcome
+
+
+def _sass(nvcc: str, cuobjdump: str, ptx_file: Path, compute: str) -> list[str]:
+    """Assemble the PTX for the matching real arch (ptxas) and list EXIT-only functions."""
+    cubin = ptx_file.with_suffix(".cubin")
+    ptxas = Path(nvcc).with_name("ptxas")
+    real = compute.replace("compute_", "sm_")
+    try:
+        done = subprocess.run([str(ptxas), f"-arch={real}", str(ptx_file), "-o", str(cubin)],
+                              capture_output=True, text=True, timeout=1800)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found = sass_exit_only(cuobjdump, cubin) if done.returncode == 0 else []
+    cubin.unlink(missing_ok=True)
+    return found
+
+
+def _path(store: Path, key: str) -> Path:
+    return store / key[:2] / f"{key}.json"
+
+
+def _load(store: Path, key: str) -> Outcome | None:
+    try:
+        data = json.loads(_path(store, key).read_text(encoding="utf-8"))
+        return Outcome(**{**data, "cached": True})
+    except (OSError, ValueError, TypeError):
+        return None  # absent or unreadable: compile again
+
+
+def _save(store: Path, key: str, outcome: Outcome) -> None:
+    target = _path(store, key)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False, suffix=".tmp",
+                                         encoding="utf-8") as tmp:  # fmt: skip
+            json.dump({**asdict(outcome), "cached": False}, tmp)
+        os.replace(tmp.name, target)
+    except OSError:
+        pass  # a cache that cannot be written only costs a recompile next time
+
+
+def nvcc_identity(nvcc: str) -> str:
+    """nvcc's version line plus its path (two toolkits, two keys)."""
+    return f"{ptx.nvcc_version(nvcc) or 'unknown'} at {nvcc}"
+
+
+def sass_exit_only(cuobjdump: str, cubin: Path) -> list[str]:
+    """Functions in a cubin whose SASS is only ``EXIT`` (and ``BRA`` to itself / NOPs)."""
+    try:
+        done = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True,
+                              timeout=600)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return exit_only_functions(done.stdout)
+
+
+def exit_only_functions(sass: str) -> list[str]:
+    """From ``cuobjdump -sass`` text: the functions whose instructions are only EXIT/BRA/NOP."""
+    found: list[str] = []
+    name: str | None = None
+    ops: list[str] = []
+    for line in sass.splitlines() + ["Function : <end>"]:
+        header = re.match(r"\s*Function\s*:\s*(\S+)", line)
+        if header:
+            if name is not None and ops and set(ops) <= {"EXIT", "BRA", "NOP"} and "EXIT" in ops:
+                found.append(name)
+            name, ops = header.group(1), []
+            continue
+        op = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
+        if op and name is not None:
+            ops.append(op.group(1).split(".")[0])
+    return found
+
+
+def flags_digest(flags: Iterable[str]) -> str:
+    """A short digest of a flag list, for the record."""
+    return hashlib.sha256("\0".join(flags).encode()).hexdigest()[:12]

@@ -1,0 +1,159 @@
+"""The PTX stage's work: every unit at stake, compiled as the upstream builds it, cached.
+
+:func:`check` is what ``stage_ptx`` runs when patchset.toml gives no
+``validation.compile`` command: the units of :mod:`contrib.validate.units`,
+the upstream's flags and arch variant from :mod:`contrib.validate.profiles`
+(``validation.ptx_flags`` adds to them), headers searched in the patched tree
+first, then the upstream's submodules when the cache has them, then the headers
+an installed upstream package ships to the validation interpreter, then
+``validation.ptx_include_dirs``; compiled in parallel through
+:mod:`contrib.validate.ptx_cache`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from contrib.arch import Arch
+from contrib.validate import ERROR, INFO, Finding, Waiver, apply_waivers, includes, ptx
+from contrib.validate.profiles import Profile, installed_includes
+from contrib.validate.ptx_cache import Job, Outcome, compile_all, nvcc_identity, unit_key
+from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
+from contrib.validate.tree import SourceTree, materialize
+from contrib.validate.units import Unit
+
+
+@dataclass
+class PtxRequest:
+    """What the PTX stage hands :func:`check`."""
+
+    tree: SourceTree
+    arch: Arch
+    units: list[Unit]
+    profile: Profile
+    python: str | None
+    extra_flags: list[str]
+    extra_dirs: list[str]  # validation.ptx_include_dirs, unexpanded
+    waivers: list[Waiver]
+    workdir: Path
+    kernel_lines: dict[str, tuple[str, int]]
+    progress: Callable[[int, int, str], None] | None = None  # (compiled, of N, unit)
+
+
+def check(req: PtxRequest) -> StageResult:
+    """Compile every unit for the upstream's variant of ``req.arch``; fail on empty kernels."""
+    if not req.units:
+        return StageResult("ptx", NOT_APPLICABLE, "no CUDA translation unit at stake (no .cu built by a "
+                           "touched gate, changed, or including a changed header)")  # fmt: skip
+    nvcc = ptx.find_nvcc()
+    if nvcc is None:
+        return StageResult("ptx", SKIPPED, "nvcc not found on PATH or in /usr/local/cuda/bin")
+    extra = [os.path.expandvars(os.path.expanduser(d)) for d in req.extra_dirs]
+    unset = [d for d in extra if "$" in d]
+    if unset:
+        return StageResult("ptx", SKIPPED, f"validation.ptx_include_dirs names {', '.join(unset)}, "
+                           "an environment variable that is not set here")  # fmt: skip
+    compute = req.profile.compute(req.arch)
+    flags, origin = req.profile.flags(req.tree)
+    flags += [f for f in req.extra_flags if f not in flags]
+    root, dirs, outside = prepare_headers(req, extra)
+    identity, sass = nvcc_identity(nvcc), cuobjdump()
+    jobs = [Job(u.path, root / u.path, compute, dirs, flags,
+                unit_key(req.tree, u.path, compute, flags, outside, identity, sass is not None), sass)
+            for u in req.units]  # fmt: skip
+    outcomes = compile_all(nvcc, jobs, req.workdir / "ptx-out", progress=req.progress)
+    details: dict[str, Any] = {
+        "compute": compute, "arch_variant": f"{req.profile.name}: {req.arch.name} builds as {compute}",
+        "flags": flags, "flags_from": origin, "include_dirs": [str(d) for d in dirs], "nvcc": identity,
+        "units": [{"path": u.path, "why": u.why, "ok": o.ok, "entries": len(o.entries),
+                   "empty": len(o.empty), "seconds": o.seconds, "cached": o.cached,
+                   "kernels": sorted({ptx.demangle(e) for e in o.entries})}
+                  for u, o in zip(req.units, outcomes, strict=True)],
+        "entries": sum(len(o.entries) for o in outcomes),
+        "compiled": sum(not o.cached for o in outcomes), "cached": sum(o.cached for o in outcomes),
+        "sass": f"checked with {sass}" if sass else "not checked: no cuobjdump here",
+    }  # fmt: skip
+    return verdict(req, outcomes, details)
+
+
+def prepare_headers(req: PtxRequest, extra: list[str]) -> tuple[Path, list[Path], list[Path]]:
+    """(materialized tree root, -I folders in search order, the folders outside the tree)."""
+    root = req.workdir / "ptx-tree"
+    closure = includes.include_closure(req.tree, [u.path for u in req.units]).files
+    materialize(req.tree, sorted(set(closure) | {u.path for u in req.units}), root)
+    submodules = [s for s in req.profile.submodule_includes if _has_files(req.tree, s)]
+    if submodules:
+        materialize(req.tree, [p for p in req.tree.paths() if p.startswith(tuple(s + "/" for s in submodules))], root)
+    outside = installed_includes(req.profile, req.python) + [Path(d) for d in extra]
+    tree_dirs = [root / d for d in [*includes.include_roots(req.tree), *submodules]]
+    # csrc/ and the other folders of the units: flashinfer's units include "tvm_ffi_utils.h"
+    unit_dirs = [root / Path(u.path).parent for u in req.units]
+    ordered = list(dict.fromkeys([*tree_dirs, *unit_dirs, *outside]))
+    return root, ordered, outside
+
+
+def _has_files(tree: SourceTree, folder: str) -> bool:
+    prefix = folder + "/"
+    return any(p.startswith(prefix) for p in tree.paths())
+
+
+def verdict(req: PtxRequest, outcomes: list[Outcome], details: dict[str, Any]) -> StageResult:
+    """Findings for empty kernels and broken units; the stage's status and reason."""
+    findings = _empty_findings(req, outcomes, details["compute"])
+    gate = {u.path: u.gate for u in req.units}
+    for outcome in outcomes:
+        if not outcome.ok and not outcome.missing_header:
+            severity = ERROR if gate[outcome.unit] else INFO
+            findings.append(Finding("ptx-compile-error", severity, outcome.unit, 1,
+                                    f"nvcc failed on {outcome.unit}: {outcome.first_error}"))  # fmt: skip
+    findings = apply_waivers(findings, req.waivers)
+    blocking = [f for f in findings if f.blocking]
+    missing = [o for o in outcomes if not o.ok and o.missing_header]
+    if blocking:
+        return StageResult("ptx", FAILED, "; ".join(_short(f) for f in blocking[:3]) +
+                           (f" (+{len(blocking) - 3} more)" if len(blocking) > 3 else ""),
+                           findings, details=details)  # fmt: skip
+    if missing:
+        names = ", ".join(f"{o.missing_header} (from {o.unit})" for o in missing)
+        return StageResult("ptx", SKIPPED, f"nvcc cannot find required header(s): {names}",
+                           findings, details=details)  # fmt: skip
+    cached = f", {details['cached']} from the cache" if details["cached"] else ""
+    return StageResult("ptx", PASSED, f"{details['entries']} kernel entr(ies) in {len(outcomes)} unit(s) "
+                       f"for {details['compute']}, none empty{cached}", findings, details=details)  # fmt: skip
+
+
+def _short(finding: Finding) -> str:
+    return finding.message if finding.kind == "ptx-compile-error" else f"{finding.location}: {finding.message}"
+
+
+def _empty_findings(req: PtxRequest, outcomes: list[Outcome], compute: str) -> list[Finding]:
+    findings = []
+    for outcome in outcomes:
+        # One finding per kernel, not per template instantiation (flashinfer has 480).
+        totals = Counter(ptx.demangle(e) for e in outcome.entries)
+        for name, empty in sorted(Counter(ptx.demangle(e) for e in outcome.empty).items()):
+            file, line = req.kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
+            findings.append(Finding("empty-ptx-entry", ERROR, file, line,
+                                    f"empty kernel {name} on {req.arch.name}: {empty} of {totals[name]} "
+                                    f"PTX entries for {compute} ({outcome.unit}) are only `ret;`"))  # fmt: skip
+        exits = Counter(ptx.demangle(e) for e in outcome.exit_only) - Counter(ptx.demangle(e) for e in outcome.empty)
+        for name, count in sorted(exits.items()):
+            file, line = req.kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
+            real = compute.replace("compute_", "sm_")
+            findings.append(Finding("exit-only-sass", ERROR, file, line,
+                                    f"empty kernel {name} on {req.arch.name}: {count} SASS function(s) "
+                                    f"for {real} ({outcome.unit}) are only EXIT"))  # fmt: skip
+    return findings
+
+
+def cuobjdump() -> str | None:
+    """cuobjdump next to nvcc or on PATH (the SASS check runs only where it exists)."""
+    nvcc = ptx.find_nvcc()
+    beside = Path(nvcc).with_name("cuobjdump") if nvcc else None
+    return str(beside) if beside and beside.exists() else shutil.which("cuobjdump")

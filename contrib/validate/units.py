@@ -1,0 +1,93 @@
+"""Which translation units a patch puts at stake: everything its touched gates build.
+
+A JIT gate such as flashinfer's ``gen_trtllm_comm_module`` compiles several
+units (``trtllm_allreduce.cu``, ``trtllm_allreduce_fusion.cu``,
+``trtllm_moe_allreduce_fusion.cu``); sglang's fusion runs the second.  So the
+PTX stage compiles every unit a touched gate names, every unit the patch
+changes, and every unit of the tree whose ``#include`` closure reaches a header
+the patch changes, with no hand-written list (``validation.ptx_sources`` adds to
+it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from contrib.validate.includes import IncludeResolver, find_by_name, is_cuda_source
+from contrib.validate.tree import SourceTree
+
+UNIT_SUFFIXES = (".cu",)
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One translation unit to compile, and why."""
+
+    path: str
+    why: str  # "built by gen_trtllm_comm_module", "includes include/x.cuh", ...
+    gate: bool  # built by a touched gate (or changed, or listed): a compile error fails the stage
+
+
+def units_at_stake(tree: SourceTree, gate_sources: Iterable[tuple[str, str]],
+                   changed: Iterable[str], listed: Iterable[str] = ()) -> list[Unit]:
+    """Units to compile: the gates' (``(function, name)``), listed, changed, and includers of changed headers."""
+    units: dict[str, Unit] = {}
+
+    def add(path: str | None, why: str, gate: bool) -> None:
+        if path and path.endswith(UNIT_SUFFIXES) and path not in units and tree.exists(path):
+            units[path] = Unit(path, why, gate)
+
+    for function, name in gate_sources:
+        add(find_by_name(tree, name), f"built by {function}", True)
+    for path in listed:
+        add(path, "listed in validation.ptx_sources", True)
+    changed = [c for c in changed if is_cuda_source(c)]
+    for path in changed:
+        add(path, "changed by the patch", True)
+    headers = [c for c in changed if not c.endswith(UNIT_SUFFIXES)]
+    for path, header in includers(tree, headers).items():
+        add(path, f"includes {header}, which the patch changes", False)
+    return list(units.values())
+
+
+def includers(tree: SourceTree, headers: list[str]) -> dict[str, str]:
+    """Every unit whose include closure reaches one of ``headers``: unit -> the header."""
+    if not headers:
+        return {}
+    resolver = IncludeResolver(tree)
+    reverse: dict[str, set[str]] = {}
+    for path in tree.paths():
+        if not is_cuda_source(path):
+            continue
+        # A plain regex, no comment stripping: this reads every C/CUDA file of the tree
+        # (thousands in flashinfer), and a commented-out include only adds a candidate.
+        for name in _INCLUDE.findall(tree.read_text(path) or ""):
+            target = resolver(path, name)
+            if target is not None:
+                reverse.setdefault(target, set()).add(path)
+    found: dict[str, str] = {}
+    for header in headers:
+        queue, seen = [header], {header}
+        while queue:
+            for parent in sorted(reverse.get(queue.pop(), ())):
+                if parent not in seen:
+                    seen.add(parent)
+                    queue.append(parent)
+                    if parent.endswith(UNIT_SUFFIXES):
+                        found.setdefault(parent, header)
+    return found
+
+
+def gate_flags(tree: SourceTree, gates: Iterable[tuple[str, str]]) -> list[str]:
+    """nvcc flags the touched gates' own functions pass (``extra_cuda_cflags=["-DX"]``)."""
+    from contrib.validate.profiles import flags_in
+
+    flags: list[str] = []
+    for file, function in gates:
+        for flag in flags_in(tree.read_text(file), function.rsplit(".", 1)[-1]):
+            if flag not in flags:
+                flags.append(flag)
+    return flags

@@ -1,0 +1,122 @@
+"""The PTX stage with nvcc: every unit, the gate's flags, header order, the cache."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from contrib.arch import parse_arch
+from contrib.validate.profiles import GENERIC, Profile
+from contrib.validate.ptx import find_nvcc
+from contrib.validate.ptxstage import PtxRequest, check
+from contrib.validate.stages import Inputs, run_pipeline
+from contrib.validate.tree import DictTree, FsTree, SourceTree
+from contrib.validate.units import Unit
+from tests.validate import miniupstream
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")]  # fmt: skip
+
+SM120 = parse_arch("sm_120a")
+
+
+def _kernel(name: str) -> str:
+    return f"__global__ void {name}(float* out) {{ out[threadIdx.x] = 2.0f * threadIdx.x; }}\n"
+
+
+def _request(tree: SourceTree, units: list[str], tmp_path: Path, profile: Profile = GENERIC,
+             python: str | None = None) -> PtxRequest:
+    return PtxRequest(tree, SM120, [Unit(u, "test", True) for u in units], profile, python, [], [], [],
+                      tmp_path / "work", {})  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTRIB_CACHE", str(tmp_path / "cache"))
+
+
+def test_a_break_in_the_third_unit_is_found_with_its_first_error_line(tmp_path: Path) -> None:
+    tree = DictTree({"csrc/one.cu": _kernel("one"), "csrc/two.cu": _kernel("two"),
+                     "csrc/three.cu": _kernel("three") + "int broken = undefined_name;\n"})  # fmt: skip
+    result = check(_request(tree, ["csrc/one.cu", "csrc/two.cu", "csrc/three.cu"], tmp_path))
+    assert result.status == "failed"
+    assert "nvcc failed on csrc/three.cu" in result.reason
+    assert "three.cu(2): error" in result.reason and "undefined_name" in result.reason
+    units = {u["path"]: u for u in result.details["units"]}
+    assert units["csrc/one.cu"]["ok"] and units["csrc/two.cu"]["ok"] and not units["csrc/three.cu"]["ok"]
+
+
+def test_the_cache_compiles_nothing_twice_and_a_header_edit_only_its_includers(tmp_path: Path) -> None:
+    files = {"csrc/one.cu": _kernel("one"), "csrc/two.cu": '#include "mini/h.cuh"\n' + _kernel("two"),
+             "csrc/three.cu": _kernel("three"), "include/mini/h.cuh": "#define MINI_H 1\n"}  # fmt: skip
+    units = ["csrc/one.cu", "csrc/two.cu", "csrc/three.cu"]
+    first = check(_request(DictTree(files), units, tmp_path / "a"))
+    assert first.status == "passed" and first.details["compiled"] == 3
+    again = check(_request(DictTree(files), units, tmp_path / "b"))
+    assert (again.details["compiled"], again.details["cached"]) == (0, 3)
+    assert "3 from the cache" in again.reason
+    edited = check(_request(DictTree({**files, "include/mini/h.cuh": "#define MINI_H 2\n"}), units, tmp_path / "c"))
+    assert [u["path"] for u in edited.details["units"] if not u["cached"]] == ["csrc/two.cu"]
+
+
+def test_the_patched_tree_wins_over_an_installed_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "site" / "minipkg"
+    (package / "include" / "mini").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "include" / "mini" / "which.h").write_text("#define FROM_PACKAGE 1\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    profile = Profile("mini", "", package_includes=(("minipkg", "include"),))
+    unit = ('#include "mini/which.h"\n#ifdef FROM_PACKAGE\n' + _kernel("from_package") +
+            "#else\n" + _kernel("from_tree") + "#endif\n")  # fmt: skip
+    with_header = DictTree({"csrc/u.cu": unit, "include/mini/which.h": "#define FROM_TREE 1\n"})
+    result = check(_request(with_header, ["csrc/u.cu"], tmp_path / "a", profile, sys.executable))
+    assert result.status == "passed", result.reason
+    assert result.details["include_dirs"].index(str(package / "include")) > 0
+    assert result.details["units"][0]["entries"] == 1
+    assert result.details["units"][0]["kernels"] == ["from_tree"]
+    # Without the tree's copy the installed package's header is found.
+    result = check(_request(DictTree({"csrc/u.cu": unit}), ["csrc/u.cu"], tmp_path / "b", profile, sys.executable))
+    assert result.details["units"][0]["kernels"] == ["from_package"]
+
+
+def test_a_unit_gets_the_flag_the_gates_build_passes(tmp_path: Path) -> None:
+    """The gate's function passes -DMINI_FLAG=1; the unit does not compile without it."""
+    root = tmp_path / "up"
+    base = miniupstream.init_repo(root)
+    gate = root / miniupstream.GATE_FILE
+    gate.write_text(gate.read_text().replace(miniupstream.OLD_GATE, miniupstream.NEW_GATE)
+                    .replace("extra_cuda_cflags=nvcc_flags", 'extra_cuda_cflags=nvcc_flags + ["-DMINI_FLAG=1"]'))
+    header = root / miniupstream.HEADER
+    header.write_text(header.read_text().replace(miniupstream.OLD_GUARD, miniupstream.NEW_GUARD))
+    source = root / miniupstream.SOURCE
+    source.write_text("#ifndef MINI_FLAG\n#error the build passes -DMINI_FLAG=1\n#endif\n" + source.read_text())
+    miniupstream.git(root, "add", "-A")
+    miniupstream.git(root, "commit", "-q", "-m", "sm120 + the build flag")
+    diff = miniupstream.git(root, "diff", base, "HEAD") + "\n"
+    after = FsTree(root)
+    before = DictTree(miniupstream.files("base"))
+    results = run_pipeline(Inputs(SM120, before, after, diff, "applied", workdir=tmp_path / "w", gpus=None))
+    ptx = next(r for r in results if r.name == "ptx")
+    assert ptx.status == "passed", ptx.reason
+    assert "-DMINI_FLAG=1" in ptx.details["flags"]
+    assert [u["path"] for u in ptx.details["units"]] == [miniupstream.SOURCE]
+
+
+def test_where_cuobjdump_exists_a_kernel_whose_sass_is_only_exit_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ptxas assembles the unit's PTX; cuobjdump's SASS (faked here) shows one EXIT-only kernel."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "cuobjdump"
+    fake.write_text('#!/bin/sh\ntest -s "$2" || exit 1\nprintf "\\t\\tFunction : _Z3onePf\\n'
+                    '        /*0000*/                   EXIT ;   /* 0x000000000000794d */\\n"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{Path(find_nvcc() or '').parent}:/usr/bin:/bin")
+    tree = DictTree({"csrc/one.cu": _kernel("one")})
+    result = check(_request(tree, ["csrc/one.cu"], tmp_path))
+    assert result.status == "failed"
+    assert result.details["sass"] == f"checked with {fake}"
+    (finding,) = [f for f in result.findings if f.kind == "exit-only-sass"]
+    assert "empty kernel one on sm_120a: 1 SASS function(s) for sm_120a (csrc/one.cu) are only EXIT" in finding.message
