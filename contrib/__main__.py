@@ -1,6 +1,27 @@
+"""``python -m contrib`` and the ``contrib`` console script.
+
+``contrib --version`` is answered before the command-line machinery loads:
+scripts and package managers probe it, and loading click alone takes several
+times the interpreter's own start (issue 12).  Everything else goes to
+:func:`contrib.cli.main`.
+"""
+
 from __future__ import annotations
 
-from contrib.cli import main
+import sys
+
+
+def main() -> int:
+    """Run contrib with ``sys.argv``; return the exit code."""
+    if sys.argv[1:] == ["--version"]:
+        from contrib import __version__
+
+        sys.stdout.write(f"contrib, version {__version__}\n")
+        return 0
+    from contrib.cli import main as cli_main
+
+    return cli_main()
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -4,37 +4,52 @@ The only place that turns exceptions into messages and exit codes (modelled
 on pre-commit's ``error_handler.py``): ContribError -> its code (2 bad input,
 1 needs attention), Ctrl-C -> 130, anything else is a bug -> 3, with the
 traceback written to a log file rather than the terminal.
+
+Startup matters (an autopilot runs contrib many times an hour): this module
+and what it imports stay light, and each command imports its machinery
+(PyGithub, tomlkit, the validate stages) inside its function.
+tests/test_startup.py fails when ``import contrib.cli`` pulls in a heavy library.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from contrib import __version__
+from contrib.completion import complete_targets, complete_upstreams
 from contrib.errors import ContribError, UsageError
 from contrib.secrets import scrub
-from contrib.ui import UI
+from contrib.ui import NORMAL, QUIET, UI, VERBOSE
+
+if TYPE_CHECKING:
+    from contrib.patchset import Workspace
 
 EXIT_BUG = 3
-json_option = click.option("--json", "json_mode", is_flag=True,
-                           help="Print one JSON document on stdout and nothing else there.")
 
 
 class Context:
     """What every command receives: where the workspace is, how to print."""
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory
+        self.verbosity = NORMAL
+        self.progress: bool | None = None
         self.ui = UI()
 
-    def workspace(self) -> Any:
+    def make_ui(self, json_mode: bool) -> UI:
+        """The UI for this run, from --json, -q/-v and --progress (see contrib.ui)."""
+        from contrib.git import trace_commands
+
+        self.ui = UI(json_mode, verbosity=self.verbosity, progress=self.progress)
+        trace_commands(self.ui.trace if self.verbosity >= VERBOSE else None)
+        return self.ui
+
+    def workspace(self) -> Workspace:
         from contrib.patchset import Workspace
 
         return Workspace.find(self.directory)
@@ -43,28 +58,79 @@ class Context:
 pass_ctx = click.make_pass_decorator(Context)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _set_quiet(click_ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    if value:
+        click_ctx.ensure_object(Context).verbosity = QUIET
+
+
+def _set_verbose(click_ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    if value:
+        click_ctx.ensure_object(Context).verbosity = VERBOSE
+
+
+def _set_progress(click_ctx: click.Context, _: click.Parameter, value: bool | None) -> None:
+    if value is not None:
+        click_ctx.ensure_object(Context).progress = value
+
+
+_OUTPUT_OPTIONS = (
+    click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_set_quiet,
+                 help="No progress and no step messages: results, warnings and errors only."),
+    click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_set_verbose,
+                 help="Also show each git command run (tokens hidden)."),
+    click.option("--progress/--no-progress", default=None, expose_value=False,
+                 callback=_set_progress,
+                 help="Force progress on (even without a terminal or with CI set) or off."),
+)
+
+
+def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """-q/--quiet, -v/--verbose and --progress/--no-progress (stored on the Context)."""
+    for option in reversed(_OUTPUT_OPTIONS):
+        func = option(func)
+    return func
+
+
+def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--json (passed as ``json_mode``) plus the :func:`output_options`."""
+    func = output_options(func)
+    return click.option("--json", "json_mode", is_flag=True,
+                        help="Print one JSON document on stdout and nothing else there.")(func)
+
+
+def example(*lines: str) -> str:
+    """The epilog every command's --help ends with: one example."""
+    return "\b\nExample:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=example("contrib status --no-fetch"))
 @click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path),
               help="Run as if started in DIR (the workspace or below it).")
+@output_options
 @click.version_option(__version__, prog_name="contrib")
 @click.pass_context
 def cli(click_ctx: click.Context, directory: Path | None) -> None:
     """Carry patchsets against fast-moving upstreams: sync, validate, open PRs."""
-    click_ctx.obj = Context(directory)
+    click_ctx.ensure_object(Context).directory = directory
 
 
 def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
     from contrib import environ
 
-    ctx.ui = UI(json_mode)
+    ui = ctx.make_ui(json_mode)
     environ.check()  # a bad variable is bad input: refuse before touching anything
     ws = ctx.workspace()
-    with ws.lock():
-        return body(ws, ctx.ui)
+    try:
+        with ws.lock():
+            return body(ws, ui)
+    finally:
+        ui.done()
 
 
-@cli.command()
-@click.argument("upstream")
+@cli.command(epilog=example(
+    "contrib new flashinfer sm120-comm --base v0.6.16 --patch /tmp/p/*.patch"))
+@click.argument("upstream", shell_complete=complete_upstreams)
 @click.argument("name")
 @click.argument("more_patches", nargs=-1, type=click.Path(path_type=Path), metavar="[PATCH]...")
 @click.option("--base", help="Upstream commit, tag or branch the patches apply to.")
@@ -96,8 +162,8 @@ def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...],
         repo=repo, title=title, arch=arch, from_pr=from_pr, from_branch=from_branch or None))
 
 
-@cli.command()
-@click.argument("targets", nargs=-1)
+@cli.command(epilog=example("contrib status --no-fetch flashinfer --json"))
+@click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--no-fetch", is_flag=True,
               help="Offline: use the cached upstreams as they are, and do not ask GitHub.")
 @json_option
@@ -109,8 +175,8 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), fetch=not no_fetch))
 
 
-@cli.command()
-@click.argument("targets", nargs=-1)
+@cli.command(epilog=example("contrib sync flashinfer --to v0.6.17 --commit"))
+@click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--to", "to", help="Pin the upstream commit to carry onto (default: branch tip).")
 @click.option("--commit", "commit", is_flag=True,
               help="Commit the changed patchset files in the workspace repository.")
@@ -130,8 +196,9 @@ def sync(ctx: Context, targets: tuple[str, ...], to: str | None, commit: bool,
         fetch=not no_fetch))
 
 
-@cli.command()
-@click.argument("targets", nargs=-1)
+@cli.command(epilog=example(
+    "contrib validate flashinfer/sm120-trtllm-comm --arch sm_120a --junit report.xml"))
+@click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--arch", help="Target architecture, e.g. sm_120a (default: patchset.toml's).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a JUnit XML report here.")
@@ -160,8 +227,8 @@ def validate(ctx: Context, targets: tuple[str, ...], arch: str | None, junit: Pa
                                                                    arch=arch, junit=junit))
 
 
-@cli.command("open-pr")
-@click.argument("targets", nargs=-1)
+@cli.command("open-pr", epilog=example("contrib open-pr flashinfer/sm120-trtllm-comm --dry-run"))
+@click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--dry-run", is_flag=True, help="Print what would be pushed and posted; do neither.")
 @click.option("--force", is_flag=True, help="Open the PR even without a passed validation.")
 @click.option("--reopen", is_flag=True, help="Reopen a PR that a human closed.")
@@ -176,8 +243,8 @@ def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, 
                                                       force=force, reopen=reopen))
 
 
-@cli.command()
-@click.argument("target")
+@cli.command(epilog=example("contrib edit flashinfer/sm120-trtllm-comm"))
+@click.argument("target", shell_complete=complete_targets)
 @click.option("--path", type=click.Path(file_okay=False, path_type=Path),
               help="Make the worktree here (default: .contrib/edit/UPSTREAM--NAME/).")
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
@@ -194,8 +261,8 @@ def edit(ctx: Context, target: str, path: Path | None, repo: Path | None, force:
                                                       force=force))
 
 
-@cli.command()
-@click.argument("target")
+@cli.command(epilog=example("contrib refresh flashinfer/sm120-trtllm-comm"))
+@click.argument("target", shell_complete=complete_targets)
 @click.option("--path", type=click.Path(file_okay=False, path_type=Path),
               help="The worktree `contrib edit --path` made (default: the recorded one).")
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
@@ -213,8 +280,8 @@ def refresh(ctx: Context, target: str, path: Path | None, repo: Path | None, no_
                                                       fetch=not no_fetch))
 
 
-@cli.command()
-@click.argument("target")
+@cli.command(epilog=example("contrib diff flashinfer/sm120-trtllm-comm"))
+@click.argument("target", shell_complete=complete_targets)
 @click.argument("old", required=False)
 @click.argument("new", required=False)
 @json_option
@@ -226,8 +293,8 @@ def diff(ctx: Context, target: str, old: str | None, new: str | None, json_mode:
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, old, new))
 
 
-@cli.command()
-@click.argument("target")
+@cli.command(epilog=example("contrib log flashinfer/sm120-trtllm-comm --json"))
+@click.argument("target", shell_complete=complete_targets)
 @json_option
 @pass_ctx
 def log(ctx: Context, target: str, json_mode: bool) -> int:
@@ -237,8 +304,23 @@ def log(ctx: Context, target: str, json_mode: bool) -> int:
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target))
 
 
-@cli.command()
-@click.argument("targets", nargs=-1)
+@cli.command(epilog=example("contrib doctor --json"))
+@json_option
+@pass_ctx
+def doctor(ctx: Context, json_mode: bool) -> int:
+    """Check git, CUDA, GPUs, the GitHub token, upstreams, caches and the workspace."""
+    from contrib.commands.doctor import doctor as run
+
+    ui = ctx.make_ui(json_mode)
+    try:
+        ws = ctx.workspace()
+    except UsageError:  # outside a workspace the machine is still worth checking
+        ws = None
+    return run(ws, ui)
+
+
+@cli.command(epilog=example("contrib autopilot --dry-run"))
+@click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--push", is_flag=True, help="Push the run's commit to the workspace's origin.")
 @click.option("--dry-run", is_flag=True,
               help="Show everything it would do; write nothing (workspace, fork, GitHub).")
@@ -257,7 +339,7 @@ def autopilot(ctx: Context, targets: tuple[str, ...], push: bool, dry_run: bool,
         gpu_missing=list(gpu_missing)))
 
 
-@cli.command("init-ci")
+@cli.command("init-ci", epilog=example("contrib init-ci --gpu-runner rtx6000=sm_120a"))
 @click.option("--gpu-runner", "gpu_runners", multiple=True, metavar="LABEL=ARCH",
               help="A GPU leg: self-hosted runners labelled LABEL validate ARCH (repeat).")
 @click.option("--install", metavar="SPEC",
@@ -279,8 +361,9 @@ def init_ci(ctx: Context, gpu_runners: tuple[str, ...], install: str | None, cro
         branch=branch))
 
 
-@cli.command()
+@cli.command(epilog=example("contrib demo /tmp/contrib-demo"))
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@output_options
 @pass_ctx
 def demo(ctx: Context, directory: Path | None) -> int:
     """Run the whole loop offline on a generated mini upstream (in DIR or a temp dir)."""
@@ -289,10 +372,12 @@ def demo(ctx: Context, directory: Path | None) -> int:
 
     environ.lock_timeout()
     environ.source_date_epoch()
-    return run(directory, ctx.ui)
+    return run(directory, ctx.make_ui(False))
 
 
 def _log_bug(exc: BaseException) -> Path | None:
+    import traceback
+
     try:
         from contrib.mirror import cache_root
 
@@ -310,6 +395,8 @@ def _log_bug(exc: BaseException) -> Path | None:
 
 
 def _fail(message: str, code: int, json_mode: bool) -> int:
+    import json
+
     if json_mode:
         sys.stdout.write(json.dumps({"error": scrub(message), "exit_code": code}) + "\n")
     click.echo(f"contrib: error: {scrub(message)}", err=True)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
-
-import platformdirs
 
 from contrib.errors import UsageError
 
@@ -48,11 +47,21 @@ def source_date_epoch() -> int | None:
     return int(raw)
 
 
+def _user_cache_dir() -> Path:
+    if sys.platform.startswith("linux"):
+        # platformdirs' rule for Linux, without importing it on every start (issue 12).
+        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+        return Path(xdg or Path.home() / ".cache") / "contrib"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("contrib"))
+
+
 def cache_root() -> Path:
     """Where upstream clones live: $CONTRIB_CACHE or the user cache dir, checked usable."""
     override = os.environ.get("CONTRIB_CACHE", "")
     what = f"CONTRIB_CACHE={override!r}" if override else "the user cache folder"
-    path = Path(override) if override else Path(platformdirs.user_cache_dir("contrib"))
+    path = Path(override) if override else _user_cache_dir()
     if "\0" in str(path):
         raise UsageError(f"{what}: contains a NUL byte; set it to a folder path")
     path = path.absolute()

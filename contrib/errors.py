@@ -47,6 +47,10 @@ class GitError(ContribError):
         self.reason = reason or (message.splitlines() or ["git failed"])[0]
 
 
+class GitTimeout(GitError):
+    """A git command outlived the time contrib gives it (e.g. an unreachable remote)."""
+
+
 class UpstreamUnreachable(ContribError):
     """An upstream could not be cloned or fetched; ``reason`` is git's one line."""
 

@@ -1,11 +1,16 @@
-"""The one module that talks to git (through GitPython).
+"""The one module that runs git.
 
 Everything else calls :class:`Git`.  Errors become :class:`GitError` with the
 command and git's stderr kept and any credential scrubbed (GitPython issue
-#1284: a token in a remote URL leaks through ``GitCommandError``'s text).
+#1284 is the classic leak: a token in a remote URL in an exception's text).
 Leaked ``GIT_*`` variables from a calling hook or editor are stripped, as
 pre-commit's ``git.no_git_env`` does, so a ``GIT_DIR`` or ``GIT_INDEX_FILE``
 from the caller never points contrib at the wrong repository.
+
+git runs through :mod:`subprocess` directly.  contrib used GitPython only as a
+process runner, and importing it cost more than a no-op ``contrib sync``'s
+whole work (issue 12); one runner here also gives ``-v`` one place to show
+every git command.
 """
 
 from __future__ import annotations
@@ -14,16 +19,14 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NewType
+from typing import NewType
 
-import git as gitpython
-from git.exc import GitCommandError, GitCommandNotFound, InvalidGitRepositoryError, NoSuchPathError
-
-from contrib.errors import GitError
+from contrib.errors import GitError, GitTimeout
 from contrib.secrets import scrub
 
 Sha = NewType("Sha", str)  # a commit
@@ -40,6 +43,8 @@ _KEEP_GIT_ENV = {
     "GIT_HTTP_LOW_SPEED_LIMIT",
     "GIT_HTTP_LOW_SPEED_TIME",
     "GIT_ALLOW_PROTOCOL",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_HTTP_PROXY_AUTHMETHOD",
     "GIT_TRACE",
     "GIT_CURL_VERBOSE",
 }
@@ -94,24 +99,22 @@ class Git:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        try:
-            self._repo = gitpython.Repo(self.path)
-        except (InvalidGitRepositoryError, NoSuchPathError) as exc:
-            raise GitError(f"{self.path}: not a git repository ({type(exc).__name__})") from None
-        self._cmd = self._repo.git
+        if not _is_repository(self.path):
+            raise GitError(f"{self.path}: not a git repository")
 
     @classmethod
     def init(cls, path: Path, *, bare: bool = False) -> Git:
         """Create a new repository at ``path``."""
-        try:
-            gitpython.Repo.init(path, bare=bare, mkdir=True)
-        except GitCommandError as exc:
-            raise GitError(f"git init {path} failed: {scrub(str(exc.stderr)).strip()}") from None
+        path.mkdir(parents=True, exist_ok=True)
+        status, _, err = _spawn(["init", "-q", *(["--bare"] if bare else []), str(path)],
+                                cwd=path, env=None, input=None, timeout=None)
+        if status != 0:
+            raise GitError(f"git init {path} failed: {err.decode(errors='replace').strip()}")
         return cls(path)
 
     @property
     def bare(self) -> bool:
-        return bool(self._repo.bare)
+        return not (self.path / ".git").exists()
 
     # -- running -----------------------------------------------------------
 
@@ -135,40 +138,30 @@ class Git:
     def try_run(self, *args: str, env: Mapping[str, str] | None = None,
                 input: bytes | str | None = None) -> tuple[int, str, str]:
         """Run ``git ARGS``; return (status, stdout, stderr) without raising."""
-        try:
-            with _stdin(input) as stdin:
-                status, out, err = self._cmd.execute(
-                    ["git", *args],
-                    istream=stdin,
-                    with_extended_output=True,
-                    with_exceptions=False,
-                    env=clean_env(env),
-                    stdout_as_string=True,
-                    strip_newline_in_stdout=False,
-                )
-        except GitCommandNotFound:
-            raise GitError("git is not installed or not on PATH: install git >= 2.38") from None
-        return int(status), str(out), scrub(str(err))
+        status, out, err = _spawn(list(args), cwd=self.path, env=env, input=input, timeout=None)
+        return (status, out.decode("utf-8", errors="surrogateescape"),
+                scrub(err.decode("utf-8", errors="replace")))
+
+    def run_reporting(self, *args: str, env: Mapping[str, str] | None = None,
+                      progress: ProgressFn | None = None) -> str:
+        """Like :meth:`run`, for a long command that can report (push, fetch): with
+        ``progress``, git runs with ``--progress`` and each of its messages goes there."""
+        if progress is None:
+            return self.run(*args, env=env)
+        argv = [args[0], "--progress", *args[1:]]
+        status, out, err = _stream(argv, cwd=self.path, env=env, progress=progress)
+        if status != 0:
+            raise GitError(f"`git {_describe(argv)}` failed in {self.path}: {err}",
+                           reason=git_reason(err))
+        return out.decode("utf-8", errors="surrogateescape").strip()
 
     def _execute(self, args: list[str], *, env: Mapping[str, str] | None,
                  input: bytes | str | None, timeout: float | None) -> bytes:
-        try:
-            with _stdin(input) as stdin:
-                out = self._cmd.execute(
-                    ["git", *args],
-                    istream=stdin,
-                    env=clean_env(env),
-                    stdout_as_string=False,
-                    strip_newline_in_stdout=False,
-                    kill_after_timeout=timeout,
-                )
-        except GitCommandNotFound:
-            raise GitError("git is not installed or not on PATH: install git >= 2.38") from None
-        except GitCommandError as exc:
-            stderr = scrub(str(exc.stderr or "")).strip().removeprefix("stderr: ").strip("'\n ")
+        status, out, err = _spawn(args, cwd=self.path, env=env, input=input, timeout=timeout)
+        if status != 0:
+            stderr = scrub(err.decode("utf-8", errors="replace")).strip()
             raise GitError(f"`git {_describe(args)}` failed in {self.path}: {stderr}",
-                           reason=git_reason(stderr)) from None
-        assert isinstance(out, bytes)
+                           reason=git_reason(stderr))
         return out
 
     # -- objects -----------------------------------------------------------
@@ -242,6 +235,55 @@ class Git:
     def count(self, range_: str) -> int:
         return int(self.run("rev-list", "--count", range_))
 
+    def left_right_count(self, left: str, right: str) -> tuple[int, int]:
+        """(commits only ``left`` reaches, commits only ``right`` reaches), in one walk:
+        ``(0, n)`` says ``left`` is an ancestor of ``right``, n commits behind it."""
+        only_left, only_right = self.run("rev-list", "--left-right", "--count",
+                                         f"{left}...{right}").split()
+        return int(only_left), int(only_right)
+
+    def commit_dates(self, revs: Sequence[str]) -> dict[str, str]:
+        """Committer date (ISO 8601) of each full sha in ``revs`` that the repository
+        has, in one git run (status reads one per patchset)."""
+        wanted = list(dict.fromkeys(revs))
+        if not wanted:
+            return {}
+        out = self.run("log", "--no-walk=unsorted", "--ignore-missing", "--format=%H %cI",
+                       *wanted)
+        return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+    def behind_counts(self, tip: str, bases: Sequence[str]) -> dict[str, int]:
+        """``git rev-list --count BASE..TIP`` for every base (all present here), in two
+        git runs instead of one per base.
+
+        Only the commits not common to every base are walked (``--not`` their
+        octopus merge bases); each is marked with the bases it is an ancestor of,
+        children before parents (``--topo-order``), and a base is behind by the
+        commits the tip reaches and it does not.
+        """
+        wanted = list(dict.fromkeys(bases))
+        if not wanted:
+            return {}
+        status, common, _ = self.try_run("merge-base", "--octopus", "--all", *wanted)
+        stop = common.split() if status == 0 else []
+        walked = self.run("rev-list", "--topo-order", "--parents", tip, *wanted, "--not", *stop)
+        parents = {sha: rest for sha, *rest in (line.split() for line in walked.splitlines())}
+        bit = {base: 1 << n for n, base in enumerate(wanted)}
+        from_tip = 1 << len(wanted)
+        marks = dict.fromkeys(parents, 0)
+        for sha, mark in [(tip, from_tip), *bit.items()]:
+            if sha in marks:
+                marks[sha] |= mark
+        # --topo-order lists every child before its parents, so a commit's marks are
+        # final when it is reached.
+        for sha, its_parents in parents.items():
+            for parent in its_parents:
+                if parent in marks:
+                    marks[parent] |= marks[sha]
+        tally = Counter(mark for mark in marks.values() if mark & from_tip)
+        return {base: sum(n for mark, n in tally.items() if not mark & bit[base])
+                for base in wanted}
+
 
     # -- temporary indexes -------------------------------------------------
 
@@ -280,19 +322,6 @@ class Git:
         self.try_run("update-ref", "-d", ref)
 
 
-@contextmanager
-def _stdin(data: bytes | str | None) -> Iterator[BinaryIO | None]:
-    """A file holding ``data`` for a child's stdin (GitPython takes a handle)."""
-    if data is None:
-        yield None
-        return
-    raw = data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else data
-    with tempfile.TemporaryFile() as handle:
-        handle.write(raw)
-        handle.seek(0)
-        yield handle
-
-
 @dataclass(frozen=True)
 class CommitInfo:
     sha: Sha
@@ -303,40 +332,120 @@ class CommitInfo:
     committer_date: str
 
 
-def clone_bare(url: str, dest: Path, *, partial: bool, progress: bool) -> None:
+ProgressFn = Callable[[str], None]
+"""Receives each of git's progress messages ("Receiving objects:  45% (...)")."""
+
+_trace: Callable[[str], None] | None = None
+
+
+def trace_commands(callback: Callable[[str], None] | None) -> None:
+    """Show every git command contrib runs (``-v``) through ``callback``, scrubbed."""
+    global _trace
+    _trace = callback
+
+
+def _announce(args: Sequence[str], cwd: Path | None) -> None:
+    if _trace is not None:
+        where = f"-C {cwd} " if cwd is not None else ""
+        _trace(f"git {where}{_describe(args)}")
+
+
+def _is_repository(path: Path) -> bool:
+    """A work tree (``.git`` folder or file) or a bare repository, as git sees one."""
+    if (path / ".git").exists():
+        return True
+    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (
+        path / "refs").is_dir()
+
+
+def _spawn(args: list[str], *, cwd: Path, env: Mapping[str, str] | None,
+           input: bytes | str | None, timeout: float | None) -> tuple[int, bytes, bytes]:
+    """Run ``git ARGS`` in ``cwd``; (status, stdout, stderr).  GitError only when git
+    itself is missing or the command outlives ``timeout``."""
+    _announce(args, cwd)
+    if isinstance(input, str):
+        input = input.encode("utf-8", errors="surrogateescape")
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, env=clean_env(env), input=input,
+                              stdin=subprocess.DEVNULL if input is None else None,
+                              capture_output=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise GitError(_NO_GIT) from None
+    except subprocess.TimeoutExpired:
+        raise GitTimeout(f"`git {_describe(args)}` in {cwd} took longer than {timeout:g}s; "
+                       "stopped it", reason=f"timed out after {timeout:g}s") from None
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+_NO_GIT = "git is not installed or not on PATH: install git >= 2.38"
+
+
+def run_git(args: list[str], *, timeout: float | None = None) -> str:
+    """``git ARGS`` outside any repository (``--version``, ``ls-remote URL``, ``-C DIR``);
+    stdout, or GitError (GitTimeout past ``timeout`` seconds)."""
+    status, out, err = _spawn(args, cwd=Path.cwd(), env=None, input=None, timeout=timeout)
+    if status != 0:
+        stderr = scrub(err.decode("utf-8", errors="replace")).strip()
+        raise GitError(f"`git {_describe(args)}` failed: {stderr}", reason=git_reason(stderr))
+    return out.decode("utf-8", errors="surrogateescape")
+
+
+def clone_bare(url: str, dest: Path, *, partial: bool, progress: ProgressFn | None) -> None:
     """``git clone --bare`` (partial where asked) into ``dest``."""
     args = ["clone", "--bare"]
     if partial:
         args.append("--filter=blob:none")
-    if progress:
-        args.append("--progress")
-    _run_outside(args + ["--", url, str(dest)], progress=progress, what=f"clone {url}")
+    _run_long(args, ["--", url, str(dest)], progress=progress, what=f"clone {url}")
 
 
-def fetch(repo: Git, remote: str, *, progress: bool) -> None:
-    """Fetch ``remote`` (branches and tags) into ``repo``; progress to the terminal."""
+def fetch(repo: Git, remote: str, *, progress: ProgressFn | None) -> None:
+    """Fetch ``remote`` (branches and tags) into ``repo``, passing on git's progress."""
     args = ["-C", str(repo.path), "fetch", "--prune", "--tags", "--force"]
-    if progress:
-        args.append("--progress")
-    _run_outside(args + [remote], progress=progress, what=f"fetch {remote}")
+    _run_long(args, [remote], progress=progress, what=f"fetch {remote}")
 
 
-def _run_outside(args: list[str], *, progress: bool, what: str) -> None:
-    """Run a long git command; on a TTY git's own progress goes straight to stderr."""
-    if progress:
-        # GitPython always pipes stderr; for live progress let git write to the terminal.
+def _run_long(args: list[str], tail: list[str], *, progress: ProgressFn | None,
+              what: str) -> None:
+    """Run a long git command outside a repository (clone, fetch -C), handing each of
+    its progress messages to ``progress``."""
+    argv = [*args, *(["--progress"] if progress else []), *tail]
+    status, _, err = _stream(argv, cwd=None, env=None, progress=progress)
+    if status != 0:
+        raise GitError(f"git {scrub(what)} failed: {err}", reason=git_reason(err))
+
+
+def _stream(args: list[str], *, cwd: Path | None, env: Mapping[str, str] | None,
+            progress: ProgressFn | None) -> tuple[int, bytes, str]:
+    """Run ``git ARGS`` reading its stderr as it comes: (status, stdout, the last of
+    stderr, scrubbed).  git writes progress to stderr, redrawing a line with ``\\r``;
+    each message goes to ``progress`` so the caller can show it on its status line."""
+    _announce(args, cwd)
+    with tempfile.TemporaryFile() as out:
         try:
-            code = subprocess.run(["git", *args], env=clean_env(), stdin=subprocess.DEVNULL,
-                                  check=False).returncode
+            proc = subprocess.Popen(["git", *args], cwd=cwd, env=clean_env(env),
+                                    stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.PIPE)
         except FileNotFoundError:
-            raise GitError("git is not installed or not on PATH: install git >= 2.38") from None
-        if code != 0:
-            raise GitError(f"git {scrub(what)} failed (exit {code}): see git's message above")
-        return
-    try:
-        gitpython.Git().execute(["git", *args], env=clean_env())
-    except GitCommandNotFound:
-        raise GitError("git is not installed or not on PATH: install git >= 2.38") from None
-    except GitCommandError as exc:
-        stderr = scrub(str(exc.stderr or "")).strip().removeprefix("stderr: ").strip("'\n ")
-        raise GitError(f"git {scrub(what)} failed: {stderr}", reason=git_reason(stderr)) from None
+            raise GitError(_NO_GIT) from None
+        with proc:
+            assert proc.stderr is not None
+            kept = _read_progress(proc.stderr.fileno(), progress)
+        out.seek(0)
+        return proc.returncode, out.read(), scrub("\n".join(kept)).strip()
+
+
+def _read_progress(fd: int, progress: ProgressFn | None) -> list[str]:
+    """Feed ``progress`` from git's stderr as it comes; return its last 50 messages."""
+    kept: list[str] = []
+    pending = b""
+    while chunk := os.read(fd, 65536):
+        *messages, pending = re.split(rb"[\r\n]", pending + chunk)
+        for raw in messages:
+            message = raw.decode("utf-8", errors="replace").strip()
+            if message:
+                kept = [*kept[-49:], message]
+                if progress is not None:
+                    progress(scrub(message))
+    if pending.strip():
+        kept.append(pending.decode("utf-8", errors="replace").strip())
+    return kept

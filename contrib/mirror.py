@@ -15,18 +15,16 @@ import hashlib
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import filelock
-
 from contrib import environ
 from contrib.config import Upstream
 from contrib.errors import ContribError, GitError, UpstreamUnreachable
-from contrib.git import Git, Sha, clone_bare, fetch
+from contrib.git import Git, ProgressFn, Sha, clone_bare, fetch
+from contrib.lockfile import FileLock, LockTimeout
 from contrib.secrets import scrub
 from contrib.txn import check_inside
 
@@ -51,11 +49,11 @@ def is_remote(url: str) -> bool:
 @contextmanager
 def _cache_lock(path: Path) -> Iterator[None]:
     check_inside(cache_root(), path)  # no symlink below the cache folder redirects a clone
-    lock = filelock.FileLock(str(path) + ".lock", timeout=600)
+    lock = FileLock(Path(str(path) + ".lock"), 600)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
-    except filelock.Timeout:
+    except LockTimeout:
         raise ContribError(f"{path}: another contrib has held this upstream cache for 10 "
                            "minutes; try again later") from None
     except OSError as exc:
@@ -87,17 +85,32 @@ class Mirror:
     def tip_ref(self) -> str:
         return f"refs/remotes/{REMOTE}/{self.upstream.branch}"
 
-    def ensure(self, *, fetch_now: bool, progress: bool = False) -> Mirror:
-        """Create the cache on first use; fetch when asked (once per process)."""
+    def ensure(self, *, fetch_now: bool, progress: ProgressFn | None = None) -> Mirror:
+        """Create the cache on first use; fetch when asked (once per process).
+
+        ``progress`` (``ui.progress``) gets git's own progress, one message at a
+        time, labelled with the upstream's name; it is cleared when git is done.
+        """
+        shown = self._labelled(progress)
         with _cache_lock(self.path):
-            if not self.path.is_dir():
-                self._clone(progress)
-                self.fetched = True
-            if fetch_now and not self.fetched:
-                self._fetch(progress)
+            try:
+                if not self.path.is_dir():
+                    self._clone(shown)
+                    self.fetched = True
+                if fetch_now and not self.fetched:
+                    self._fetch(shown)
+            finally:
+                if progress is not None:
+                    progress("")
         return self
 
-    def _clone(self, progress: bool) -> None:
+    def _labelled(self, progress: ProgressFn | None) -> ProgressFn | None:
+        if progress is None:
+            return None
+        name = self.upstream.name
+        return lambda message: progress(f"{name}: {message}")
+
+    def _clone(self, progress: ProgressFn | None) -> None:
         url = self.upstream.url
         if not is_remote(url) and not Path(url.removeprefix("file://")).exists():
             raise UpstreamUnreachable(f"upstream {self.upstream.name}: {url} does not exist; "
@@ -110,7 +123,7 @@ class Mirror:
                                "CONTRIB_CACHE elsewhere") from None
         try:
             if progress:
-                print(f"cloning {self.upstream.name} from {scrub(url)} ...", file=sys.stderr)
+                progress(f"cloning from {scrub(url)} ...")
             clone_bare(url, tmp / "repo.git", partial=is_remote(url), progress=progress)
             repo = Git(tmp / "repo.git")
             repo.run("config", f"remote.{REMOTE}.fetch",
@@ -130,7 +143,7 @@ class Mirror:
             shutil.rmtree(tmp, ignore_errors=True)
         self._git = None
 
-    def _fetch(self, progress: bool) -> None:
+    def _fetch(self, progress: ProgressFn | None) -> None:
         try:
             fetch(self.git, REMOTE, progress=progress)
         except GitError as exc:

@@ -12,19 +12,26 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import filelock
 import tomlkit
 from tomlkit import TOMLDocument
 
-from contrib.config import CONFIG_NAME, NAME_RULE, Config, load_config, valid_name
+from contrib.config import (
+    CONFIG_NAME,
+    NAME_RULE,
+    Config,
+    load_config,
+    parse_toml_text,
+    valid_name,
+)
 from contrib.environ import lock_timeout
 from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
+from contrib.lockfile import FileLock, LockTimeout
 from contrib.meta import (
     SHA_RE,
     Meta,
@@ -106,32 +113,41 @@ class Patchset:
             if folder.is_symlink():
                 raise ConfigError(f"{folder}: is a symlink; contrib reads and writes patchsets "
                                   "only in real folders inside the workspace")
-        self.meta: TOMLDocument
-        self.info: Meta  # the typed view of ``meta``; setters keep both in step
-        self.meta, self.info = self._load_meta()
+        self.info: Meta  # the typed view of patchset.toml; setters keep it in step
+        self._text, self._data, self.info = self._load_meta()
+        self._meta: TOMLDocument | None = None
 
     @property
     def target(self) -> str:
         return f"{self.upstream}/{self.name}"
 
-    def _load_meta(self) -> tuple[TOMLDocument, Meta]:
+    @property
+    def meta(self) -> TOMLDocument:
+        """patchset.toml as a tomlkit document (comments and layout kept), to change and
+        write.  Parsed on first use: tomlkit takes ten times tomllib's time, and most
+        runs only read (``status`` of fifty patchsets, a no-op ``sync``; issue 12)."""
+        if self._meta is None:
+            self._meta = tomlkit.parse(self._text)
+        return self._meta
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """patchset.toml's raw values: the document once it is being changed, else as read
+        (prefer the typed properties)."""
+        return self._meta if self._meta is not None else self._data
+
+    def _load_meta(self) -> tuple[str, dict[str, Any], Meta]:
         path = self.meta_path
         text = read_user_text(path, ConfigError, "every patchset folder needs patchset.toml "
                               "(create patchsets with `contrib new`)")
-        try:
-            doc = tomlkit.parse(text)
-            data = doc.unwrap()
-        except tomlkit.exceptions.ParseError as exc:
-            raise ConfigError(f"{path}:{exc.line}:{exc.col}: invalid TOML: {exc}") from None
-        except Exception as exc:  # tomlkit raises a few non-ParseError types on odd input
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        data = parse_toml_text(path, text)
         info = read_meta(path, text, data)
         folder = self.dir / info.current
         if folder.is_symlink() or not folder.is_dir():
             what = "is a symlink" if folder.is_symlink() else "does not exist"
             raise ConfigError(f"{path}: current = {info.current} but {folder} {what}; "
                               "point current at a version folder (a real folder)")
-        return doc, info
+        return text, data, info
 
     # -- typed reads (the schema is contrib.meta) --------------------------------
 
@@ -208,7 +224,7 @@ class Patchset:
 
     def get(self, table: str, key: str, default: Any = None) -> Any:
         """A raw value of ``[table]`` (prefer the typed properties: ``sync``, ``pr``...)."""
-        sub = self.meta.get(table)
+        sub = self.data.get(table)
         if not isinstance(sub, dict):
             return default
         value = sub.get(key, default)
@@ -226,7 +242,7 @@ class Patchset:
             else:
                 sub[key] = value  # type: ignore[index]
         text = self.meta_text()
-        self.info = read_meta(self.meta_path, text, tomlkit.parse(text).unwrap())
+        self.info = read_meta(self.meta_path, text, parse_toml_text(self.meta_path, text))
 
     def version(self, base: str) -> Version:
         return Version(self, base)
@@ -247,7 +263,8 @@ class Patchset:
         return out
 
     def meta_text(self) -> str:
-        return tomlkit.dumps(self.meta)
+        """patchset.toml's text as it would be written (the file's own, while unchanged)."""
+        return self._text if self._meta is None else tomlkit.dumps(self._meta)
 
     def save_meta(self, txn: Transaction | None = None) -> None:
         """Write patchset.toml (inside ``txn`` if given, else atomically on its own)."""
@@ -280,7 +297,7 @@ class Workspace:
         """Hold the workspace lock; a second contrib waits, then refuses (exit 2)."""
         timeout = lock_timeout()
         path = self.state_dir / "lock"
-        lock = filelock.FileLock(str(path), timeout=timeout)
+        lock = FileLock(path, timeout)
         try:
             check_inside(self.root, self.state_dir)
             self.state_dir.mkdir(exist_ok=True)
@@ -288,7 +305,7 @@ class Workspace:
             if not ignore.exists():
                 atomic_write(ignore, "*\n")
             lock.acquire()
-        except filelock.Timeout:
+        except LockTimeout:
             holder = _read_pid(self.state_dir / "lock.pid")
             raise LockError(f"{path}: another contrib process{holder} is working on this "
                             f"workspace; waited {timeout:g}s (CONTRIB_LOCK_TIMEOUT). "
@@ -314,6 +331,11 @@ class Workspace:
 
     def all_patchsets(self) -> list[Patchset]:
         """Every folder patchsets/UPSTREAM/NAME/ holding a patchset.toml."""
+        return [Patchset(self, upstream, name) for upstream, name in self._names()]
+
+    def _names(self) -> list[tuple[str, str]]:
+        """(upstream, name) of every patchset folder, nothing read yet: a command on one
+        patchset parses only its patchset.toml."""
         base = self.root / "patchsets"
         found = []
         if base.is_dir():
@@ -324,7 +346,7 @@ class Workspace:
                             if not valid_name(part):
                                 raise ConfigError(f"{ps}: {what} {part!r} is invalid (use "
                                                   f"{NAME_RULE}); rename the folder")
-                        found.append(Patchset(self, up.name, ps.name))
+                        found.append((up.name, ps.name))
         return found
 
     def empty_message(self, targets: list[str] | tuple[str, ...] = ()) -> str:
@@ -335,23 +357,23 @@ class Workspace:
 
     def patchsets(self, targets: list[str] | tuple[str, ...] = ()) -> list[Patchset]:
         """Patchsets selected by ``UPSTREAM`` or ``UPSTREAM/NAME`` targets (none = all)."""
-        every = self.all_patchsets()
+        every = self._names()
         if not targets:
-            return every
-        chosen: list[Patchset] = []
+            return self.all_patchsets()
+        chosen: list[tuple[str, str]] = []
         for target in targets:
             upstream, name = parse_target(target)
             if upstream not in self.config.upstreams:
                 known = ", ".join(sorted(self.config.upstreams)) or "none"
                 raise UsageError(f"unknown target {target!r}: no upstream {upstream!r} in "
                                  f"{self.config.path} (known: {known})")
-            hits = [p for p in every if p.upstream == upstream and (not name or p.name == name)]
+            hits = [(u, n) for u, n in every if u == upstream and (not name or n == name)]
             if name and not hits:
-                names = ", ".join(p.target for p in every if p.upstream == upstream) or "none"
+                names = ", ".join(f"{u}/{n}" for u, n in every if u == upstream) or "none"
                 raise UsageError(f"unknown target {target!r}: no patchset {name!r} under "
                                  f"patchsets/{upstream}/ (have: {names})")
-            chosen += [p for p in hits if p not in chosen]
-        return chosen
+            chosen += [hit for hit in hits if hit not in chosen]
+        return [Patchset(self, upstream, name) for upstream, name in chosen]
 
     def patchset(self, target: str) -> Patchset:
         """Exactly one patchset named ``UPSTREAM/NAME``."""

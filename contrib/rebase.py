@@ -113,11 +113,13 @@ class Carrier:
     there.  Without it, the hunks of the patch files are the reference.
     """
 
-    def __init__(self, git: Git, patches: list[MailPatch], base: Sha | None) -> None:
+    def __init__(self, git: Git, patches: list[MailPatch], base: Sha | None,
+                 on_probe: Callable[[int, str], None] | None = None) -> None:
         self.git = git
         self.patches = patches
         self.base = base
         self.probes = 0
+        self.on_probe = on_probe  # (probe number, commit) as each probe starts: progress
         self.paths = touched_paths(patches)
         self._seen: dict[tuple[str, int], Carry] = {}
         self._commits: dict[tuple[str, int], Sha] = {}
@@ -145,6 +147,8 @@ class Carrier:
         key = (onto, start)
         if key not in self._seen:
             self.probes += 1
+            if self.on_probe is not None:
+                self.on_probe(self.probes, onto)
             self._seen[key] = self._carry(Sha(onto), start)
         return self._seen[key]
 
@@ -337,12 +341,14 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha) -> Plan:
+def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
+              on_probe: Callable[[int, str], None] | None = None) -> Plan:
     """Carry ``patches`` (made at ``base``) onto ``target``; decide the result.
 
     Walks the first-parent path base..target only by bisection: the carry at
     the target is one probe, finding the breaking commit ceil(log2 N) more,
     and each already-upstream patch's landing commit its own bisection.
+    ``on_probe`` hears of each probe (for progress).
     """
     if base == target:
         return Plan(UNCHANGED, base, target)
@@ -351,7 +357,7 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha) -> Pla
     path = _path(git, base, target, have_base, plan)
     bisect = bool(path)
     path = path or [target]
-    carrier = Carrier(git, patches, base if have_base else None)
+    carrier = Carrier(git, patches, base if have_base else None, on_probe)
     final = carrier.carry(target)
     if final.failed is not None:
         index = first_true(path, lambda c: carrier.carry(c).failed is not None)
@@ -396,8 +402,9 @@ def _path(git: Git, base: str, target: str, have_base: bool, plan: Plan) -> list
     base at all there is nothing to bisect and the carry happens at the
     target only.
     """
-    if have_base and git.is_ancestor(base, target):
-        plan.commits = git.count(f"{base}..{target}")
+    only_base, only_target = git.left_right_count(base, target) if have_base else (1, 0)
+    if only_base == 0:  # the base is an ancestor of the target
+        plan.commits = only_target
         return first_parent_path(git, base, target)
     status, out, _ = git.try_run("merge-base", base, target) if have_base else (1, "", "")
     if status == 0 and out.strip():

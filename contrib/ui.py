@@ -1,64 +1,246 @@
-"""Output: human tables on stdout, or exactly one JSON document with --json.
+"""Output: human text on stdout, progress on one status line, or one JSON document.
 
+One place decides what a run shows (:func:`show_progress`, :func:`use_colour`):
+progress only when stdout and stderr are terminals, never under ``--json``,
+``-q``, ``TERM=dumb`` or ``CI`` (``--progress`` forces it, ``--no-progress``
+stops it); colour only on a terminal without ``NO_COLOR`` or ``TERM=dumb``.
 Everything printed passes through :func:`contrib.secrets.scrub`.
+
+Tables are plain aligned text: rich's import and rendering cost more than
+``status`` of fifty patchsets does otherwise (issue 12).
+
+Long work reports through a :class:`Task` (``with ui.task("ptx", total=n) as
+task: ... task.step(i, n, unit)``); code below the commands takes a plain
+callback (:data:`StepFn` or :data:`contrib.git.ProgressFn`) so it never needs
+the UI, and gets ``None`` or a no-op when progress is off.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import sys
-from collections.abc import Sequence
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import IO, Any
 
 from contrib.secrets import scrub
 
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+
+StepFn = Callable[[int, int, str], None]
+"""Receives (done, total, what is being worked on now): "3 of 12 units, comm.cu"."""
+
+_BOLD, _DIM, _YELLOW, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[33m", "\x1b[0m"
+_MIN_REDRAW_S = 0.1  # a terminal redrawn more often only flickers
+_PLAIN_EVERY_S = 5.0  # forced progress to a file or pipe: a line every few seconds
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
+def show_progress(*, json_mode: bool, verbosity: int, forced: bool | None,
+                  env: Mapping[str, str] | None = None,
+                  stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> bool:
+    """Whether a run shows progress: the one rule every command follows."""
+    env = os.environ if env is None else env
+    if json_mode or verbosity <= QUIET or forced is False:
+        return False
+    if forced:
+        return True
+    if env.get("TERM") == "dumb" or _flag(env, "CI"):
+        return False
+    return _isatty(stdout or sys.stdout) and _isatty(stderr or sys.stderr)
+
+
+def _columns(stream: IO[str]) -> int:
+    """The terminal's width; COLUMNS or 80 where it does not say (0 on a bare pty)."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        columns = 0
+    if columns <= 0:
+        columns = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 80
+    return columns
+
+
+def use_colour(stream: IO[str], env: Mapping[str, str] | None = None) -> bool:
+    """Colour codes only for a terminal, and never with NO_COLOR (no-color.org) or TERM=dumb."""
+    env = os.environ if env is None else env
+    return _isatty(stream) and not env.get("NO_COLOR") and env.get("TERM") != "dumb"
+
+
+def _aligned(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False)).rstrip()
+
+
+class StatusLine:
+    """One line on stderr that is redrawn in place (``\\r``, no escape codes, so it
+    also works where cursor control does not); plain lines when not a terminal."""
+
+    def __init__(self) -> None:
+        self._shown = 0
+        self._last = 0.0
+
+    def show(self, text: str, *, force: bool = False) -> None:
+        """Redraw the line with ``text`` (throttled); an empty text clears it."""
+        if not text:
+            self.clear()
+            return
+        stream = sys.stderr
+        now = time.monotonic()
+        interactive = _isatty(stream)
+        if not force and now - self._last < (_MIN_REDRAW_S if interactive else _PLAIN_EVERY_S):
+            return
+        self._last = now
+        text = scrub(text).replace("\n", " ")
+        if not interactive:
+            stream.write(text + "\n")
+        else:
+            width = max(_columns(stream) - 1, 10)
+            text = text if len(text) <= width else text[:width - 3] + "..."
+            stream.write("\r" + text + " " * max(self._shown - len(text), 0))
+            self._shown = len(text)
+        stream.flush()
+
+    def clear(self) -> None:
+        """Blank the line so the next output starts at column 0."""
+        if self._shown:
+            sys.stderr.write("\r" + " " * self._shown + "\r")
+            sys.stderr.flush()
+            self._shown = 0
+        self._last = 0.0
+
+
+class Task:
+    """One long piece of work on the status line: ``label  n/N  current item``."""
+
+    def __init__(self, line: StatusLine | None, label: str, total: int | None = None) -> None:
+        self._line = line
+        self.label = label
+        self.total = total
+        self.done = 0
+
+    def update(self, detail: str = "", *, done: int | None = None,
+               total: int | None = None) -> None:
+        """Show what is being worked on now; ``done``/``total`` move the count."""
+        if done is not None:
+            self.done = done
+        if total is not None:
+            self.total = total
+        if self._line is None:
+            return
+        count = f" {self.done}/{self.total}" if self.total else ""
+        self._line.show(f"{self.label}{count}{'  ' + detail if detail else ''}",
+                        force=bool(self.total) and self.done == self.total)
+
+    def advance(self, detail: str = "") -> None:
+        """One more item done."""
+        self.update(detail, done=self.done + 1)
+
+    def step(self, done: int, total: int, detail: str) -> None:
+        """A :data:`StepFn`: hand ``task.step`` to code that counts its own work."""
+        self.update(detail, done=done, total=total)
+
+    def message(self, text: str) -> None:
+        """A free-form message (e.g. git's own progress) after the label."""
+        self.update(text)
+
 
 class UI:
-    """Where a command reports: human text, or one JSON document."""
+    """Where a command reports: human text, a status line, or one JSON document."""
 
-    def __init__(self, json_mode: bool = False) -> None:
+    def __init__(self, json_mode: bool = False, *, verbosity: int = NORMAL,
+                 progress: bool | None = None) -> None:
         self.json_mode = json_mode
-        # Piped output (CI logs, `| less`) gets wide tables instead of rich's 80 columns.
-        width = None if sys.stdout.isatty() else 160
-        self.out = Console(highlight=False, soft_wrap=True, width=width)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True, width=width)
+        self.verbosity = verbosity
+        self.show_progress = show_progress(json_mode=json_mode, verbosity=verbosity,
+                                           forced=progress)
+        self._line = StatusLine() if self.show_progress else None
 
     @property
-    def progress(self) -> bool:
-        """Show fetch progress only to a person at a terminal."""
-        return not self.json_mode and sys.stderr.isatty()
+    def progress(self) -> Callable[[str], None] | None:
+        """The status line as a function of one message, or None when progress is off.
+
+        Pass it to :meth:`contrib.mirror.Mirror.ensure` and git's own fetch
+        progress appears on it; an empty message clears it.
+        """
+        return self._line.show if self._line is not None else None
+
+    @contextmanager
+    def task(self, label: str, total: int | None = None) -> Iterator[Task]:
+        """A :class:`Task` on the status line for the ``with`` block (a silent one when
+        progress is off), cleared at the end."""
+        task = Task(self._line, label, total)
+        try:
+            yield task
+        finally:
+            self.done()
+
+    def done(self) -> None:
+        """Clear the status line (before other output, and when the command ends)."""
+        if self._line is not None:
+            self._line.clear()
 
     def info(self, message: str) -> None:
         """A human line on stdout (suppressed under --json)."""
         if not self.json_mode:
-            self.out.print(scrub(message), markup=False)
+            self.done()
+            sys.stdout.write(scrub(message) + "\n")
 
     def step(self, message: str) -> None:
-        """A progress line on stderr (suppressed under --json)."""
-        if not self.json_mode:
-            self.err.print(scrub(message), markup=False, style="dim")
+        """A line on stderr saying what is happening (suppressed by --json and -q)."""
+        if not self.json_mode and self.verbosity > QUIET:
+            self._stderr(message, _DIM)
+
+    def trace(self, message: str) -> None:
+        """A ``-v`` line on stderr (e.g. each git command); --json keeps stdout clean."""
+        if self.verbosity >= VERBOSE:
+            self._stderr("+ " + message, _DIM)
 
     def warn(self, message: str) -> None:
-        self.err.print(scrub(message), markup=False, style="yellow")
+        """A warning on stderr (shown even with -q)."""
+        self._stderr(message, _YELLOW)
+
+    def _stderr(self, message: str, colour: str) -> None:
+        self.done()
+        text = scrub(message)
+        if use_colour(sys.stderr):
+            text = colour + text + _RESET
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Aligned columns on stdout, the header bold on a terminal (suppressed by --json).
+
+        Plain text, one row a line, so it greps and pipes well; ``title`` names
+        the table for a reader of the code (the header says what it is).
+        """
         if self.json_mode:
             return
-        table = Table(title=title, title_justify="left", show_lines=False)
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            # Text, not markup: a cell may hold "[...]" from a file (a hostname, a title)
-            table.add_row(*(Text(scrub("" if cell is None else str(cell))) for cell in row))
-        self.out.print(table)
+        self.done()
+        cells = [[scrub(" ".join(str("" if cell is None else cell).split())) for cell in row]
+                 for row in rows]
+        widths = [max([len(column), *(len(row[n]) for row in cells if n < len(row))])
+                  for n, column in enumerate(columns)]
+        header = _aligned(columns, widths)
+        if use_colour(sys.stdout):
+            header = _BOLD + header + _RESET
+        sys.stdout.write("\n".join([header, *(_aligned(row, widths) for row in cells)]) + "\n")
 
     def emit(self, document: Any) -> None:
         """The one JSON document of a --json run."""
         if self.json_mode:
+            import json
+
             sys.stdout.write(scrub(json.dumps(document, indent=2, sort_keys=True, default=str)))
             sys.stdout.write("\n")
             sys.stdout.flush()

@@ -218,6 +218,18 @@ def test_open_edits_tells_doctor_what_is_not_refreshed(workspace: Workspace, two
     assert state == EditState.CHANGED
 
 
+
+def test_doctor_names_an_edit_not_refreshed(workspace: Workspace, two: str) -> None:
+    tree = Path(edit_json(workspace)["path"])
+    checks = {c["name"]: c for c in workspace.run("doctor", "--json").json["checks"]}  # type: ignore[index]
+    assert checks["edits"]["status"] == "ok"
+    commit_in(tree, "wip", {"wip.txt": "x\n"})
+    result = workspace.run("doctor", "--json")
+    checks = {c["name"]: c for c in result.json["checks"]}  # type: ignore[index]
+    assert result.code == 1
+    assert checks["edit proj/two"]["status"] == "FAIL"
+    assert "contrib refresh proj/two" in checks["edit proj/two"]["fix"]
+
 def test_refresh_refuses_a_branch_left_behind_by_a_sync(workspace: Workspace, upstream: Repo,
                                                         two: str) -> None:
     tree = Path(edit_json(workspace)["path"])

@@ -57,3 +57,26 @@ def test_errors_keep_stderr_and_hide_credentials(tmp_path: Path) -> None:
     assert "ghp_topsecret123" not in message and "fetch" in message
     with pytest.raises(GitError, match="unknown revision 'nope'"):
         git.rev_parse("nope")
+
+
+def test_behind_counts_match_rev_list_for_every_kind_of_base(tmp_path: Path) -> None:
+    """Bases on main, on a merged side branch, on an unmerged release branch, the tip."""
+    repo = Repo(tmp_path / "r")
+    early = repo.commit("one", {"a": "1"})
+    mid = repo.commit("two", {"a": "2"})
+    git_ = Git(repo.path)
+    git_.run("checkout", "-q", "-b", "side")
+    side = repo.commit("side work", {"s": "1"})
+    git_.run("checkout", "-q", "-b", "release", mid)
+    release = repo.commit("release fix", {"r": "1"})
+    git_.run("checkout", "-q", "main")
+    repo.commit("three", {"a": "3"})
+    repo.merge("side", "merge side")
+    tip = repo.commit("four", {"a": "4"})
+    bases = [early, mid, side, release, tip]
+    expected = {b: git_.count(f"{b}..{tip}") for b in bases}
+    assert git_.behind_counts(tip, bases) == expected
+    assert git_.behind_counts(tip, [release]) == {release: expected[release]}
+    assert git_.behind_counts(tip, [tip]) == {tip: 0}
+    dates = git_.commit_dates([early, "0" * 40, tip])
+    assert set(dates) == {early, tip} and dates[tip].startswith("2023-11-14T")

@@ -41,7 +41,7 @@ from contrib.forge import (
     RecordedCall,
     connect,
 )
-from contrib.git import Git, Sha
+from contrib.git import Git, ProgressFn, Sha
 from contrib.meta import PrRecord, UpstreamStatus
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Version, Workspace
@@ -76,6 +76,7 @@ class Job:
     body: str = ""
     validation: str = ""  # the verdict as the body's first line shows it
     actions: list[str] = field(default_factory=list)
+    progress: ProgressFn | None = None  # git's push progress, for the status line
 
     @property
     def repo(self) -> str:
@@ -97,7 +98,8 @@ class Job:
 def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: bool = False,
             force: bool = False, reopen: bool = False,
             github_factory: ForgeFactory | None = None,
-            forge: Forge | None = None) -> tuple[int, list[dict[str, Any]]]:
+            forge: Forge | None = None,
+            progress: ProgressFn | None = None) -> tuple[int, list[dict[str, Any]]]:
     """Open or update the draft PR of each selected patchset.
 
     Returns the exit code (0 all done, 1 something needs the user, 2 bad
@@ -117,7 +119,7 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
     for ps in patchsets:
         try:
             results.append(_open_one(ws, ps, forge, token, mirrors, dry_run=dry_run, force=force,
-                                     reopen=reopen))
+                                     reopen=reopen, progress=progress))
         except ContribError as exc:
             results.append({"patchset": ps.target, "result": "error", "error": scrub(str(exc)),
                             "exit_code": exc.exit_code})
@@ -141,8 +143,9 @@ def _forge(ws: Workspace, *, dry_run: bool, factory: ForgeFactory | None,
 
 def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
               mirrors: dict[str, Mirror], *, dry_run: bool, force: bool,
-              reopen: bool) -> dict[str, Any]:
+              reopen: bool, progress: ProgressFn | None = None) -> dict[str, Any]:
     job = _prepare(ws, ps, mirrors, force=force)
+    job.progress = progress
     if not isinstance(forge, RecordingForge):
         return _run_one(job, forge, token, dry_run=dry_run, reopen=reopen)
     outer = forge.on_call  # a dry run: the calls join the actions in order
@@ -380,9 +383,13 @@ def _push(job: Job, token: str | None, expected: str | None, fork_tip: str | Non
     if dry_run:
         return "would push"
     try:
-        job.git.run("push", "--porcelain", "--no-verify",
-                    f"--force-with-lease={dest}:{expected or ''}", "--", job.push_url,
-                    f"{job.tip}:{dest}", env=push_env(job.push_url, token))
+        progress = job.progress
+        shown = None if progress is None else (
+            lambda message: progress(f"push {job.branch} to {job.upstream.fork}: {message}"))
+        job.git.run_reporting("push", "--porcelain", "--no-verify",
+                              f"--force-with-lease={dest}:{expected or ''}", "--", job.push_url,
+                              f"{job.tip}:{dest}", env=push_env(job.push_url, token),
+                              progress=shown)
     except GitError as exc:
         if "stale info" in str(exc) or "rejected" in str(exc):
             raise NeedsAttention(f"{job.push_url} branch {job.branch} changed while contrib was "
@@ -478,7 +485,8 @@ def open_pr_command(ws: Workspace, ui: UI, targets: list[str], *, dry_run: bool,
                     reopen: bool, github_factory: ForgeFactory | None = None) -> int:
     """Run open-pr and report: a human summary, or one JSON document."""
     code, results = open_pr(ws, targets, dry_run=dry_run, force=force, reopen=reopen,
-                            github_factory=github_factory)
+                            github_factory=github_factory, progress=ui.progress)
+    ui.done()
     for r in results:
         _report(ui, r, dry_run)
     if not results:

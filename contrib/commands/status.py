@@ -7,10 +7,12 @@ rows are shown from what is known (the cache, if any), marked
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from contrib.errors import ContribError, UpstreamUnreachable
 from contrib.forge import ForgeFactory
+from contrib.git import Sha
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Workspace
 from contrib.pr_status import add_live_prs, pr_cells
@@ -28,8 +30,12 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
     for ps in patchsets:
         if ps.upstream not in mirrors:
             mirrors[ps.upstream] = _mirror(ws, ui, ps.upstream, fetch)
+    facts = {name: upstream_facts(mirror, [ps.current.base for ps in patchsets
+                                           if ps.upstream == name])
+             for name, (mirror, _) in mirrors.items()}
+    for ps in patchsets:
         mirror, unreachable = mirrors[ps.upstream]
-        rows.append(describe(ps, mirror) | {"unreachable": unreachable})
+        rows.append(describe(ps, mirror, facts[ps.upstream]) | {"unreachable": unreachable})
     github, code = add_live_prs(ws, patchsets, rows, online=fetch, factory=forge_factory)
     ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR",
                            "CI", "review"],
@@ -62,20 +68,35 @@ def _mirror(ws: Workspace, ui: UI, name: str, fetch: bool) -> tuple[Mirror | Non
         return (mirror if mirror.path.is_dir() else None), exc.reason
 
 
-def describe(ps: Patchset, mirror: Mirror | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class UpstreamFacts:
+    """What status needs from one upstream cache, read for all its patchsets at once."""
+
+    tip: Sha | None = None
+    base_dates: dict[str, str] = field(default_factory=dict)
+    behind: dict[str, int] = field(default_factory=dict)
+
+
+def upstream_facts(mirror: Mirror | None, bases: list[str]) -> UpstreamFacts:
+    """The tip, and each base's date and distance from it: four git runs per upstream,
+    however many patchsets (four each cost ~0.4 s for 50); nothing without a cache."""
+    if mirror is None:
+        return UpstreamFacts()
+    git = mirror.git
+    dates = git.commit_dates(bases)
+    try:
+        tip = mirror.tip()
+    except ContribError:
+        return UpstreamFacts(None, dates)
+    return UpstreamFacts(tip, dates, git.behind_counts(tip, list(dates)))
+
+
+def describe(ps: Patchset, mirror: Mirror | None,
+             facts: UpstreamFacts | None = None) -> dict[str, Any]:
     """The status facts of one patchset as a JSON-able dict (no cache: what the files say)."""
     base = ps.current.base
-    base_date, tip, behind = "", None, None
-    if mirror is not None:
-        git = mirror.git
-        if git.try_rev_parse(base):
-            base_date = git.commit_info(base).committer_date
-        try:
-            tip = mirror.tip()
-            if base_date:
-                behind = git.count(f"{base}..{tip}")
-        except ContribError:
-            pass
+    facts = facts or upstream_facts(mirror, [base])
+    base_date, tip, behind = facts.base_dates.get(base, ""), facts.tip, facts.behind.get(base)
     validation = standing_dict(version_standing(ps.current))
     pr = ps.pr
     return {

@@ -40,7 +40,7 @@ from contrib.rebase import (
     plan_sync,
 )
 from contrib.series import MailPatch, apply_series, export_series
-from contrib.ui import UI
+from contrib.ui import UI, Task
 from contrib.versions import Event, Files, How, add_event, write_version
 
 CONFLICT = SyncResult.CONFLICT
@@ -106,8 +106,14 @@ def carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None = 
     state = conflict.load_state(ws.state_dir) if state is None else state
     mirrors = _mirrors(ws, ui, sorted({ps.upstream for ps in patchsets}), fetch)
     tips = {name: (m.resolve(to) if to else m.tip()) for name, m in mirrors.items()}
-    return [_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.upstream], state)
-            for ps in patchsets]
+    reports = []
+    with ui.task("sync", total=len(patchsets)) as task:
+        for ps in patchsets:
+            task.update(ps.target)
+            reports.append(_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.upstream], state,
+                                     task))
+            task.advance(ps.target)
+    return reports
 
 
 def _mirrors(ws: Workspace, ui: UI, names: list[str], fetch: bool) -> dict[str, Mirror]:
@@ -124,7 +130,7 @@ def _mirrors(ws: Workspace, ui: UI, names: list[str], fetch: bool) -> dict[str, 
 # -- a plain sync -------------------------------------------------------------
 
 def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
-              state: dict[str, conflict.Pending]) -> Report:
+              state: dict[str, conflict.Pending], task: Task | None = None) -> Report:
     base = ps.current.base
     pending = state.get(ps.target)
     if pending is not None:
@@ -141,7 +147,8 @@ def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
         patches = load_patches(git, ps.current.patch_texts())
         if any(_LINK_MODE.search(p.diff) for p in patches) and git.try_rev_parse(base):
             apply_series(git, base, patches)  # checks where the version's symlinks lead
-        plan = plan_sync(git, patches, Sha(base), target)
+        plan = plan_sync(git, patches, Sha(base), target, on_probe=None if task is None else (
+            lambda n, at: task.update(f"{ps.target}: apply probe {n} at {at[:10]}")))
     except ContribError as exc:
         return Report(ps.target, ERROR, base, target, error=str(exc))
     return _record(ws, ps, git, plan, patches, state)

@@ -45,7 +45,7 @@ from contrib.record import (
 )
 from contrib.series import EXPORT_ENV, apply_series
 from contrib.txn import atomic_write
-from contrib.ui import UI
+from contrib.ui import UI, StepFn
 from contrib.validate.gputests import split_runs
 from contrib.validate.report import (
     Validation,
@@ -73,12 +73,13 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
                          f"(selected: {len(patchsets)})")
     # every patchset's [validation] and arch are read before any work: a bad one is exit 2 alone
     plans = [(ps, forced or _patchset_arch(ps),
-              Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())) for ps in patchsets]
+              Settings.from_meta(ps.data, str(ps.meta_path), ps.meta_text())) for ps in patchsets]
     host = host_facts()
     validations, results = [], []
     for ps, target, settings in plans:
         ui.step(f"validating {ps.target} for {target.name} ...")
-        validation = validate_patchset(ws, ps, target, host, settings)
+        with ui.task(f"validate {ps.target}") as task:
+            validation = validate_patchset(ws, ps, target, host, settings, progress=task.step)
         validations.append(validation)
         results.append(_record(ws, ui, ps, validation, settings, out))
     if not patchsets:
@@ -220,7 +221,7 @@ def _merge_target(ws: Workspace, path: Path, incoming: Record,
     if not version.dir.is_dir():
         raise ConfigError(f"{path}: records runs of {incoming.target} at {incoming.base[:12]}, "
                           f"a version the workspace does not have ({version.dir}); nothing merged")
-    settings = Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())
+    settings = Settings.from_meta(ps.data, str(ps.meta_path), ps.meta_text())
     dig = version_digest(version, settings)
     why = mismatch(incoming, ps.upstream, ps.name, version.base, dig)
     if why:
@@ -239,8 +240,9 @@ def _patchset_arch(ps: Patchset) -> Arch:
 
 
 def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, object],
-                      settings: Settings) -> Validation:
-    """Apply ``ps``'s current version at its base and run every stage for ``arch``."""
+                      settings: Settings, *, progress: StepFn | None = None) -> Validation:
+    """Apply ``ps``'s current version at its base and run every stage for ``arch``;
+    ``progress`` hears each stage (and a stage's own steps, e.g. units compiled)."""
     version = ps.current
     mirror = Mirror(ws.config.upstream(ps.upstream)).ensure(fetch_now=False)
     git = mirror.git
@@ -261,6 +263,7 @@ def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, o
             python=ws.config.upstream(ps.upstream).python or sys.executable,
             workspace=ws,
             patchset=ps,
+            progress=progress,
         )
         stages = run_pipeline(inputs)
     ptx = next((s for s in stages if s.name == "ptx"), None)

@@ -180,7 +180,7 @@ def version_standing(version: Version) -> Standing:
     from contrib.validate.settings import Settings
 
     ps = version.patchset
-    settings = Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())
+    settings = Settings.from_meta(ps.data, str(ps.meta_path), ps.meta_text())
     try:
         dig = version_digest(version, settings)
     except ContribError as exc:

@@ -17,7 +17,7 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -103,8 +103,10 @@ def first_error(text: str) -> str:
     return (lines[0] if lines else "")[:300]
 
 
-def compile_all(nvcc: str, jobs: list[Job], out_dir: Path, workers: int | None = None) -> list[Outcome]:
-    """Each job from the cache or compiled (in parallel, one nvcc per core); results in job order."""
+def compile_all(nvcc: str, jobs: list[Job], out_dir: Path, workers: int | None = None,
+                progress: Callable[[int, int, str], None] | None = None) -> list[Outcome]:
+    """Each job from the cache or compiled (in parallel, one nvcc per core); results in job order.
+    ``progress`` hears (units done, of N, the unit) as compiles finish."""
     store = cache_dir()
     results: dict[int, Outcome] = {}
     todo = []
@@ -119,6 +121,8 @@ def compile_all(nvcc: str, jobs: list[Job], out_dir: Path, workers: int | None =
         done = pool.map(lambda i: _compile(nvcc, jobs[i], out_dir), todo)
         for index, outcome in zip(todo, done, strict=True):
             results[index] = outcome
+            if progress is not None:
+                progress(len(results), len(jobs), f"ptx: compiled {jobs[index].unit}")
             if jobs[index].key and (outcome.ok or not outcome.missing_header):
                 _save(store, jobs[index].key, outcome)
     return [results[i] for i in range(len(jobs))]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ class PtxRequest:
     waivers: list[Waiver]
     workdir: Path
     kernel_lines: dict[str, tuple[str, int]]
+    progress: Callable[[int, int, str], None] | None = None  # (compiled, of N, unit)
 
 
 def check(req: PtxRequest) -> StageResult:
@@ -65,7 +67,7 @@ def check(req: PtxRequest) -> StageResult:
     jobs = [Job(u.path, root / u.path, compute, dirs, flags,
                 unit_key(req.tree, u.path, compute, flags, outside, identity, sass is not None), sass)
             for u in req.units]  # fmt: skip
-    outcomes = compile_all(nvcc, jobs, req.workdir / "ptx-out")
+    outcomes = compile_all(nvcc, jobs, req.workdir / "ptx-out", progress=req.progress)
     details: dict[str, Any] = {
         "compute": compute, "arch_variant": f"{req.profile.name}: {req.arch.name} builds as {compute}",
         "flags": flags, "flags_from": origin, "include_dirs": [str(d) for d in dirs], "nvcc": identity,

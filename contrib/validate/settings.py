@@ -76,7 +76,7 @@ class Settings:
         registry; a not-applicable stage counts as done, so ``ptx`` is only needed
         where a touched gate compiles CUDA sources.
         """
-        from contrib.validate.stages import STAGES
+        from contrib.validate.registry import STAGES
 
         if self.require is not None:
             return self.require
@@ -155,7 +155,7 @@ class _Reader:
         return words
 
     def require(self) -> tuple[str, ...] | None:
-        from contrib.validate.stages import STAGES
+        from contrib.validate.registry import STAGES
 
         if "require" not in self.table:
             return None

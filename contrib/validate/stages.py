@@ -37,6 +37,7 @@ from contrib.validate import (
     testsel,
     units,
 )
+from contrib.validate.registry import STAGES, StageDef
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
 from contrib.validate.settings import Settings
 from contrib.validate.testsel import FileChange, Gpu
@@ -63,6 +64,9 @@ class Inputs:
     gpus: list[Gpu] | None | str = "probe"
     workspace: Workspace | None = None  # for [[requires]]: the other upstreams' caches
     patchset: Patchset | None = None
+    # Hears (n, of N, what) as work starts: each stage, and a long stage's own steps
+    # (units compiled, tests run) through Context.step.  contrib.ui.Task.step fits.
+    progress: Callable[[int, int, str], None] | None = None
 
 
 @dataclass
@@ -75,6 +79,11 @@ class Context:
     sources: list[str] = field(default_factory=list)
     closure: list[str] = field(default_factory=list)
     workdir: Path = Path(".")
+
+    def step(self, done: int, total: int, what: str) -> None:
+        """Report progress (a stage, a unit compiled, a test run) when someone listens."""
+        if self.inputs.progress is not None:
+            self.inputs.progress(done, total, what)
 
     @property
     def after(self) -> SourceTree:
@@ -90,6 +99,7 @@ def run_pipeline(inputs: Inputs) -> list[StageResult]:
         results: list[StageResult] = []
         for stage in STAGES:
             name = stage.name
+            ctx.step(len(results) + 1, len(STAGES), name)
             if results and results[0].status != PASSED:
                 results.append(
                     StageResult(name, SKIPPED, f"not run: apply failed ({results[0].reason})")
@@ -212,7 +222,7 @@ def stage_ptx(ctx: Context) -> StageResult:
     request = ptxstage.PtxRequest(tree, ctx.inputs.arch, found, profiles.profile_for(tree),
                                   settings.python or ctx.inputs.python, flags + settings.ptx_flags,
                                   settings.ptx_include_dirs, settings.waivers, ctx.workdir,
-                                  _kernel_lines(ctx))  # fmt: skip
+                                  _kernel_lines(ctx), progress=ctx.step)  # fmt: skip
     return ptxstage.check(request)
 
 
@@ -337,7 +347,11 @@ def stage_tests(ctx: Context) -> StageResult:
     setup = gputests.RunSetup(python, worktree, selection, ctx.workdir, profile,
                               gputests.changed_kernels(ctx.after, ctx.changes), settings.waivers,
                               settings.tests_need_gpu, tuple(settings.pytest_args))  # fmt: skip
-    results = [gputests.run_planned(setup, plan) for plan in plans]
+    results = []
+    for done, plan in enumerate(plans):
+        ctx.step(done, len(plans), f"tests: run {done + 1} of {len(plans)} "
+                 f"({len(selection.tests)} test files)")
+        results.append(gputests.run_planned(setup, plan))
     target, regressions = results[0], results[1:]
     target.details = {**details, **target.details, gputests.REGRESSIONS: regressions}
     if regressions:
@@ -382,22 +396,4 @@ def _verdict(name: str, findings: list[Finding], ok: str, details: dict[str, Any
     )
 
 
-@dataclass(frozen=True)
-class StageDef:
-    """One row of the stage table: its name, its function, whether open-pr needs it."""
-
-    name: str
-    run: Callable[[Context], StageResult]
-    required: bool  # in the default ``[validation] require``
-
-
-STAGES: tuple[StageDef, ...] = (
-    StageDef("apply", stage_apply, required=True),
-    StageDef("syntax", stage_syntax, required=True),
-    StageDef("gates", stage_gates, required=True),
-    StageDef("arch-guards", stage_arch_guards, required=True),
-    StageDef("ptx", stage_ptx, required=True),
-    StageDef("tests", stage_tests, required=False),
-    StageDef("requires", stage_requires, required=False),
-)
 ORDER = tuple(stage.name for stage in STAGES)

@@ -160,6 +160,7 @@ def test_tests_stage_passes_when_the_unlaunched_kernels_are_waived(tmp_path):
 
 def test_stage_table_is_the_one_order():
     assert tuple(stage.name for stage in STAGES) == ORDER
+    assert all(callable(stage.run) for stage in STAGES)  # each name has its stage_NAME
     assert Settings().required() == ("apply", "syntax", "gates", "arch-guards", "ptx")
     assert Settings.from_meta({"validation": {"require": ["apply", "tests"]}}).required() == (
         "apply", "tests")

@@ -1,0 +1,313 @@
+"""``contrib doctor``: what this machine and workspace lack, before anything fails.
+
+One line per check, with the fix when it fails: git, nvcc, cuobjdump, GPUs,
+the GitHub token (present, accepted, its scopes, push access to each fork),
+each upstream reachable, the upstream caches (``git fsck --connectivity-only``
+and their size), and the workspace (conflicts waiting, edits not refreshed).
+Exit 0 when every check passes, 1 otherwise.  Nothing is changed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from contrib.errors import ContribError, GitError, GitTimeout
+from contrib.git import run_git
+from contrib.ui import UI
+
+if TYPE_CHECKING:
+    from contrib.config import Config
+    from contrib.forge import Forge, ForgeFactory
+    from contrib.patchset import Workspace
+
+OK, FAIL, SKIP = "ok", "FAIL", "skip"
+MIN_GIT = (2, 32)  # `git apply --3way` tries the 3-way merge first from 2.32 on
+REMOTE_TIMEOUT_S = 20.0
+FSCK_TIMEOUT_S = 600.0
+# Classic tokens need one of these to push branches and open PRs (fine-grained
+# tokens send no X-OAuth-Scopes: their access is checked per fork instead).
+PUSH_SCOPES = ("repo", "public_repo")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report."""
+
+    name: str
+    status: str  # ok, FAIL or skip (nothing to check)
+    detail: str
+    fix: str = ""
+
+
+def doctor(ws: Workspace | None, ui: UI, *, forge_factory: ForgeFactory | None = None) -> int:
+    """Run every check, print one line each (or the JSON document); 0 all pass, else 1."""
+    checks: list[Check] = []
+    for check in _all_checks(ws, forge_factory):
+        checks.append(check)
+        _show(ui, check)
+    failed = [c for c in checks if c.status == FAIL]
+    ui.info(f"\n{len(failed)} of {len(checks)} checks failed" if failed else
+            f"\nall {len(checks)} checks passed")
+    ui.emit({"ok": not failed, "checks": [asdict(c) for c in checks]})
+    return 1 if failed else 0
+
+
+def _show(ui: UI, check: Check) -> None:
+    ui.info(f"{check.status:4}  {check.name:18}  {check.detail}"
+            + (f"  -> {check.fix}" if check.fix else ""))
+
+
+def _all_checks(ws: Workspace | None, factory: ForgeFactory | None) -> Iterator[Check]:
+    yield check_git()
+    yield from check_cuda()
+    yield check_gpus(ws)
+    if ws is None:
+        yield Check("workspace", SKIP, "not in a workspace (no contrib.toml here or above): "
+                    "the token, upstream, cache and workspace checks need one")
+        return
+    yield from check_token(ws.config, factory)
+    for upstream in ws.config.upstreams.values():
+        yield check_reachable(upstream.name, upstream.url, upstream.branch)
+    yield from check_caches(ws.config)
+    yield from check_conflicts(ws)
+    yield from check_edits(ws)
+
+
+# -- tools ---------------------------------------------------------------------------
+
+
+def check_git() -> Check:
+    """git is installed and new enough."""
+    try:
+        out = run_git(["--version"], timeout=REMOTE_TIMEOUT_S)
+    except ContribError as exc:
+        return Check("git", FAIL, str(exc), "install git >= 2.32")
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out)
+    version = tuple(int(n) for n in found.groups("0")) if found else (0, 0, 0)
+    shown = ".".join(map(str, version))
+    if version[:2] < MIN_GIT:
+        return Check("git", FAIL, f"git {shown} is older than 2.32, whose `apply --3way` "
+                     "tries the 3-way merge first (sync relies on it)",
+                     "install git >= 2.32 (e.g. from git-scm.com or your distribution's backports)")
+    return Check("git", OK, f"git {shown}")
+
+
+def check_cuda() -> Iterator[Check]:
+    """nvcc (and its version) and cuobjdump, found the way validate finds them."""
+    from contrib.validate.ptx import find_nvcc, nvcc_version
+
+    nvcc = find_nvcc()
+    if nvcc is None:
+        yield Check("nvcc", FAIL, "not on PATH nor in /usr/local/cuda/bin",
+                    "install the CUDA toolkit (12.8+ for sm_120a) and put its bin/ on PATH; "
+                    "without it validate's ptx stage is skipped")
+        yield Check("cuobjdump", SKIP, "no CUDA toolkit")
+        return
+    where = "" if shutil.which("nvcc") == nvcc else " (not on PATH)"
+    yield Check("nvcc", OK, f"{nvcc}{where}: {nvcc_version(nvcc) or 'version unknown'}")
+    beside = Path(nvcc).parent / "cuobjdump"
+    cuobjdump = str(beside) if os.access(beside, os.X_OK) else shutil.which("cuobjdump")
+    if cuobjdump is None:
+        yield Check("cuobjdump", FAIL, f"not next to {nvcc} nor on PATH",
+                    "install the CUDA toolkit's binary utilities (cuda-cuobjdump); the ptx "
+                    "stage's SASS check needs it")
+    else:
+        yield Check("cuobjdump", OK, cuobjdump)
+
+
+def check_gpus(ws: Workspace | None) -> Check:
+    """GPUs and their compute capabilities, against the archs the patchsets target."""
+    from contrib.validate.testsel import probe_gpus
+
+    gpus = probe_gpus()
+    if gpus is None:
+        return Check("gpus", FAIL, "nvidia-smi not found", "install the NVIDIA driver on a GPU "
+                     "machine; here validate's tests stage is skipped")
+    if not gpus:
+        return Check("gpus", FAIL, "nvidia-smi sees no GPU", "check the driver "
+                     "(`nvidia-smi` should list the GPUs); here validate's tests stage is skipped")
+    found = ", ".join(f"{g.name} ({g.capability})" for g in gpus)
+    missing = sorted(_wanted_capabilities(ws) - {g.capability for g in gpus})
+    if missing:
+        return Check("gpus", FAIL, f"{found}; no GPU of compute capability "
+                     f"{', '.join(missing)} that patchsets here target",
+                     "run `contrib validate` for those on a machine with one (here their tests "
+                     "stage is skipped)")
+    return Check("gpus", OK, found)
+
+
+def _wanted_capabilities(ws: Workspace | None) -> set[str]:
+    from contrib.arch import parse_arch
+
+    wanted = set()
+    for ps in ws.all_patchsets() if ws is not None else []:
+        try:
+            wanted.add(parse_arch(ps.arch).capability)
+        except ContribError:
+            continue  # validate reports a bad arch itself
+    return wanted
+
+
+# -- GitHub --------------------------------------------------------------------------
+
+
+def check_token(config: Config, factory: ForgeFactory | None) -> Iterator[Check]:
+    """The token: present, accepted by GET /user, its scopes, push access to each fork."""
+    from contrib.credentials import find_token
+    from contrib.forge import connect
+
+    token = find_token(config.github_api_url)
+    if token is None:
+        yield Check("token", FAIL, "no GitHub token", "set GITHUB_TOKEN or GH_TOKEN, or log in "
+                    "with `gh auth login` (open-pr and status's PR columns need it)")
+        return
+    try:
+        forge = connect(config, token, factory=factory)
+        user = forge.current_user()
+    except ContribError as exc:
+        yield Check("token", FAIL, f"{config.github_api_url} refused it: {exc}",
+                    "create a new token (GitHub > Settings > Developer settings) and set "
+                    "GITHUB_TOKEN to it")
+        return
+    yield Check("token", OK, f"accepted by {config.github_api_url} as {user.login}")
+    yield _scopes(user.scopes)
+    for upstream in config.upstreams.values():
+        if upstream.fork:
+            yield _push_access(forge, upstream.fork)
+
+
+def _scopes(scopes: tuple[str, ...] | None) -> Check:
+    if scopes is None:
+        return Check("token scopes", OK, "fine-grained token: access is per repository "
+                     "(push access checked below)")
+    shown = ", ".join(scopes) or "none"
+    if not set(scopes) & set(PUSH_SCOPES):
+        return Check("token scopes", FAIL, f"scopes: {shown}; pushing to a fork and opening "
+                     "PRs need repo (or public_repo)", "create a token with the repo scope "
+                     "(public_repo is enough for public repositories)")
+    return Check("token scopes", OK, f"scopes: {shown}")
+
+
+def _push_access(forge: Forge, fork: str) -> Check:
+    name = f"push to {fork}"
+    try:
+        allowed = forge.can_push(fork)
+    except ContribError as exc:
+        return Check(name, FAIL, f"cannot read {fork}: {exc}",
+                     f"create the fork ({fork}) on GitHub, or fix fork in contrib.toml")
+    if not allowed:
+        return Check(name, FAIL, f"the token may not push to {fork}",
+                     "give the token write access to the fork, or set fork in contrib.toml "
+                     "to a fork you own")
+    return Check(name, OK, "the token may push there")
+
+
+# -- upstreams and caches --------------------------------------------------------------
+
+
+def check_reachable(name: str, url: str, branch: str) -> Check:
+    """``git ls-remote`` of the upstream's branch, bounded in time."""
+    label = f"upstream {name}"
+    try:
+        out = run_git(["ls-remote", "--heads", "--", url, f"refs/heads/{branch}"],
+                      timeout=REMOTE_TIMEOUT_S)
+    except GitTimeout:
+        return Check(label, FAIL, f"{url} did not answer within {REMOTE_TIMEOUT_S:g}s",
+                     "check the network or proxy; --no-fetch works from the cache")
+    except GitError as exc:
+        return Check(label, FAIL, f"{url}: {exc.reason}", "fix url in contrib.toml, or the "
+                     "network or credentials for it")
+    if not out.strip():
+        return Check(label, FAIL, f"{url} has no branch {branch!r}",
+                     "fix branch in contrib.toml")
+    return Check(label, OK, f"{url} ({branch} at {out.split()[0][:12]})")
+
+
+def check_caches(config: Config) -> Iterator[Check]:
+    """Each cached upstream: ``git fsck --connectivity-only`` and its size."""
+    from contrib.mirror import cache_path
+
+    for upstream in config.upstreams.values():
+        path = cache_path(upstream)
+        label = f"cache {upstream.name}"
+        if not path.is_dir():
+            yield Check(label, OK, f"not cached yet ({path}); the first sync or status clones it")
+            continue
+        size = _size(path)
+        try:
+            run_git(["-C", str(path), "fsck", "--connectivity-only", "--no-progress"],
+                    timeout=FSCK_TIMEOUT_S)
+        except GitError as exc:
+            yield Check(label, FAIL, f"{path} ({size}) is damaged: {exc.reason}",
+                        f"remove {path}; the next sync clones it again (nothing of yours is "
+                        "kept there)")
+            continue
+        yield Check(label, OK, f"{path}: {size}, connected")
+
+
+def _size(path: Path) -> str:
+    total = float(sum(entry.stat().st_size for entry in _files(path)))
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if total < 1024 or unit == "GiB":
+            return f"{total:.0f} {unit}" if unit == "B" else f"{total:.1f} {unit}"
+        total /= 1024
+    raise AssertionError("unreachable")
+
+
+def _files(path: Path) -> Iterator[os.DirEntry[str]]:
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            yield from _files(Path(entry.path))
+        elif entry.is_file(follow_symlinks=False):
+            yield entry
+
+
+# -- the workspace ---------------------------------------------------------------------
+
+
+def check_conflicts(ws: Workspace) -> Iterator[Check]:
+    """Conflicts `contrib sync` left to resolve."""
+    from contrib import conflict
+
+    pending = conflict.load_state(ws.state_dir)
+    if not pending:
+        yield Check("conflicts", OK, "none waiting")
+    for target, item in sorted(pending.items()):
+        yield Check(f"conflict {target}", FAIL, f"waiting in {item.worktree}",
+                    f"resolve it, then `contrib sync --continue {target}` (or `--abort`)")
+
+
+_EDIT_STATES = {
+    "changed": "has commits not taken back yet",
+    "stale": "was made before the patchset moved on",
+    "missing": "is gone",
+}
+
+
+def check_edits(ws: Workspace) -> Iterator[Check]:
+    """Patchsets opened with `contrib edit` whose branch was not taken back by `refresh`."""
+    from contrib.edits import EditState, open_edits
+
+    waiting = [(edit, state) for edit, state in open_edits(ws)
+               if state is not EditState.REFRESHED]
+    if not waiting:
+        yield Check("edits", OK, "none waiting to be refreshed")
+    for edit, state in waiting:
+        yield Check(f"edit {edit.patchset}", FAIL, f"branch {edit.branch} in {edit.where} "
+                    f"{_EDIT_STATES[state.value]}", _edit_fix(edit.patchset, state))
+
+
+def _edit_fix(target: str, state: object) -> str:
+    from contrib.edits import EditState
+
+    if state is EditState.CHANGED:
+        return f"`contrib refresh {target}` takes the new commits as a version"
+    if state is EditState.STALE:
+        return f"the patchset moved on since: `contrib edit {target} --force` starts again"
+    return f"the branch is gone: `contrib edit {target}` makes it again"
