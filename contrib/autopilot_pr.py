@@ -21,14 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from contrib.arch import parse_arch
 from contrib.autopilot_state import Need
-from contrib.commands.open_pr import BRANCH_PREFIX, open_pr
+from contrib.commands.open_pr import BRANCH_PREFIX, open_pr, validation_problem
 from contrib.errors import ContribError
 from contrib.forge import Forge, ForgeFactory, ForgeUnavailable, PullRequest, connect
 from contrib.patchset import Patchset, Workspace
 from contrib.rebase import UPSTREAMED
-from contrib.record import Standing, Verdict, version_standing
+from contrib.record import Verdict, version_standing
 from contrib.recording import RecordingForge
 from contrib.secrets import scrub
 
@@ -145,7 +144,7 @@ def _open_or_update(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome,
     if any(v.verdict == Verdict.FAILED for v in standing.verdicts):
         outcome.act("pr", "not updated", reason="validation failed")
         return
-    gap = validation_gap(ps, standing)
+    gap = validation_problem(ps, standing)
     if gap:
         # open-pr would refuse: a required stage has not passed yet; the GPU legs
         # of the workflow may bring it.  Not a person's job (yet): the dashboard says it.
@@ -186,23 +185,6 @@ def _recorded(ps: Patchset, pr: dict[str, Any] | None) -> bool:
     recorded = ps.pr
     return pr is not None and recorded is not None and recorded.number == pr["number"] and \
         recorded.state == pr["state"] and recorded.version == ps.current.base
-
-
-def validation_gap(ps: Patchset, standing: Standing) -> str:
-    """Why open-pr would not take this version yet ("" when it would): no record bound
-    to it, no run for the patchset's arch, or a required stage that has not passed."""
-    if standing.record is None:
-        return f"not validated ({standing.reason})"
-    try:
-        arch = parse_arch(ps.arch).name
-    except ContribError:
-        arch = ps.arch
-    verdict = standing.for_arch(arch)
-    if verdict is None:
-        return f"no run for {arch}"
-    if verdict.unmet:
-        return f"{verdict.line()}; required stage(s) not passed: {', '.join(verdict.unmet)}"
-    return ""
 
 
 # -- the landing comment -----------------------------------------------------------

@@ -219,7 +219,7 @@ def _check_validation(ps: Patchset, version: Version, force: bool) -> tuple[Stan
     run for the patchset's arch whose required stages all passed, and no failed arch.
     """
     standing = version_standing(version)
-    problem = _validation_problem(ps, standing)
+    problem = validation_problem(ps, standing)
     if problem and not force:
         raise NeedsAttention(
             f"{version.validation_path}: {problem}; run `contrib validate {ps.target}` until "
@@ -228,7 +228,9 @@ def _check_validation(ps: Patchset, version: Version, force: bool) -> tuple[Stan
     return standing, problem
 
 
-def _validation_problem(ps: Patchset, standing: Standing) -> str:
+def validation_problem(ps: Patchset, standing: Standing) -> str:
+    """Why open-pr would not take this version ("" when it would): no record bound to
+    it, no run for the patchset's arch, a required stage not passed, or a failed arch."""
     if standing.record is None:
         return f"not validated ({standing.reason})"
     try:
