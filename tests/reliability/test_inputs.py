@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -396,6 +399,21 @@ def test_read_only_folders_are_refused_cleanly(world: World, label: str,
     action, expected = READ_ONLY[label]
     _check(world, label, action, expected, monkeypatch)
 
+
+
+@pytest.mark.skipif(BITS_BITE or shutil.which("capsh") is None,
+                    reason="permission bits already bite here, or no capsh to drop root's")
+def test_read_only_cases_also_run_as_root_without_its_file_capabilities(
+        tmp_path: Path) -> None:
+    """CI runs as root, which ignores permission bits: run the read-only cases again in a
+    child with CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH dropped, so they are not skipped."""
+    test = f"{__file__}::test_read_only_folders_are_refused_cleanly"
+    inner = f"{sys.executable} -m pytest -q -p no:cacheprovider --basetemp={tmp_path} {test}"
+    result = subprocess.run(["capsh", "--drop=cap_dac_override,cap_dac_read_search", "--",
+                             "-c", inner], capture_output=True, text=True, timeout=600,
+                            cwd=Path(__file__).parents[2], check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert f"{len(READ_ONLY)} passed" in result.stdout, result.stdout[-2000:]
 
 def test_every_class_has_several_cases() -> None:
     assert len(CASES) >= 40
