@@ -220,30 +220,6 @@ class Patchset:
             sub[key] = value  # type: ignore[index]
         self.info = replace(self.info, pr=record)
 
-    # -- the untyped API of earlier releases: kept for callers not yet moved ----------
-
-    def get(self, table: str, key: str, default: Any = None) -> Any:
-        """A raw value of ``[table]`` (prefer the typed properties: ``sync``, ``pr``...)."""
-        sub = self.data.get(table)
-        if not isinstance(sub, dict):
-            return default
-        value = sub.get(key, default)
-        return value.unwrap() if hasattr(value, "unwrap") else value
-
-    def set(self, table: str, **values: Any) -> None:
-        """Set raw keys of ``[table]`` (None removes one), then check the whole file
-        against the schema again (prefer ``set_pr``/``set_sync``)."""
-        if table not in self.meta:
-            self.meta[table] = tomlkit.table()
-        sub = self.meta[table]
-        for key, value in values.items():
-            if value is None:
-                sub.pop(key, None)  # type: ignore[union-attr]
-            else:
-                sub[key] = value  # type: ignore[index]
-        text = self.meta_text()
-        self.info = read_meta(self.meta_path, text, parse_toml_text(self.meta_path, text))
-
     def version(self, base: str) -> Version:
         return Version(self, base)
 

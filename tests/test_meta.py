@@ -70,14 +70,3 @@ def test_setters_keep_the_users_comments(workspace: Workspace, upstream: Repo,
     again = RealWorkspace(workspace.root).patchset("proj/x")
     assert again.pr == PrRecord(url="u", number=5, state="open", pushed_history=(SHA,))
     assert again.upstream_status is UpstreamStatus.SUBMITTED
-
-
-def test_the_untyped_api_still_checks_what_it_sets(workspace: Workspace, upstream: Repo,
-                                                   tmp_path: Path) -> None:
-    patch = make_patch(upstream, tmp_path, {"pkg/x.py": "X = 1\n"}, "add x")[0]
-    assert workspace.run("new", "proj", "x", "--base", "main", "--patch", str(patch)).code == 0
-    ps = RealWorkspace(workspace.root).patchset("proj/x")
-    ps.set("pr", number=4, url="u")
-    assert ps.pr == PrRecord(number=4, url="u") and ps.get("pr", "number") == 4
-    with pytest.raises(ConfigError, match="pr.number must be an integer"):
-        ps.set("pr", number="four")
