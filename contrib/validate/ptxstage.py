@@ -105,14 +105,22 @@ def _has_files(tree: SourceTree, folder: str) -> bool:
 
 def verdict(req: PtxRequest, outcomes: list[Outcome], details: dict[str, Any]) -> StageResult:
     """Findings for empty kernels and broken units; the stage's status and reason."""
-    findings = _empty_findings(req, outcomes, details["compute"])
-    gate = {u.path: u.gate for u in req.units}
+    gates = {u.path for u in req.units if u.gate}
+    return judge(req.arch, req.kernel_lines, req.waivers, outcomes, details, gates)
+
+
+def judge(arch: Arch, kernel_lines: dict[str, tuple[str, int]], waivers: list[Waiver],
+          outcomes: list[Outcome], details: dict[str, Any], gates: set[str]) -> StageResult:
+    """The verdict on compiled units, whoever compiled them (contrib, or a
+    ``validation.compile`` command): a compile error in a unit of ``gates`` fails the
+    stage, elsewhere it is info; ``details`` needs ``compute``, ``entries``, ``cached``."""
+    findings = _empty_findings(arch, kernel_lines, outcomes, details["compute"])
     for outcome in outcomes:
         if not outcome.ok and not outcome.missing_header:
-            severity = ERROR if gate[outcome.unit] else INFO
+            severity = ERROR if outcome.unit in gates else INFO
             findings.append(Finding("ptx-compile-error", severity, outcome.unit, 1,
                                     f"nvcc failed on {outcome.unit}: {outcome.first_error}"))  # fmt: skip
-    findings = apply_waivers(findings, req.waivers)
+    findings = apply_waivers(findings, waivers)
     blocking = [f for f in findings if f.blocking]
     missing = [o for o in outcomes if not o.ok and o.missing_header]
     if blocking:
@@ -132,22 +140,23 @@ def _short(finding: Finding) -> str:
     return finding.message if finding.kind == "ptx-compile-error" else f"{finding.location}: {finding.message}"
 
 
-def _empty_findings(req: PtxRequest, outcomes: list[Outcome], compute: str) -> list[Finding]:
+def _empty_findings(arch: Arch, kernel_lines: dict[str, tuple[str, int]],
+                    outcomes: list[Outcome], compute: str) -> list[Finding]:
     findings = []
     for outcome in outcomes:
         # One finding per kernel, not per template instantiation (flashinfer has 480).
         totals = Counter(ptx.demangle(e) for e in outcome.entries)
         for name, empty in sorted(Counter(ptx.demangle(e) for e in outcome.empty).items()):
-            file, line = req.kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
+            file, line = kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
             findings.append(Finding("empty-ptx-entry", ERROR, file, line,
-                                    f"empty kernel {name} on {req.arch.name}: {empty} of {totals[name]} "
+                                    f"empty kernel {name} on {arch.name}: {empty} of {totals[name]} "
                                     f"PTX entries for {compute} ({outcome.unit}) are only `ret;`"))  # fmt: skip
         exits = Counter(ptx.demangle(e) for e in outcome.exit_only) - Counter(ptx.demangle(e) for e in outcome.empty)
         for name, count in sorted(exits.items()):
-            file, line = req.kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
+            file, line = kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
             real = compute.replace("compute_", "sm_")
             findings.append(Finding("exit-only-sass", ERROR, file, line,
-                                    f"empty kernel {name} on {req.arch.name}: {count} SASS function(s) "
+                                    f"empty kernel {name} on {arch.name}: {count} SASS function(s) "
                                     f"for {real} ({outcome.unit}) are only EXIT"))  # fmt: skip
     return findings
 

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from contrib.validate import (
     testsel,
     units,
 )
+from contrib.validate.ptx_cache import Outcome, first_error
 from contrib.validate.registry import STAGES, StageDef
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
 from contrib.validate.settings import Settings
@@ -248,64 +248,29 @@ def _ptx_command(ctx: Context) -> StageResult:
     except (OSError, subprocess.SubprocessError) as exc:
         return StageResult("ptx", FAILED, f"validation.compile could not run: {exc}")
     files = sorted(out.rglob("*.ptx"))
-    results = [ptx.PtxResult(str(f.relative_to(out)), True, ptx.all_entries(t), ptx.empty_entries(t), command=args)
-               for f in files for t in [f.read_text(encoding="utf-8", errors="replace")]]  # fmt: skip
+    outcomes = [Outcome(str(f.relative_to(out)), True, ptx.all_entries(t), ptx.empty_entries(t),
+                        command=args)
+                for f in files for t in [f.read_text(encoding="utf-8", errors="replace")]]  # fmt: skip
     if done.returncode != 0:
         error = (done.stderr or done.stdout).strip()
-        missing = ptx.missing_header(error)
-        results.append(
-            ptx.PtxResult(
-                " ".join(args), False, missing_header=missing, error=error[-2000:], command=args
-            )
-        )
-    if not results:
+        outcomes.append(Outcome(" ".join(args), False, missing_header=ptx.missing_header(error),
+                                error=error[-2000:], first_error=first_error(error), command=args))
+    if not outcomes:
         return StageResult(
             "ptx", FAILED, f"validation.compile wrote no .ptx file under {{out}} ({out})"
         )
-    return _ptx_verdict(ctx, [r.source for r in results], results)
+    details = {"compute": arch.compute, "units": [o.unit for o in outcomes],
+               "entries": sum(len(o.entries) for o in outcomes), "cached": 0,
+               "commands": [" ".join(args)]}  # fmt: skip
+    # Every unit the command built is the patchset's own claim: a failure fails the stage.
+    return ptxstage.judge(arch, _kernel_lines(ctx), ctx.inputs.settings.waivers, outcomes,
+                          details, {o.unit for o in outcomes})
 
 
 def _substitute(text: str, values: Mapping[str, str]) -> str:
     for key, value in values.items():
         text = text.replace(key, value)
     return text
-
-
-def _ptx_verdict(ctx: Context, units: list[str], results: list[ptx.PtxResult]) -> StageResult:
-    arch = ctx.inputs.arch
-    findings: list[Finding] = []
-    kernels = _kernel_lines(ctx)
-    for unit, result in zip(units, results, strict=True):
-        # One finding per kernel, not per template instantiation (flashinfer has 480).
-        totals = Counter(ptx.demangle(e) for e in result.entries)
-        for name, empty in sorted(Counter(ptx.demangle(e) for e in result.empty).items()):
-            file, line = kernels.get(name.rsplit("::", 1)[-1], (unit, 1))
-            findings.append(Finding("empty-ptx-entry", "error", file, line,
-                                    f"empty kernel {name} on {arch.name}: {empty} of {totals[name]} "
-                                    f"PTX entries for {arch.compute} ({unit}) are only `ret;`"))  # fmt: skip
-    findings = apply_waivers(findings, ctx.inputs.settings.waivers)
-    details = {"units": units, "entries": sum(len(r.entries) for r in results),
-               "commands": [" ".join(r.command) for r in results]}  # fmt: skip
-    missing = [(u, r) for u, r in zip(units, results, strict=True) if not r.ok and r.missing_header]
-    broken = [
-        (u, r) for u, r in zip(units, results, strict=True) if not r.ok and not r.missing_header
-    ]
-    if any(f.blocking for f in findings) or broken:
-        reasons = [
-            f"nvcc failed on {u}: {r.error.splitlines()[-1] if r.error else ''}" for u, r in broken
-        ]
-        reasons += (
-            [f"{sum(f.blocking for f in findings)} empty kernel(s)"]
-            if any(f.blocking for f in findings)
-            else []
-        )
-        return StageResult("ptx", FAILED, "; ".join(reasons), findings, details=details)
-    if missing:
-        names = ", ".join(f"{r.missing_header} (from {u})" for u, r in missing)
-        return StageResult("ptx", SKIPPED, f"nvcc cannot find required header(s): {names}", findings,
-                           details=details)  # fmt: skip
-    return StageResult("ptx", PASSED, f"{details['entries']} kernel entr(ies) in {len(units)} unit(s), "
-                       "none empty", findings, details=details)  # fmt: skip
 
 
 def _kernel_lines(ctx: Context) -> dict[str, tuple[str, int]]:

@@ -201,5 +201,5 @@ def test_compile_command_from_patchset_toml(tmp_path):
                    f"'.visible .entry _Z3fooPi(\\n)\\n{{\\n\\tret;\\n}}\\n')\" {{out}}/foo.ptx"}})  # fmt: skip
     results = _run(tmp_path, "gate-only", settings, worktree=lambda: tree)
     ptx = results["ptx"]
-    assert ptx.status == "failed" and "1 empty kernel" in ptx.reason
+    assert ptx.status == "failed" and "empty kernel foo on sm_120a" in ptx.reason
     assert "foo" in ptx.findings[0].message
