@@ -34,6 +34,30 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return out
 
 
+def trial_cache(ws: Path) -> Path:
+    """The upstream cache copy of the trial whose workspace copy is ``ws``."""
+    return ws.parent / f"{ws.name}-cache"
+
+
+def own_cache(cache: Path, env: dict[str, str]) -> Callable[[Path], dict[str, str]]:
+    """A trial ``setup`` giving each workspace copy its own copy of ``cache`` (so the
+    killed window can cover a fetch), returning the environment that points at it."""
+    def setup(ws: Path) -> dict[str, str]:
+        shutil.copytree(cache, trial_cache(ws), symlinks=True)
+        return {**env, "CONTRIB_CACHE": str(trial_cache(ws))}
+    return setup
+
+
+def fsck_cache(cache: Path) -> list[Path]:
+    """``git fsck`` every cached upstream (raises on damage); the repositories checked."""
+    from tests.gitutil import git
+
+    repos = sorted((cache / "upstreams").glob("*.git"))
+    for repo in repos:
+        git(repo, "fsck", "--no-progress", "--no-dangling")
+    return repos
+
+
 def contrib_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "contrib", *args]
 

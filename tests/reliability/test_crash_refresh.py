@@ -21,7 +21,16 @@ from contrib.patchset import Workspace as Ws
 from tests.conftest import Workspace
 from tests.gitutil import Repo, git
 from tests.recordutil import PASSING, run_of, write_bound
-from tests.reliability.crash import delays, kill_trial, snapshot, tally, timed
+from tests.reliability.crash import (
+    delays,
+    fsck_cache,
+    kill_trial,
+    own_cache,
+    snapshot,
+    tally,
+    timed,
+    trial_cache,
+)
 from tests.synchelp import F3_PATCH, add_patchset
 from tests.test_edit import F3_F5, commit_in
 
@@ -42,24 +51,17 @@ def test_refresh_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstrea
     commit_in(clone, "core: make f5 return 55", {"pkg/core.py": F3_F5})
     git(clone, "checkout", "-q", "main")
     env = dict(os.environ)
-    cache = isolated / "contrib-cache"
-
-    def own_cache(ws: Path) -> dict[str, str]:
-        mine = ws.parent / f"{ws.name}-cache"
-        shutil.copytree(cache, mine, symlinks=True)
-        return {**env, "CONTRIB_CACHE": str(mine)}
+    setup = own_cache(isolated / "contrib-cache", env)
 
     def verify(ws: Path, outcome: str) -> None:
-        mine = ws.parent / f"{ws.name}-cache"
-        for repo in (mine / "upstreams").glob("*.git"):
-            git(repo, "fsck", "--no-progress", "--no-dangling")
+        fsck_cache(trial_cache(ws))
         if outcome in ("after", "final"):
             assert not (ws / "patchsets/proj/two" / base / "validation.json").exists()
 
     args = ("refresh", "proj/two")
     reference = tmp_path / "reference"
     shutil.copytree(workspace.root, reference)
-    took = timed(reference, *args, env=own_cache(reference))
+    took = timed(reference, *args, env=setup(reference))
     expected = snapshot(reference)
     assert expected != snapshot(workspace.root)
     assert any(b"+f3 returns 33 now" in data for data in expected.values())
@@ -70,7 +72,7 @@ def test_refresh_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstrea
             assert snapshot(ws) == expected
 
     trials = [kill_trial(workspace.root, tmp_path, args, took * frac, expected, env,
-                         setup=own_cache, verify=check)
+                         setup=setup, verify=check)
               for frac in delays(seed=11_20261130, count=12, low=0.1, high=1.15)]
     print(tally("refresh", trials), f"(reference run {took:.2f}s)")
     assert {t.outcome for t in trials} <= {"before", "after"}

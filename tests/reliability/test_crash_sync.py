@@ -22,7 +22,17 @@ import pytest
 from tests.conftest import SAMPLE, Workspace, run_contrib
 from tests.gitutil import Repo, git
 from tests.histories import Change, fast_import, filler
-from tests.reliability.crash import delays, kill_trial, run, snapshot, tally, timed
+from tests.reliability.crash import (
+    delays,
+    fsck_cache,
+    kill_trial,
+    own_cache,
+    run,
+    snapshot,
+    tally,
+    timed,
+    trial_cache,
+)
 from tests.synchelp import add_patchset
 
 pytestmark = pytest.mark.slow
@@ -37,11 +47,6 @@ def _cache(isolated: Path) -> Path:
     return isolated / "contrib-cache"
 
 
-def _fsck(cache: Path) -> None:
-    for repo in (cache / "upstreams").glob("*.git"):
-        git(repo, "fsck", "--no-progress", "--no-dangling")
-
-
 def test_sync_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstream: Repo,
                                                 tmp_path: Path, isolated: Path) -> None:
     add_patchset(workspace, upstream, tmp_path, "f3",
@@ -51,23 +56,19 @@ def test_sync_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstream: 
     fast_import(upstream, [*filler(20), Change("core: header", {"pkg/core.py": moved}),
                            *filler(20, start=20)])
     env = dict(os.environ)
-
-    def own_cache(ws: Path) -> dict[str, str]:
-        cache = ws.parent / f"{ws.name}-cache"
-        shutil.copytree(_cache(isolated), cache, symlinks=True)
-        return {**env, "CONTRIB_CACHE": str(cache)}
+    setup = own_cache(_cache(isolated), env)
 
     reference = tmp_path / "reference"
     shutil.copytree(workspace.root, reference)
-    took = timed(reference, "sync", env=own_cache(reference))
+    took = timed(reference, "sync", env=setup(reference))
     expected = snapshot(reference)
     assert expected != snapshot(workspace.root)  # a real new version was recorded
 
     def verify(ws: Path, outcome: str) -> None:
-        _fsck(ws.parent / f"{ws.name}-cache")
+        fsck_cache(trial_cache(ws))
 
     trials = [kill_trial(workspace.root, tmp_path, ("sync",), took * frac, expected, env,
-                         setup=own_cache, verify=verify)
+                         setup=setup, verify=verify)
               for frac in delays(seed=3_20261129, count=14, low=0.1, high=1.15)]
     print(tally("sync", trials), f"(reference run {took:.2f}s)")
     assert "before" in {t.outcome for t in trials}
@@ -115,7 +116,7 @@ def test_sync_continue_killed_anywhere_keeps_the_resolution(
     def verify(ws: Path, outcome: str) -> None:
         if outcome == "final":
             assert not (ws / ".contrib" / "sync-state.json").exists()
-        _fsck(_cache(isolated))
+        fsck_cache(_cache(isolated))
 
     trials = [kill_trial(workspace.root, tmp_path, args, took * frac, expected, env,
                          setup=conflict_resolved, verify=verify, again=again)

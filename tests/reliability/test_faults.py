@@ -22,7 +22,16 @@ from tests.conftest import SAMPLE, Workspace
 from tests.gitutil import Repo, git
 from tests.histories import Change, fast_import, filler
 from tests.reliability.conftest import FIGURES, PLANTED
-from tests.reliability.crash import delays, kill_trial, snapshot, tally, timed
+from tests.reliability.crash import (
+    delays,
+    fsck_cache,
+    kill_trial,
+    own_cache,
+    snapshot,
+    tally,
+    timed,
+    trial_cache,
+)
 from tests.synchelp import add_patchset
 
 CORE = SAMPLE["pkg/core.py"]
@@ -123,26 +132,20 @@ def test_fetch_killed_midway_leaves_a_working_cache(workspace: Workspace, upstre
     fast_import(upstream, [Change("data: big import", big), *filler(5),
                            Change("core: header", {"pkg/core.py": moved})])
     env = dict(os.environ)
-    cache = isolated / "contrib-cache"
-
-    def own_cache(ws: Path) -> dict[str, str]:
-        mine = ws.parent / f"{ws.name}-cache"
-        shutil.copytree(cache, mine, symlinks=True)
-        return {**env, "CONTRIB_CACHE": str(mine)}
+    setup = own_cache(isolated / "contrib-cache", env)
 
     def verify(ws: Path, outcome: str) -> None:
-        for repo in (ws.parent / f"{ws.name}-cache" / "upstreams").glob("*.git"):
-            git(repo, "fsck", "--no-progress", "--no-dangling")
+        for repo in fsck_cache(trial_cache(ws)):
             assert not list(repo.glob("refs/**/*.lock")), "a dangling git ref lock"
             if outcome == "final":
                 assert git(repo, "rev-parse", "refs/remotes/origin/main") == upstream.head()
 
     reference = tmp_path / "reference"
     shutil.copytree(workspace.root, reference)
-    took = timed(reference, "sync", env=own_cache(reference))
+    took = timed(reference, "sync", env=setup(reference))
     expected = snapshot(reference)
     trials = [kill_trial(workspace.root, tmp_path, ("sync",), took * frac, expected, env,
-                         setup=own_cache, verify=verify)
+                         setup=setup, verify=verify)
               for frac in delays(seed=7_20261129, count=6, low=0.1, high=0.8)]
     print(tally("sync during a big fetch", trials), f"(reference run {took:.2f}s)")
     FIGURES["faults survived: fetch killed midway"] += sum(t.killed for t in trials)
