@@ -19,6 +19,11 @@ _AUTH_HEADER = re.compile(r"(?i)(authorization:\s*(?:basic|bearer|token)\s+)\S+"
 REDACTED = "***"
 
 
+# Every environment variable contrib takes a token from (the autopilot's workspace
+# token too): scrubbed even when the command that crashed never read it.
+SCRUBBED_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN", "CONTRIB_WORKSPACE_TOKEN")
+
+
 def register_secret(secret: str | None) -> None:
     """Remember ``secret`` (and its basic-auth encodings) so scrub() hides it."""
     if not secret or len(secret) < 4:
@@ -40,7 +45,7 @@ def scrub(text: str) -> str:
     The token variables of the environment count as registered even when the
     command never looked them up (a crash in `status` must not log them).
     """
-    for variable in ("GITHUB_TOKEN", "GH_TOKEN"):
+    for variable in SCRUBBED_VARIABLES:
         value = os.environ.get(variable, "").strip()
         if value and value not in _SECRETS:
             register_secret(value)

@@ -22,7 +22,7 @@ def isolated(tmp_path_factory: pytest.TempPathFactory,
     """Fresh HOME/XDG/CONTRIB_CACHE per test; the caller's GIT_* stripped."""
     home = tmp_path_factory.mktemp("home")
     for key in list(os.environ):
-        if key.startswith("GIT_") or key in ("GITHUB_TOKEN", "GH_TOKEN"):
+        if key.startswith("GIT_") or key in ("GITHUB_TOKEN", "GH_TOKEN", "CONTRIB_WORKSPACE_TOKEN"):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))

@@ -258,3 +258,25 @@ def test_internal_error_log_is_scrubbed(workspace: Workspace, upstream: Repo, tm
     assert "RuntimeError: boom while holding ***" in text and "Traceback" in text
     assert PLANTED not in text + result.err + result.out
     FIGURES["faults survived: internal error, token scrubbed from log"] += 1
+
+
+@pytest.mark.parametrize("variable", ["GH_TOKEN", "CONTRIB_WORKSPACE_TOKEN"])
+def test_internal_error_log_scrubs_every_token_variable(
+        workspace: Workspace, upstream: Repo, tmp_path: Path, isolated: Path,
+        monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    """The autopilot's workspace token too: a crash before anything read it logs no token."""
+    _patchset(workspace, upstream, tmp_path)
+    import contrib.commands.status as status_module
+
+    secret = f"ghs_{variable.lower()}_0123456789abcdef"
+    monkeypatch.setenv(variable, secret)
+
+    def broken(*args: object) -> object:
+        raise RuntimeError(f"boom while holding {secret}")
+
+    monkeypatch.setattr(status_module, "describe", broken)
+    result = workspace.run("status", "--no-fetch")
+    assert result.code == 3
+    text = (isolated / "contrib-cache" / "contrib-error.log").read_text()
+    assert "RuntimeError: boom while holding ***" in text
+    assert secret not in text + result.err + result.out
