@@ -2,8 +2,9 @@
 
 ``contrib --version`` is answered before the command-line machinery loads:
 scripts and package managers probe it, and loading click alone takes several
-times the interpreter's own start (issue 12).  Everything else goes to
-:func:`contrib.cli.main`.
+times the interpreter's own start (issue 12).  So is a no-op ``contrib sync``
+when the workspace's sync index vouches for it (:mod:`contrib.quick`).
+Everything else goes to :func:`contrib.cli.main`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ def main() -> int:
 
         sys.stdout.write(f"contrib, version {__version__}\n")
         return 0
+    if "sync" in sys.argv[1:]:
+        from contrib import quick
+
+        code = quick.run(sys.argv[1:])
+        if code is not None:
+            return code
     from contrib.cli import main as cli_main
 
     return cli_main()

@@ -43,7 +43,7 @@ class Context:
 
     def make_ui(self, json_mode: bool) -> UI:
         """The UI for this run, from --json, -q/-v and --progress (see contrib.ui)."""
-        from contrib.git import trace_commands
+        from contrib.gitproc import trace_commands
 
         self.ui = UI(json_mode, verbosity=self.verbosity, progress=self.progress)
         trace_commands(self.ui.trace if self.verbosity >= VERBOSE else None)
@@ -407,6 +407,15 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn every outcome into an exit code."""
     args = sys.argv[1:] if argv is None else argv
     json_mode = "--json" in args
+    try:
+        return _main(args, json_mode)
+    finally:
+        from contrib.gitproc import prefetched
+
+        prefetched.clear()  # contrib.quick's fetches belong to this one command
+
+
+def _main(args: list[str], json_mode: bool) -> int:
     try:
         result = cli.main(args=args, prog_name="contrib", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 import os
 import sys
-from pathlib import Path
 
 from contrib.errors import UsageError
+
+TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds (contrib.quick)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 MAX_LOCK_TIMEOUT = 24 * 3600.0
@@ -47,28 +50,36 @@ def source_date_epoch() -> int | None:
     return int(raw)
 
 
-def _user_cache_dir() -> Path:
+def _user_cache_dir() -> str:
     if sys.platform.startswith("linux"):
         # platformdirs' rule for Linux, without importing it on every start (issue 12).
         xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-        return Path(xdg or Path.home() / ".cache") / "contrib"
+        return os.path.join(xdg or os.path.join(os.path.expanduser("~"), ".cache"), "contrib")
     import platformdirs
 
-    return Path(platformdirs.user_cache_dir("contrib"))
+    return str(platformdirs.user_cache_dir("contrib"))
 
 
 def cache_root() -> Path:
     """Where upstream clones live: $CONTRIB_CACHE or the user cache dir, checked usable."""
+    from pathlib import Path
+
+    return Path(cache_root_text())
+
+
+def cache_root_text() -> str:
+    """:func:`cache_root` as text, for :mod:`contrib.quick`, which does not load pathlib."""
     override = os.environ.get("CONTRIB_CACHE", "")
     what = f"CONTRIB_CACHE={override!r}" if override else "the user cache folder"
-    path = Path(override) if override else _user_cache_dir()
-    if "\0" in str(path):
+    path = override or _user_cache_dir()
+    if "\0" in path:
         raise UsageError(f"{what}: contains a NUL byte; set it to a folder path")
-    path = path.absolute()
+    path = os.path.abspath(path)
     existing = path
-    while not existing.exists() and not existing.is_symlink() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
+    while (not os.path.exists(existing) and not os.path.islink(existing)
+           and existing != os.path.dirname(existing)):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
         where = "is" if existing == path else f"is below {existing}, which is"
         raise UsageError(f"{what} ({path}) {where} not a folder; point CONTRIB_CACHE at a "
                          "folder (or one that can be created)")
@@ -82,4 +93,4 @@ def check() -> None:
     """Parse every variable contrib reads; UsageError on the first bad one."""
     lock_timeout()
     source_date_epoch()
-    cache_root()
+    cache_root_text()

@@ -1,68 +1,34 @@
-"""The one module that runs git.
+"""Every git operation contrib performs.
 
 Everything else calls :class:`Git`.  Errors become :class:`GitError` with the
 command and git's stderr kept and any credential scrubbed (GitPython issue
 #1284 is the classic leak: a token in a remote URL in an exception's text).
-Leaked ``GIT_*`` variables from a calling hook or editor are stripped, as
-pre-commit's ``git.no_git_env`` does, so a ``GIT_DIR`` or ``GIT_INDEX_FILE``
-from the caller never points contrib at the wrong repository.
 
-git runs through :mod:`subprocess` directly.  contrib used GitPython only as a
-process runner, and importing it cost more than a no-op ``contrib sync``'s
-whole work (issue 12); one runner here also gives ``-v`` one place to show
-every git command.
+The processes start in :mod:`contrib.gitproc`, which strips leaked ``GIT_*``
+variables from a calling hook or editor, as pre-commit's ``git.no_git_env``
+does, so a ``GIT_DIR`` or ``GIT_INDEX_FILE`` from the caller never points
+contrib at the wrong repository.  git runs through :mod:`subprocess` directly:
+contrib used GitPython only as a process runner, and importing it cost more
+than a no-op ``contrib sync``'s whole work (issue 12); one runner also gives
+``-v`` one place to show every git command.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NewType
 
-from contrib.errors import GitError, GitTimeout
+from contrib.errors import GitError
+from contrib.gitproc import ProgressFn, describe, git_reason, run_long, spawn, stream
 from contrib.secrets import scrub
 
 Sha = NewType("Sha", str)  # a commit
 Tree = NewType("Tree", str)  # a tree object: what a commit records, not a commit
-
-# Variables a caller may legitimately set for git; everything else GIT_* is dropped.
-_KEEP_GIT_ENV = {
-    "GIT_EXEC_PATH",
-    "GIT_SSH",
-    "GIT_SSH_COMMAND",
-    "GIT_SSL_CAINFO",
-    "GIT_SSL_NO_VERIFY",
-    "GIT_ASKPASS",
-    "GIT_HTTP_LOW_SPEED_LIMIT",
-    "GIT_HTTP_LOW_SPEED_TIME",
-    "GIT_ALLOW_PROTOCOL",
-    "GIT_CONFIG_GLOBAL",
-    "GIT_HTTP_PROXY_AUTHMETHOD",
-    "GIT_TRACE",
-    "GIT_CURL_VERBOSE",
-}
-
-
-def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a git child: caller's GIT_* stripped, no prompts."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("GIT_") or k in _KEEP_GIT_ENV
-    }
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env["LC_ALL"] = "C"
-    env.setdefault("GIT_CONFIG_NOSYSTEM", "1")
-    if extra:
-        env.update(extra)
-    return env
 
 
 @dataclass(frozen=True)
@@ -82,18 +48,6 @@ class Identity:
         }
 
 
-def git_reason(stderr: str) -> str:
-    """git's verdict on one line: its first ``fatal:``/``error:`` message, without the
-    "Cloning into ..." chatter and the access-rights hints around it."""
-    found = re.search(r"(?:fatal|error): (.+)", stderr)
-    return (found[1] if found else (stderr.splitlines() or ["git failed"])[0]).strip()
-
-
-def _describe(args: Sequence[str]) -> str:
-    shown = " ".join(str(a) for a in args)
-    return scrub(shown if len(shown) < 300 else shown[:300] + " ...")
-
-
 class Git:
     """A repository (bare or not) and the git commands contrib runs in it."""
 
@@ -106,7 +60,7 @@ class Git:
     def init(cls, path: Path, *, bare: bool = False) -> Git:
         """Create a new repository at ``path``."""
         path.mkdir(parents=True, exist_ok=True)
-        status, _, err = _spawn(["init", "-q", *(["--bare"] if bare else []), str(path)],
+        status, _, err = spawn(["init", "-q", *(["--bare"] if bare else []), str(path)],
                                 cwd=path, env=None, input=None, timeout=None)
         if status != 0:
             raise GitError(f"git init {path} failed: {err.decode(errors='replace').strip()}")
@@ -138,7 +92,7 @@ class Git:
     def try_run(self, *args: str, env: Mapping[str, str] | None = None,
                 input: bytes | str | None = None) -> tuple[int, str, str]:
         """Run ``git ARGS``; return (status, stdout, stderr) without raising."""
-        status, out, err = _spawn(list(args), cwd=self.path, env=env, input=input, timeout=None)
+        status, out, err = spawn(list(args), cwd=self.path, env=env, input=input, timeout=None)
         return (status, out.decode("utf-8", errors="surrogateescape"),
                 scrub(err.decode("utf-8", errors="replace")))
 
@@ -149,18 +103,18 @@ class Git:
         if progress is None:
             return self.run(*args, env=env)
         argv = [args[0], "--progress", *args[1:]]
-        status, out, err = _stream(argv, cwd=self.path, env=env, progress=progress)
+        status, out, err = stream(argv, cwd=self.path, env=env, progress=progress)
         if status != 0:
-            raise GitError(f"`git {_describe(argv)}` failed in {self.path}: {err}",
+            raise GitError(f"`git {describe(argv)}` failed in {self.path}: {err}",
                            reason=git_reason(err))
         return out.decode("utf-8", errors="surrogateescape").strip()
 
     def _execute(self, args: list[str], *, env: Mapping[str, str] | None,
                  input: bytes | str | None, timeout: float | None) -> bytes:
-        status, out, err = _spawn(args, cwd=self.path, env=env, input=input, timeout=timeout)
+        status, out, err = spawn(args, cwd=self.path, env=env, input=input, timeout=timeout)
         if status != 0:
             stderr = scrub(err.decode("utf-8", errors="replace")).strip()
-            raise GitError(f"`git {_describe(args)}` failed in {self.path}: {stderr}",
+            raise GitError(f"`git {describe(args)}` failed in {self.path}: {stderr}",
                            reason=git_reason(stderr))
         return out
 
@@ -332,24 +286,6 @@ class CommitInfo:
     committer_date: str
 
 
-ProgressFn = Callable[[str], None]
-"""Receives each of git's progress messages ("Receiving objects:  45% (...)")."""
-
-_trace: Callable[[str], None] | None = None
-
-
-def trace_commands(callback: Callable[[str], None] | None) -> None:
-    """Show every git command contrib runs (``-v``) through ``callback``, scrubbed."""
-    global _trace
-    _trace = callback
-
-
-def _announce(args: Sequence[str], cwd: Path | None) -> None:
-    if _trace is not None:
-        where = f"-C {cwd} " if cwd is not None else ""
-        _trace(f"git {where}{_describe(args)}")
-
-
 def _is_repository(path: Path) -> bool:
     """A work tree (``.git`` folder or file) or a bare repository, as git sees one."""
     if (path / ".git").exists():
@@ -358,35 +294,13 @@ def _is_repository(path: Path) -> bool:
         path / "refs").is_dir()
 
 
-def _spawn(args: list[str], *, cwd: Path, env: Mapping[str, str] | None,
-           input: bytes | str | None, timeout: float | None) -> tuple[int, bytes, bytes]:
-    """Run ``git ARGS`` in ``cwd``; (status, stdout, stderr).  GitError only when git
-    itself is missing or the command outlives ``timeout``."""
-    _announce(args, cwd)
-    if isinstance(input, str):
-        input = input.encode("utf-8", errors="surrogateescape")
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, env=clean_env(env), input=input,
-                              stdin=subprocess.DEVNULL if input is None else None,
-                              capture_output=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise GitError(_NO_GIT) from None
-    except subprocess.TimeoutExpired:
-        raise GitTimeout(f"`git {_describe(args)}` in {cwd} took longer than {timeout:g}s; "
-                       "stopped it", reason=f"timed out after {timeout:g}s") from None
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-_NO_GIT = "git is not installed or not on PATH: install git >= 2.38"
-
-
 def run_git(args: list[str], *, timeout: float | None = None) -> str:
     """``git ARGS`` outside any repository (``--version``, ``ls-remote URL``, ``-C DIR``);
     stdout, or GitError (GitTimeout past ``timeout`` seconds)."""
-    status, out, err = _spawn(args, cwd=Path.cwd(), env=None, input=None, timeout=timeout)
+    status, out, err = spawn(args, cwd=Path.cwd(), env=None, input=None, timeout=timeout)
     if status != 0:
         stderr = scrub(err.decode("utf-8", errors="replace")).strip()
-        raise GitError(f"`git {_describe(args)}` failed: {stderr}", reason=git_reason(stderr))
+        raise GitError(f"`git {describe(args)}` failed: {stderr}", reason=git_reason(stderr))
     return out.decode("utf-8", errors="surrogateescape")
 
 
@@ -395,57 +309,4 @@ def clone_bare(url: str, dest: Path, *, partial: bool, progress: ProgressFn | No
     args = ["clone", "--bare"]
     if partial:
         args.append("--filter=blob:none")
-    _run_long(args, ["--", url, str(dest)], progress=progress, what=f"clone {url}")
-
-
-def fetch(repo: Git, remote: str, *, progress: ProgressFn | None) -> None:
-    """Fetch ``remote`` (branches and tags) into ``repo``, passing on git's progress."""
-    args = ["-C", str(repo.path), "fetch", "--prune", "--tags", "--force"]
-    _run_long(args, [remote], progress=progress, what=f"fetch {remote}")
-
-
-def _run_long(args: list[str], tail: list[str], *, progress: ProgressFn | None,
-              what: str) -> None:
-    """Run a long git command outside a repository (clone, fetch -C), handing each of
-    its progress messages to ``progress``."""
-    argv = [*args, *(["--progress"] if progress else []), *tail]
-    status, _, err = _stream(argv, cwd=None, env=None, progress=progress)
-    if status != 0:
-        raise GitError(f"git {scrub(what)} failed: {err}", reason=git_reason(err))
-
-
-def _stream(args: list[str], *, cwd: Path | None, env: Mapping[str, str] | None,
-            progress: ProgressFn | None) -> tuple[int, bytes, str]:
-    """Run ``git ARGS`` reading its stderr as it comes: (status, stdout, the last of
-    stderr, scrubbed).  git writes progress to stderr, redrawing a line with ``\\r``;
-    each message goes to ``progress`` so the caller can show it on its status line."""
-    _announce(args, cwd)
-    with tempfile.TemporaryFile() as out:
-        try:
-            proc = subprocess.Popen(["git", *args], cwd=cwd, env=clean_env(env),
-                                    stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.PIPE)
-        except FileNotFoundError:
-            raise GitError(_NO_GIT) from None
-        with proc:
-            assert proc.stderr is not None
-            kept = _read_progress(proc.stderr.fileno(), progress)
-        out.seek(0)
-        return proc.returncode, out.read(), scrub("\n".join(kept)).strip()
-
-
-def _read_progress(fd: int, progress: ProgressFn | None) -> list[str]:
-    """Feed ``progress`` from git's stderr as it comes; return its last 50 messages."""
-    kept: list[str] = []
-    pending = b""
-    while chunk := os.read(fd, 65536):
-        *messages, pending = re.split(rb"[\r\n]", pending + chunk)
-        for raw in messages:
-            message = raw.decode("utf-8", errors="replace").strip()
-            if message:
-                kept = [*kept[-49:], message]
-                if progress is not None:
-                    progress(scrub(message))
-    if pending.strip():
-        kept.append(pending.decode("utf-8", errors="replace").strip())
-    return kept
+    run_long(args, ["--", url, str(dest)], progress=progress, what=f"clone {url}")

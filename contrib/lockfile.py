@@ -10,10 +10,14 @@ more than a no-op command's whole work (issue 12).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds (contrib.quick)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _POLL_S = 0.05
 _held: dict[str, list[int]] = {}  # absolute path -> [fd, depth]
@@ -26,7 +30,7 @@ class LockTimeout(Exception):
 class FileLock:
     """The lock at ``path`` (created if absent): :meth:`acquire`, then :meth:`release`."""
 
-    def __init__(self, path: Path, timeout: float) -> None:
+    def __init__(self, path: Path | str, timeout: float) -> None:
         self.key = os.path.abspath(path)
         self.timeout = timeout
 
@@ -62,3 +66,18 @@ def _acquire(path: str, timeout: float) -> int:
         except BaseException:
             os.close(fd)
             raise
+
+
+def note_holder(path: Path | str) -> None:
+    """Write ``PID TIME`` to ``path`` (replaced whole), for the message a waiting
+    contrib gives when the lock stays taken; OSError when it cannot be written (a
+    read-only workspace, a full disk).  Only a hint: not synced to disk."""
+    tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()} {time.time():.0f}\n")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -23,7 +23,8 @@ from pathlib import Path
 from contrib import environ
 from contrib.config import Upstream
 from contrib.errors import ContribError, GitError, UpstreamUnreachable
-from contrib.git import Git, ProgressFn, Sha, clone_bare, fetch
+from contrib.git import Git, Sha, clone_bare
+from contrib.gitproc import ProgressFn, fetch, prefetched
 from contrib.lockfile import FileLock, LockTimeout
 from contrib.secrets import scrub
 from contrib.txn import check_inside
@@ -129,7 +130,7 @@ class Mirror:
             repo.run("config", f"remote.{REMOTE}.fetch",
                      f"+refs/heads/*:refs/remotes/{REMOTE}/*")
             repo.run("config", "gc.auto", "0")
-            fetch(repo, REMOTE, progress=progress)
+            fetch(str(repo.path), REMOTE, progress=progress)
             # Branches live under refs/remotes/origin/ only, so a stale clone-time
             # refs/heads/main can never shadow the fetched tip.
             for ref in repo.run("for-each-ref", "--format=%(refname)", "refs/heads/").split():
@@ -143,9 +144,20 @@ class Mirror:
             shutil.rmtree(tmp, ignore_errors=True)
         self._git = None
 
+    @property
+    def prefetched(self) -> bool:
+        """Fetched (or tried) already in this process by :mod:`contrib.quick`, which also
+        showed the step: the fetch and its step are not repeated."""
+        return str(self.path) in prefetched
+
     def _fetch(self, progress: ProgressFn | None) -> None:
         try:
-            fetch(self.git, REMOTE, progress=progress)
+            if self.prefetched:
+                failed = prefetched.pop(str(self.path))
+                if failed is not None:
+                    raise failed
+            else:
+                fetch(str(self.git.path), REMOTE, progress=progress)
         except GitError as exc:
             raise UpstreamUnreachable(
                 f"upstream {self.upstream.name}: fetch from {scrub(self.upstream.url)} failed: "

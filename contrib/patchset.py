@@ -10,8 +10,6 @@ Layout (SPEC.md)::
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -31,7 +29,7 @@ from contrib.config import (
 )
 from contrib.environ import lock_timeout
 from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
-from contrib.lockfile import FileLock, LockTimeout
+from contrib.lockfile import FileLock, LockTimeout, note_holder
 from contrib.meta import (
     SHA_RE,
     Meta,
@@ -41,7 +39,7 @@ from contrib.meta import (
     UpstreamStatus,
     read_meta,
 )
-from contrib.txn import Transaction, atomic_write, check_inside, recover
+from contrib.txn import Transaction, atomic_write, cannot_write, check_inside, recover
 from contrib.validate import Waiver
 
 STATE_DIR = ".contrib"
@@ -291,7 +289,10 @@ class Workspace:
                                "contrib needs a writable workspace: fix its permissions; "
                                "nothing was changed") from None
         try:
-            atomic_write(self.state_dir / "lock.pid", f"{os.getpid()} {time.time():.0f}\n")
+            try:
+                note_holder(self.state_dir / "lock.pid")
+            except OSError as exc:
+                raise cannot_write(self.state_dir / "lock.pid", exc) from None
             recover(self.state_dir)
             yield
         finally:

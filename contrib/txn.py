@@ -77,7 +77,7 @@ def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) 
                 where = scratch
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=where)
     except OSError as exc:
-        raise _cannot_write(path, exc) from None
+        raise cannot_write(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)
@@ -86,7 +86,7 @@ def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) 
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise _cannot_write(path, exc) from None
+        raise cannot_write(path, exc) from None
     fsync_dir(path.parent)
 
 
@@ -116,7 +116,7 @@ def check_inside(root: Path, path: Path) -> None:
                                "Nothing was written")
 
 
-def _cannot_write(path: Path, exc: OSError) -> ContribError:
+def cannot_write(path: Path, exc: OSError) -> ContribError:
     """A full disk or a permission problem, as one line saying nothing changed."""
     return ContribError(f"{path}: cannot write: {exc.strerror or exc}; "
                         "nothing was changed (free space or fix permissions)")
@@ -152,7 +152,7 @@ class Transaction:
             staged.parent.mkdir(parents=True, exist_ok=True)
             staged.write_bytes(_encode(data))
         except OSError as exc:
-            raise _cannot_write(target, exc) from None
+            raise cannot_write(target, exc) from None
         self.ops.append({"kind": "file", "staged": str(staged), "target": str(target)})
 
     def write_dir(self, target: Path, files: dict[str, bytes | str]) -> None:
@@ -163,7 +163,7 @@ class Transaction:
             for name, data in files.items():
                 (staged / name).write_bytes(_encode(data))
         except OSError as exc:
-            raise _cannot_write(target, exc) from None
+            raise cannot_write(target, exc) from None
         self.ops.append({"kind": "dir", "staged": str(staged), "target": str(target)})
 
     def commit(self) -> None:
@@ -181,7 +181,7 @@ class Transaction:
         except (ContribError, OSError) as exc:
             shutil.rmtree(self.stage, ignore_errors=True)
             if isinstance(exc, OSError):
-                raise _cannot_write(Path(self.ops[0]["target"]), exc) from None
+                raise cannot_write(Path(self.ops[0]["target"]), exc) from None
             raise
         try:
             _roll_forward(plan, self.state_dir)

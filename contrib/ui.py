@@ -22,9 +22,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import IO, Any
 
 from contrib.secrets import scrub
+
+TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds (contrib.quick)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 

@@ -41,7 +41,8 @@ from contrib.forge import (
     RecordedCall,
     connect,
 )
-from contrib.git import Git, ProgressFn, Sha
+from contrib.git import Git, Sha
+from contrib.gitproc import ProgressFn
 from contrib.meta import PrRecord, UpstreamStatus
 from contrib.mirror import Mirror
 from contrib.patchset import Patchset, Version, Workspace

@@ -18,7 +18,7 @@ from typing import Any
 
 import tomlkit
 
-from contrib import conflict
+from contrib import conflict, quick
 from contrib.clock import now_iso
 from contrib.errors import ContribError, NeedsAttention, UsageError
 from contrib.git import Git, Sha
@@ -96,6 +96,7 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
         reports = carry(ws, ui, patchsets, to=to, fetch=fetch, state=state)
     committed = commit_changes(repo, ws, reports) if repo is not None else None
     _show(ui, reports, committed)
+    quick.record(ws)  # so that the next no-op sync is answered quickly
     return 0 if all(r.result in OK_RESULTS for r in reports) else 1
 
 
@@ -120,10 +121,10 @@ def _mirrors(ws: Workspace, ui: UI, names: list[str], fetch: bool) -> dict[str, 
     """One cache per upstream, fetched once."""
     out = {}
     for name in names:
-        if fetch:
+        mirror = Mirror(ws.config.upstream(name))
+        if fetch and not mirror.prefetched:
             ui.step(f"fetching {name} ...")
-        out[name] = Mirror(ws.config.upstream(name)).ensure(fetch_now=fetch,
-                                                            progress=ui.progress)
+        out[name] = mirror.ensure(fetch_now=fetch, progress=ui.progress)
     return out
 
 
