@@ -57,6 +57,7 @@ CONFIG_NAME = "contrib.toml"
 _FINE_MARGIN_NS = 100_000_000  # 0.1 s: a coarse kernel clock lags by one tick (<= 10 ms)
 _WHOLE_SECOND_MARGIN_NS = 2_000_000_000  # FAT keeps 2 s, ext3 and HFS+ 1 s
 _SECOND = 1_000_000_000
+COLUMNS = ("patchset", "result", "from", "to", "commits", "probes", "details")  # sync's table
 
 Stat = list[int] | None  # [inode, size, mtime_ns, ctime_ns, mode], or None: absent
 
@@ -360,14 +361,14 @@ def _decide(request: Request) -> _Ready:
 
 
 def _show(ui: UI, chosen: list[dict[str, Any]]) -> None:
-    """What :func:`contrib.commands.sync.sync` shows for patchsets on their tip."""
+    """What :func:`contrib.commands.sync_report.show` shows for patchsets on their tip."""
     with ui.task("sync", total=len(chosen)) as task:
         for ps in chosen:
             task.update(ps["target"])
             task.advance(ps["target"])
     rows = [[ps["target"], "unchanged", ps["base"][:10], ps["base"][:10], "", "",
              f"{len(ps['series'])} patch(es)"] for ps in chosen]
-    ui.table("sync", ["patchset", "result", "from", "to", "commits", "probes", "details"], rows)
+    ui.table("sync", COLUMNS, rows)
     ui.emit({"commit": None, "results": [
         {"base": ps["base"], "commits": 0, "conflict": None, "error": None, "notes": [],
          "patches": ps["series"], "patchset": ps["target"], "probes": 0,
