@@ -1,6 +1,7 @@
 """Benchmark how fast contrib starts, against the interpreter and git, in one run.
 
-Prints, each the median of ``--repeat`` runs measured in this run:
+Prints, each the median of ``--repeat`` runs measured in this run (the commands
+taking turns, one run of each per round):
 
 * ``contrib --version`` vs the bare interpreter start (target <= 2.5x);
 * ``contrib status --no-fetch`` on a workspace of ``--patchsets`` (50)
@@ -100,19 +101,33 @@ def build(root: Path, env: dict[str, str], patchsets: int) -> tuple[Path, Path]:
     return upstream, ws
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str], repeat: int) -> float:
-    """Median seconds of ``cmd`` (which must succeed), after one warm-up run."""
-    samples = []
+Run = tuple[list[str], Path, dict[str, str]]  # a command, where, with what environment
+
+
+def _once(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
+    return elapsed
+
+
+def timed(runs: dict[str, Run], repeat: int) -> dict[str, float]:
+    """Median seconds of each run (each must succeed), after one warm-up round.
+
+    The runs take turns, one of each per round, so that a machine that gets
+    slower or faster during the benchmark moves every figure alike and the
+    ratios between them hold.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in runs}
     for n in range(repeat + 1):
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, check=False)
-        elapsed = time.perf_counter() - start
-        if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
-        if n:
-            samples.append(elapsed)
-    return statistics.median(samples)
+        for name, run in runs.items():
+            elapsed = _once(*run)
+            if n:
+                samples[name].append(elapsed)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def line(label: str, seconds: float, against: str = "") -> None:
@@ -151,16 +166,23 @@ def bench(root: Path, patchsets: int, repeat: int) -> None:
     print(f"{patchsets} patchsets on a {patchsets * 4}-commit upstream (built in "
           f"{time.perf_counter() - t0:.1f}s); {sys.version.split()[0]}; median of {repeat}")
 
-    bare = timed([sys.executable, "-c", "pass"], root, env, repeat)
-    version = timed([*contrib, "--version"], root, env, repeat)
-    parser_version = timed([sys.executable, "-c", "import sys; from contrib.cli import main; "
-                            "sys.exit(main(['--version']))"], root, env, repeat)
-    status = timed([*contrib, "status", "--no-fetch"], ws, env, repeat)
-    fetch = timed(["git", "-C", str(cache), "fetch", "--prune", "--tags", "--force", "origin"],
-                  root, env, repeat)
-    noop = timed([*contrib, "sync"], synced, env, repeat)
-    noop_one = timed([*contrib, "sync", "up/p00"], synced, env, repeat)
-    noop_full = timed([*contrib, "sync"], synced, env | {"CONTRIB_NO_QUICK": "1"}, repeat)
+    fetch_cmd = ["git", "-C", str(cache), "fetch", "--prune", "--tags", "--force", "origin"]
+    parser_cmd = [sys.executable, "-c", "import sys; from contrib.cli import main; "
+                  "sys.exit(main(['--version']))"]
+    got = timed({
+        "bare": ([sys.executable, "-c", "pass"], root, env),
+        "version": ([*contrib, "--version"], root, env),
+        "parser_version": (parser_cmd, root, env),
+        "status": ([*contrib, "status", "--no-fetch"], ws, env),
+        "fetch": (fetch_cmd, root, env),
+        "noop": ([*contrib, "sync"], synced, env),
+        "noop_one": ([*contrib, "sync", "up/p00"], synced, env),
+        "noop_full": ([*contrib, "sync"], synced, env | {"CONTRIB_NO_QUICK": "1"}),
+    }, repeat)
+    bare, version, parser_version, status = (got[k] for k in (
+        "bare", "version", "parser_version", "status"))
+    fetch, noop, noop_one, noop_full = (got[k] for k in ("fetch", "noop", "noop_one",
+                                                          "noop_full"))
 
     line("bare interpreter (python -c pass)", bare)
     line("contrib --version", version, verdict(version / bare, 2.5))

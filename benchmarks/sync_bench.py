@@ -9,7 +9,8 @@ was made against, and prints, measured in the same run:
   clone with the patch branch checked out running ``git rebase NEW``;
 * a no-op ``contrib sync`` (already at the tip) vs a bare ``git fetch``.
 
-Each figure is the median of ``--repeat`` runs.  The contrib figures are whole
+Each figure is the median of ``--repeat`` runs, the measures taking turns (one
+run of each per round).  The contrib figures are whole
 processes started as the installed ``contrib`` script starts (interpreter
 start-up and imports included, bytecode cached in a temporary
 ``PYTHONPYCACHEPREFIX`` as an install compiles it once); the in-process
@@ -89,16 +90,20 @@ def add_commits(path: Path, count: int, files: int) -> str:
     return git(path, "rev-parse", "main")
 
 
-def timed(action: Callable[[], object], reset: Callable[[], object] | None,
-          repeat: int) -> float:
-    samples = []
+def clock(action: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def rounds(measures: dict[str, Callable[[], float]], repeat: int) -> dict[str, float]:
+    """The median of each measure over ``repeat`` rounds, one run of each per round:
+    a machine that gets slower or faster meanwhile moves every figure alike."""
+    samples: dict[str, list[float]] = {name: [] for name in measures}
     for _ in range(repeat):
-        if reset:
-            reset()
-        start = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        for name, measure in measures.items():
+            samples[name].append(measure())
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
@@ -172,18 +177,34 @@ def bench(root: Path, files: int, commits: int, repeat: int) -> None:
         shutil.rmtree(ws / "patchsets")
         shutil.copytree(saved, ws / "patchsets")
 
-    hand_s = timed(lambda: git(hand, "rebase", "-q", "origin/main"),
-                   lambda: git(hand, "checkout", "-q", "-B", "patch", patch_commit), repeat)
-    sync_s = timed(lambda: run([*contrib, "sync"], ws, env), restore, repeat)
-    sync_nofetch_s = timed(lambda: run([*contrib, "sync", "--no-fetch"], ws, env), restore,
-                           repeat)
-    inproc_s = statistics.median(_repeat(lambda: in_process(ws, env), restore, repeat))
+    def hand_rebase() -> float:
+        git(hand, "checkout", "-q", "-B", "patch", patch_commit)
+        return clock(lambda: git(hand, "rebase", "-q", "origin/main"))
+
+    def carry(*args: str) -> Callable[[], float]:
+        def measure() -> float:
+            restore()
+            return clock(lambda: run([*contrib, "sync", *args], ws, env))
+        return measure
+
+    def carry_in_process() -> float:
+        restore()
+        return in_process(ws, env)
+
+    got = rounds({"hand": hand_rebase, "sync": carry(), "sync_nofetch": carry("--no-fetch"),
+                  "inproc": carry_in_process}, repeat)
+    hand_s, sync_s, sync_nofetch_s, inproc_s = (got[k] for k in (
+        "hand", "sync", "sync_nofetch", "inproc"))
     assert (ws / "patchsets/up/p" / new).is_dir(), "sync did not produce the new version"
 
-    noop_s = timed(lambda: run([*contrib, "sync"], ws, env), None, repeat)
-    fetch_s = timed(lambda: git(hand, "fetch", "-q", "origin"), None, repeat)
-    bare_s = timed(lambda: run([sys.executable, "-c", "pass"], ws, env), None, repeat)
-    noop_inproc_s = statistics.median(_repeat(lambda: in_process(ws, env), None, repeat))
+    time.sleep(0.2)  # past the sync index's racy margin: the next full sync makes it trusted
+    run([*contrib, "sync"], ws, env)
+    got = rounds({"noop": lambda: clock(lambda: run([*contrib, "sync"], ws, env)),
+                  "fetch": lambda: clock(lambda: git(hand, "fetch", "-q", "origin")),
+                  "bare": lambda: clock(lambda: run([sys.executable, "-c", "pass"], ws, env)),
+                  "noop_inproc": lambda: in_process(ws, env)}, repeat)
+    noop_s, fetch_s, bare_s, noop_inproc_s = (got[k] for k in (
+        "noop", "fetch", "bare", "noop_inproc"))
 
     print(f"synthetic upstream: {files} files, {commits} new commits "
           f"(built in {built:.1f}s); median of {repeat}")
@@ -200,16 +221,6 @@ def bench(root: Path, files: int, commits: int, repeat: int) -> None:
           f"{noop_s / (bare_s + fetch_s):.2f}x of interpreter + fetch (target <= 3x)")
     print(f"no-op contrib sync (in-process)        {noop_inproc_s:7.3f}s   ratio "
           f"{noop_inproc_s / fetch_s:.2f}x")
-
-
-def _repeat(action: Callable[[], float], reset: Callable[[], object] | None,
-            repeat: int) -> list[float]:
-    out = []
-    for _ in range(repeat):
-        if reset:
-            reset()
-        out.append(action())
-    return out
 
 
 if __name__ == "__main__":

@@ -1,9 +1,7 @@
-"""Command line: parse arguments, call one function per command, map errors to exits.
+"""Command line: parse arguments, call one function per command.
 
-The only place that turns exceptions into messages and exit codes (modelled
-on pre-commit's ``error_handler.py``): ContribError -> its code (2 bad input,
-1 needs attention), Ctrl-C -> 130, anything else is a bug -> 3, with the
-traceback written to a log file rather than the terminal.
+Exceptions become messages and exit codes in :mod:`contrib.runner` (click's
+own, usage errors among them, here).
 
 Startup matters (an autopilot runs contrib many times an hour): this module
 and what it imports stay light, and each command imports its machinery
@@ -22,14 +20,12 @@ import click
 
 from contrib import __version__
 from contrib.completion import complete_targets, complete_upstreams
-from contrib.errors import ContribError, UsageError
-from contrib.secrets import scrub
+from contrib.errors import UsageError
 from contrib.ui import NORMAL, QUIET, UI, VERBOSE
 
 if TYPE_CHECKING:
     from contrib.patchset import Workspace
 
-EXIT_BUG = 3
 
 
 class Context:
@@ -116,16 +112,9 @@ def cli(click_ctx: click.Context, directory: Path | None) -> None:
 
 
 def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
-    from contrib import environ
+    from contrib.runner import locked
 
-    ui = ctx.make_ui(json_mode)
-    environ.check()  # a bad variable is bad input: refuse before touching anything
-    ws = ctx.workspace()
-    try:
-        with ws.lock():
-            return body(ws, ui)
-    finally:
-        ui.done()
+    return locked(ctx.directory, ctx.make_ui(json_mode), body)
 
 
 @cli.command(epilog=example(
@@ -375,67 +364,34 @@ def demo(ctx: Context, directory: Path | None) -> int:
     return run(directory, ctx.make_ui(False))
 
 
-def _log_bug(exc: BaseException) -> Path | None:
-    import traceback
-
-    try:
-        from contrib.mirror import cache_root
-
-        log = cache_root() / "contrib-error.log"
-    except ContribError:  # no usable cache folder: the message alone must do
-        return None
-    try:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        text = "".join(traceback.format_exception(exc))
-        log.write_text(scrub(f"contrib {__version__}\n{' '.join(sys.argv)}\n{text}"),
-                       encoding="utf-8")
-        return log
-    except OSError:
-        return None
-
-
-def _fail(message: str, code: int, json_mode: bool) -> int:
-    import json
-
-    if json_mode:
-        sys.stdout.write(json.dumps({"error": scrub(message), "exit_code": code}) + "\n")
-    click.echo(f"contrib: error: {scrub(message)}", err=True)
-    return code
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn every outcome into an exit code."""
+    from contrib.gitproc import prefetched
+    from contrib.runner import guarded
+
     args = sys.argv[1:] if argv is None else argv
     json_mode = "--json" in args
     try:
-        return _main(args, json_mode)
+        return guarded(lambda: _click_main(args, json_mode), json_mode)
     finally:
-        from contrib.gitproc import prefetched
-
         prefetched.clear()  # contrib.quick's fetches belong to this one command
 
 
-def _main(args: list[str], json_mode: bool) -> int:
+def _click_main(args: list[str], json_mode: bool) -> int:
+    """click's own outcomes as exit codes; contrib's are :func:`contrib.runner.guarded`'s."""
+    from contrib.runner import fail
+
     try:
         result = cli.main(args=args, prog_name="contrib", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
         if json_mode:
-            return _fail(exc.format_message(), 2, json_mode)
+            return fail(exc.format_message(), 2, json_mode)
         exc.show()
         return 2
     except click.exceptions.Abort:
-        return _fail("interrupted", 130, json_mode)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130, json_mode)
-    except ContribError as exc:
-        return _fail(str(exc), exc.exit_code, json_mode)
-    except Exception as exc:  # a bug: keep the traceback off the terminal, in a log
-        log = _log_bug(exc)
-        where = f"; details in {log}" if log else ""
-        return _fail(f"internal error ({type(exc).__name__}: {exc}){where}. "
-                     "Please report it.", EXIT_BUG, json_mode)
+        return fail("interrupted", 130, json_mode)
     return int(result or 0)
 
 

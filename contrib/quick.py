@@ -1,25 +1,26 @@
-"""A no-op ``contrib sync``, answered before the full command line loads (issue 12).
+"""A plain ``contrib sync``, run without click; a no-op one answered from an index.
 
 An autopilot runs ``contrib sync`` many times an hour, and nearly every run
 finds each patchset already on its upstream's tip.  For that answer the full
 command loads click, two TOML readers and the rebase machinery: several times
-the interpreter's own start plus the one ``git fetch`` the answer needs.
+the interpreter's own start plus the one ``git fetch`` the answer needs (issue 12).
 
 So, as git keeps its index, a full ``sync`` records what it read in
 ``.contrib/sync-index.json`` (:func:`record`): each patchset's base and series,
 and the identity (inode, size, change times) of every file and folder that
-decided them.  :func:`run` then sees ``contrib sync`` first.  When the command
-line is a plain sync (targets, ``--no-fetch``, ``--json``, ``-q``,
-``--progress``/``--no-progress``, ``-C DIR``), the index still matches the
+decided them.  :func:`run` sees a plain sync command line first (targets,
+``--no-fetch``, ``--json``, ``-q``, ``--progress``/``--no-progress``,
+``-C DIR``; anything else goes to click).  When the index still matches the
 workspace, the fetch succeeds and every selected patchset is on its tip, it
 prints exactly what the full command prints and exits 0.
 
-Anything else hands over to :func:`contrib.cli.main`, which does the whole work:
-another option, a file or folder changed since the index was written, a pending
-conflict, an interrupted transaction, a busy lock, a moved tip, a failed fetch,
-an unexpected error.  Nothing is printed before that decision except the
-"fetching" step, and the full command neither repeats that step nor the fetch
-(:data:`contrib.gitproc.prefetched`).  ``CONTRIB_NO_QUICK=1`` always hands over.
+Otherwise the sync command itself runs (:func:`_full`), still without click:
+a file or folder changed since the index was written, a pending conflict, an
+interrupted transaction, a busy lock, a moved tip, a failed fetch, an
+unexpected error.  Nothing is printed before that decision except the
+"fetching" step, and the sync neither repeats that step nor the fetch
+(:data:`contrib.gitproc.prefetched`).  ``CONTRIB_NO_QUICK=1`` leaves every
+command line to click.
 
 An entry changed shortly before the index was written is not trusted (git's
 "racily clean" rule): a second change within the same clock tick could leave
@@ -27,8 +28,8 @@ its size and times as recorded.  The margin is 0.1 s where the file system
 keeps sub-second times, 2 s where it keeps whole seconds; the next full sync
 writes the index again, and from then on the entry is trusted.
 
-Only the standard library's process and text modules load here
-(tests/test_startup.py checks it).
+Only the standard library's process and text modules load on the way to the
+index's answer (tests/test_startup.py checks it).
 """
 
 from __future__ import annotations
@@ -105,8 +106,9 @@ def parse(argv: list[str]) -> Request | None:
             break
         if arg == "-C":
             request.directory = next(args, None)
-            if not request.directory or request.directory.startswith("-"):
-                return None
+            if (not request.directory or request.directory.startswith("-")
+                    or os.path.isfile(request.directory)):
+                return None  # click refuses it, with its own message
         elif arg in _GROUP_FLAGS:
             request.flag(_GROUP_FLAGS[arg])
         else:
@@ -230,8 +232,6 @@ def _load(root: str) -> dict[str, Any]:
 
 def _find_root(directory: str | None) -> str:
     """The workspace root, as :meth:`contrib.patchset.Workspace.find` finds it."""
-    if directory is not None and os.path.isfile(directory):
-        raise Handover  # click refuses it, with its own message
     here = os.path.realpath(directory if directory is not None else os.getcwd())
     while True:
         if os.path.isfile(os.path.join(here, CONFIG_NAME)):
@@ -378,14 +378,39 @@ def _show(ui: UI, chosen: list[dict[str, Any]]) -> None:
 
 
 def run(argv: list[str]) -> int | None:
-    """The exit code of a sync answered here, or None: run the full command."""
+    """The exit code of a plain sync, answered here or carried out by the full sync
+    command without click; None for any other command line (click parses it)."""
     if os.environ.get("CONTRIB_NO_QUICK", "").strip() not in ("", "0"):
         return None
     request = parse(argv)
     if request is None:
         return None
+    from contrib.runner import guarded
+
+    try:
+        return guarded(lambda: _run(request), request.json_mode)
+    finally:
+        prefetched.clear()  # kept for this one command only
+
+
+def _run(request: Request) -> int:
     try:
         ready = _decide(request)
     except (Handover, ContribError, OSError, ValueError, KeyError, TypeError, IndexError):
-        return None  # a cache that cannot answer: the full command decides, and reports
-    return ready.show()  # from here on the answer is given: no second run prints it again
+        return _full(request)  # the index cannot answer: the whole sync decides, and reports
+    return ready.show()  # from here on the answer is given: nothing runs it again
+
+
+def _full(request: Request) -> int:
+    """What ``contrib sync`` does through click, for a command line parsed here."""
+    from pathlib import Path
+
+    from contrib.commands.sync import sync
+    from contrib.runner import locked
+
+    ui = UI(request.json_mode, verbosity=QUIET if request.quiet else NORMAL,
+            progress=request.progress)
+    directory = None if request.directory is None else Path(request.directory)
+    return locked(directory, ui, lambda ws, ui: sync(
+        ws, ui, request.targets, to=None, commit=False, continue_=False, abort=False,
+        fetch=request.fetch))

@@ -1,9 +1,10 @@
-"""A no-op `contrib sync` answered from the sync index says what the full command says.
+"""A plain `contrib sync` without click says what it says through click.
 
 Every case runs the real entry point (``python -m contrib``) in a child, once
-as it is and once with ``CONTRIB_NO_QUICK=1``, and compares exit code, stdout
-and stderr byte for byte.  A side file tells whether the full command line
-(``contrib.cli``) loaded, so each case also proves which path answered.
+as it is and once with ``CONTRIB_NO_QUICK=1`` (click parses, as for every other
+command), and compares exit code, stdout and stderr byte for byte.  A side
+file tells which path ran: the sync index's answer, the sync command without
+click, or click.
 """
 
 from __future__ import annotations
@@ -26,28 +27,32 @@ from tests.synchelp import F3_PATCH, add_patchset
 from tests.test_progress import on_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = ("import sys\nmark = sys.argv.pop()\nsys.argv[0] = 'contrib'\n"
+RUN = ("import json, sys\nmark = sys.argv.pop()\nsys.argv[0] = 'contrib'\n"
        "from contrib.__main__ import main\ncode = main()\n"
-       "open(mark, 'w').write(str('contrib.cli' in sys.modules))\nsys.exit(code)")
+       "json.dump({'click': 'contrib.cli' in sys.modules,\n"
+       "           'sync': 'contrib.commands.sync' in sys.modules}, open(mark, 'w'))\n"
+       "sys.exit(code)")
+QUICK, SYNC, CLICK = "answered from the index", "the sync command", "click"
 
 
-def contrib(cwd: Path, *args: str, full: bool = False) -> tuple[int, str, str, bool]:
-    """(exit code, stdout, stderr, whether the quick path answered) of one real run."""
+def contrib(cwd: Path, *args: str, full: bool = False) -> tuple[int, str, str, str]:
+    """(exit code, stdout, stderr, which path ran) of one real run; ``full``: through click."""
     mark = cwd.parent / f"mark-{time.monotonic_ns()}"
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "CONTRIB_NO_QUICK")}
     env |= {"PYTHONPATH": str(ROOT)} | ({"CONTRIB_NO_QUICK": "1"} if full else {})
     proc = subprocess.run([sys.executable, "-c", RUN, *args, str(mark)], cwd=cwd, env=env,
                           capture_output=True, text=True, check=False)
-    loaded_cli = mark.read_text() == "True"
+    loaded = json.loads(mark.read_text())
     mark.unlink()
-    return proc.returncode, proc.stdout, proc.stderr, not loaded_cli
+    path = CLICK if loaded["click"] else SYNC if loaded["sync"] else QUICK
+    return proc.returncode, proc.stdout, proc.stderr, path
 
 
 def settle(ws: Workspace) -> None:
     """Let the files age past the racy margin, then a full sync writes a trusted index."""
     time.sleep(0.25)
-    code, _, err, answered = contrib(ws.root, "sync", full=True)
-    assert code == 0 and not answered, err
+    code, _, err, path = contrib(ws.root, "sync", full=True)
+    assert code == 0 and path == CLICK, err
 
 
 @pytest.fixture
@@ -70,8 +75,8 @@ def settled(workspace: Workspace, upstream: Repo, tmp_path: Path) -> Workspace:
 ])
 def test_the_quick_answer_is_the_full_commands_answer(settled: Workspace,
                                                       args: list[str]) -> None:
-    code, out, err, answered = contrib(settled.root, *args)
-    assert answered, err
+    code, out, err, path = contrib(settled.root, *args)
+    assert path == QUICK, err
     assert code == 0 and "unchanged" in (out if "--json" not in args else json.loads(out)[
         "results"][0]["result"])
     assert (code, out, err) == contrib(settled.root, *args, full=True)[:3]
@@ -81,7 +86,7 @@ def test_dash_c_names_the_workspace_from_elsewhere(settled: Workspace, tmp_path:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     quick_run = contrib(elsewhere, "-C", str(settled.root / "patchsets"), "sync")
-    assert quick_run[3] and quick_run[0] == 0
+    assert quick_run[3] == QUICK and quick_run[0] == 0
     assert quick_run[:3] == contrib(elsewhere, "-C", str(settled.root), "sync", full=True)[:3]
 
 
@@ -95,19 +100,31 @@ def test_on_a_terminal_too(settled: Workspace) -> None:
 def test_a_moved_upstream_is_carried_by_the_full_command_fetched_once(
         settled: Workspace, upstream: Repo) -> None:
     upstream.commit("more docs", {"docs/again.md": "again\n"})
-    code, out, err, answered = contrib(settled.root, "sync", "--json")
-    assert not answered and code == 0
+    code, out, err, path = contrib(settled.root, "sync", "--json")
+    assert path == SYNC and code == 0
     assert [r["result"] for r in json.loads(out)["results"]] == ["rebased", "rebased"]
     assert err.count("fetching proj ...") == 0  # --json: no step line
-    code, out, err, answered = contrib(settled.root, "sync", "proj/f3")
+    code, out, err, path = contrib(settled.root, "sync", "proj/f3")
     assert code == 0 and err.count("fetching proj ...") == 1
+
+
+def test_a_carry_without_click_is_the_carry_through_click(settled: Workspace, upstream: Repo,
+                                                          tmp_path: Path) -> None:
+    upstream.commit("more docs", {"docs/again.md": "again\n"})
+    twin = tmp_path / "twin"
+    subprocess.run(["cp", "-a", str(settled.root), str(twin)], check=True)
+    code, out, err, path = contrib(settled.root, "sync")
+    assert path == SYNC and code == 0 and out.count("rebased") == 2
+    assert (code, out, err) == contrib(twin, "sync", full=True)[:3]
+    for ws in (settled.root, twin):
+        assert contrib(ws, "sync", "--json")[3] == SYNC  # racily clean at first
 
 
 def test_a_failed_fetch_is_reported_once_by_the_full_command(settled: Workspace,
                                                              upstream: Repo) -> None:
     upstream.path.rename(upstream.path.with_name("gone"))
-    code, out, err, answered = contrib(settled.root, "sync")
-    assert not answered and code == 2
+    code, out, err, path = contrib(settled.root, "sync")
+    assert path == SYNC and code == 2
     assert err.count("fetching proj ...") == 1 and err.count("fetch from") == 1
     assert (code, out, err) == contrib(settled.root, "sync", full=True)[:3]
 
@@ -150,8 +167,8 @@ def test_any_change_since_the_index_hands_over(settled: Workspace, upstream: Rep
     elif change == "series edited":
         series = _current(ps) / "series"
         series.write_text(series.read_text() + "# a comment\n")
-    code, out, err, answered = contrib(settled.root, "sync")
-    assert not answered, (change, out, err)
+    code, out, err, path = contrib(settled.root, "sync")
+    assert path == SYNC, (change, out, err)
     assert (code, out, err) == contrib(settled.root, "sync", full=True)[:3]
 
 
@@ -159,34 +176,34 @@ def test_a_fresh_index_is_not_trusted_until_its_files_age(settled: Workspace,
                                                           upstream: Repo) -> None:
     upstream.commit("more docs", {"docs/again.md": "again\n"})
     assert contrib(settled.root, "sync")[0] == 0  # rebased: the files are new
-    assert not contrib(settled.root, "sync")[3]  # racily clean: the full command again
+    assert contrib(settled.root, "sync")[3] == SYNC  # racily clean: the sync command again
     settle(settled)
-    assert contrib(settled.root, "sync")[3]
+    assert contrib(settled.root, "sync")[3] == QUICK
 
 
 def test_a_busy_workspace_is_left_to_the_full_command(settled: Workspace) -> None:
     lock = FileLock(settled.root / ".contrib" / "lock", 0)
     lock.acquire()
     try:
-        code, _, err, answered = contrib(settled.root, "sync")
+        code, _, err, path = contrib(settled.root, "sync")
     finally:
         lock.release()
-    assert not answered and code == 2 and "another contrib process" in err
+    assert path == SYNC and code == 2 and "another contrib process" in err
 
 
 @pytest.mark.parametrize("args", [
     ["sync", "nope"], ["sync", "proj/nope"], ["sync", "--to", "HEAD"], ["sync", "--commit"],
     ["sync", "-v"], ["sync", "--help"], ["sync", "--", "proj"], ["-C", "contrib.toml", "sync"],
 ])
-def test_what_the_quick_path_does_not_know_goes_to_click(settled: Workspace,
+def test_what_the_index_cannot_answer_goes_to_sync_and_other_options_to_click(settled: Workspace,
                                                          args: list[str]) -> None:
-    code, out, err, answered = contrib(settled.root, *args)
-    assert not answered
+    code, out, err, path = contrib(settled.root, *args)
+    assert path == (SYNC if args[1].startswith(("nope", "proj/")) else CLICK)
     assert (code, out, err) == contrib(settled.root, *args, full=True)[:3]
 
 
 def test_contrib_no_quick_always_takes_the_full_command(settled: Workspace) -> None:
-    assert not contrib(settled.root, "sync", full=True)[3]
+    assert contrib(settled.root, "sync", full=True)[3] == CLICK
 
 
 def test_parse() -> None:

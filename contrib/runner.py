@@ -1,0 +1,88 @@
+"""Run one command and turn every outcome into an exit code: the one place that does.
+
+Modelled on pre-commit's ``error_handler.py``: ContribError -> its code (2 bad
+input, 1 needs attention), Ctrl-C -> 130, anything else is a bug -> 3, with
+the traceback written to a log file rather than the terminal.  A command
+starts one of two ways, and both end here: :func:`contrib.cli.main`, where
+click parses the command line, and :mod:`contrib.quick`, which parses a plain
+``contrib sync`` itself so that it runs without loading click.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from contrib import __version__
+from contrib.errors import ContribError
+from contrib.secrets import scrub
+from contrib.ui import UI
+
+TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds (contrib.quick)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from contrib.patchset import Workspace
+
+EXIT_BUG = 3
+
+
+def guarded(body: Callable[[], int], json_mode: bool) -> int:
+    """``body()``'s exit code, or the one line (and code) for how it failed."""
+    try:
+        return int(body() or 0)
+    except KeyboardInterrupt:
+        return fail("interrupted", 130, json_mode)
+    except ContribError as exc:
+        return fail(str(exc), exc.exit_code, json_mode)
+    except Exception as exc:  # a bug: keep the traceback off the terminal, in a log
+        log = _log_bug(exc)
+        where = f"; details in {log}" if log else ""
+        return fail(f"internal error ({type(exc).__name__}: {exc}){where}. "
+                    "Please report it.", EXIT_BUG, json_mode)
+
+
+def locked(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int]) -> int:
+    """Run ``body`` on the workspace at or above ``directory`` (default: the current
+    folder) while holding its lock; the environment is checked first."""
+    from contrib import environ
+    from contrib.patchset import Workspace
+
+    environ.check()  # a bad variable is bad input: refuse before touching anything
+    ws = Workspace.find(directory)
+    try:
+        with ws.lock():
+            return body(ws, ui)
+    finally:
+        ui.done()
+
+
+def fail(message: str, code: int, json_mode: bool) -> int:
+    """Say ``message`` as contrib's one error line (and as JSON under --json); ``code``."""
+    if json_mode:
+        import json
+
+        sys.stdout.write(json.dumps({"error": scrub(message), "exit_code": code}) + "\n")
+    sys.stdout.flush()
+    sys.stderr.write(f"contrib: error: {scrub(message)}\n")
+    sys.stderr.flush()
+    return code
+
+
+def _log_bug(exc: BaseException) -> Path | None:
+    import traceback
+
+    from contrib import environ
+
+    try:
+        log = environ.cache_root() / "contrib-error.log"
+    except ContribError:  # no usable cache folder: the message alone must do
+        return None
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        text = "".join(traceback.format_exception(exc))
+        log.write_text(scrub(f"contrib {__version__}\n{' '.join(sys.argv)}\n{text}"),
+                       encoding="utf-8")
+        return log
+    except OSError:
+        return None
