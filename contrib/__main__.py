@@ -2,9 +2,9 @@
 
 ``contrib --version`` is answered before the command-line machinery loads:
 scripts and package managers probe it, and loading click alone takes several
-times the interpreter's own start (issue 12).  So is a no-op ``contrib sync``
-when the workspace's sync index vouches for it (:mod:`contrib.quick`).
-Everything else goes to :func:`contrib.cli.main`.
+times the interpreter's own start (issue 12).  A plain ``contrib sync`` runs
+without it too, and a no-op one is answered from the workspace's sync index
+(:mod:`contrib.quick`).  Everything else goes to :func:`contrib.cli.main`.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ than a no-op ``contrib sync``'s whole work (issue 12); one runner also gives
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -254,6 +256,35 @@ class Git:
                 self.run("read-tree", tree, env=env)
             yield env
 
+    def commit_paths(self, paths: Sequence[str], message: str, *,
+                     env: Mapping[str, str] | None = None, verify: bool = True) -> Sha | None:
+        """Commit the working tree's state of ``paths`` (new, changed and deleted files) on
+        HEAD, as ``git add -A -- PATHS && git commit -- PATHS`` would; the new commit, or
+        None when HEAD has them already (the index is brought in step all the same).
+
+        The staging happens on a copy of the index, which then replaces the index as git
+        itself replaces it (written as ``index.lock``, renamed over ``index``): a contrib
+        killed mid-``git add`` leaves no ``index.lock`` blocking the next run and the
+        user's own git until someone deletes it by hand.
+        """
+        real = Path(self.run("rev-parse", "--path-format=absolute", "--git-path", "index"))
+        before = _stat_key(real)
+        head = self.try_rev_parse("HEAD")
+        with self.temp_index(None if before is not None or head is None else head) as staged:
+            if before is not None:
+                shutil.copyfile(real, staged["GIT_INDEX_FILE"])
+            both = {**(env or {}), **staged}
+            self.run("add", "-A", "--", *paths, env=both)
+            status, _, _ = self.try_run("diff", "--cached", "--quiet", *(["HEAD"] if head else []),
+                                        "--", *paths, env=both)
+            if status != 0:
+                self.run("commit", "-q", *([] if verify else ["--no-verify"]), "-m", message,
+                         "--", *paths, env=both)
+            if _stat_key(real) != before or not _install_index(
+                    Path(staged["GIT_INDEX_FILE"]), real):
+                self.run("reset", "-q", "--", *paths)  # the index moved meanwhile: git's way
+        return self.rev_parse("HEAD") if status != 0 else None
+
     def write_tree(self, env: Mapping[str, str]) -> Tree:
         """The tree of the (temporary) index named in ``env``."""
         return Tree(self.run("write-tree", env=env))
@@ -310,3 +341,29 @@ def clone_bare(url: str, dest: Path, *, partial: bool, progress: ProgressFn | No
     if partial:
         args.append("--filter=blob:none")
     run_long(args, ["--", url, str(dest)], progress=progress, what=f"clone {url}")
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _install_index(source: Path, index: Path) -> bool:
+    """Replace ``index`` by ``source`` under git's own lock (``index.lock``, renamed into
+    place); False when another git holds the lock."""
+    lock = index.with_name(index.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as out, source.open("rb") as data:
+            shutil.copyfileobj(data, out)
+        os.replace(lock, index)
+    except BaseException:
+        lock.unlink(missing_ok=True)
+        raise
+    return True

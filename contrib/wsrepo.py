@@ -50,10 +50,7 @@ class WorkspaceRepo:
         rels = [str(p.relative_to(self.top)) for p in paths if p.exists() or self._tracked(p)]
         if not rels or not self.git.run("status", "--porcelain", "--", *rels):
             return None
-        self.git.run("add", "-A", "--", *rels)
-        self.git.run("commit", "-q", "--no-verify", "-m", message, "--", *rels,
-                     env=self._identity())
-        return self.git.rev_parse("HEAD")
+        return self.git.commit_paths(rels, message, env=self._identity(), verify=False)
 
     def _tracked(self, path: Path) -> bool:
         rel = str(path.relative_to(self.top))

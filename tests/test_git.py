@@ -1,4 +1,4 @@
-"""contrib.git: the one GitPython module (errors scrubbed, batch reads)."""
+"""contrib.git: repository operations (errors scrubbed, batch reads, commits)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from contrib.errors import GitError
 from contrib.git import Git
 from contrib.secrets import register_secret
 from contrib.validate.tree import GitTree
-from tests.gitutil import Repo
+from tests.gitutil import Repo, git
 
 
 def test_read_blobs_in_one_batch(tmp_path: Path) -> None:
@@ -80,3 +80,45 @@ def test_behind_counts_match_rev_list_for_every_kind_of_base(tmp_path: Path) -> 
     assert git_.behind_counts(tip, [tip]) == {tip: 0}
     dates = git_.commit_dates([early, "0" * 40, tip])
     assert set(dates) == {early, tip} and dates[tip].startswith("2023-11-14T")
+
+
+def test_commit_paths_commits_only_those_paths_and_keeps_the_rest_staged(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "r")
+    repo.commit("start", {"ps/a.txt": "a\n", "ps/gone.txt": "g\n", "other.txt": "o\n"})
+    (repo.path / "ps/a.txt").write_text("a2\n")
+    (repo.path / "ps/new.txt").write_text("n\n")
+    (repo.path / "ps/gone.txt").unlink()
+    (repo.path / "other.txt").write_text("o2\n")
+    git(repo.path, "add", "other.txt")  # the user's own staged change stays theirs
+    before = repo.head()
+    sha = Git(repo.path).commit_paths(["ps"], "ps: update", env={
+        "GIT_AUTHOR_NAME": "Bot", "GIT_AUTHOR_EMAIL": "bot@example.com"})
+    assert git(repo.path, "rev-parse", "HEAD^") == before and sha == repo.head()
+    assert git(repo.path, "show", "--name-status", "--format=%an %s", "HEAD").split() == [
+        "Bot", "ps:", "update", "M", "ps/a.txt", "D", "ps/gone.txt", "A", "ps/new.txt"]
+    assert git(repo.path, "status", "--porcelain").splitlines() == ["M  other.txt"]
+    assert not (repo.path / ".git" / "index.lock").exists()
+
+
+def test_commit_paths_never_takes_the_index_lock_while_staging(tmp_path: Path) -> None:
+    """Staging (the long part, hashing every file) happens on a copy: another git holding
+    index.lock meanwhile does not stop the commit, and only the install step waits on it."""
+    repo = Repo(tmp_path / "r")
+    repo.commit("start", {"ps/a.txt": "a\n"})
+    (repo.path / "ps/a.txt").write_text("a2\n")
+    lock = repo.path / ".git" / "index.lock"
+    lock.write_text("held by another git")
+    with pytest.raises(GitError, match="index.lock"):
+        Git(repo.path).commit_paths(["ps"], "ps: update")
+    assert git(repo.path, "log", "-1", "--format=%s") == "ps: update"  # committed
+    assert lock.read_text() == "held by another git"  # and the other git's lock untouched
+    lock.unlink()
+    git(repo.path, "reset", "-q", "--", "ps")
+    assert git(repo.path, "status", "--porcelain") == ""
+    # The next run finds HEAD has it all: no empty commit, the index brought in step.
+    lock.write_text("held by another git")
+    with pytest.raises(GitError, match="index.lock"):
+        Git(repo.path).commit_paths(["ps"], "ps: again")
+    lock.unlink()
+    assert Git(repo.path).commit_paths(["ps"], "ps: again") is None
+    assert git(repo.path, "log", "-1", "--format=%s") == "ps: update"

@@ -457,6 +457,4 @@ def commit_changes(repo: Git, ws: Workspace, reports: list[Report]) -> str | Non
     else:
         body = "".join(f"- {r.patchset}: {_summary(r)}\n" for r in changed)
         message = f"sync {len(changed)} patchsets onto upstream\n\n{body}"
-    repo.run("add", "-A", "--", *rels)
-    repo.run("commit", "-q", "-m", message, "--", *rels)
-    return repo.rev_parse("HEAD")
+    return repo.commit_paths(rels, message)
