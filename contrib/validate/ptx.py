@@ -20,6 +20,8 @@ from contrib.arch import Arch
 
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(")
 _MISSING_HEADER = re.compile(r"fatal error:\s*([^:\n]+?):\s*No such file or directory")
+_ERROR_LINE = re.compile(r"^(?P<file>[^\s(:][^(:]*?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):?\s*(?:fatal )?error\b.*$",
+                         re.M)  # fmt: skip
 _NOISE = re.compile(r"^\s*(?:\.reg|\.local|\.shared|\.pragma|\.loc|\.file|//|\$L\w*:|$)")
 
 
@@ -95,29 +97,45 @@ def all_entries(ptx: str) -> list[str]:
 
 
 @dataclass
-class PtxResult:
-    """One translation unit compiled (or not) to PTX."""
+class Outcome:
+    """One translation unit compiled (or not) to PTX; ``cached`` when the PTX cache had it."""
 
-    source: str
+    unit: str
     ok: bool
     entries: list[str] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)
     missing_header: str | None = None
     error: str = ""
+    first_error: str = ""
     command: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    cached: bool = False
+    sass_checked: bool = False
+    exit_only: list[str] = field(default_factory=list)  # SASS functions that are only EXIT
+
+
+def first_error(text: str) -> str:
+    """The compiler's first ``file(line): error ...`` (or ``file:line: error``) line, else its first line."""
+    match = _ERROR_LINE.search(text)
+    if match:
+        return match.group(0).strip()[:300]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return (lines[0] if lines else "")[:300]
 
 
 def compile_ptx(
     nvcc: str, source: Path, arch: Arch | str, include_dirs: Iterable[Path], out_dir: Path,
     flags: Iterable[str] = (), timeout: float = 1200, keep: Path | None = None,
-) -> PtxResult:  # fmt: skip
+    unit: str | None = None,
+) -> Outcome:  # fmt: skip
     """``nvcc -arch=compute_XY[af] --ptx`` one source; parse its entries.
 
     ``arch`` is an Arch (its ``compute``) or the virtual architecture itself
     (``compute_120f``, as the upstream builds it).  ``-std=c++17`` unless the
     flags name a standard.  The PTX file is removed after parsing unless ``keep``
-    names where it goes.
+    names where it goes.  ``unit`` names the source in the result (default: its path).
     """
+    name = str(source) if unit is None else unit
     flags = list(flags)
     compute = arch if isinstance(arch, str) else arch.compute
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -128,17 +146,19 @@ def compile_ptx(
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return PtxResult(
-            str(source), False, error=f"nvcc timed out after {timeout:.0f}s", command=command
-        )
+        return _failed(name, f"nvcc timed out after {timeout:.0f}s", command)
     except OSError as exc:
-        return PtxResult(str(source), False, error=f"cannot run {nvcc}: {exc}", command=command)
+        return _failed(name, f"cannot run {nvcc}: {exc}", command)
     if done.returncode != 0:
         text = (done.stderr or done.stdout).strip()
-        return PtxResult(str(source), False, missing_header=missing_header(text),
-                         error=text if len(text) < 4000 else text[:3000] + "\n...\n" + text[-1000:],
-                         command=command)  # fmt: skip
+        return _failed(name, text if len(text) < 4000 else text[:3000] + "\n...\n" + text[-1000:],
+                       command, missing_header(text))  # fmt: skip
     ptx = out.read_text(encoding="utf-8", errors="replace")
     if keep is None:
         out.unlink(missing_ok=True)  # the entries are what we keep; a unit's PTX can be 100 MB
-    return PtxResult(str(source), True, all_entries(ptx), empty_entries(ptx), command=command)
+    return Outcome(name, True, all_entries(ptx), empty_entries(ptx), command=command)
+
+
+def _failed(unit: str, error: str, command: list[str], header: str | None = None) -> Outcome:
+    return Outcome(unit, False, missing_header=header, error=error,
+                   first_error=first_error(error), command=command)

@@ -19,15 +19,13 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from contrib.validate import ptx
 from contrib.validate.includes import include_closure
+from contrib.validate.ptx import Outcome
 from contrib.validate.tree import SourceTree
-
-_ERROR_LINE = re.compile(r"^(?P<file>[^\s(:][^(:]*?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):?\s*(?:fatal )?error\b.*$",
-                         re.M)  # fmt: skip
 
 
 @dataclass
@@ -41,24 +39,6 @@ class Job:
     flags: list[str]
     key: str = ""
     cuobjdump: str | None = None  # where it exists: also assemble and read the SASS
-
-
-@dataclass
-class Outcome:
-    """A compiled (or failed) unit; ``cached`` when it came from the cache."""
-
-    unit: str
-    ok: bool
-    entries: list[str] = field(default_factory=list)
-    empty: list[str] = field(default_factory=list)
-    missing_header: str | None = None
-    error: str = ""
-    first_error: str = ""
-    command: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    cached: bool = False
-    sass_checked: bool = False
-    exit_only: list[str] = field(default_factory=list)  # SASS functions that are only EXIT
 
 
 def cache_dir() -> Path:
@@ -94,15 +74,6 @@ def _mtime(path: Path) -> int:
         return 0
 
 
-def first_error(text: str) -> str:
-    """The compiler's first ``file(line): error ...`` (or ``file:line: error``) line, else its first line."""
-    match = _ERROR_LINE.search(text)
-    if match:
-        return match.group(0).strip()[:300]
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return (lines[0] if lines else "")[:300]
-
-
 def compile_all(nvcc: str, jobs: list[Job], out_dir: Path, workers: int | None = None,
                 progress: Callable[[int, int, str], None] | None = None) -> list[Outcome]:
     """Each job from the cache or compiled (in parallel, one nvcc per core); results in job order.
@@ -131,12 +102,10 @@ def compile_all(nvcc: str, jobs: list[Job], out_dir: Path, workers: int | None =
 def _compile(nvcc: str, job: Job, out_dir: Path) -> Outcome:
     started = time.monotonic()
     keep = out_dir / f"{Path(job.unit).name}.{hashlib.sha256(job.unit.encode()).hexdigest()[:8]}.ptx"
-    result = ptx.compile_ptx(nvcc, job.source, job.compute, job.include_dirs, out_dir,
-                             job.flags, keep=keep if job.cuobjdump else None)  # fmt: skip
-    outcome = Outcome(job.unit, result.ok, result.entries, result.empty, result.missing_header,
-                      result.error, first_error(result.error) if not result.ok else "",
-                      result.command)  # fmt: skip
-    if result.ok and job.cuobjdump:
+    outcome = ptx.compile_ptx(nvcc, job.source, job.compute, job.include_dirs, out_dir,
+                              job.flags, keep=keep if job.cuobjdump else None,
+                              unit=job.unit)  # fmt: skip
+    if outcome.ok and job.cuobjdump:
         outcome.exit_only = _sass(nvcc, job.cuobjdump, keep, job.compute)
         outcome.sass_checked = True
         keep.unlink(missing_ok=True)

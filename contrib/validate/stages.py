@@ -36,7 +36,7 @@ from contrib.validate import (
     testsel,
     units,
 )
-from contrib.validate.ptx_cache import Outcome, first_error
+from contrib.validate.ptx import Outcome, first_error
 from contrib.validate.registry import STAGES, StageDef
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
 from contrib.validate.settings import Settings
