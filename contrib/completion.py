@@ -19,22 +19,17 @@ if TYPE_CHECKING:
 
 def _workspace_root(ctx: click.Context) -> Path | None:
     """The workspace the command line points at (``-C DIR`` or the current folder)."""
-    from contrib.config import CONFIG_NAME
+    from contrib.layout import find_root
 
-    root_ctx = ctx.find_root()
-    start = root_ctx.params.get("directory") or Path.cwd()
-    here = Path(start).resolve()
-    for folder in (here, *here.parents):
-        if (folder / CONFIG_NAME).is_file():
-            return folder
-    return None
+    root = find_root(ctx.find_root().params.get("directory"))
+    return None if root is None else Path(root)
 
 
 def workspace_names(root: Path) -> tuple[list[str], list[str]]:
     """(upstream names, ``UPSTREAM/NAME`` of every patchset) in the workspace at ``root``."""
     import tomllib
 
-    from contrib.config import CONFIG_NAME
+    from contrib.layout import CONFIG_NAME
 
     try:
         with (root / CONFIG_NAME).open("rb") as handle:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from contrib.errors import ConfigError
+from contrib.layout import CONFIG_NAME as CONFIG_NAME
 
-CONFIG_NAME = "contrib.toml"
 DEFAULT_API_URL = "https://api.github.com"
 # Upstream keys and patchset names: they become folder names, so one pattern for
 # both, matched with fullmatch (``$`` would let a trailing newline through).

@@ -23,12 +23,13 @@ from pathlib import Path
 from contrib import worktree
 from contrib.errors import ContribError, NeedsAttention
 from contrib.git import Git, Tree
+from contrib.layout import SYNC_STATE_NAME
 from contrib.meta import TARGET_RE
 from contrib.series import EXPORT_ENV, MailPatch
 from contrib.txn import atomic_write, check_inside
 
 STATE_VERSION = 1
-STATE_NAME = "sync-state.json"
+STATE_NAME = SYNC_STATE_NAME
 _MARKER = re.compile(rb"^(?:<{7}|>{7})(?: |$)", re.M)
 _PATCH_PATH = re.compile(r"^\+\+\+ b/(.+)$", re.M)
 

@@ -1,12 +1,4 @@
-"""The workspace on disk: patchsets, their versions, the lock.
-
-Layout (SPEC.md)::
-
-    contrib.toml
-    patchsets/<upstream>/<name>/patchset.toml
-    patchsets/<upstream>/<name>/<40-hex base sha>/{series, 0001-*.patch, validation.json}
-    .contrib/            # contrib's private state: lock, transactions (git-ignored)
-"""
+"""The workspace on disk: patchsets, their versions, the lock (layout: :mod:`contrib.layout`)."""
 
 from __future__ import annotations
 
@@ -29,6 +21,10 @@ from contrib.config import (
 )
 from contrib.environ import lock_timeout
 from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
+from contrib.layout import META_NAME as META_NAME
+from contrib.layout import SERIES_NAME as SERIES_NAME
+from contrib.layout import STATE_DIR as STATE_DIR
+from contrib.layout import find_root
 from contrib.lockfile import FileLock, LockTimeout, note_holder
 from contrib.meta import (
     SHA_RE,
@@ -42,9 +38,6 @@ from contrib.meta import (
 from contrib.txn import Transaction, atomic_write, cannot_write, check_inside, recover
 from contrib.validate import Waiver
 
-STATE_DIR = ".contrib"
-META_NAME = "patchset.toml"
-SERIES_NAME = "series"
 VALIDATION_NAME = "validation.json"
 NO_PATCHSETS = "no patchsets yet: create one with `contrib new`"
 
@@ -259,12 +252,12 @@ class Workspace:
     @classmethod
     def find(cls, start: Path | None = None) -> Workspace:
         """The workspace containing ``start`` (default: cwd), found by contrib.toml."""
-        here = (start or Path.cwd()).resolve()
-        for folder in (here, *here.parents):
-            if (folder / CONFIG_NAME).is_file():
-                return cls(folder)
-        raise UsageError(f"no {CONFIG_NAME} in {here} or any parent folder: run contrib in a "
-                         "workspace, pass -C DIR, or see the README to create one")
+        root = find_root(start)
+        if root is None:
+            here = (start or Path.cwd()).resolve()
+            raise UsageError(f"no {CONFIG_NAME} in {here} or any parent folder: run contrib in "
+                             "a workspace, pass -C DIR, or see the README to create one")
+        return cls(Path(root))
 
     @contextmanager
     def lock(self) -> Iterator[None]:

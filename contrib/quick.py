@@ -34,6 +34,7 @@ index's answer (tests/test_startup.py checks it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -42,6 +43,14 @@ import time
 from contrib import __version__, environ
 from contrib.errors import ContribError, GitError
 from contrib.gitproc import fetch, prefetched, spawn
+from contrib.layout import (
+    CONFIG_NAME,
+    META_NAME,
+    SERIES_NAME,
+    STATE_DIR,
+    SYNC_STATE_NAME,
+    find_root,
+)
 from contrib.lockfile import FileLock, LockTimeout, note_holder
 from contrib.ui import NORMAL, QUIET, UI
 
@@ -53,8 +62,6 @@ if TYPE_CHECKING:
 
 INDEX_NAME = "sync-index.json"
 FORMAT = 1
-STATE_DIR = ".contrib"
-CONFIG_NAME = "contrib.toml"
 _FINE_MARGIN_NS = 100_000_000  # 0.1 s: a coarse kernel clock lags by one tick (<= 10 ms)
 _WHOLE_SECOND_MARGIN_NS = 2_000_000_000  # FAT keeps 2 s, ext3 and HFS+ 1 s
 _SECOND = 1_000_000_000
@@ -137,12 +144,13 @@ def _stat(path: str) -> Stat:
 
 def _entries(index: dict[str, Any]) -> list[str]:
     """The relative paths whose identity the index vouches for."""
-    paths = [CONFIG_NAME, f"{STATE_DIR}/sync-state.json", f"{STATE_DIR}/.gitignore", "patchsets"]
+    paths = [CONFIG_NAME, f"{STATE_DIR}/{SYNC_STATE_NAME}", f"{STATE_DIR}/.gitignore",
+             "patchsets"]
     paths += index["folders"]
     for ps in index["patchsets"]:
         folder = f"patchsets/{ps['target']}"
-        paths += [f"{folder}/patchset.toml", f"{folder}/{ps['base']}",
-                  f"{folder}/{ps['base']}/series"]
+        paths += [f"{folder}/{META_NAME}", f"{folder}/{ps['base']}",
+                  f"{folder}/{ps['base']}/{SERIES_NAME}"]
     return paths
 
 
@@ -192,14 +200,16 @@ def record(ws: Workspace) -> None:
             "cache_root": environ.cache_root_text(), "upstreams": upstreams, "patchsets": items,
             "folders": _folders(root)}
         index["files"] = {rel: _stat(os.path.join(root, rel)) for rel in _entries(index)}
-    except ContribError:
-        path.unlink(missing_ok=True)
+    except (ContribError, OSError):  # a cache: it never fails a sync that is done
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
         return
     try:
         atomic_write(path, json.dumps(index, indent=1, sort_keys=True) + "\n",
                      scratch=ws.state_dir / "txn")
     except ContribError:  # cannot write .contrib/: the sync itself is done; stay slow
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
 
 
 def _load(root: str) -> dict[str, Any]:
@@ -229,18 +239,6 @@ def _load(root: str) -> dict[str, Any]:
 
 
 # -- the answer ------------------------------------------------------------------
-
-def _find_root(directory: str | None) -> str:
-    """The workspace root, as :meth:`contrib.patchset.Workspace.find` finds it."""
-    here = os.path.realpath(directory if directory is not None else os.getcwd())
-    while True:
-        if os.path.isfile(os.path.join(here, CONFIG_NAME)):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            raise Handover
-        here = parent
-
 
 def _select(index: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
     """The patchsets ``targets`` name, in the full command's order."""
@@ -329,7 +327,9 @@ def _decide(request: Request) -> _Ready:
     """Everything the answer needs, checked; :class:`Handover` (or any error) when the
     full command must run.  Prints nothing but the fetch step and its progress."""
     environ.check()
-    root = _find_root(request.directory)
+    root = find_root(request.directory)
+    if root is None:
+        raise Handover  # the full command says where it looked
     state = os.path.join(root, STATE_DIR)
     lock = FileLock(os.path.join(state, "lock"), 0)
     try:

@@ -214,3 +214,14 @@ def test_parse() -> None:
     for argv in (["status"], ["sync", "--to=x"], ["-v", "sync"], ["-C"], ["-C", "--json", "sync"],
                  ["sync", "/"], ["--version", "sync"]):
         assert quick.parse(argv) is None, argv
+
+
+def test_an_index_that_cannot_be_written_never_fails_the_sync(
+        settled: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable(path: str) -> quick.Stat:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(quick, "_stat", unreadable)
+    result = settled.run("sync", "--no-fetch")
+    assert result.code == 0 and "unchanged" in result.out, result.err
+    assert not (settled.root / ".contrib" / quick.INDEX_NAME).exists()
