@@ -85,9 +85,9 @@ def _ptx_stage(doc: dict[str, object]) -> dict[str, object]:
 def _single_units(clone: Path, python: str, work: Path) -> list[tuple[str, float, bool]]:
     """Each unit at stake compiled alone, sequentially: (unit, seconds, ok)."""
     from contrib.arch import parse_arch
-    from contrib.git import Git
-    from contrib.rebase import load_patches
-    from contrib.series import apply_series
+    from contrib.carry.engine import load_patches
+    from contrib.carry.series import apply_series
+    from contrib.git.repo import Git
     from contrib.validate import ptx
     from contrib.validate.profiles import profile_for
     from contrib.validate.ptxstage import PtxRequest, prepare_headers

@@ -24,7 +24,7 @@ from contrib.errors import UsageError
 from contrib.ui import NORMAL, QUIET, UI, VERBOSE
 
 if TYPE_CHECKING:
-    from contrib.patchset import Workspace
+    from contrib.workspace.model import Workspace
 
 
 
@@ -39,14 +39,14 @@ class Context:
 
     def make_ui(self, json_mode: bool) -> UI:
         """The UI for this run, from --json, -q/-v and --progress (see contrib.ui)."""
-        from contrib.gitproc import trace_commands
+        from contrib.git.process import trace_commands
 
         self.ui = UI(json_mode, verbosity=self.verbosity, progress=self.progress)
         trace_commands(self.ui.trace if self.verbosity >= VERBOSE else None)
         return self.ui
 
     def workspace(self) -> Workspace:
-        from contrib.patchset import Workspace
+        from contrib.workspace.model import Workspace
 
         return Workspace.find(self.directory)
 
@@ -357,7 +357,7 @@ def init_ci(ctx: Context, gpu_runners: tuple[str, ...], install: str | None, cro
 def demo(ctx: Context, directory: Path | None) -> int:
     """Run the whole loop offline on a generated mini upstream (in DIR or a temp dir)."""
     from contrib import environ
-    from contrib.demo import demo as run
+    from contrib.demo.run import demo as run
 
     environ.lock_timeout()
     environ.source_date_epoch()
@@ -366,7 +366,7 @@ def demo(ctx: Context, directory: Path | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn every outcome into an exit code."""
-    from contrib.gitproc import prefetched
+    from contrib.git.process import prefetched
     from contrib.runner import guarded
 
     args = sys.argv[1:] if argv is None else argv

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def _workspace_root(ctx: click.Context) -> Path | None:
     """The workspace the command line points at (``-C DIR`` or the current folder)."""
-    from contrib.layout import find_root
+    from contrib.workspace.layout import find_root
 
     root = find_root(ctx.find_root().params.get("directory"))
     return None if root is None else Path(root)
@@ -29,7 +29,7 @@ def workspace_names(root: Path) -> tuple[list[str], list[str]]:
     """(upstream names, ``UPSTREAM/NAME`` of every patchset) in the workspace at ``root``."""
     import tomllib
 
-    from contrib.layout import CONFIG_NAME
+    from contrib.workspace.layout import CONFIG_NAME
 
     try:
         with (root / CONFIG_NAME).open("rb") as handle:

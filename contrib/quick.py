@@ -19,7 +19,7 @@ a file or folder changed since the index was written, a pending conflict, an
 interrupted transaction, a busy lock, a moved tip, a failed fetch, an
 unexpected error.  Nothing is printed before that decision except the
 "fetching" step, and the sync neither repeats that step nor the fetch
-(:data:`contrib.gitproc.prefetched`).  ``CONTRIB_NO_QUICK=1`` leaves every
+(:data:`contrib.git.process.prefetched`).  ``CONTRIB_NO_QUICK=1`` leaves every
 command line to click.
 
 An entry changed shortly before the index was written is not trusted (git's
@@ -42,8 +42,9 @@ import time
 
 from contrib import __version__, environ
 from contrib.errors import ContribError, GitError
-from contrib.gitproc import fetch, prefetched, spawn
-from contrib.layout import (
+from contrib.git.process import fetch, prefetched, spawn
+from contrib.ui import NORMAL, QUIET, UI
+from contrib.workspace.layout import (
     CONFIG_NAME,
     META_NAME,
     SERIES_NAME,
@@ -51,14 +52,13 @@ from contrib.layout import (
     SYNC_STATE_NAME,
     find_root,
 )
-from contrib.lockfile import FileLock, LockTimeout, note_holder
-from contrib.ui import NORMAL, QUIET, UI
+from contrib.workspace.lockfile import FileLock, LockTimeout, note_holder
 
 TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds
 if TYPE_CHECKING:
     from typing import Any
 
-    from contrib.patchset import Workspace
+    from contrib.workspace.model import Workspace
 
 INDEX_NAME = "sync-index.json"
 FORMAT = 1
@@ -178,9 +178,9 @@ def record(ws: Workspace) -> None:
     A workspace the full command cannot read whole (a broken patchset.toml, a
     bad state file) gets no index.
     """
-    from contrib.conflict import load_state
-    from contrib.mirror import Mirror
-    from contrib.txn import atomic_write
+    from contrib.carry.conflict import load_state
+    from contrib.git.cache import Mirror
+    from contrib.workspace.txn import atomic_write
 
     path = ws.state_dir / INDEX_NAME
     root = str(ws.root)
@@ -285,7 +285,7 @@ def _tip(cache: str, ref: str) -> str:
 
 
 def _fetch(ui: UI, name: str, cache: str) -> None:
-    """Fetch as :meth:`contrib.mirror.Mirror.ensure` does, under the cache lock; the
+    """Fetch as :meth:`contrib.git.cache.Mirror.ensure` does, under the cache lock; the
     result (success or the error) is kept for the full command."""
     lock = FileLock(cache + ".lock", 0)
     try:
@@ -361,7 +361,7 @@ def _decide(request: Request) -> _Ready:
 
 
 def _show(ui: UI, chosen: list[dict[str, Any]]) -> None:
-    """What :func:`contrib.commands.sync_report.show` shows for patchsets on their tip."""
+    """What :func:`contrib.carry.report.show` shows for patchsets on their tip."""
     with ui.task("sync", total=len(chosen)) as task:
         for ps in chosen:
             task.update(ps["target"])

@@ -22,7 +22,7 @@ TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds (
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from contrib.patchset import Workspace
+    from contrib.workspace.model import Workspace
 
 EXIT_BUG = 3
 
@@ -46,7 +46,7 @@ def locked(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int])
     """Run ``body`` on the workspace at or above ``directory`` (default: the current
     folder) while holding its lock; the environment is checked first."""
     from contrib import environ
-    from contrib.patchset import Workspace
+    from contrib.workspace.model import Workspace
 
     environ.check()  # a bad variable is bad input: refuse before touching anything
     ws = Workspace.find(directory)

@@ -11,7 +11,7 @@ Tables are plain aligned text: rich's import and rendering cost more than
 
 Long work reports through a :class:`Task` (``with ui.task("ptx", total=n) as
 task: ... task.step(i, n, unit)``); code below the commands takes a plain
-callback (:data:`StepFn` or :data:`contrib.git.ProgressFn`) so it never needs
+callback (:data:`StepFn` or :data:`contrib.git.repo.ProgressFn`) so it never needs
 the UI, and gets ``None`` or a no-op when progress is off.
 """
 
@@ -173,7 +173,7 @@ class UI:
     def progress(self) -> Callable[[str], None] | None:
         """The status line as a function of one message, or None when progress is off.
 
-        Pass it to :meth:`contrib.mirror.Mirror.ensure` and git's own fetch
+        Pass it to :meth:`contrib.git.cache.Mirror.ensure` and git's own fetch
         progress appears on it; an empty message clears it.
         """
         return self._line.show if self._line is not None else None

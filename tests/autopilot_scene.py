@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from contrib.commands.autopilot import autopilot
-from contrib.github import GitHubForge
-from contrib.patchset import Workspace
+from contrib.forge.github import GitHubForge
 from contrib.ui import UI
+from contrib.workspace.model import Workspace
 from tests.conftest import SAMPLE, run_contrib
 from tests.fake_github import FakeGitHub
 from tests.gitutil import Repo, git

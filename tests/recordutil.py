@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from contrib.arch import parse_arch
-from contrib.patchset import Version
 from contrib.record import Record, RunKind, add_run, read_record, record_json, version_digest
 from contrib.validate.report import StageResult, Validation, host_facts
 from contrib.validate.settings import Settings
+from contrib.workspace.model import Version
 
 
 def run_of(stages: list[StageResult], *, arch: str = "sm_120a", host: dict[str, Any] | None = None,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from contrib.workflow import GpuRunner, Options, render
+from contrib.autopilot.workflow import GpuRunner, Options, render
 from tests.autopilot_scene import IDENTITY, UPSTREAM, WSREPO, Scene, fast_forge, patched
 from tests.conftest import run_contrib
 from tests.fake_github import FakeGitHub, Fault, fake_github_fixture  # noqa: F401

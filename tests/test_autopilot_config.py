@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contrib.config import DEFAULT_DASHBOARD_TITLE, load_config
+from contrib.workspace.config import DEFAULT_DASHBOARD_TITLE, load_config
 from tests.conftest import Workspace
 
 CASES = [

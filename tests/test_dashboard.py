@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from contrib.autopilot_pr import Forges
-from contrib.autopilot_state import Need, Run
-from contrib.dashboard import FOOTER, MARKER, MAX_BODY, content, render
-from contrib.patchset import Workspace as ContribWorkspace
+from contrib.autopilot.dashboard import FOOTER, MARKER, MAX_BODY, content, render
+from contrib.autopilot.pr import Forges
+from contrib.autopilot.state import Need, Run
+from contrib.workspace.model import Workspace as ContribWorkspace
 from tests.conftest import Workspace
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from contrib.patchset import Workspace as Ws
+from contrib.workspace.model import Workspace as Ws
 from tests.conftest import Workspace, run_contrib
 from tests.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo, git

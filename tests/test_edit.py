@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from contrib.patchset import Workspace as Ws
+from contrib.workspace.model import Workspace as Ws
 from tests.conftest import Workspace
 from tests.gitutil import Repo, git
 from tests.recordutil import PASSING, run_of, write_bound
@@ -207,8 +207,8 @@ def test_edit_twice_is_idempotent_and_guards_unrefreshed_work(workspace: Workspa
 
 
 def test_open_edits_tells_doctor_what_is_not_refreshed(workspace: Workspace, two: str) -> None:
-    from contrib.edits import EditState, open_edits
-    from contrib.patchset import Workspace as Ws
+    from contrib.carry.edits import EditState, open_edits
+    from contrib.workspace.model import Workspace as Ws
 
     tree = Path(edit_json(workspace)["path"])
     [(edit, state)] = open_edits(Ws(workspace.root))

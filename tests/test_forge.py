@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from contrib.config import Config
 from contrib.errors import ConfigError, GitHubError
-from contrib.forge import (
+from contrib.forge.api import (
     ChecksSummary,
     CheckState,
     ForgeUnavailable,
@@ -21,8 +20,9 @@ from contrib.forge import (
     check_api_url,
     connect,
 )
-from contrib.github import GitHubForge
-from contrib.recording import RecordingForge
+from contrib.forge.github import GitHubForge
+from contrib.forge.recording import RecordingForge
+from contrib.workspace.config import Config
 from tests.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 
 REPO, UP, FORK = "me/workspace", "up/proj", "me/proj"

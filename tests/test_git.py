@@ -1,4 +1,4 @@
-"""contrib.git: repository operations (errors scrubbed, batch reads, commits)."""
+"""contrib.git.repo: repository operations (errors scrubbed, batch reads, commits)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from contrib.errors import GitError
-from contrib.git import Git
+from contrib.git.repo import Git
 from contrib.secrets import register_secret
 from contrib.validate.tree import GitTree
 from tests.gitutil import Repo, git

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from contrib.errors import GitHubError
-from contrib.github import GitHubUnavailable, PullRequestExists, PyGithubAPI
+from contrib.forge.github import GitHubUnavailable, PullRequestExists, PyGithubAPI
 from tests.fake_github import FakeGitHub, Fault, fake_github_fixture  # noqa: F401
 
 UP, FORK = "up/proj", "me/proj"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from contrib.workflow import MARKER, GpuRunner, Options, render, written_by_us
+from contrib.autopilot.workflow import MARKER, GpuRunner, Options, render, written_by_us
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo, git
 

@@ -9,7 +9,8 @@ import pytest
 import tomlkit
 
 from contrib.errors import ConfigError
-from contrib.meta import (
+from contrib.workspace.model import Workspace as RealWorkspace
+from contrib.workspace.schema import (
     Landed,
     PrRecord,
     SyncDetails,
@@ -18,7 +19,6 @@ from contrib.meta import (
     UpstreamStatus,
     read_meta,
 )
-from contrib.patchset import Workspace as RealWorkspace
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo
 

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 from contrib.commands.open_pr import open_pr, open_pr_command
-from contrib.github import PyGithubAPI
-from contrib.patchset import Workspace
-from contrib.pr_body import BodyInput, CommitLine, render_body
+from contrib.forge.github import PyGithubAPI
+from contrib.pr.body import BodyInput, CommitLine, render_body
 from contrib.record import Record, Standing, arch_verdicts, record_json
 from contrib.secrets import register_secret
 from contrib.ui import UI
@@ -24,6 +23,7 @@ from contrib.validate import Finding
 from contrib.validate.report import StageResult, Validation, host_facts
 from contrib.validate.settings import Settings
 from contrib.validate.testsel import Gpu
+from contrib.workspace.model import Workspace
 from tests.conftest import make_patch, run_contrib
 from tests.fake_github import FakeGitHost, FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo, git

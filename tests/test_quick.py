@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from contrib import quick
-from contrib.lockfile import FileLock
+from contrib.workspace.lockfile import FileLock
 from tests.conftest import Workspace
 from tests.gitutil import Repo
 from tests.synchelp import F3_PATCH, add_patchset

@@ -1,14 +1,14 @@
-"""contrib.rebase, .scope, .trees: scopes, the moved guard, bisection, effects, grafts."""
+"""contrib.carry.engine, .scope, .trees: scopes, the moved guard, bisection, effects, grafts."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from contrib.git import Git
-from contrib.rebase import first_true, pr_number
-from contrib.scope import TOP, definition, effect_present, moved_hunks, scope_of, scoped_hunks
-from contrib.trees import changes, graft
+from contrib.carry.engine import first_true, pr_number
+from contrib.carry.scope import TOP, definition, effect_present, moved_hunks, scope_of, scoped_hunks
+from contrib.carry.trees import changes, graft
+from contrib.git.repo import Git
 from tests.conftest import Workspace
 from tests.gitutil import Repo
 from tests.histories import lookalike, replace_in

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from contrib.patchset import Workspace as RealWorkspace
-from contrib.requires import check, read_pin
+from contrib.validate.requires import check, read_pin
+from contrib.workspace.model import Workspace as RealWorkspace
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo, git
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from contrib.git import Git
-from contrib.patchset import Workspace
+from contrib.carry.series import parse_hunks, split_mail
+from contrib.git.repo import Git
 from contrib.record import version_standing
-from contrib.requires import requirements
-from contrib.series import parse_hunks, split_mail
+from contrib.validate.requires import requirements
+from contrib.workspace.model import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 

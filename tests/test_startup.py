@@ -22,7 +22,7 @@ from tests.gitutil import Repo
 ROOT = Path(__file__).resolve().parent.parent
 # Heavy libraries no command needs just to start: each costs tens of milliseconds.
 HEAVY = ("git", "github", "rich", "requests", "urllib3", "tomlkit", "filelock", "unidiff",
-         "platformdirs", "contrib.github", "contrib.github_http",
+         "platformdirs", "contrib.forge.github", "contrib.forge.http",
          # validate's analysis machinery (status reads only the stage table and settings)
          "contrib.validate.stages", "contrib.validate.gates", "contrib.validate.cuda_arch",
          "contrib.validate.testsel", "contrib.validate.ptx")
@@ -86,5 +86,5 @@ def test_the_quick_sync_path_loads_only_the_standard_librarys_basics() -> None:
     # contrib.quick answers a no-op sync within 3x the interpreter's start plus git fetch:
     # each of these would cost a noticeable part of that (benchmarks/startup_bench.py).
     slow = {"click", "tomllib", "typing", "pathlib", "dataclasses", "tempfile", "hashlib",
-            "contrib.cli", "contrib.git", "contrib.patchset", "contrib.config"}
+            "contrib.cli", "contrib.git.repo", "contrib.workspace.model", "contrib.workspace.config"}
     assert sorted(slow & modules) == [] and _heavy(modules) == []

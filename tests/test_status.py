@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from contrib.patchset import Workspace as ContribWorkspace
 from contrib.record import RunKind
 from contrib.validate.report import StageResult, host_facts
 from contrib.validate.testsel import Gpu
+from contrib.workspace.model import Workspace as ContribWorkspace
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo
 from tests.recordutil import PASSING, run_of, write_bound

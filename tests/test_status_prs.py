@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from contrib.pr_status import pr_cells
+from contrib.pr.status import pr_cells
 from tests.conftest import run_contrib
 from tests.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo

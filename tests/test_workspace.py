@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from contrib.errors import ContribError
-from contrib.meta import PrRecord
-from contrib.patchset import Workspace as RealWorkspace
-from contrib.txn import Transaction, recover
+from contrib.workspace.model import Workspace as RealWorkspace
+from contrib.workspace.schema import PrRecord
+from contrib.workspace.txn import Transaction, recover
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from contrib.patchset import Workspace
+from contrib.workspace.model import Workspace
 ws = Workspace(Path(sys.argv[1]))
 with ws.lock():
     print("locked", flush=True)
@@ -77,7 +77,7 @@ def test_transaction_interrupted_before_commit_changes_nothing(tmp_path: Path) -
 def test_transaction_interrupted_after_commit_point_rolls_forward(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch
                                                                   ) -> None:
-    import contrib.txn as txn_mod
+    import contrib.workspace.txn as txn_mod
 
     state, target, txn = _staged_version(tmp_path)
     calls = 0
@@ -138,7 +138,7 @@ def test_single_file_write_killed_leaves_no_litter(workspace: Workspace, upstrea
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # Found by the open-pr crash trials in CI: a kill between writing the temp
     # file and renaming it left `.patchset.toml.XXXX.tmp` beside patchset.toml.
-    import contrib.txn as txn_mod
+    import contrib.workspace.txn as txn_mod
 
     patches = make_patch(upstream, tmp_path, {"pkg/x.py": "X = 1\n"}, "add x")
     assert workspace.run("new", "proj", "x", "--base", "main", "--patch", str(patches[0])).code == 0

@@ -11,7 +11,7 @@ One run of the whole loop, under the workspace lock:
    comment on its still-open PR naming the landing commit(s);
 4. commit what changed under ``patchsets/`` as ONE commit listing each
    patchset's result, and with ``--push`` push it (never forced);
-5. update the dashboard issue (:mod:`contrib.dashboard`).
+5. update the dashboard issue (:mod:`contrib.autopilot.dashboard`).
 
 Every step is idempotent, so a run killed anywhere is finished by the next
 one: a version without validation is validated, a PR behind its version is
@@ -36,20 +36,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from contrib import autopilot_pr, conflict, dashboard
-from contrib.autopilot_state import Need, Outcome, Run, validation_view
+from contrib.autopilot import dashboard
+from contrib.autopilot import pr as autopilot_pr
+from contrib.autopilot.state import Need, Outcome, Run, validation_view
+from contrib.carry import conflict
+from contrib.carry.engine import CONFLICT, ERROR, UPSTREAMED
 from contrib.commands.sync import carry
 from contrib.commands.validate import validate
 from contrib.credentials import find_token
 from contrib.errors import ContribError, UsageError
-from contrib.forge import ForgeFactory
-from contrib.mirror import Mirror
-from contrib.patchset import STATE_DIR, Patchset, Workspace
-from contrib.rebase import CONFLICT, ERROR, UPSTREAMED
+from contrib.forge.api import ForgeFactory
+from contrib.git.cache import Mirror
+from contrib.git.wsrepo import WorkspaceRepo
 from contrib.record import version_standing
 from contrib.secrets import register_secret, scrub
 from contrib.ui import UI
-from contrib.wsrepo import WorkspaceRepo
+from contrib.workspace.model import STATE_DIR, Patchset, Workspace
 
 WORKSPACE_TOKEN = "CONTRIB_WORKSPACE_TOKEN"
 
@@ -281,7 +283,7 @@ def _show(ui: UI, outcomes: list[Outcome], run: Run, code: int) -> None:
 
 def check_gpu_labels(labels: list[str]) -> list[str]:
     """--gpu-missing values: runner labels as the workflow names them."""
-    from contrib.workflow import LABEL_RE
+    from contrib.autopilot.workflow import LABEL_RE
 
     for label in labels:
         if not LABEL_RE.match(label):

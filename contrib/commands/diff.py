@@ -8,12 +8,12 @@ Versions are named by a sha (a unique prefix of 4+ hex digits) or ``current``.
 
 from __future__ import annotations
 
+from contrib.carry.rangediff import between, build
+from contrib.carry.versions import chronological, find_version
 from contrib.errors import UsageError
-from contrib.mirror import Mirror
-from contrib.patchset import Patchset, Version, Workspace
-from contrib.rangediff import between, build
+from contrib.git.cache import Mirror
 from contrib.ui import UI
-from contrib.versions import chronological, find_version
+from contrib.workspace.model import Patchset, Version, Workspace
 
 
 def diff(ws: Workspace, ui: UI, target: str, old: str | None, new: str | None) -> int:

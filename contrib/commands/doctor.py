@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contrib.errors import ContribError, GitError, GitTimeout
-from contrib.git import run_git
+from contrib.git.repo import run_git
 from contrib.ui import UI
 
 if TYPE_CHECKING:
-    from contrib.config import Config
-    from contrib.forge import Forge, ForgeFactory
-    from contrib.patchset import Workspace
+    from contrib.forge.api import Forge, ForgeFactory
+    from contrib.workspace.config import Config
+    from contrib.workspace.model import Workspace
 
 OK, FAIL, SKIP = "ok", "FAIL", "skip"
 MIN_GIT = (2, 32)  # `git apply --3way` tries the 3-way merge first from 2.32 on
@@ -160,7 +160,7 @@ def _wanted_capabilities(ws: Workspace | None) -> set[str]:
 def check_token(config: Config, factory: ForgeFactory | None) -> Iterator[Check]:
     """The token: present, accepted by GET /user, its scopes, push access to each fork."""
     from contrib.credentials import find_token
-    from contrib.forge import connect
+    from contrib.forge.api import connect
 
     token = find_token(config.github_api_url)
     if token is None:
@@ -231,7 +231,7 @@ def check_reachable(name: str, url: str, branch: str) -> Check:
 
 def check_caches(config: Config) -> Iterator[Check]:
     """Each cached upstream: ``git fsck --connectivity-only`` and its size."""
-    from contrib.mirror import cache_path
+    from contrib.git.cache import cache_path
 
     for upstream in config.upstreams.values():
         path = cache_path(upstream)
@@ -273,7 +273,7 @@ def _files(path: Path) -> Iterator[os.DirEntry[str]]:
 
 def check_conflicts(ws: Workspace) -> Iterator[Check]:
     """Conflicts `contrib sync` left to resolve."""
-    from contrib import conflict
+    from contrib.carry import conflict
 
     pending = conflict.load_state(ws.state_dir)
     if not pending:
@@ -292,7 +292,7 @@ _EDIT_STATES = {
 
 def check_edits(ws: Workspace) -> Iterator[Check]:
     """Patchsets opened with `contrib edit` whose branch was not taken back by `refresh`."""
-    from contrib.edits import EditState, open_edits
+    from contrib.carry.edits import EditState, open_edits
 
     waiting = [(edit, state) for edit, state in open_edits(ws)
                if state is not EditState.REFRESHED]
@@ -304,7 +304,7 @@ def check_edits(ws: Workspace) -> Iterator[Check]:
 
 
 def _edit_fix(target: str, state: object) -> str:
-    from contrib.edits import EditState
+    from contrib.carry.edits import EditState
 
     if state is EditState.CHANGED:
         return f"`contrib refresh {target}` takes the new commits as a version"

@@ -13,16 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contrib import edits, worktree
+from contrib.carry import edits
+from contrib.carry.edits import Edit, Mode
+from contrib.carry.rangediff import Built, build
 from contrib.clock import now_iso
-from contrib.edits import Edit, Mode
 from contrib.errors import GitError, UsageError
-from contrib.git import Git, Sha
-from contrib.mirror import Mirror
-from contrib.patchset import Patchset, Workspace
-from contrib.rangediff import Built, build
-from contrib.txn import check_inside
+from contrib.git import worktree
+from contrib.git.cache import Mirror
+from contrib.git.repo import Git, Sha
 from contrib.ui import UI
+from contrib.workspace.model import Patchset, Workspace
+from contrib.workspace.txn import check_inside
 
 
 def edit(ws: Workspace, ui: UI, target: str, *, path: Path | None, repo: Path | None,

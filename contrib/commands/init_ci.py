@@ -1,7 +1,7 @@
 """``contrib init-ci [--gpu-runner LABEL=ARCH ...] [--force]``: write the Actions workflow.
 
 Writes ``.github/workflows/contrib.yml`` in the workspace's repository root
-(atomically), rendered by :mod:`contrib.workflow`.  A file already there is
+(atomically), rendered by :mod:`contrib.autopilot.workflow`.  A file already there is
 replaced only when init-ci wrote it and nobody edited it since (its first
 line carries a digest of the rest), or with ``--force``.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from contrib.arch import parse_arch
+from contrib.autopilot.workflow import WORKFLOW_PATH, GpuRunner, Options, render, written_by_us
 from contrib.errors import ContribError, NeedsAttention, UsageError
-from contrib.git import Git
-from contrib.patchset import Workspace
+from contrib.git.repo import Git
 from contrib.ui import UI
-from contrib.workflow import WORKFLOW_PATH, GpuRunner, Options, render, written_by_us
+from contrib.workspace.model import Workspace
 
 
 def init_ci(ws: Workspace, ui: UI, *, gpu_runners: list[str], force: bool,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from contrib.carry.versions import Event, How, chronological, read_history
 from contrib.errors import ContribError
-from contrib.mirror import Mirror
-from contrib.patchset import Patchset, Version, Workspace
+from contrib.git.cache import Mirror
 from contrib.record import standing_dict, version_standing
 from contrib.ui import UI
-from contrib.versions import Event, How, chronological, read_history
+from contrib.workspace.model import Patchset, Version, Workspace
 
 
 def log(ws: Workspace, ui: UI, target: str) -> int:

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import tomlkit
 
-from contrib import ranges
 from contrib.arch import parse_arch
+from contrib.carry import ranges
+from contrib.carry.series import MailPatch, apply_series, export_series, split_mail
+from contrib.carry.versions import Event, How, add_event, stage_version
 from contrib.clock import now_iso
 from contrib.errors import PatchError, UsageError
-from contrib.git import Git, Sha
-from contrib.meta import UpstreamStatus
-from contrib.mirror import Mirror
-from contrib.patchset import META_NAME, Workspace, check_name
-from contrib.series import MailPatch, apply_series, export_series, split_mail
+from contrib.git.cache import Mirror
+from contrib.git.repo import Git, Sha
 from contrib.ui import UI
-from contrib.versions import Event, How, add_event, stage_version
+from contrib.workspace.model import META_NAME, Workspace, check_name
+from contrib.workspace.schema import UpstreamStatus
 
 
 def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str | None, *,

@@ -16,7 +16,7 @@ then create or update one draft PR on the upstream.  The rules:
   reopens), merged -> the patchset is ``Accepted``.
 
 ``--dry-run`` runs the same steps with the recording forge
-(:mod:`contrib.recording`) and without pushing or writing: the calls it
+(:mod:`contrib.forge.recording`) and without pushing or writing: the calls it
 records are what it prints, so the dry run cannot drift from the real run.
 """
 
@@ -28,11 +28,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from contrib.arch import parse_arch
+from contrib.carry.rangediff import range_diff
+from contrib.carry.series import apply_series, split_mail
+from contrib.carry.versions import Event, How, add_event
 from contrib.clock import now_iso
-from contrib.config import Upstream
 from contrib.credentials import find_token, push_env, require_token
 from contrib.errors import ConfigError, ContribError, GitError, NeedsAttention
-from contrib.forge import (
+from contrib.forge.api import (
     Forge,
     ForgeFactory,
     ForgeUnavailable,
@@ -41,21 +43,19 @@ from contrib.forge import (
     RecordedCall,
     connect,
 )
-from contrib.git import Git, Sha
-from contrib.gitproc import ProgressFn
-from contrib.meta import PrRecord, UpstreamStatus
-from contrib.mirror import Mirror
-from contrib.patchset import Patchset, Version, Workspace
-from contrib.pr_body import BodyInput, CommitLine, render_body, render_title
-from contrib.rangediff import range_diff
+from contrib.forge.recording import RecordingForge
+from contrib.git.cache import Mirror
+from contrib.git.process import ProgressFn
+from contrib.git.repo import Git, Sha
+from contrib.pr.body import BodyInput, CommitLine, render_body, render_title
 from contrib.record import Standing, Verdict, version_standing
-from contrib.recording import RecordingForge
-from contrib.requires import requirements
 from contrib.secrets import scrub
-from contrib.series import apply_series, split_mail
-from contrib.txn import utf8
 from contrib.ui import UI
-from contrib.versions import Event, How, add_event
+from contrib.validate.requires import requirements
+from contrib.workspace.config import Upstream
+from contrib.workspace.model import Patchset, Version, Workspace
+from contrib.workspace.schema import PrRecord, UpstreamStatus
+from contrib.workspace.txn import utf8
 
 BRANCH_PREFIX = "contrib/"
 

@@ -22,18 +22,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contrib import edits, ranges, worktree
+from contrib.carry import edits, ranges
+from contrib.carry.edits import Edit, Mode
+from contrib.carry.rangediff import build, range_diff
+from contrib.carry.ranges import Range
+from contrib.carry.series import export_series
+from contrib.carry.versions import Event, How, same_version, superseded_path, write_version
 from contrib.clock import now_iso
-from contrib.edits import Edit, Mode
 from contrib.errors import ContribError, GitError, UsageError
-from contrib.git import Git, Sha
-from contrib.mirror import Mirror
-from contrib.patchset import Patchset, Workspace
-from contrib.rangediff import build, range_diff
-from contrib.ranges import Range
-from contrib.series import export_series
+from contrib.git import worktree
+from contrib.git.cache import Mirror
+from contrib.git.repo import Git, Sha
 from contrib.ui import UI
-from contrib.versions import Event, How, same_version, superseded_path, write_version
+from contrib.workspace.model import Patchset, Workspace
 
 UNCHANGED, REPLACED, REBASED = "unchanged", "replaced", "rebased"
 

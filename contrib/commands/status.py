@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contrib.errors import ContribError, UpstreamUnreachable
-from contrib.forge import ForgeFactory
-from contrib.git import Sha
-from contrib.mirror import Mirror
-from contrib.patchset import Patchset, Workspace
-from contrib.pr_status import add_live_prs, pr_cells
+from contrib.forge.api import ForgeFactory
+from contrib.git.cache import Mirror
+from contrib.git.repo import Sha
+from contrib.pr.status import add_live_prs, pr_cells
 from contrib.record import standing_dict, version_standing
 from contrib.ui import UI
+from contrib.workspace.model import Patchset, Workspace
 
 
 def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,

@@ -17,15 +17,9 @@ from typing import Any
 
 import tomlkit
 
-from contrib import conflict, quick
-from contrib.clock import now_iso
-from contrib.commands.sync_report import Report, show
-from contrib.errors import ContribError, NeedsAttention, UsageError
-from contrib.git import Git, Sha
-from contrib.meta import Landed, SyncDetails, SyncRecord, SyncResult, UpstreamStatus, read_meta
-from contrib.mirror import Mirror
-from contrib.patchset import Patchset, Workspace, parse_target
-from contrib.rebase import (
+from contrib import quick
+from contrib.carry import conflict
+from contrib.carry.engine import (
     ERROR,
     MOVED,
     PARTIAL,
@@ -39,9 +33,23 @@ from contrib.rebase import (
     load_patches,
     plan_sync,
 )
-from contrib.series import MailPatch, apply_series, export_series
+from contrib.carry.report import Report, show
+from contrib.carry.series import MailPatch, apply_series, export_series
+from contrib.carry.versions import Event, Files, How, add_event, write_version
+from contrib.clock import now_iso
+from contrib.errors import ContribError, NeedsAttention, UsageError
+from contrib.git.cache import Mirror
+from contrib.git.repo import Git, Sha
 from contrib.ui import UI, Task
-from contrib.versions import Event, Files, How, add_event, write_version
+from contrib.workspace.model import Patchset, Workspace, parse_target
+from contrib.workspace.schema import (
+    Landed,
+    SyncDetails,
+    SyncRecord,
+    SyncResult,
+    UpstreamStatus,
+    read_meta,
+)
 
 CONFLICT = SyncResult.CONFLICT
 # A patch that makes or changes a symlink (its mode line, or its index line's mode).

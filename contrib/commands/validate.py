@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from contrib.arch import Arch, parse_arch
+from contrib.carry.engine import load_patches
+from contrib.carry.series import EXPORT_ENV, apply_series
 from contrib.errors import ConfigError, ContribError, PatchError, UsageError
-from contrib.git import Git
-from contrib.mirror import Mirror
-from contrib.patchset import Patchset, Workspace
-from contrib.rebase import load_patches
+from contrib.git.cache import Mirror
+from contrib.git.repo import Git
 from contrib.record import (
     ArchVerdict,
     Record,
@@ -43,8 +43,6 @@ from contrib.record import (
     run_dict,
     version_digest,
 )
-from contrib.series import EXPORT_ENV, apply_series
-from contrib.txn import atomic_write
 from contrib.ui import UI, StepFn
 from contrib.validate.gputests import split_runs
 from contrib.validate.report import (
@@ -57,6 +55,8 @@ from contrib.validate.report import (
 from contrib.validate.settings import Settings
 from contrib.validate.stages import Inputs, run_pipeline
 from contrib.validate.tree import GitTree
+from contrib.workspace.model import Patchset, Workspace
+from contrib.workspace.txn import atomic_write
 
 
 def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,

@@ -125,7 +125,7 @@ class OldFormat(ConfigError):
 def _header(doc: _Json) -> tuple[str, str, str, str]:
     doc.obj()
     _schema(doc)
-    from contrib.config import NAME_RE
+    from contrib.workspace.config import NAME_RE
 
     names = tuple(doc.key(k).text(NAME_RE) for k in ("upstream", "patchset"))
     return names[0], names[1], doc.key("base").text(_SHA), doc.key("digest").text(_DIGEST)

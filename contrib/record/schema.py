@@ -17,8 +17,8 @@ from contrib.secrets import scrub
 from contrib.validate import Finding
 
 if TYPE_CHECKING:
-    from contrib.patchset import Version
     from contrib.validate.settings import Settings
+    from contrib.workspace.model import Version
 
 SCHEMA = 2
 _SHA = re.compile(r"^[0-9a-f]{40}$")

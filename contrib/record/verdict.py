@@ -15,7 +15,7 @@ from contrib.record.reader import OldFormat, read_record
 from contrib.record.schema import _RERUN, Record, Run, StageStatus, Verdict, version_digest
 
 if TYPE_CHECKING:
-    from contrib.patchset import Version
+    from contrib.workspace.model import Version
 
 
 

@@ -43,7 +43,7 @@ class Job:
 
 def cache_dir() -> Path:
     """``<contrib cache>/ptx``."""
-    from contrib.mirror import cache_root
+    from contrib.git.cache import cache_root
 
     return cache_root() / "ptx"
 

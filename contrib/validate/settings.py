@@ -102,7 +102,7 @@ class _Reader:
         self.table, self.where, self.text = table, where, text
 
     def at(self, key: str) -> str:
-        from contrib.config import line_of
+        from contrib.workspace.config import line_of
 
         line = line_of(self.text, "validation", key) if self.text else 0
         return f"{self.where}:{line}" if line else self.where

@@ -44,7 +44,7 @@ from contrib.validate.testsel import FileChange, Gpu
 from contrib.validate.tree import SourceTree
 
 if TYPE_CHECKING:
-    from contrib.patchset import Patchset, Workspace
+    from contrib.workspace.model import Patchset, Workspace
 
 __all__ = ["STAGES", "ORDER", "Context", "Inputs", "Settings", "StageDef", "run_pipeline"]
 
@@ -327,7 +327,7 @@ def stage_tests(ctx: Context) -> StageResult:
 
 def stage_requires(ctx: Context) -> StageResult:
     """Every ``[[requires]]`` of the patchset holds against the patched tree and the caches."""
-    from contrib.requires import check, requirements
+    from contrib.validate.requires import check, requirements
 
     ws, ps = ctx.inputs.workspace, ctx.inputs.patchset
     if ws is None or ps is None or not requirements(ps):

@@ -30,7 +30,7 @@ class SourceTree(Protocol):
 
 
 class BlobReader(Protocol):
-    """The two calls GitTree needs; ``contrib.git.Git`` provides them."""
+    """The two calls GitTree needs; ``contrib.git.repo.Git`` provides them."""
 
     def read_blob(self, rev: str, path: str) -> bytes | None: ...
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from contrib.github import GitHubForge
-from contrib.patchset import Workspace
+from contrib.forge.github import GitHubForge
 from contrib.record import version_standing
+from contrib.workspace.model import Workspace
 from tests.autopilot_scene import FORK, UPSTREAM, WSREPO, Scene
 from tests.fake_github import FakeGitHub
 from tests.gitutil import Repo, git

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from contrib.patchset import Workspace as Ws
+from contrib.workspace.model import Workspace as Ws
 from tests.conftest import Workspace
 from tests.gitutil import Repo, git
 from tests.recordutil import PASSING, run_of, write_bound

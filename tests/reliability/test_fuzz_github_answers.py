@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contrib import github_shapes as shapes
-from contrib.forge import MalformedAnswer
+from contrib.forge import shapes
+from contrib.forge.api import MalformedAnswer
 from tests.reliability.conftest import FIGURES
 
 FUZZ = settings(max_examples=100, deadline=None)

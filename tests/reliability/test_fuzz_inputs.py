@@ -14,11 +14,11 @@ import tomlkit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contrib.config import load_config
+from contrib.carry.series import parse_hunks, split_mail
 from contrib.errors import ConfigError, ContribError
-from contrib.git import Git
-from contrib.meta import SyncResult, read_meta
-from contrib.series import parse_hunks, split_mail
+from contrib.git.repo import Git
+from contrib.workspace.config import load_config
+from contrib.workspace.schema import SyncResult, read_meta
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo
 from tests.reliability.conftest import FIGURES

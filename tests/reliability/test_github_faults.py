@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from contrib.patchset import Workspace
+from contrib.workspace.model import Workspace
 from tests.fake_github import FakeGitHub, Fault
 from tests.gitutil import Repo
 from tests.reliability.conftest import FIGURES, PLANTED

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from contrib.patchset import Workspace as ContribWorkspace
 from contrib.record import record_json
+from contrib.workspace.model import Workspace as ContribWorkspace
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo
 from tests.recordutil import PASSING, bound_record, run_of

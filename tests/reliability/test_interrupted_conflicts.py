@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-import contrib.conflict
-import contrib.worktree
+import contrib.carry.conflict
+import contrib.git.worktree
 from tests.conftest import SAMPLE, Workspace, run_contrib
 from tests.gitutil import Repo
 from tests.histories import Change, fast_import, filler
@@ -77,14 +77,14 @@ def test_continue_recreates_a_missing_or_half_made_worktree(
     if damage == "worktree deleted":
         shutil.rmtree(worktree)
     else:  # killed inside prepare(): the marker says the worktree is not whole
-        (worktree.parent / contrib.worktree.PREPARING).write_text("x\n")
+        (worktree.parent / contrib.git.worktree.PREPARING).write_text("x\n")
         (worktree / "pkg/core.py").write_text(BOTH_BROKEN)  # patch not applied yet
     code, res = _sync(workspace, "--continue")
     assert code == 1 and res["result"] == "conflict", res
     assert "was missing or half-made" in res["notes"][0]
     assert res["conflict"]["patch"].startswith("0001-")
     assert "<<<<<<<" in (worktree / "pkg/core.py").read_text()
-    assert not (worktree.parent / contrib.worktree.PREPARING).exists()
+    assert not (worktree.parent / contrib.git.worktree.PREPARING).exists()
     _finish_both(workspace, worktree)
     FIGURES["faults survived: conflict worktree missing/half-made after a kill"] += 1
 
@@ -99,17 +99,17 @@ def test_kill_between_recording_and_remaking_the_next_conflict(
     worktree = _two_patch_conflict(workspace, upstream, tmp_path)
     _resolve(worktree, "return 3 + 0", "return 33 + 0")
     name = "prepare" if when.startswith("before") else "_fill"
-    real = getattr(contrib.conflict, name)
+    real = getattr(contrib.carry.conflict, name)
 
     def killed(*args: object, **kw: object) -> list[str]:
         if name == "_fill":
             real(*args, **kw)
         raise SystemExit(137)  # stands in for SIGKILL: nothing after this runs
 
-    monkeypatch.setattr(contrib.conflict, name, killed)
+    monkeypatch.setattr(contrib.carry.conflict, name, killed)
     with pytest.raises(SystemExit):
         run_contrib("sync", "--continue", cwd=workspace.root)
-    monkeypatch.setattr(contrib.conflict, name, real)
+    monkeypatch.setattr(contrib.carry.conflict, name, real)
     code, res = _sync(workspace, "--continue")
     assert code == 1 and res["conflict"]["patch"].startswith("0002-"), res
     assert "was missing or half-made" in res["notes"][0]
@@ -145,17 +145,17 @@ def test_kill_after_recording_before_cleaning_up(workspace: Workspace, upstream:
     worktree = Path(res["conflict"]["worktree"])
     _resolve(worktree, "return 3 + 0", "return 33 + 0")
 
-    def killed(git: object, pending: contrib.conflict.Pending) -> None:
+    def killed(git: object, pending: contrib.carry.conflict.Pending) -> None:
         if when.startswith("halfway"):
             (pending.worktree / ".git").unlink()
             (pending.worktree / "pkg" / "core.py").unlink()
         raise SystemExit(137)  # stands in for SIGKILL
 
-    real = contrib.conflict.remove
-    monkeypatch.setattr(contrib.conflict, "remove", killed)
+    real = contrib.carry.conflict.remove
+    monkeypatch.setattr(contrib.carry.conflict, "remove", killed)
     with pytest.raises(SystemExit):
         run_contrib("sync", "--continue", cwd=workspace.root)
-    monkeypatch.setattr(contrib.conflict, "remove", real)
+    monkeypatch.setattr(contrib.carry.conflict, "remove", real)
     recorded = (workspace.root / "patchsets/proj/f3/patchset.toml").read_bytes()
     code, res = _sync(workspace, "--continue")
     assert code == 0 and res["result"] == "unchanged", res

@@ -1,6 +1,6 @@
 """Test helpers around the mini upstream that ``contrib demo`` also uses.
 
-The tree itself lives in :mod:`contrib.demo_upstream`; this module adds the
+The tree itself lives in :mod:`contrib.demo.upstream`; this module adds the
 git plumbing the tests need (fixed identity and dates).
 """
 
@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from contrib.demo_upstream import (
+from contrib.demo.upstream import (
     GATE_FILE,
     HEADER,
     NEW_GATE,

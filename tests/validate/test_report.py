@@ -7,7 +7,6 @@ from contrib import __version__
 from contrib.arch import parse_arch
 from contrib.record import Record, record_json
 from contrib.secrets import forget_secrets, register_secret
-from contrib.txn import atomic_write
 from contrib.validate import Finding
 from contrib.validate.report import (
     StageResult,
@@ -17,6 +16,7 @@ from contrib.validate.report import (
     render_table,
 )
 from contrib.validate.testsel import Gpu
+from contrib.workspace.txn import atomic_write
 
 
 def _validation() -> Validation:
@@ -110,7 +110,7 @@ def test_render_table_and_scrubbing(tmp_path):
 
 
 def test_validation_json_is_written_atomically(tmp_path):
-    # validate writes validation.json through the one atomic writer (contrib.txn).
+    # validate writes validation.json through the one atomic writer (contrib.workspace.txn).
     target = tmp_path / "v" / "validation.json"
     atomic_write(target, "{}\n")
     atomic_write(target, '{"a": 1}\n')

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contrib.git import Git
+from contrib.git.repo import Git
 from contrib.validate.tree import DictTree, FsTree, GitTree, materialize
 from tests.validate import miniupstream as mu
 

@@ -1,0 +1,93 @@
+"""What ``contrib sync`` reports: one :class:`Report` per patchset, as a table or JSON.
+
+:mod:`contrib.quick` prints the same for patchsets already on their tip without
+loading this module; tests/test_quick.py compares the two byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from contrib.carry.engine import Landing
+from contrib.quick import COLUMNS
+from contrib.ui import UI
+from contrib.workspace.schema import SyncResult
+
+CONFLICT = SyncResult.CONFLICT
+
+
+@dataclass
+class Report:
+    """The outcome of one patchset, as shown in the table and in --json."""
+
+    patchset: str
+    result: SyncResult
+    base: str
+    target: str | None = None
+    version: str | None = None
+    commits: int = 0
+    probes: int = 0
+    patches: list[str] = field(default_factory=list)
+    upstreamed: list[dict[str, Any]] = field(default_factory=list)
+    conflict: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    changed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "changed"}
+
+
+def show(ui: UI, reports: list[Report], committed: str | None) -> None:
+    rows = [[r.patchset, r.result, r.base[:10], (r.version or r.target or "")[:10],
+             r.commits or "", r.probes or "", _detail(r)] for r in reports]
+    ui.table("sync", COLUMNS, rows)
+    for r in reports:
+        for note in r.notes:
+            ui.info(f"{r.patchset}: {note}")
+        _show_landed(ui, r)
+        if r.conflict and r.conflict.get("commit", {}).get("subject"):
+            _show_conflict(ui, r)
+        if r.error:
+            ui.info(f"{r.patchset}: error: {r.error}")
+    if committed:
+        ui.info(f"committed {committed[:12]}")
+    ui.emit({"results": [r.as_dict() for r in reports], "commit": committed})
+
+
+def _detail(r: Report) -> str:
+    """One short cell; the long story is printed under the table."""
+    if r.result == CONFLICT and r.conflict:
+        sha = r.conflict["commit"]["sha"][:10]
+        return f"{r.conflict['patch']} breaks at {sha} ({r.conflict['reason']})"
+    if r.upstreamed:
+        shas = sorted({u["commit"]["sha"][:10] for u in r.upstreamed if u["commit"]})
+        where = f" in {', '.join(shas)}" if shas else ""
+        kept = f"; {len(r.patches)} kept" if r.patches else ""
+        return f"{len(r.upstreamed)} landed{where}{kept}"
+    if r.error:
+        return r.error.splitlines()[0]
+    return f"{len(r.patches)} patch(es)" if r.patches else ""
+
+
+def _show_landed(ui: UI, r: Report) -> None:
+    for u in r.upstreamed:
+        where = (f"landed in {Landing(**u['commit']).short()}" if u["commit"] else
+                 f"already in {(r.target or '')[:10]} (no shared history to bisect)")
+        ui.info(f"{r.patchset}: {u['patch']} is upstream: {where}")
+
+
+def _show_conflict(ui: UI, r: Report) -> None:
+    c = r.conflict
+    assert c is not None
+    commit = c["commit"]
+    ui.info(f"{r.patchset}: {c['patch']} first breaks at upstream commit {commit['sha'][:12]} "
+            f"{commit['subject']!r}" + (f" (PR #{commit['pr']})" if commit.get("pr") else ""))
+    ui.info(f"  by {commit['author']} on {commit['date']}; found with {r.probes} apply probe(s)"
+            f" over {r.commits} commit(s)")
+    ui.info(f"  {c['reason']} in: {', '.join(c['files']) or '?'}")
+    for hunk in c.get("hunks", []):
+        ui.info(f"    {hunk}")
+    ui.info(f"  resolve in {c['worktree']} (upstream's change: {c['breaking_diff']}),")
+    ui.info(f"  then `contrib sync --continue {r.patchset}`, or `--abort` to drop it")

@@ -1,0 +1,184 @@
+"""``contrib demo [DIR]``: the whole loop, offline, on a generated mini upstream.
+
+The upstream is our own small imitation of the seed story (a JIT gate that
+lists CUDA sources, a header whose kernels are guarded ``< 1200``).  The demo
+runs ``new`` -> upstream moves -> ``sync`` -> ``validate`` (the one-line gate
+patch FAILS, naming the guard) -> the whole fix -> ``validate`` (every required
+stage passes; ``incomplete`` where no GPU runs the tests) -> ``open-pr --dry-run``,
+narrating each step.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from contrib.demo import upstream as mini
+from contrib.errors import ContribError, UsageError
+from contrib.git.repo import Git
+from contrib.ui import UI
+
+UPSTREAM = "minifer"
+AUTHOR = {"GIT_AUTHOR_NAME": "Upstream Dev", "GIT_AUTHOR_EMAIL": "dev@upstream.invalid",
+          "GIT_COMMITTER_NAME": "Upstream Dev", "GIT_COMMITTER_EMAIL": "dev@upstream.invalid"}
+PATCHER = {"GIT_AUTHOR_NAME": "SM120 Carrier", "GIT_AUTHOR_EMAIL": "carrier@example.invalid",
+           "GIT_COMMITTER_NAME": "SM120 Carrier", "GIT_COMMITTER_EMAIL": "carrier@example.invalid"}
+
+
+class _Repo:
+    """A throwaway non-bare repository with a deterministic clock."""
+
+    def __init__(self, git: Git, who: Mapping[str, str]) -> None:
+        self.git = git
+        self.who = dict(who)
+        self.tick = 0
+
+    def commit(self, message: str, files: Mapping[str, str]) -> str:
+        for rel, text in files.items():
+            path = self.git.path / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        self.tick += 1
+        date = f"{1_767_225_600 + self.tick * 3600} +0000"
+        env = self.who | {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+        self.git.run("add", "-A")
+        self.git.run("commit", "-q", "-m", message, env=env)
+        return self.git.rev_parse("HEAD")
+
+    def read(self, rel: str) -> str:
+        return (self.git.path / rel).read_text(encoding="utf-8")
+
+
+def demo(directory: Path | None, ui: UI) -> int:
+    """Build the demo world in ``directory`` and tell the story; 0 when it went as told."""
+    root = _prepare(directory)
+    # The demo keeps its upstream cache inside its own folder: nothing outside it is touched.
+    saved = os.environ.get("CONTRIB_CACHE")
+    os.environ["CONTRIB_CACHE"] = str(root / "cache")
+    try:
+        return _story(root, ui)
+    finally:
+        if saved is None:
+            os.environ.pop("CONTRIB_CACHE", None)
+        else:
+            os.environ["CONTRIB_CACHE"] = saved
+
+
+def _story(root: Path, ui: UI) -> int:
+    ui.info(f"contrib demo in {root}\n")
+    upstream = _Repo(Git.init(root / "upstream"), AUTHOR)
+    upstream.git.run("symbolic-ref", "HEAD", "refs/heads/main")
+    upstream.commit("Initial import of minifer", mini.files("base"))
+    upstream.commit("docs: describe the comm module",
+                    {"docs/comm.md": "# comm\nAllreduce kernels for SM90/SM100.\n"})
+    ws = _workspace(root)
+
+    _say(ui, 1, "A user writes the story's one-line gate fix and records it as a patchset")
+    gate_only = _patches(root, "gate-only", [("jit: admit SM120 in the trtllm comm gate",
+                                              {mini.GATE_FILE: _gate(upstream)})])
+    _run(ui, ws, "new", UPSTREAM, "sm120-gate-only", "--base", "main",
+         *_flags("--patch", gate_only), "--title", "Admit SM120 in the trtllm comm gate")
+
+    _say(ui, 2, "Upstream moves on: 30 commits, some shifting the gate function down")
+    for number in range(30):
+        comm = upstream.read(mini.GATE_FILE)
+        if number % 10 == 0:
+            comm = comm.replace("\n\ndef gen_comm_alltoall_module",
+                                f"\n\nCOMM_REVISION_{number} = {number}\n\n\n"
+                                "def gen_comm_alltoall_module", 1)
+        upstream.commit(f"upstream change {number} (#{1000 + number})",
+                        {mini.GATE_FILE: comm, f"docs/notes/{number}.md": f"note {number}\n"})
+    _run(ui, ws, "status")
+
+    _say(ui, 3, "contrib sync carries the patch onto the new tip (3-way, no fuzz)")
+    _run(ui, ws, "sync", f"{UPSTREAM}/sm120-gate-only")
+
+    _say(ui, 4, "contrib validate: the gate now admits SM120, but the kernels are guarded")
+    code = _run(ui, ws, "validate", f"{UPSTREAM}/sm120-gate-only", "--arch", "sm_120a",
+                expect=(1,))
+    ui.info("=> the one-line patch builds, yet the lamport kernel would be EMPTY on SM120.\n")
+
+    _say(ui, 5, "The whole fix: widen the gate AND drop the `__CUDA_ARCH__ < 1200` guards")
+    tip = upstream.git.rev_parse("HEAD")
+    header = upstream.read(mini.HEADER).replace(mini.OLD_GUARD, mini.NEW_GUARD)
+    whole = _patches(root, "whole-fix", [
+        ("jit: admit SM120 in the trtllm comm gate", {mini.GATE_FILE: _gate(upstream)}),
+        ("comm: compile the allreduce kernels for SM12x too", {mini.HEADER: header}),
+    ], base=tip)
+    _run(ui, ws, "new", UPSTREAM, "sm120-trtllm-comm", "--base", tip, *_flags("--patch", whole),
+         "--title", "Enable the trtllm allreduce kernels on SM120")
+
+    _say(ui, 6, "contrib validate on the whole fix")
+    code = _run(ui, ws, "validate", f"{UPSTREAM}/sm120-trtllm-comm", "--arch", "sm_120a")
+
+    _say(ui, 7, "contrib open-pr --dry-run: what would be pushed and posted")
+    _run(ui, ws, "open-pr", f"{UPSTREAM}/sm120-trtllm-comm", "--dry-run")
+    ui.info(f"\nDone. Explore it yourself: python3 -m contrib -C {ws} status --no-fetch")
+    return code
+
+
+def _prepare(directory: Path | None) -> Path:
+    if directory is None:
+        return Path(tempfile.mkdtemp(prefix="contrib-demo-"))
+    if directory.exists() and any(directory.iterdir()):
+        raise UsageError(f"{directory}: not empty; the demo only writes into a new or empty "
+                         "folder (nothing of yours is overwritten)")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory.resolve()
+
+
+def _workspace(root: Path) -> Path:
+    ws = root / "workspace"
+    ws.mkdir()
+    Git.init(root / "fork.git", bare=True)
+    (ws / "contrib.toml").write_text(
+        "# A demo workspace: the upstream is a local folder, the fork a local bare repo.\n"
+        "[github]\napi_url = \"http://127.0.0.1:9\"  # never contacted: the demo is a dry run\n\n"
+        f"[upstreams.{UPSTREAM}]\nurl = \"../upstream\"\nbranch = \"main\"\n"
+        f"github = \"example/{UPSTREAM}\"\nfork = \"demo-user/{UPSTREAM}\"\n"
+        f"push_url = \"{root / 'fork.git'}\"\n", encoding="utf-8")
+    (ws / ".gitignore").write_text(".contrib/\n", encoding="utf-8")
+    Git.init(ws)
+    return ws
+
+
+def _gate(upstream: _Repo) -> str:
+    return upstream.read(mini.GATE_FILE).replace(mini.OLD_GATE, mini.NEW_GATE)
+
+
+def _patches(root: Path, name: str, commits: list[tuple[str, Mapping[str, str]]],
+             base: str = "main") -> list[Path]:
+    """Commit ``commits`` in a scratch clone at ``base``; format-patch them."""
+    work = root / f"work-{name}"
+    Git(root / "upstream").run("worktree", "add", "-q", "--detach", str(work), base)
+    repo = _Repo(Git(work), PATCHER)
+    start = repo.git.rev_parse("HEAD")
+    for message, files in commits:
+        repo.commit(message, files)
+    out = root / "patches" / name
+    repo.git.run("format-patch", "-q", "-o", str(out), f"{start}..HEAD")
+    Git(root / "upstream").run("worktree", "remove", "--force", str(work))
+    return sorted(out.iterdir())
+
+
+def _flags(flag: str, paths: list[Path]) -> list[str]:
+    return [part for path in paths for part in (flag, str(path))]
+
+
+def _say(ui: UI, number: int, text: str) -> None:
+    ui.info(f"\n== {number}. {text}")
+
+
+def _run(ui: UI, ws: Path, *args: str, expect: tuple[int, ...] = (0,)) -> int:
+    from contrib.cli import main
+
+    ui.info(f"$ contrib {shlex.join(args)}")
+    code = main(["-C", str(ws), *args])
+    if code not in expect:
+        raise ContribError(f"demo step `contrib {shlex.join(args)}` exited {code}, expected "
+                           f"{' or '.join(map(str, expect))}; the demo folder is kept at "
+                           f"{ws.parent} for a look", exit_code=1)
+    return code

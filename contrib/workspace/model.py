@@ -1,0 +1,388 @@
+"""The workspace on disk: patchsets, their versions, the lock (layout: :mod:`contrib.workspace.layout`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit import TOMLDocument
+
+from contrib.environ import lock_timeout
+from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
+from contrib.validate import Waiver
+from contrib.workspace.config import (
+    CONFIG_NAME,
+    NAME_RULE,
+    Config,
+    load_config,
+    parse_toml_text,
+    valid_name,
+)
+from contrib.workspace.layout import META_NAME as META_NAME
+from contrib.workspace.layout import SERIES_NAME as SERIES_NAME
+from contrib.workspace.layout import STATE_DIR as STATE_DIR
+from contrib.workspace.layout import find_root
+from contrib.workspace.lockfile import FileLock, LockTimeout, note_holder
+from contrib.workspace.schema import (
+    SHA_RE,
+    Meta,
+    PrRecord,
+    Requirement,
+    SyncRecord,
+    UpstreamStatus,
+    read_meta,
+)
+from contrib.workspace.txn import Transaction, atomic_write, cannot_write, check_inside, recover
+
+VALIDATION_NAME = "validation.json"
+NO_PATCHSETS = "no patchsets yet: create one with `contrib new`"
+
+
+@dataclass
+class Version:
+    """One version of a patchset: its series, made against one upstream commit."""
+
+    patchset: Patchset
+    base: str
+
+    @property
+    def dir(self) -> Path:
+        return self.patchset.dir / self.base
+
+    @property
+    def validation_path(self) -> Path:
+        return self.dir / VALIDATION_NAME
+
+    def series(self) -> list[str]:
+        """Patch file names in order; PatchError naming file:line on any problem."""
+        path = self.dir / SERIES_NAME
+        text = read_user_text(path, PatchError, "a version directory needs a series file "
+                              "listing its patches in order")
+        names: list[str] = []
+        for number, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            where = f"{path}:{number}"
+            if " " in line or "/" in line or "\\" in line or line in (".", ".."):
+                raise PatchError(f"{where}: {line!r} is not a plain patch file name "
+                                 "(one file name a line, no options or folders)")
+            if line in names:
+                raise PatchError(f"{where}: {line!r} is listed twice")
+            if (self.dir / line).is_symlink():
+                raise PatchError(f"{where}: {line!r} is a symlink; a version holds its patch "
+                                 "files themselves (replace the link with the file)")
+            if not (self.dir / line).is_file():
+                raise PatchError(f"{where}: names {line!r}, which is not in {self.dir}")
+            names.append(line)
+        if not names:
+            raise PatchError(f"{path}: empty series; list at least one patch file")
+        return names
+
+    def patch_paths(self) -> list[Path]:
+        return [self.dir / name for name in self.series()]
+
+    def patch_texts(self) -> list[tuple[str, bytes]]:
+        """(file name, raw bytes) of each patch in series order."""
+        return [(p.name, p.read_bytes()) for p in self.patch_paths()]
+
+
+class Patchset:
+    """One intended upstream PR: metadata plus versions per upstream commit."""
+
+    def __init__(self, workspace: Workspace, upstream: str, name: str) -> None:
+        self.workspace = workspace
+        self.upstream = upstream
+        self.name = name
+        self.dir = workspace.root / "patchsets" / upstream / name
+        self.meta_path = self.dir / META_NAME
+        for folder in (self.dir.parent.parent, self.dir.parent, self.dir):
+            if folder.is_symlink():
+                raise ConfigError(f"{folder}: is a symlink; contrib reads and writes patchsets "
+                                  "only in real folders inside the workspace")
+        self.info: Meta  # the typed view of patchset.toml; setters keep it in step
+        self._text, self._data, self.info = self._load_meta()
+        self._meta: TOMLDocument | None = None
+
+    @property
+    def target(self) -> str:
+        return f"{self.upstream}/{self.name}"
+
+    @property
+    def meta(self) -> TOMLDocument:
+        """patchset.toml as a tomlkit document (comments and layout kept), to change and
+        write.  Parsed on first use: tomlkit takes ten times tomllib's time, and most
+        runs only read (``status`` of fifty patchsets, a no-op ``sync``; issue 12)."""
+        if self._meta is None:
+            self._meta = tomlkit.parse(self._text)
+        return self._meta
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """patchset.toml's raw values: the document once it is being changed, else as read
+        (prefer the typed properties)."""
+        return self._meta if self._meta is not None else self._data
+
+    def _load_meta(self) -> tuple[str, dict[str, Any], Meta]:
+        path = self.meta_path
+        text = read_user_text(path, ConfigError, "every patchset folder needs patchset.toml "
+                              "(create patchsets with `contrib new`)")
+        data = parse_toml_text(path, text)
+        info = read_meta(path, text, data)
+        folder = self.dir / info.current
+        if folder.is_symlink() or not folder.is_dir():
+            what = "is a symlink" if folder.is_symlink() else "does not exist"
+            raise ConfigError(f"{path}: current = {info.current} but {folder} {what}; "
+                              "point current at a version folder (a real folder)")
+        return text, data, info
+
+    # -- typed reads (the schema is contrib.workspace.schema) --------------------------------
+
+    @property
+    def current(self) -> Version:
+        return Version(self, self.info.current)
+
+    @property
+    def title(self) -> str:
+        return self.info.title
+
+    @property
+    def summary(self) -> str:
+        return self.info.summary
+
+    @property
+    def arch(self) -> str:
+        return self.info.arch
+
+    @property
+    def upstream_status(self) -> UpstreamStatus:
+        return self.info.upstream_status
+
+    @property
+    def sync(self) -> SyncRecord | None:
+        """The ``[sync]`` record of the last sync, if any."""
+        return self.info.sync
+
+    @property
+    def pr(self) -> PrRecord | None:
+        """The ``[pr]`` record open-pr keeps, if any."""
+        return self.info.pr
+
+    @property
+    def requires(self) -> tuple[Requirement, ...]:
+        return self.info.requires
+
+    @property
+    def waivers(self) -> tuple[Waiver, ...]:
+        """``[[waivers]]``: findings the author has explained, each with its reason."""
+        return self.info.waivers
+
+    # -- typed writes: the document keeps the user's comments and layout --------
+
+    def set_current(self, base: str) -> None:
+        self.meta["current"] = base
+        self.info = replace(self.info, current=base)
+
+    def set_upstream_status(self, status: UpstreamStatus) -> None:
+        self.meta["upstream_status"] = str(status)
+        self.info = replace(self.info, upstream_status=status)
+
+    def set_sync(self, record: SyncRecord | None) -> None:
+        """Replace (or with None remove) the ``[sync]`` table."""
+        if record is None:
+            self.meta.pop("sync", None)
+        else:
+            self.meta["sync"] = record.to_table()
+        self.info = replace(self.info, sync=record)
+
+    def set_pr(self, record: PrRecord) -> None:
+        """Write ``[pr]`` key by key, so comments and key order survive."""
+        table = record.to_table()
+        if "pr" not in self.meta:
+            self.meta["pr"] = tomlkit.table()
+        sub = self.meta["pr"]
+        for key in [k for k in sub if k not in table]:  # type: ignore[union-attr]
+            sub.pop(key)  # type: ignore[union-attr]
+        for key, value in table.items():
+            sub[key] = value  # type: ignore[index]
+        self.info = replace(self.info, pr=record)
+
+    def version(self, base: str) -> Version:
+        return Version(self, base)
+
+    def versions(self) -> list[Version]:
+        """Every version folder (named by a full sha); others are reported."""
+        out = []
+        for child in sorted(self.dir.iterdir()):
+            if child.name.startswith(".") or not (child.is_dir() or child.is_symlink()):
+                continue
+            if child.is_symlink():
+                raise ConfigError(f"{child}: a version folder must be a real folder, not a "
+                                  "symlink; replace it with a copy of its files")
+            if not SHA_RE.fullmatch(child.name):
+                raise ConfigError(f"{child}: version folders must be named by a full 40-hex "
+                                  "upstream commit; rename or remove it")
+            out.append(Version(self, child.name))
+        return out
+
+    def meta_text(self) -> str:
+        """patchset.toml's text as it would be written (the file's own, while unchanged)."""
+        return self._text if self._meta is None else tomlkit.dumps(self._meta)
+
+    def save_meta(self, txn: Transaction | None = None) -> None:
+        """Write patchset.toml (inside ``txn`` if given, else atomically on its own)."""
+        if txn is not None:
+            txn.write(self.meta_path, self.meta_text())
+        else:
+            self.workspace.write_file(self.meta_path, self.meta_text())
+
+
+class Workspace:
+    """A folder with contrib.toml and patchsets/."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.config: Config = load_config(self.root)
+        self.state_dir = self.root / STATE_DIR
+
+    @classmethod
+    def find(cls, start: Path | None = None) -> Workspace:
+        """The workspace containing ``start`` (default: cwd), found by contrib.toml."""
+        root = find_root(start)
+        if root is None:
+            here = (start or Path.cwd()).resolve()
+            raise UsageError(f"no {CONFIG_NAME} in {here} or any parent folder: run contrib in "
+                             "a workspace, pass -C DIR, or see the README to create one")
+        return cls(Path(root))
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the workspace lock; a second contrib waits, then refuses (exit 2)."""
+        timeout = lock_timeout()
+        path = self.state_dir / "lock"
+        lock = FileLock(path, timeout)
+        try:
+            check_inside(self.root, self.state_dir)
+            self.state_dir.mkdir(exist_ok=True)
+            ignore = self.state_dir / ".gitignore"
+            if not ignore.exists():
+                atomic_write(ignore, "*\n")
+            lock.acquire()
+        except LockTimeout:
+            holder = _read_pid(self.state_dir / "lock.pid")
+            raise LockError(f"{path}: another contrib process{holder} is working on this "
+                            f"workspace; waited {timeout:g}s (CONTRIB_LOCK_TIMEOUT). "
+                            "Try again when it has finished") from None
+        except OSError as exc:
+            raise ContribError(f"{self.state_dir}: cannot write ({exc.strerror or exc}); "
+                               "contrib needs a writable workspace: fix its permissions; "
+                               "nothing was changed") from None
+        try:
+            try:
+                note_holder(self.state_dir / "lock.pid")
+            except OSError as exc:
+                raise cannot_write(self.state_dir / "lock.pid", exc) from None
+            recover(self.state_dir)
+            yield
+        finally:
+            lock.release()
+
+    def write_file(self, path: Path, data: bytes | str) -> None:
+        """Atomically replace one workspace file; a kill mid-write leaves no temp file."""
+        check_inside(self.root, path)
+        atomic_write(path, data, scratch=self.state_dir / "txn")
+
+    def transaction(self) -> Transaction:
+        return Transaction(self.root, self.state_dir)
+
+    def all_patchsets(self) -> list[Patchset]:
+        """Every folder patchsets/UPSTREAM/NAME/ holding a patchset.toml."""
+        return [Patchset(self, upstream, name) for upstream, name in self._names()]
+
+    def _names(self) -> list[tuple[str, str]]:
+        """(upstream, name) of every patchset folder, nothing read yet: a command on one
+        patchset parses only its patchset.toml."""
+        base = self.root / "patchsets"
+        found = []
+        if base.is_dir():
+            for up in sorted(p for p in base.iterdir() if p.is_dir()):
+                for ps in sorted(p for p in up.iterdir() if p.is_dir()):
+                    if (ps / META_NAME).is_file():
+                        for part, what in ((up.name, "upstream name"), (ps.name, "patchset name")):
+                            if not valid_name(part):
+                                raise ConfigError(f"{ps}: {what} {part!r} is invalid (use "
+                                                  f"{NAME_RULE}); rename the folder")
+                        found.append((up.name, ps.name))
+        return found
+
+    def empty_message(self, targets: list[str] | tuple[str, ...] = ()) -> str:
+        """What every command says when there is nothing to work on."""
+        if targets:
+            return f"no patchsets under {', '.join(targets)} yet: create one with `contrib new`"
+        return NO_PATCHSETS
+
+    def patchsets(self, targets: list[str] | tuple[str, ...] = ()) -> list[Patchset]:
+        """Patchsets selected by ``UPSTREAM`` or ``UPSTREAM/NAME`` targets (none = all)."""
+        every = self._names()
+        if not targets:
+            return self.all_patchsets()
+        chosen: list[tuple[str, str]] = []
+        for target in targets:
+            upstream, name = parse_target(target)
+            if upstream not in self.config.upstreams:
+                known = ", ".join(sorted(self.config.upstreams)) or "none"
+                raise UsageError(f"unknown target {target!r}: no upstream {upstream!r} in "
+                                 f"{self.config.path} (known: {known})")
+            hits = [(u, n) for u, n in every if u == upstream and (not name or n == name)]
+            if name and not hits:
+                names = ", ".join(f"{u}/{n}" for u, n in every if u == upstream) or "none"
+                raise UsageError(f"unknown target {target!r}: no patchset {name!r} under "
+                                 f"patchsets/{upstream}/ (have: {names})")
+            chosen += [hit for hit in hits if hit not in chosen]
+        return [Patchset(self, upstream, name) for upstream, name in chosen]
+
+    def patchset(self, target: str) -> Patchset:
+        """Exactly one patchset named ``UPSTREAM/NAME``."""
+        upstream, _, name = target.partition("/")
+        if not name:
+            raise UsageError(f"{target!r}: name one patchset as UPSTREAM/NAME")
+        return self.patchsets([target])[0]
+
+
+def read_user_text(path: Path, error: type[ContribError], missing: str) -> str:
+    """A file the user may have edited or removed, as text; ``error`` naming it if not."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: missing; {missing}") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def parse_target(target: str) -> tuple[str, str]:
+    """``UPSTREAM`` or ``UPSTREAM/NAME`` -> (upstream, name or ""); UsageError if malformed."""
+    upstream, _, name = target.strip("/").partition("/")
+    check_name(upstream, "upstream name", target)
+    if name:
+        check_name(name, "patchset name", target)
+    return upstream, name
+
+
+def check_name(name: str, what: str = "patchset name", target: str | None = None) -> None:
+    """UsageError unless ``name`` is a valid upstream or patchset name."""
+    if not valid_name(name):
+        where = f"target {target!r}: " if target is not None else ""
+        raise UsageError(f"{where}invalid {what} {name!r}: use {NAME_RULE}")
+
+
+def _read_pid(path: Path) -> str:
+    try:
+        return f" (pid {path.read_text().split()[0]})"
+    except (OSError, IndexError):
+        return ""
