@@ -2,9 +2,7 @@
 
 ``contrib --version`` is answered before the command-line machinery loads:
 scripts and package managers probe it, and loading click alone takes several
-times the interpreter's own start (issue 12).  A plain ``contrib sync`` runs
-without it too, and a no-op one is answered from the workspace's sync index
-(:mod:`contrib.quick`).  Everything else goes to :func:`contrib.cli.main`.
+times the interpreter's own start.  Everything else goes to :func:`contrib.cli.main`.
 """
 
 from __future__ import annotations
@@ -19,12 +17,6 @@ def main() -> int:
 
         sys.stdout.write(f"contrib, version {__version__}\n")
         return 0
-    if "sync" in sys.argv[1:]:
-        from contrib import quick
-
-        code = quick.run(sys.argv[1:])
-        if code is not None:
-            return code
     from contrib.cli import main as cli_main
 
     return cli_main()

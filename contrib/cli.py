@@ -361,20 +361,16 @@ def demo(ctx: Context, directory: Path | None) -> int:
 
     environ.lock_timeout()
     environ.source_date_epoch()
-    return run(directory, ctx.make_ui(False))
+    return run(directory, ctx.make_ui(False), main)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn every outcome into an exit code."""
-    from contrib.git.process import prefetched
     from contrib.runner import guarded
 
     args = sys.argv[1:] if argv is None else argv
     json_mode = "--json" in args
-    try:
-        return guarded(lambda: _click_main(args, json_mode), json_mode)
-    finally:
-        prefetched.clear()  # contrib.quick's fetches belong to this one command
+    return guarded(lambda: _click_main(args, json_mode), json_mode)
 
 
 def _click_main(args: list[str], json_mode: bool) -> int:

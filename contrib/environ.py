@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from contrib.errors import UsageError
 
-TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds (contrib.quick)
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -52,7 +52,7 @@ def source_date_epoch() -> int | None:
 
 def _user_cache_dir() -> str:
     if sys.platform.startswith("linux"):
-        # platformdirs' rule for Linux, without importing it on every start (issue 12).
+        # platformdirs' rule for Linux, without importing it on every start.
         xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
         return os.path.join(xdg or os.path.join(os.path.expanduser("~"), ".cache"), "contrib")
     import platformdirs
@@ -64,11 +64,10 @@ def cache_root() -> Path:
     """Where upstream clones live: $CONTRIB_CACHE or the user cache dir, checked usable."""
     from pathlib import Path
 
-    return Path(cache_root_text())
+    return Path(_cache_root_text())
 
 
-def cache_root_text() -> str:
-    """:func:`cache_root` as text, for :mod:`contrib.quick`, which does not load pathlib."""
+def _cache_root_text() -> str:
     override = os.environ.get("CONTRIB_CACHE", "")
     what = f"CONTRIB_CACHE={override!r}" if override else "the user cache folder"
     path = override or _user_cache_dir()
@@ -93,4 +92,4 @@ def check() -> None:
     """Parse every variable contrib reads; UsageError on the first bad one."""
     lock_timeout()
     source_date_epoch()
-    cache_root_text()
+    _cache_root_text()

@@ -2,23 +2,20 @@
 
 Modelled on pre-commit's ``error_handler.py``: ContribError -> its code (2 bad
 input, 1 needs attention), Ctrl-C -> 130, anything else is a bug -> 3, with
-the traceback written to a log file rather than the terminal.  A command
-starts one of two ways, and both end here: :func:`contrib.cli.main`, where
-click parses the command line, and :mod:`contrib.quick`, which parses a plain
-``contrib sync`` itself so that it runs without loading click.
+the traceback written to a log file rather than the terminal.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from contrib import __version__
 from contrib.errors import ContribError
 from contrib.secrets import scrub
 from contrib.ui import UI
 
-TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds (contrib.quick)
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -7,7 +7,7 @@ stops it); colour only on a terminal without ``NO_COLOR`` or ``TERM=dumb``.
 Everything printed passes through :func:`contrib.secrets.scrub`.
 
 Tables are plain aligned text: rich's import and rendering cost more than
-``status`` of fifty patchsets does otherwise (issue 12).
+``status`` of fifty patchsets does otherwise.
 
 Long work reports through a :class:`Task` (``with ui.task("ptx", total=n) as
 task: ... task.step(i, n, unit)``); code below the commands takes a plain
@@ -22,10 +22,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from contrib.secrets import scrub
 
-TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds (contrib.quick)
 if TYPE_CHECKING:
     from typing import IO, Any
 

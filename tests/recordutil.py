@@ -7,7 +7,6 @@ from typing import Any
 from contrib.arch import parse_arch
 from contrib.record import Record, RunKind, add_run, read_record, record_json, version_digest
 from contrib.validate.report import StageResult, Validation, host_facts
-from contrib.validate.settings import Settings
 from contrib.workspace.model import Version
 
 
@@ -21,8 +20,7 @@ def run_of(stages: list[StageResult], *, arch: str = "sm_120a", host: dict[str, 
 def bound_record(version: Version, *runs: Validation) -> Record:
     """A record of ``runs`` bound to ``version`` as it is on disk now."""
     ps = version.patchset
-    settings = Settings.from_meta(ps.meta, str(ps.meta_path), ps.meta_text())
-    record = Record(ps.upstream, ps.name, version.base, version_digest(version, settings))
+    record = Record(ps.upstream, ps.name, version.base, version_digest(version))
     for validation in runs:
         record = add_run(record, validation.run(), replace_same_host=False)
     return record

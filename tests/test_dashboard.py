@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contrib.autopilot.dashboard import FOOTER, MARKER, MAX_BODY, content, render
-from contrib.autopilot.pr import Forges
+from contrib.autopilot.forges import Forges
 from contrib.autopilot.state import Need, Run
 from contrib.workspace.model import Workspace as ContribWorkspace
 from tests.conftest import Workspace

@@ -18,8 +18,8 @@ from contrib.forge.api import (
     RateLimited,
     ReviewState,
     check_api_url,
-    connect,
 )
+from contrib.forge.connect import connect
 from contrib.forge.github import GitHubForge
 from contrib.forge.recording import RecordingForge
 from contrib.workspace.config import Config

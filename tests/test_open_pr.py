@@ -13,17 +13,18 @@ from typing import Any
 
 import pytest
 
-from contrib.commands.open_pr import open_pr, open_pr_command
+from contrib.commands.open_pr import open_pr_command
 from contrib.forge.github import PyGithubAPI
 from contrib.pr.body import BodyInput, CommitLine, render_body
+from contrib.pr.open import open_pr
 from contrib.record import Record, Standing, arch_verdicts, record_json
+from contrib.record.finding import Finding
 from contrib.secrets import register_secret
 from contrib.ui import UI
-from contrib.validate import Finding
 from contrib.validate.report import StageResult, Validation, host_facts
-from contrib.validate.settings import Settings
 from contrib.validate.testsel import Gpu
 from contrib.workspace.model import Workspace
+from contrib.workspace.schema import Settings
 from tests.conftest import make_patch, run_contrib
 from tests.fake_github import FakeGitHost, FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo, git

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from contrib.commands.open_pr import open_pr
 from contrib.forge.recording import RecordingForge
+from contrib.pr.open import open_pr
 from tests.conftest import run_contrib
 from tests.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from tests.gitutil import Repo

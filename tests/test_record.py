@@ -25,12 +25,12 @@ from contrib.record import (
     standing,
 )
 from contrib.validate.report import StageResult, host_facts
-from contrib.validate.settings import Settings
 from contrib.validate.testsel import Gpu
+from contrib.workspace.schema import Settings
 from tests.recordutil import PASSING, run_of
 
 BASE = "a" * 40
-DIGEST = digest("proj", "x", BASE, ["0001-a.patch"], [b"patch bytes"], Settings())
+DIGEST = digest("proj", "x", BASE, ["0001-a.patch"], [b"patch bytes"], Settings().digest_view())
 H200 = {**host_facts([Gpu("NVIDIA H200", "9.0")] * 2), "hostname": "h200", "nvcc": None}
 
 
@@ -63,25 +63,25 @@ def test_writer_and_reader_round_trip(tmp_path: Path) -> None:
 
 
 def test_digest_binds_names_base_series_bytes_and_settings() -> None:
-    same = digest("proj", "x", BASE, ["0001-a.patch"], [b"patch bytes"], Settings())
+    same = digest("proj", "x", BASE, ["0001-a.patch"], [b"patch bytes"], Settings().digest_view())
     assert same == DIGEST and DIGEST.startswith("sha256:") and len(DIGEST) == 71
     changed = [
-        digest("proj", "y", BASE, ["0001-a.patch"], [b"patch bytes"], Settings()),
-        digest("other", "x", BASE, ["0001-a.patch"], [b"patch bytes"], Settings()),
-        digest("proj", "x", "b" * 40, ["0001-a.patch"], [b"patch bytes"], Settings()),
-        digest("proj", "x", BASE, ["0001-b.patch"], [b"patch bytes"], Settings()),
-        digest("proj", "x", BASE, ["0001-a.patch"], [b"patch bytez"], Settings()),
+        digest("proj", "y", BASE, ["0001-a.patch"], [b"patch bytes"], Settings().digest_view()),
+        digest("other", "x", BASE, ["0001-a.patch"], [b"patch bytes"], Settings().digest_view()),
+        digest("proj", "x", "b" * 40, ["0001-a.patch"], [b"patch bytes"], Settings().digest_view()),
+        digest("proj", "x", BASE, ["0001-b.patch"], [b"patch bytes"], Settings().digest_view()),
+        digest("proj", "x", BASE, ["0001-a.patch"], [b"patch bytez"], Settings().digest_view()),
         digest("proj", "x", BASE, ["0001-a.patch", "0002-b.patch"], [b"patch bytes", b""],
-               Settings()),
+               Settings().digest_view()),
         digest("proj", "x", BASE, ["0001-a.patch"], [b"patch bytes"],
-               Settings.from_meta({"validation": {"ptx_flags": ["-O0"]}})),
+               Settings.from_meta({"validation": {"ptx_flags": ["-O0"]}}).digest_view()),
         digest("proj", "x", BASE, ["0001-a.patch"], [b"patch bytes"],
-               Settings.from_meta({"waivers": [{"file": "a", "line": 1, "reason": "r"}]})),
+               Settings.from_meta({"waivers": [{"file": "a", "line": 1, "reason": "r"}]}).digest_view()),
     ]
     assert DIGEST not in changed and len(set(changed)) == len(changed)
     # `require` changes what open-pr needs, not what validation found
     assert digest("proj", "x", BASE, ["0001-a.patch"], [b"patch bytes"],
-                  Settings.from_meta({"validation": {"require": ["apply"]}})) == DIGEST
+                  Settings.from_meta({"validation": {"require": ["apply"]}}).digest_view()) == DIGEST
 
 
 @pytest.mark.parametrize(("edit", "path"), [

@@ -77,14 +77,3 @@ def test_everyday_commands_load_only_what_they_use(carried: Workspace, args: lis
                              "assert rc == 0, rc", cwd=carried.root)
     # Reading patchset.toml needs tomlkit; nothing else heavy has a reason to load.
     assert _heavy(modules, allowed=("tomlkit", "unidiff")) == []
-
-
-def test_the_quick_sync_path_loads_only_the_standard_librarys_basics() -> None:
-    # What the interpreter loads by itself (an editable install's path hook loads pathlib)
-    # is paid by every Python program; what contrib.quick adds is contrib's to keep small.
-    modules = _modules_after("import contrib.quick") - _modules_after("pass")
-    # contrib.quick answers a no-op sync within 3x the interpreter's start plus git fetch:
-    # each of these would cost a noticeable part of that (benchmarks/startup_bench.py).
-    slow = {"click", "tomllib", "typing", "pathlib", "dataclasses", "tempfile", "hashlib",
-            "contrib.cli", "contrib.git.repo", "contrib.workspace.model", "contrib.workspace.config"}
-    assert sorted(slow & modules) == [] and _heavy(modules) == []

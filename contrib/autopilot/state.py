@@ -17,7 +17,7 @@ from contrib.carry.engine import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, U
 from contrib.record import StageStatus, Standing, Verdict
 
 if TYPE_CHECKING:
-    from contrib.autopilot.pr import Forges
+    from contrib.autopilot.forges import Forges
     from contrib.workspace.model import Workspace
 
 OK_SYNC = (UNCHANGED, REBASED, PARTIAL, UPSTREAMED)

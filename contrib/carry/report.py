@@ -1,8 +1,4 @@
-"""What ``contrib sync`` reports: one :class:`Report` per patchset, as a table or JSON.
-
-:mod:`contrib.quick` prints the same for patchsets already on their tip without
-loading this module; tests/test_quick.py compares the two byte for byte.
-"""
+"""What ``contrib sync`` reports: one :class:`Report` per patchset, as a table or JSON."""
 
 from __future__ import annotations
 
@@ -10,11 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contrib.carry.engine import Landing
-from contrib.quick import COLUMNS
 from contrib.ui import UI
 from contrib.workspace.schema import SyncResult
 
 CONFLICT = SyncResult.CONFLICT
+COLUMNS = ("patchset", "result", "from", "to", "commits", "probes", "details")  # sync's table
 
 
 @dataclass

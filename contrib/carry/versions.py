@@ -27,7 +27,8 @@ from contrib.carry.series import series_file
 from contrib.clock import now_iso
 from contrib.errors import UsageError
 from contrib.git.repo import Git
-from contrib.workspace.model import SERIES_NAME, Patchset, Version
+from contrib.workspace.layout import SERIES_NAME
+from contrib.workspace.model import Patchset, Version
 from contrib.workspace.txn import Transaction
 
 Files = list[tuple[str, bytes]]  # (patch file name, canonical bytes), in series order

@@ -160,7 +160,7 @@ def _wanted_capabilities(ws: Workspace | None) -> set[str]:
 def check_token(config: Config, factory: ForgeFactory | None) -> Iterator[Check]:
     """The token: present, accepted by GET /user, its scopes, push access to each fork."""
     from contrib.credentials import find_token
-    from contrib.forge.api import connect
+    from contrib.forge.connect import connect
 
     token = find_token(config.github_api_url)
     if token is None:

@@ -16,7 +16,8 @@ from contrib.errors import PatchError, UsageError
 from contrib.git.cache import Mirror
 from contrib.git.repo import Git, Sha
 from contrib.ui import UI
-from contrib.workspace.model import META_NAME, Workspace, check_name
+from contrib.workspace.layout import META_NAME
+from contrib.workspace.model import Workspace, check_name
 from contrib.workspace.schema import UpstreamStatus
 
 

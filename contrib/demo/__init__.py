@@ -1,1 +1,1 @@
-"""TODO."""
+"""``contrib demo``: the whole loop told offline on a generated mini upstream."""

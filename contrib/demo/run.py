@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 import shlex
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from contrib.demo import upstream as mini
 from contrib.errors import ContribError, UsageError
 from contrib.git.repo import Git
 from contrib.ui import UI
+
+Command = Callable[[list[str]], int]  # a contrib command line -> its exit code
 
 UPSTREAM = "minifer"
 AUTHOR = {"GIT_AUTHOR_NAME": "Upstream Dev", "GIT_AUTHOR_EMAIL": "dev@upstream.invalid",
@@ -52,14 +54,17 @@ class _Repo:
         return (self.git.path / rel).read_text(encoding="utf-8")
 
 
-def demo(directory: Path | None, ui: UI) -> int:
-    """Build the demo world in ``directory`` and tell the story; 0 when it went as told."""
+def demo(directory: Path | None, ui: UI, contrib: Command) -> int:
+    """Build the demo world in ``directory`` and tell the story; 0 when it went as told.
+
+    ``contrib`` runs one command line as the ``contrib`` program does (the CLI's own
+    entry point, handed in: the demo sits below the command line it drives)."""
     root = _prepare(directory)
     # The demo keeps its upstream cache inside its own folder: nothing outside it is touched.
     saved = os.environ.get("CONTRIB_CACHE")
     os.environ["CONTRIB_CACHE"] = str(root / "cache")
     try:
-        return _story(root, ui)
+        return _story(root, ui, contrib)
     finally:
         if saved is None:
             os.environ.pop("CONTRIB_CACHE", None)
@@ -67,7 +72,7 @@ def demo(directory: Path | None, ui: UI) -> int:
             os.environ["CONTRIB_CACHE"] = saved
 
 
-def _story(root: Path, ui: UI) -> int:
+def _story(root: Path, ui: UI, contrib: Command) -> int:
     ui.info(f"contrib demo in {root}\n")
     upstream = _Repo(Git.init(root / "upstream"), AUTHOR)
     upstream.git.run("symbolic-ref", "HEAD", "refs/heads/main")
@@ -79,7 +84,7 @@ def _story(root: Path, ui: UI) -> int:
     _say(ui, 1, "A user writes the story's one-line gate fix and records it as a patchset")
     gate_only = _patches(root, "gate-only", [("jit: admit SM120 in the trtllm comm gate",
                                               {mini.GATE_FILE: _gate(upstream)})])
-    _run(ui, ws, "new", UPSTREAM, "sm120-gate-only", "--base", "main",
+    _run(ui, ws, contrib, "new", UPSTREAM, "sm120-gate-only", "--base", "main",
          *_flags("--patch", gate_only), "--title", "Admit SM120 in the trtllm comm gate")
 
     _say(ui, 2, "Upstream moves on: 30 commits, some shifting the gate function down")
@@ -91,13 +96,13 @@ def _story(root: Path, ui: UI) -> int:
                                 "def gen_comm_alltoall_module", 1)
         upstream.commit(f"upstream change {number} (#{1000 + number})",
                         {mini.GATE_FILE: comm, f"docs/notes/{number}.md": f"note {number}\n"})
-    _run(ui, ws, "status")
+    _run(ui, ws, contrib, "status")
 
     _say(ui, 3, "contrib sync carries the patch onto the new tip (3-way, no fuzz)")
-    _run(ui, ws, "sync", f"{UPSTREAM}/sm120-gate-only")
+    _run(ui, ws, contrib, "sync", f"{UPSTREAM}/sm120-gate-only")
 
     _say(ui, 4, "contrib validate: the gate now admits SM120, but the kernels are guarded")
-    code = _run(ui, ws, "validate", f"{UPSTREAM}/sm120-gate-only", "--arch", "sm_120a",
+    code = _run(ui, ws, contrib, "validate", f"{UPSTREAM}/sm120-gate-only", "--arch", "sm_120a",
                 expect=(1,))
     ui.info("=> the one-line patch builds, yet the lamport kernel would be EMPTY on SM120.\n")
 
@@ -108,14 +113,14 @@ def _story(root: Path, ui: UI) -> int:
         ("jit: admit SM120 in the trtllm comm gate", {mini.GATE_FILE: _gate(upstream)}),
         ("comm: compile the allreduce kernels for SM12x too", {mini.HEADER: header}),
     ], base=tip)
-    _run(ui, ws, "new", UPSTREAM, "sm120-trtllm-comm", "--base", tip, *_flags("--patch", whole),
+    _run(ui, ws, contrib, "new", UPSTREAM, "sm120-trtllm-comm", "--base", tip, *_flags("--patch", whole),
          "--title", "Enable the trtllm allreduce kernels on SM120")
 
     _say(ui, 6, "contrib validate on the whole fix")
-    code = _run(ui, ws, "validate", f"{UPSTREAM}/sm120-trtllm-comm", "--arch", "sm_120a")
+    code = _run(ui, ws, contrib, "validate", f"{UPSTREAM}/sm120-trtllm-comm", "--arch", "sm_120a")
 
     _say(ui, 7, "contrib open-pr --dry-run: what would be pushed and posted")
-    _run(ui, ws, "open-pr", f"{UPSTREAM}/sm120-trtllm-comm", "--dry-run")
+    _run(ui, ws, contrib, "open-pr", f"{UPSTREAM}/sm120-trtllm-comm", "--dry-run")
     ui.info(f"\nDone. Explore it yourself: python3 -m contrib -C {ws} status --no-fetch")
     return code
 
@@ -172,11 +177,9 @@ def _say(ui: UI, number: int, text: str) -> None:
     ui.info(f"\n== {number}. {text}")
 
 
-def _run(ui: UI, ws: Path, *args: str, expect: tuple[int, ...] = (0,)) -> int:
-    from contrib.cli import main
-
+def _run(ui: UI, ws: Path, contrib: Command, *args: str, expect: tuple[int, ...] = (0,)) -> int:
     ui.info(f"$ contrib {shlex.join(args)}")
-    code = main(["-C", str(ws), *args])
+    code = contrib(["-C", str(ws), *args])
     if code not in expect:
         raise ContribError(f"demo step `contrib {shlex.join(args)}` exited {code}, expected "
                            f"{' or '.join(map(str, expect))}; the demo folder is kept at "

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from contrib.errors import ConfigError, GitHubError
 
 if TYPE_CHECKING:
-    from contrib.workspace.config import Config
+    pass
 
 DEFAULT_API_URL = "https://api.github.com"
 
@@ -294,9 +294,6 @@ class Forge(Protocol):
 ForgeFactory = Callable[[str, str], Forge]
 """Builds a Forge from (api_url, token); commands take one so tests can choose."""
 
-GitHubAPI = Forge  # older names, kept for callers written against them
-GitHubFactory = ForgeFactory
-
 
 # -- construction: the one place a forge is made from config and token ----------------------
 
@@ -329,15 +326,3 @@ def check_token(token: str) -> str:
             else "that are spaces or control characters")
     raise ConfigError(f"the GitHub token from {source} contains characters {what}, which no "
                       "HTTP header can carry (a paste gone wrong?): copy the token again")
-
-
-def connect(config: Config, token: str, *, factory: ForgeFactory | None = None) -> Forge:
-    """The forge for ``config``'s ``[github] api_url``, authenticated with ``token``."""
-    api_url = check_api_url(config.github_api_url or DEFAULT_API_URL,
-                            f"{config.path} [github] api_url")
-    check_token(token)
-    if factory is None:
-        from contrib.forge.github import GitHubForge  # PyGithub loads only when a forge is needed
-
-        factory = GitHubForge
-    return factory(api_url, token)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from contrib import environ
 from contrib.errors import ContribError, GitError, UpstreamUnreachable
-from contrib.git.process import ProgressFn, fetch, prefetched
+from contrib.git.process import ProgressFn, fetch
 from contrib.git.repo import Git, Sha, clone_bare
 from contrib.secrets import scrub
 from contrib.workspace.config import Upstream
@@ -144,20 +144,9 @@ class Mirror:
             shutil.rmtree(tmp, ignore_errors=True)
         self._git = None
 
-    @property
-    def prefetched(self) -> bool:
-        """Fetched (or tried) already in this process by :mod:`contrib.quick`, which also
-        showed the step: the fetch and its step are not repeated."""
-        return str(self.path) in prefetched
-
     def _fetch(self, progress: ProgressFn | None) -> None:
         try:
-            if self.prefetched:
-                failed = prefetched.pop(str(self.path))
-                if failed is not None:
-                    raise failed
-            else:
-                fetch(str(self.git.path), REMOTE, progress=progress)
+            fetch(str(self.git.path), REMOTE, progress=progress)
         except GitError as exc:
             raise UpstreamUnreachable(
                 f"upstream {self.upstream.name}: fetch from {scrub(self.upstream.url)} failed: "

@@ -1,10 +1,7 @@
 """Running the git program: its environment, one spawn, streamed progress, the -v trace.
 
-:mod:`contrib.git.repo` builds every repository operation on these; they live apart
-so that a command answered before the full machinery loads (a no-op ``sync``,
-:mod:`contrib.quick`) runs git exactly as the rest of contrib does, the same
-environment and the same progress, without importing that machinery (issue 12).
-Only the standard library's process and text modules load here.
+:mod:`contrib.git.repo` builds every repository operation on these, and long
+commands without a repository (clone, fetch) run here directly.
 """
 
 from __future__ import annotations
@@ -13,11 +10,11 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from contrib.errors import GitError, GitTimeout
 from contrib.secrets import scrub
 
-TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds (contrib.quick)
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -154,13 +151,6 @@ def read_progress(fd: int, progress: ProgressFn | None) -> list[str]:
     if pending.strip():
         kept.append(pending.decode("utf-8", errors="replace").strip())
     return kept
-
-
-# Fetches contrib.quick made in this process before handing over to the full
-# command: cache path -> None (fetched) or the GitError it failed with.  The full
-# command takes them as its own instead of fetching (and announcing) again;
-# contrib.cli.main clears them when it returns.
-prefetched: dict[str, GitError | None] = {}
 
 
 def fetch(path: str, remote: str, *, progress: ProgressFn | None) -> None:

@@ -8,9 +8,8 @@ The processes start in :mod:`contrib.git.process`, which strips leaked ``GIT_*``
 variables from a calling hook or editor, as pre-commit's ``git.no_git_env``
 does, so a ``GIT_DIR`` or ``GIT_INDEX_FILE`` from the caller never points
 contrib at the wrong repository.  git runs through :mod:`subprocess` directly:
-contrib used GitPython only as a process runner, and importing it cost more
-than a no-op ``contrib sync``'s whole work (issue 12); one runner also gives
-``-v`` one place to show every git command.
+GitPython cannot remove a caller's variables from a child's environment, and
+one runner gives ``-v`` one place to show every git command.
 """
 
 from __future__ import annotations

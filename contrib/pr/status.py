@@ -11,7 +11,8 @@ from typing import Any
 
 from contrib.credentials import find_token
 from contrib.errors import ContribError, GitHubError
-from contrib.forge.api import ChecksSummary, Forge, ForgeFactory, ForgeUnavailable, connect
+from contrib.forge.api import ChecksSummary, Forge, ForgeFactory, ForgeUnavailable
+from contrib.forge.connect import connect
 from contrib.workspace.model import Patchset, Workspace
 
 

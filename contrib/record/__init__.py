@@ -28,7 +28,8 @@ API (stable)::
     RunKind       StrEnum target | regression
     Gpu, Host, Stage, Run, Record              frozen dataclasses (the schema)
     digest(upstream, patchset, base, series, patches, settings) -> "sha256:..."
-    version_digest(version, settings) -> "sha256:..."    (a patchset.Version)
+        (settings: ``Settings.digest_view()``, plain data)
+    version_digest(version) -> "sha256:..."    (a workspace Version, its [validation])
     read_record(path) -> Record | None     None when absent; ConfigError (file, JSON path)
     read_run_file(path) -> Record          a --out file: a record with >= 1 run; ConfigError
     record_json(record) -> str             the one writer (scrubbed); --out files too
@@ -38,7 +39,7 @@ API (stable)::
     ArchVerdict, arch_verdicts(record, require) -> list[ArchVerdict]
     Standing, standing(path, upstream, patchset, base, digest, require) -> Standing
         whether a version is validated: verdicts per arch, or "not validated" and why
-    version_standing(version) -> Standing     the same, for a patchset.Version on disk
+    version_standing(version) -> Standing     the same, for a workspace Version on disk
     standing_dict(standing) -> dict           JSON for status / open-pr / dashboards
     add_run(record, run, replace_same_host=...) -> Record
 

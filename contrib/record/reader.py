@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from contrib.errors import ConfigError
+from contrib.record.finding import ERROR, INFO, Finding
 from contrib.record.schema import (
     _ARCH,
     _COMPUTE,
@@ -29,7 +30,6 @@ from contrib.record.schema import (
     Stage,
     StageStatus,
 )
-from contrib.validate import ERROR, INFO, Finding
 
 
 class _Json:

@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from contrib.record.finding import Finding
 from contrib.secrets import scrub
-from contrib.validate import Finding
 
 if TYPE_CHECKING:
-    from contrib.validate.settings import Settings
     from contrib.workspace.model import Version
 
 SCHEMA = 2
@@ -147,10 +146,11 @@ class Record:
 
 
 def digest(upstream: str, patchset: str, base: str, series: Sequence[str],
-           patches: Sequence[bytes], settings: Settings) -> str:
-    """sha256 over what a record validated: names, base, series, patch bytes, settings."""
+           patches: Sequence[bytes], settings: Mapping[str, Any]) -> str:
+    """sha256 over what a record validated: names, base, series, patch bytes, and the
+    settings that change what validation finds (``Settings.digest_view()``, plain data)."""
     head = {"upstream": upstream, "patchset": patchset, "base": base, "series": list(series),
-            "settings": settings.digest_view()}
+            "settings": settings}
     h = hashlib.sha256(b"contrib-validation-2\0")
     h.update(json.dumps(head, sort_keys=True, separators=(",", ":")).encode("utf-8"))
     for name, data in zip(series, patches, strict=True):
@@ -159,12 +159,13 @@ def digest(upstream: str, patchset: str, base: str, series: Sequence[str],
     return "sha256:" + h.hexdigest()
 
 
-def version_digest(version: Version, settings: Settings) -> str:
-    """The digest of a version as it is on disk now (PatchError if its series is broken)."""
+def version_digest(version: Version) -> str:
+    """The digest of a version as it is on disk now, with its patchset's ``[validation]``
+    (PatchError if its series is broken)."""
     ps = version.patchset
     texts = version.patch_texts()
     return digest(ps.upstream, ps.name, version.base, [n for n, _ in texts],
-                  [b for _, b in texts], settings)
+                  [b for _, b in texts], ps.info.validation.digest_view())
 
 # -- the writer ---------------------------------------------------------------------------
 

@@ -171,22 +171,20 @@ def add_run(record: Record, run: Run, *, replace_same_host: bool) -> Record:
 
 
 def version_standing(version: Version) -> Standing:
-    """Whether ``version`` (a patchset.Version) is validated exactly as it is on disk now.
+    """Whether ``version`` (a workspace Version) is validated exactly as it is on disk now.
 
     A bad validation.json, a broken series or a record made for something else is
     "not validated" with the reason; a bad ``[validation]`` table is a ConfigError.
     """
     from contrib.errors import ContribError
-    from contrib.validate.settings import Settings
 
     ps = version.patchset
-    settings = Settings.from_meta(ps.data, str(ps.meta_path), ps.meta_text())
     try:
-        dig = version_digest(version, settings)
+        dig = version_digest(version)
     except ContribError as exc:
         return Standing(None, f"the version cannot be read ({exc})")
     return standing(version.validation_path, ps.upstream, ps.name, version.base, dig,
-                    settings.required())
+                    ps.info.validation.required())
 
 
 def standing_dict(standing: Standing) -> dict[str, Any]:

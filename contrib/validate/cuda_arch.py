@@ -25,9 +25,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contrib.arch import Arch, arch_macros, nearest_lower
-from contrib.validate import ERROR, INFO, Finding, Waiver, apply_waivers
+from contrib.record.finding import ERROR, INFO, Finding
 from contrib.validate.cexpr import Evaluation, ExprError, Macro, evaluate, parse_define
 from contrib.validate.cscan import Branch, Scan, find_kernels, scan
+from contrib.validate.waivers import apply_waivers
+from contrib.workspace.schema import Waiver
 
 Resolver = Callable[[str, str], "str | None"]  # (including file, include name) -> path
 _IF_KINDS = ("if", "ifdef", "ifndef", "elif", "elifdef", "elifndef")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contrib.arch import Arch, all_majors
-from contrib.validate import ERROR, INFO, Finding
+from contrib.record.finding import ERROR, INFO, Finding
 from contrib.validate.includes import CUDA_SUFFIXES
 
 KEYWORD = "supported_major_versions"

@@ -27,13 +27,15 @@ from typing import Any
 
 from contrib.arch import Arch, parse_arch
 from contrib.record import RunKind
-from contrib.validate import ERROR, Finding, Waiver, apply_waivers
+from contrib.record.finding import ERROR, Finding
 from contrib.validate.cscan import find_kernels, scan
 from contrib.validate.includes import is_cuda_source
 from contrib.validate.profiles import Profile
 from contrib.validate.report import PASSED, SKIPPED, StageResult, Validation
 from contrib.validate.testsel import FileChange, Gpu, Selection, run_tests
 from contrib.validate.tree import FsTree, SourceTree
+from contrib.validate.waivers import apply_waivers
+from contrib.workspace.schema import Waiver
 
 TARGET, REGRESSION = "target", "regression"
 KERNEL_LOG_ENV = "CONTRIB_KERNEL_LOG"

@@ -21,13 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from contrib.arch import Arch
-from contrib.validate import ERROR, INFO, Finding, Waiver, apply_waivers, includes, ptx
+from contrib.record.finding import ERROR, INFO, Finding
+from contrib.validate import includes, ptx
 from contrib.validate.profiles import Profile, installed_includes
 from contrib.validate.ptx import Outcome
 from contrib.validate.ptx_cache import Job, compile_all, nvcc_identity, unit_key
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
 from contrib.validate.tree import SourceTree, materialize
 from contrib.validate.units import Unit
+from contrib.validate.waivers import apply_waivers
+from contrib.workspace.schema import Waiver
 
 
 @dataclass

@@ -25,8 +25,8 @@ from contrib.record import (
     stage_dict,
     verdict_of,
 )
+from contrib.record.finding import Finding
 from contrib.secrets import scrub
-from contrib.validate import Finding
 from contrib.validate.ptx import find_nvcc, nvcc_version
 from contrib.validate.testsel import Gpu, probe_gpus
 

@@ -5,7 +5,8 @@ blocking), ``failed``, ``skipped`` (it had something to check and could not chec
 it here: no tool, no GPU, a header missing) or ``not-applicable`` (nothing to check:
 the patch touches no gate, no CUDA source, declares no ``[[requires]]``), with the
 reason.  A stage that did not run is never ``passed``: a failed apply skips
-everything after it with that reason.  :data:`STAGES` is the one table of stages.
+everything after it with that reason.  :data:`STAGES` pairs the schema's table of stages
+(:data:`contrib.workspace.schema.STAGES`) with the function that runs each.
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from contrib.arch import Arch, admitted_archs
 from contrib.errors import ContribError
+from contrib.record.finding import INFO, Finding
 from contrib.validate import (
-    INFO,
-    Finding,
-    apply_waivers,
     cuda_arch,
     gates,
     gputests,
@@ -37,16 +36,16 @@ from contrib.validate import (
     units,
 )
 from contrib.validate.ptx import Outcome, first_error
-from contrib.validate.registry import STAGES, StageDef
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
-from contrib.validate.settings import Settings
 from contrib.validate.testsel import FileChange, Gpu
 from contrib.validate.tree import SourceTree
+from contrib.validate.waivers import apply_waivers
+from contrib.workspace import schema
+from contrib.workspace.schema import Settings
 
 if TYPE_CHECKING:
     from contrib.workspace.model import Patchset, Workspace
 
-__all__ = ["STAGES", "ORDER", "Context", "Inputs", "Settings", "StageDef", "run_pipeline"]
 
 @dataclass
 class Inputs:
@@ -361,4 +360,19 @@ def _verdict(name: str, findings: list[Finding], ok: str, details: dict[str, Any
     )
 
 
+@dataclass(frozen=True)
+class StageDef:
+    """One stage: its name, whether open-pr needs it by default, and what runs it."""
+
+    name: str
+    required: bool
+    run: Callable[[Context], StageResult]
+
+
+_RUNS: dict[str, Callable[[Context], StageResult]] = {
+    "apply": stage_apply, "syntax": stage_syntax, "gates": stage_gates,
+    "arch-guards": stage_arch_guards, "ptx": stage_ptx, "tests": stage_tests,
+    "requires": stage_requires,
+}
+STAGES = tuple(StageDef(name, required, _RUNS[name]) for name, required in schema.STAGES)
 ORDER = tuple(stage.name for stage in STAGES)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from contrib.validate import ERROR, Finding
+from contrib.record.finding import ERROR, Finding
 from contrib.validate.cscan import scan
 from contrib.validate.includes import is_cuda_source
 from contrib.validate.tree import SourceTree

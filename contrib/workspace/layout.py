@@ -1,14 +1,13 @@
 """Where a workspace keeps what, and how a command finds the workspace it runs in.
 
-The layout (SPEC.md)::
+The layout (the README's "Workspace format" says what each file holds)::
 
     contrib.toml
     patchsets/<upstream>/<name>/patchset.toml
     patchsets/<upstream>/<name>/<40-hex base sha>/{series, 0001-*.patch, validation.json}
     .contrib/            # contrib's private state: lock, transactions (git-ignored)
 
-Only :mod:`os` loads here: :mod:`contrib.quick` and shell completion use it
-before the rest of contrib loads.
+Only :mod:`os` loads here: shell completion uses it on every key press.
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@
 ``flock(2)`` on a lock file, waiting up to a timeout.  The kernel drops the
 lock when its holder dies, so a killed contrib never leaves a stale lock.  A
 process that already holds a path takes it again without waiting (the lock
-counts), as the ``filelock`` package did; contrib used that package before,
-and importing it (44 modules: logging, hashing, its settings machinery) cost
-more than a no-op command's whole work (issue 12).
+counts), as the ``filelock`` package does, without its 44 modules of imports
+(logging, hashing, its settings machinery) on every command's start.
 """
 
 from __future__ import annotations
@@ -14,8 +13,8 @@ import contextlib
 import fcntl
 import os
 import time
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing itself costs a no-op sync several milliseconds (contrib.quick)
 if TYPE_CHECKING:
     from pathlib import Path
 

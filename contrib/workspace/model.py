@@ -13,29 +13,19 @@ from tomlkit import TOMLDocument
 
 from contrib.environ import lock_timeout
 from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
-from contrib.validate import Waiver
-from contrib.workspace.config import (
-    CONFIG_NAME,
-    NAME_RULE,
-    Config,
-    load_config,
-    parse_toml_text,
-    valid_name,
-)
-from contrib.workspace.layout import META_NAME as META_NAME
-from contrib.workspace.layout import SERIES_NAME as SERIES_NAME
-from contrib.workspace.layout import STATE_DIR as STATE_DIR
-from contrib.workspace.layout import find_root
+from contrib.workspace.config import NAME_RULE, Config, load_config, valid_name
+from contrib.workspace.layout import CONFIG_NAME, META_NAME, SERIES_NAME, STATE_DIR, find_root
 from contrib.workspace.lockfile import FileLock, LockTimeout, note_holder
 from contrib.workspace.schema import (
-    SHA_RE,
     Meta,
     PrRecord,
     Requirement,
     SyncRecord,
     UpstreamStatus,
+    Waiver,
     read_meta,
 )
+from contrib.workspace.table import SHA_RE, parse_toml_text
 from contrib.workspace.txn import Transaction, atomic_write, cannot_write, check_inside, recover
 
 VALIDATION_NAME = "validation.json"
@@ -116,7 +106,7 @@ class Patchset:
     def meta(self) -> TOMLDocument:
         """patchset.toml as a tomlkit document (comments and layout kept), to change and
         write.  Parsed on first use: tomlkit takes ten times tomllib's time, and most
-        runs only read (``status`` of fifty patchsets, a no-op ``sync``; issue 12)."""
+        runs only read (``status`` of fifty patchsets, a no-op ``sync``)."""
         if self._meta is None:
             self._meta = tomlkit.parse(self._text)
         return self._meta

@@ -2,16 +2,18 @@
 
 The schema of every table lives here and nowhere else (pre-commit's
 ``clientlib.py`` owns its config the same way): the top-level keys, ``[sync]``
-(written by sync), ``[pr]`` (written by open-pr), ``[[requires]]``,
-``[[waivers]]``, ``[decisions]`` and ``history``.  ``[validation]`` (the
-settings of validate) is read by ``contrib.validate.stages``.  Every value is checked for type and range when the
-file is read; a failure names ``file:line`` and what to write instead, and
-the CLI exits 2.  Code elsewhere reads these objects, never raw tables.
+(written by sync), ``[pr]`` (written by open-pr), ``[validation]``,
+``[[requires]]``, ``[[waivers]]``, ``[decisions]`` and ``history``.  Every
+value is checked for type and range when the file is read, through
+:class:`~contrib.workspace.table.Table`; a failure names ``file:line`` and what
+to write instead, and the CLI exits 2.  Code elsewhere reads these objects,
+never raw tables.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -19,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from contrib.errors import ConfigError
-from contrib.validate import Waiver
-from contrib.workspace.config import NAME_PATTERN, line_of
+from contrib.workspace.config import NAME_PATTERN
+from contrib.workspace.table import SHA_RE, Table, kind
 
-SHA_RE = re.compile(r"[0-9a-f]{40}")
 TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}")
 
 
@@ -47,106 +48,6 @@ class UpstreamStatus(StrEnum):
     DENIED = "Denied"
     INAPPROPRIATE = "Inappropriate"
     UPSTREAMED = "Upstreamed"
-
-
-class Table:
-    """One TOML table being read: typed getters that raise ``file:line`` errors."""
-
-    def __init__(self, path: Path, text: str, name: str, data: Any) -> None:
-        self.path, self.text, self.name = path, text, name
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{path}:{self.line()}: {self.label} must be a table, "
-                              f"not {_kind(data)}")
-        self.data: Mapping[str, Any] = data
-
-    @property
-    def label(self) -> str:
-        return f"[{self.name}]" if self.name else "the top level"
-
-    def line(self, key: str | None = None) -> int:
-        table, _, leaf = self.name.rpartition(".")
-        return (line_of(self.text, self.name, key) or line_of(self.text, self.name)
-                or line_of(self.text, table, leaf) or line_of(self.text, "", self.name.split(".")[0]))
-
-    def fail(self, key: str, what: str) -> ConfigError:
-        name = f"{self.name}.{key}" if self.name else key
-        return ConfigError(f"{self.path}:{self.line(key)}: {name} {what}")
-
-    def only(self, allowed: set[str] | frozenset[str]) -> None:
-        """Reject keys the schema does not know (a typo must not be ignored)."""
-        for key in self.data:
-            if key not in allowed:
-                where = f" in [{self.name}]" if self.name else ""
-                raise ConfigError(f"{self.path}:{self.line(key)}: unknown key {key!r}{where} "
-                                  f"(allowed: {', '.join(sorted(allowed))})")
-
-    def string(self, key: str, default: str | None = None, *, pattern: re.Pattern[str] | None = None,
-            hint: str = "") -> str | None:
-        value = self.data.get(key, default)
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise self.fail(key, f"must be a string, not {_kind(value)}")
-        if value and pattern is not None and not pattern.fullmatch(value):
-            raise self.fail(key, f"must be {hint or pattern.pattern}, got {value!r}")
-        return value
-
-    def need_string(self, key: str, **kw: Any) -> str:
-        value = self.string(key, **kw)
-        if not value:
-            raise self.fail(key, "is required (a non-empty string)")
-        return value
-
-    def sha(self, key: str) -> str | None:
-        """A full 40-hex commit id, or None when absent."""
-        return self.string(key, pattern=SHA_RE, hint="a 40-hex commit")
-
-    def integer(self, key: str, default: int | None = None, *, low: int = 0) -> int | None:
-        value = self.data.get(key, default)
-        if value is None:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise self.fail(key, f"must be an integer >= {low}, got {value!r}")
-        return value
-
-    def boolean(self, key: str, default: bool | None = None) -> bool | None:
-        value = self.data.get(key, default)
-        if value is not None and not isinstance(value, bool):
-            raise self.fail(key, f"must be true or false, not {_kind(value)}")
-        return value
-
-    def strings(self, key: str, *, pattern: re.Pattern[str] | None = None) -> tuple[str, ...]:
-        value = self.data.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail(key, "must be a list of strings")
-        for item in value:
-            if pattern is not None and not pattern.fullmatch(item):
-                raise self.fail(key, f"holds {item!r}, which is not {pattern.pattern}")
-        return tuple(value)
-
-    def sub(self, key: str) -> Table | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        return Table(self.path, self.text, f"{self.name}.{key}" if self.name else key, value)
-
-    def subs(self, key: str) -> list[Table]:
-        """An array of tables (``[[key]]``); a single table is taken as a list of one."""
-        value = self.data.get(key)
-        if value is None:
-            return []
-        if isinstance(value, Mapping):
-            value = [value]
-        if not isinstance(value, list):
-            raise self.fail(key, f"must be [[{key}]] tables, not {_kind(value)}")
-        name = f"{self.name}.{key}" if self.name else key
-        return [Table(self.path, self.text, name, item) for item in value]
-
-
-def _kind(value: object) -> str:
-    names = {str: "a string", int: "an integer", bool: "a boolean", float: "a float",
-             list: "a list", dict: "a table"}
-    return next((n for t, n in names.items() if type(value) is t), type(value).__name__)
 
 
 def _drop_empty(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -332,20 +233,152 @@ class Requirement:
 
 # -- [[waivers]] --------------------------------------------------------------------------
 
-def read_waiver(t: Table) -> Waiver:
-    """One ``[[waivers]]`` entry: file, a written reason, and line or pattern."""
-    t.only({"file", "reason", "line", "pattern"})
-    file, reason = t.need_string("file"), (t.string("reason") or "").strip()
-    if not reason:
-        raise t.fail("reason", "is required: say why the finding is safe")
-    line, pattern = t.integer("line", low=1), t.string("pattern")
-    if line is None and pattern is None:
-        raise t.fail("line", "or pattern is required, so the waiver is specific")
-    try:
-        regex = re.compile(pattern) if pattern is not None else None
-    except re.error as exc:
-        raise t.fail("pattern", f"is not a regular expression ({exc})") from None
-    return Waiver(file, reason, line, pattern, regex)
+@dataclass(frozen=True)
+class Waiver:
+    """``[[waivers]]``: a finding at file plus line or pattern, explained by a reason."""
+
+    file: str
+    reason: str
+    line: int | None = None
+    pattern: str | None = None
+    regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def read(cls, t: Table) -> Waiver:
+        t.only({"file", "reason", "line", "pattern"})
+        file, reason = t.need_string("file"), (t.string("reason") or "").strip()
+        if not reason:
+            raise t.fail("reason", "is required: say why the finding is safe")
+        line, pattern = t.integer("line", low=1), t.string("pattern")
+        if line is None and pattern is None:
+            raise t.fail("line", "or pattern is required, so the waiver is specific")
+        try:
+            regex = re.compile(pattern) if pattern is not None else None
+        except re.error as exc:
+            raise t.fail("pattern", f"is not a regular expression ({exc})") from None
+        return cls(file, reason, line, pattern, regex)
+
+
+# -- [validation] -------------------------------------------------------------------------
+
+# Validate's stages in the order they run, and whether open-pr needs each by default
+# (``[validation] require`` overrides).  A not-applicable stage counts as done, so
+# ``ptx`` is only needed where a touched gate compiles CUDA sources.
+STAGES: tuple[tuple[str, bool], ...] = (
+    ("apply", True), ("syntax", True), ("gates", True), ("arch-guards", True), ("ptx", True),
+    ("tests", False), ("requires", False),
+)
+STAGE_NAMES = tuple(name for name, _ in STAGES)
+_VALIDATION_KEYS = frozenset({
+    "python", "tests", "compile", "sources", "compare", "tests_need_gpu", "test_limit",
+    "ptx_sources", "ptx_include_dirs", "ptx_flags", "require", "pytest_args",
+})  # fmt: skip
+
+
+@dataclass
+class Settings:
+    """``[validation]`` of patchset.toml, with its ``[[waivers]]``."""
+
+    sources: list[str] = field(default_factory=list)  # extra CUDA sources to analyse
+    compare: list[int] = field(default_factory=list)  # majors to compare when no gate says
+    tests: list[str] = field(default_factory=list)
+    tests_need_gpu: bool = True
+    test_limit: int = 20
+    python: str | None = None
+    compile: list[str] = field(default_factory=list)  # PTX command run in a worktree
+    ptx_sources: list[str] = field(default_factory=list)
+    ptx_include_dirs: list[str] = field(default_factory=list)
+    ptx_flags: list[str] = field(default_factory=list)
+    waivers: list[Waiver] = field(default_factory=list)
+    require: tuple[str, ...] | None = None  # None: the stages STAGES marks required
+    pytest_args: list[str] = field(default_factory=list)  # e.g. ["-k", "bf16"]: which cases run
+
+    @classmethod
+    def read(cls, t: Table | None, waivers: tuple[Waiver, ...] = ()) -> Settings:
+        """``[validation]`` (``t``; None when absent) with the already-read waivers."""
+        if t is None:
+            return cls(waivers=list(waivers))
+        t.only(_VALIDATION_KEYS)
+        compare = t.data.get("compare", [])
+        if not isinstance(compare, list) or not all(
+                isinstance(m, int) and not isinstance(m, bool) and 1 <= m <= 99 for m in compare):
+            raise t.fail("compare", "must be a list of major versions, e.g. [9, 10]")
+        python = t.string("python")
+        if python is not None and not python.strip():
+            raise t.fail("python", "must be a path to an interpreter")
+        limit = t.integer("test_limit", 20, low=1) or 20
+        if limit > 100_000:
+            raise t.fail("test_limit", f"must be at most 100000, got {limit}")
+        need_gpu = t.boolean("tests_need_gpu", True)
+        return cls(
+            list(t.strings("sources")), list(compare), list(t.strings("tests")),
+            True if need_gpu is None else need_gpu, limit, python, _command(t),
+            list(t.strings("ptx_sources")), list(t.strings("ptx_include_dirs")),
+            list(t.strings("ptx_flags")), list(waivers), _require(t),
+            list(t.strings("pytest_args")),
+        )  # fmt: skip
+
+    @classmethod
+    def from_meta(cls, data: Mapping[str, Any], where: str = "patchset.toml",
+                  text: str = "") -> Settings:
+        """``[validation]`` and ``[[waivers]]`` of parsed patchset.toml ``data`` alone."""
+        top = Table(Path(where), text, "", _unwrap(data))
+        return cls.read(top.sub("validation"), tuple(Waiver.read(w) for w in top.subs("waivers")))
+
+    def required(self) -> tuple[str, ...]:
+        """The stages open-pr (and validate's exit code) needs: ``require``, or the default."""
+        if self.require is not None:
+            return self.require
+        return tuple(name for name, required in STAGES if required)
+
+    def digest_view(self) -> dict[str, Any]:
+        """The settings that change validation results, as plain JSON values.
+
+        ``require`` only changes which stages open-pr needs, so it is left out."""
+        return {
+            "sources": self.sources, "compare": self.compare, "tests": self.tests,
+            "tests_need_gpu": self.tests_need_gpu, "test_limit": self.test_limit,
+            "python": self.python, "compile": self.compile, "ptx_sources": self.ptx_sources,
+            "ptx_include_dirs": self.ptx_include_dirs, "ptx_flags": self.ptx_flags,
+            **({"pytest_args": self.pytest_args} if self.pytest_args else {}),
+            "waivers": [{"file": w.file, "reason": w.reason, "line": w.line, "pattern": w.pattern}
+                        for w in self.waivers],
+        }  # fmt: skip
+
+
+def _unwrap(value: Any) -> Any:
+    """A tomlkit document as plain values (a parsed dict is returned as it is)."""
+    return value.unwrap() if hasattr(value, "unwrap") else value
+
+
+def _command(t: Table) -> list[str]:
+    """``compile``: a list of words, or one string split as a shell would."""
+    value = t.data.get("compile", [])
+    if isinstance(value, str):
+        try:
+            value = shlex.split(value)
+        except ValueError as exc:  # e.g. an unbalanced quote
+            raise t.fail("compile", f"cannot be split into words ({exc}); "
+                         "balance its quotes or give it as a list") from None
+        words = list(value)
+    else:
+        words = list(t.strings("compile"))
+    if words and not all(isinstance(w, str) for w in words):
+        raise t.fail("compile", "must be a list of strings")
+    if value and not words[0]:
+        raise t.fail("compile", "must start with a program name")
+    return words
+
+
+def _require(t: Table) -> tuple[str, ...] | None:
+    if "require" not in t.data:
+        return None
+    names = t.strings("require")
+    unknown = [n for n in names if n not in STAGE_NAMES]
+    if unknown:
+        raise t.fail("require", f"names unknown stage(s) {', '.join(map(repr, unknown))} "
+                                f"(stages: {', '.join(STAGE_NAMES)})")
+    return tuple(dict.fromkeys(names))
 
 
 # -- the whole file ---------------------------------------------------------------------
@@ -357,7 +390,7 @@ TOP_KEYS = frozenset({"title", "summary", "arch", "current", "upstream_status", 
 
 @dataclass(frozen=True)
 class Meta:
-    """Everything contrib reads from one ``patchset.toml`` (but validation settings)."""
+    """Everything contrib reads from one ``patchset.toml``."""
 
     current: str
     title: str = ""
@@ -371,6 +404,7 @@ class Meta:
     decisions: Mapping[str, str] = field(default_factory=dict)
     history: tuple[Mapping[str, Any], ...] = ()
     waivers: tuple[Waiver, ...] = ()
+    validation: Settings = field(default_factory=Settings)
 
 
 def read_meta(path: Path, text: str, data: Mapping[str, Any]) -> Meta:
@@ -386,13 +420,14 @@ def read_meta(path: Path, text: str, data: Mapping[str, Any]) -> Meta:
         raise ConfigError(f"{path}:{top.line('current')}: current must be the 40-hex upstream "
                           f"commit of a version folder, got {current!r}")
     sync, pr = top.sub("sync"), top.sub("pr")
+    waivers = tuple(Waiver.read(t) for t in top.subs("waivers"))
     return Meta(current, top.string("title", "") or "", top.string("summary", "") or "",
                 top.string("arch", "sm_120a") or "sm_120a", UpstreamStatus(status),
                 _when(top, "created"), SyncRecord.read(sync) if sync else None,
                 PrRecord.read(pr) if pr else None,
                 tuple(Requirement.read(t) for t in top.subs("requires")),
-                _decisions(top.sub("decisions")), _history(top),
-                tuple(read_waiver(t) for t in top.subs("waivers")))
+                _decisions(top.sub("decisions")), _history(top), waivers,
+                Settings.read(top.sub("validation"), waivers))
 
 
 def _when(t: Table, key: str) -> str:
@@ -417,5 +452,5 @@ def _history(top: Table) -> tuple[Mapping[str, Any], ...]:
     for entry in entries:
         for key, value in entry.data.items():
             if not isinstance(value, (str, int, bool, float)) and not hasattr(value, "isoformat"):
-                raise entry.fail(key, f"must be a string, number or date, not {_kind(value)}")
+                raise entry.fail(key, f"must be a string, number or date, not {kind(value)}")
     return tuple(dict(e.data) for e in entries)

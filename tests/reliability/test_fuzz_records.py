@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from contrib.errors import ConfigError
 from contrib.record import Record, add_run, digest, read_record, record_json, standing
-from contrib.validate.settings import Settings
+from contrib.workspace.schema import Settings
 from tests.conftest import Workspace, make_patch
 from tests.gitutil import Repo
 from tests.recordutil import PASSING, run_of
@@ -26,7 +26,7 @@ from tests.reliability.conftest import FIGURES
 FUZZ = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 BASE = "a" * 40
-DIGEST = digest("proj", "keep", BASE, ["0001-a.patch"], [b"x"], Settings())
+DIGEST = digest("proj", "keep", BASE, ["0001-a.patch"], [b"x"], Settings().digest_view())
 GOOD = json.loads(record_json(add_run(Record("proj", "keep", BASE, DIGEST),
                                       run_of(PASSING).run(), replace_same_host=False)))
 

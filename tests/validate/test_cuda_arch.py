@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 from contrib.arch import admitted_archs, parse_arch
-from contrib.validate import Waiver
 from contrib.validate.cuda_arch import analyze, compute_passes
 from contrib.validate.includes import IncludeResolver
 from contrib.validate.tree import DictTree
+from contrib.workspace.schema import Waiver
 from tests.validate import miniupstream as mu
 
 

@@ -12,9 +12,9 @@ from contrib.record import RunKind
 from contrib.validate import gputests
 from contrib.validate.gputests import GpuSlot, launched, plan_runs, split_runs, world_sizes
 from contrib.validate.report import Validation
-from contrib.validate.settings import Settings
 from contrib.validate.stages import Context, Inputs, stage_apply, stage_gates, stage_tests
 from contrib.validate.tree import DictTree, FsTree
+from contrib.workspace.schema import Settings
 from tests.validate import miniupstream
 
 SM120, SM90 = parse_arch("sm_120a"), parse_arch("sm_90a")

@@ -6,8 +6,8 @@ from xml.etree import ElementTree
 from contrib import __version__
 from contrib.arch import parse_arch
 from contrib.record import Record, record_json
+from contrib.record.finding import Finding
 from contrib.secrets import forget_secrets, register_secret
-from contrib.validate import Finding
 from contrib.validate.report import (
     StageResult,
     Validation,

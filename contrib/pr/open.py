@@ -1,0 +1,480 @@
+"""Open or update a patchset's pull request: the engine behind ``contrib open-pr``.
+
+For each patchset: build ``contrib/<name>`` as commits on the recorded base
+(``git am`` semantics: author and date from the patches, committer = author,
+so identical input gives identical SHAs), push it to the fork with a lease,
+then create or update one draft PR on the upstream.  The rules:
+
+- no ``validation.json`` bound to this version whose required stages passed for the
+  patchset's arch, or a failed arch -> refuse, unless ``--force`` (the body says so);
+- push only to the fork, only ``refs/heads/contrib/...``, with
+  ``--force-with-lease`` against what the fork had; skip when identical;
+- the fork branch has commits contrib never pushed -> stop (Renovate's rule);
+- the PR is found by head ``owner:contrib/<name>``, any state: open -> update,
+  none -> create a draft, "already exists" or a 5xx after the create -> find
+  and update (never a second PR), closed by a human -> leave it (``--reopen``
+  reopens), merged -> the patchset is ``Accepted``.
+
+``--dry-run`` runs the same steps with the recording forge
+(:mod:`contrib.forge.recording`) and without pushing or writing: the calls it
+records are what it prints, so the dry run cannot drift from the real run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from contrib.arch import parse_arch
+from contrib.carry.rangediff import range_diff
+from contrib.carry.series import apply_series, split_mail
+from contrib.carry.versions import Event, How, add_event
+from contrib.clock import now_iso
+from contrib.credentials import find_token, push_env, require_token
+from contrib.errors import ConfigError, ContribError, GitError, NeedsAttention
+from contrib.forge.api import (
+    Forge,
+    ForgeFactory,
+    ForgeUnavailable,
+    PullRequest,
+    PullRequestExists,
+    RecordedCall,
+)
+from contrib.forge.connect import connect
+from contrib.forge.recording import RecordingForge
+from contrib.git.cache import Mirror
+from contrib.git.process import ProgressFn
+from contrib.git.repo import Git, Sha
+from contrib.pr.body import BodyInput, CommitLine, render_body, render_title
+from contrib.record import Standing, Verdict, version_standing
+from contrib.secrets import scrub
+from contrib.validate.requires import requirements
+from contrib.workspace.config import Upstream
+from contrib.workspace.model import Patchset, Version, Workspace
+from contrib.workspace.schema import PrRecord, UpstreamStatus
+from contrib.workspace.txn import utf8
+
+BRANCH_PREFIX = "contrib/"
+
+
+@dataclass
+class Job:
+    """One patchset's PR, worked out before anything is pushed or posted."""
+
+    ps: Patchset
+    upstream: Upstream
+    git: Git
+    branch: str
+    head: str  # fork-owner:contrib/<name>
+    push_url: str
+    tip: Sha
+    commits: list[CommitLine]
+    forced: bool
+    title: str = ""
+    body: str = ""
+    validation: str = ""  # the verdict as the body's first line shows it
+    actions: list[str] = field(default_factory=list)
+    progress: ProgressFn | None = None  # git's push progress, for the status line
+
+    @property
+    def repo(self) -> str:
+        return self.upstream.github
+
+    @property
+    def version(self) -> str:
+        return self.ps.current.base
+
+    def result(self, result: str, **extra: Any) -> dict[str, Any]:
+        return {"patchset": self.ps.target, "result": result, "repo": self.repo,
+                "head": self.head, "branch": self.branch, "version": self.version,
+                "tip": self.tip, "forced": self.forced, "validation": self.validation,
+                "title": self.title,
+                "commits": [asdict(c) for c in self.commits], "actions": self.actions,
+                "exit_code": 0, **extra}
+
+
+def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: bool = False,
+            force: bool = False, reopen: bool = False,
+            github_factory: ForgeFactory | None = None,
+            forge: Forge | None = None,
+            progress: ProgressFn | None = None) -> tuple[int, list[dict[str, Any]]]:
+    """Open or update the draft PR of each selected patchset.
+
+    Returns the exit code (0 all done, 1 something needs the user, 2 bad
+    input) and one JSON-able result per patchset.  Per-patchset problems are
+    reported in that patchset's result; the others still run.  ``forge``: use
+    this one (a caller's RecordingForge for its own dry run, say) instead of
+    building one from contrib.toml and the token with ``github_factory``.
+    """
+    patchsets = ws.patchsets(list(targets))
+    if forge is None:
+        token, forge = _forge(ws, dry_run=dry_run, factory=github_factory,
+                              needed=bool(patchsets))
+    else:
+        token = find_token(ws.config.github_api_url)
+    mirrors: dict[str, Mirror] = {}
+    results: list[dict[str, Any]] = []
+    for ps in patchsets:
+        try:
+            results.append(_open_one(ws, ps, forge, token, mirrors, dry_run=dry_run, force=force,
+                                     reopen=reopen, progress=progress))
+        except ContribError as exc:
+            results.append({"patchset": ps.target, "result": "error", "error": scrub(str(exc)),
+                            "exit_code": exc.exit_code})
+    return max((r["exit_code"] for r in results), default=0), results
+
+
+def _forge(ws: Workspace, *, dry_run: bool, factory: ForgeFactory | None,
+           needed: bool) -> tuple[str | None, Forge]:
+    """(token, forge): the recorder for a dry run (reading through GitHub when a
+    token is at hand), else GitHub itself, which needs a token."""
+    api_url = ws.config.github_api_url
+    if dry_run:
+        token = find_token(api_url)
+        reader = connect(ws.config, token, factory=factory) if token else None
+        return token, RecordingForge(reader, api_url)
+    token = require_token(api_url) if needed else None
+    if token is None:
+        return None, RecordingForge(None, api_url)  # no patchset: nothing will be asked
+    return token, connect(ws.config, token, factory=factory)
+
+
+def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
+              mirrors: dict[str, Mirror], *, dry_run: bool, force: bool,
+              reopen: bool, progress: ProgressFn | None = None) -> dict[str, Any]:
+    job = _prepare(ws, ps, mirrors, force=force)
+    job.progress = progress
+    if not isinstance(forge, RecordingForge):
+        return _run_one(job, forge, token, dry_run=dry_run, reopen=reopen)
+    outer = forge.on_call  # a dry run: the calls join the actions in order
+
+    def note(call: RecordedCall) -> None:
+        job.actions.append(str(call))
+        if outer is not None:
+            outer(call)
+
+    forge.on_call = note
+    try:
+        return _run_one(job, forge, token, dry_run=dry_run, reopen=reopen)
+    finally:
+        forge.on_call = outer
+
+
+def _run_one(job: Job, forge: Forge, token: str | None, *, dry_run: bool,
+             reopen: bool) -> dict[str, Any]:
+    existing = forge.find_pr(job.repo, job.head, job.upstream.branch)
+    if existing is not None and existing.merged:
+        return _merged(job, existing, dry_run)
+    if existing is not None and existing.state == "closed" and not reopen:
+        return _closed(job, existing, dry_run)
+    fork_tip = _fork_tip(job, token, dry_run)
+    expected = _lease(job, fork_tip)
+    reopened = existing is not None and existing.state == "closed"
+    if existing is not None and reopened:
+        # GitHub cannot reopen a PR whose branch was force-pushed while closed: reopen first.
+        existing = forge.reopen_pr(job.repo, existing.number)
+    pushed = _push(job, token, expected, fork_tip, dry_run)
+    pr, outcome = _create_or_update(job, forge, existing)
+    outcome = "reopened" if reopened else outcome
+    if dry_run:
+        return job.result("dry-run", push=pushed, would=outcome, body=job.body,
+                          pr=_pr_json(existing) if existing else None)
+    _record(job, pr)
+    return job.result(outcome, push=pushed, pr=_pr_json(pr))
+
+
+# -- preparing: config checks, validation, the branch, title and body -----------
+
+
+def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: bool) -> Job:
+    upstream = ws.config.upstream(ps.upstream)
+    push_url = _check_config(ws, upstream)
+    version = ps.current
+    validation, problem = _check_validation(ps, version, force)
+    forced = bool(problem)
+    if upstream.name not in mirrors:
+        mirrors[upstream.name] = Mirror(upstream).ensure(fetch_now=False)
+    mirror = mirrors[upstream.name]
+    mirror.resolve(version.base)  # fetches once if the cache lacks the base
+    commits, tip = _build(mirror.git, version)
+    branch = BRANCH_PREFIX + ps.name
+    job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
+              push_url, tip, commits, forced=forced)
+    job.validation = validation.summary()
+    job.title = render_title(ps.title, ps.target)
+    job.body = render_body(BodyInput(
+        target=ps.target, version=version.base, base_branch=upstream.branch,
+        summary=ps.summary, commits=commits, validation=validation,
+        forced=forced, problem=problem, range_diff=_range_diff(job), requires=_requires(ws, ps),
+        previous_version=_previous(job)[1]))
+    return job
+
+
+def _check_validation(ps: Patchset, version: Version, force: bool) -> tuple[Standing, str]:
+    """(the version's standing, why it is not enough or ""); NeedsAttention unless --force.
+
+    Enough means: a record bound to exactly this version (:mod:`contrib.record`), a
+    run for the patchset's arch whose required stages all passed, and no failed arch.
+    """
+    standing = version_standing(version)
+    problem = validation_problem(ps, standing)
+    if problem and not force:
+        raise NeedsAttention(
+            f"{version.validation_path}: {problem}; run `contrib validate {ps.target}` until "
+            "its required stages pass, or pass --force to open the PR anyway (the body will "
+            "say so)")
+    return standing, problem
+
+
+def validation_problem(ps: Patchset, standing: Standing) -> str:
+    """Why open-pr would not take this version ("" when it would): no record bound to
+    it, no run for the patchset's arch, a required stage not passed, or a failed arch."""
+    if standing.record is None:
+        return f"not validated ({standing.reason})"
+    try:
+        arch = parse_arch(ps.arch).name
+    except ContribError:
+        arch = ps.arch
+    target = standing.for_arch(arch)
+    if target is None:
+        return f"no run for {arch} (runs for {', '.join(standing.record.archs())})"
+    if target.unmet:
+        return f"{target.line()}; required stage(s) not passed: {', '.join(target.unmet)}"
+    failed = [v.line() for v in standing.verdicts if v.verdict == Verdict.FAILED]
+    return f"failed: {'; '.join(failed)}" if failed else ""
+
+
+def _check_config(ws: Workspace, upstream: Upstream) -> str:
+    """The push URL, after making sure PRs and pushes can only go where they should."""
+    where = f"{ws.config.path} [upstreams.{upstream.name}]"
+    if not upstream.github or not upstream.fork:
+        raise ConfigError(f"{where}: open-pr needs github = \"OWNER/NAME\" (the repository PRs "
+                          "target) and fork = \"YOU/NAME\" (where branches are pushed)")
+    if upstream.fork.lower() == upstream.github.lower():
+        raise ConfigError(f"{where}: fork is the upstream itself ({upstream.fork}); contrib "
+                          "pushes only to a fork: set fork to your fork's OWNER/NAME")
+    push_url = upstream.fork_push_url()
+    if "://" not in push_url and not re.match(r"^[\w.-]+@[\w.-]+:", push_url):
+        push_url = str((ws.root / push_url).resolve())  # a local path, relative to the workspace
+    parts = urlsplit(push_url)
+    if parts.username or parts.password:
+        raise ConfigError(f"{where}: push_url carries credentials; remove them (contrib takes "
+                          "the token from GITHUB_TOKEN and never puts it in a URL)")
+    norm = push_url.lower().rstrip("/").removesuffix(".git")
+    if norm == upstream.url.lower().rstrip("/").removesuffix(".git") or norm.endswith(
+            "/" + upstream.github.lower()):
+        raise ConfigError(f"{where}: push_url {push_url} is the upstream; contrib pushes only "
+                          "to the fork: point push_url at your fork")
+    return push_url
+
+
+def _build(git: Git, version: Version) -> tuple[list[CommitLine], Sha]:
+    """The PR branch: the version's patches applied on its base, as commits."""
+    mails = [split_mail(git, name, raw) for name, raw in version.patch_texts()]
+    applied = apply_series(git, version.base, mails)
+    lines = [CommitLine(a.commit, a.name, utf8(a.patch.subject), utf8(a.patch.author.name))
+             for a in applied]
+    return lines, applied[-1].commit
+
+
+def _previous(job: Job) -> tuple[str | None, str | None]:
+    """(tip, version) of the push the range-diff compares with."""
+    pr = job.ps.pr or PrRecord()
+    if pr.pushed and pr.pushed != job.tip:
+        return pr.pushed, pr.version
+    return (pr.previous, pr.previous_version) if pr.previous else (None, None)
+
+
+def _range_diff(job: Job) -> str | None:
+    """``git range-diff`` from the previously pushed version to this one, if known."""
+    old_tip, old_version = _previous(job)
+    if not old_tip or not old_version or old_tip == job.tip:
+        return None
+    if job.git.try_rev_parse(old_tip) is None:
+        # Not in this cache: rebuild it from the old version folder (same SHAs).
+        old = job.ps.version(str(old_version))
+        try:
+            _, rebuilt = _build(job.git, old)
+        except ContribError:
+            return None
+        if rebuilt != old_tip:
+            return None
+    return range_diff(job.git, str(old_version), old_tip, job.version, job.tip)
+
+
+def _requires(ws: Workspace, ps: Patchset) -> list[str]:
+    """The ``[[requires]]`` of the patchset, with links to the fix and our backport PR."""
+    out = []
+    for req in requirements(ps):
+        upstream = ws.config.upstreams.get(req.upstream)
+        commit = f"`{req.commit[:12]}`"
+        if upstream is not None and upstream.github:
+            commit = f"[{commit}](https://github.com/{upstream.github}/commit/{req.commit})"
+        text = f"{req.upstream} commit {commit}"
+        if req.patchset:
+            text += f" (or our patchset `{req.patchset}`{_pr_link(ws, req.patchset)})"
+        if req.reason:
+            text += f": {req.reason}"
+        out.append(text)
+    return out
+
+
+def _pr_link(ws: Workspace, target: str) -> str:
+    try:
+        pr = ws.patchset(target).pr
+        url = pr.url if pr else None
+    except ContribError:
+        return ""
+    return f", {url}" if url else ""
+
+
+# -- the fork ------------------------------------------------------------------
+
+
+def _fork_tip(job: Job, token: str | None, dry_run: bool) -> str | None:
+    """What the fork's contrib/<name> points at now (None: no such branch)."""
+    ref = f"refs/heads/{job.branch}"
+    job.actions.append(f"git ls-remote {job.push_url} {ref}")
+    status, out, err = job.git.try_run("ls-remote", "--", job.push_url, ref,
+                                       env=push_env(job.push_url, token))
+    if status != 0:
+        last = (err.strip().splitlines() or ["git ls-remote failed"])[-1]
+        msg = f"cannot read the fork at {job.push_url}: {last}"
+        if re.search(r"could not read Username|Authentication failed|\b40[13]\b", err):
+            msg = f"the fork at {job.push_url} refused the token (git: {last})"
+        if dry_run:
+            job.actions.append(f"(could not read the fork: {err.strip()[:200]})")
+            return None
+        raise NeedsAttention(scrub(msg + "; check push_url/fork in contrib.toml and the token's "
+                                   "Contents: write permission on the fork"))
+    for line in out.splitlines():
+        sha, _, name = line.partition("\t")
+        if name.strip() == ref:
+            return sha.strip()
+    return None
+
+
+def _lease(job: Job, fork_tip: str | None) -> str | None:
+    """The value the push lease expects; NeedsAttention if someone else pushed there."""
+    if fork_tip is None or fork_tip == job.tip:
+        return fork_tip
+    ours = set((job.ps.pr or PrRecord()).pushed_history)
+    if fork_tip not in ours:
+        raise NeedsAttention(
+            f"{job.push_url} branch {job.branch} is at {fork_tip[:12]}, which contrib never "
+            f"pushed (someone else committed there); contrib will not overwrite it. Move those "
+            f"commits into the patchset, or delete the branch on the fork, then run again")
+    return fork_tip
+
+
+def _push(job: Job, token: str | None, expected: str | None, fork_tip: str | None,
+          dry_run: bool) -> str:
+    """Push the branch with a lease; 'unchanged' when the fork already has it."""
+    dest = f"refs/heads/{job.branch}"
+    assert dest.startswith("refs/heads/" + BRANCH_PREFIX)  # never anything else
+    if fork_tip == job.tip:
+        if dry_run:
+            job.actions.append("(push skipped: the fork already has this branch)")
+            return "unchanged"
+        _remember_push(job)
+        return "unchanged"
+    job.actions.append(f"git push --force-with-lease={dest}:{expected or ''} {job.push_url} "
+                       f"{job.tip[:12]}:{dest}")
+    if dry_run:
+        return "would push"
+    try:
+        progress = job.progress
+        shown = None if progress is None else (
+            lambda message: progress(f"push {job.branch} to {job.upstream.fork}: {message}"))
+        job.git.run_reporting("push", "--porcelain", "--no-verify",
+                              f"--force-with-lease={dest}:{expected or ''}", "--", job.push_url,
+                              f"{job.tip}:{dest}", env=push_env(job.push_url, token),
+                              progress=shown)
+    except GitError as exc:
+        if "stale info" in str(exc) or "rejected" in str(exc):
+            raise NeedsAttention(f"{job.push_url} branch {job.branch} changed while contrib was "
+                                 "pushing; nothing was overwritten. Run open-pr again") from None
+        raise NeedsAttention(f"push to the fork failed: {exc}") from None
+    _remember_push(job)
+    return "pushed"
+
+
+def _remember_push(job: Job) -> None:
+    """Record the pushed tip at once: a later failure must not orphan it."""
+    pr = job.ps.pr or PrRecord()
+    history = pr.pushed_history + (() if job.tip in pr.pushed_history else (job.tip,))
+    if pr.pushed and pr.pushed != job.tip:
+        pr = replace(pr, previous=pr.pushed, previous_version=pr.version)
+    if pr.pushed != job.tip:
+        add_event(job.ps.meta, Event(How.PUSH, job.version, detail=f"pushed {job.tip} to "
+                                     f"{job.head}"))
+    job.ps.set_pr(replace(pr, head=job.head, branch=job.branch, pushed=job.tip,
+                          version=job.version, pushed_history=history))
+    job.ps.save_meta()
+
+
+# -- the pull request ------------------------------------------------------------
+
+
+def _create_or_update(job: Job, api: Forge,
+                      existing: PullRequest | None) -> tuple[PullRequest, str]:
+    if existing is not None:
+        return _update(job, api, existing, None)
+    try:
+        pr = api.create_draft_pr(job.repo, head=job.head, base=job.upstream.branch,
+                                 title=job.title, body=job.body,
+                                 maintainer_can_modify=job.upstream.maintainer_can_modify)
+        return pr, "created"
+    except (PullRequestExists, ForgeUnavailable) as exc:
+        # The create may have landed (GitHub said "already exists", or answered 5xx
+        # after making it): find that PR and update it; never open a second one.
+        found = api.find_pr(job.repo, job.head, job.upstream.branch)
+        if found is None or found.state != "open":
+            raise exc from None
+        ours = found.title == job.title and found.body == job.body  # our create landed
+        return _update(job, api, found, "created" if ours else None)
+
+
+def _update(job: Job, api: Forge, pr: PullRequest,
+            outcome: str | None) -> tuple[PullRequest, str]:
+    if pr.title == job.title and pr.body == job.body:
+        return pr, outcome or "unchanged"
+    return api.update_pr(job.repo, pr.number, title=job.title, body=job.body), outcome or "updated"
+
+
+def _pr_json(pr: PullRequest) -> dict[str, Any]:
+    state = "merged" if pr.merged else pr.state
+    return {"number": pr.number, "url": pr.url, "state": state, "draft": pr.draft,
+            "merged_at": pr.merged_at, "merge_commit_sha": pr.merge_commit_sha}
+
+
+def _record(job: Job, pr: PullRequest) -> None:
+    info = _pr_json(pr)
+    job.ps.set_pr(replace(job.ps.pr or PrRecord(), repo=job.repo, head=job.head,
+                          number=pr.number, url=pr.url, state=info["state"], draft=pr.draft,
+                          updated=now_iso(), merged_at=pr.merged_at,
+                          merge_commit_sha=pr.merge_commit_sha if pr.merged else None))
+    if pr.merged:
+        job.ps.set_upstream_status(UpstreamStatus.ACCEPTED)
+    elif pr.state == "open" and job.ps.upstream_status == UpstreamStatus.PENDING:
+        job.ps.set_upstream_status(UpstreamStatus.SUBMITTED)
+    job.ps.save_meta()
+
+
+def _merged(job: Job, pr: PullRequest, dry_run: bool) -> dict[str, Any]:
+    if not dry_run:
+        _record(job, pr)
+    return job.result("merged", push="skipped", pr=_pr_json(pr),
+                      message=f"PR #{pr.number} was merged ({pr.merge_commit_sha or '?'}); "
+                              f"{job.ps.target} is Accepted")
+
+
+def _closed(job: Job, pr: PullRequest, dry_run: bool) -> dict[str, Any]:
+    if not dry_run:
+        _record(job, pr)
+    message = (f"{pr.url} (#{pr.number}) was closed without merging; contrib leaves it closed "
+               f"and pushed nothing. Run `contrib open-pr --reopen {job.ps.target}` to reopen "
+               "and update it")
+    return job.result("closed", push="skipped", pr=_pr_json(pr), error=message, exit_code=1)

@@ -1,0 +1,316 @@
+"""Validate patchsets and keep their records: the engine behind ``contrib validate``.
+
+For each patchset: apply its current version at its base on a temporary index
+in the upstream cache (no checkout), run the stages of
+:mod:`contrib.validate.stages` on the blobs of the base and patched commits, and
+only check out a worktree if the tests stage needs one.  The run goes into the
+version's ``validation.json`` (:mod:`contrib.record`), atomically, replacing the
+runs of the same arch, kind and host and keeping the others; ``--out FILE``
+writes it to FILE instead and leaves the workspace alone; ``--merge`` adds run
+files from other machines.  Exit 1 when a stage failed or a required stage
+(``[validation] require``) did not pass.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from contrib.arch import Arch, parse_arch
+from contrib.carry.engine import load_patches
+from contrib.carry.series import EXPORT_ENV, apply_series
+from contrib.errors import ConfigError, ContribError, PatchError, UsageError
+from contrib.git.cache import Mirror
+from contrib.git.repo import Git
+from contrib.record import (
+    ArchVerdict,
+    Record,
+    Run,
+    Verdict,
+    add_run,
+    arch_verdicts,
+    mismatch,
+    read_record,
+    read_run_file,
+    record_json,
+    run_dict,
+    version_digest,
+)
+from contrib.ui import UI, StepFn
+from contrib.validate.gputests import split_runs
+from contrib.validate.report import (
+    Validation,
+    host_facts,
+    junit_xml,
+    now,
+    render_table,
+)
+from contrib.validate.stages import Inputs, run_pipeline
+from contrib.validate.tree import GitTree
+from contrib.workspace.model import Patchset, Workspace
+from contrib.workspace.schema import Settings
+from contrib.workspace.txn import atomic_write
+
+
+def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
+             junit: Path | None, out: Path | None = None) -> tuple[int, dict[str, Any]]:
+    """Validate each target's current version; (exit code, the JSON document).
+
+    The code is 1 when a stage failed or a required one did not pass."""
+    # bad --arch (an empty one too), a bad --junit/--out: exit 2 before any work
+    forced = parse_arch(arch) if arch is not None else None
+    patchsets = ws.patchsets(targets)
+    for path in (junit, out):
+        if path is not None:
+            _check_writable(ws, path, inside_ok=path is junit)
+    if out is not None and len(patchsets) != 1:
+        raise UsageError(f"--out writes the run of one patchset; name one UPSTREAM/NAME "
+                         f"(selected: {len(patchsets)})")
+    # every patchset's [validation] and arch are read before any work: a bad one is exit 2 alone
+    plans = [(ps, forced or _patchset_arch(ps),
+              ps.info.validation) for ps in patchsets]
+    host = host_facts()
+    validations, results = [], []
+    for ps, target, settings in plans:
+        ui.step(f"validating {ps.target} for {target.name} ...")
+        with ui.task(f"validate {ps.target}") as task:
+            validation = validate_patchset(ws, ps, target, host, settings, progress=task.step)
+        validations.append(validation)
+        results.append(_record(ws, ui, ps, validation, settings, out))
+    if not patchsets:
+        ui.info(ws.empty_message(targets))
+    if junit is not None:
+        atomic_write(junit, junit_xml(validations))
+    code = max((r.pop("exit_code") for r in results), default=0)
+    document = {"verdict": _worst(r["verdict"] for r in results), "validations": results}
+    if not patchsets:
+        document["message"] = ws.empty_message(targets)
+    return code, document
+
+
+def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, settings: Settings,
+            out: Path | None) -> dict[str, Any]:
+    """Write the run (to the version's record, or to ``out``); print and return its verdict."""
+    # the tests stage's regression runs (archs the gates admitted before) are runs of their own
+    runs = [v.run() for v in split_runs(validation)]
+    run = runs[0]  # the target arch's run; any further ones are regression runs
+    record, where = _store(ws, ps, runs, settings, out)
+    verdict = next(v for v in arch_verdicts(record.runs, settings.required())
+                   if v.arch == run.arch)
+    for line in render_table(validation).splitlines():
+        ui.info(line)
+    for extra in runs[1:]:
+        tests = extra.stage("tests")
+        ui.info(f"  {extra.kind} run on {extra.arch}: tests {tests.status if tests else '?'}"
+                f" ({tests.reason if tests else ''})")
+    ui.info(_verdict_line(ps, verdict))
+    ui.info(f"  -> {where}")
+    failed = verdict.verdict == Verdict.FAILED or bool(verdict.unmet)
+    return {"patchset": ps.target, "base": record.base, "digest": record.digest, "arch": run.arch,
+            "verdict": str(verdict.verdict), "skipped": verdict.skipped, "unmet": list(verdict.unmet),
+            "required": list(settings.required()), "runs_for_arch": len(verdict.runs),
+            "path": str(where), "run": run_dict(run),
+            "regression_runs": [run_dict(r) for r in runs[1:]], "exit_code": 1 if failed else 0}
+
+
+def _store(ws: Workspace, ps: Patchset, runs: list[Run], settings: Settings,
+           out: Path | None) -> tuple[Record, Path]:
+    """Add ``runs`` to the version's record (or to a new run file ``out``); (record, where)."""
+    version = ps.current
+    fresh = Record(ps.upstream, ps.name, version.base, version_digest(version))
+    record = fresh if out is not None else _bound(version.validation_path, fresh)
+    for run in runs:
+        record = add_run(record, run, replace_same_host=out is None)
+    if out is not None:
+        atomic_write(out, record_json(record))
+        return record, out
+    ws.write_file(version.validation_path, record_json(record))
+    return record, version.validation_path
+
+
+def _verdict_line(ps: Patchset, verdict: ArchVerdict) -> str:
+    line = f"verdict {ps.target} {verdict.line()}"
+    if len(verdict.runs) > 1:
+        line += f" across {len(verdict.runs)} runs"
+    if verdict.unmet:
+        line += f"; required stage(s) not passed: {', '.join(verdict.unmet)}"
+    return line
+
+
+def _bound(path: Path, fresh: Record) -> Record:
+    """The version's record if it is bound to exactly this version, else ``fresh``.
+
+    A stale, foreign, old-format or unreadable record proves nothing about this
+    version: the new run replaces it.
+    """
+    try:
+        record = read_record(path)
+    except ConfigError:
+        return fresh
+    if record is None or mismatch(record, fresh.upstream, fresh.patchset, fresh.base,
+                                  fresh.digest):
+        return fresh
+    return record
+
+
+def _worst(verdicts: Iterable[str]) -> str:
+    order = [Verdict.FAILED, Verdict.INCOMPLETE, Verdict.PASSED]
+    seen = set(verdicts)
+    return str(next((v for v in order if v in seen), Verdict.PASSED))
+
+
+def _check_writable(ws: Workspace, path: Path, *, inside_ok: bool) -> None:
+    """Refuse (exit 2) an output path that cannot be written, before any work."""
+    resolved = path.resolve()
+    if not inside_ok and resolved.is_relative_to(ws.root):
+        raise UsageError(f"--out {path}: inside the workspace; --out leaves the workspace "
+                         "alone (use `contrib validate` without --out to record the run there)")
+    if resolved.is_dir():
+        raise UsageError(f"{path}: is a folder; give a file path")
+    try:
+        resolved.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot create its folder: {exc.strerror or exc}") from None
+    if not os.access(resolved.parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{path}: folder {resolved.parent} is not writable")
+
+
+def merge(ws: Workspace, ui: UI, files: list[Path]) -> dict[str, Any]:
+    """Merge run files into their versions' records, all or nothing; exit 2 on any bad one."""
+    runs = [(path, read_run_file(path)) for path in files]  # any corrupt file: nothing changed
+    updated: dict[Path, Record] = {}
+    results = []
+    for path, incoming in runs:
+        version_path, current = _merge_target(ws, path, incoming, updated)
+        merged = current
+        for run in incoming.runs:
+            merged = add_run(merged, run, replace_same_host=False)
+        added = len(merged.runs) - len(current.runs)
+        updated[version_path] = merged
+        results.append({"file": str(path), "patchset": incoming.target, "base": incoming.base,
+                        "runs": len(incoming.runs), "added": added, "path": str(version_path)})
+        ui.info(f"{path}: {added} of {len(incoming.runs)} run(s) added to {version_path}"
+                + ("" if added else " (already there)"))
+    with ws.transaction() as txn:
+        for version_path, record in updated.items():
+            text = record_json(record)
+            if not _holds(version_path, text):  # an idempotent re-merge writes nothing
+                txn.write(version_path, text)
+    return {"merged": results}
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
+
+
+def _merge_target(ws: Workspace, path: Path, incoming: Record,
+                  updated: dict[Path, Record]) -> tuple[Path, Record]:
+    """The record a run file goes into, after checking it belongs to that version exactly."""
+    ps = ws.patchset(incoming.target)
+    version = ps.version(incoming.base)
+    if not version.dir.is_dir():
+        raise ConfigError(f"{path}: records runs of {incoming.target} at {incoming.base[:12]}, "
+                          f"a version the workspace does not have ({version.dir}); nothing merged")
+    dig = version_digest(version)
+    why = mismatch(incoming, ps.upstream, ps.name, version.base, dig)
+    if why:
+        raise ConfigError(f"{path}: does not belong to {incoming.target} at "
+                          f"{incoming.base[:12]} as it is now ({why}); nothing merged")
+    fresh = Record(ps.upstream, ps.name, version.base, dig)
+    return version.validation_path, updated.get(version.validation_path) or _bound(
+        version.validation_path, fresh)
+
+
+def _patchset_arch(ps: Patchset) -> Arch:
+    try:
+        return parse_arch(ps.arch)
+    except UsageError as exc:
+        raise ConfigError(f"{ps.meta_path}: arch: {exc}") from None
+
+
+def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, object],
+                      settings: Settings, *, progress: StepFn | None = None) -> Validation:
+    """Apply ``ps``'s current version at its base and run every stage for ``arch``;
+    ``progress`` hears each stage (and a stage's own steps, e.g. units compiled)."""
+    version = ps.current
+    mirror = Mirror(ws.config.upstream(ps.upstream)).ensure(fetch_now=False)
+    git = mirror.git
+    base = mirror.resolve(version.base)
+    started = now()
+    head, reason = _apply(git, base, version.patch_texts())
+    with tempfile.TemporaryDirectory(prefix="contrib-validate-") as scratch, \
+            _worktrees(git, head, Path(scratch)) as make_worktree:  # fmt: skip
+        inputs = Inputs(
+            arch=arch,
+            before=GitTree(git, base),
+            after=GitTree(git, head) if head else None,
+            diff=_diff(git, base, head) if head else "",
+            apply_reason=reason,
+            settings=settings,
+            workdir=Path(scratch),
+            worktree=make_worktree,
+            python=ws.config.upstream(ps.upstream).python or sys.executable,
+            workspace=ws,
+            patchset=ps,
+            progress=progress,
+        )
+        stages = run_pipeline(inputs)
+    ptx = next((s for s in stages if s.name == "ptx"), None)
+    compute = ptx.details.get("compute") if ptx is not None else None  # compute_120f for flashinfer
+    return Validation(ps.upstream, ps.name, base, arch, stages, dict(host), applied=head,
+                      started=started, finished=now(), compute=compute)
+
+
+def _apply(git: Git, base: str, files: list[tuple[str, bytes]]) -> tuple[str | None, str]:
+    """(patched commit, reason) or (None, why it does not apply)."""
+    try:
+        applied = apply_series(git, base, load_patches(git, files))
+    except PatchError as exc:
+        return None, str(exc)
+    count = len(applied)
+    return applied[-1].commit, f"{count} patch(es) applied at {base[:12]} with no fuzz"
+
+
+def _diff(git: Git, base: str, head: str) -> str:
+    return git.run("diff", "--no-color", "--no-ext-diff", "--no-renames", base, head,
+                   env=EXPORT_ENV, strip=False)
+
+
+@contextmanager
+def _worktrees(git: Git, head: str | None, scratch: Path) -> Iterator[_LazyWorktree]:
+    lazy = _LazyWorktree(git, head, scratch / "worktree")
+    try:
+        yield lazy
+    finally:
+        lazy.remove()
+
+
+class _LazyWorktree:
+    """A detached worktree of the patched commit, made on first use, removed after."""
+
+    def __init__(self, git: Git, head: str | None, path: Path) -> None:
+        self.git, self.head, self.path = git, head, path
+        self.made = False
+
+    def __call__(self) -> Path:
+        if self.head is None:
+            raise ContribError("no patched commit to check out (apply failed)")
+        if not self.made:
+            self.git.run("worktree", "add", "--detach", "--force", str(self.path), self.head)
+            self.made = True
+        return self.path
+
+    def remove(self) -> None:
+        if self.made:
+            self.git.try_run("worktree", "remove", "--force", str(self.path))
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.git.try_run("worktree", "prune")
