@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Workspace, make_patch
-from tests.gitutil import Repo
+from testing.gitutil import Repo
+from testing.workspace import Workspace, make_patch
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from contrib.ui import show_progress, use_colour
-from tests.conftest import Workspace
-from tests.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
-from tests.gitutil import Repo
-from tests.synchelp import F3_PATCH, add_patchset
+from testing.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
+from testing.gitutil import Repo
+from testing.synchelp import F3_PATCH, add_patchset
+from testing.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 ESC = "\x1b["
@@ -147,7 +147,7 @@ def test_the_one_rule() -> None:
 def test_open_pr_shows_the_push_on_the_status_line(upstream: Repo, tmp_path: Path,
                                                    fake_github: FakeGitHub,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_open_pr import Scene
+    from testing.pr_scene import Scene
 
     monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
     scene = Scene(tmp_path, upstream, fake_github)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Workspace, make_patch
-from tests.gitutil import Repo
+from testing.gitutil import Repo
+from testing.workspace import Workspace, make_patch
 
 ROOT = Path(__file__).resolve().parent.parent
 # Heavy libraries no command needs just to start: each costs tens of milliseconds.

@@ -119,7 +119,8 @@ def _autopilot(t: Table) -> Autopilot:
 
 def _upstream(tables: Table, name: str) -> Upstream:
     if not valid_name(name):
-        raise tables.fail(name, f"is not a valid upstream name: use {NAME_RULE}")
+        raise ConfigError(f"{tables.path}:{tables.line(name)}: upstream name {name!r} is "
+                          f"invalid: use {NAME_RULE}")
     t = tables.sub(name)
     assert t is not None  # name is one of tables' keys
     t.only(_UPSTREAM_KEYS)

@@ -19,14 +19,15 @@ SHA_RE = re.compile(r"[0-9a-f]{40}")
 
 
 def line_of(text: str, table: str, key: str | None = None) -> int:
-    """1-based line of ``key`` inside ``[table]`` (or of the header), 0 if not found."""
+    """1-based line of ``key`` inside ``[table]`` (or of the header, or of the first
+    ``[table.sub]`` header when ``[table]`` itself is not written), 0 if not found."""
     current = ""
     header = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
     for number, line in enumerate(text.splitlines(), 1):
         match = header.match(line)
         if match:
             current = match.group(1).replace('"', "").replace(" ", "")
-            if key is None and current == table:
+            if key is None and table and (current == table or current.startswith(table + ".")):
                 return number
             continue
         if key is not None and current == table and re.match(
@@ -72,7 +73,7 @@ class Table:
     def __init__(self, path: Path, text: str, name: str, data: Any) -> None:
         self.path, self.text, self.name = path, text, name
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{path}:{self.line()}: {self.label} must be a table, "
+            raise ConfigError(f"{self.at()}: {self.label} must be a table, "
                               f"not {kind(data)}")
         self.data: Mapping[str, Any] = data
 
@@ -82,19 +83,26 @@ class Table:
 
     def line(self, key: str | None = None) -> int:
         table, _, leaf = self.name.rpartition(".")
-        return (line_of(self.text, self.name, key) or line_of(self.text, self.name)
+        full = f"{self.name}.{key}" if self.name and key else (key or self.name)
+        return (line_of(self.text, self.name, key) or line_of(self.text, full)
+                or line_of(self.text, self.name)
                 or line_of(self.text, table, leaf) or line_of(self.text, "", self.name.split(".")[0]))
+
+    def at(self, key: str | None = None) -> str:
+        """``path:line`` of ``key`` (just the path when the line is not known)."""
+        line = self.line(key)
+        return f"{self.path}:{line}" if line else str(self.path)
 
     def fail(self, key: str, what: str) -> ConfigError:
         name = f"{self.name}.{key}" if self.name else key
-        return ConfigError(f"{self.path}:{self.line(key)}: {name} {what}")
+        return ConfigError(f"{self.at(key)}: {name} {what}")
 
     def only(self, allowed: set[str] | frozenset[str]) -> None:
         """Reject keys the schema does not know (a typo must not be ignored)."""
         for key in self.data:
             if key not in allowed:
                 where = f" in [{self.name}]" if self.name else ""
-                raise ConfigError(f"{self.path}:{self.line(key)}: unknown key {key!r}{where} "
+                raise ConfigError(f"{self.at(key)}: unknown key {key!r}{where} "
                                   f"(allowed: {', '.join(sorted(allowed))})")
 
     def string(self, key: str, default: str | None = None, *, pattern: re.Pattern[str] | None = None,

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Workspace
-from tests.gitutil import Repo, git
-from tests.reliability.conftest import FIGURES
-from tests.synchelp import version_dir
+from testing.audit import FIGURES
+from testing.gitutil import Repo, git
+from testing.synchelp import version_dir
+from testing.workspace import Workspace
 
 HEADERS = (b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
            b"From: Jos\xe9 M\xfcller <jose@example.com>\n"

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE, Workspace
-from tests.gitutil import Repo, git
-from tests.histories import Change, fast_import, filler
-from tests.reliability.conftest import AUDIT, FIGURES
-from tests.reliability.crash import contrib_cmd, run, snapshot
-from tests.synchelp import add_patchset
+from testing.audit import AUDIT, FIGURES
+from testing.crash import contrib_cmd, run, snapshot
+from testing.gitutil import Repo, git
+from testing.histories import Change, fast_import, filler
+from testing.synchelp import add_patchset
+from testing.workspace import SAMPLE, Workspace
 
 CORE = SAMPLE["pkg/core.py"]
 F3_PATCH = CORE.replace("    return 3\n", "    return 33\n")

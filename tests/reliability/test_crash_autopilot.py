@@ -21,11 +21,11 @@ import pytest
 from contrib.forge.github import GitHubForge
 from contrib.record import version_standing
 from contrib.workspace.model import Workspace
-from tests.autopilot_scene import FORK, UPSTREAM, WSREPO, Scene
-from tests.fake_github import FakeGitHub
-from tests.gitutil import Repo, git
-from tests.reliability.conftest import PLANTED
-from tests.reliability.crash import delays, kill_trial, snapshot, tally, timed
+from testing.audit import PLANTED
+from testing.autopilot_scene import FORK, UPSTREAM, WSREPO, Scene
+from testing.crash import delays, kill_trial, snapshot, tally, timed
+from testing.fake_github import FakeGitHub
+from testing.gitutil import Repo, git
 
 pytestmark = pytest.mark.slow
 MARKER = "<!-- contrib:dashboard -->"

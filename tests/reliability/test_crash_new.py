@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Workspace, make_patch
-from tests.gitutil import Repo
-from tests.reliability.crash import delays, kill_trial, run, snapshot, tally
+from testing.crash import delays, kill_trial, run, snapshot, tally
+from testing.gitutil import Repo
+from testing.workspace import Workspace, make_patch
 
 pytestmark = pytest.mark.slow
 

@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from tests.fake_github import FakeGitHub
-from tests.gitutil import Repo, git
-from tests.reliability.conftest import PLANTED
-from tests.reliability.crash import delays, kill_trial, snapshot, tally, timed
-from tests.test_open_pr import FORK, UPSTREAM, Scene
+from testing.audit import PLANTED
+from testing.crash import delays, kill_trial, snapshot, tally, timed
+from testing.fake_github import FakeGitHub
+from testing.gitutil import Repo, git
+from testing.pr_scene import FORK, UPSTREAM, Scene
 
 pytestmark = pytest.mark.slow
 

@@ -18,10 +18,7 @@ from pathlib import Path
 import pytest
 
 from contrib.workspace.model import Workspace as Ws
-from tests.conftest import Workspace
-from tests.gitutil import Repo, git
-from tests.recordutil import PASSING, run_of, write_bound
-from tests.reliability.crash import (
+from testing.crash import (
     delays,
     fsck_cache,
     kill_trial,
@@ -31,8 +28,10 @@ from tests.reliability.crash import (
     timed,
     trial_cache,
 )
-from tests.synchelp import F3_PATCH, add_patchset
-from tests.test_edit import F3_F5, commit_in
+from testing.gitutil import Repo, git
+from testing.recordutil import PASSING, run_of, write_bound
+from testing.synchelp import F3_F5, F3_PATCH, add_patchset, commit_in
+from testing.workspace import Workspace
 
 pytestmark = pytest.mark.slow
 

@@ -19,10 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE, Workspace, run_contrib
-from tests.gitutil import Repo, git
-from tests.histories import Change, fast_import, filler
-from tests.reliability.crash import (
+from testing.crash import (
     delays,
     fsck_cache,
     kill_trial,
@@ -33,7 +30,10 @@ from tests.reliability.crash import (
     timed,
     trial_cache,
 )
-from tests.synchelp import add_patchset
+from testing.gitutil import Repo, git
+from testing.histories import Change, fast_import, filler
+from testing.synchelp import add_patchset
+from testing.workspace import SAMPLE, Workspace, run_contrib
 
 pytestmark = pytest.mark.slow
 

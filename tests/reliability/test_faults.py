@@ -18,11 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SAMPLE, Workspace
-from tests.gitutil import Repo, git
-from tests.histories import Change, fast_import, filler
-from tests.reliability.conftest import FIGURES, PLANTED
-from tests.reliability.crash import (
+from testing.audit import FIGURES, PLANTED
+from testing.crash import (
     delays,
     fsck_cache,
     kill_trial,
@@ -32,7 +29,10 @@ from tests.reliability.crash import (
     timed,
     trial_cache,
 )
-from tests.synchelp import add_patchset
+from testing.gitutil import Repo, git
+from testing.histories import Change, fast_import, filler
+from testing.synchelp import add_patchset
+from testing.workspace import SAMPLE, Workspace
 
 CORE = SAMPLE["pkg/core.py"]
 F3_PATCH = CORE.replace("    return 3\n", "    return 33\n")

@@ -20,7 +20,7 @@ from contrib.arch import KNOWN, Arch, arch_macros, parse_arch
 from contrib.errors import ContribError
 from contrib.validate.cexpr import ExprError, Macro, evaluate
 from contrib.validate.cuda_arch import analyze
-from tests.reliability.conftest import FIGURES
+from testing.audit import FIGURES
 
 FUZZ = settings(max_examples=300, deadline=None)
 

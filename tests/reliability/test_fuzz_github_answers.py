@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from contrib.forge import shapes
 from contrib.forge.api import MalformedAnswer
-from tests.reliability.conftest import FIGURES
+from testing.audit import FIGURES
 
 FUZZ = settings(max_examples=100, deadline=None)
 

@@ -19,9 +19,9 @@ from contrib.errors import ConfigError, ContribError
 from contrib.git.repo import Git
 from contrib.workspace.config import load_config
 from contrib.workspace.schema import SyncResult, read_meta
-from tests.conftest import Workspace, make_patch
-from tests.gitutil import Repo
-from tests.reliability.conftest import FIGURES
+from testing.audit import FIGURES
+from testing.gitutil import Repo
+from testing.workspace import Workspace, make_patch
 
 FUZZ = settings(max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from contrib.errors import ConfigError
 from contrib.record import Record, add_run, digest, read_record, record_json, standing
 from contrib.workspace.schema import Settings
-from tests.conftest import Workspace, make_patch
-from tests.gitutil import Repo
-from tests.recordutil import PASSING, run_of
-from tests.reliability.conftest import FIGURES
+from testing.audit import FIGURES
+from testing.gitutil import Repo
+from testing.recordutil import PASSING, run_of
+from testing.workspace import Workspace, make_patch
 
 FUZZ = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

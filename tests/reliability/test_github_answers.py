@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-import tests.conftest as root_conftest
-from tests.conftest import Result
-from tests.fake_github import FakeGitHub
-from tests.gitutil import Repo
-from tests.reliability.conftest import FIGURES, PLANTED
-from tests.test_open_pr import TARGET, UPSTREAM, Scene, fast_github
+import testing.workspace as harness
+from testing.audit import FIGURES, PLANTED
+from testing.fake_github import FakeGitHub
+from testing.gitutil import Repo
+from testing.pr_scene import TARGET, UPSTREAM, Scene, fast_github
+from testing.workspace import Result
 
 REPO = rf"/repos/{UPSTREAM}"
 PULLS = rf"/repos/{UPSTREAM}/pulls"
@@ -84,7 +84,7 @@ ANSWERS: dict[str, tuple[Callable[[FakeGitHub], Any], str, str]] = {
 
 def _run(*args: str, cwd: Path) -> Result:
     """The CLI, through the audited runner (every output is searched for the token)."""
-    return root_conftest.run_contrib(*args, cwd=cwd)
+    return harness.run_contrib(*args, cwd=cwd)
 
 
 @pytest.fixture

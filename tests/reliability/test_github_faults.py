@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from contrib.workspace.model import Workspace
-from tests.fake_github import FakeGitHub, Fault
-from tests.gitutil import Repo
-from tests.reliability.conftest import FIGURES, PLANTED
-from tests.test_open_pr import UPSTREAM, Scene, fast_github
+from testing.audit import FIGURES, PLANTED
+from testing.fake_github import FakeGitHub, Fault
+from testing.gitutil import Repo
+from testing.pr_scene import UPSTREAM, Scene, fast_github
 
 PULLS = rf"/repos/{UPSTREAM}/pulls"
 ONE_PR = rf"/repos/{UPSTREAM}/pulls/\d+"

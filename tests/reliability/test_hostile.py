@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace, make_patch
-from tests.gitutil import Repo
-from tests.reliability.conftest import FIGURES
-from tests.reliability.crash import snapshot
+from testing.audit import FIGURES
+from testing.crash import snapshot
+from testing.gitutil import Repo
+from testing.workspace import Result, Workspace, make_patch
 
 
 @dataclass
@@ -139,7 +139,7 @@ CASES: dict[str, tuple[Callable[[World], Result], str]] = {
     "version dir not a sha": (_not_sha_dir, "v1"),
     "bad TOML": (_config("[upstreams.proj\n"), "contrib.toml:1"),
     "unknown key": (_config("[upstreams.proj]\nurl = '.'\ncolour = 1\n"), "unknown key 'colour'"),
-    "missing url": (_config("[upstreams.proj]\n"), "has no url"),
+    "missing url": (_config("[upstreams.proj]\n"), "url is required"),
     "bad meta TOML": (_meta("", "title = \n"), "patchset.toml"),
     "unknown meta key": (_meta("", "flavour = 'x'\n"), "unknown key 'flavour'"),
     "current not a sha": (_meta("current = \"", "current = \"zz"), "current must be"),

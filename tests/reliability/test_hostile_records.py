@@ -16,11 +16,11 @@ import pytest
 
 from contrib.record import record_json
 from contrib.workspace.model import Workspace as ContribWorkspace
-from tests.conftest import Workspace, make_patch
-from tests.gitutil import Repo
-from tests.recordutil import PASSING, bound_record, run_of
-from tests.reliability.conftest import FIGURES
-from tests.reliability.crash import snapshot
+from testing.audit import FIGURES
+from testing.crash import snapshot
+from testing.gitutil import Repo
+from testing.recordutil import PASSING, bound_record, run_of
+from testing.workspace import Workspace, make_patch
 
 
 @dataclass

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Workspace, make_patch
-from tests.gitutil import Repo, git
-from tests.reliability.conftest import FIGURES
-from tests.reliability.crash import snapshot
+from testing.audit import FIGURES
+from testing.crash import snapshot
+from testing.gitutil import Repo, git
+from testing.workspace import Workspace, make_patch
 
 
 def _permission_bits_bite() -> bool:

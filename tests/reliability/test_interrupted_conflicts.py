@@ -19,11 +19,11 @@ import pytest
 
 import contrib.carry.conflict
 import contrib.git.worktree
-from tests.conftest import SAMPLE, Workspace, run_contrib
-from tests.gitutil import Repo
-from tests.histories import Change, fast_import, filler
-from tests.reliability.conftest import FIGURES
-from tests.synchelp import add_patchset, series, version_dir
+from testing.audit import FIGURES
+from testing.gitutil import Repo
+from testing.histories import Change, fast_import, filler
+from testing.synchelp import add_patchset, series, version_dir
+from testing.workspace import SAMPLE, Workspace, run_contrib
 
 CORE = SAMPLE["pkg/core.py"]
 F3 = CORE.replace("    return 3\n", "    return 33\n")

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE, Workspace
-from tests.gitutil import Repo, git
-from tests.histories import Change, fast_import, filler
-from tests.reliability.conftest import FIGURES
-from tests.reliability.crash import snapshot
-from tests.synchelp import series, version_dir
+from testing.audit import FIGURES
+from testing.crash import snapshot
+from testing.gitutil import Repo, git
+from testing.histories import Change, fast_import, filler
+from testing.synchelp import series, version_dir
+from testing.workspace import SAMPLE, Workspace
 
 BLOB = bytes(range(256)) * 8 + b"\0tail"
 LATIN1 = "caf\xe9 cr\xe8me\n".encode("latin-1")

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-import tests.conftest as root_conftest
-from tests.fake_github import FakeGitHost, FakeGitHub
-from tests.gitutil import Repo
-from tests.reliability.conftest import AUDIT, FIGURES, PLANTED, Audit, token_forms
-from tests.test_open_pr import FORK, TARGET, Scene
+import testing.workspace as harness
+from testing.audit import AUDIT, FIGURES, PLANTED, Audit, token_forms
+from testing.fake_github import FakeGitHost, FakeGitHub
+from testing.gitutil import Repo
+from testing.pr_scene import FORK, TARGET, Scene
 
 
 def test_audit_finds_every_form_of_the_token(tmp_path: Path) -> None:
@@ -52,8 +52,8 @@ def test_token_used_everywhere_is_written_nowhere(tmp_path: Path, upstream: Repo
                                                   githost: FakeGitHost, isolated: Path) -> None:
     scene = Scene(tmp_path, upstream, planted_github, githost)
 
-    def cli(*args: str) -> root_conftest.Result:
-        return root_conftest.run_contrib(*args, cwd=scene.root)  # recorded by the audit
+    def cli(*args: str) -> harness.Result:
+        return harness.run_contrib(*args, cwd=scene.root)  # recorded by the audit
 
     assert cli("validate", "--json", TARGET).code in (0, 1)
     assert cli("open-pr", "--dry-run", TARGET).code == 0

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE, Workspace, make_patch
-from tests.gitutil import Repo
-from tests.reliability.conftest import FIGURES
-from tests.reliability.crash import snapshot
+from testing.audit import FIGURES
+from testing.crash import snapshot
+from testing.gitutil import Repo
+from testing.workspace import SAMPLE, Workspace, make_patch
 
 NO_PATCHSETS = "no patchsets yet: create one with `contrib new`"
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from contrib.arch import Arch, parse_arch
 from contrib.validate.tree import DictTree
-from tests.validate import miniupstream
+from testing import miniupstream
+from testing import miniupstream as mu
+from testing.gitutil import Repo
+from testing.workspace import Workspace
 
 
 @pytest.fixture
@@ -33,9 +38,13 @@ def full_fix_tree() -> DictTree:
     return DictTree(miniupstream.files("full-fix"))
 
 
-def variant_diff(tmp_path, variant: str) -> str:
-    """``git diff`` from the mini-upstream base to ``variant`` (a real git diff)."""
-    root = tmp_path / f"diff-{variant}"
-    base = miniupstream.init_repo(root)
-    miniupstream.commit_variant(root, variant, f"apply {variant}")
-    return miniupstream.git(root, "diff", base, "HEAD") + "\n"
+@pytest.fixture
+def fi(tmp_path: Path) -> Workspace:
+    """A workspace carrying patches for a mini flashinfer-shaped upstream."""
+    repo = Repo(tmp_path / "flashinfer")
+    repo.commit("Initial import", mu.files("base"))
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, {"flashinfer": repo})
+    ws.write_config()
+    return ws

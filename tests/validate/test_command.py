@@ -9,38 +9,8 @@ from xml.etree import ElementTree
 
 import pytest
 
-from tests.conftest import Workspace, make_patch
-from tests.gitutil import Repo
-from tests.validate import miniupstream as mu
-
-# Answers like nvidia-smi: the columns the query asks for.
-SMI = """#!/bin/sh
-case "$1" in
-  *index*) echo "0, NVIDIA H200, 9.0" ;;
-  *) echo "NVIDIA H200, 9.0" ;;
-esac
-"""
-
-
-@pytest.fixture
-def fi(tmp_path: Path) -> Workspace:
-    """A workspace carrying patches for a mini flashinfer-shaped upstream."""
-    repo = Repo(tmp_path / "flashinfer")
-    repo.commit("Initial import", mu.files("base"))
-    root = tmp_path / "ws"
-    root.mkdir()
-    ws = Workspace(root, {"flashinfer": repo})
-    ws.write_config()
-    return ws
-
-
-def _new(ws: Workspace, tmp_path: Path, name: str, variant: str) -> Path:
-    repo = ws.upstreams["flashinfer"]
-    files = {k: v for k, v in mu.files(variant).items() if v != mu.files("base")[k]}
-    patches = make_patch(repo, tmp_path, files, f"{name}: admit SM120", name=name)
-    result = ws.run("new", "flashinfer", name, "--base", "main", "--patch", *map(str, patches))
-    assert result.code == 0, result.err
-    return ws.root / "patchsets" / "flashinfer" / name
+from testing import miniupstream as mu
+from testing.workspace import Workspace
 
 
 def _stages(doc: dict) -> dict[str, dict]:
@@ -49,7 +19,7 @@ def _stages(doc: dict) -> dict[str, dict]:
 
 
 def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) -> None:
-    ps_dir = _new(fi, tmp_path, "gate-only", "gate-only")
+    ps_dir = mu.new_variant(fi, tmp_path, "gate-only", "gate-only")
     junit = tmp_path / "out" / "junit.xml"
     result = fi.run(
         "validate", "flashinfer/gate-only", "--arch", "sm_120a", "--json", "--junit", str(junit)
@@ -97,14 +67,14 @@ def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) 
 
 
 def test_whole_fix_passes_and_a_waiver_shows(fi: Workspace, tmp_path: Path) -> None:
-    _new(fi, tmp_path, "whole", "full-fix")
+    mu.new_variant(fi, tmp_path, "whole", "full-fix")
     result = fi.run("validate", "flashinfer/whole", "--json")
     assert result.code == 0, result.out
     stages = _stages(result.json["validations"][0])
     assert stages["arch-guards"]["status"] == "passed"
     assert all(s["status"] in ("passed", "skipped", "not-applicable") for s in stages.values())
 
-    ps_dir = _new(fi, tmp_path, "waived", "gate-only")
+    ps_dir = mu.new_variant(fi, tmp_path, "waived", "gate-only")
     header = mu.files("gate-only")[mu.HEADER]
     meta = ps_dir / "patchset.toml"
     meta.write_text(
@@ -123,7 +93,7 @@ def test_whole_fix_passes_and_a_waiver_shows(fi: Workspace, tmp_path: Path) -> N
 
 
 def test_bad_arch_and_apply_failure(fi: Workspace, tmp_path: Path) -> None:
-    ps_dir = _new(fi, tmp_path, "gate-only", "gate-only")
+    ps_dir = mu.new_variant(fi, tmp_path, "gate-only", "gate-only")
     bad = fi.run("validate", "--arch", "sm_999")
     assert bad.code == 2 and "sm_999" in bad.err
     base = fi.upstreams["flashinfer"].head()
@@ -143,10 +113,10 @@ def test_a_90_gpu_here_adds_a_regression_run_to_the_run_file(
     """nvidia-smi lists an H200 (9.0): the gate admitted major 9 before, so the tests run there too."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(SMI)
+    (bin_dir / "nvidia-smi").write_text(mu.SMI)
     (bin_dir / "nvidia-smi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    _new(fi, tmp_path, "whole", "full-fix")
+    mu.new_variant(fi, tmp_path, "whole", "full-fix")
     out = tmp_path / "runs" / "h200.json"
     result = fi.run("validate", "flashinfer/whole", "--out", str(out), "--json")
     assert result.code == 0, result.out

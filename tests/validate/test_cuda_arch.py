@@ -5,7 +5,7 @@ from contrib.validate.cuda_arch import analyze, compute_passes
 from contrib.validate.includes import IncludeResolver
 from contrib.validate.tree import DictTree
 from contrib.workspace.schema import Waiver
-from tests.validate import miniupstream as mu
+from testing import miniupstream as mu
 
 
 def _analyze(files, roots, target="sm_120a", before=(9, 10), waivers=()):

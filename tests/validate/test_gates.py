@@ -6,7 +6,7 @@ import pytest
 
 from contrib.arch import parse_arch
 from contrib.validate.gates import admitted_majors, find_gates, gate_findings, touched_gates
-from tests.validate import miniupstream as mu
+from testing import miniupstream as mu
 
 
 def majors(expr: str):

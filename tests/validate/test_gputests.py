@@ -15,7 +15,7 @@ from contrib.validate.report import Validation
 from contrib.validate.stages import Context, Inputs, stage_apply, stage_gates, stage_tests
 from contrib.validate.tree import DictTree, FsTree
 from contrib.workspace.schema import Settings
-from tests.validate import miniupstream
+from testing import miniupstream
 
 SM120, SM90 = parse_arch("sm_120a"), parse_arch("sm_90a")
 H200 = "NVIDIA H200"

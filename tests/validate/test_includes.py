@@ -8,7 +8,7 @@ from contrib.validate.includes import (
     is_cuda_source,
 )
 from contrib.validate.tree import DictTree
-from tests.validate import miniupstream as mu
+from testing import miniupstream as mu
 
 
 def test_find_by_name_prefers_csrc_then_shallow():

@@ -14,7 +14,7 @@ from contrib.validate.ptx import (
     missing_header,
     nvcc_version,
 )
-from tests.validate import miniupstream as mu
+from testing import miniupstream as mu
 
 PTX = """
 .version 9.0

@@ -14,7 +14,7 @@ from contrib.validate.ptxstage import PtxRequest, check
 from contrib.validate.stages import Inputs, run_pipeline
 from contrib.validate.tree import DictTree, FsTree, SourceTree
 from contrib.validate.units import Unit
-from tests.validate import miniupstream
+from testing import miniupstream
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")]  # fmt: skip

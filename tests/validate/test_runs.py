@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from contrib.record import read_record
-from tests.conftest import Workspace
-from tests.validate.test_command import _new, fi  # noqa: F401  (the fixture)
+from testing.miniupstream import new_variant as _new
+from testing.workspace import Workspace
 
 UNSET = "$CONTRIB_TEST_DIR_THAT_IS_NOT_SET"
 H200 = [{"name": "NVIDIA H200", "compute_capability": "9.0"}] * 2
@@ -28,14 +28,14 @@ def _settings(ps_dir: Path, text: str) -> None:
 
 
 @pytest.fixture
-def whole(fi: Workspace, tmp_path: Path) -> Path:  # noqa: F811
+def whole(fi: Workspace, tmp_path: Path) -> Path:
     """The whole fix, with its PTX stage unable to run here (a header folder not set)."""
     ps_dir = _new(fi, tmp_path, "whole", "full-fix")
     _settings(ps_dir, f'ptx_include_dirs = ["{UNSET}"]')
     return ps_dir
 
 
-def test_a_skipped_required_stage_is_incomplete_and_exit_1(fi: Workspace, whole: Path) -> None:  # noqa: F811
+def test_a_skipped_required_stage_is_incomplete_and_exit_1(fi: Workspace, whole: Path) -> None:
     result = fi.run("validate", "flashinfer/whole", "--json")
     assert result.code == 1, result.err
     [doc] = result.json["validations"]
@@ -59,7 +59,7 @@ def _settings_replace(ps_dir: Path, line: str) -> None:
     meta.write_text(meta.read_text().replace("[validation]\n", f"[validation]\n{line}\n"))
 
 
-def test_out_writes_one_run_file_and_nothing_in_the_workspace(fi: Workspace, whole: Path,  # noqa: F811
+def test_out_writes_one_run_file_and_nothing_in_the_workspace(fi: Workspace, whole: Path,
                                                               tmp_path: Path) -> None:
     before = tree(fi.root)
     out = tmp_path / "runs" / "here.json"
@@ -87,7 +87,7 @@ def _variant(run_file: Path, dest: Path, hostname: str, tests: str, **head: Any)
     return dest
 
 
-def test_merge_runs_from_several_machines(fi: Workspace, whole: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_merge_runs_from_several_machines(fi: Workspace, whole: Path, tmp_path: Path) -> None:
     here = tmp_path / "here.json"
     assert fi.run("validate", "flashinfer/whole", "--out", str(here)).code == 1
     gpu = _variant(here, tmp_path / "gpu.json", "gpu-b", "passed")
@@ -117,7 +117,7 @@ def test_merge_runs_from_several_machines(fi: Workspace, whole: Path, tmp_path: 
     assert len(record.runs) == 3
 
 
-def test_merge_refuses_runs_of_another_version(fi: Workspace, whole: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_merge_refuses_runs_of_another_version(fi: Workspace, whole: Path, tmp_path: Path) -> None:
     here = tmp_path / "here.json"
     fi.run("validate", "flashinfer/whole", "--out", str(here))
     base = json.loads(here.read_text())["base"]
@@ -162,13 +162,13 @@ def _lock_files(root: Path) -> dict[str, bytes]:
     return {k: v for k, v in tree(root).items() if k.startswith(".contrib/")}
 
 
-def test_merge_usage_errors(fi: Workspace, tmp_path: Path) -> None:  # noqa: F811
+def test_merge_usage_errors(fi: Workspace, tmp_path: Path) -> None:
     assert fi.run("validate", "--merge").code == 2
     mixed = fi.run("validate", "--merge", "--arch", "sm_90a", str(tmp_path / "x.json"))
     assert mixed.code == 2 and "--merge takes run files only" in mixed.err
 
 
-def test_junit_at_an_unwritable_path_is_one_line(fi: Workspace, whole: Path,  # noqa: F811
+def test_junit_at_an_unwritable_path_is_one_line(fi: Workspace, whole: Path,
                                                  tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -180,7 +180,7 @@ def test_junit_at_an_unwritable_path_is_one_line(fi: Workspace, whole: Path,  # 
         k: v for k, v in before.items() if not k.startswith(".contrib/")}
 
 
-def test_a_hostname_with_markup_is_shown_as_text(fi: Workspace, whole: Path,  # noqa: F811
+def test_a_hostname_with_markup_is_shown_as_text(fi: Workspace, whole: Path,
                                                  tmp_path: Path) -> None:
     here = tmp_path / "here.json"
     fi.run("validate", "flashinfer/whole", "--out", str(here))

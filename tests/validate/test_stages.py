@@ -11,8 +11,8 @@ from contrib.validate.report import StageResult
 from contrib.validate.stages import ORDER, STAGES, Inputs, Settings, run_pipeline
 from contrib.validate.testsel import Gpu
 from contrib.validate.tree import DictTree
-from tests.validate import miniupstream as mu
-from tests.validate.conftest import variant_diff
+from testing import miniupstream as mu
+from testing.miniupstream import variant_diff
 
 RTX = [Gpu("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0")]
 
@@ -174,7 +174,7 @@ def test_settings_from_meta_and_errors():
     assert settings.compile[:2] == ["nvcc", "-arch={compute}"] and settings.compare == [9, 10]
     assert not settings.tests_need_gpu
     for bad, needle in [
-        ({"validation": {"tset": []}}, "unknown key(s) tset"),
+        ({"validation": {"tset": []}}, "unknown key 'tset' in [validation]"),
         ({"validation": {"tests": "a.py"}}, "validation.tests must be a list"),
         ({"validation": {"compare": ["9"]}}, "validation.compare"),
         ({"validation": {"test_limit": 0}}, "test_limit"),
@@ -182,10 +182,10 @@ def test_settings_from_meta_and_errors():
         ({"validation": {"require": ["ptx", "lint"]}}, "validation.require names unknown stage(s) 'lint'"),
         ({"validation": {"require": "ptx"}}, "validation.require must be a list"),
         ({"validation": {"compare": [True]}}, "validation.compare"),
-        ({"waivers": [{"file": "a.cuh", "line": 3}]}, "'reason' is required"),
-        ({"waivers": [{"file": "a.cuh", "reason": "x"}]}, "give 'line' or 'pattern'"),
-        ({"waivers": [{"file": "a.cuh", "reason": "x", "pattern": "("}]}, "bad 'pattern'"),
-        ({"waivers": {"file": "a"}}, "array of tables"),
+        ({"waivers": [{"file": "a.cuh", "line": 3}]}, "waivers.reason is required"),
+        ({"waivers": [{"file": "a.cuh", "reason": "x"}]}, "waivers.line or pattern is required"),
+        ({"waivers": [{"file": "a.cuh", "reason": "x", "pattern": "("}]}, "waivers.pattern is not a regular expression"),
+        ({"waivers": "a"}, "waivers must be [[waivers]] tables"),
     ]:
         with pytest.raises(ConfigError) as info:
             Settings.from_meta(bad)

@@ -20,7 +20,7 @@ from contrib.validate.testsel import (
     select_tests,
 )
 from contrib.validate.tree import DictTree, FsTree
-from tests.validate import miniupstream as mu
+from testing import miniupstream as mu
 
 SM120 = parse_arch("sm_120a")
 RTX = [Gpu("NVIDIA RTX PRO 6000 Blackwell", "12.0")]

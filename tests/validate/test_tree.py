@@ -4,7 +4,7 @@ from pathlib import Path
 
 from contrib.git.repo import Git
 from contrib.validate.tree import DictTree, FsTree, GitTree, materialize
-from tests.validate import miniupstream as mu
+from testing import miniupstream as mu
 
 
 def test_git_tree_reads_blobs_without_checkout(tmp_path: Path):
