@@ -1,8 +1,9 @@
 """The one user-facing exception family.
 
-Every error a user can cause is a :class:`ContribError`; ``cli.py`` turns it
-into one message and an exit code, in exactly one place (modelled on
-pre-commit's ``error_handler.py``).  Nothing below the CLI calls ``sys.exit``.
+Every error a user, a file, the environment or a server can cause is a
+:class:`ContribError`; :mod:`contrib.runner` turns it into one line and an exit
+code, in exactly one place (modelled on pre-commit's ``error_handler.py``).
+Nothing below the CLI calls ``sys.exit``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,92 @@
+"""One persistent ``git cat-file --batch`` per repository: blobs read without a spawn each.
+
+Reading a blob with ``cat-file -e`` then ``cat-file blob`` costs two processes;
+the carry, its scope checks and validate's tree views read hundreds of small
+files in one operation.  A :class:`BlobReader` starts one batch process on the
+first read and answers every later read over its pipes, as git's own tools and
+b4 do.  It lives as long as its :class:`~contrib.git.repo.Git`; :meth:`close`
+ends it early (and a finished interpreter ends it anyway).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from contrib.errors import GitError
+from contrib.git.process import NO_GIT, announce, clean_env
+
+
+class BlobReader:
+    """Blob contents of ``rev:path`` names in one repository, over one batch process."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def read(self, rev: str, path: str) -> bytes | None:
+        """The blob at ``rev:path``; None when there is none (absent, a tree, a bad name)."""
+        return self.read_many(rev, [path]).get(path)
+
+    def read_many(self, rev: str, paths: Sequence[str]) -> dict[str, bytes | None]:
+        """The blobs of many ``paths`` at ``rev``: one request, answered in order."""
+        wanted = list(dict.fromkeys(paths))
+        names = [p for p in wanted if "\n" not in p and "\r" not in p]
+        found: dict[str, bytes | None] = dict.fromkeys(wanted)
+        if not names:
+            return found
+        stdin, stdout = self._pipes()
+        try:
+            stdin.write("".join(f"{rev}:{p}\n" for p in names).encode("utf-8", "surrogateescape"))
+            stdin.flush()
+            for path in names:
+                found[path] = _answer(stdout)
+        except (OSError, ValueError) as exc:  # the process died under us: start afresh next time
+            self.close()
+            raise GitError(f"`git cat-file --batch` in {self.path} stopped: {exc}") from None
+        return found
+
+    def close(self) -> None:
+        """End the batch process (a later read starts a new one)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def _pipes(self) -> tuple[IO[bytes], IO[bytes]]:
+        if self._proc is None or self._proc.poll() is not None:
+            args = ["cat-file", "--batch"]
+            announce(args, self.path)
+            try:
+                self._proc = subprocess.Popen(["git", *args], cwd=self.path, env=clean_env(),
+                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                              stderr=subprocess.DEVNULL)
+            except FileNotFoundError:
+                raise GitError(NO_GIT) from None
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        return self._proc.stdin, self._proc.stdout
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _answer(stdout: IO[bytes]) -> bytes | None:
+    """One answer of ``--batch``: ``<sha> <type> <size>`` and the content, or ``... missing``."""
+    header = stdout.readline()
+    if not header:
+        raise ValueError("no answer")
+    parts = header.split()
+    if len(parts) != 3:  # "<name> missing" or "<name> ambiguous"
+        return None
+    data = stdout.read(int(parts[2]))
+    stdout.read(1)  # the newline after the content
+    return data if parts[1] == b"blob" else None
