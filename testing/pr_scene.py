@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contrib.forge.github import PyGithubAPI
+from contrib.forge.github import GitHubForge
 from contrib.pr.open import open_pr
 from contrib.record.finding import Finding
 from contrib.validate.report import StageResult, Validation, host_facts
-from contrib.validate.testsel import Gpu
+from contrib.validate.testrun import Gpu
 from contrib.workspace.model import Workspace
 from testing.fake_github import FakeGitHost, FakeGitHub, fake_github_fixture  # noqa: F401
 from testing.gitutil import Repo, git
@@ -42,7 +42,7 @@ def _validation() -> Validation:
 
 PASSED = _validation()
 
-fast_github = functools.partial(PyGithubAPI, retries=2, max_wait=2.0, backoff=0.0,
+fast_github = functools.partial(GitHubForge, retries=2, max_wait=2.0, backoff=0.0,
                                 write_interval=0.0, timeout=5)
 
 

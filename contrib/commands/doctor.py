@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contrib.errors import ContribError, GitError, GitTimeout
+from contrib.git.process import MIN_GIT
 from contrib.git.repo import run_git
 from contrib.ui import UI
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from contrib.workspace.model import Workspace
 
 OK, FAIL, SKIP = "ok", "FAIL", "skip"
-MIN_GIT = (2, 32)  # `git apply --3way` tries the 3-way merge first from 2.32 on
+_MIN = ".".join(map(str, MIN_GIT))
 REMOTE_TIMEOUT_S = 20.0
 FSCK_TIMEOUT_S = 600.0
 # Classic tokens need one of these to push branches and open PRs (fine-grained
@@ -87,14 +88,15 @@ def check_git() -> Check:
     try:
         out = run_git(["--version"], timeout=REMOTE_TIMEOUT_S)
     except ContribError as exc:
-        return Check("git", FAIL, str(exc), "install git >= 2.32")
+        return Check("git", FAIL, str(exc), f"install git >= {_MIN}")
     found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out)
     version = tuple(int(n) for n in found.groups("0")) if found else (0, 0, 0)
     shown = ".".join(map(str, version))
     if version[:2] < MIN_GIT:
-        return Check("git", FAIL, f"git {shown} is older than 2.32, whose `apply --3way` "
+        return Check("git", FAIL, f"git {shown} is older than {_MIN}, whose `apply --3way` "
                      "tries the 3-way merge first (sync relies on it)",
-                     "install git >= 2.32 (e.g. from git-scm.com or your distribution's backports)")
+                     f"install git >= {_MIN} (e.g. from git-scm.com or your distribution's "
+                     "backports)")
     return Check("git", OK, f"git {shown}")
 
 
@@ -123,7 +125,7 @@ def check_cuda() -> Iterator[Check]:
 
 def check_gpus(ws: Workspace | None) -> Check:
     """GPUs and their compute capabilities, against the archs the patchsets target."""
-    from contrib.validate.testsel import probe_gpus
+    from contrib.validate.testrun import probe_gpus
 
     gpus = probe_gpus()
     if gpus is None:

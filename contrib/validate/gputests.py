@@ -32,7 +32,8 @@ from contrib.validate.cscan import find_kernels, scan
 from contrib.validate.includes import is_cuda_source
 from contrib.validate.profiles import Profile
 from contrib.validate.report import PASSED, SKIPPED, StageResult, Validation
-from contrib.validate.testsel import FileChange, Gpu, Selection, run_tests
+from contrib.validate.testrun import Gpu, run_tests
+from contrib.validate.testsel import FileChange, Selection
 from contrib.validate.tree import FsTree, SourceTree
 from contrib.validate.waivers import apply_waivers
 from contrib.workspace.schema import Waiver

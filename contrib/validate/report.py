@@ -28,7 +28,7 @@ from contrib.record import (
 from contrib.record.finding import Finding
 from contrib.secrets import scrub
 from contrib.validate.ptx import find_nvcc, nvcc_version
-from contrib.validate.testsel import Gpu, probe_gpus
+from contrib.validate.testrun import PROBE, GpuSource, gpus_of
 
 PASSED, FAILED = StageStatus.PASSED, StageStatus.FAILED
 SKIPPED, NOT_APPLICABLE = StageStatus.SKIPPED, StageStatus.NOT_APPLICABLE
@@ -114,10 +114,10 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def host_facts(gpus: list[Gpu] | None | str = "probe") -> dict[str, Any]:
+def host_facts(gpus: GpuSource = PROBE) -> dict[str, Any]:
     """Facts about where validation ran: Python, platform, nvcc, GPUs (nvidia-smi)."""
     nvcc = find_nvcc()
-    found = probe_gpus() if gpus == "probe" else gpus
+    found = gpus_of(gpus)
     return {
         "hostname": platform.node(),
         "python": sys.version.split()[0],
@@ -125,7 +125,7 @@ def host_facts(gpus: list[Gpu] | None | str = "probe") -> dict[str, Any]:
         "nvcc": nvcc_version(nvcc) if nvcc else None,
         "nvcc_path": nvcc,
         "nvidia_smi": found is not None,
-        "gpus": [{"name": g.name, "compute_capability": g.capability} for g in found or []],  # type: ignore[union-attr]
+        "gpus": [{"name": g.name, "compute_capability": g.capability} for g in found or []],
     }
 
 

@@ -37,7 +37,8 @@ from contrib.validate import (
 )
 from contrib.validate.ptx import Outcome, first_error
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
-from contrib.validate.testsel import FileChange, Gpu
+from contrib.validate.testrun import PROBE, GpuSource
+from contrib.validate.testsel import FileChange
 from contrib.validate.tree import SourceTree
 from contrib.validate.waivers import apply_waivers
 from contrib.workspace import schema
@@ -60,7 +61,7 @@ class Inputs:
     workdir: Path | None = None  # scratch space (ptx outputs, JUnit); a temp dir if None
     worktree: Callable[[], Path] | None = None  # makes a real checkout of the patched tree
     python: str | None = None  # interpreter for upstream tests
-    gpus: list[Gpu] | None | str = "probe"
+    gpus: GpuSource = PROBE
     workspace: Workspace | None = None  # for [[requires]]: the other upstreams' caches
     patchset: Patchset | None = None
     # Hears (n, of N, what) as work starts: each stage, and a long stage's own steps
@@ -300,7 +301,7 @@ def stage_tests(ctx: Context) -> StageResult:
     python = settings.python or inputs.python
     if python is None or inputs.worktree is None:
         return StageResult("tests", SKIPPED, "no interpreter or worktree to run upstream tests", details=details)
-    slots = gputests.probe_slots() if inputs.gpus == "probe" else gputests.slots_of(inputs.gpus)  # type: ignore[arg-type]
+    slots = gputests.probe_slots() if inputs.gpus is PROBE else gputests.slots_of(inputs.gpus)
     before = {m for g in ctx.touched for m in g.majors_before} - {inputs.arch.major}
     plans = gputests.plan_runs(inputs.arch, admitted_archs(before), slots)
     profile = profiles.profile_for(ctx.after)

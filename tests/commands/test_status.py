@@ -7,7 +7,7 @@ from pathlib import Path
 
 from contrib.record import RunKind
 from contrib.validate.report import StageResult, host_facts
-from contrib.validate.testsel import Gpu
+from contrib.validate.testrun import Gpu
 from contrib.workspace.model import Workspace as ContribWorkspace
 from testing.gitutil import Repo
 from testing.recordutil import PASSING, run_of, write_bound

@@ -25,7 +25,7 @@ from contrib.record import (
     standing,
 )
 from contrib.validate.report import StageResult, host_facts
-from contrib.validate.testsel import Gpu
+from contrib.validate.testrun import Gpu
 from contrib.workspace.schema import Settings
 from testing.recordutil import PASSING, run_of
 

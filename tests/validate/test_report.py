@@ -15,7 +15,7 @@ from contrib.validate.report import (
     junit_xml,
     render_table,
 )
-from contrib.validate.testsel import Gpu
+from contrib.validate.testrun import Gpu
 from contrib.workspace.txn import atomic_write
 
 

@@ -7,16 +7,13 @@ import pytest
 
 from contrib.arch import parse_arch
 from contrib.errors import PatchError
+from contrib.validate.testrun import Gpu, gpu_problem, read_junit, run_tests
 from contrib.validate.testsel import (
-    Gpu,
     Selection,
     changed_functions,
-    gpu_problem,
     imported_modules,
     module_name,
     parse_diff,
-    read_junit,
-    run_tests,
     select_tests,
 )
 from contrib.validate.tree import DictTree, FsTree
