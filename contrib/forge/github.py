@@ -27,13 +27,11 @@ from contrib.forge.api import (
     ForgeUnavailable,
     Issue,
     PullRequest,
-    PullRequestExists,
     ReviewState,
     User,
     check_token,
 )
 from contrib.forge.http import (
-    BoundedRetry,
     Notify,
     RedirectLoop,
     WaitTooLong,
@@ -45,12 +43,7 @@ from contrib.forge.http import (
 )
 from contrib.secrets import register_secret, scrub
 
-GitHubUnavailable = ForgeUnavailable
 MAX_PAGES = 100  # 10,000 items at 100 a page; a Link loop must end somewhere
-
-__all__ = ["BoundedRetry", "GitHubForge", "GitHubUnavailable", "PullRequest",
-           "PullRequestExists", "PyGithubAPI", "github_error", "make_retry", "network_error"]
-
 
 class _ScrubLogs(logging.Filter):
     """PyGithub logs retries to stderr ("Retrying after 1 seconds"); scrub them too."""
@@ -285,4 +278,3 @@ class GitHubForge:
         return self._repos[repo]
 
 
-PyGithubAPI = GitHubForge  # the name tests and older callers use

@@ -36,12 +36,17 @@ _KEEP_GIT_ENV = {
 }
 
 
+# ``git -c`` passed through the environment (git >= 2.31), as pre-commit keeps it: a
+# caller's GIT_CONFIG_COUNT with its GIT_CONFIG_KEY_n / GIT_CONFIG_VALUE_n pairs.
+_CONFIG_ENTRY = re.compile(r"GIT_CONFIG_(COUNT|KEY_\d+|VALUE_\d+)")
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a git child: caller's GIT_* stripped, no prompts."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("GIT_") or k in _KEEP_GIT_ENV
+        if not k.startswith("GIT_") or k in _KEEP_GIT_ENV or _CONFIG_ENTRY.fullmatch(k)
     }
     env["GIT_TERMINAL_PROMPT"] = "0"
     env["LC_ALL"] = "C"
@@ -102,7 +107,8 @@ def spawn(args: list[str], *, cwd: Path | str, env: Mapping[str, str] | None,
     return proc.returncode, proc.stdout, proc.stderr
 
 
-NO_GIT = "git is not installed or not on PATH: install git >= 2.38"
+MIN_GIT = (2, 32)  # `git apply --3way` tries the 3-way merge first from 2.32 on
+NO_GIT = f"git is not installed or not on PATH: install git >= {MIN_GIT[0]}.{MIN_GIT[1]}"
 
 
 def stream(args: list[str], *, cwd: Path | None, env: Mapping[str, str] | None,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import NewType
 
 from contrib.errors import GitError
+from contrib.git.blobs import BlobReader
 from contrib.git.process import ProgressFn, describe, git_reason, run_long, spawn, stream
 from contrib.secrets import scrub
 
@@ -56,6 +57,7 @@ class Git:
         self.path = Path(path)
         if not _is_repository(self.path):
             raise GitError(f"{self.path}: not a git repository")
+        self._blobs: BlobReader | None = None
 
     @classmethod
     def init(cls, path: Path, *, bare: bool = False) -> Git:
@@ -138,38 +140,18 @@ class Git:
 
     def read_blob(self, rev: str, path: str) -> bytes | None:
         """Content of ``path`` at ``rev`` (commit or tree), None if absent."""
-        status, out, _ = self.try_run("cat-file", "-e", f"{rev}:{path}")
-        if status != 0:
-            return None
-        return self.run_bytes("cat-file", "blob", f"{rev}:{path}")
+        return self.blobs.read(rev, path)
 
     def read_blobs(self, rev: str, paths: Sequence[str]) -> dict[str, bytes | None]:
-        """Contents of many ``paths`` at ``rev`` in ONE ``git cat-file --batch``.
+        """Contents of many ``paths`` at ``rev`` (None where absent), in one request."""
+        return self.blobs.read_many(rev, paths)
 
-        Reading blob by blob costs two processes a file; test selection on
-        sglang reads thousands of files.
-        """
-        wanted = [p for p in dict.fromkeys(paths) if "\n" not in p]
-        if not wanted:
-            return {}
-        request = "".join(f"{rev}:{p}\n" for p in wanted)
-        out = self._execute(["cat-file", "--batch"], env=None, input=request, timeout=None)
-        found: dict[str, bytes | None] = {}
-        pos = 0
-        for path in wanted:
-            end = out.index(b"\n", pos)
-            header = out[pos:end].split()
-            pos = end + 1
-            if len(header) == 3 and header[1] == b"blob":
-                size = int(header[2])
-                found[path] = out[pos:pos + size]
-                pos += size + 1  # the content is followed by a newline
-            elif len(header) == 3:  # a tree or other object at that path
-                pos += int(header[2]) + 1
-                found[path] = None
-            else:  # "<object> missing"
-                found[path] = None
-        return found
+    @property
+    def blobs(self) -> BlobReader:
+        """This repository's persistent blob reader (started on the first read)."""
+        if self._blobs is None:
+            self._blobs = BlobReader(self.path)
+        return self._blobs
 
     def ls_tree_paths(self, rev: str) -> list[str]:
         """Every file path in the tree of ``rev``."""

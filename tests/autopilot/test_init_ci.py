@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from contrib import __version__
 from contrib.autopilot.workflow import MARKER, GpuRunner, Options, render, written_by_us
 from testing.gitutil import Repo, git
 from testing.workspace import Workspace, make_patch
@@ -120,7 +121,7 @@ def test_shipped_workflow(tmp_path: Path) -> None:
     actionlint(text, tmp_path, ["sm_120"])
 
 
-INSTALL = ("--install", "contrib @ git+https://github.com/example/contrib@v0.1.0")
+INSTALL = ("--install", "contrib-toolkit @ git+https://github.com/example/contrib@v0.1.0")
 
 
 @pytest.fixture
@@ -135,14 +136,16 @@ def repo_ws(workspace: Workspace, upstream: Repo, tmp_path: Path) -> Workspace:
 
 def test_init_ci_writes_refuses_and_forces(repo_ws: Workspace, tmp_path: Path) -> None:
     path = repo_ws.root / ".github" / "workflows" / "contrib.yml"
-    missing = repo_ws.run("init-ci")
-    assert missing.code == 2 and "--install" in missing.err and "another project" in missing.err
+    default = repo_ws.run("init-ci", "--json")  # contrib's own distribution, this version
+    assert default.code == 0, default.err
+    assert f"python -m pip install 'contrib-toolkit=={__version__}'" in path.read_text()
+    path.unlink()
     first = repo_ws.run("init-ci", *INSTALL, "--json")
     assert first.code == 0, first.err
     assert first.json["result"] == "written"  # type: ignore[index]
     text = path.read_text()
     check_design(text, [GpuRunner("sm_120", "sm_120a")])  # the patchset's arch by default
-    assert "python -m pip install 'contrib @ git+https://github.com/example/contrib@v0.1.0'" \
+    assert "python -m pip install 'contrib-toolkit @ git+https://github.com/example/contrib@v0.1.0'" \
         in text
     actionlint(text, tmp_path, ["sm_120"])
     assert repo_ws.run("init-ci", *INSTALL).code == 0 and path.read_text() == text  # unchanged

@@ -1,4 +1,4 @@
-"""PyGithubAPI against the fake GitHub server, over real HTTP, with real PyGithub."""
+"""GitHubForge against the fake GitHub server, over real HTTP, with real PyGithub."""
 
 from __future__ import annotations
 
@@ -14,19 +14,20 @@ from typing import Any
 import pytest
 
 from contrib.errors import GitHubError
-from contrib.forge.github import GitHubUnavailable, PullRequestExists, PyGithubAPI
+from contrib.forge.api import ForgeUnavailable, PullRequestExists
+from contrib.forge.github import GitHubForge
 from testing.fake_github import FakeGitHub, Fault, fake_github_fixture  # noqa: F401
 
 UP, FORK = "up/proj", "me/proj"
 HEAD = "me:contrib/sm120"
 
 
-def _api(fake: FakeGitHub, *, token: str | None = None, **kw: Any) -> PyGithubAPI:
+def _api(fake: FakeGitHub, *, token: str | None = None, **kw: Any) -> GitHubForge:
     """A client with short retry waits and no write throttling, so tests stay fast."""
     opts: dict[str, Any] = {"retries": 2, "max_wait": 2.0, "backoff": 0.0, "write_interval": 0.0,
                             "timeout": 5}
     opts.update(kw)
-    return PyGithubAPI(fake.url, token or fake.token, **opts)
+    return GitHubForge(fake.url, token or fake.token, **opts)
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def gh(fake_github: FakeGitHub) -> FakeGitHub:
     return fake_github
 
 
-def _create(api: PyGithubAPI, head: str = HEAD, title: str = "Add SM120") -> Any:
+def _create(api: GitHubForge, head: str = HEAD, title: str = "Add SM120") -> Any:
     return api.create_draft_pr(UP, head=head, base="main", title=title, body="body text")
 
 
@@ -98,7 +99,7 @@ def test_502_after_create_is_retried_into_already_exists(gh: FakeGitHub) -> None
 def test_502_after_create_without_retries_is_unavailable(gh: FakeGitHub) -> None:
     api = _api(gh, retries=0)
     gh.fail_after_create()
-    with pytest.raises(GitHubUnavailable, match="5xx|502"):
+    with pytest.raises(ForgeUnavailable, match="5xx|502"):
         _create(api)
     assert len(gh.pulls(UP)) == 1  # it landed: the caller must find it, not create again
 
@@ -160,7 +161,7 @@ def test_timeout_is_unavailable(gh: FakeGitHub) -> None:
     api = _api(gh, retries=0, timeout=1)
     gh.delay_next("GET", r"/repos/up/proj", seconds=2.5)
     start = time.monotonic()
-    with pytest.raises(GitHubUnavailable, match="timed out"):
+    with pytest.raises(ForgeUnavailable, match="timed out"):
         api.find_pr(UP, HEAD, "main")
     assert time.monotonic() - start < 2.4
 
@@ -169,8 +170,8 @@ def test_connection_refused_is_one_line() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    api = PyGithubAPI(f"http://127.0.0.1:{port}", "ghp_x" * 4, retries=0, write_interval=0)
-    with pytest.raises(GitHubUnavailable, match=r"could not read repository up/proj at .*could not connect"):
+    api = GitHubForge(f"http://127.0.0.1:{port}", "ghp_x" * 4, retries=0, write_interval=0)
+    with pytest.raises(ForgeUnavailable, match=r"could not read repository up/proj at .*could not connect"):
         api.find_pr(UP, HEAD, "main")
 
 

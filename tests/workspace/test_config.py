@@ -74,3 +74,20 @@ def test_unreachable_upstream(workspace: Workspace, tmp_path: Path) -> None:
     patch.write_text("x")
     result = workspace.run("new", "proj", "x", "--base", "main", "--patch", str(patch))
     assert result.code == 2 and "does not exist; fix url" in result.err
+
+
+@pytest.mark.parametrize("name", ["contrib.toml", "patchset.toml"])
+def test_toml_nested_thousands_deep_is_one_line_not_a_crash(workspace: Workspace, upstream: Repo,
+                                                            tmp_path: Path, name: str) -> None:
+    deep = "x = " + "[" * 5000 + "]" * 5000 + "\n"
+    if name == "contrib.toml":
+        target = workspace.root / "contrib.toml"
+    else:
+        patches = make_patch(upstream, tmp_path, {"pkg/deep.py": "X = 1\n"}, "deep")
+        assert workspace.run("new", "proj", "deep", "--base", upstream.head(),
+                             "--patch", *map(str, patches)).code == 0
+        target = workspace.root / "patchsets" / "proj" / "deep" / "patchset.toml"
+    target.write_text(target.read_text() + deep if name == "patchset.toml" else deep)
+    result = workspace.run("status", "--no-fetch")
+    assert result.code == 2, result.err
+    assert result.err.count("\n") == 1 and f"{name}: nested too deeply" in result.err
