@@ -8,12 +8,17 @@ patchset), so that refresh knows the base it started from, ``edit`` can tell
 its own commits from someone else's, and :func:`open_edits` can list the
 edits whose branch moved and was not refreshed.
 
-In a worktree the branch lives in the upstream cache, shared by every
-workspace using it; in a clone it is a branch of that clone.
+In a clone the branch is ``contrib/NAME`` of that clone.  In a worktree it
+lives in the upstream cache, which every workspace using that upstream shares,
+so there it is kept apart per workspace: ``contrib/WSID/NAME``, WSID a short
+hash of the workspace's resolved root (:func:`workspace_id`).  The branch an
+edit uses is recorded with it, so an edit made before (on ``contrib/NAME`` in
+the cache) or in a workspace since moved is still read where it is.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
@@ -28,6 +33,7 @@ from contrib.workspace.model import Patchset, Workspace
 STATE_VERSION = 1
 STATE_NAME = "edit-state.json"
 BRANCH_PREFIX = "contrib/"
+WSID_LENGTH = 10
 
 
 class Mode(StrEnum):
@@ -67,7 +73,19 @@ class Edit:
 
 
 def branch_of(ps: Patchset) -> str:
+    """The branch of a clone (``--repo``): ``contrib/NAME``."""
     return BRANCH_PREFIX + ps.name
+
+
+def workspace_id(ws: Workspace) -> str:
+    """A short, stable id of the workspace: the hash of its resolved root."""
+    return hashlib.sha256(str(ws.root.resolve()).encode()).hexdigest()[:WSID_LENGTH]
+
+
+def cache_branch(ws: Workspace, ps: Patchset) -> str:
+    """The branch of a worktree of the shared upstream cache: ``contrib/WSID/NAME``, so
+    two workspaces with a patchset of the same name never share one."""
+    return f"{BRANCH_PREFIX}{workspace_id(ws)}/{ps.name}"
 
 
 def default_path(ws: Workspace, ps: Patchset) -> Path:
@@ -79,9 +97,10 @@ def marker_folder(ws: Workspace, ps: Patchset) -> Path:
     return ws.state_dir / "edit-preparing" / f"{ps.upstream}--{ps.name}"
 
 
-def cache_ref(ps: Patchset) -> str:
-    """A hidden ref in the upstream cache holding a clone's branch (never a branch)."""
-    return f"refs/contrib/edit/{ps.upstream}--{ps.name}"
+def cache_ref(ws: Workspace, ps: Patchset) -> str:
+    """A hidden ref in the upstream cache holding a clone's branch (never a branch),
+    one per workspace."""
+    return f"refs/contrib/edit/{workspace_id(ws)}/{ps.upstream}--{ps.name}"
 
 
 def state_path(ws: Workspace) -> Path:
@@ -115,9 +134,18 @@ def _edit(path: Path, key: str, value: object) -> Edit:
             or not edit.commits or edit.patchset != key or edit.mode not in tuple(Mode)
             or not all(isinstance(s, str) and _SHA.fullmatch(s)
                        for s in (edit.base, edit.version))
-            or edit.branch != BRANCH_PREFIX + key.partition("/")[2]):
+            or not _branch_fits(edit, key.partition("/")[2])):
         raise ContribError(f"{where}: inconsistent values; {_ADVICE}")
     return edit
+
+
+def _branch_fits(edit: Edit, name: str) -> bool:
+    """``contrib/NAME``; in a worktree also ``contrib/WSID/NAME`` (kept apart per workspace)."""
+    if edit.branch == BRANCH_PREFIX + name:
+        return True
+    wsid, _, rest = edit.branch.removeprefix(BRANCH_PREFIX).partition("/")
+    return (edit.mode == Mode.WORKTREE and edit.branch.startswith(BRANCH_PREFIX)
+            and re.fullmatch(f"[0-9a-f]{{{WSID_LENGTH}}}", wsid) is not None and rest == name)
 
 
 def save(ws: Workspace, edits: dict[str, Edit]) -> None:

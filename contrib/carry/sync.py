@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from contrib.carry.report import Report
 from contrib.carry.series import MailPatch, apply_series, export_series
 from contrib.carry.versions import Event, Files, How, add_event, write_version
 from contrib.clock import now_iso
-from contrib.errors import ContribError, NeedsAttention, UsageError
+from contrib.errors import ContribError, NeedsAttention, UpstreamUnreachable, UsageError
 from contrib.git.cache import Mirror
 from contrib.git.repo import Git, Sha
 from contrib.ui import UI, Task
@@ -65,6 +65,7 @@ class Outcome:
     committed: str | None = None
     message: str | None = None  # when nothing was selected: what to do instead
     aborted: list[conflict.Pending] | None = None  # --abort: the conflicts dropped
+    unreachable: dict[str, str] = field(default_factory=dict)  # upstream -> git's reason
 
     @property
     def ok(self) -> bool:
@@ -84,6 +85,7 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
     state = conflict.load_state(ws.state_dir)
     if abort:
         return Outcome([], aborted=_abort(ws, _pending_for(ws, targets, state, "--abort"), state))
+    unreachable: dict[str, str] = {}
     if continue_:
         chosen = _pending_for(ws, targets, state, "--continue")
         mirrors = _mirrors(ws, ui, sorted({p.patchset.split("/")[0] for p in chosen}), False)
@@ -92,26 +94,58 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
         patchsets = ws.patchsets(targets)
         if not patchsets:
             return Outcome([], message=ws.empty_message(targets))
-        reports = carry(ws, ui, patchsets, to=to, fetch=fetch, state=state)
+        reports, unreachable = _carry(ws, ui, patchsets, to=to, fetch=fetch, state=state)
+        for name, reason in sorted(unreachable.items()):
+            ui.warn(f"upstream {name} is unreachable: {reason}; its patchsets were not synced "
+                    "(fix url in contrib.toml or the network, then run `contrib sync` again)")
     committed = commit_changes(repo, ws, reports) if repo is not None else None
-    return Outcome(reports, committed)
+    return Outcome(reports, committed, unreachable=unreachable)
 
 
 def carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None = None,
           fetch: bool, state: dict[str, conflict.Pending] | None = None) -> list[Report]:
     """Carry ``patchsets`` onto their upstream's tip (or ``to``), each upstream fetched once;
-    one Report per patchset, each result already recorded in the workspace."""
+    one Report per patchset, each result already recorded in the workspace.  The
+    patchsets of an unreachable upstream are reported as errors (UpstreamUnreachable
+    when no upstream could be reached at all)."""
+    return _carry(ws, ui, patchsets, to=to, fetch=fetch, state=state)[0]
+
+
+def _carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None, fetch: bool,
+           state: dict[str, conflict.Pending] | None) -> tuple[list[Report], dict[str, str]]:
+    """:func:`carry`, and the unreachable upstreams with git's reason."""
     state = conflict.load_state(ws.state_dir) if state is None else state
-    mirrors = _mirrors(ws, ui, sorted({ps.upstream for ps in patchsets}), fetch)
+    mirrors, cut_off = _reachable(ws, ui, sorted({ps.upstream for ps in patchsets}), fetch)
     tips = {name: (m.resolve(to) if to else m.tip()) for name, m in mirrors.items()}
     reports = []
     with ui.task("sync", total=len(patchsets)) as task:
         for ps in patchsets:
             task.update(ps.target)
-            reports.append(_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.upstream], state,
-                                     task))
+            if ps.upstream in cut_off:
+                reports.append(Report(ps.target, ERROR, ps.current.base,
+                                      error=str(cut_off[ps.upstream])))
+            else:
+                reports.append(_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.upstream],
+                                         state, task))
             task.advance(ps.target)
-    return reports
+    return reports, {name: exc.reason for name, exc in cut_off.items()}
+
+
+def _reachable(ws: Workspace, ui: UI, names: list[str], fetch: bool
+               ) -> tuple[dict[str, Mirror], dict[str, UpstreamUnreachable]]:
+    """The caches of the upstreams that could be cloned or fetched (each fetched once),
+    and the failure of each that could not.  One unreachable upstream does not stop
+    the others; when none was reached, its failure is the error of the run (exit 2)."""
+    mirrors: dict[str, Mirror] = {}
+    cut_off: dict[str, UpstreamUnreachable] = {}
+    for name in names:
+        try:
+            mirrors[name] = _mirrors(ws, ui, [name], fetch)[name]
+        except UpstreamUnreachable as exc:
+            cut_off[name] = exc
+    if cut_off and not mirrors:
+        raise next(iter(cut_off.values()))
+    return mirrors, cut_off
 
 
 def _mirrors(ws: Workspace, ui: UI, names: list[str], fetch: bool) -> dict[str, Mirror]:

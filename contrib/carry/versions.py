@@ -89,6 +89,33 @@ def superseded_path(txn: Transaction, patchset_dir: Path, base: str) -> Path:
     return txn.state_dir / "superseded" / f"{patchset_dir.name}-{base}-{txn.id}"
 
 
+@dataclass
+class Superseded(Version):
+    """What once was the version at ``base``, replaced in place (a same-base ``refresh``)
+    and kept by the transaction under ``.contrib/superseded/`` (see :func:`superseded_path`)."""
+
+    folder: Path = Path()
+
+    @property
+    def dir(self) -> Path:
+        return self.folder
+
+
+def superseded(ps: Patchset, base: str) -> list[Superseded]:
+    """The kept folders that were ``ps``'s version at ``base`` before it was replaced,
+    oldest first (a transaction's id starts with its time).  The folder names hold the
+    patchset's name, not its upstream: one of another upstream's patchset of the same
+    name at the same commit would be listed too."""
+    prefix = f"{ps.dir.name}-{base}-"
+    folders = [f for f in (ps.workspace.state_dir / "superseded").glob(prefix + "*")
+               if f.is_dir() and not f.is_symlink() and (f / SERIES_NAME).is_file()]
+
+    def made(folder: Path) -> tuple[str, int]:
+        return folder.name[len(prefix):].partition("-")[0], folder.stat().st_mtime_ns
+
+    return [Superseded(ps, base, f) for f in sorted(folders, key=made)]
+
+
 def add_event(meta: TOMLDocument, event: Event) -> None:
     """Append ``event`` to ``[[history]]`` of a patchset.toml document."""
     history = meta.get("history")

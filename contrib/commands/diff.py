@@ -4,12 +4,23 @@ A ``git range-diff`` of the two versions built as commits on their bases (the
 same one ``open-pr`` puts in PR bodies and ``refresh`` prints).  Without
 versions: the previous and the current; with one: that one and the current.
 Versions are named by a sha (a unique prefix of 4+ hex digits) or ``current``.
+
+A version replaced in place (``refresh`` of a branch still on the same base)
+came after the series it replaced, which the transaction kept under
+``.contrib/superseded/``: without V1 that kept series is the previous one.
 """
 
 from __future__ import annotations
 
 from contrib.carry.rangediff import between, build
-from contrib.carry.versions import chronological, find_version
+from contrib.carry.versions import (
+    How,
+    Superseded,
+    chronological,
+    find_version,
+    read_history,
+    superseded,
+)
 from contrib.errors import UsageError
 from contrib.git.cache import Mirror
 from contrib.ui import UI
@@ -26,10 +37,12 @@ def diff(ws: Workspace, ui: UI, target: str, old: str | None, new: str | None) -
     for version in (first, second):
         mirror.resolve(version.base)  # fetches once if the cache lacks a base
     text = between(mirror.git, build(mirror.git, first), build(mirror.git, second))
-    ui.info(f"{ps.target}: {first.base[:12]} -> {second.base[:12]}")
+    kept = first.dir if isinstance(first, Superseded) else None
+    old_name = f"{first.base[:12]} (superseded, kept in {kept})" if kept else first.base[:12]
+    ui.info(f"{ps.target}: {old_name} -> {second.base[:12]}")
     ui.info(text or "  the two versions hold the same patches")
     ui.emit({"patchset": ps.target, "old": first.base, "new": second.base,
-             "range_diff": text})
+             "superseded": str(kept) if kept else None, "range_diff": text})
     return 0
 
 
@@ -41,7 +54,23 @@ def _pick(ps: Patchset, versions: list[Version], old: str | None,
         return find_version(ps, versions, old), second
     bases = [v.base for v in versions]
     at = bases.index(second.base)
+    replaced = _replaced(ps, second, first=at == 0)
+    if replaced is not None:
+        return replaced, second
     if at == 0:
         raise UsageError(f"{ps.target}: {second.base[:12]} is its first version; nothing "
                          "came before it (name two versions: contrib diff TARGET V1 V2)")
     return versions[at - 1], second
+
+
+def _replaced(ps: Patchset, version: Version, *, first: bool) -> Version | None:
+    """The series ``version`` replaced in place, when that is what came just before it:
+    the last event that made it was a same-base replace (``refresh``), or it is the
+    first version and a replaced series of it was kept."""
+    kept = superseded(ps, version.base)
+    if not kept:
+        return None
+    made = [e for e in read_history(ps) if e.version == version.base and e.how != How.PUSH]
+    if first or (made and made[-1].previous == version.base):
+        return kept[-1]
+    return None

@@ -94,8 +94,8 @@ def _where(ws: Workspace, ps: Patchset, record: Edit | None, path: Path | None,
     if record is not None and (record.mode, record.where) == (mode, where):
         return record
     # Not what `contrib edit` made: read the branch there, from the current base.
-    return Edit(ps.target, ps.current.base, ps.current.base, [], mode, where,
-                edits.branch_of(ps))
+    branch = edits.branch_of(ps) if mode == Mode.REPO else edits.cache_branch(ws, ps)
+    return Edit(ps.target, ps.current.base, ps.current.base, [], mode, where, branch)
 
 
 def _branch_tip(ws: Workspace, ps: Patchset, mirror: Mirror, record: Edit) -> Sha:
@@ -119,7 +119,7 @@ def _branch_tip(ws: Workspace, ps: Patchset, mirror: Mirror, record: Edit) -> Sh
     _, head, _ = clone.try_run("symbolic-ref", "-q", "HEAD")
     if head.strip() == f"refs/heads/{record.branch}":
         worktree.check_clean(location, f"run contrib refresh {ps.target}")
-    ref = edits.cache_ref(ps)
+    ref = edits.cache_ref(ws, ps)
     mirror.git.run("fetch", "--no-tags", "--no-write-fetch-head", "--", str(location),
                    f"+refs/heads/{record.branch}:{ref}")
     return mirror.git.rev_parse(ref)

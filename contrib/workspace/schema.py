@@ -231,6 +231,22 @@ class Requirement:
         return what
 
 
+def _requirements(top: Table) -> tuple[Requirement, ...]:
+    """``[[requires]]``: every entry a table of the schema.  ``[[history]]`` and
+    ``[decisions]`` take any key, so a ``requires = ...`` that TOML gave them (a key
+    belongs to the table header above it, and the file ends in ``[[history]]``) is
+    refused here rather than read as theirs and ignored."""
+    decisions = top.sub("decisions")
+    for label, t in [*(("[[history]]", h) for h in top.subs("history")),
+                     *([("[decisions]", decisions)] if decisions is not None else [])]:
+        if "requires" in t.data:
+            raise ConfigError(
+                f"{t.at('requires')}: requires is read as part of {label} (a key belongs "
+                "to the table header above it); declare requirements as [[requires]] tables "
+                "(upstream = ..., commit = ...) or move the key above the first table header")
+    return tuple(Requirement.read(t) for t in top.subs("requires"))
+
+
 # -- [[waivers]] --------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -425,7 +441,7 @@ def read_meta(path: Path, text: str, data: Mapping[str, Any]) -> Meta:
                 top.string("arch", "sm_120a") or "sm_120a", UpstreamStatus(status),
                 _when(top, "created"), SyncRecord.read(sync) if sync else None,
                 PrRecord.read(pr) if pr else None,
-                tuple(Requirement.read(t) for t in top.subs("requires")),
+                _requirements(top),
                 _decisions(top.sub("decisions")), _history(top), waivers,
                 Settings.read(top.sub("validation"), waivers))
 

@@ -63,7 +63,9 @@ def test_edit_amend_add_refresh_replaces_the_version(workspace: Workspace, two: 
     assert tree == workspace.root / ".contrib" / "edit" / "proj--two"
     assert [c["subject"] for c in doc["commits"]] == ["core: make f3 return 33",
                                                       "docs: describe f3"]
-    assert git(tree, "rev-parse", "--abbrev-ref", "HEAD") == "contrib/two"
+    # the cache is shared by every workspace: the worktree's branch is this workspace's own
+    assert doc["branch"].startswith("contrib/") and doc["branch"].endswith("/two")
+    assert git(tree, "rev-parse", "--abbrev-ref", "HEAD") == doc["branch"]
     assert git(tree, "log", "-1", "--format=%an", "HEAD~1") == "Patch Author"
     # The user amends the docs commit and adds a third one.
     commit_in(tree, "docs: describe f3", {"docs/f3.md": "f3 returns 33 now\n"}, "--amend")
@@ -121,19 +123,20 @@ def test_rebase_onto_newer_upstream_records_a_new_version(workspace: Workspace, 
 @pytest.mark.parametrize("damage", ["merge", "empty", "lost-base"])
 def test_bad_branches_are_refused_with_nothing_changed(workspace: Workspace, two: str,
                                                        damage: str) -> None:
-    tree = Path(edit_json(workspace)["path"])
+    opened = edit_json(workspace)
+    tree, branch = Path(opened["path"]), opened["branch"]
     if damage == "merge":
         git(tree, "checkout", "-q", "-b", "side", "HEAD~1")
         commit_in(tree, "side work", {"side.txt": "x\n"})
-        git(tree, "checkout", "-q", "contrib/two")
+        git(tree, "checkout", "-q", branch)
         git(tree, "merge", "-q", "--no-ff", "-m", "merge side", "side", env=USER)
     elif damage == "empty":
         git(tree, "reset", "-q", "--hard", two)
     else:
         git(tree, "checkout", "-q", "--orphan", "tmp")
         git(tree, "commit", "-q", "-m", "everything from scratch", env=USER)
-        git(tree, "branch", "-q", "-f", "contrib/two", "tmp")
-        git(tree, "checkout", "-q", "contrib/two")
+        git(tree, "branch", "-q", "-f", branch, "tmp")
+        git(tree, "checkout", "-q", branch)
     before = snapshot(workspace.root)
     state = (workspace.root / ".contrib" / "edit-state.json").read_text()
     result = workspace.run("refresh", "proj/two")
@@ -229,7 +232,8 @@ def test_doctor_names_an_edit_not_refreshed(workspace: Workspace, two: str) -> N
 
 def test_refresh_refuses_a_branch_left_behind_by_a_sync(workspace: Workspace, upstream: Repo,
                                                         two: str) -> None:
-    tree = Path(edit_json(workspace)["path"])
+    opened = edit_json(workspace)
+    tree = Path(opened["path"])
     commit_in(tree, "wip", {"wip.txt": "x\n"})
     newer = upstream.commit("upstream: more", {"docs/more.md": "more\n"})
     assert workspace.run("sync", "proj/two").code == 0
@@ -238,7 +242,7 @@ def test_refresh_refuses_a_branch_left_behind_by_a_sync(workspace: Workspace, up
     result = workspace.run("refresh", "proj/two")
     assert result.code == 2 and f"moved to {newer[:12]}" in result.err
     assert snapshot(workspace.root) == before
-    git(tree, "rebase", "-q", "--onto", newer, two, "contrib/two", env=USER)
+    git(tree, "rebase", "-q", "--onto", newer, two, opened["branch"], env=USER)
     code, out = refresh(workspace)
     assert (code, out["result"], out["version"]) == (0, "replaced", newer)
     assert out["patches"][-1] == "0003-wip.patch"

@@ -195,6 +195,8 @@ def full_disk(root: Path, budget: int) -> Iterator[list[str]]:
         if not any(m in mode for m in "wax+"):
             return handle
         where = os.readlink(f"/proc/self/fd/{file}") if isinstance(file, int) else str(file)
+        if isinstance(file, int) and not where.startswith("/"):
+            return handle  # a pipe to a child ("pipe:[N]"), not a file on the full disk
         return Full(handle, where) if Path(where).resolve().is_relative_to(root) else handle
 
     io.open = fake_open  # type: ignore[assignment]
