@@ -78,3 +78,18 @@ def make_patch(repo: Repo, tmp_path: Path, files: dict[str, str], message: str,
     git(repo.path, "checkout", "-q", "main")
     git(repo.path, "branch", "-q", "-D", f"side-{name}")
     return paths
+
+
+def two_upstreams(tmp_path: Path, upstream: Repo) -> tuple[Workspace, Repo]:
+    """A workspace over ``upstream`` (proj) and a second repository (gone), patchset x in
+    each; returns the workspace and the second repository, for tests that take it away."""
+    other = Repo(tmp_path / "other")
+    other.commit("Initial import", SAMPLE)
+    root = tmp_path / "ws2"
+    root.mkdir()
+    ws = Workspace(root, {"proj": upstream, "gone": other})
+    ws.write_config()
+    for name, repo in (("proj", upstream), ("gone", other)):
+        patch = make_patch(repo, tmp_path, {"pkg/x.py": "X = 1\n"}, "add x", name=f"p-{name}")[0]
+        assert ws.run("new", name, "x", "--base", "main", "--patch", str(patch)).code == 0
+    return ws, other

@@ -16,21 +16,13 @@ import pytest
 
 from testing.crash import snapshot
 from testing.gitutil import Repo
-from testing.workspace import SAMPLE, Workspace, make_patch
+from testing.workspace import Workspace, two_upstreams
 
 
 @pytest.fixture
 def two(tmp_path: Path, upstream: Repo) -> tuple[Workspace, Repo, Repo]:
     """proj (reachable) and gone (about to disappear), patchset x in each."""
-    other = Repo(tmp_path / "other")
-    other.commit("Initial import", SAMPLE)
-    root = tmp_path / "ws2"
-    root.mkdir()
-    ws = Workspace(root, {"proj": upstream, "gone": other})
-    ws.write_config()
-    for name, repo in (("proj", upstream), ("gone", other)):
-        patch = make_patch(repo, tmp_path, {"pkg/x.py": "X = 1\n"}, "add x", name=f"p-{name}")[0]
-        assert ws.run("new", name, "x", "--base", "main", "--patch", str(patch)).code == 0
+    ws, other = two_upstreams(tmp_path, upstream)
     return ws, upstream, other
 
 

@@ -1,19 +1,5 @@
-"""The reliability suite's planted token and its session-wide audit.
-
-Every test under tests/reliability/ runs with one session token exported as
-``GITHUB_TOKEN`` (the fake GitHub servers accept exactly it), and with
-``TMPDIR`` inside its own tmp folder, so every byte contrib writes -- the
-workspace, the cache, forks, temp files of killed runs, contrib-error.log --
-lands under a folder this audit knows.  Every CLI output (in-process runs
-through testing.workspace.run_contrib, subprocess runs through
-testing.crash) is recorded too.  When the session ends, every
-recorded output and every byte of every folder is searched for the token and
-its Basic-auth encodings: the audit fails on any hit.
-
-The figures the issue asks for (trials, kills, inputs rejected, fuzz
-examples, faults, token hits) are collected in :data:`FIGURES` and printed
-in the terminal summary.
-"""
+"""The reliability suite's fixtures: the planted token and its session-wide audit
+(:mod:`testing.audit` says what is audited and how), and the figures' summary."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import pytest
 from testing.audit import FIGURES
 from testing.crash import snapshot
 from testing.gitutil import Repo
-from testing.workspace import SAMPLE, Workspace, make_patch
+from testing.workspace import Workspace, two_upstreams
 
 NO_PATCHSETS = "no patchsets yet: create one with `contrib new`"
 
@@ -25,16 +25,7 @@ NO_PATCHSETS = "no patchsets yet: create one with `contrib new`"
 @pytest.fixture
 def two(tmp_path: Path, upstream: Repo) -> tuple[Workspace, Repo]:
     """proj (reachable) and gone (its repository about to disappear), one patchset each."""
-    other = Repo(tmp_path / "other")
-    other.commit("Initial import", SAMPLE)
-    root = tmp_path / "ws2"
-    root.mkdir()
-    ws = Workspace(root, {"proj": upstream, "gone": other})
-    ws.write_config()
-    for name, repo in (("proj", upstream), ("gone", other)):
-        patch = make_patch(repo, tmp_path, {"pkg/x.py": "X = 1\n"}, "add x", name=f"p-{name}")[0]
-        assert ws.run("new", name, "x", "--base", "main", "--patch", str(patch)).code == 0
-    return ws, other
+    return two_upstreams(tmp_path, upstream)
 
 
 def _cache_of(name: str) -> list[Path]:
