@@ -18,7 +18,7 @@ from typing import Any
 
 import tomlkit
 
-from contrib.carry import conflict
+from contrib.carry import conflict, retention
 from contrib.carry.engine import (
     ERROR,
     MOVED,
@@ -248,6 +248,11 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
     with ws.transaction() as txn:
         for sha, files, event in versions:
             write_version(txn, ps, sha, files, event)
+        if versions:
+            pruned = retention.apply(txn, ps, git).pruned
+            if pruned:
+                report.notes.append(f"{len(pruned)} older version folder(s) left the working "
+                                    "tree; the workspace's git history keeps them")
         ps.save_meta(txn)
     report.changed = report.result != CONFLICT
     return report

@@ -15,6 +15,7 @@ can read and extend them; :func:`read_history` turns them into typed
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -158,8 +159,8 @@ def _text(value: Any) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
-def chronological(ps: Patchset, git: Git) -> list[Version]:
-    """The version folders of ``ps``, oldest first.
+def chronological(ps: Patchset, git: Git, extra: Sequence[Version] = ()) -> list[Version]:
+    """The version folders of ``ps`` (and ``extra`` ones, e.g. pruned), oldest first.
 
     Versions named in ``[[history]]`` come in the order they were first made;
     older ones (made before contrib kept history) come before them, by the
@@ -176,7 +177,7 @@ def chronological(ps: Patchset, git: Git) -> list[Version]:
         status, out, _ = git.try_run("show", "-s", "--format=%ct", version.base)
         return (0, int(out.strip()) if status == 0 and out.strip().isdigit() else 0)
 
-    return sorted(ps.versions(), key=key)
+    return sorted([*ps.versions(), *extra], key=key)
 
 
 def find_version(ps: Patchset, versions: list[Version], name: str) -> Version:

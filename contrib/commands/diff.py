@@ -13,6 +13,7 @@ came after the series it replaced, which the transaction kept under
 from __future__ import annotations
 
 from contrib.carry.rangediff import between, build
+from contrib.carry.retention import pruned_versions
 from contrib.carry.versions import (
     How,
     Superseded,
@@ -32,7 +33,7 @@ def diff(ws: Workspace, ui: UI, target: str, old: str | None, new: str | None) -
     ps = ws.patchset(target)
     mirror = Mirror(ws.config.upstream(ps.upstream)).ensure(fetch_now=False,
                                                             progress=ui.progress)
-    versions = chronological(ps, mirror.git)
+    versions = chronological(ps, mirror.git, pruned_versions(ps))
     first, second = _pick(ps, versions, old, new)
     for version in (first, second):
         mirror.resolve(version.base)  # fetches once if the cache lacks a base

@@ -78,6 +78,7 @@ def _all_checks(ws: Workspace | None, factory: ForgeFactory | None) -> Iterator[
     yield from check_caches(ws.config)
     yield from check_conflicts(ws)
     yield from check_edits(ws)
+    yield check_versions(ws)
 
 
 # -- tools ---------------------------------------------------------------------------
@@ -313,3 +314,20 @@ def _edit_fix(target: str, state: object) -> str:
     if state is EditState.STALE:
         return f"the patchset moved on since: `contrib edit {target} --force` starts again"
     return f"the branch is gone: `contrib edit {target}` makes it again"
+
+
+def check_versions(ws: Workspace) -> Check:
+    """Whether old version folders can leave the working tree (the retention rule)."""
+    from contrib.carry.retention import WorkspaceHistory
+
+    keep = ws.config.keep_versions
+    if keep is None:
+        return Check("versions", OK, 'keep = "all": every version folder stays')
+    if WorkspaceHistory.find(ws.root) is None:
+        return Check("versions", SKIP, "every version folder stays: the workspace is not a git "
+                     "repository with a commit, which would keep the history of the ones "
+                     "pruned", "git init, commit the workspace (autopilot and sync --commit "
+                     "commit each run)")
+    return Check("versions", OK, f"the last {keep} other version(s) per patchset stay, with the "
+                 "current, pushed, GPU-validated and release ones; older ones live in git "
+                 "history")

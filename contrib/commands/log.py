@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contrib.carry.retention import Pruned, pruned_versions
 from contrib.carry.versions import Event, How, chronological, read_history
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
@@ -25,7 +26,7 @@ def log(ws: Workspace, ui: UI, target: str) -> int:
                                                             progress=ui.progress)
     events = read_history(ps)
     rows = [_describe(ps, v, [e for e in events if e.version == v.base], mirror)
-            for v in chronological(ps, mirror.git)]
+            for v in chronological(ps, mirror.git, pruned_versions(ps))]
     for row in rows:
         _show(ui, row)
     ui.emit({"patchset": ps.target, "current": ps.current.base, "versions": rows})
@@ -46,14 +47,19 @@ def _describe(ps: Patchset, version: Version, events: list[Event],
     pr = None
     if ps.pr is not None and ps.pr.version == version.base and ps.pr.number:
         pr = {"number": ps.pr.number, "url": ps.pr.url, "state": ps.pr.state}
+    where = (f"git {version.kept_in[:12]}:{version.patchset.dir.name}/{version.base}"
+             if isinstance(version, Pruned) else "workspace")
     return {"version": version.base, "base_date": date, "current": version == ps.current,
             "patches": patches, "made": made,
             "validation": standing_dict(version_standing(version)),
-            "pushes": pushes, "pr": pr}
+            "pushes": pushes, "pr": pr, "pruned": isinstance(version, Pruned),
+            "where": where, "kept_in": version.kept_in if isinstance(version, Pruned) else None}
 
 
 def _show(ui: UI, row: dict[str, Any]) -> None:
     mark = " (current)" if row["current"] else ""
+    if row["pruned"]:
+        mark = f" (pruned; in the workspace's git history at {row['kept_in'][:12]})"
     ui.info(f"{row['version'][:12]} {row['base_date'][:10]}{mark}: "
             f"{len(row['patches'])} patch(es); {row['validation']['summary']}")
     if not row["made"]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contrib.carry import edits, ranges
+from contrib.carry import edits, ranges, retention
 from contrib.carry.edits import Edit, Mode
 from contrib.carry.rangediff import build, range_diff
 from contrib.carry.ranges import Range
@@ -73,7 +73,7 @@ def _take(ws: Workspace, ps: Patchset, git: Git, record: Edit, found: Range) -> 
         doc["result"] = UNCHANGED
     else:
         doc["range_diff"] = _range_diff(git, ps, found)
-        doc.update(_write(ws, ps, found, files))
+        doc.update(_write(ws, ps, git, found, files))
     return doc
 
 
@@ -179,9 +179,10 @@ def _range_diff(git: Git, ps: Patchset, found: Range) -> str | None:
     return range_diff(git, old.base, old.tip, found.base, found.tip)
 
 
-def _write(ws: Workspace, ps: Patchset, found: Range,
+def _write(ws: Workspace, ps: Patchset, git: Git, found: Range,
            files: list[tuple[str, bytes]]) -> dict[str, Any]:
-    """One transaction: the version folder, current, and the history entry."""
+    """One transaction: the version folder, current, the history entry, and the
+    version folders the retention rule lets go."""
     old = ps.current.base
     result = REPLACED if found.base == old else REBASED
     folder = ps.version(found.base)
@@ -191,10 +192,11 @@ def _write(ws: Workspace, ps: Patchset, found: Range,
                   detail=f"{len(files)} patch(es) from {found.source}")
     with ws.transaction() as txn:
         write_version(txn, ps, found.base, files, event)
+        pruned = retention.apply(txn, ps, git).pruned
         ps.save_meta(txn)
         kept = superseded_path(txn, ps.dir, found.base) if replaces else None
     return {"result": result, "superseded": str(kept) if kept else None,
-            "validation_set_aside": set_aside}
+            "validation_set_aside": set_aside, "pruned": pruned}
 
 
 def _remember(ws: Workspace, state: dict[str, Edit], record: Edit, git: Git,

@@ -26,6 +26,7 @@ BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,250}")
 
 _UPSTREAM_KEYS = frozenset({"url", "branch", "github", "fork", "push_url",
                             "maintainer_can_modify", "python"})
+DEFAULT_KEEP_VERSIONS = 5
 PR_POLICIES = ("update", "create", "never")
 DEFAULT_DASHBOARD_TITLE = "contrib dashboard"
 
@@ -67,6 +68,7 @@ class Config:
     upstreams: dict[str, Upstream] = field(default_factory=dict)
     github_api_url: str = DEFAULT_API_URL
     autopilot: Autopilot = field(default_factory=Autopilot)
+    keep_versions: int | None = DEFAULT_KEEP_VERSIONS  # None: keep every version folder
 
     def upstream(self, name: str) -> Upstream:
         """The upstream called ``name``, or a ConfigError listing the known ones."""
@@ -89,7 +91,7 @@ def load_config(root: Path) -> Config:
     path = root / CONFIG_NAME
     text, doc = parse_toml(path)
     top = Table(path, text, "", doc)
-    top.only({"github", "upstreams", "autopilot"})
+    top.only({"github", "upstreams", "autopilot", "versions"})
     github = top.sub("github") or Table(path, text, "github", {})
     github.only({"api_url"})
     api_url = (github.string("api_url", DEFAULT_API_URL) or DEFAULT_API_URL).rstrip("/")
@@ -100,7 +102,20 @@ def load_config(root: Path) -> Config:
         name: _upstream(tables, str(name)) for name in tables.data}
     autopilot = top.sub("autopilot") or Table(path, text, "autopilot", {})
     return Config(path=path, upstreams=upstreams, github_api_url=api_url,
-                  autopilot=_autopilot(autopilot))
+                  autopilot=_autopilot(autopilot),
+                  keep_versions=_keep(top.sub("versions") or Table(path, text, "versions", {})))
+
+
+def _keep(t: Table) -> int | None:
+    """``[versions] keep``: how many unprotected version folders each patchset keeps in
+    the working tree (``"all"``: every one; pruning is then off)."""
+    t.only({"keep"})
+    value = t.data.get("keep", DEFAULT_KEEP_VERSIONS)
+    if value == "all":
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 100_000:
+        raise t.fail("keep", f'must be a number of versions (0 or more) or "all", got {value!r}')
+    return value
 
 
 def _autopilot(t: Table) -> Autopilot:

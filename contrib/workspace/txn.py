@@ -7,7 +7,10 @@ then a plan file is renamed into place -- the commit point -- and the staged
 paths are renamed over their targets.  A run killed before the commit point
 leaves the workspace as it was (the stage is swept later); one killed after
 it is rolled forward by :func:`recover` on the next run, under the lock.
-Replaced directories are moved to ``.contrib/superseded/``, never deleted.
+Replaced directories are moved to ``.contrib/superseded/``, never deleted; a
+directory the transaction removes (a pruned version, whose history is in the
+workspace repository) is renamed into the stage in one step and deleted from
+there, so a run killed meanwhile leaves it either in place or gone, never half.
 """
 
 from __future__ import annotations
@@ -166,6 +169,11 @@ class Transaction:
             raise cannot_write(target, exc) from None
         self.ops.append({"kind": "dir", "staged": str(staged), "target": str(target)})
 
+    def remove(self, target: Path) -> None:
+        """Stage the removal of the directory ``target`` (gone at the commit point)."""
+        staged = self._staged(target)
+        self.ops.append({"kind": "remove", "staged": str(staged), "target": str(target)})
+
     def commit(self) -> None:
         """Write the plan (the commit point) and install every staged path."""
         if not self.ops:
@@ -176,7 +184,8 @@ class Transaction:
             _check_writable(Path(op["target"]))
         try:
             for op in self.ops:
-                _fsync_tree(Path(op["staged"]))
+                if op["kind"] != "remove":
+                    _fsync_tree(Path(op["staged"]))
             atomic_write(plan, json.dumps({"version": PLAN_VERSION, "ops": self.ops}, indent=1))
         except (ContribError, OSError) as exc:
             shutil.rmtree(self.stage, ignore_errors=True)
@@ -226,9 +235,9 @@ def read_plan(plan: Path, state_dir: Path) -> list[tuple[str, Path, Path]]:
         raise ContribError(f"{plan}: 'ops' must be the only other key, a list; {advice}")
     for index, op in enumerate(ops):
         if (not isinstance(op, dict) or set(op) != {"kind", "staged", "target"}
-                or op["kind"] not in ("file", "dir")
+                or op["kind"] not in ("file", "dir", "remove")
                 or not all(isinstance(op[k], str) for k in ("staged", "target"))):
-            raise ContribError(f"{plan}: ops[{index}] must be {{kind: file|dir, staged, "
+            raise ContribError(f"{plan}: ops[{index}] must be {{kind: file|dir|remove, staged, "
                                f"target}}; {advice}")
         staged, target = Path(op["staged"]), Path(op["target"])
         check_inside(state_dir / "txn", staged)
@@ -239,6 +248,12 @@ def read_plan(plan: Path, state_dir: Path) -> list[tuple[str, Path, Path]]:
 
 def _roll_forward(plan: Path, state_dir: Path) -> None:
     for kind, staged, target in read_plan(plan, state_dir):
+        if kind == "remove":
+            if target.exists() or target.is_symlink():
+                staged.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(target, staged)  # one rename: the folder is there or gone
+                fsync_dir(target.parent)
+            continue
         if not staged.exists():
             continue  # installed before an interruption
         target.parent.mkdir(parents=True, exist_ok=True)

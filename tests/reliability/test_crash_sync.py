@@ -141,3 +141,39 @@ def test_continue_after_a_kill_inside_git_add(workspace: Workspace, upstream: Re
     done = run_contrib("sync", "--continue", "--json", "proj/f3", cwd=workspace.root)
     assert done.code == 0, done.err
     assert done.json["results"][0]["result"] == "rebased"  # type: ignore[index]
+
+
+def test_sync_that_prunes_killed_anywhere_is_all_or_nothing(
+        workspace: Workspace, upstream: Repo, tmp_path: Path, isolated: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    workspace.write_config("\n[versions]\nkeep = 1\n")
+    git(workspace.root, "init", "-q")
+    for i in range(4):  # four committed versions: the next carry prunes three of them
+        fast_import(upstream, filler(1, start=100 + i))
+        assert run_contrib("sync", cwd=workspace.root).code == 0
+        git(workspace.root, "add", "-A")
+        git(workspace.root, "commit", "-qm", f"version {i}", env={
+            "GIT_AUTHOR_NAME": "w", "GIT_AUTHOR_EMAIL": "w@e", "GIT_COMMITTER_NAME": "w",
+            "GIT_COMMITTER_EMAIL": "w@e"})
+    fast_import(upstream, filler(10, start=200))
+    env = dict(os.environ)
+    setup = own_cache(_cache(isolated), env)
+    reference = tmp_path / "reference"
+    shutil.copytree(workspace.root, reference, symlinks=True)
+    took = timed(reference, "sync", env=setup(reference))
+    expected = snapshot(reference)
+    folders = {p.name for p in (reference / "patchsets/proj/f3").iterdir() if p.is_dir()}
+    assert len(folders) == 2  # the recent one and the new current: three pruned
+
+    def verify(ws: Path, outcome: str) -> None:
+        fsck_cache(trial_cache(ws))
+        for folder in (ws / "patchsets/proj/f3").iterdir():  # never a half-removed folder
+            if folder.is_dir():
+                assert (folder / "series").is_file() and any(folder.glob("*.patch")), folder
+
+    trials = [kill_trial(workspace.root, tmp_path, ("sync",), took * frac, expected, env,
+                         setup=setup, verify=verify)
+              for frac in delays(seed=4_20261201, count=10, low=0.1, high=1.15)]
+    print(tally("sync (pruning)", trials), f"(reference run {took:.2f}s)")
+    assert "before" in {t.outcome for t in trials}
