@@ -165,7 +165,7 @@ def version_digest(version: Version) -> str:
     ps = version.patchset
     texts = version.patch_texts()
     return digest(ps.upstream, ps.name, version.base, [n for n, _ in texts],
-                  [b for _, b in texts], ps.info.validation.digest_view())
+                  [b for _, b in texts], ps.validation.digest_view())
 
 # -- the writer ---------------------------------------------------------------------------
 

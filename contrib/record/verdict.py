@@ -184,7 +184,7 @@ def version_standing(version: Version) -> Standing:
     except ContribError as exc:
         return Standing(None, f"the version cannot be read ({exc})")
     return standing(version.validation_path, ps.upstream, ps.name, version.base, dig,
-                    ps.info.validation.required())
+                    ps.validation.required())
 
 
 def standing_dict(standing: Standing) -> dict[str, Any]:

@@ -74,7 +74,7 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
                          f"(selected: {len(patchsets)})")
     # every patchset's [validation] and arch are read before any work: a bad one is exit 2 alone
     plans = [(ps, forced or _patchset_arch(ps),
-              ps.info.validation) for ps in patchsets]
+              ps.validation) for ps in patchsets]
     host = host_facts()
     validations, results = [], []
     for ps, target, settings in plans:

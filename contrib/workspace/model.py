@@ -20,9 +20,9 @@ from contrib.workspace.schema import (
     Meta,
     PrRecord,
     Requirement,
+    Settings,
     SyncRecord,
     UpstreamStatus,
-    Waiver,
     read_meta,
 )
 from contrib.workspace.table import SHA_RE, parse_toml_text
@@ -167,9 +167,9 @@ class Patchset:
         return self.info.requires
 
     @property
-    def waivers(self) -> tuple[Waiver, ...]:
-        """``[[waivers]]``: findings the author has explained, each with its reason."""
-        return self.info.waivers
+    def validation(self) -> Settings:
+        """``[validation]`` with its ``[[waivers]]``, as validate and the record read them."""
+        return self.info.validation
 
     # -- typed writes: the document keeps the user's comments and layout --------
 
