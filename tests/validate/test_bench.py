@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from contrib.arch import parse_arch
+from contrib.pr.body import bench_table
+from contrib.record import read_record
 from contrib.validate.benchstats import compare
 from contrib.validate.report import StageResult
 from contrib.validate.stages import Context, Inputs, stage_bench
@@ -168,10 +170,14 @@ def test_a_good_bench_is_recorded_with_its_figures(fi: Workspace, tmp_path: Path
     bench = next(s for s in result.json["validations"][0]["run"]["stages"] if s["name"] == "bench")
     assert bench["status"] == "passed", bench["reason"]
     assert bench["details"]["metrics"][0]["compared_with"] == "base"
-    record = json.loads(next((fi.root / "patchsets" / "flashinfer" / "b").glob("*/validation.json"))
-                        .read_text())
-    (stage,) = [s for s in record["runs"][0]["stages"] if s["name"] == "bench"]
+    path = next((fi.root / "patchsets" / "flashinfer" / "b").glob("*/validation.json"))
+    (stage,) = [s for s in json.loads(path.read_text())["runs"][0]["stages"] if s["name"] == "bench"]
     assert len(stage["details"]["metrics"][0]["ci95"]) == 2
+    record = read_record(path)
+    assert record is not None
+    table = bench_table(record.runs)  # the PR body's table
+    assert table[3].startswith("| run | metric | base median | patched median | patched/base | 95% CI")
+    assert table[5].startswith("| sm_120a (target) | latency_ms (lower is better) | ")
 
 
 @pytest.mark.parametrize(("table", "key", "says"), [
