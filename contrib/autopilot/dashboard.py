@@ -19,6 +19,7 @@ run.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from contrib import __version__
@@ -28,8 +29,10 @@ from contrib.clock import now_iso
 from contrib.errors import ContribError
 from contrib.forge.api import Forge, ForgeUnavailable, Issue
 from contrib.git.cache import Mirror
+from contrib.record import Run as RecordedRun
 from contrib.record import version_standing
 from contrib.secrets import scrub
+from contrib.validate import bench
 from contrib.workspace.model import Patchset, Workspace
 
 if TYPE_CHECKING:
@@ -193,7 +196,20 @@ def _validation_cell(ps: Patchset) -> str:
     for verdict in standing.verdicts:
         where = "; ".join(sorted({r.host.describe() for r in verdict.runs}))
         parts.append(f"**{verdict.line()}** on {where}")
+    parts += _bench_lines(standing.record.runs if standing.record is not None else ())
     return "<br>".join(parts)
+
+
+def _bench_lines(runs: Sequence[RecordedRun]) -> list[str]:
+    """The bench stage's figures per run: ratio patched/base and its interval, per metric."""
+    lines = []
+    for run in runs:
+        stage = run.stage("bench")
+        figures = (stage.details.get("metrics") or []) if stage is not None else []
+        shown = "; ".join(bench.line(f) for f in figures[:3]) + (" ..." if len(figures) > 3 else "")
+        if shown:
+            lines.append(f"bench {run.arch}: {shown}")
+    return lines
 
 
 def _pr_cell(ps: Patchset, outcome: Outcome | None, forge: Forge | None, github: str) -> str:
@@ -213,6 +229,11 @@ def _pr_cell(ps: Patchset, outcome: Outcome | None, forge: Forge | None, github:
             text += f", CI: {forge.checks(github, str(head)).text()}"
         except ContribError:
             text += ", CI: unknown"
+    if forge is not None and github and pr.get("state") == "open":
+        try:  # next to CI, what reviewers said: approved, changes requested, none yet
+            text += f", review: {str(forge.review_state(github, int(pr['number']))).replace('_', ' ')}"
+        except ContribError:
+            text += ", review: unknown"
     return text
 
 

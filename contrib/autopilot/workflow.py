@@ -223,15 +223,15 @@ def _gpu_job(options: Options) -> str:
           out="$RUNNER_TEMP/contrib-validation"
           mkdir -p "$out"
           status=0
-          for meta in patchsets/*/*/patchset.toml; do
-            [ -f "$meta" ] || continue
-            dir="$(dirname "$meta")"
-            name="$(basename "$dir")"
-            upstream="$(basename "$(dirname "$dir")")"
-            arch="$(sed -n '/^\\[/q; s/^arch *= *"\\(.*\\)".*$/\\1/p' "$meta")"
-            [ "${{arch:-sm_120a}}" = "$ARCH" ] || continue
-            contrib validate "$upstream/$name" --arch "$ARCH" \\
-              --out "$out/$LABEL--$upstream--$name.json" || status=$?
+          # Which patchsets this leg validates: their arch, as `contrib status --json` reads it.
+          contrib status --json > "$RUNNER_TEMP/contrib-status.json" || true
+          targets="$(python3 -c 'import json, sys
+          rows = json.load(open(sys.argv[1])).get("patchsets", [])
+          print(" ".join(r["patchset"] for r in rows if r.get("arch") == sys.argv[2]))' \
+            "$RUNNER_TEMP/contrib-status.json" "$ARCH")"
+          for target in $targets; do
+            contrib validate "$target" --arch "$ARCH" \
+              --out "$out/$LABEL--${{target%%/*}}--${{target#*/}}.json" || status=$?
           done
           # The leg ran: the merge job tells a leg without a runner by this file.
           touch "$out/$LABEL.done"

@@ -102,6 +102,7 @@ def describe(ps: Patchset, mirror: Mirror | None,
     return {
         "patchset": ps.target,
         "title": ps.title,
+        "arch": ps.arch,
         "upstream_status": str(ps.upstream_status),
         "base": base,
         "base_date": base_date,

@@ -11,8 +11,9 @@ inputs, so an unchanged patchset yields a byte-identical body (and no edit).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from contrib.record import Run, Stage, Standing
 from contrib.secrets import scrub
@@ -119,6 +120,40 @@ def _run_table(run: Run) -> list[str]:
     return lines
 
 
+def bench_table(runs: Sequence[Run]) -> list[str]:
+    """The bench stage's figures, one row per run and metric: medians, ratio, interval."""
+    rows = []
+    for run in runs:
+        stage = run.stage("bench")
+        for figure in (stage.details.get("metrics") or []) if stage is not None else []:
+            rows.append(f"| {run.arch} ({run.kind}) | {_md(str(figure.get('metric')))} "
+                        f"({figure.get('better')} is better) | {_figure_cells(figure)} |")
+    if not rows:
+        return []
+    return ["", "Benchmark (`contrib validate` bench stage: base and patched in interleaved pairs; "
+            "95% interval of the ratio bootstrapped over the pairs):", "",
+            "| run | metric | base median | patched median | patched/base | 95% CI | verdict |",
+            "| --- | --- | --- | --- | --- | --- | --- |", *rows]
+
+
+def _figure_cells(figure: Mapping[str, Any]) -> str:
+    against = figure.get("compared_with") or "base"
+    reference = figure.get(f"{against}_median")
+    if figure.get("ratio") is None:  # not compared: the reason stands where the number would
+        why = figure.get("base_error") or figure.get("note") or "no value"
+        return (f"{_md(str(why))} | {_num(figure.get('patched_median'))} | — | — | "
+                f"{figure.get('verdict')}")
+    low, high = figure.get("ci95") or (None, None)
+    label = "" if against == "base" else " (baseline)"
+    note = f": {figure['note']}" if figure.get("note") else ""
+    return (f"{_num(reference)}{label} | {_num(figure.get('patched_median'))} | "
+            f"{figure['ratio']:.3f} | {_num(low)} to {_num(high)} | {figure.get('verdict')}{_md(note)}")
+
+
+def _num(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) else "—"
+
+
 def _validation_section(validation: Standing, forced: bool, problem: str) -> str:
     head = "### Validation"
     if validation.record is None:
@@ -131,6 +166,7 @@ def _validation_section(validation: Standing, forced: bool, problem: str) -> str
     runs = validation.record.runs
     for run in runs:
         lines += _run_table(run)
+    lines += bench_table(runs)
     waived = [(r, st, f) for r in runs for st in r.stages for f in st.findings
               if f.waived is not None]
     if waived:

@@ -28,6 +28,7 @@ from typing import Any
 from contrib.arch import Arch, parse_arch
 from contrib.record import RunKind
 from contrib.record.finding import ERROR, Finding
+from contrib.validate.buildcache import jit_folder
 from contrib.validate.cscan import find_kernels, scan
 from contrib.validate.includes import is_cuda_source
 from contrib.validate.profiles import Profile
@@ -161,6 +162,30 @@ def gpu_shortfall(wanted: Mapping[str, int], have: int) -> list[str]:
             for test, n in sorted(wanted.items()) if n > have]  # fmt: skip
 
 
+def fewest_gpus(tree: SourceTree, test: str) -> int | None:
+    """The fewest GPUs any case of a test file asks for (its smallest world size), when it says."""
+    sizes = [int(n) for listed, single in _WORLD.findall(tree.read_text(test.split("::")[0]) or "")
+             for n in re.findall(r"\d+", listed or single)]
+    return min(sizes) if sizes else None
+
+
+def not_started(tree: SourceTree, tests: list[str], plan: PlannedRun) -> StageResult | None:
+    """A skipped result when every selected test file asks for more GPUs than ``plan`` has.
+
+    Then no case could run: the run is not started, so nothing is checked out or built."""
+    have = len(plan.gpus)
+    wanted = {t: fewest_gpus(tree, t) for t in tests}
+    if not plan.gpus or not tests or any(n is None or n <= have for n in wanted.values()):
+        return None
+    asks = ", ".join(f"{t} ({n})" for t, n in wanted.items())
+    details = {"kind": plan.kind, "arch": plan.arch.name, "selected": tests,
+               "gpus": [f"{g.index}: {g.name} ({g.capability})" for g in plan.gpus],
+               "too_few_gpus": [f"{t} asks for at least {n} GPUs, {have} here" for t, n in wanted.items()]}
+    return StageResult("tests", SKIPPED, f"not started: every selected test file asks for more "
+                       f"GPUs than the {have} of {plan.arch.name} here ({asks}); nothing built",
+                       details=details)  # fmt: skip
+
+
 def install_probe(folder: Path) -> tuple[Path, Path]:
     """Write the probe's sitecustomize.py under ``folder``; (its folder, the log folder)."""
     site, log = folder / "probe", folder / "kernels"
@@ -271,8 +296,9 @@ def _run_planned(setup: RunSetup, plan: PlannedRun) -> StageResult:
     env = {KERNEL_LOG_ENV: str(log), **setup.profile.arch_env(arch)}
     if plan.gpus:
         env["CUDA_VISIBLE_DEVICES"] = plan.visible
-    if setup.profile.jit_cache_env:
-        env[setup.profile.jit_cache_env] = str(setup.workdir / name / "jit-cache")
+    if setup.profile.jit_cache_env:  # content-keyed where the worktree is: a re-run builds nothing
+        env[setup.profile.jit_cache_env] = str(jit_folder(setup.worktree, setup.profile.arch_env(arch),
+                                                          setup.python, setup.workdir / name / "jit-cache"))
     short = gpu_shortfall(world_sizes(FsTree(setup.worktree), setup.selection.tests), len(plan.gpus))
     run = run_tests(setup.python, setup.worktree, setup.selection, setup.workdir / f"{name}.xml", arch,
                     need_gpu=False, env=env, path_first=[str(site)], args=setup.pytest_args)  # fmt: skip
@@ -304,18 +330,21 @@ REGRESSIONS = "regression_runs"  # details key: StageResults of the regression r
 
 
 def split_runs(validation: Validation) -> list[Validation]:
-    """The target run and, for each regression run its tests stage made, a run of its own.
+    """The target run and, for each arch a stage made regression runs for, a run of its own.
 
     A regression run records the stages that say something about an arch the
-    gate admitted before: apply and the tests that ran on that arch's GPUs.
+    gate admitted before: apply, and the tests and bench that ran on that arch's GPUs.
     """
-    runs = [validation]
+    by_arch: dict[str, list[StageResult]] = {}
     for stage in validation.stages:
         for result in stage.details.pop(REGRESSIONS, []):
-            arch = parse_arch(result.details["arch"])
-            apply = [s for s in validation.stages if s.name == "apply"]
-            runs.append(replace(validation, arch=arch, stages=[*apply, result], kind=RunKind.REGRESSION,
-                                compute=result.details.get("compute")))  # fmt: skip
+            by_arch.setdefault(result.details["arch"], []).append(result)
+    apply = [s for s in validation.stages if s.name == "apply"]
+    runs = [validation]
+    for name, results in by_arch.items():
+        compute = next((r.details["compute"] for r in results if r.details.get("compute")), None)
+        runs.append(replace(validation, arch=parse_arch(name), stages=[*apply, *results],
+                            kind=RunKind.REGRESSION, compute=compute))  # fmt: skip
     return runs
 
 

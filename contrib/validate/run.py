@@ -14,11 +14,10 @@ files from other machines.  Exit 1 when a stage failed or a required stage
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from contrib.record import (
     version_digest,
 )
 from contrib.ui import UI, StepFn
+from contrib.validate import buildcache
 from contrib.validate.gputests import split_runs
 from contrib.validate.report import (
     Validation,
@@ -248,7 +248,7 @@ def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, o
     started = now()
     head, reason = _apply(git, base, version.patch_texts())
     with tempfile.TemporaryDirectory(prefix="contrib-validate-") as scratch, \
-            _worktrees(git, head, Path(scratch)) as make_worktree:  # fmt: skip
+            _worktrees(git, head, base) as (make_worktree, make_base):  # fmt: skip
         inputs = Inputs(
             arch=arch,
             before=GitTree(git, base),
@@ -258,6 +258,7 @@ def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, o
             settings=settings,
             workdir=Path(scratch),
             worktree=make_worktree,
+            base_worktree=make_base,
             python=ws.config.upstream(ps.upstream).python or sys.executable,
             workspace=ws,
             patchset=ps,
@@ -286,31 +287,30 @@ def _diff(git: Git, base: str, head: str) -> str:
 
 
 @contextmanager
-def _worktrees(git: Git, head: str | None, scratch: Path) -> Iterator[_LazyWorktree]:
-    lazy = _LazyWorktree(git, head, scratch / "worktree")
-    try:
-        yield lazy
-    finally:
-        lazy.remove()
+def _worktrees(git: Git, *commits: str | None) -> Iterator[list[_Checkout]]:
+    """A lazy checkout per commit, content-keyed (:mod:`contrib.validate.buildcache`)."""
+    with ExitStack() as stack:
+        held: set[str] = set()  # one lock per tree: base and patched may be the same tree
+        yield [_Checkout(git, commit, stack, held) for commit in commits]
 
 
-class _LazyWorktree:
-    """A detached worktree of the patched commit, made on first use, removed after."""
+class _Checkout:
+    """A checkout of a commit's tree in contrib's cache, made (or found) on first use.
 
-    def __init__(self, git: Git, head: str | None, path: Path) -> None:
-        self.git, self.head, self.path = git, head, path
-        self.made = False
+    It is kept after the run: the next validation of the same content finds the
+    checkout and its JIT builds where they were, so it builds nothing."""
+
+    def __init__(self, git: Git, commit: str | None, stack: ExitStack, held: set[str]) -> None:
+        self.git, self.commit, self.stack, self.held = git, commit, stack, held
+        self.path: Path | None = None
 
     def __call__(self) -> Path:
-        if self.head is None:
+        if self.commit is None:
             raise ContribError("no patched commit to check out (apply failed)")
-        if not self.made:
-            self.git.run("worktree", "add", "--detach", "--force", str(self.path), self.head)
-            self.made = True
+        if self.path is None:
+            tree = self.git.run("rev-parse", f"{self.commit}^{{tree}}")
+            if tree not in self.held:
+                self.stack.enter_context(buildcache.locked(tree))
+                self.held.add(tree)
+            self.path = buildcache.checkout(self.git, self.commit)
         return self.path
-
-    def remove(self) -> None:
-        if self.made:
-            self.git.try_run("worktree", "remove", "--force", str(self.path))
-            shutil.rmtree(self.path, ignore_errors=True)
-            self.git.try_run("worktree", "prune")

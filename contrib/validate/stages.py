@@ -1,4 +1,4 @@
-"""The validation pipeline: apply -> syntax -> gates -> arch-guards -> ptx -> tests -> requires.
+"""The validation pipeline: apply -> syntax -> gates -> arch-guards -> ptx -> tests -> bench -> requires.
 
 Each stage returns a :class:`StageResult`: ``passed`` (it ran and found nothing
 blocking), ``failed``, ``skipped`` (it had something to check and could not check
@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contrib.arch import Arch, admitted_archs
-from contrib.errors import ContribError
+from contrib.errors import ConfigError, ContribError
 from contrib.record.finding import INFO, Finding
+from contrib.validate import bench as benchrun
 from contrib.validate import (
     cuda_arch,
     gates,
@@ -60,6 +61,7 @@ class Inputs:
     settings: Settings = field(default_factory=Settings)
     workdir: Path | None = None  # scratch space (ptx outputs, JUnit); a temp dir if None
     worktree: Callable[[], Path] | None = None  # makes a real checkout of the patched tree
+    base_worktree: Callable[[], Path] | None = None  # and of the base tree (the bench's A side)
     python: str | None = None  # interpreter for upstream tests
     gpus: GpuSource = PROBE
     workspace: Workspace | None = None  # for [[requires]]: the other upstreams' caches
@@ -108,6 +110,8 @@ def run_pipeline(inputs: Inputs) -> list[StageResult]:
             started = time.monotonic()
             try:
                 result = stage.run(ctx)
+            except ConfigError:
+                raise  # patchset.toml says something the run shows wrong: exit 2, file:line
             except ContribError as exc:
                 result = StageResult(name, FAILED, f"could not complete: {exc}")
             result.duration = time.monotonic() - started
@@ -301,11 +305,11 @@ def stage_tests(ctx: Context) -> StageResult:
     python = settings.python or inputs.python
     if python is None or inputs.worktree is None:
         return StageResult("tests", SKIPPED, "no interpreter or worktree to run upstream tests", details=details)
-    slots = gputests.probe_slots() if inputs.gpus is PROBE else gputests.slots_of(inputs.gpus)
-    before = {m for g in ctx.touched for m in g.majors_before} - {inputs.arch.major}
-    plans = gputests.plan_runs(inputs.arch, admitted_archs(before), slots)
+    plans = _plans(ctx)
     profile = profiles.profile_for(ctx.after)
-    runnable = [p for p in plans if p.gpus or not settings.tests_need_gpu]
+    held = [gputests.not_started(ctx.after, selection.tests, p) for p in plans]
+    runnable = [p for p, h in zip(plans, held, strict=True)
+                if (p.gpus or not settings.tests_need_gpu) and h is None]
     worktree = inputs.worktree() if runnable else ctx.workdir  # no checkout when nothing can run
     if runnable:
         details["worktree_links"] = profiles.prepare_worktree(profile, worktree, python)
@@ -316,13 +320,56 @@ def stage_tests(ctx: Context) -> StageResult:
     for done, plan in enumerate(plans):
         ctx.step(done, len(plans), f"tests: run {done + 1} of {len(plans)} "
                  f"({len(selection.tests)} test files)")
-        results.append(gputests.run_planned(setup, plan))
+        results.append(held[done] or gputests.run_planned(setup, plan))
     target, regressions = results[0], results[1:]
     target.details = {**details, **target.details, gputests.REGRESSIONS: regressions}
     if regressions:
         target.reason += "; " + "; ".join(f"regression run on {r.details['arch']}: {r.status} ({r.reason})"
                                           for r in regressions)  # fmt: skip
     return target
+
+
+def _plans(ctx: Context) -> list[gputests.PlannedRun]:
+    """The target run and a regression run per earlier-admitted arch whose GPU is here."""
+    inputs = ctx.inputs
+    slots = gputests.probe_slots() if inputs.gpus is PROBE else gputests.slots_of(inputs.gpus)
+    before = {m for g in ctx.touched for m in g.majors_before} - {inputs.arch.major}
+    return gputests.plan_runs(inputs.arch, admitted_archs(before), slots)
+
+
+def stage_bench(ctx: Context) -> StageResult:
+    """Time base against patched in interleaved pairs on each planned run; see :mod:`.bench`."""
+    inputs, bench = ctx.inputs, ctx.inputs.settings.bench
+    if bench is None:
+        return StageResult("bench", NOT_APPLICABLE, "no [validation.bench] in patchset.toml")
+    python = inputs.settings.python or inputs.python
+    if python is None or inputs.worktree is None:
+        return StageResult("bench", SKIPPED, "no interpreter or worktree to run the bench")
+    plans = _plans(ctx) if bench.needs_gpu else _plans(ctx)[:1]
+    profile = profiles.profile_for(ctx.after)
+    base = _prepared(inputs.base_worktree, profile, python) if inputs.base_worktree else None
+    setup = benchrun.BenchSetup(bench, python, base, _prepared(inputs.worktree, profile, python),
+                                profile, ctx.workdir,
+                                inputs.patchset.dir if inputs.patchset is not None else None)
+    results = []
+    for done, plan in enumerate(plans):
+        ctx.step(done, len(plans), f"bench: run {done + 1} of {len(plans)} ({plan.arch.name})")
+        results.append(benchrun.run_planned(setup, plan))
+    target, regressions = results[0], results[1:]
+    target.details[gputests.REGRESSIONS] = regressions
+    if regressions:
+        target.reason += "; " + "; ".join(f"regression run on {r.details['arch']}: {r.status} "
+                                          f"({r.reason})" for r in regressions)
+    return target
+
+
+def _prepared(make: Callable[[], Path], profile: profiles.Profile, python: str) -> Callable[[], Path]:
+    """``make``, then the checkout made importable as the upstream's editable install is."""
+    def prepared() -> Path:
+        tree = make()
+        profiles.prepare_worktree(profile, tree, python)
+        return tree
+    return prepared
 
 
 def stage_requires(ctx: Context) -> StageResult:
@@ -373,7 +420,7 @@ class StageDef:
 _RUNS: dict[str, Callable[[Context], StageResult]] = {
     "apply": stage_apply, "syntax": stage_syntax, "gates": stage_gates,
     "arch-guards": stage_arch_guards, "ptx": stage_ptx, "tests": stage_tests,
-    "requires": stage_requires,
+    "bench": stage_bench, "requires": stage_requires,
 }
 STAGES = tuple(StageDef(name, required, _RUNS[name]) for name, required in schema.STAGES)
 ORDER = tuple(stage.name for stage in STAGES)

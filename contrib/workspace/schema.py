@@ -282,13 +282,70 @@ class Waiver:
 # ``ptx`` is only needed where a touched gate compiles CUDA sources.
 STAGES: tuple[tuple[str, bool], ...] = (
     ("apply", True), ("syntax", True), ("gates", True), ("arch-guards", True), ("ptx", True),
-    ("tests", False), ("requires", False),
+    ("tests", False), ("bench", False), ("requires", False),
 )
 STAGE_NAMES = tuple(name for name, _ in STAGES)
 _VALIDATION_KEYS = frozenset({
     "python", "tests", "compile", "sources", "compare", "tests_need_gpu", "test_limit",
-    "ptx_sources", "ptx_include_dirs", "ptx_flags", "require", "pytest_args",
+    "ptx_sources", "ptx_include_dirs", "ptx_flags", "require", "pytest_args", "bench",
 })  # fmt: skip
+_BENCH_KEYS = frozenset({"command", "metrics", "better", "repeat", "threshold", "needs_gpu",
+                         "baseline", "timeout"})
+_METRIC_RE = re.compile(r"[A-Za-z_][\w.-]*")
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """``[validation.bench]``: a command that prints JSON metrics, run on base and patched.
+
+    ``where`` keeps ``patchset.toml:LINE`` of each key, so what only the run can
+    find wrong (a metric the output lacks, output that is not JSON) names the line."""
+
+    command: str
+    metrics: tuple[str, ...]
+    better: str = "lower"  # or "higher"
+    repeat: int = 7  # A/B pairs, interleaved
+    threshold: float = 0.05  # a change smaller than this is never a failure
+    needs_gpu: bool = True
+    baseline: str | None = None  # the replaced path, measured when the base cannot run
+    timeout: int = 600  # seconds per run of the command
+    where: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def read(cls, t: Table | None) -> BenchSettings | None:
+        if t is None:
+            return None
+        t.only(_BENCH_KEYS)
+        command = t.need_string("command")
+        metrics = t.strings("metrics", pattern=_METRIC_RE)
+        if not metrics:
+            raise t.fail("metrics", "is required: the keys of the JSON object the command prints, "
+                                    'e.g. ["latency_ms"]')
+        better = t.string("better", "lower")
+        if better not in ("lower", "higher"):
+            raise t.fail("better", f'must be "lower" or "higher", got {better!r}')
+        repeat = t.integer("repeat", 7, low=0) or 0
+        if not 3 <= repeat <= 1000:
+            raise t.fail("repeat", f"must be between 3 and 1000 (A/B pairs; an interval needs "
+                                   f"at least 3), got {repeat}")
+        threshold = t.data.get("threshold", 0.05)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+                or not 0 <= threshold < 1:
+            raise t.fail("threshold", f"must be a number from 0 to 1 (0.05: 5%), got {threshold!r}")
+        baseline = t.string("baseline")
+        if baseline is not None and not baseline.strip():
+            raise t.fail("baseline", "must be a command (or left out)")
+        needs_gpu = t.boolean("needs_gpu", True)
+        where = {k: t.at(k) for k in ("command", "metrics", "baseline")}
+        return cls(command, tuple(dict.fromkeys(metrics)), better, repeat, float(threshold),
+                   True if needs_gpu is None else needs_gpu, baseline,
+                   t.integer("timeout", 600, low=1) or 600, where)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as the stage records them (the line positions left out)."""
+        return {"command": self.command, "metrics": list(self.metrics), "better": self.better,
+                "repeat": self.repeat, "threshold": self.threshold, "needs_gpu": self.needs_gpu,
+                "baseline": self.baseline, "timeout": self.timeout}
 
 
 @dataclass
@@ -308,6 +365,7 @@ class Settings:
     waivers: list[Waiver] = field(default_factory=list)
     require: tuple[str, ...] | None = None  # None: the stages STAGES marks required
     pytest_args: list[str] = field(default_factory=list)  # e.g. ["-k", "bf16"]: which cases run
+    bench: BenchSettings | None = None  # [validation.bench]; None: no bench stage
 
     @classmethod
     def read(cls, t: Table | None, waivers: tuple[Waiver, ...] = ()) -> Settings:
@@ -331,7 +389,7 @@ class Settings:
             True if need_gpu is None else need_gpu, limit, python, _command(t),
             list(t.strings("ptx_sources")), list(t.strings("ptx_include_dirs")),
             list(t.strings("ptx_flags")), list(waivers), _require(t),
-            list(t.strings("pytest_args")),
+            list(t.strings("pytest_args")), BenchSettings.read(t.sub("bench")),
         )  # fmt: skip
 
     @classmethod
@@ -350,7 +408,9 @@ class Settings:
     def digest_view(self) -> dict[str, Any]:
         """The settings that change validation results, as plain JSON values.
 
-        ``require`` only changes which stages open-pr needs, so it is left out."""
+        ``require`` only changes which stages open-pr needs, so it is left out, and so
+        is ``bench``: it measures, it proves nothing the other stages depend on, so adding
+        a benchmark does not unbind a record (the bench stage keeps its own settings)."""
         return {
             "sources": self.sources, "compare": self.compare, "tests": self.tests,
             "tests_need_gpu": self.tests_need_gpu, "test_limit": self.test_limit,

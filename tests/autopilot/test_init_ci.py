@@ -185,3 +185,31 @@ def test_init_ci_refuses_a_workspace_below_the_repository_root(repo_ws: Workspac
     result = repo_ws.run("init-ci", *INSTALL)
     assert result.code == 2 and "subfolder of the repository" in result.err
     assert not (repo_ws.root.parent / ".github").exists()
+
+
+FAKE_CONTRIB = """#!/bin/sh
+if [ "$1" = status ]; then
+  echo '{"patchsets": [{"patchset": "flashinfer/a", "arch": "sm_120a"},
+                       {"patchset": "sglang/b", "arch": "sm_90a"}], "github": null}'
+  exit 1
+fi
+echo "$@" >> "$CALLS"
+"""
+
+
+def test_the_gpu_leg_selects_patchsets_by_the_arch_status_reports(tmp_path: Path) -> None:
+    doc = yaml.safe_load(render(Options(gpu=[GpuRunner("h200", "sm_90a")])))
+    script = next(s for s in steps_of(doc["jobs"]["gpu"]) if "contrib validate" in s.get("run", ""))
+    assert "sed " not in script["run"] and "patchset.toml" not in script["run"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "contrib").write_text(FAKE_CONTRIB)
+    (bin_dir / "contrib").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{Path(shutil.which('python3') or '/usr/bin/python3').parent}:/usr/bin:/bin",
+           "RUNNER_TEMP": str(tmp_path), "ARCH": "sm_90a", "LABEL": "h200",
+           "CALLS": str(tmp_path / "calls")}  # fmt: skip
+    done = subprocess.run(["bash", "-e", "-c", script["run"]], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "contrib-validation"
+    assert (tmp_path / "calls").read_text().split() == [
+        "validate", "sglang/b", "--arch", "sm_90a", "--out", f"{out}/h200--sglang--b.json"]

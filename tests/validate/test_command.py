@@ -36,6 +36,7 @@ def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) 
         "arch-guards",
         "ptx",
         "tests",
+        "bench",
         "requires",
     ]
     assert stages["apply"]["status"] == "passed"
@@ -60,7 +61,7 @@ def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) 
     assert run == validation["run"] and run["arch"] == "sm_120a" and run["kind"] == "target"
     assert run["applied"] and run["applied"] != base
     suite = ElementTree.parse(junit).getroot().find("testsuite")
-    assert [c.get("name") for c in suite.findall("testcase")][:7] == list(stages)
+    assert [c.get("name") for c in suite.findall("testcase")][:8] == list(stages)
     # The cache stays a bare mirror: no checkout or worktree was left behind.
     status = fi.run("status", "--no-fetch", "--json")
     assert status.json["patchsets"][0]["validation"]["summary"].startswith("sm_120a: failed")

@@ -147,3 +147,16 @@ def test_probe_records_kernels_written_by_every_process(tmp_path: Path) -> None:
     (log / "kernels-1.txt").write_text("b_kernel\na_kernel\n")
     (log / "kernels-2.txt").write_text("a_kernel\n")
     assert gputests.launched_kernels(log) == ["a_kernel", "b_kernel"]
+
+
+def test_a_run_whose_test_files_all_need_more_gpus_is_not_started() -> None:
+    tree = DictTree({"tests/a.py": '@pytest.mark.parametrize("world_size", [2, 4])\n',
+                     "tests/b.py": "WORLD_SIZE = 2\n", "tests/c.py": "x = 1\n"})  # fmt: skip
+    one = gputests.PlannedRun("regression", SM90, [GpuSlot(0, H200, "9.0")])
+    held = gputests.not_started(tree, ["tests/a.py", "tests/b.py::test_x"], one)
+    assert held is not None and held.status == "skipped"
+    assert held.reason.startswith("not started: every selected test file asks for more GPUs than "
+                                  "the 1 of sm_90a here (tests/a.py (2), tests/b.py::test_x (2))")
+    assert gputests.not_started(tree, ["tests/a.py", "tests/c.py"], one) is None  # c.py may run
+    two = gputests.PlannedRun("regression", SM90, [GpuSlot(0, H200, "9.0"), GpuSlot(1, H200, "9.0")])
+    assert gputests.not_started(tree, ["tests/a.py"], two) is None

@@ -1,0 +1,61 @@
+"""Checkouts and JIT build folders keyed by content: a re-validation builds nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from contrib.git.repo import Git
+from contrib.validate import buildcache
+from testing.gitutil import Repo
+
+ENV = {"FLASHINFER_CUDA_ARCH_LIST": "9.0a"}
+
+
+def _fake_build(checkout: Path, python: str = "/usr/bin/python3") -> tuple[Path, bool]:
+    """What a JIT does: build into its cache folder unless its output is already there."""
+    folder = buildcache.jit_folder(checkout, ENV, python, checkout / "per-run")
+    marker = folder / "trtllm_comm" / "trtllm_comm.so"
+    if marker.is_file():
+        return folder, False
+    marker.parent.mkdir(parents=True)
+    marker.write_text(str(checkout))
+    return folder, True
+
+
+def test_two_worktrees_with_the_same_content_share_one_build(tmp_path: Path) -> None:
+    files = {"include/comm.cuh": "__global__ void k() {}\n", "csrc/comm.cu": "#include \"comm.cuh\"\n"}
+    one, two = Repo(tmp_path / "one"), Repo(tmp_path / "two", who="Someone Else")
+    first = one.commit("import", files)
+    second = two.commit("the same files, another history", files)
+    assert first != second
+    with buildcache.locked(Git(one.path).run("rev-parse", f"{first}^{{tree}}")):
+        a = buildcache.checkout(Git(one.path), first)
+    b = buildcache.checkout(Git(two.path), second)
+    assert a == b and a.is_relative_to(buildcache.builds_dir())
+    assert (a / "include" / "comm.cuh").read_text() == files["include/comm.cuh"]
+    folder, built = _fake_build(a)
+    assert built and folder.parent == a.parent
+    assert _fake_build(b) == (folder, False)  # the second validation builds nothing
+    assert _fake_build(b, "/other/python")[1]  # another interpreter: its own build
+
+
+def test_a_changed_header_gets_its_own_checkout_and_build(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "up")
+    first = repo.commit("import", {"include/comm.cuh": "// v1\n"})
+    second = repo.commit("header change", {"include/comm.cuh": "// v2\n"})
+    a, b = (buildcache.checkout(Git(repo.path), c) for c in (first, second))
+    assert a != b and (b / "include" / "comm.cuh").read_text() == "// v2\n"
+    assert _fake_build(a)[0] != _fake_build(b)[0]
+
+
+def test_an_incomplete_checkout_is_made_again(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "up")
+    commit = repo.commit("import", {"a.txt": "a\n"})
+    path = buildcache.checkout(Git(repo.path), commit)
+    (path / buildcache.MARKER).unlink()
+    (path / "a.txt").write_text("edited\n")
+    assert (buildcache.checkout(Git(repo.path), commit) / "a.txt").read_text() == "a\n"
+
+
+def test_a_tree_contrib_did_not_check_out_keeps_a_per_run_cache(tmp_path: Path) -> None:
+    assert buildcache.jit_folder(tmp_path, ENV, None, tmp_path / "run") == tmp_path / "run"
