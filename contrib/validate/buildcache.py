@@ -1,15 +1,16 @@
-"""Checkouts and JIT build folders keyed by content, so a GPU run reuses its builds.
+"""Checkouts and JIT build folders that outlive a run, so a GPU run reuses its builds.
 
 An upstream's JIT (flashinfer's ninja builds of ``trtllm_comm``) keys its cache on
-absolute source paths: a fresh per-run worktree and a fresh per-run cache folder
-rebuild the module from scratch every time (4 to 5 minutes).  Here the checkout of
-a tree lives at ``<contrib cache>/builds/<tree sha>/src`` (written once, from the
-tree's blobs, with a marker written last) and its JIT cache at
-``<contrib cache>/builds/<tree sha>/jit-<key>``, the key being the sha256 of the
-checkout's path, the arch variables and the interpreter: the same patched sources,
-arch and flags find the same folder and build nothing, and a changed header gives
-a new tree, hence a new folder (ninja there rebuilds only what includes it, once
-the first build of that tree is done).
+absolute source paths and file times: a fresh per-run worktree and a fresh per-run
+cache folder rebuild the module from scratch every time (4 to 5 minutes).  Here a
+run checks its trees out into *slots*, ``<contrib cache>/builds/<slot>/src``, one
+per upstream cache and role (the patched tree, the base a bench compares with),
+and keeps the JIT cache beside them (``jit-<key>``: the checkout's path, the arch
+variables and the interpreter).  A slot is brought to a new tree the way git
+switches branches (``read-tree -m -u`` on the slot's own index): only the files
+that differ are rewritten, every other one keeps its time.  So a re-validation of
+the same content builds nothing, whichever worktree or history the content came
+from, and a changed header rebuilds only what includes it.
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ def builds_dir() -> Path:
     return cache_root() / "builds"
 
 
-def checkout_path(tree: str) -> Path:
-    """Where the checkout of ``tree`` (a tree sha) lives."""
-    return builds_dir() / tree / "src"
+def checkout_path(slot: str) -> Path:
+    """Where the checkout of ``slot`` lives."""
+    return builds_dir() / slot / "src"
+
+
+def slot_of(cache: Path, role: str) -> str:
+    """The slot of an upstream cache's ``role`` ("patched", "base") checkouts."""
+    return f"{cache.name.removesuffix('.git')}-{role}"
 
 
 def jit_dir(checkout: Path, env: Mapping[str, str], python: str | None) -> Path:
@@ -50,9 +56,9 @@ def jit_dir(checkout: Path, env: Mapping[str, str], python: str | None) -> Path:
 
 
 @contextmanager
-def locked(tree: str) -> Iterator[None]:
-    """Hold ``tree``'s lock: two validations of one content take turns on its folder."""
-    folder = builds_dir() / tree
+def locked(slot: str) -> Iterator[None]:
+    """Hold ``slot``'s lock: two validations take turns on its folder."""
+    folder = builds_dir() / slot
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -62,20 +68,35 @@ def locked(tree: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def checkout(git: Git, commit: str) -> Path:
-    """A checkout of ``commit``'s tree, reused when one of that tree is complete.
+def checkout(git: Git, commit: str, slot: str) -> Path:
+    """``slot``'s checkout, brought to ``commit``'s tree.
 
-    Files keep their modification times across validations, so a build tool that
-    compares times (ninja) sees nothing changed.  Call it under :func:`locked`."""
+    Files the tree shares with what the slot held keep their modification times,
+    so a build tool that compares times (ninja) rebuilds only what depends on the
+    others.  A slot whose last update did not finish is checked out afresh.  Call
+    it under :func:`locked`."""
     tree = git.run("rev-parse", f"{commit}^{{tree}}")
-    path = checkout_path(tree)
-    marker = path / MARKER
-    if marker.is_file() and marker.read_text(encoding="utf-8").strip() == tree:
+    path = checkout_path(slot)
+    marker, index = path / MARKER, path.parent / "index"
+    held = marker.read_text(encoding="utf-8").strip() if marker.is_file() else ""
+    if held == tree:
         return path
+    env = {"GIT_INDEX_FILE": str(index)}
+    work = f"--work-tree={path}"
+    if held and index.is_file():
+        marker.unlink()  # incomplete until the update is done
+        git.try_run(work, "update-index", "-q", "--refresh", env=env)  # times, not contents
+        clean, _, _ = git.try_run(work, "diff-files", "--quiet", env=env)
+        status = clean or git.try_run(work, "read-tree", "-m", "-u", held, tree, env=env)[0]
+        if status == 0:
+            marker.write_text(tree + "\n", encoding="utf-8")
+            return path
+        # a run changed a checked-out file: start the slot again from the tree alone
     shutil.rmtree(path, ignore_errors=True)
+    index.unlink(missing_ok=True)
     path.mkdir(parents=True)
-    with git.temp_index(tree) as env:
-        git.run(f"--work-tree={path}", "checkout-index", "-a", "-f", env=env)
+    git.run(work, "read-tree", tree, env=env)
+    git.run(work, "checkout-index", "-a", "-f", "-u", env=env)
     marker.write_text(tree + "\n", encoding="utf-8")
     return path
 

@@ -248,7 +248,7 @@ def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, o
     started = now()
     head, reason = _apply(git, base, version.patch_texts())
     with tempfile.TemporaryDirectory(prefix="contrib-validate-") as scratch, \
-            _worktrees(git, head, base) as (make_worktree, make_base):  # fmt: skip
+            _worktrees(git, (head, "patched"), (base, "base")) as (make_worktree, make_base):  # fmt: skip
         inputs = Inputs(
             arch=arch,
             before=GitTree(git, base),
@@ -287,30 +287,28 @@ def _diff(git: Git, base: str, head: str) -> str:
 
 
 @contextmanager
-def _worktrees(git: Git, *commits: str | None) -> Iterator[list[_Checkout]]:
-    """A lazy checkout per commit, content-keyed (:mod:`contrib.validate.buildcache`)."""
+def _worktrees(git: Git, *commits: tuple[str | None, str]) -> Iterator[list[_Checkout]]:
+    """A lazy checkout per (commit, role), each in its slot of the build cache
+    (:mod:`contrib.validate.buildcache`)."""
     with ExitStack() as stack:
-        held: set[str] = set()  # one lock per tree: base and patched may be the same tree
-        yield [_Checkout(git, commit, stack, held) for commit in commits]
+        yield [_Checkout(git, commit, buildcache.slot_of(git.path, role), stack)
+               for commit, role in commits]
 
 
 class _Checkout:
-    """A checkout of a commit's tree in contrib's cache, made (or found) on first use.
+    """A checkout of a commit's tree in its slot of contrib's cache, made on first use.
 
-    It is kept after the run: the next validation of the same content finds the
-    checkout and its JIT builds where they were, so it builds nothing."""
+    It is kept after the run: the next validation finds the checkout and its JIT
+    builds where they were, so the same content builds nothing."""
 
-    def __init__(self, git: Git, commit: str | None, stack: ExitStack, held: set[str]) -> None:
-        self.git, self.commit, self.stack, self.held = git, commit, stack, held
+    def __init__(self, git: Git, commit: str | None, slot: str, stack: ExitStack) -> None:
+        self.git, self.commit, self.slot, self.stack = git, commit, slot, stack
         self.path: Path | None = None
 
     def __call__(self) -> Path:
         if self.commit is None:
             raise ContribError("no patched commit to check out (apply failed)")
         if self.path is None:
-            tree = self.git.run("rev-parse", f"{self.commit}^{{tree}}")
-            if tree not in self.held:
-                self.stack.enter_context(buildcache.locked(tree))
-                self.held.add(tree)
-            self.path = buildcache.checkout(self.git, self.commit)
+            self.stack.enter_context(buildcache.locked(self.slot))
+            self.path = buildcache.checkout(self.git, self.commit, self.slot)
         return self.path

@@ -1,7 +1,9 @@
-"""Checkouts and JIT build folders keyed by content: a re-validation builds nothing."""
+"""Checkouts and JIT build folders that outlive a run: the same content builds nothing,
+a changed header rebuilds only what includes it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from contrib.git.repo import Git
@@ -28,9 +30,9 @@ def test_two_worktrees_with_the_same_content_share_one_build(tmp_path: Path) -> 
     first = one.commit("import", files)
     second = two.commit("the same files, another history", files)
     assert first != second
-    with buildcache.locked(Git(one.path).run("rev-parse", f"{first}^{{tree}}")):
-        a = buildcache.checkout(Git(one.path), first)
-    b = buildcache.checkout(Git(two.path), second)
+    with buildcache.locked("up-patched"):
+        a = buildcache.checkout(Git(one.path), first, "up-patched")
+    b = buildcache.checkout(Git(two.path), second, "up-patched")
     assert a == b and a.is_relative_to(buildcache.builds_dir())
     assert (a / "include" / "comm.cuh").read_text() == files["include/comm.cuh"]
     folder, built = _fake_build(a)
@@ -39,23 +41,42 @@ def test_two_worktrees_with_the_same_content_share_one_build(tmp_path: Path) -> 
     assert _fake_build(b, "/other/python")[1]  # another interpreter: its own build
 
 
-def test_a_changed_header_gets_its_own_checkout_and_build(tmp_path: Path) -> None:
+def test_a_changed_header_rewrites_only_that_file(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "up")
-    first = repo.commit("import", {"include/comm.cuh": "// v1\n"})
-    second = repo.commit("header change", {"include/comm.cuh": "// v2\n"})
-    a, b = (buildcache.checkout(Git(repo.path), c) for c in (first, second))
-    assert a != b and (b / "include" / "comm.cuh").read_text() == "// v2\n"
-    assert _fake_build(a)[0] != _fake_build(b)[0]
+    first = repo.commit("import", {"include/comm.cuh": "// v1\n", "csrc/comm.cu": "// unit\n",
+                                   "docs/gone.md": "x\n"})
+    second = repo.commit("header change", {"include/comm.cuh": "// v2\n", "docs/gone.md": None})
+    a = buildcache.checkout(Git(repo.path), first, "up-patched")
+    unit, header = a / "csrc" / "comm.cu", a / "include" / "comm.cuh"
+    os.utime(unit, ns=(1, 1))  # an old build input: ninja compares these times
+    os.utime(header, ns=(1, 1))
+    b = buildcache.checkout(Git(repo.path), second, "up-patched")
+    assert a == b and header.read_text() == "// v2\n" and not (b / "docs" / "gone.md").exists()
+    assert unit.stat().st_mtime_ns == 1  # untouched: what only it builds stays built
+    assert header.stat().st_mtime_ns > 1  # rewritten: what includes it rebuilds
+    assert _fake_build(a)[0] == _fake_build(b)[0]  # one JIT cache for the slot
+    assert buildcache.checkout(Git(repo.path), first, "up-patched") == a  # and back again
+    assert header.read_text() == "// v1\n" and (a / "docs" / "gone.md").is_file()
 
 
 def test_an_incomplete_checkout_is_made_again(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "up")
     commit = repo.commit("import", {"a.txt": "a\n"})
-    path = buildcache.checkout(Git(repo.path), commit)
+    path = buildcache.checkout(Git(repo.path), commit, "up-patched")
     (path / buildcache.MARKER).unlink()
     (path / "a.txt").write_text("edited\n")
-    assert (buildcache.checkout(Git(repo.path), commit) / "a.txt").read_text() == "a\n"
+    assert (buildcache.checkout(Git(repo.path), commit, "up-patched") / "a.txt").read_text() == "a\n"
 
 
 def test_a_tree_contrib_did_not_check_out_keeps_a_per_run_cache(tmp_path: Path) -> None:
     assert buildcache.jit_folder(tmp_path, ENV, None, tmp_path / "run") == tmp_path / "run"
+
+
+def test_a_checked_out_file_a_run_changed_is_put_back(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "up")
+    first = repo.commit("import", {"a.txt": "a\n", "b.txt": "b\n"})
+    second = repo.commit("b", {"b.txt": "b2\n"})
+    path = buildcache.checkout(Git(repo.path), first, "up-patched")
+    (path / "a.txt").write_text("a test wrote here\n")
+    assert buildcache.checkout(Git(repo.path), second, "up-patched") == path
+    assert (path / "a.txt").read_text() == "a\n" and (path / "b.txt").read_text() == "b2\n"
