@@ -14,7 +14,8 @@ patchset with ``contrib new UPSTREAM NAME --from-branch REPO BRANCH``, times
 Everything is written under a fresh temporary folder (workspace, cache, clone);
 nothing is ever committed.  Not part of CI: it needs a real fork's clone.
 
-    python benchmarks/fork_trial.py /path/to/fork.git [--main main] [--json out.json]
+    python benchmarks/fork_trial.py /path/to/fork.git [--main main] [--json out.json] \
+        [--baseline /tmp/contrib-main]   # e.g. `git archive main | tar -x -C /tmp/contrib-main`
 """
 
 from __future__ import annotations
@@ -113,8 +114,9 @@ def main() -> None:
     parser.add_argument("repo", type=Path)
     parser.add_argument("--main", default="main")
     parser.add_argument("--json", type=Path, help="write the rows here too")
-    parser.add_argument("--src", type=Path, default=ROOT,
-                        help="the contrib source tree to run (default: this one)")
+    parser.add_argument("--baseline", type=Path,
+                        help="another contrib source tree (e.g. `git archive` of main): each "
+                             "branch is also synced with it, in turn, and both times printed")
     args = parser.parse_args()
     repo = args.repo.resolve()
     tmp = Path(tempfile.mkdtemp(prefix="contrib-fork-trial-"))
@@ -122,8 +124,14 @@ def main() -> None:
     ws.mkdir()
     (ws / "contrib.toml").write_text(
         f'[upstreams.sglang]\nurl = "{repo}"\nbranch = "{args.main}"\n')
-    env = os.environ | {"CONTRIB_CACHE": str(tmp / "cache"), "PYTHONPATH": str(args.src.resolve()),
+    env = os.environ | {"CONTRIB_CACHE": str(tmp / "cache"), "PYTHONPATH": str(ROOT),
                         "NO_COLOR": "1"}
+    old_ws = tmp / "baseline-ws"
+    if args.baseline:
+        old_ws.mkdir()
+        (old_ws / "contrib.toml").write_text((ws / "contrib.toml").read_text())
+    old_env = env | {"CONTRIB_CACHE": str(tmp / "baseline-cache"),
+                     "PYTHONPATH": str((args.baseline or ROOT).resolve())}
     git(tmp, "clone", "-q", "--no-checkout", str(repo), str(clone))
     main_tip = git(repo, "rev-parse", args.main)
     rows = []
@@ -133,6 +141,11 @@ def main() -> None:
         if rc != 0:
             rows.append({"branch": branch, "error": made})
             continue
+        before = None
+        if args.baseline:
+            contrib(old_ws, old_env, "new", "sglang", name, "--from-branch", str(repo), branch)
+            old = contrib(old_ws, old_env, "sync", f"sglang/{name}")
+            before = ((old[1].get("results") or [{}])[0].get("result"), round(old[2], 2))
         rc, doc, took = contrib(ws, env, "sync", f"sglang/{name}")
         result = (doc.get("results") or [{}])[0]
         git_state, git_tree = rebase(clone, branch, args.main)
@@ -145,10 +158,12 @@ def main() -> None:
             same = git(clone, "rev-parse", "HEAD^{tree}") == git_tree
         rows.append({"branch": branch, "commits": commits, "behind": behind,
                      "contrib": result.get("result"), "git": git_state, "same_tree": same,
-                     "seconds": round(took, 2), "detail": describe(result)})
+                     "seconds": round(took, 2), "detail": describe(result),
+                     "baseline": before})
+        was = f" (was {before[0]}, {before[1]:.2f}s)" if before else ""
         print(f"{branch:55} {commits:3} {behind:5} {result.get('result', '?'):21} "
               f"{git_state:9} {'' if same is None else ('same' if same else 'DIFF'):5} "
-              f"{took:5.2f}s  {describe(result)}", flush=True)
+              f"{took:5.2f}s{was}  {describe(result)}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     print(f"workspace and cache left in {tmp}")

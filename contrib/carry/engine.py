@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contrib.carry.landed import LANDED_SHARE, Evidence, measure
+from contrib.carry.landed import FLOOR, LANDED_SHARE, Evidence, measure, measure_series
 from contrib.carry.scope import (
     contains_block,
     diff_hunks,
@@ -441,19 +441,30 @@ def _drop_landed(git: Git, carrier: Carrier, path: list[Sha], plan: Plan,
     """The carry at the target, with every patch that upstream landed in its own form
     dropped; the evidence of each patch goes into ``plan.evidence``.
 
-    Every patch is looked at, not only a failing one: a 3-way merge of a patch
+    Patches the plain carry finds upstream (empty, reverse, present) keep that
+    finding.  Every other patch is looked at, not only a failing one: a 3-way merge of a patch
     with upstream's reviewed version of it may well "succeed" by keeping both
-    copies.  The look costs two batched blob reads per patch; ``git blame`` runs
+    copies.  The look costs two batched blob reads for the whole series; ``git blame`` runs
     only where the tip has a good share of its lines.  Needs the base: the
     evidence is which commit of base..target wrote the lines.
     """
     if share is not None and carrier.base is not None:
-        for index, patch in enumerate(carrier.patches):
-            evidence = measure(git, patch.diff, patch.name, carrier.base, path[-1], share)
+        found = measure_series(git, [(p.name, p.diff) for p in carrier.patches],
+                               carrier.base, path[-1], share)
+        first = carrier.carry(path[-1])
+        for index, (patch, evidence) in enumerate(zip(carrier.patches, found, strict=True)):
             plan.evidence[patch.name] = evidence
-            if evidence.landed_by is not None:
+            if evidence.landed_by is not None and first.state_of(index) != UPSTREAM:
                 carrier.drop(index, path, _position(git, path, evidence.landed_by))
-    return carrier.carry(path[-1])
+    final = carrier.carry(path[-1])
+    failed = final.failed
+    if failed is not None and share is not None and carrier.base is not None:
+        # The person resolving it should know how much of it upstream has, and whose.
+        patch = carrier.patches[failed.index]
+        if plan.evidence[patch.name].share >= FLOOR:
+            plan.evidence[patch.name] = measure(git, patch.diff, patch.name, carrier.base,
+                                                path[-1], share)
+    return final
 
 
 def _position(git: Git, path: list[Sha], commit: str) -> int:

@@ -95,36 +95,51 @@ class Evidence:
 
 def measure(git: Git, diff: str, name: str, base: str | None, target: str,
             threshold: float = LANDED_SHARE) -> Evidence:
-    """The evidence for one patch (its ``diff``) made at ``base``, looked for at ``target``."""
-    hunks = parse_hunks(diff, name)
-    files = _lines_by_file(hunks)
-    if not files:
-        return Evidence(threshold)
-    paths = list(files)
-    now = git.read_blobs(target, paths)
-    renamed = _renames(git, base, target) if base and any(now[p] is None for p in paths) else {}
+    """The evidence for one patch (its ``diff``) made at ``base``, looked for at ``target``;
+    its commits are asked for from a share of :data:`FLOOR` (a conflict's partial evidence)."""
+    return measure_series(git, [(name, diff)], base, target, threshold, FLOOR)[0]
+
+
+def measure_series(git: Git, patches: Sequence[tuple[str, str]], base: str | None,
+                   target: str, threshold: float = LANDED_SHARE,
+                   blame_from: float | None = None) -> list[Evidence]:
+    """The evidence for each (name, diff) of a series: every blob read in one batch per
+    commit, renames asked once.  ``git blame`` runs for a patch only when the tip has
+    ``blame_from`` (default: ``threshold``) of its added lines: below that, no commit
+    can land it, and the pre-check stays cheap."""
+    per_patch = [_lines_by_file(parse_hunks(diff, name)) for name, diff in patches]
+    paths = list(dict.fromkeys(p for files in per_patch for p in files))
+    now = git.read_blobs(target, paths) if paths else {}
+    missing = [p for p in paths if now[p] is None]
+    renamed = _renames(git, base, target, missing) if base and missing else {}
     where = {p: renamed.get(p, p) if now[p] is None else p for p in paths}
     if renamed:
         now |= git.read_blobs(target, [where[p] for p in paths if where[p] != p])
-    then = git.read_blobs(base, paths) if base else {}
-    ev = _count(files, {p: _text(now.get(where[p])) for p in paths},
-                {p: _text(then.get(p)) for p in paths}, threshold)
-    ev = Evidence(threshold, ev.lines, ev.present, (), ev.removed, ev.gone,
-                  paths=tuple(where[p] for p in paths))
-    if base is None:
-        return ev
-    longest = max(((len(r), r, where[p]) for p, f in files.items() for r in f.raw_removed),
-                  default=None)
-    return decide(git, ev, base, target, _matches(files, where, now),
-                  longest[1:] if longest else None)
+    then = git.read_blobs(base, paths) if base and paths else {}
+    text_now = {p: _text(now.get(where[p])) for p in paths}
+    text_then = {p: _text(then.get(p)) for p in paths}
+    out = []
+    for files in per_patch:
+        if not files:
+            out.append(Evidence(threshold))
+            continue
+        counted = _count(files, text_now, text_then, threshold)
+        ev = Evidence(threshold, counted.lines, counted.present, (), counted.removed,
+                      counted.gone, paths=tuple(dict.fromkeys(where[p] for p in files)))
+        if base is not None:
+            longest = max(((len(r), r, where[p]) for p, f in files.items()
+                           for r in f.raw_removed), default=None)
+            blame = ev.share >= (threshold if blame_from is None else blame_from)
+            ev = decide(git, ev, base, target, _matches(files, where, now) if blame else {},
+                        longest[1:] if longest else None)
+        out.append(ev)
+    return out
 
 
 def decide(git: Git, ev: Evidence, base: str, target: str,
            matches: dict[str, list[list[int]]], longest: tuple[str, str] | None) -> Evidence:
     """Apply THE RULE to the counted evidence; blame only when the share is worth it."""
-    by: list[tuple[str, int]] = []
-    if ev.lines and ev.share >= FLOOR:
-        by = _introduced(git, base, target, matches)
+    by = _introduced(git, base, target, matches) if ev.lines and matches else []
     landed = None
     if ev.lines:
         enough = bool(by) and by[0][1] >= ev.threshold * ev.lines
@@ -191,7 +206,7 @@ def _count(files: dict[str, _File], now: dict[str, list[str]], then: dict[str, l
         present += sum(min(n, max(0, have[line] - had[line])) for line, n in need.items())
         for line, n in Counter(f.removed).items():
             removed += n
-            gone += min(n, max(0, had[line] - have[line])) if had[line] else n * (not have[line])
+            gone += min(n, max(0, had[line] - have[line]))  # a line the base lacked proves nothing
     return Evidence(threshold, lines, present, removed=removed, gone=gone)
 
 
@@ -253,10 +268,16 @@ def _blame(git: Git, base: str, target: str, path: str, numbers: list[int]) -> d
     return {n: s for n, s in author.items() if s not in boundary}
 
 
-def _renames(git: Git, base: str, target: str) -> dict[str, str]:
-    """Old path -> new path for the files renamed between base and target."""
+def _renames(git: Git, base: str, target: str, gone: Sequence[str]) -> dict[str, str]:
+    """Old path -> new path for the files of ``gone`` renamed between base and target.
+
+    Rename detection is asked only among paths ending in the same file name as one
+    of ``gone`` (a moved file usually keeps it): over thousands of upstream commits
+    a whole-tree ``diff -M`` costs a second, this a few milliseconds.
+    """
+    names = sorted({f":(glob)**/{path.rsplit('/', 1)[-1]}" for path in gone})
     status, out, _ = git.try_run("diff", "--name-status", "-z", "-M", "--diff-filter=R",
-                                 base, target)
+                                 base, target, "--", *names)
     if status != 0:
         return {}
     parts = out.split("\0")

@@ -243,12 +243,14 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
     if plan.result in (REBASED, PARTIAL):
         versions.append((plan.target, plan.files, Event(
             How.SYNC, plan.target, previous=plan.base, result=plan.result,
-            detail=f"{plan.commits} upstream commit(s), {plan.probes} probe(s)")))
+            detail=f"{plan.commits} upstream commit(s), {plan.probes} probe(s)"
+                   + _landed_detail(plan))))
         report.version, report.patches = plan.target, [n for n, _ in plan.files]
     if plan.result == UPSTREAMED:
         ps.set_upstream_status(UpstreamStatus.UPSTREAMED)
         add_event(ps.meta, Event(How.SYNC, plan.base, result=UPSTREAMED,
-                                 detail=f"every patch is in {plan.target[:12]}"))
+                                 detail=f"every patch is in {plan.target[:12]}"
+                                        + _landed_detail(plan)))
     ps.set_sync(_sync_record(report))
     with ws.transaction() as txn:
         for sha, files, event in versions:
@@ -256,6 +258,20 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
         ps.save_meta(txn)
     report.changed = report.result != CONFLICT
     return report
+
+
+def _landed_detail(plan: Plan) -> str:
+    """For the history (and `contrib log`): each patch upstream landed in its own form."""
+    parts = []
+    for name, landing, how in plan.landed:
+        ev = plan.evidence.get(name)
+        if how != "landed" or landing is None or ev is None:
+            continue
+        changed = f", then changed by {', '.join(c[:10] for c in ev.changed_by)}" \
+            if ev.changed_by else ""
+        parts.append(f"{name} landed in {landing.short()} ({ev.share:.0%} of its added "
+                     f"lines{changed})")
+    return "".join(f"; {p}" for p in parts)
 
 
 def _partial_notes(plan: Plan) -> list[str]:

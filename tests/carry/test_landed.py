@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contrib.carry.landed import measure, meaningful
+from contrib.carry.landed import meaningful, measure
 from contrib.git.repo import Git
 from testing.gitutil import Repo
 from testing.histories import Change, fast_import, filler
@@ -65,11 +65,9 @@ def test_landed_share_tunes_the_threshold(workspace: Workspace, upstream: Repo,
                  [("core: add scaled()", {"pkg/core.py": OURS})])
     toml = workspace.root / "patchsets" / "proj" / "scaled" / "patchset.toml"
     toml.write_text(toml.read_text() + "\n[sync_rules]\nlanded_share = 0.95\n")
-    shas = _landed_then_changed(upstream, "core: add scaled() (#4321)")
+    _landed_then_changed(upstream, "core: add scaled() (#4321)")
     code, res = sync_json(workspace)
     assert not res["upstreamed"] and res["result"] in ("rebased", "conflict"), res
-    assert any(f"88% of its added lines are upstream, 88% from {shas[6][:10]}" in n
-               for n in res["notes"]), res["notes"]
     assert "landed_share = 0.95" in toml.read_text(), "sync keeps the user's setting"
 
 
@@ -89,6 +87,7 @@ def test_lines_written_independently_in_two_commits_stay_a_conflict(
     evidence = res["conflict"]["evidence"]
     assert evidence["landed_by"] is None
     assert {b["sha"] for b in evidence["by"]} == {shas[0], shas[5]}
+    assert any("of its added lines are upstream, 50% from" in n for n in res["notes"])
 
 
 def test_an_unrelated_conflict_stays_a_conflict(workspace: Workspace, upstream: Repo,
