@@ -34,6 +34,7 @@ from contrib.record import version_standing
 from contrib.secrets import scrub
 from contrib.validate import bench
 from contrib.workspace.model import Patchset, Workspace
+from contrib.workspace.schema import Landed
 
 if TYPE_CHECKING:
     from contrib.autopilot.state import Outcome, Run
@@ -180,9 +181,19 @@ def _sync_cell(ps: Patchset, github: str) -> str:
         return f"**conflict** at {_commit(github, commit.get('sha'), commit.get('subject', ''))}"
     landed = [u for u in last.details.upstreamed if u.sha]
     if landed:
-        links = ", ".join(_commit(github, u.sha, u.subject or "") for u in landed)
+        links = ", ".join(_commit(github, u.sha, u.subject or "") + _evidence(github, u)
+                          for u in landed)
         return f"{last.result}: landed in {links}"
     return str(last.result)
+
+
+def _evidence(github: str, landed: Landed) -> str:
+    """" (88% of its lines; then changed by X)" for a patch upstream landed in its own form."""
+    if landed.share is None:
+        return ""
+    changed = ", ".join(_commit(github, sha) for sha in landed.changed_by)
+    return f" ({landed.share:.0%} of its lines" + (f"; then changed by {changed})"
+                                                   if changed else ")")
 
 
 def _validation_cell(ps: Patchset) -> str:

@@ -26,7 +26,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from contrib.carry.landed import FLOOR, LANDED_SHARE, Evidence, measure, measure_series
 from contrib.carry.scope import (
     contains_block,
     diff_hunks,
@@ -75,6 +77,20 @@ class Landing:
         return f"{self.sha[:10]} {self.subject}{pr}"
 
 
+def evidence_dict(git: Git, evidence: Evidence) -> dict[str, Any]:
+    """The landed evidence for --json and the [sync] record: shares and named commits."""
+    def named(sha: str) -> dict[str, object]:
+        return Landing.of(git, sha).as_dict()
+
+    return {"share": round(evidence.share, 3), "lines": evidence.lines,
+            "present": evidence.present, "removed": evidence.removed, "gone": evidence.gone,
+            "threshold": evidence.threshold,
+            "landed_by": named(evidence.landed_by) if evidence.landed_by else None,
+            "changed_by": [named(sha) for sha in evidence.changed_by],
+            "by": [named(sha) | {"lines": n} for sha, n in evidence.by],
+            "summary": evidence.summary()}
+
+
 @dataclass
 class PatchCarry:
     """What happened to one patch at one upstream commit.
@@ -86,7 +102,8 @@ class PatchCarry:
     index: int
     name: str
     state: str  # APPLIED, UPSTREAM, CONFLICT or MOVED
-    how: str = ""  # UPSTREAM by: "empty" (no effect), "reverse" (reverse applies), "present"
+    how: str = ""  # UPSTREAM by: "empty" (no effect), "reverse" (reverse applies), "present",
+    # "landed" (upstream wrote its lines in its own form: :mod:`contrib.carry.landed`)
     files: list[str] = field(default_factory=list)
     hunks: list[str] = field(default_factory=list)
     before: Tree | None = None
@@ -129,6 +146,8 @@ class Carrier:
         self.paths = touched_paths(patches)
         self._seen: dict[tuple[str, int], Carry] = {}
         self._commits: dict[tuple[str, int], Sha] = {}
+        self._dropped: dict[int, int] = {}  # patch index -> path position where it landed
+        self._position: dict[str, int] = {}  # commit -> its position on the bisected path
         self.before: list[Tree] = []  # per patch, the small tree it applies to at the base
         self.reference = (self._at_base(base) if base is not None
                           else [parse_hunks(p.diff, p.name) for p in patches])
@@ -158,6 +177,18 @@ class Carrier:
             self._seen[key] = self._carry(Sha(onto), start)
         return self._seen[key]
 
+    def drop(self, index: int, path: Sequence[str], at: int) -> None:
+        """Treat patch ``index`` as landed upstream from ``path[at]`` on: it is skipped
+        (state UPSTREAM, how "landed") at that commit and every later one of ``path``."""
+        self._position = {sha: n for n, sha in enumerate(path)}
+        self._dropped[index] = at
+        self._seen.clear()
+        self._commits.clear()
+
+    def _landed(self, index: int, onto: str) -> bool:
+        at = self._dropped.get(index)
+        return at is not None and self._position.get(onto, len(self._position)) >= at
+
     def commit(self, carry: Carry) -> Sha:
         """The applied patches of ``carry`` as real commits on ``onto``; the last one."""
         key = (carry.onto, carry.start)
@@ -178,6 +209,10 @@ class Carrier:
         with small_index(git, onto, self.paths) as env:
             tree = git.write_tree(env)
             for index in range(start, len(self.patches)):
+                if self._landed(index, onto):
+                    results.append(PatchCarry(index, self.patches[index].name, UPSTREAM,
+                                              how="landed"))
+                    continue
                 outcome = self._one(env, index, tree)
                 results.append(outcome)
                 if outcome.state in (CONFLICT, MOVED):
@@ -326,6 +361,7 @@ class Breakage:
     head: Sha  # the earlier patches carried onto ``commit``
     probes: int  # apply probes the search spent (the probe at the target included)
     upstream_before: list[str] = field(default_factory=list)  # emptied at ``commit``
+    evidence: Evidence | None = None  # how much of the failing patch is upstream already
 
     @property
     def reason(self) -> str:
@@ -345,15 +381,20 @@ class Plan:
     landed: list[tuple[str, Landing | None, str]] = field(default_factory=list)  # how
     breakage: Breakage | None = None
     notes: list[str] = field(default_factory=list)
+    evidence: dict[str, Evidence] = field(default_factory=dict)  # patch name -> landed evidence
 
 
 def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
-              on_probe: Callable[[int, str], None] | None = None) -> Plan:
+              on_probe: Callable[[int, str], None] | None = None,
+              landed_share: float = LANDED_SHARE) -> Plan:
     """Carry ``patches`` (made at ``base``) onto ``target``; decide the result.
 
     Walks the first-parent path base..target only by bisection: the carry at
     the target is one probe, finding the breaking commit ceil(log2 N) more,
-    and each already-upstream patch's landing commit its own bisection.
+    and each already-upstream patch's landing commit its own bisection.  A
+    patch failing at the target is first checked against the tip's lines
+    (:mod:`contrib.carry.landed`, threshold ``landed_share``): one upstream
+    landed in its own form is dropped, named by the commit that landed it.
     ``on_probe`` hears of each probe (for progress).
     """
     if base == target:
@@ -364,20 +405,23 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
     bisect = bool(path)
     path = path or [target]
     carrier = Carrier(git, patches, base if have_base else None, on_probe)
-    final = carrier.carry(target)
+    final = _drop_landed(git, carrier, path, plan, landed_share if have_base else None)
     if final.failed is not None:
         index = first_true(path, lambda c: carrier.carry(c).failed is not None)
         at = carrier.carry(path[index])
         assert at.failed is not None
         plan.breakage = Breakage(Landing.of(git, path[index]), at.failed.index, at.failed,
                                  carrier.commit(at), carrier.probes,
-                                 [p.name for p in at.patches if p.state == UPSTREAM])
+                                 [p.name for p in at.patches if p.state == UPSTREAM],
+                                 plan.evidence.pop(at.failed.name, None))
         plan.result = SyncResult.CONFLICT
     for index, outcome in enumerate(final.patches):
         if outcome.state != UPSTREAM:
             continue
         landing = None
-        if bisect:
+        if outcome.how == "landed":
+            landing = Landing.of(git, plan.evidence[outcome.name].landed_by or target)
+        elif bisect:
             landing = Landing.of(git, path[_landed_at(carrier, path, index)])
         plan.landed.append((outcome.name, landing, outcome.how))
     plan.probes = carrier.probes
@@ -390,6 +434,44 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
 
             plan.files = export_series(git, target, carrier.commit(final))
     return plan
+
+
+def _drop_landed(git: Git, carrier: Carrier, path: list[Sha], plan: Plan,
+                 share: float | None) -> Carry:
+    """The carry at the target, with every patch that upstream landed in its own form
+    dropped; the evidence of each patch goes into ``plan.evidence``.
+
+    Patches the plain carry finds upstream (empty, reverse, present) keep that
+    finding.  Every other patch is looked at, not only a failing one: a 3-way merge of a patch
+    with upstream's reviewed version of it may well "succeed" by keeping both
+    copies.  The look costs two batched blob reads for the whole series; ``git blame`` runs
+    only where the tip has a good share of its lines.  Needs the base: the
+    evidence is which commit of base..target wrote the lines.
+    """
+    if share is not None and carrier.base is not None:
+        found = measure_series(git, [(p.name, p.diff) for p in carrier.patches],
+                               carrier.base, path[-1], share)
+        first = carrier.carry(path[-1])
+        for index, (patch, evidence) in enumerate(zip(carrier.patches, found, strict=True)):
+            plan.evidence[patch.name] = evidence
+            if evidence.landed_by is not None and first.state_of(index) != UPSTREAM:
+                carrier.drop(index, path, _position(git, path, evidence.landed_by))
+    final = carrier.carry(path[-1])
+    failed = final.failed
+    if failed is not None and share is not None and carrier.base is not None:
+        # The person resolving it should know how much of it upstream has, and whose.
+        patch = carrier.patches[failed.index]
+        if plan.evidence[patch.name].share >= FLOOR:
+            plan.evidence[patch.name] = measure(git, patch.diff, patch.name, carrier.base,
+                                                path[-1], share)
+    return final
+
+
+def _position(git: Git, path: list[Sha], commit: str) -> int:
+    """The first commit of ``path`` that holds ``commit`` (which may sit on a side branch)."""
+    if commit in path:
+        return path.index(Sha(commit))
+    return first_true(path, lambda c: git.is_ancestor(commit, c))
 
 
 def _landed_at(carrier: Carrier, path: list[Sha], index: int) -> int:

@@ -71,6 +71,10 @@ def _show_landed(ui: UI, r: Report) -> None:
     for u in r.upstreamed:
         where = (f"landed in {Landing(**u['commit']).short()}" if u["commit"] else
                  f"already in {(r.target or '')[:10]} (no shared history to bisect)")
+        if u.get("share") is not None:
+            where += f" ({round(u['share'] * 100)}% of its added lines"
+            changed = [c["sha"][:10] for c in u.get("changed_by", [])]
+            where += f"; then changed by {', '.join(changed)})" if changed else ")"
         ui.info(f"{r.patchset}: {u['patch']} is upstream: {where}")
 
 
@@ -83,6 +87,8 @@ def _show_conflict(ui: UI, r: Report) -> None:
     ui.info(f"  by {commit['author']} on {commit['date']}; found with {r.probes} apply probe(s)"
             f" over {r.commits} commit(s)")
     ui.info(f"  {c['reason']} in: {', '.join(c['files']) or '?'}")
+    if c.get("evidence", {}).get("by"):
+        ui.info(f"  upstream already has part of it: {c['evidence']['summary']}")
     for hunk in c.get("hunks", []):
         ui.info(f"    {hunk}")
     ui.info(f"  resolve in {c['worktree']} (upstream's change: {c['breaking_diff']}),")

@@ -30,9 +30,11 @@ from contrib.carry.engine import (
     Carry,
     Landing,
     Plan,
+    evidence_dict,
     load_patches,
     plan_sync,
 )
+from contrib.carry.landed import LANDED_SHARE, Evidence
 from contrib.carry.report import Report
 from contrib.carry.series import MailPatch, apply_series, export_series
 from contrib.carry.versions import Event, Files, How, add_event, write_version
@@ -180,7 +182,8 @@ def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
         if any(_LINK_MODE.search(p.diff) for p in patches) and git.try_rev_parse(base):
             apply_series(git, base, patches)  # checks where the version's symlinks lead
         plan = plan_sync(git, patches, Sha(base), target, on_probe=None if task is None else (
-            lambda n, at: task.update(f"{ps.target}: apply probe {n} at {at[:10]}")))
+            lambda n, at: task.update(f"{ps.target}: apply probe {n} at {at[:10]}")),
+            landed_share=ps.info.sync_rules.landed_share or LANDED_SHARE)
     except ContribError as exc:
         return Report(ps.target, ERROR, base, target, error=str(exc))
     return _record(ws, ps, git, plan, patches, state)
@@ -200,7 +203,7 @@ def _known_upstream(ps: Patchset, git: Git, target: Sha) -> Report | None:
     if not (recorded == target or git.try_rev_parse(recorded) and
             git.is_ancestor(recorded, target)):
         return None
-    landed = [{"patch": u.patch, "how": u.how, "commit": u.commit()}
+    landed = [{"patch": u.patch, "how": u.how, "commit": u.commit()} | u.evidence()
               for u in last.details.upstreamed]
     return Report(ps.target, UPSTREAMED, base, target, upstreamed=landed,
                   notes=[f"found upstream by the sync of {last.at} "
@@ -219,7 +222,9 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
                     probes=plan.probes, notes=list(plan.notes))
     report.upstreamed = [{"patch": name, "how": how,
                           "commit": landing.as_dict() if landing else None}
+                         | _landed_evidence(git, plan.evidence.get(name) if how == "landed" else None)
                          for name, landing, how in plan.landed]
+    report.notes += _partial_notes(plan)
     if plan.result == UNCHANGED and resolved is None:
         report.patches = ps.current.series()
         return report
@@ -238,12 +243,14 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
     if plan.result in (REBASED, PARTIAL):
         versions.append((plan.target, plan.files, Event(
             How.SYNC, plan.target, previous=plan.base, result=plan.result,
-            detail=f"{plan.commits} upstream commit(s), {plan.probes} probe(s)")))
+            detail=f"{plan.commits} upstream commit(s), {plan.probes} probe(s)"
+                   + _landed_detail(plan))))
         report.version, report.patches = plan.target, [n for n, _ in plan.files]
     if plan.result == UPSTREAMED:
         ps.set_upstream_status(UpstreamStatus.UPSTREAMED)
         add_event(ps.meta, Event(How.SYNC, plan.base, result=UPSTREAMED,
-                                 detail=f"every patch is in {plan.target[:12]}"))
+                                 detail=f"every patch is in {plan.target[:12]}"
+                                        + _landed_detail(plan)))
     ps.set_sync(_sync_record(report))
     with ws.transaction() as txn:
         for sha, files, event in versions:
@@ -258,14 +265,50 @@ def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[Mai
     return report
 
 
+def _landed_detail(plan: Plan) -> str:
+    """For the history (and `contrib log`): each patch upstream landed in its own form."""
+    parts = []
+    for name, landing, how in plan.landed:
+        ev = plan.evidence.get(name)
+        if how != "landed" or landing is None or ev is None:
+            continue
+        changed = f", then changed by {', '.join(c[:10] for c in ev.changed_by)}" \
+            if ev.changed_by else ""
+        parts.append(f"{name} landed in {landing.short()} ({ev.share:.0%} of its added "
+                     f"lines{changed})")
+    return "".join(f"; {p}" for p in parts)
+
+
+def _partial_notes(plan: Plan) -> list[str]:
+    """A line for each patch that is partly upstream already (and so not dropped)."""
+    found = dict(plan.evidence)
+    if plan.breakage is not None and plan.breakage.evidence is not None:
+        found[plan.breakage.patch.name] = plan.breakage.evidence
+    return [f"{name}: {ev.summary()} (below the landed_share of {ev.threshold:.0%}: not "
+            "taken as upstreamed; check the result for a duplicate)"
+            for name, ev in found.items() if ev.landed_by is None and ev.by]
+
+
+def _landed_evidence(git: Git, evidence: Evidence | None) -> dict[str, Any]:
+    """A "landed" patch's report keys: ``share``, ``landed_by``, ``changed_by``."""
+    if evidence is None:
+        return {}
+    info = evidence_dict(git, evidence)
+    return {k: info[k] for k in ("share", "landed_by", "changed_by")}
+
+
 def _sync_record(report: Report) -> SyncRecord:
     """The [sync] record of patchset.toml for ``report``."""
-    upstreamed = tuple(Landed(u["patch"], u["how"], **_drop_none(u["commit"] or {}))
+    upstreamed = tuple(Landed(u["patch"], u["how"], **_drop_none(u["commit"] or {}),
+                              share=u.get("share"),
+                              changed_by=tuple(c["sha"] for c in u.get("changed_by", ())))
                        for u in report.upstreamed)
     conflict = None
     if report.conflict:
         conflict = _drop_none({k: v for k, v in report.conflict.items() if k != "commit"} | {
             "commit": _drop_none(report.conflict["commit"])})
+        if "evidence" in conflict:
+            conflict["evidence"] = _toml_safe(conflict["evidence"])
     details = SyncDetails(report.version, tuple(report.patches) if report.version else (),
                           upstreamed, conflict, tuple(report.notes))
     return SyncRecord(SyncResult(report.result), report.base, report.target, now_iso(),
@@ -274,6 +317,15 @@ def _sync_record(report: Report) -> SyncRecord:
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None and v != [] and v != {}}
+
+
+def _toml_safe(value: Any) -> Any:
+    """``value`` with every None (and empty list/table) left out, all the way down."""
+    if isinstance(value, dict):
+        return _drop_none({k: _toml_safe(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_toml_safe(v) for v in value]
+    return value
 
 
 # -- conflicts -----------------------------------------------------------------
@@ -297,6 +349,8 @@ def _open_conflict(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: l
     info = _pending_dict(pending)
     info.update(commit=broken.commit.as_dict(), hunks=broken.patch.hunks, marked=marked,
                 probes=broken.probes, upstream_before=broken.upstream_before)
+    if broken.evidence is not None:
+        info["evidence"] = evidence_dict(git, broken.evidence)
     return info
 
 

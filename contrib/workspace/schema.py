@@ -68,13 +68,23 @@ class Landed:
     pr: int | None = None
     author: str | None = None
     date: str | None = None
+    share: float | None = None  # how "landed": share of its added lines found upstream
+    changed_by: tuple[str, ...] = ()  # how "landed": later commits that touched its files
 
     @classmethod
     def read(cls, t: Table) -> Landed:
         t.only({f.name for f in fields(cls)})
         return cls(t.need_string("patch"), t.string("how") or "", t.sha("sha"),
                    t.string("subject"), t.integer("pr", low=1),
-                   t.string("author"), t.string("date"))
+                   t.string("author"), t.string("date"), t.fraction("share"),
+                   t.strings("changed_by", pattern=SHA_RE))
+
+    def evidence(self) -> dict[str, Any]:
+        """The landed evidence as sync's report shows it (empty when not "landed")."""
+        if self.share is None:
+            return {}
+        return {"share": self.share, "landed_by": self.commit(),
+                "changed_by": [{"sha": sha} for sha in self.changed_by]}
 
     def commit(self) -> dict[str, Any] | None:
         """The landing commit as sync's report shows it (None: not bisected)."""
@@ -85,7 +95,7 @@ class Landed:
 
 
 _CONFLICT_KEYS = frozenset({"patch", "reason", "files", "worktree", "breaking_diff", "commit",
-                            "hunks", "marked", "probes", "upstream_before"})
+                            "hunks", "marked", "probes", "upstream_before", "evidence"})
 
 
 @dataclass(frozen=True)
@@ -113,7 +123,8 @@ class SyncDetails:
     def to_table(self) -> dict[str, Any]:
         return _drop_empty({
             "version": self.version, "patches": list(self.patches),
-            "upstreamed": [_drop_empty(u.__dict__) for u in self.upstreamed],
+            "upstreamed": [_drop_empty(u.__dict__ | {"changed_by": list(u.changed_by)})
+                           for u in self.upstreamed],
             "conflict": self.conflict, "notes": list(self.notes)})
 
 
@@ -146,6 +157,26 @@ class SyncRecord:
         return _drop_empty({"result": str(self.result), "from": self.base, "target": self.target,
                             "at": self.at or None, "commits": self.commits,
                             "probes": self.probes, "details": self.details.to_table()})
+
+
+@dataclass(frozen=True)
+class SyncRules:
+    """``[sync_rules]``: the user's settings for sync (sync never writes this table).
+
+    A table of its own rather than keys inside ``[sync]``: ``[sync]`` is the
+    record sync rewrites whole on every run and whose ``result``/``from`` are
+    required, so a setting there would be lost or would make a patchset that
+    was never synced invalid.
+    """
+
+    landed_share: float | None = None  # overrides contrib.carry.landed.LANDED_SHARE
+
+    @classmethod
+    def read(cls, t: Table | None) -> SyncRules:
+        if t is None:
+            return cls()
+        t.only({"landed_share"})
+        return cls(t.fraction("landed_share"))
 
 
 # -- [pr] -------------------------------------------------------------------------
@@ -460,7 +491,7 @@ def _require(t: Table) -> tuple[str, ...] | None:
 # -- the whole file ---------------------------------------------------------------------
 
 TOP_KEYS = frozenset({"title", "summary", "arch", "current", "upstream_status", "created",
-                      "sync", "pr", "validation", "waivers", "requires", "history",
+                      "sync", "sync_rules", "pr", "validation", "waivers", "requires", "history",
                       "decisions"})
 
 
@@ -476,6 +507,7 @@ class Meta:
     created: str = ""
     sync: SyncRecord | None = None
     pr: PrRecord | None = None
+    sync_rules: SyncRules = field(default_factory=SyncRules)
     requires: tuple[Requirement, ...] = ()
     decisions: Mapping[str, str] = field(default_factory=dict)
     history: tuple[Mapping[str, Any], ...] = ()
@@ -500,7 +532,7 @@ def read_meta(path: Path, text: str, data: Mapping[str, Any]) -> Meta:
     return Meta(current, top.string("title", "") or "", top.string("summary", "") or "",
                 top.string("arch", "sm_120a") or "sm_120a", UpstreamStatus(status),
                 _when(top, "created"), SyncRecord.read(sync) if sync else None,
-                PrRecord.read(pr) if pr else None,
+                PrRecord.read(pr) if pr else None, SyncRules.read(top.sub("sync_rules")),
                 _requirements(top),
                 _decisions(top.sub("decisions")), _history(top), waivers,
                 Settings.read(top.sub("validation"), waivers))

@@ -134,6 +134,16 @@ class Table:
             raise self.fail(key, f"must be an integer >= {low}, got {value!r}")
         return value
 
+    def fraction(self, key: str) -> float | None:
+        """A share between 0 (exclusive) and 1 (inclusive), e.g. ``0.8``; None when absent."""
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise self.fail(key, f"must be a number above 0 and at most 1 (a share, e.g. 0.8), "
+                                 f"got {value!r}")
+        return float(value)
+
     def boolean(self, key: str, default: bool | None = None) -> bool | None:
         value = self.data.get(key, default)
         if value is not None and not isinstance(value, bool):

@@ -1,0 +1,294 @@
+"""Has upstream already landed a patch in its own form?  The one rule, with its evidence.
+
+A PR often lands squashed, with review changes, and upstream keeps editing the
+same file afterwards: the patch then neither applies, nor reverse-applies, nor
+matches by effect in its definitions, yet nearly every line it adds is at the
+tip.  This module measures that from the lines themselves:
+
+* **share** -- of the patch's meaningful added lines (see :func:`meaningful`),
+  how many the target's version of the file (renames followed) has more often
+  than the base's; blobs
+  come through the one batch reader, so this pre-check costs no process per file;
+* **by** -- which commits of base..target introduced those lines: ``git blame``
+  of just the matching lines, limited to base..target, most lines first;
+* **gone** -- of its meaningful removed lines, how many occur less often at the
+  target than at the base.
+
+THE RULE (:func:`decide`): the patch is landed by commit C when C alone
+introduced at least ``threshold`` of its meaningful added lines (default
+:data:`LANDED_SHARE`, 80%) and at least that share of its removed lines are
+gone.  Why 80% of the lines from one commit: review rewords a few lines of a
+PR (a renamed variable, a log message) and later upstream commits rewrite a
+few more, so demanding all of them would miss the common case; but one commit
+bringing four of every five lines is no coincidence -- upstream writing the
+same thing independently spreads it over commits (each below the bar), and an
+unrelated conflict has next to none of its lines at the tip.  A patch that
+only removes lines is landed when every removed line is gone; the oldest
+commit of base..target that changed the count of its longest one (``git log
+-S``) landed it.  ``[sync_rules] landed_share`` in patchset.toml tunes the
+threshold per patchset.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from contrib.carry.series import Hunk, parse_hunks
+from contrib.git.repo import Git
+
+LANDED_SHARE = 0.8  # the default threshold; see the module docstring for why
+FLOOR = 0.3  # below this share present, nothing upstream is worth blaming
+_SHOWN = 5  # at most this many commits named as "by" or "changed by"
+_PER_LINE = 4  # occurrences of one line blamed (a common line proves little more)
+_BARE = frozenset({"else:", "try:", "finally:", "pass", "return", "break", "continue",
+                   "else", "default:", "#endif", "#else", "end", "fi", "done", "do", "then"})
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def meaningful(line: str) -> str:
+    """The line as compared (whitespace squashed), or "" when it proves nothing:
+    blank, brackets/punctuation only, or a bare keyword."""
+    text = " ".join(line.split())
+    if not any(c.isalnum() for c in text) or text in _BARE:
+        return ""
+    return text
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the tip says about one patch; :attr:`landed_by` is set when the rule holds."""
+
+    threshold: float
+    lines: int = 0  # meaningful added lines
+    present: int = 0  # of them found at the target
+    by: tuple[tuple[str, int], ...] = ()  # (commit, added lines it introduced), most first
+    removed: int = 0  # meaningful removed lines
+    gone: int = 0  # of them gone at the target
+    landed_by: str | None = None
+    changed_by: tuple[str, ...] = ()  # later commits that touched its files, oldest first
+    paths: tuple[str, ...] = field(default=(), compare=False)  # its files at the target
+
+    @property
+    def share(self) -> float:
+        """Share of the patch found at the target: added lines, else removed lines gone."""
+        if self.lines:
+            return self.present / self.lines
+        return self.gone / self.removed if self.removed else 0.0
+
+    def summary(self) -> str:
+        """One line for a person, e.g. "62% of its added lines are upstream, most from X"."""
+        if not self.lines and not self.removed:
+            return "it adds or removes no meaningful line to look for upstream"
+        if not self.lines:
+            return f"{self.gone} of its {self.removed} removed line(s) are gone upstream"
+        text = f"{round(self.share * 100)}% of its added lines are upstream"
+        if self.by:
+            sha, count = self.by[0]
+            text += f", {round(count / self.lines * 100)}% from {sha[:10]}"
+            if len(self.by) > 1:
+                text += f" and the rest from {len(self.by) - 1} other commit(s)"
+        return text
+
+
+def measure(git: Git, diff: str, name: str, base: str | None, target: str,
+            threshold: float = LANDED_SHARE) -> Evidence:
+    """The evidence for one patch (its ``diff``) made at ``base``, looked for at ``target``;
+    its commits are asked for from a share of :data:`FLOOR` (a conflict's partial evidence)."""
+    return measure_series(git, [(name, diff)], base, target, threshold, FLOOR)[0]
+
+
+def measure_series(git: Git, patches: Sequence[tuple[str, str]], base: str | None,
+                   target: str, threshold: float = LANDED_SHARE,
+                   blame_from: float | None = None) -> list[Evidence]:
+    """The evidence for each (name, diff) of a series: every blob read in one batch per
+    commit, renames asked once.  ``git blame`` runs for a patch only when the tip has
+    ``blame_from`` (default: ``threshold``) of its added lines: below that, no commit
+    can land it, and the pre-check stays cheap."""
+    per_patch = [_lines_by_file(parse_hunks(diff, name)) for name, diff in patches]
+    paths = list(dict.fromkeys(p for files in per_patch for p in files))
+    now = git.read_blobs(target, paths) if paths else {}
+    missing = [p for p in paths if now[p] is None]
+    renamed = _renames(git, base, target, missing) if base and missing else {}
+    where = {p: renamed.get(p, p) if now[p] is None else p for p in paths}
+    if renamed:
+        now |= git.read_blobs(target, [where[p] for p in paths if where[p] != p])
+    then = git.read_blobs(base, paths) if base and paths else {}
+    text_now = {p: _text(now.get(where[p])) for p in paths}
+    text_then = {p: _text(then.get(p)) for p in paths}
+    out = []
+    for files in per_patch:
+        if not files:
+            out.append(Evidence(threshold))
+            continue
+        counted = _count(files, text_now, text_then, threshold)
+        ev = Evidence(threshold, counted.lines, counted.present, (), counted.removed,
+                      counted.gone, paths=tuple(dict.fromkeys(where[p] for p in files)))
+        if base is not None:
+            longest = max(((len(r), r, where[p]) for p, f in files.items()
+                           for r in f.raw_removed), default=None)
+            blame = ev.share >= (threshold if blame_from is None else blame_from)
+            ev = decide(git, ev, base, target, _matches(files, where, now) if blame else {},
+                        longest[1:] if longest else None)
+        out.append(ev)
+    return out
+
+
+def decide(git: Git, ev: Evidence, base: str, target: str,
+           matches: dict[str, list[list[int]]], longest: tuple[str, str] | None) -> Evidence:
+    """Apply THE RULE to the counted evidence; blame only when the share is worth it."""
+    by = _introduced(git, base, target, matches) if ev.lines and matches else []
+    landed = None
+    if ev.lines:
+        enough = bool(by) and by[0][1] >= ev.threshold * ev.lines
+        gone_ok = not ev.removed or ev.gone >= ev.threshold * ev.removed
+        landed = by[0][0] if enough and gone_ok else None
+    elif longest and ev.gone == ev.removed:
+        landed = _remover(git, base, target, *longest)
+    changed: tuple[str, ...] = ()
+    if landed is not None:
+        out = git.run("rev-list", "--reverse", f"{landed}..{target}", "--", *ev.paths)
+        changed = tuple(out.split()[:_SHOWN])
+    return Evidence(ev.threshold, ev.lines, ev.present, tuple(by[:_SHOWN]), ev.removed,
+                    ev.gone, landed, changed, ev.paths)
+
+
+# -- counting -------------------------------------------------------------------------
+
+@dataclass
+class _File:
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    raw_removed: list[str] = field(default_factory=list)
+
+
+def _lines_by_file(hunks: Sequence[Hunk]) -> dict[str, _File]:
+    """Meaningful added and removed lines per file; a line both removed and added (moved
+    within the file) is neither."""
+    files: dict[str, _File] = defaultdict(_File)
+    for hunk in hunks:
+        f = files[hunk.path]
+        f.added += [m for m in map(meaningful, hunk.added) if m]
+        f.removed += [m for m in map(meaningful, hunk.removed) if m]
+        f.raw_removed += [r.strip() for r in hunk.removed if meaningful(r)]
+    for f in files.values():
+        moved = Counter(f.added) & Counter(f.removed)
+        f.added = _minus(f.added, moved)
+        f.removed = _minus(f.removed, moved)
+    return {p: f for p, f in files.items() if f.added or f.removed}
+
+
+def _minus(lines: list[str], drop: Counter[str]) -> list[str]:
+    left, out = Counter(drop), []
+    for line in lines:
+        if left[line] > 0:
+            left[line] -= 1
+        else:
+            out.append(line)
+    return out
+
+
+def _text(blob: bytes | None) -> list[str]:
+    return [meaningful(x) for x in blob.decode("utf-8", "replace").splitlines()] if blob else []
+
+
+def _count(files: dict[str, _File], now: dict[str, list[str]], then: dict[str, list[str]],
+           threshold: float) -> Evidence:
+    lines = present = removed = gone = 0
+    for path, f in files.items():
+        have, had = Counter(now[path]), Counter(then[path])
+        need = Counter(f.added)
+        lines += len(f.added)
+        # A line counts when the target has more of it than the base had: one that
+        # merely existed already proves nothing.
+        present += sum(min(n, max(0, have[line] - had[line])) for line, n in need.items())
+        for line, n in Counter(f.removed).items():
+            removed += n
+            gone += min(n, max(0, had[line] - have[line]))  # a line the base lacked proves nothing
+    return Evidence(threshold, lines, present, removed=removed, gone=gone)
+
+
+def _matches(files: dict[str, _File], where: dict[str, str],
+             now: dict[str, bytes | None]) -> dict[str, list[list[int]]]:
+    """Per target path, for each added line found there, the line numbers it occurs at."""
+    out: dict[str, list[list[int]]] = {}
+    for path, f in files.items():
+        at: dict[str, list[int]] = defaultdict(list)
+        for number, line in enumerate(_text(now.get(where[path])), 1):
+            if line:
+                at[line].append(number)
+        found = [at[line][:_PER_LINE] for line in f.added if at.get(line)]
+        out[where[path]] = found
+    return out
+
+
+# -- asking git who wrote them ------------------------------------------------------------
+
+def _introduced(git: Git, base: str, target: str,
+                matches: dict[str, list[list[int]]]) -> list[tuple[str, int]]:
+    """Commits of base..target that introduced the matched lines: (sha, lines), most first."""
+    credit: Counter[str] = Counter()
+    for path, found in matches.items():
+        numbers = sorted({n for occurrences in found for n in occurrences})
+        if not numbers:
+            continue
+        author = _blame(git, base, target, path, numbers)
+        for occurrences in found:
+            for sha in {author[n] for n in occurrences if n in author}:
+                credit[sha] += 1
+    return sorted(credit.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _blame(git: Git, base: str, target: str, path: str, numbers: list[int]) -> dict[int, str]:
+    """Line number -> the commit of base..target that wrote it (older lines left out)."""
+    ranges: list[list[int]] = []
+    for n in numbers:
+        if ranges and n == ranges[-1][1] + 1:
+            ranges[-1][1] = n
+        else:
+            ranges.append([n, n])
+    spans = [arg for lo, hi in ranges for arg in ("-L", f"{lo},{hi}")]
+    status, out, _ = git.try_run("blame", "--porcelain", *spans, f"{base}..{target}", "--", path)
+    if status != 0:
+        return {}
+    author: dict[int, str] = {}
+    boundary: set[str] = set()
+    sha = ""
+    for line in out.splitlines():
+        if line.startswith("\t"):
+            continue
+        parts = line.split(" ")
+        if len(parts) >= 3 and _SHA.match(parts[0]):
+            sha = parts[0]
+            author[int(parts[2])] = sha
+        elif line == "boundary":
+            boundary.add(sha)
+    return {n: s for n, s in author.items() if s not in boundary}
+
+
+def _renames(git: Git, base: str, target: str, gone: Sequence[str]) -> dict[str, str]:
+    """Old path -> new path for the files of ``gone`` renamed between base and target.
+
+    Rename detection is asked only among paths ending in the same file name as one
+    of ``gone`` (a moved file usually keeps it): over thousands of upstream commits
+    a whole-tree ``diff -M`` costs a second, this a few milliseconds.
+    """
+    names = sorted({f":(glob)**/{path.rsplit('/', 1)[-1]}" for path in gone})
+    status, out, _ = git.try_run("diff", "--name-status", "-z", "-M", "--diff-filter=R",
+                                 base, target, "--", *names)
+    if status != 0:
+        return {}
+    parts = out.split("\0")
+    return {parts[i + 1]: parts[i + 2] for i in range(0, len(parts) - 2, 3)
+            if parts[i].startswith("R")}
+
+
+def _remover(git: Git, base: str, target: str, line: str, path: str) -> str | None:
+    """The oldest commit of base..target that changed how often ``line`` occurs in ``path``
+    (for a patch that only removes lines: its longest removed line)."""
+    status, out, _ = git.try_run("log", "--format=%H", "--reverse", f"-S{line}",
+                                 f"{base}..{target}", "--", path)
+    shas = out.split() if status == 0 else []
+    return shas[0] if shas else None
