@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
 
 from contrib.audit.model import AuditGate
 from contrib.git.repo import Git
@@ -72,7 +72,7 @@ def _old_lines(hunk: Any) -> Iterable[int]:
 def _blob(git: Git, base: str, path: str) -> str | None:
     try:
         data = git.read_blob(base, path)
-    except Exception:  # noqa: BLE001 - a base missing from the cache: fall back to nothing
+    except Exception:
         return None
     return None if data is None else data.decode("utf-8", errors="replace")
 

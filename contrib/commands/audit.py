@@ -8,7 +8,14 @@ when no uncovered gate turns the target away at runtime, 1 otherwise; bad input
 from __future__ import annotations
 
 from contrib.arch import parse_arch
-from contrib.audit.report import COLUMNS, UpstreamAudit, document, markdown, summary_line, table_rows
+from contrib.audit.report import (
+    COLUMNS,
+    UpstreamAudit,
+    document,
+    markdown,
+    summary_line,
+    table_rows,
+)
 from contrib.audit.run import audit_upstream
 from contrib.ui import UI
 from contrib.workspace.model import Workspace

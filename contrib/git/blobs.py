@@ -18,7 +18,6 @@ from typing import IO
 from contrib.errors import GitError
 from contrib.git.process import NO_GIT, announce, clean_env
 
-
 _CHUNK = 64  # requests written before their answers are read (well under a pipe's buffer)
 
 
