@@ -93,6 +93,7 @@ def gates_of_file(path: str, text: str, arch: Arch) -> list[AuditGate]:
             admits=_admits(gate), excludes_target=excludes, text=gate.text, effect=effect,
             scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
             units=units, calls=calls, index=gate.index, parser_kind=gate.kind,
+            end_line=gate.end_line,
         ))  # fmt: skip
     return out
 

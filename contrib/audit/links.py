@@ -121,16 +121,17 @@ def mark_history(git: Git, since: str, tip: str, old: list[AuditGate],
 
 def blame(git: Git, since: str, tip: str, gate: AuditGate) -> dict[str, Any] | None:
     """The newest commit after ``since`` that changed the gate's lines at ``tip``."""
-    status, out, _ = git.try_run("blame", "--porcelain", "-L", f"{gate.line},{gate.line}",
+    last = max(gate.end_line, gate.line)
+    status, out, _ = git.try_run("blame", "--porcelain", "-L", f"{gate.line},{last}",
                                  tip, "--", gate.file)  # fmt: skip
     if status != 0:
         return None
     shas = [line.split()[0] for line in out.splitlines() if re.match(r"^[0-9a-f]{40} ", line)]
-    for sha in dict.fromkeys(shas):
-        if git.is_ancestor(sha, since):
-            continue
-        info = git.commit_info(sha)
-        match = _PR.search(info.subject)
-        number = int(match[1] or match[2]) if match else None
-        return {"sha": str(info.sha), "subject": info.subject, "pr": number}
-    return None
+    newer = [git.commit_info(sha) for sha in dict.fromkeys(shas)
+             if not git.is_ancestor(sha, since)]  # fmt: skip
+    if not newer:
+        return None
+    info = max(newer, key=lambda i: i.committer_date)
+    match = _PR.search(info.subject)
+    number = int(match[1] or match[2]) if match else None
+    return {"sha": str(info.sha), "subject": info.subject, "pr": number}

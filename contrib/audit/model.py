@@ -40,6 +40,7 @@ class AuditGate:
     units: list[str] = field(default_factory=list)  # CUDA units its function builds
     calls: list[str] = field(default_factory=list)  # functions the gated code calls
     index: int = 0  # ordinal among the gates of one function and parser kind
+    end_line: int = 0  # last line of the gate's expression
     parser_kind: str = ""  # validate's: supported_major_versions, condition, skip-condition
     covered_by: str | None = None
     opened_by: dict[str, Any] | None = None
