@@ -139,9 +139,15 @@ class Patchset:
         return f"{self.meta_path}:{line_of(self._doc.text, '', 'targets')}"
 
     def on(self, branch: str) -> Patchset:
-        """The same patchset on another of its target branches (one shared file)."""
-        return Patchset(self.workspace, self.upstream, self.name, branch=branch,
-                        document=self._doc)
+        """The same patchset on another of its target branches (one shared file).
+
+        A target not carried yet starts from the first target's current version as it
+        is now, before this run changes it."""
+        doc = self._doc
+        if branch != self.branches[0] and branch not in doc.info.target_states:
+            doc.info = replace(doc.info, target_states={
+                **doc.info.target_states, branch: TargetState(current=doc.info.current)})
+        return Patchset(self.workspace, self.upstream, self.name, branch=branch, document=doc)
 
     @property
     def target(self) -> str:
@@ -228,6 +234,7 @@ class Patchset:
         outer = self.meta["target"]
         if self.branch not in outer:  # type: ignore[operator]
             outer[self.branch] = tomlkit.table()  # type: ignore[index]
+            outer[self.branch]["current"] = self.info.current  # type: ignore[index]
         return outer[self.branch]  # type: ignore[index]
 
     def _changed(self, **changes: Any) -> None:
