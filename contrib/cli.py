@@ -164,6 +164,31 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), fetch=not no_fetch))
 
 
+@cli.command(epilog=example("contrib audit flashinfer --arch sm_120a --since v0.6.16"))
+@click.argument("upstreams", nargs=-1, shell_complete=complete_upstreams)
+@click.option("--arch", required=True, help="Target GPU architecture, e.g. sm_120a.")
+@click.option("--at", "at", metavar="REF", help="Audit this commit, tag or branch (default: the tip).")
+@click.option("--since", metavar="REF",
+              help="Also say which gates upstream opened or closed since REF.")
+@click.option("--all", "show_all", is_flag=True,
+              help="List every gate found, not only those that turn the target away.")
+@click.option("--markdown", "as_markdown", is_flag=True,
+              help="Print Markdown for a PR description or an issue.")
+@click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
+@json_option
+@pass_ctx
+def audit(ctx: Context, upstreams: tuple[str, ...], arch: str, at: str | None, since: str | None,
+          show_all: bool, as_markdown: bool, no_fetch: bool, json_mode: bool) -> int:
+    """Every architecture gate that turns ARCH away, what stands behind it, who covers it."""
+    from contrib.commands.audit import audit as run
+
+    if json_mode and as_markdown:
+        raise UsageError("--json and --markdown exclude each other; pick one")
+    return _locked(ctx, json_mode, lambda ws, ui: run(
+        ws, ui, list(upstreams), arch=arch, at=at, since=since, fetch=not no_fetch,
+        show_all=show_all, as_markdown=as_markdown))
+
+
 @cli.command(epilog=example("contrib sync flashinfer --to v0.6.17 --commit"))
 @click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--to", "to", help="Pin the upstream commit to carry onto (default: branch tip).")

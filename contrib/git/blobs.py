@@ -18,6 +18,8 @@ from typing import IO
 from contrib.errors import GitError
 from contrib.git.process import NO_GIT, announce, clean_env
 
+_CHUNK = 64  # requests written before their answers are read (well under a pipe's buffer)
+
 
 class BlobReader:
     """Blob contents of ``rev:path`` names in one repository, over one batch process."""
@@ -39,10 +41,16 @@ class BlobReader:
             return found
         stdin, stdout = self._pipes()
         try:
-            stdin.write("".join(f"{rev}:{p}\n" for p in names).encode("utf-8", "surrogateescape"))
-            stdin.flush()
-            for path in names:
-                found[path] = _answer(stdout)
+            # A few requests at a time: all at once, git blocks writing answers nobody
+            # reads yet, stops reading, and our write of the rest blocks too (a deadlock
+            # once the names pass the pipe's buffer: ~1000 paths at a full sha).
+            for start in range(0, len(names), _CHUNK):
+                chunk = names[start:start + _CHUNK]
+                request = "".join(f"{rev}:{p}\n" for p in chunk)
+                stdin.write(request.encode("utf-8", "surrogateescape"))
+                stdin.flush()
+                for path in chunk:
+                    found[path] = _answer(stdout)
         except (OSError, ValueError) as exc:  # the process died under us: start afresh next time
             self.close()
             raise GitError(f"`git cat-file --batch` in {self.path} stopped: {exc}") from None

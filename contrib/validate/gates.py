@@ -15,6 +15,7 @@ say nothing about the architecture (``server_args.enable_x``) do not constrain i
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ _FAMILY = {"ampere": {8}, "ada": {8}, "hopper": {9}, "blackwell": {10}, "blackwe
 _FAMILY_NAME = re.compile(
     r"^_*is_(ampere|ada|hopper|blackwell|blackwell_dc)(?:_supported|_available)?$", re.I
 )
+_MAJORS = tuple(all_majors())
 _CAP_CALLS = {
     "get_device_capability",
     "get_compute_capability",
@@ -101,18 +103,19 @@ def _name_of(node: ast.expr) -> str | None:
     return None
 
 
-def _predicate_majors(name: str) -> set[int] | None:
+@functools.lru_cache(maxsize=4096)
+def _predicate_majors(name: str) -> frozenset[int] | None:
     """``is_sm90_supported`` -> {9}; ``is_sm12x`` -> {12}; ``is_hopper`` -> {9}."""
     family = _FAMILY_NAME.match(name)
     if family:
-        return set(_FAMILY[family[1].lower()])
+        return frozenset(_FAMILY[family[1].lower()])
     match = _SM_NAME.match(name)
     if match is None:
         return None
     digits, family_x = match.groups()
     if family_x:
-        return {int(digits)}
-    return {int(digits[:-1])} if len(digits) >= 2 else None
+        return frozenset({int(digits)})
+    return frozenset({int(digits[:-1])}) if len(digits) >= 2 else None
 
 
 def _cap_kind(node: ast.expr) -> str | None:
@@ -207,9 +210,12 @@ def arch_truth(node: ast.expr, major: int) -> bool | None:
 
 def admitted_majors(node: ast.expr) -> frozenset[int] | None:
     """The majors a boolean gate admits, or None if it does not depend on the arch."""
-    truths = {m: arch_truth(node, m) for m in all_majors()}
-    if all(t is None for t in truths.values()):
+    majors = _MAJORS
+    # Whether a term speaks of the arch does not depend on the major: one probe
+    # answers "no" for the (vast) majority of expressions of a whole tree.
+    if arch_truth(node, majors[-1]) is None:
         return None
+    truths = {m: arch_truth(node, m) for m in majors}
     return frozenset(m for m, t in truths.items() if t)
 
 

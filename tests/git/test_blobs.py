@@ -64,3 +64,12 @@ def test_leaked_git_variables_never_reach_git_but_config_entries_do(
     repo.commit("one", {"a": "a\n"})
     assert Git(repo.path).run("config", "contrib.probe") == "kept"
     assert os.environ[leaked]  # the caller's own environment is left alone
+
+
+def test_a_batch_larger_than_the_pipe_does_not_deadlock(tmp_path: Path) -> None:
+    # ~1500 requests at a full sha are ~120 KB of names: more than a pipe holds.
+    repo = Repo(tmp_path / "r")
+    names = [f"pkg/module_with_a_long_name_{n:04}.py" for n in range(1500)]
+    sha = repo.commit("many", {name: f"X = {n}\n" * 20 for n, name in enumerate(names)})
+    found = Git(repo.path).read_blobs(sha, names)
+    assert found[names[-1]] == b"X = 1499\n" * 20 and all(found.values())

@@ -1,0 +1,111 @@
+"""How long `contrib audit` takes on a synthetic upstream, first run and repeat.
+
+    python benchmarks/audit_bench.py [--modules 600] [--lines 300]
+
+Builds a flashinfer-shaped upstream in a temporary folder (``--modules``
+Python files of ``--lines`` lines each, one JIT gate and one predicate gate in
+each, a CUDA unit with a guarded kernel header behind every tenth JIT gate, and
+as many test files), points a scratch workspace and ``CONTRIB_CACHE`` at it,
+and runs ``contrib audit`` twice at the same commit.
+
+Printed: the first run (nothing cached), the repeat (the result cache keyed by
+tree sha and contrib version), and the baseline measured in the same run:
+``python -c "import ast"`` over every file (parsing alone), so the first-run
+figure reads as a ratio to the cost of reading the tree's Python once.
+Targets: repeat <= 3 s, and repeat / first well under 0.2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from testing.gitutil import Repo  # noqa: E402
+
+GUARDED = """#pragma once
+__global__ void k{n}(float* out) {{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1200
+  out[threadIdx.x] = 1.0f;
+#endif
+}}
+"""
+
+
+def module(n: int, lines: int) -> str:
+    """One runtime module: a JIT gate, a predicate gate, and filler code."""
+    head = (f"def gen_m{n}_module():\n"
+            f"    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])\n"
+            f"    return build('m{n}', ['m{n}.cu'], flags)\n\n\n"
+            f"def run_{n}(x):\n    out = x\n    if is_sm100_supported() and x:\n"
+            f"        out = get_m{n}_module()(x)\n    return out\n\n\n")  # fmt: skip
+    filler = "".join(f"def f{n}_{i}(a, b):\n    return a * {i} + b\n\n\n"
+                     for i in range(max(1, lines // 4)))  # fmt: skip
+    return head + filler
+
+
+def build(root: Path, modules: int, lines: int) -> Repo:
+    files: dict[str, str] = {}
+    for n in range(modules):
+        files[f"pkg/mods/m{n}.py"] = module(n, lines)
+        files[f"tests/test_m{n}.py"] = ("import pytest\n\n\n@pytest.mark.skipif(not "
+                                        f"is_sm90_supported(), reason='x')\ndef test_{n}():\n"
+                                        "    assert True\n")  # fmt: skip
+        header = f"m{n}.cuh" if n % 10 == 0 else None
+        files[f"csrc/m{n}.cu"] = (f'#include "{header}"\n' if header else
+                                  f"__global__ void k{n}(float* o) {{ o[0] = 1.0f; }}\n")
+        if header:
+            files[f"csrc/{header}"] = GUARDED.format(n=n)
+    repo = Repo(root / "upstream")
+    repo.commit("synthetic upstream", files)
+    return repo
+
+
+def run(workspace: Path, env: dict[str, str]) -> float:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "contrib", "audit", "up", "--arch", "sm_120a",
+                           "--no-fetch", "--json"], cwd=workspace, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"contrib audit failed: {done.stderr.strip()}")
+    return time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", type=int, default=600)
+    parser.add_argument("--lines", type=int, default=300)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="audit-bench-") as tmp:
+        root = Path(tmp)
+        repo = build(root, args.modules, args.lines)
+        workspace = root / "ws"
+        workspace.mkdir()
+        (workspace / "contrib.toml").write_text(
+            f'[upstreams.up]\nurl = "{repo.path}"\nbranch = "main"\n', encoding="utf-8")
+        env = {**os.environ, "CONTRIB_CACHE": str(root / "cache"), "PYTHONPATH": str(REPO)}
+        subprocess.run([sys.executable, "-m", "contrib", "status"], cwd=workspace, env=env,
+                       capture_output=True)  # makes the upstream cache: cloning is not timed
+        started = time.monotonic()
+        for path in sorted(repo.path.rglob("*.py")):
+            ast.parse(path.read_text(encoding="utf-8"))
+        baseline = time.monotonic() - started
+        first = run(workspace, env)
+        repeat = run(workspace, env)
+    print(f"synthetic upstream: {args.modules} modules x {args.lines} lines, "
+          f"{args.modules} test files, {os.cpu_count()} cores")
+    print(f"baseline (ast.parse of every .py): {baseline:6.2f} s")
+    print(f"first run:                          {first:6.2f} s  ({first / baseline:5.1f} x baseline)")
+    print(f"repeat run (cached):                {repeat:6.2f} s  ({repeat / first:5.3f} x first)")
+
+
+if __name__ == "__main__":
+    main()

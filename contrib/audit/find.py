@@ -1,0 +1,224 @@
+"""Every architecture gate of a Python file, and whether it turns the target away.
+
+validate's gate parser finds the conditions on the arch; most of them only
+choose between paths (``if major == 10: ... elif major == 12: ...``).  A gate
+*excludes* the target when, on the target, it refuses:
+
+* a ``supported_major_versions`` list without the target's major;
+* a skip: ``if cond: raise|return None|pytest.skip()``, ``skipif(cond)``,
+  ``assert cond``;
+* an ``if`` the target fails whose ``elif``/``else`` chain leaves it no path
+  (no else, or an else that raises), and whose body is not an early exit with
+  the rest of the function as the fallback.
+
+Everything else (a value, an argument, a choice) is recorded as not excluding.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import PurePosixPath
+
+from contrib.arch import Arch
+from contrib.audit.model import (
+    BENCHMARK,
+    CAPABILITY,
+    JIT,
+    PREDICATE,
+    RUNTIME,
+    TEST,
+    AuditGate,
+)
+from contrib.validate.gates import KEYWORD, Gate, arch_truth, find_gates, source_literals
+
+_PREDICATE_TEXT = re.compile(r"\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blackwell)", re.I)
+_REFUSAL_WORDS = re.compile(
+    r"\b(?:not|no|unsupported|exclud\w*|intentional\w*|on purpose|deliberate\w*|skip\w*|"
+    r"disabl\w*|lacks?|doesn't|don't|won't|cannot|can't)\b", re.I)  # fmt: skip
+_COMMENT = re.compile(r"#(.*)$")
+# `cuda_major < 13`, `get_cuda_version().major`: the toolkit's version, not the GPU's.
+_NOT_ARCH = re.compile(r"cuda_version|\bcuda_major\b|version\.cuda|nvcc_version|driver_version",
+                       re.I)
+
+
+def family_pattern(arch: Arch) -> re.Pattern[str]:
+    """How a comment names the target's family: ``sm120``, ``SM12x``, ``sm_120a``, ``12.0``."""
+    m = arch.major
+    return re.compile(
+        rf"\bsm_?{m}(?:\d|x)\w*\b|\b{m}\.[0-9x]\b|\bcompute capability {m}\b|\bcc ?{m}\b", re.I
+    )
+
+
+def scope_of(path: str, function: str, text: str) -> str:
+    """``test``, ``benchmark`` or ``runtime``: by path, then by test function or skip marker."""
+    parts = [p.lower() for p in PurePosixPath(path).parts]
+    name = parts[-1]
+    if any(p in ("benchmarks", "benchmark", "bench") for p in parts[:-1]) or name.startswith(
+        ("bench_", "benchmark_")
+    ):
+        return BENCHMARK
+    if (
+        any(p in ("tests", "test", "testing") for p in parts[:-1])
+        or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+        or any(part.startswith(("test_", "Test")) for part in function.split("."))
+        or "skipif" in text or "pytest.skip" in text
+    ):  # fmt: skip
+        return TEST
+    return RUNTIME
+
+
+def gates_of_file(path: str, text: str, arch: Arch) -> list[AuditGate]:
+    """The audited gates of one Python file (none when it does not parse)."""
+    try:
+        found, functions = find_gates(path, text)
+        module = ast.parse(text, filename=path) if found else None
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    if module is None:
+        return []
+    parents = _parents(module)
+    lines = text.splitlines()
+    out = []
+    for gate in found:
+        if _NOT_ARCH.search(gate.text):
+            continue
+        node = _node_of(module, gate)
+        excludes, effect, calls = _effect(gate, node, parents, arch)
+        function = functions.get(gate.function)
+        units = source_literals(function) if gate.kind == KEYWORD and function else []
+        out.append(AuditGate(
+            file=path, line=gate.line, function=gate.function, kind=_kind(gate),
+            admits=_admits(gate), excludes_target=excludes, text=gate.text, effect=effect,
+            scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
+            units=units, calls=calls, index=gate.index, parser_kind=gate.kind,
+            end_line=gate.end_line,
+        ))  # fmt: skip
+    return out
+
+
+def _kind(gate: Gate) -> str:
+    if gate.kind == KEYWORD:
+        return JIT
+    return PREDICATE if _PREDICATE_TEXT.search(gate.text) else CAPABILITY
+
+
+def _admits(gate: Gate) -> str:
+    if gate.majors is None:
+        return "unknown"
+    return "majors " + (", ".join(map(str, sorted(gate.majors))) or "none")
+
+
+def _parents(module: ast.AST) -> dict[int, ast.AST]:
+    return {id(child): node for node in ast.walk(module) for child in ast.iter_child_nodes(node)}
+
+
+def _node_of(module: ast.Module, gate: Gate) -> ast.expr | None:
+    """The expression node the gate was found at (outermost on its lines with its text)."""
+    text = gate.text.removeprefix("skipped when ")
+    for node in ast.walk(module):
+        if (isinstance(node, ast.expr) and node.lineno == gate.line
+                and node.end_lineno == gate.end_line
+                and ast.unparse(node)[:200] == text[:200]):  # fmt: skip
+            return node
+    return None
+
+
+def _effect(gate: Gate, node: ast.expr | None, parents: dict[int, ast.AST],
+            arch: Arch) -> tuple[bool, str, list[str]]:  # fmt: skip
+    """(excludes the target, why, functions the code it denies the target calls)."""
+    admitted = None if gate.majors is None else arch.major in gate.majors
+    if gate.kind == KEYWORD:
+        if admitted is None:
+            return False, "a supported_major_versions list contrib cannot read", []
+        return (not admitted, "the JIT build list " + ("admits" if admitted else "omits")
+                + f" major {arch.major}", [])  # fmt: skip
+    if admitted is None:
+        return False, "cannot tell what it admits", []
+    parent = parents.get(id(node)) if node is not None else None
+    if gate.kind == "skip-condition":
+        how = "skipped" if "skipif" in gate.text or isinstance(parent, ast.Call) else "refused"
+        return (not admitted, f"{how} on the target" if not admitted else "runs on the target",
+                [])  # fmt: skip
+    if isinstance(parent, ast.Assert) and parent.test is node:
+        return not admitted, "an assert the target fails" if not admitted else "an assert", []
+    if isinstance(parent, ast.If) and parent.test is node:
+        return _branch(parent, admitted, arch)
+    if isinstance(parent, ast.IfExp) and parent.test is node:
+        return False, "chooses between two values", []
+    return False, "a value or argument, not a branch" + ("" if admitted else
+                                                         " (false on the target)"), []
+
+
+def _branch(node: ast.If, admitted: bool, arch: Arch) -> tuple[bool, str, list[str]]:
+    if admitted:
+        return False, "the target takes this branch", []
+    calls = sorted(set(_called(node.body)))
+    if _exits(node.body):
+        return False, "an early exit; the target takes the code after it", calls
+    for branch in _chain(node.orelse):
+        if isinstance(branch, ast.If):
+            truth = arch_truth(branch.test, arch.major)
+            if truth is False:
+                continue
+            if _bails(branch.body):
+                return True, "the branch the target takes refuses it", calls
+            return False, "chooses between paths; another branch serves the target", calls
+        if _bails(branch):
+            return True, "the else branch the target takes refuses it", calls
+        return False, "chooses between paths; the else branch serves the target", calls
+    return True, "the target skips this code and has no other branch", calls
+
+
+def _chain(orelse: list[ast.stmt]) -> Iterator[ast.If | list[ast.stmt]]:
+    """The elif/else chain after an if: each elif's If node, then the else body."""
+    while orelse:
+        if len(orelse) == 1 and isinstance(orelse[0], ast.If):
+            yield orelse[0]
+            orelse = orelse[0].orelse
+        else:
+            yield orelse
+            return
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Return | ast.Continue | ast.Break)
+
+
+def _bails(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[0], ast.Raise)
+
+
+def _called(body: list[ast.stmt]) -> Iterator[str]:
+    for statement in body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if isinstance(name, str):
+                    yield name
+
+
+def _comment(lines: list[str], gate: Gate) -> str:
+    """The ``#`` comments just above the gate and on its lines, joined."""
+    picked: list[str] = []
+    above = gate.line - 2
+    while above >= 0 and lines[above].strip().startswith("#") and gate.line - above <= 6:
+        picked.insert(0, lines[above].strip()[1:].strip())
+        above -= 1
+    for number in range(gate.line - 1, min(gate.end_line, len(lines))):
+        match = _COMMENT.search(lines[number])
+        if match and "'" not in match.string[: match.start()] and '"' not in lines[number]:
+            picked.append(match[1].strip())
+    return " ".join(p for p in picked if p)[:300]
+
+
+def says_intentional(comment: str, arch: Arch) -> bool:
+    """Whether ``comment`` says the target's family is left out on purpose."""
+    return bool(comment) and bool(family_pattern(arch).search(comment)) and bool(
+        _REFUSAL_WORDS.search(comment)
+    )
+
+
+__all__ = ["CAPABILITY", "JIT", "PREDICATE", "RUNTIME", "gates_of_file", "says_intentional"]

@@ -1,0 +1,137 @@
+"""Gates tied to the workspace's patchsets and to the upstream's history.
+
+``covered_by``: a patchset's current version covers a gate when one of its
+patches changes a line of the gate's function (file and enclosing function,
+read at the patchset's base), or changes a CUDA file the gate's evidence or
+units name.  ``opened_by`` / ``closed_by``: for a gate paired across two
+commits (file, function, kind, ordinal) whose verdict flipped, the commit
+``git blame`` gives for the gate's lines at the newer one.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
+
+from contrib.audit.model import AuditGate
+from contrib.git.repo import Git
+from contrib.validate.gates import find_gates
+
+_PR = re.compile(r"\(#(\d+)\)\s*$|Merge pull request #(\d+)")
+
+
+@dataclass
+class Coverage:
+    """What one patchset changes: (file, function) pairs and whole files."""
+
+    target: str
+    functions: set[tuple[str, str]] = field(default_factory=set)
+    files: set[str] = field(default_factory=set)
+
+
+def patch_coverage(target: str, git: Git, base: str, patches: Iterable[bytes]) -> Coverage:
+    """The functions and files a patchset's patches change, located at ``base``."""
+    cover = Coverage(target)
+    for raw in patches:
+        try:
+            parsed = PatchSet(raw.decode("utf-8", errors="replace"))
+        except UnidiffParseError:
+            continue
+        for patched in parsed:
+            path = _strip(patched.source_file if patched.source_file != "/dev/null"
+                          else patched.target_file)  # fmt: skip
+            cover.files.add(_strip(patched.target_file))
+            if not path.endswith(".py"):
+                continue
+            lines = {line for hunk in patched for line in _old_lines(hunk)}
+            text = _blob(git, base, path)
+            cover.functions |= {(path, f) for f in _enclosing(path, text, lines)}
+    return cover
+
+
+def _strip(name: str) -> str:
+    return name[2:] if name.startswith(("a/", "b/")) else name
+
+
+def _old_lines(hunk: Any) -> Iterable[int]:
+    """Old-side line numbers a hunk removes, or inserts after."""
+    last = hunk.source_start
+    for line in hunk:
+        if line.source_line_no is not None:
+            last = line.source_line_no
+        if line.is_removed or line.is_added:
+            yield last
+
+
+def _blob(git: Git, base: str, path: str) -> str | None:
+    try:
+        data = git.read_blob(base, path)
+    except Exception:
+        return None
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def _enclosing(path: str, text: str | None, lines: set[int]) -> set[str]:
+    """Qualified names of the innermost functions holding ``lines`` in ``text``."""
+    if not text or not lines:
+        return set()
+    try:
+        _, functions = find_gates(path, text)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    found = set()
+    for line in lines:
+        holders = [(node.lineno, name) for name, node in functions.items()
+                   if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                   and node.lineno <= line <= (node.end_lineno or node.lineno)]  # fmt: skip
+        found.add(max(holders)[1] if holders else "<module>")
+    return found
+
+
+def mark_covered(gates: Iterable[AuditGate], coverages: Iterable[Coverage]) -> None:
+    """Set ``covered_by`` on each excluding gate a patchset changes."""
+    coverages = list(coverages)
+    for gate in gates:
+        if not gate.excludes_target:
+            continue
+        cuda = set(gate.units) | {e.split(":", 1)[0] for e in gate.evidence}
+        for cover in coverages:
+            if (gate.file, gate.function) in cover.functions or cuda & cover.files:
+                gate.covered_by = cover.target
+                break
+
+
+def mark_history(git: Git, since: str, tip: str, old: list[AuditGate],
+                 new: list[AuditGate]) -> None:  # fmt: skip
+    """Set ``opened_by`` / ``closed_by`` on gates whose verdict flipped between the commits."""
+    before = {g.key: g for g in old}
+    for gate in new:
+        was = before.get(gate.key)
+        if was is not None and was.excludes_target and not gate.excludes_target:
+            gate.opened_by = blame(git, since, tip, gate)
+        elif gate.excludes_target and (was is None or not was.excludes_target):
+            gate.closed_by = blame(git, since, tip, gate)
+
+
+def blame(git: Git, since: str, tip: str, gate: AuditGate) -> dict[str, Any] | None:
+    """The newest commit after ``since`` that changed the gate's lines at ``tip``."""
+    last = max(gate.end_line, gate.line)
+    status, out, _ = git.try_run("blame", "--porcelain", "-L", f"{gate.line},{last}",
+                                 tip, "--", gate.file)  # fmt: skip
+    if status != 0:
+        return None
+    shas = [line.split()[0] for line in out.splitlines() if re.match(r"^[0-9a-f]{40} ", line)]
+    newer = [git.commit_info(sha) for sha in dict.fromkeys(shas)
+             if not git.is_ancestor(sha, since)]  # fmt: skip
+    if not newer:
+        return None
+    info = max(newer, key=lambda i: i.committer_date)
+    match = _PR.search(info.subject)
+    number = int(match[1] or match[2]) if match else None
+    return {"sha": str(info.sha), "subject": info.subject, "pr": number}

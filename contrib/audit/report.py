@@ -1,0 +1,108 @@
+"""The audit as a JSON document, table rows, and Markdown for a PR or an issue."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from contrib.audit.model import CLASSES, RUNTIME, AuditGate, sort_key
+
+
+@dataclass
+class UpstreamAudit:
+    """One upstream's audit at one commit (and the commit it was compared with)."""
+
+    name: str
+    commit: str
+    ref: str
+    gates: list[AuditGate]
+    since: str | None = None
+    since_commit: str | None = None
+    seconds: float = 0.0
+    cached: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def excluding(self) -> list[AuditGate]:
+        """The gates that turn the target away, runtime first."""
+        return sorted((g for g in self.gates if g.excludes_target), key=sort_key)
+
+    def uncovered_runtime(self) -> list[AuditGate]:
+        """Excluding runtime gates no patchset covers (what the exit code counts)."""
+        return [g for g in self.excluding() if g.scope == RUNTIME and not g.covered_by]
+
+    def counts(self) -> dict[str, int]:
+        """Excluding gates by class."""
+        found = Counter(g.class_ or "unknown" for g in self.excluding())
+        return {k: found[k] for k in CLASSES if found[k]}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The upstream's part of the JSON document; every gate, runtime first."""
+        return {
+            "name": self.name, "commit": self.commit, "ref": self.ref, "since": self.since,
+            "since_commit": self.since_commit, "seconds": round(self.seconds, 2),
+            "cached": self.cached, "counts": self.counts(),
+            "gates": [g.to_dict() for g in sorted(self.gates, key=sort_key)],
+        }  # fmt: skip
+
+
+def document(arch: str, audits: list[UpstreamAudit]) -> dict[str, Any]:
+    """The one JSON document of ``contrib audit --json``."""
+    return {"arch": arch, "upstreams": [a.to_dict() for a in audits],
+            "uncovered_runtime": sum(len(a.uncovered_runtime()) for a in audits)}  # fmt: skip
+
+
+def history_cell(gate: AuditGate) -> str:
+    """``opened by abc1234 (#3903)`` / ``closed by ...`` / ``""``."""
+    for word, link in (("opened", gate.opened_by), ("closed", gate.closed_by)):
+        if link:
+            pr = f" (#{link['pr']})" if link.get("pr") else ""
+            return f"{word} by {str(link['sha'])[:10]}{pr}"
+    return ""
+
+
+def table_rows(audit: UpstreamAudit, show_all: bool) -> list[list[str]]:
+    """Rows for the table: excluding gates (all with ``show_all``), grouped by class."""
+    gates = sorted(audit.gates, key=sort_key) if show_all else audit.excluding()
+    return [[g.class_ or "-", g.scope, f"{g.file}:{g.line}", g.function, g.kind, g.admits,
+             g.covered_by or "", history_cell(g), g.reason or g.effect] for g in gates]  # fmt: skip
+
+
+COLUMNS = ["class", "scope", "gate", "function", "kind", "admits", "covered by", "history", "why"]
+
+
+def summary_line(arch: str, audit: UpstreamAudit) -> str:
+    """``flashinfer at v0.6.16 (8da13a29c8): 470 gates, 44 turn sm_120a away: ...``."""
+    counts = ", ".join(f"{n} {k}" for k, n in audit.counts().items()) or "none"
+    since = f", since {audit.since}" if audit.since else ""
+    cached = ", cached" if audit.cached else ""
+    return (f"{audit.name} at {audit.ref} ({audit.commit[:10]}{since}): {len(audit.gates)} "
+            f"gates, {len(audit.excluding())} turn {arch} away ({counts}); "
+            f"{len(audit.uncovered_runtime())} uncovered at runtime "
+            f"[{audit.seconds:.1f} s{cached}]")  # fmt: skip
+
+
+def markdown(arch: str, audits: list[UpstreamAudit], show_all: bool = False) -> str:
+    """Text ready for a PR description or an issue."""
+    out = [f"## Architecture gates that turn `{arch}` away", ""]
+    for audit in audits:
+        out += [f"### {audit.name} at `{audit.ref}` ({audit.commit[:10]})", ""]
+        counts = ", ".join(f"{n} {k}" for k, n in audit.counts().items()) or "none"
+        out += [f"{len(audit.gates)} gates found; {len(audit.excluding())} exclude `{arch}` "
+                f"({counts}).", ""]  # fmt: skip
+        rows = sorted(audit.gates, key=sort_key) if show_all else audit.excluding()
+        if not rows:
+            continue
+        out += ["| class | scope | gate | function | admits | covered by | history |",
+                "|---|---|---|---|---|---|---|"]
+        for g in rows:
+            cells = [g.class_ or "-", g.scope, f"`{g.file}:{g.line}`", f"`{g.function}`",
+                     g.admits, g.covered_by or "", history_cell(g)]  # fmt: skip
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        evidence = [g for g in rows if g.evidence]
+        for g in evidence:
+            out += ["", f"<details><summary>{g.file}:{g.line} ({g.class_})</summary>", ""]
+            out += [f"- `{e[:300]}`" for e in g.evidence[:20]]
+            out += ["", "</details>"]
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,48 @@
+"""``contrib audit [UPSTREAM...] --arch ARCH``: every gate that turns the target away.
+
+Options in, outcome out: the audit itself lives in :mod:`contrib.audit`.  Exit 0
+when no uncovered gate turns the target away at runtime, 1 otherwise; bad input
+(an unknown upstream or ref, an arch that does not parse) exits 2.
+"""
+
+from __future__ import annotations
+
+from contrib.arch import parse_arch
+from contrib.audit.report import (
+    COLUMNS,
+    UpstreamAudit,
+    document,
+    markdown,
+    summary_line,
+    table_rows,
+)
+from contrib.audit.run import audit_upstream
+from contrib.ui import UI
+from contrib.workspace.model import Workspace
+
+
+def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str, at: str | None,
+          since: str | None, fetch: bool, show_all: bool, as_markdown: bool) -> int:
+    """Audit each upstream (all of the workspace's when none is named) and report."""
+    target = parse_arch(arch)
+    names = list(dict.fromkeys(upstreams)) or sorted(ws.config.upstreams)
+    for name in names:
+        ws.config.upstream(name)  # an unknown name fails before any work
+    audits: list[UpstreamAudit] = []
+    for name in names:
+        with ui.task(f"auditing {name}") as task:
+            audits.append(audit_upstream(ws, name, target, at=at, since=since, fetch=fetch,
+                                         progress=ui.progress, step=task.step))
+    if as_markdown:
+        ui.info(markdown(target.name, audits, show_all))
+    else:
+        for one in audits:
+            ui.info(summary_line(target.name, one))
+            rows = table_rows(one, show_all)
+            if rows:
+                ui.table(f"audit {one.name}", COLUMNS, rows)
+    for one in audits:
+        for note in one.notes:
+            ui.warn(note)
+    ui.emit(document(target.name, audits))
+    return 1 if any(a.uncovered_runtime() for a in audits) else 0

@@ -1,0 +1,110 @@
+"""A mini upstream with one gate of each kind the audit tells apart.
+
+* ``gen_norm_module``: a JIT gate over a unit that compiles for SM120 (gate-only);
+* ``gen_comm_module``: a JIT gate whose header guards the kernel body out for
+  SM120 (needs-kernel-work);
+* ``gen_mnnvl_module``: a JIT gate with an upstream comment excluding SM12x
+  (intentional);
+* ``pick_backend``: a predicate gate in runtime code that leaves SM120 no path,
+  and ``tile_size``: a choice between paths that serves SM120;
+* ``tests/test_fusion.py``: a predicate gate in a skip marker (test scope).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from testing.gitutil import Repo
+
+JIT = '''\
+from pkg.core import build, ctx
+
+
+def gen_norm_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])
+    return build("norm", ["norm.cu"], flags)
+
+
+def gen_comm_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])
+    return build("comm", ["comm.cu"], flags)
+
+
+def gen_mnnvl_module():
+    # MNNVL needs NVLink: SM12x parts are not supported on purpose.
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])
+    return build("mnnvl", ["mnnvl.cu"], flags)
+'''
+
+FUSION = '''\
+from pkg.utils import get_device_capability, is_sm90_supported, is_sm100_supported
+
+
+def pick_backend():
+    backend = "naive"
+    if is_sm90_supported() or is_sm100_supported():
+        backend = "fused"
+    return backend
+
+
+def tile_size():
+    if get_device_capability()[0] == 10:
+        return 128
+    elif get_device_capability()[0] == 12:
+        return 64
+    raise RuntimeError("unsupported GPU")
+'''
+
+OPENED = FUSION.replace("is_sm100_supported():\n        backend",
+                        "is_sm100_supported() or is_sm120_supported():\n        backend")
+
+TEST = '''\
+import pytest
+
+from pkg.utils import is_sm100_supported
+
+
+@pytest.mark.skipif(not is_sm100_supported(), reason="needs SM100")
+def test_fusion():
+    assert True
+'''
+
+KERNEL = '''\
+__global__ void {name}_kernel(float* out) {{
+  out[threadIdx.x] = 1.0f;
+}}
+'''
+
+GUARDED = '''\
+#pragma once
+__global__ void comm_kernel(float* out) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200)
+  out[threadIdx.x] = 1.0f;
+#endif
+}
+'''
+
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/core.py": "ctx = None\n\n\ndef build(name, sources, flags):\n    return name\n",
+    "pkg/utils.py": "def is_sm90_supported():\n    return False\n",
+    "pkg/jit.py": JIT,
+    "pkg/fusion.py": FUSION,
+    "tests/test_fusion.py": TEST,
+    "csrc/norm.cu": KERNEL.format(name="norm"),
+    "csrc/mnnvl.cu": KERNEL.format(name="mnnvl"),
+    "csrc/comm.cu": '#include "comm.cuh"\n',
+    "csrc/comm.cuh": GUARDED,
+}
+
+
+def audit_upstream(path: Path) -> Repo:
+    """The mini upstream, one commit on main."""
+    repo = Repo(path)
+    repo.commit("Initial import", FILES)
+    return repo
+
+
+def open_gate(repo: Repo) -> str:
+    """An upstream commit that lets SM120 into ``pick_backend`` (PR 42); returns its sha."""
+    return repo.commit("fusion: admit SM120 (#42)", {"pkg/fusion.py": OPENED})

@@ -1,0 +1,107 @@
+"""`contrib audit` on a mini upstream: finding, judging, covering, history, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testing.auditupstream import audit_upstream, open_gate
+from testing.gitutil import Repo
+from testing.workspace import Workspace, make_patch
+
+
+@pytest.fixture
+def mini(tmp_path: Path) -> tuple[Workspace, Repo]:
+    repo = audit_upstream(tmp_path / "mini")
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, {"mini": repo})
+    ws.write_config()
+    return ws, repo
+
+
+def _gates(result: Any) -> dict[str, dict[str, Any]]:
+    (upstream,) = result.json["upstreams"]
+    return {f"{g['function']}:{g['kind']}": g for g in upstream["gates"]}
+
+
+def test_audit_judges_each_kind_of_gate(mini: tuple[Workspace, Repo]) -> None:
+    ws, _ = mini
+    result = ws.run("audit", "mini", "--arch", "sm_120a", "--json")
+    assert result.code == 1, result.err  # uncovered runtime gates turn SM120 away
+    gates = _gates(result)
+    assert gates["gen_norm_module:jit"]["class"] == "gate-only"
+    comm = gates["gen_comm_module:jit"]
+    assert comm["class"] == "needs-kernel-work" and comm["excludes_target"] is True
+    assert any(e.startswith("csrc/comm.cuh:2 empty-kernel (guard csrc/comm.cuh:3)")
+               for e in comm["evidence"]), comm["evidence"]
+    mnnvl = gates["gen_mnnvl_module:jit"]
+    assert mnnvl["class"] == "intentional" and "not supported on purpose" in mnnvl["reason"]
+    pick = gates["pick_backend:predicate"]
+    assert pick["excludes_target"] is True and pick["scope"] == "runtime"
+    assert pick["class"] == "unknown" and pick["reason"]
+    assert gates["test_fusion:predicate"]["scope"] == "test"
+    assert gates["test_fusion:predicate"]["excludes_target"] is True
+    # A choice between paths that serves SM120 is listed, not counted as a refusal.
+    tiles = [g for g in result.json["upstreams"][0]["gates"] if g["function"] == "tile_size"]
+    assert len(tiles) == 2 and not any(g["excludes_target"] for g in tiles)
+    order = [g["scope"] for g in result.json["upstreams"][0]["gates"]]
+    assert order == sorted(order, key=["runtime", "test", "benchmark"].index)
+    # Admitting the target's major, every gate lets sm_100a in.
+    assert ws.run("audit", "--arch", "sm_100a", "--json").code == 0
+
+
+def test_table_markdown_and_repeat_from_cache(mini: tuple[Workspace, Repo]) -> None:
+    ws, _ = mini
+    table = ws.run("audit", "mini", "--arch", "sm_120a")
+    assert table.code == 1 and "needs-kernel-work" in table.out and "pkg/jit.py" in table.out
+    assert "tile_size" not in table.out and "tile_size" in ws.run(
+        "audit", "--arch", "sm_120a", "--all").out
+    again = ws.run("audit", "mini", "--arch", "sm_120a", "--json", "--no-fetch")
+    assert again.json["upstreams"][0]["cached"] is True  # type: ignore[index]
+    md = ws.run("audit", "mini", "--arch", "sm_120a", "--markdown").out
+    assert md.startswith("## Architecture gates that turn `sm_120a` away")
+    assert "| needs-kernel-work | runtime | `pkg/jit.py:" in md
+
+
+def test_patchset_covers_its_gate(mini: tuple[Workspace, Repo], tmp_path: Path) -> None:
+    ws, repo = mini
+    from testing.auditupstream import JIT
+
+    widened = JIT.replace("[9, 10])\n    return build(\"norm\"", "[9, 10, 12])\n    return build(\"norm\"")
+    assert widened != JIT
+    patches = make_patch(repo, tmp_path, {"pkg/jit.py": widened}, "jit: build norm for SM12x")
+    assert ws.run("new", "mini", "sm120-norm", "--base", repo.head(),
+                  "--patch", str(patches[0])).code == 0
+    gates = _gates(ws.run("audit", "mini", "--arch", "sm_120a", "--json"))
+    assert gates["gen_norm_module:jit"]["covered_by"] == "mini/sm120-norm"
+    assert gates["gen_comm_module:jit"]["covered_by"] is None
+
+
+def test_since_names_the_commit_that_opened_a_gate(mini: tuple[Workspace, Repo]) -> None:
+    ws, repo = mini
+    repo.commit("tag point")
+    from testing.gitutil import git
+
+    git(repo.path, "tag", "v1.0")
+    sha = open_gate(repo)
+    result = ws.run("audit", "mini", "--arch", "sm_120a", "--since", "v1.0", "--json")
+    pick = _gates(result)["pick_backend:predicate"]
+    assert pick["excludes_target"] is False
+    assert pick["opened_by"] == {"sha": sha, "subject": "fusion: admit SM120 (#42)", "pr": 42}
+    assert result.json["upstreams"][0]["since"] == "v1.0"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["nosuch", "--arch", "sm_120a"], "no upstream 'nosuch'"),
+    (["mini", "--arch", "sm_120a", "--at", "nosuchref"], "unknown revision 'nosuchref'"),
+    (["mini", "--arch", "sm_999"], "unknown GPU architecture 'sm_999'"),
+])
+def test_bad_input_exits_2_with_one_line(mini: tuple[Workspace, Repo], args: list[str],
+                                         words: str) -> None:
+    ws, _ = mini
+    result = ws.run("audit", *args)
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and words in result.err, result.err
