@@ -156,7 +156,7 @@ def _row(ws: Workspace, ps: Patchset, outcome: Outcome | None, forge: Forge | No
 def _tip(ws: Workspace, ps: Patchset) -> tuple[str | None, int | None]:
     try:
         mirror = Mirror(ws.config.upstream(ps.upstream))
-        tip = mirror.tip()
+        tip = mirror.tip(ps.branch)
         git = mirror.git
         behind = git.count(f"{ps.current.base}..{tip}") if git.try_rev_parse(
             ps.current.base) else None

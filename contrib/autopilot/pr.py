@@ -25,7 +25,7 @@ from contrib.carry.engine import UPSTREAMED
 from contrib.errors import ContribError
 from contrib.forge.api import Forge, ForgeUnavailable, PullRequest
 from contrib.forge.recording import RecordingForge
-from contrib.pr.open import BRANCH_PREFIX, open_pr, validation_problem
+from contrib.pr.open import open_pr, pr_branch, validation_problem
 from contrib.record import Verdict, version_standing
 from contrib.secrets import scrub
 from contrib.workspace.model import Patchset, Workspace
@@ -57,8 +57,8 @@ def pr_step(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> None:
 
 def _pr_step(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome, run: Run) -> None:
     upstream = ws.config.upstream(ps.upstream)
-    head = f"{upstream.fork.split('/')[0]}:{BRANCH_PREFIX}{ps.name}"
-    pr = _existing(forge, upstream.github, head, upstream.branch, ps)
+    head = f"{upstream.fork.split('/')[0]}:{pr_branch(ps)}"
+    pr = _existing(forge, upstream.github, head, ps.branch, ps)
     if pr is not None:
         outcome.pr = {"number": pr.number, "url": pr.url, "state": _state(pr),
                       "draft": pr.draft, "head_sha": pr.head_sha}

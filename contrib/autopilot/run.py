@@ -113,9 +113,8 @@ def _sync(ws: Workspace, ui: UI, group: list[Patchset], outcomes: dict[str, Outc
             ui.step(f"fetching {group[0].upstream} ...")
         mirror = Mirror(ws.config.upstream(group[0].upstream)).ensure(
             fetch_now=run.fetch, progress=ui.progress)
-        tip = mirror.tip()
         pending = conflict.load_state(ws.state_dir)
-        waiting = [ps for ps in group if _still_broken(ps, tip, pending)]
+        waiting = [ps for ps in group if _still_broken(ps, mirror.tip(ps.branch), pending)]
         for ps in waiting:
             _report_recorded_conflict(ws, ps, outcomes[ps.target])
         reports = carry(ws, ui, [ps for ps in group if ps not in waiting], fetch=False,

@@ -5,7 +5,7 @@ would leave about 1,400 of them a year per patchset, paid for by every
 ``status``, ``log`` and clone.  The workspace is a git repository whose history
 already holds the old folders, so the working tree keeps only:
 
-- the current version;
+- the current version (of each target branch the patchset is carried on);
 - every version a PR was pushed from (``[[history]]`` push events, ``[pr]``);
 - every version whose validation record holds a run on GPUs (runs that cannot
   be repeated on a laptop);
@@ -47,7 +47,8 @@ def decide(ps: Patchset, upstream: Git, keep: int | None, repo: WorkspaceHistory
            *, current: str | None = None) -> Retention:
     """Apply the rule to ``ps``'s version folders (``current`` overrides ``ps.current``
     for a version the caller is writing now)."""
-    current = current or ps.current.base
+    currents = {ps.on(branch).current.base for branch in ps.branches} | {
+        current or ps.current.base}
     versions = [v for v in chronological(ps, upstream)]
     out = Retention()
     if keep is None:
@@ -57,7 +58,7 @@ def decide(ps: Patchset, upstream: Git, keep: int | None, repo: WorkspaceHistory
     pushed = _pushed(ps)
     others = []
     for version in versions:
-        why = _protected(version, current, pushed, upstream)
+        why = _protected(version, currents, pushed, upstream)
         if why:
             out.kept[version.base] = why
         else:
@@ -83,14 +84,15 @@ def prune(txn: Transaction, ps: Patchset, retention: Retention) -> None:
 
 def _pushed(ps: Patchset) -> set[str]:
     pushed = {e.version for e in read_history(ps) if e.how == How.PUSH}
-    if ps.pr is not None:
-        pushed |= {v for v in (ps.pr.version, ps.pr.previous_version) if v}
+    for target in (ps.on(branch) for branch in ps.branches):
+        if target.pr is not None:
+            pushed |= {v for v in (target.pr.version, target.pr.previous_version) if v}
     return pushed
 
 
-def _protected(version: Version, current: str, pushed: set[str], upstream: Git) -> str:
+def _protected(version: Version, currents: set[str], pushed: set[str], upstream: Git) -> str:
     """Why ``version`` must stay in the working tree ("" when nothing protects it)."""
-    if version.base == current:
+    if version.base in currents:
         return "current"
     if version.base in pushed:
         return "a PR was pushed from it"

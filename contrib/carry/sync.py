@@ -118,7 +118,9 @@ def _carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None, 
     """:func:`carry`, and the unreachable upstreams with git's reason."""
     state = conflict.load_state(ws.state_dir) if state is None else state
     mirrors, cut_off = _reachable(ws, ui, sorted({ps.upstream for ps in patchsets}), fetch)
-    tips = {name: (m.resolve(to) if to else m.tip()) for name, m in mirrors.items()}
+    pinned = {name: m.resolve(to) for name, m in mirrors.items()} if to else {}
+    tips = {ps.target: pinned.get(ps.upstream) or mirrors[ps.upstream].tip(
+        ps.branch, named_at=ps.targets_at) for ps in patchsets if ps.upstream in mirrors}
     reports = []
     with ui.task("sync", total=len(patchsets)) as task:
         for ps in patchsets:
@@ -127,7 +129,7 @@ def _carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None, 
                 reports.append(Report(ps.target, ERROR, ps.current.base,
                                       error=str(cut_off[ps.upstream])))
             else:
-                reports.append(_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.upstream],
+                reports.append(_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.target],
                                          state, task))
             task.advance(ps.target)
     return reports, {name: exc.reason for name, exc in cut_off.items()}

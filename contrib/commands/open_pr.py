@@ -31,6 +31,9 @@ def _report(ui: UI, r: dict[str, Any], dry_run: bool) -> None:
     if r["result"] == "error":
         ui.warn(f"{r['patchset']}: {r['error']}")
         return
+    if r["result"] == "upstreamed":
+        ui.info(f"{r['patchset']}: {r['message']}")
+        return
     pr = r.get("pr") or {}
     link = f" #{pr['number']} {pr['url']}" if pr.get("number") else ""
     result = f"dry run, would be {r['would']}" if r.get("would") else r["result"]

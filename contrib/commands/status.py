@@ -30,12 +30,15 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
     for ps in patchsets:
         if ps.upstream not in mirrors:
             mirrors[ps.upstream] = _mirror(ws, ui, ps.upstream, fetch)
-    facts = {name: upstream_facts(mirror, [ps.current.base for ps in patchsets
-                                           if ps.upstream == name])
-             for name, (mirror, _) in mirrors.items()}
+    lines = sorted({(ps.upstream, ps.branch) for ps in patchsets})
+    facts = {(name, branch): upstream_facts(
+        mirrors[name][0], [ps.current.base for ps in patchsets
+                           if (ps.upstream, ps.branch) == (name, branch)], branch)
+        for name, branch in lines}
     for ps in patchsets:
         mirror, unreachable = mirrors[ps.upstream]
-        rows.append(describe(ps, mirror, facts[ps.upstream]) | {"unreachable": unreachable})
+        rows.append(describe(ps, mirror, facts[(ps.upstream, ps.branch)])
+                    | {"unreachable": unreachable})
     github, code = add_live_prs(ws, patchsets, rows, online=fetch, factory=forge_factory)
     ui.table("patchsets", ["patchset", "base", "tip", "behind", "sync", "validation", "PR",
                            "CI", "review"],
@@ -77,15 +80,17 @@ class UpstreamFacts:
     behind: dict[str, int] = field(default_factory=dict)
 
 
-def upstream_facts(mirror: Mirror | None, bases: list[str]) -> UpstreamFacts:
-    """The tip, and each base's date and distance from it: four git runs per upstream,
-    however many patchsets (four each cost ~0.4 s for 50); nothing without a cache."""
+def upstream_facts(mirror: Mirror | None, bases: list[str],
+                   branch: str | None = None) -> UpstreamFacts:
+    """The tip of ``branch`` (default: the upstream's), and each base's date and distance
+    from it: four git runs per upstream branch, however many patchsets (four each cost
+    ~0.4 s for 50); nothing without a cache."""
     if mirror is None:
         return UpstreamFacts()
     git = mirror.git
     dates = git.commit_dates(bases)
     try:
-        tip = mirror.tip()
+        tip = mirror.tip(branch)
     except ContribError:
         return UpstreamFacts(None, dates)
     return UpstreamFacts(tip, dates, git.behind_counts(tip, list(dates)))
@@ -95,12 +100,13 @@ def describe(ps: Patchset, mirror: Mirror | None,
              facts: UpstreamFacts | None = None) -> dict[str, Any]:
     """The status facts of one patchset as a JSON-able dict (no cache: what the files say)."""
     base = ps.current.base
-    facts = facts or upstream_facts(mirror, [base])
+    facts = facts or upstream_facts(mirror, [base], ps.branch)
     base_date, tip, behind = facts.base_dates.get(base, ""), facts.tip, facts.behind.get(base)
     validation = standing_dict(version_standing(ps.current))
     pr = ps.pr
     return {
         "patchset": ps.target,
+        "branch": ps.branch,
         "title": ps.title,
         "arch": ps.arch,
         "upstream_status": str(ps.upstream_status),

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from contrib import environ
-from contrib.errors import ContribError, GitError, UpstreamUnreachable
+from contrib.errors import ConfigError, ContribError, GitError, UpstreamUnreachable
 from contrib.git.process import ProgressFn, fetch
 from contrib.git.repo import Git, Sha, clone_bare
 from contrib.secrets import scrub
@@ -154,13 +154,20 @@ class Mirror:
                 "from the cache)", reason=scrub(exc.reason)) from None
         self.fetched = True
 
-    def tip(self) -> Sha:
-        """The upstream branch tip as last fetched."""
-        sha = self.git.try_rev_parse(self.tip_ref)
+    def tip(self, branch: str | None = None, *, named_at: str = "") -> Sha:
+        """The tip of ``branch`` (default: the upstream's branch) as last fetched.
+
+        ``named_at`` is the ``file:line`` that names another branch (a patchset's
+        ``targets``): a branch the upstream lacks is then a ConfigError there."""
+        branch = branch or self.upstream.branch
+        sha = self.git.try_rev_parse(f"refs/remotes/{REMOTE}/{branch}")
+        if sha is None and named_at:
+            raise ConfigError(f"{named_at}: targets names branch {branch!r}, which upstream "
+                              f"{self.upstream.name} does not have (at "
+                              f"{scrub(self.upstream.url)}); fix targets")
         if sha is None:
-            raise ContribError(f"upstream {self.upstream.name}: branch "
-                               f"{self.upstream.branch!r} not found at {scrub(self.upstream.url)}; "
-                               "fix branch in contrib.toml")
+            raise ContribError(f"upstream {self.upstream.name}: branch {branch!r} not found at "
+                               f"{scrub(self.upstream.url)}; fix branch in contrib.toml")
         return sha
 
     def resolve(self, rev: str, *, allow_fetch: bool = True) -> Sha:

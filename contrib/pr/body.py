@@ -48,6 +48,7 @@ class BodyInput:
     range_diff: str | None = None
     previous_version: str | None = None
     requires: Sequence[str] = ()
+    other_lines: Sequence[str] = ()  # the patchset's other target branches, if any
 
 
 def marker(target: str, version: str) -> str:
@@ -70,6 +71,10 @@ def render_body(data: BodyInput) -> str:
     parts.append(_validation_section(data.validation, data.forced, data.problem))
     if data.range_diff:
         parts.append(_range_diff_section(data.range_diff, data.previous_version, data.version))
+    if data.other_lines:
+        parts.append(f"This PR is for the `{data.base_branch}` line; the same change is "
+                     f"carried on {', '.join(f'`{b}`' for b in data.other_lines)} too, "
+                     "each line with a PR of its own where it still needs one.")
     parts.append(
         f"<sub>Carried with contrib as `{data.target}` on `{data.base_branch}` at "
         f"{data.version[:12]}. The branch is rewritten when the patchset is rebased.</sub>"

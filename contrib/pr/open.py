@@ -83,11 +83,17 @@ class Job:
         return self.upstream.github
 
     @property
+    def base(self) -> str:
+        """The branch the PR targets: the patchset's target branch."""
+        return self.ps.branch
+
+    @property
     def version(self) -> str:
         return self.ps.current.base
 
     def result(self, result: str, **extra: Any) -> dict[str, Any]:
         return {"patchset": self.ps.target, "result": result, "repo": self.repo,
+                "target": self.ps.branch, "base": self.base,
                 "head": self.head, "branch": self.branch, "version": self.version,
                 "tip": self.tip, "forced": self.forced, "validation": self.validation,
                 "title": self.title,
@@ -141,9 +147,21 @@ def _forge(ws: Workspace, *, dry_run: bool, factory: ForgeFactory | None,
     return token, connect(ws.config, token, factory=factory)
 
 
+def pr_branch(ps: Patchset) -> str:
+    """The fork branch a patchset's PR is pushed to: ``contrib/NAME``, and for a
+    patchset carried on several branches ``contrib/NAME--BRANCH`` (one PR per line)."""
+    if len(ps.branches) == 1 and not ps.targets_at:
+        return BRANCH_PREFIX + ps.name
+    return f"{BRANCH_PREFIX}{ps.name}--{ps.branch.replace('/', '-')}"
+
+
 def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
               mirrors: dict[str, Mirror], *, dry_run: bool, force: bool,
               reopen: bool, progress: ProgressFn | None = None) -> dict[str, Any]:
+    if ps.upstream_status == UpstreamStatus.UPSTREAMED and ps.pr is None:
+        return {"patchset": ps.target, "result": "upstreamed", "target": ps.branch,
+                "base": ps.branch, "exit_code": 0,
+                "message": f"already in {ps.branch}: no PR is proposed for this line"}
     job = _prepare(ws, ps, mirrors, force=force)
     job.progress = progress
     if not isinstance(forge, RecordingForge):
@@ -164,7 +182,7 @@ def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
 
 def _run_one(job: Job, forge: Forge, token: str | None, *, dry_run: bool,
              reopen: bool) -> dict[str, Any]:
-    existing = forge.find_pr(job.repo, job.head, job.upstream.branch)
+    existing = forge.find_pr(job.repo, job.head, job.base)
     if existing is not None and existing.merged:
         return _merged(job, existing, dry_run)
     if existing is not None and existing.state == "closed" and not reopen:
@@ -199,13 +217,14 @@ def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: 
     mirror = mirrors[upstream.name]
     mirror.resolve(version.base)  # fetches once if the cache lacks the base
     commits, tip = _build(mirror.git, version)
-    branch = BRANCH_PREFIX + ps.name
+    branch = pr_branch(ps)
     job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
               push_url, tip, commits, forced=forced)
     job.validation = validation.summary()
     job.title = render_title(ps.title, ps.target)
     job.body = render_body(BodyInput(
-        target=ps.target, version=version.base, base_branch=upstream.branch,
+        target=ps.target, version=version.base, base_branch=ps.branch,
+        other_lines=tuple(b for b in ps.branches if b != ps.branch),
         summary=ps.summary, commits=commits, validation=validation,
         forced=forced, problem=problem, range_diff=_range_diff(job), requires=_requires(ws, ps),
         previous_version=_previous(job)[1]))
@@ -423,14 +442,14 @@ def _create_or_update(job: Job, api: Forge,
     if existing is not None:
         return _update(job, api, existing, None)
     try:
-        pr = api.create_draft_pr(job.repo, head=job.head, base=job.upstream.branch,
+        pr = api.create_draft_pr(job.repo, head=job.head, base=job.base,
                                  title=job.title, body=job.body,
                                  maintainer_can_modify=job.upstream.maintainer_can_modify)
         return pr, "created"
     except (PullRequestExists, ForgeUnavailable) as exc:
         # The create may have landed (GitHub said "already exists", or answered 5xx
         # after making it): find that PR and update it; never open a second one.
-        found = api.find_pr(job.repo, job.head, job.upstream.branch)
+        found = api.find_pr(job.repo, job.head, job.base)
         if found is None or found.state != "open":
             raise exc from None
         ours = found.title == job.title and found.body == job.body  # our create landed

@@ -138,8 +138,9 @@ def mismatch(record: Record, upstream: str, patchset: str, base: str,
 
 
 def standing(path: Path, upstream: str, patchset: str, base: str, dig: str,
-             require: Iterable[str]) -> Standing:
-    """Read ``path`` and check it is bound to this version; never raises for its content."""
+             require: Iterable[str], target: str = "") -> Standing:
+    """Read ``path`` and check it is bound to this version; never raises for its content.
+    ``target`` is how the command line names the patchset (``UPSTREAM/NAME[@BRANCH]``)."""
     try:
         record = read_record(path)
     except OldFormat:
@@ -147,7 +148,8 @@ def standing(path: Path, upstream: str, patchset: str, base: str, dig: str,
     except ConfigError as exc:
         return Standing(None, str(exc))
     if record is None:
-        return Standing(None, f"no {path.name}; run `contrib validate {upstream}/{patchset}`")
+        return Standing(None, f"no {path.name}; run `contrib validate "
+                              f"{target or upstream + '/' + patchset}`")
     why = mismatch(record, upstream, patchset, base, dig)
     if why:
         return Standing(None, f"{why}; {_RERUN}")
@@ -184,7 +186,7 @@ def version_standing(version: Version) -> Standing:
     except ContribError as exc:
         return Standing(None, f"the version cannot be read ({exc})")
     return standing(version.validation_path, ps.upstream, ps.name, version.base, dig,
-                    ps.validation.required())
+                    ps.validation.required(), ps.target)
 
 
 def standing_dict(standing: Standing) -> dict[str, Any]:

@@ -94,7 +94,7 @@ def _check_one(ws: Workspace, ps: Patchset, req: Requirement,
     if mirror.git.is_ancestor(fix, tag_sha):
         return Outcome(req, "satisfied", f"{req.pin_package}=={version} ({tag}) contains "
                        f"{fix[:12]}", details)
-    carrier = _carrying_patchset(ws, req, tag_sha)
+    carrier = _carrying_patchset(ws, req, tag_sha, mirror)
     if carrier:
         details["patchset"] = carrier
         return Outcome(req, "satisfied", f"satisfied by patchset {carrier}: it carries the fix "
@@ -109,15 +109,25 @@ def _check_one(ws: Workspace, ps: Patchset, req: Requirement,
                    f"{fix[:12]}: {fix_hint}", details)
 
 
-def _carrying_patchset(ws: Workspace, req: Requirement, tag_sha: str) -> str:
+def _carrying_patchset(ws: Workspace, req: Requirement, tag_sha: str, mirror: Mirror) -> str:
+    """The patchset (and target) that carries the fix for the pinned release: one with a
+    version at that release's tag, or one carried on a release line (a target branch
+    other than the upstream's own) whose current version descends from the tag."""
     if not req.patchset:
         return ""
     try:
-        carrier = ws.patchset(req.patchset)
+        targets = ws.patchsets([req.patchset])
     except ContribError:
         return ""
-    bases = {v.base for v in carrier.versions()}
-    return carrier.target if tag_sha in bases else ""
+    if any(v.base == tag_sha for v in targets[0].versions()):
+        return targets[0].target
+    default = ws.config.upstream(req.upstream).branch
+    for carrier in targets:
+        base = carrier.current.base
+        if (carrier.branch != default and mirror.git.try_rev_parse(base)
+                and mirror.git.is_ancestor(tag_sha, base)):
+            return carrier.target
+    return ""
 
 
 def _first_release(mirror: Mirror, commit: str) -> str:

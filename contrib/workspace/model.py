@@ -17,15 +17,17 @@ from contrib.workspace.config import NAME_RULE, Config, load_config, valid_name
 from contrib.workspace.layout import CONFIG_NAME, META_NAME, SERIES_NAME, STATE_DIR, find_root
 from contrib.workspace.lockfile import FileLock, LockTimeout, note_holder
 from contrib.workspace.schema import (
+    BRANCH_RE,
     Meta,
     PrRecord,
     Requirement,
     Settings,
     SyncRecord,
+    TargetState,
     UpstreamStatus,
     read_meta,
 )
-from contrib.workspace.table import SHA_RE, parse_toml_text
+from contrib.workspace.table import SHA_RE, line_of, parse_toml_text
 from contrib.workspace.txn import Transaction, atomic_write, cannot_write, check_inside, recover
 
 VALIDATION_NAME = "validation.json"
@@ -81,10 +83,30 @@ class Version:
         return [(p.name, p.read_bytes()) for p in self.patch_paths()]
 
 
-class Patchset:
-    """One intended upstream PR: metadata plus versions per upstream commit."""
+class _Document:
+    """One patchset.toml as read, and as changed: shared by a patchset's targets, so
+    the changes of one target's sync and another's land in the same file."""
 
-    def __init__(self, workspace: Workspace, upstream: str, name: str) -> None:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.text = read_user_text(path, ConfigError, "every patchset folder needs "
+                                   "patchset.toml (create patchsets with `contrib new`)")
+        self.data = parse_toml_text(path, self.text)
+        self.info: Meta = read_meta(path, self.text, self.data)
+        self.toml: TOMLDocument | None = None
+
+
+class Patchset:
+    """One intended upstream PR on one target branch: metadata plus versions per
+    upstream commit.
+
+    A patchset carried on several branches (``targets`` in patchset.toml) is one
+    folder and one file, seen as one :class:`Patchset` per branch; the first branch
+    keeps its state at the top level, the others in ``[target."BRANCH"]``.
+    """
+
+    def __init__(self, workspace: Workspace, upstream: str, name: str, *,
+                 branch: str | None = None, document: _Document | None = None) -> None:
         self.workspace = workspace
         self.upstream = upstream
         self.name = name
@@ -94,41 +116,71 @@ class Patchset:
             if folder.is_symlink():
                 raise ConfigError(f"{folder}: is a symlink; contrib reads and writes patchsets "
                                   "only in real folders inside the workspace")
-        self.info: Meta  # the typed view of patchset.toml; setters keep it in step
-        self._text, self._data, self.info = self._load_meta()
-        self._meta: TOMLDocument | None = None
+        self._doc = document or _Document(self.meta_path)
+        self.branches = self._doc.info.targets or (workspace.config.upstream(upstream).branch,)
+        self.branch = branch or self.branches[0]
+        self.primary = self.branch == self.branches[0]
+        if document is None:
+            self.check_current()
+
+    def check_current(self) -> None:
+        """ConfigError unless this target's ``current`` names a real version folder."""
+        folder = self.dir / self.info.current
+        if folder.is_symlink() or not folder.is_dir():
+            what = "is a symlink" if folder.is_symlink() else "does not exist"
+            raise ConfigError(f"{self.meta_path}: current = {self.info.current} but {folder} "
+                              f"{what}; point current at a version folder (a real folder)")
+
+    @property
+    def targets_at(self) -> str:
+        """``patchset.toml:LINE`` of ``targets`` (empty for the upstream's own branch)."""
+        if not self._doc.info.targets:
+            return ""
+        return f"{self.meta_path}:{line_of(self._doc.text, '', 'targets')}"
+
+    def on(self, branch: str) -> Patchset:
+        """The same patchset on another of its target branches (one shared file).
+
+        A target not carried yet starts from the first target's current version as it
+        is now, before this run changes it."""
+        doc = self._doc
+        if branch != self.branches[0] and branch not in doc.info.target_states:
+            doc.info = replace(doc.info, target_states={
+                **doc.info.target_states, branch: TargetState(current=doc.info.current)})
+        return Patchset(self.workspace, self.upstream, self.name, branch=branch, document=doc)
 
     @property
     def target(self) -> str:
-        return f"{self.upstream}/{self.name}"
+        """``UPSTREAM/NAME``, and ``@BRANCH`` for a target after the first."""
+        base = f"{self.upstream}/{self.name}"
+        return base if self.primary else f"{base}@{self.branch}"
+
+    @property
+    def info(self) -> Meta:
+        """The typed view of patchset.toml, as this target sees it (setters keep it in step)."""
+        meta = self._doc.info
+        if self.primary:
+            return meta
+        state = meta.target_states.get(self.branch) or TargetState()
+        return replace(meta, current=state.current or meta.current, sync=state.sync,
+                       pr=state.pr, upstream_status=state.upstream_status or (
+                           UpstreamStatus.PENDING if meta.upstream_status ==
+                           UpstreamStatus.UPSTREAMED else meta.upstream_status))
 
     @property
     def meta(self) -> TOMLDocument:
         """patchset.toml as a tomlkit document (comments and layout kept), to change and
         write.  Parsed on first use: tomlkit takes ten times tomllib's time, and most
         runs only read (``status`` of fifty patchsets, a no-op ``sync``)."""
-        if self._meta is None:
-            self._meta = tomlkit.parse(self._text)
-        return self._meta
+        if self._doc.toml is None:
+            self._doc.toml = tomlkit.parse(self._doc.text)
+        return self._doc.toml
 
     @property
     def data(self) -> Mapping[str, Any]:
         """patchset.toml's raw values: the document once it is being changed, else as read
         (prefer the typed properties)."""
-        return self._meta if self._meta is not None else self._data
-
-    def _load_meta(self) -> tuple[str, dict[str, Any], Meta]:
-        path = self.meta_path
-        text = read_user_text(path, ConfigError, "every patchset folder needs patchset.toml "
-                              "(create patchsets with `contrib new`)")
-        data = parse_toml_text(path, text)
-        info = read_meta(path, text, data)
-        folder = self.dir / info.current
-        if folder.is_symlink() or not folder.is_dir():
-            what = "is a symlink" if folder.is_symlink() else "does not exist"
-            raise ConfigError(f"{path}: current = {info.current} but {folder} {what}; "
-                              "point current at a version folder (a real folder)")
-        return text, data, info
+        return self._doc.toml if self._doc.toml is not None else self._doc.data
 
     # -- typed reads (the schema is contrib.workspace.schema) --------------------------------
 
@@ -173,33 +225,55 @@ class Patchset:
 
     # -- typed writes: the document keeps the user's comments and layout --------
 
+    def _state_table(self) -> Any:
+        """Where this target's state is written: the top level, or ``[target."BRANCH"]``."""
+        if self.primary:
+            return self.meta
+        if "target" not in self.meta:
+            self.meta["target"] = tomlkit.table(is_super_table=True)
+        outer = self.meta["target"]
+        if self.branch not in outer:  # type: ignore[operator]
+            outer[self.branch] = tomlkit.table()  # type: ignore[index]
+            outer[self.branch]["current"] = self.info.current  # type: ignore[index]
+        return outer[self.branch]  # type: ignore[index]
+
+    def _changed(self, **changes: Any) -> None:
+        doc = self._doc
+        if self.primary:
+            doc.info = replace(doc.info, **changes)
+            return
+        state = replace(doc.info.target_states.get(self.branch) or TargetState(), **changes)
+        doc.info = replace(doc.info, target_states={**doc.info.target_states,
+                                                    self.branch: state})
+
     def set_current(self, base: str) -> None:
-        self.meta["current"] = base
-        self.info = replace(self.info, current=base)
+        self._state_table()["current"] = base
+        self._changed(current=base)
 
     def set_upstream_status(self, status: UpstreamStatus) -> None:
-        self.meta["upstream_status"] = str(status)
-        self.info = replace(self.info, upstream_status=status)
+        self._state_table()["upstream_status"] = str(status)
+        self._changed(upstream_status=status)
 
     def set_sync(self, record: SyncRecord | None) -> None:
-        """Replace (or with None remove) the ``[sync]`` table."""
+        """Replace (or with None remove) this target's ``[sync]`` table."""
+        table = self._state_table()
         if record is None:
-            self.meta.pop("sync", None)
+            table.pop("sync", None)
         else:
-            self.meta["sync"] = record.to_table()
-        self.info = replace(self.info, sync=record)
+            table["sync"] = record.to_table()
+        self._changed(sync=record)
 
     def set_pr(self, record: PrRecord) -> None:
-        """Write ``[pr]`` key by key, so comments and key order survive."""
-        table = record.to_table()
-        if "pr" not in self.meta:
-            self.meta["pr"] = tomlkit.table()
-        sub = self.meta["pr"]
-        for key in [k for k in sub if k not in table]:  # type: ignore[union-attr]
-            sub.pop(key)  # type: ignore[union-attr]
-        for key, value in table.items():
-            sub[key] = value  # type: ignore[index]
-        self.info = replace(self.info, pr=record)
+        """Write this target's ``[pr]`` key by key, so comments and key order survive."""
+        table, values = self._state_table(), record.to_table()
+        if "pr" not in table:
+            table["pr"] = tomlkit.table()
+        sub = table["pr"]
+        for key in [k for k in sub if k not in values]:
+            sub.pop(key)
+        for key, value in values.items():
+            sub[key] = value
+        self._changed(pr=record)
 
     def version(self, base: str) -> Version:
         return Version(self, base)
@@ -221,7 +295,7 @@ class Patchset:
 
     def meta_text(self) -> str:
         """patchset.toml's text as it would be written (the file's own, while unchanged)."""
-        return self._text if self._meta is None else tomlkit.dumps(self._meta)
+        return self._doc.text if self._doc.toml is None else tomlkit.dumps(self._doc.toml)
 
     def save_meta(self, txn: Transaction | None = None) -> None:
         """Write patchset.toml (inside ``txn`` if given, else atomically on its own)."""
@@ -290,8 +364,10 @@ class Workspace:
         return Transaction(self.root, self.state_dir)
 
     def all_patchsets(self) -> list[Patchset]:
-        """Every folder patchsets/UPSTREAM/NAME/ holding a patchset.toml."""
-        return [Patchset(self, upstream, name) for upstream, name in self._names()]
+        """Every patchset on every target branch (a folder patchsets/UPSTREAM/NAME/ holding
+        a patchset.toml is one patchset per branch in its ``targets``)."""
+        return [ps for upstream, name in self._names() for ps in _on_each(
+            Patchset(self, upstream, name))]
 
     def _names(self) -> list[tuple[str, str]]:
         """(upstream, name) of every patchset folder, nothing read yet: a command on one
@@ -316,13 +392,16 @@ class Workspace:
         return NO_PATCHSETS
 
     def patchsets(self, targets: list[str] | tuple[str, ...] = ()) -> list[Patchset]:
-        """Patchsets selected by ``UPSTREAM`` or ``UPSTREAM/NAME`` targets (none = all)."""
+        """Patchsets selected by ``UPSTREAM``, ``UPSTREAM/NAME`` (every target branch of
+        it) or ``UPSTREAM/NAME@BRANCH`` (that one) targets (none = all)."""
         every = self._names()
         if not targets:
             return self.all_patchsets()
         chosen: list[tuple[str, str]] = []
+        branches: dict[tuple[str, str], set[str] | None] = {}
         for target in targets:
             upstream, name = parse_target(target)
+            _, _, branch = target.partition("@")
             if upstream not in self.config.upstreams:
                 known = ", ".join(sorted(self.config.upstreams)) or "none"
                 raise UsageError(f"unknown target {target!r}: no upstream {upstream!r} in "
@@ -333,14 +412,35 @@ class Workspace:
                 raise UsageError(f"unknown target {target!r}: no patchset {name!r} under "
                                  f"patchsets/{upstream}/ (have: {names})")
             chosen += [hit for hit in hits if hit not in chosen]
-        return [Patchset(self, upstream, name) for upstream, name in chosen]
+            for hit in hits:
+                wanted = branches.get(hit, set())
+                branches[hit] = None if not branch or wanted is None else {*wanted, branch}
+        out = []
+        for upstream, name in chosen:
+            found = _on_each(Patchset(self, upstream, name))
+            wanted = branches[(upstream, name)]
+            for branch in sorted(wanted or ()):
+                if branch not in found[0].branches:
+                    raise UsageError(f"unknown target {upstream}/{name}@{branch}: its targets "
+                                     f"are {', '.join(found[0].branches)}")
+            out += [ps for ps in found if wanted is None or ps.branch in wanted]
+        return out
 
     def patchset(self, target: str) -> Patchset:
-        """Exactly one patchset named ``UPSTREAM/NAME``."""
+        """Exactly one patchset: ``UPSTREAM/NAME`` (on its first target branch) or
+        ``UPSTREAM/NAME@BRANCH``."""
         upstream, _, name = target.partition("/")
         if not name:
             raise UsageError(f"{target!r}: name one patchset as UPSTREAM/NAME")
         return self.patchsets([target])[0]
+
+
+def _on_each(ps: Patchset) -> list[Patchset]:
+    """``ps`` on each of its target branches, the first first (each current checked)."""
+    others = [ps.on(branch) for branch in ps.branches[1:]]
+    for other in others:
+        other.check_current()
+    return [ps, *others]
 
 
 def read_user_text(path: Path, error: type[ContribError], missing: str) -> str:
@@ -356,7 +456,11 @@ def read_user_text(path: Path, error: type[ContribError], missing: str) -> str:
 
 
 def parse_target(target: str) -> tuple[str, str]:
-    """``UPSTREAM`` or ``UPSTREAM/NAME`` -> (upstream, name or ""); UsageError if malformed."""
+    """``UPSTREAM``, ``UPSTREAM/NAME`` or ``UPSTREAM/NAME@BRANCH`` -> (upstream, name or "");
+    UsageError if malformed."""
+    target, _, branch = target.partition("@")
+    if branch and (not BRANCH_RE.fullmatch(branch) or ".." in branch):
+        raise UsageError(f"{target}@{branch!r}: not a git branch name after the @")
     upstream, _, name = target.strip("/").partition("/")
     check_name(upstream, "upstream name", target)
     if name:

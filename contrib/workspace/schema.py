@@ -24,7 +24,7 @@ from contrib.errors import ConfigError
 from contrib.workspace.config import NAME_PATTERN
 from contrib.workspace.table import SHA_RE, Table, kind
 
-TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}")
+TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}(?:@[A-Za-z0-9_][A-Za-z0-9_./+-]{{0,250}})?")
 
 
 class SyncResult(StrEnum):
@@ -492,7 +492,55 @@ def _require(t: Table) -> tuple[str, ...] | None:
 
 TOP_KEYS = frozenset({"title", "summary", "arch", "current", "upstream_status", "created",
                       "sync", "sync_rules", "pr", "validation", "waivers", "requires", "history",
-                      "decisions"})
+                      "decisions", "targets", "target"})
+BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,250}")
+
+
+# -- targets: the branches a patchset is carried on ----------------------------------------
+
+@dataclass(frozen=True)
+class TargetState:
+    """Where one target branch other than the first stands: ``[target."BRANCH"]``.
+
+    The first target keeps its state at the top level (``current``, ``[sync]``,
+    ``[pr]``), as every patchset.toml written before targets existed does."""
+
+    current: str | None = None  # None: not carried yet; it starts from the first target's
+    upstream_status: UpstreamStatus | None = None
+    sync: SyncRecord | None = None
+    pr: PrRecord | None = None
+
+    @classmethod
+    def read(cls, t: Table) -> TargetState:
+        t.only({"current", "upstream_status", "sync", "pr"})
+        status = t.string("upstream_status")
+        if status is not None and status not in UpstreamStatus.__members__.values():
+            raise t.fail("upstream_status", f"must be one of {', '.join(UpstreamStatus)}, "
+                                            f"got {status!r}")
+        sync, pr = t.sub("sync"), t.sub("pr")
+        return cls(t.sha("current"), UpstreamStatus(status) if status else None,
+                   SyncRecord.read(sync) if sync else None, PrRecord.read(pr) if pr else None)
+
+
+def _targets(top: Table) -> tuple[tuple[str, ...], dict[str, TargetState]]:
+    branches = top.strings("targets", pattern=BRANCH_RE)
+    for branch in branches:
+        if ".." in branch or branch.endswith((".lock", "/")):
+            raise top.fail("targets", f"holds {branch!r}, which is not a git branch name")
+    if len(set(branches)) != len(branches):
+        raise top.fail("targets", "names a branch twice")
+    states = {}
+    table = top.sub("target")
+    for branch in table.data if table is not None else ():
+        assert table is not None
+        if str(branch) not in branches[1:]:
+            raise table.fail(str(branch), "is not one of the targets after the first "
+                                          f"({', '.join(branches[1:]) or 'none'}); the first "
+                                          "target's state is the top level")
+        sub = table.sub(str(branch))
+        assert sub is not None
+        states[str(branch)] = TargetState.read(sub)
+    return branches, states
 
 
 @dataclass(frozen=True)
@@ -513,6 +561,8 @@ class Meta:
     history: tuple[Mapping[str, Any], ...] = ()
     waivers: tuple[Waiver, ...] = ()
     validation: Settings = field(default_factory=Settings)
+    targets: tuple[str, ...] = ()  # the branches it is carried on; () = the upstream's branch
+    target_states: Mapping[str, TargetState] = field(default_factory=dict)
 
 
 def read_meta(path: Path, text: str, data: Mapping[str, Any]) -> Meta:
@@ -535,7 +585,7 @@ def read_meta(path: Path, text: str, data: Mapping[str, Any]) -> Meta:
                 PrRecord.read(pr) if pr else None, SyncRules.read(top.sub("sync_rules")),
                 _requirements(top),
                 _decisions(top.sub("decisions")), _history(top), waivers,
-                Settings.read(top.sub("validation"), waivers))
+                Settings.read(top.sub("validation"), waivers), *_targets(top))
 
 
 def _when(t: Table, key: str) -> str:
