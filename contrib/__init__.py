@@ -2,5 +2,5 @@
 
 from __future__ import annotations
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 DISTRIBUTION = "contrib-toolkit"  # the name pip knows contrib by ("contrib" is another project)
