@@ -13,11 +13,10 @@ from tomlkit import TOMLDocument
 
 from contrib.environ import lock_timeout
 from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
-from contrib.workspace.config import NAME_RULE, Config, load_config, valid_name
+from contrib.workspace.config import BRANCH_RE, NAME_RULE, Config, load_config, valid_name
 from contrib.workspace.layout import CONFIG_NAME, META_NAME, SERIES_NAME, STATE_DIR, find_root
 from contrib.workspace.lockfile import FileLock, LockTimeout, note_holder
 from contrib.workspace.schema import (
-    BRANCH_RE,
     Meta,
     PrRecord,
     Requirement,

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from contrib.errors import ConfigError
-from contrib.workspace.config import NAME_PATTERN
+from contrib.workspace.config import BRANCH_RE, NAME_PATTERN
 from contrib.workspace.table import SHA_RE, Table, kind
 
-TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}(?:@[A-Za-z0-9_][A-Za-z0-9_./+-]{{0,250}})?")
+TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}(?:@{BRANCH_RE.pattern})?")
 
 
 class SyncResult(StrEnum):
@@ -493,7 +493,6 @@ def _require(t: Table) -> tuple[str, ...] | None:
 TOP_KEYS = frozenset({"title", "summary", "arch", "current", "upstream_status", "created",
                       "sync", "sync_rules", "pr", "validation", "waivers", "requires", "history",
                       "decisions", "targets", "target"})
-BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,250}")
 
 
 # -- targets: the branches a patchset is carried on ----------------------------------------
