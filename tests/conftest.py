@@ -6,10 +6,12 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from contrib.secrets import forget_secrets
+from testing.audit import FIGURES
 from testing.gitutil import Repo
 from testing.workspace import SAMPLE, Workspace
 
@@ -71,3 +73,24 @@ def workspace(tmp_path: Path, upstream: Repo) -> Workspace:
     ws = Workspace(root, {"proj": upstream})
     ws.write_config()
     return ws
+
+
+# -- the reliability suite's figures, added up across xdist workers -------------------------
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker hands its figures to the controller (xdist's workeroutput)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["figures"] = dict(FIGURES)
+
+
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller adds up each worker's figures as the worker finishes."""
+    FIGURES.update(getattr(node, "workeroutput", {}).get("figures", {}))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if FIGURES:
+        terminalreporter.section("reliability figures")
+        for key in sorted(FIGURES):
+            terminalreporter.write_line(f"{key}: {FIGURES[key]}")

@@ -56,10 +56,3 @@ def planted_github() -> Iterator[FakeGitHub]:
     fake.start()
     yield fake
     fake.stop()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if FIGURES:
-        terminalreporter.section("reliability figures")
-        for key in sorted(FIGURES):
-            terminalreporter.write_line(f"{key}: {FIGURES[key]}")
