@@ -114,7 +114,7 @@ def _open_or_update(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome,
         outcome.act("pr", "waiting", reason=gap)
         return
     recorder = forge if isinstance(forge, RecordingForge) else RecordingForge(forge)
-    _, (preview,) = open_pr(ws, [ps.target], dry_run=True, forge=recorder)
+    _, (preview,) = open_pr(ws, [ps.selector], dry_run=True, forge=recorder)
     if preview["result"] == "error":
         outcome.fail("pr", preview["error"], kind="github")
         return
@@ -126,7 +126,7 @@ def _open_or_update(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome,
                                                                 "update")
         outcome.act("pr", f"would {would}", calls=preview["actions"])
         return
-    code, (result,) = open_pr(ws, [ps.target], forge=forge)
+    code, (result,) = open_pr(ws, [ps.selector], forge=forge)
     if result["result"] == "error":
         outcome.fail("pr", result["error"], kind="github")
         return

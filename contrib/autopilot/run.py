@@ -176,7 +176,7 @@ def _validate(ws: Workspace, ps: Patchset, outcome: Outcome) -> None:
         outcome.act("validate", "up to date", verdict=standing.summary())
     else:
         try:
-            validate(ws, _Silent(), [ps.target], arch=None, junit=None)  # its document is unused
+            validate(ws, _Silent(), [ps.selector], arch=None, junit=None)  # its document is unused
         except ContribError as exc:
             outcome.fail("validate", scrub(str(exc)))
             return

@@ -227,7 +227,7 @@ def _gpu_job(options: Options) -> str:
           contrib status --json > "$RUNNER_TEMP/contrib-status.json" || true
           targets="$(python3 -c 'import json, sys
           rows = json.load(open(sys.argv[1])).get("patchsets", [])
-          print(" ".join(r["patchset"] for r in rows if r.get("arch") == sys.argv[2]))' \\
+          print(" ".join(r.get("selector", r["patchset"]) for r in rows if r.get("arch") == sys.argv[2]))' \\
             "$RUNNER_TEMP/contrib-status.json" "$ARCH")"
           for target in $targets; do
             contrib validate "$target" --arch "$ARCH" \\

@@ -107,6 +107,7 @@ def describe(ps: Patchset, mirror: Mirror | None,
     return {
         "patchset": ps.target,
         "branch": ps.branch,
+        "selector": ps.selector if len(ps.branches) > 1 else ps.target,  # names one target
         "title": ps.title,
         "arch": ps.arch,
         "upstream_status": str(ps.upstream_status),

@@ -155,6 +155,12 @@ class Patchset:
         return base if self.primary else f"{base}@{self.branch}"
 
     @property
+    def selector(self) -> str:
+        """``UPSTREAM/NAME@BRANCH``: selects exactly this target on a command line (the
+        plain ``UPSTREAM/NAME`` of the first target selects every target of it)."""
+        return f"{self.upstream}/{self.name}@{self.branch}"
+
+    @property
     def info(self) -> Meta:
         """The typed view of patchset.toml, as this target sees it (setters keep it in step)."""
         meta = self._doc.info
