@@ -99,12 +99,7 @@ def _into_worktree(ws: Workspace, ps: Patchset, git: Git, built: Built, path: Pa
         if _still_open(ws, git, previous, built, location, marker):
             return location, False, previous.branch
         _leave(ws, git, ps, previous, ours, force)
-    have = git.try_rev_parse(f"refs/heads/{branch}")
-    if have is not None and have not in ours and not force:
-        raise UsageError(
-            f"{git.path}: branch {branch} is at {have[:12]}, which contrib did not make for "
-            f"this version ({ps.target}): `contrib refresh {ps.target}` takes those commits "
-            "in; --force replaces them")
+    have = _ours_or_forced(git, ps, branch, ours, force)
     half_made = (marker / worktree.PREPARING).exists()  # a run killed while making it
     checked_out = _worktrees_on(git, branch)
     if have == built.tip and checked_out == [location] and worktree.is_whole(marker, location):
@@ -122,6 +117,19 @@ def _into_worktree(ws: Workspace, ps: Patchset, git: Git, built: Built, path: Pa
     return location, True, branch
 
 
+def _ours_or_forced(git: Git, ps: Patchset, branch: str, ours: set[str],
+                    force: bool) -> str | None:
+    """``branch``'s tip in the cache; UsageError when it holds commits contrib did not make
+    for this version (they are the user's until refreshed), unless ``force``."""
+    have = git.try_rev_parse(f"refs/heads/{branch}")
+    if have is not None and have not in ours and not force:
+        raise UsageError(
+            f"{git.path}: branch {branch} is at {have[:12]}, which contrib did not make for "
+            f"this version ({ps.target}): `contrib refresh {ps.target}` takes those commits "
+            "in; --force replaces them")
+    return have
+
+
 def _still_open(ws: Workspace, git: Git, previous: Edit, built: Built, location: Path,
                 marker: Path) -> bool:
     """The recorded edit is open at ``location`` exactly as ``edit`` would make it now."""
@@ -136,12 +144,7 @@ def _leave(ws: Workspace, git: Git, ps: Patchset, previous: Edit, ours: set[str]
     """Move off the recorded branch: refuse while it holds commits not refreshed (unless
     --force), then remove this workspace's worktree of it.  The branch itself stays:
     another workspace's edit may stand on it."""
-    have = git.try_rev_parse(f"refs/heads/{previous.branch}")
-    if have is not None and have not in ours and not force:
-        raise UsageError(
-            f"{git.path}: branch {previous.branch} is at {have[:12]}, which contrib did not "
-            f"make for this version ({ps.target}): `contrib refresh {ps.target}` takes those "
-            "commits in; --force replaces them")
+    _ours_or_forced(git, ps, previous.branch, ours, force)
     mine = previous.location(ws)
     if mine in _worktrees_on(git, previous.branch):
         _release(git, mine, force, previous)

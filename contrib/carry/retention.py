@@ -49,7 +49,9 @@ def decide(ps: Patchset, upstream: Git, keep: int | None, repo: WorkspaceHistory
     for a version the caller is writing now)."""
     currents = {ps.on(branch).current.base for branch in ps.branches} | {
         current or ps.current.base}
-    versions = [v for v in chronological(ps, upstream)]
+    versions = chronological(ps, upstream)
+    bases = [v.base for v in versions]
+    known, releases = set(upstream.commit_dates(bases)), _tags(upstream)
     out = Retention()
     if keep is None:
         out.held = 'keep = "all" in [versions] of contrib.toml'
@@ -58,7 +60,7 @@ def decide(ps: Patchset, upstream: Git, keep: int | None, repo: WorkspaceHistory
     pushed = _pushed(ps)
     others = []
     for version in versions:
-        why = _protected(version, currents, pushed, upstream)
+        why = _protected(version, currents, pushed, known, releases)
         if why:
             out.kept[version.base] = why
         else:
@@ -90,7 +92,19 @@ def _pushed(ps: Patchset) -> set[str]:
     return pushed
 
 
-def _protected(version: Version, currents: set[str], pushed: set[str], upstream: Git) -> str:
+def _tags(upstream: Git) -> dict[str, str]:
+    """Commit -> a tag naming it, for every tag of the upstream cache, in one git run."""
+    out = upstream.run("for-each-ref", "--format=%(objectname) %(*objectname) %(refname:short)",
+                       "refs/tags")
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        sha, peeled, name = (line.split(" ", 2) + ["", ""])[:3]
+        found.setdefault(peeled or sha, name)  # an annotated tag names the commit it peels to
+    return found
+
+
+def _protected(version: Version, currents: set[str], pushed: set[str], known: set[str],
+               releases: dict[str, str]) -> str:
     """Why ``version`` must stay in the working tree ("" when nothing protects it)."""
     if version.base in currents:
         return "current"
@@ -98,9 +112,10 @@ def _protected(version: Version, currents: set[str], pushed: set[str], upstream:
         return "a PR was pushed from it"
     if _gpu_run(version):
         return "its validation record holds a run on GPUs"
-    status, tags, _ = upstream.try_run("tag", "--points-at", version.base)
-    if status != 0 or tags.strip():  # an unknown commit is kept too: nothing is certain
-        return f"at upstream tag {tags.split()[0]}" if tags.strip() else "base not in the cache"
+    if version.base in releases:
+        return f"at upstream tag {releases[version.base]}"
+    if version.base not in known:  # an unknown commit is kept too: nothing is certain
+        return "base not in the cache"
     return ""
 
 
