@@ -10,6 +10,7 @@ ends it early (and a finished interpreter ends it anyway).
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,7 +64,8 @@ class BlobReader:
             return
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
-                stream.close()
+                with contextlib.suppress(OSError):  # a dead git's pipe: nothing left to say
+                    stream.close()
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
