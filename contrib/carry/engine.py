@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from contrib.carry.landed import FLOOR, LANDED_SHARE, Evidence, measure, measure_series
+from contrib.carry.landed import FLOOR, LANDED_SHARE, Evidence, Look
 from contrib.carry.scope import (
     contains_block,
     diff_hunks,
@@ -386,7 +387,7 @@ class Plan:
 
 def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
               on_probe: Callable[[int, str], None] | None = None,
-              landed_share: float = LANDED_SHARE) -> Plan:
+              landed_share: float | None = LANDED_SHARE) -> Plan:
     """Carry ``patches`` (made at ``base``) onto ``target``; decide the result.
 
     Walks the first-parent path base..target only by bisection: the carry at
@@ -395,6 +396,7 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
     patch failing at the target is first checked against the tip's lines
     (:mod:`contrib.carry.landed`, threshold ``landed_share``): one upstream
     landed in its own form is dropped, named by the commit that landed it.
+    ``landed_share=None`` skips that look (``benchmarks/landed_cost.py``'s baseline).
     ``on_probe`` hears of each probe (for progress).
     """
     if base == target:
@@ -405,16 +407,23 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
     bisect = bool(path)
     path = path or [target]
     carrier = Carrier(git, patches, base if have_base else None, on_probe)
-    final = _drop_landed(git, carrier, path, plan, landed_share if have_base else None)
-    if final.failed is not None:
-        index = first_true(path, lambda c: carrier.carry(c).failed is not None)
-        at = carrier.carry(path[index])
-        assert at.failed is not None
-        plan.breakage = Breakage(Landing.of(git, path[index]), at.failed.index, at.failed,
-                                 carrier.commit(at), carrier.probes,
-                                 [p.name for p in at.patches if p.state == UPSTREAM],
-                                 plan.evidence.pop(at.failed.name, None))
-        plan.result = SyncResult.CONFLICT
+    # The conflicting patch's partial evidence (a `git blame` over base..target) is
+    # gathered on a thread beside the bisection: git runs in its own process, so the
+    # look costs the sync next to nothing on a second core.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="contrib-landed") as beside:
+        final, partial = _drop_landed(git, carrier, path, plan,
+                                      landed_share if have_base else None, beside)
+        if final.failed is not None:
+            index = first_true(path, lambda c: carrier.carry(c).failed is not None)
+            at = carrier.carry(path[index])
+            assert at.failed is not None
+            if partial is not None:
+                plan.evidence[final.failed.name] = partial.result()
+            plan.breakage = Breakage(Landing.of(git, path[index]), at.failed.index, at.failed,
+                                     carrier.commit(at), carrier.probes,
+                                     [p.name for p in at.patches if p.state == UPSTREAM],
+                                     plan.evidence.pop(at.failed.name, None))
+            plan.result = SyncResult.CONFLICT
     for index, outcome in enumerate(final.patches):
         if outcome.state != UPSTREAM:
             continue
@@ -437,7 +446,7 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
 
 
 def _drop_landed(git: Git, carrier: Carrier, path: list[Sha], plan: Plan,
-                 share: float | None) -> Carry:
+                 share: float | None, beside: Executor) -> tuple[Carry, Future[Evidence] | None]:
     """The carry at the target, with every patch that upstream landed in its own form
     dropped; the evidence of each patch goes into ``plan.evidence``.
 
@@ -446,25 +455,24 @@ def _drop_landed(git: Git, carrier: Carrier, path: list[Sha], plan: Plan,
     with upstream's reviewed version of it may well "succeed" by keeping both
     copies.  The look costs two batched blob reads for the whole series; ``git blame`` runs
     only where the tip has a good share of its lines.  Needs the base: the
-    evidence is which commit of base..target wrote the lines.
+    evidence is which commit of base..target wrote the lines.  When a patch still
+    fails, its partial evidence is asked for on ``beside``: the future is returned.
     """
+    look = None
     if share is not None and carrier.base is not None:
-        found = measure_series(git, [(p.name, p.diff) for p in carrier.patches],
-                               carrier.base, path[-1], share)
+        look = Look(git, [(p.name, p.diff) for p in carrier.patches], carrier.base,
+                    path[-1], share)
         first = carrier.carry(path[-1])
-        for index, (patch, evidence) in enumerate(zip(carrier.patches, found, strict=True)):
-            plan.evidence[patch.name] = evidence
+        for index, patch in enumerate(carrier.patches):
+            evidence = plan.evidence[patch.name] = look.evidence(index)
             if evidence.landed_by is not None and first.state_of(index) != UPSTREAM:
                 carrier.drop(index, path, _position(git, path, evidence.landed_by))
     final = carrier.carry(path[-1])
     failed = final.failed
-    if failed is not None and share is not None and carrier.base is not None:
-        # The person resolving it should know how much of it upstream has, and whose.
-        patch = carrier.patches[failed.index]
-        if plan.evidence[patch.name].share >= FLOOR:
-            plan.evidence[patch.name] = measure(git, patch.diff, patch.name, carrier.base,
-                                                path[-1], share)
-    return final
+    if failed is None or look is None:
+        return final, None
+    # The person resolving it should know how much of it upstream has, and whose.
+    return final, beside.submit(look.evidence, failed.index, FLOOR)
 
 
 def _position(git: Git, path: list[Sha], commit: str) -> int:

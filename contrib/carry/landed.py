@@ -46,13 +46,14 @@ _PER_LINE = 4  # occurrences of one line blamed (a common line proves little mor
 _BARE = frozenset({"else:", "try:", "finally:", "pass", "return", "break", "continue",
                    "else", "default:", "#endif", "#else", "end", "fi", "done", "do", "then"})
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+_ALNUM = re.compile(r"[^\W_]")  # a letter or a digit, as str.isalnum() has it
 
 
 def meaningful(line: str) -> str:
     """The line as compared (whitespace squashed), or "" when it proves nothing:
     blank, brackets/punctuation only, or a bare keyword."""
     text = " ".join(line.split())
-    if not any(c.isalnum() for c in text) or text in _BARE:
+    if text in _BARE or not _ALNUM.search(text):
         return ""
     return text
 
@@ -97,43 +98,55 @@ def measure(git: Git, diff: str, name: str, base: str | None, target: str,
             threshold: float = LANDED_SHARE) -> Evidence:
     """The evidence for one patch (its ``diff``) made at ``base``, looked for at ``target``;
     its commits are asked for from a share of :data:`FLOOR` (a conflict's partial evidence)."""
-    return measure_series(git, [(name, diff)], base, target, threshold, FLOOR)[0]
+    return Look(git, [(name, diff)], base, target, threshold).evidence(0, FLOOR)
 
 
-def measure_series(git: Git, patches: Sequence[tuple[str, str]], base: str | None,
-                   target: str, threshold: float = LANDED_SHARE,
-                   blame_from: float | None = None) -> list[Evidence]:
-    """The evidence for each (name, diff) of a series: every blob read in one batch per
-    commit, renames asked once.  ``git blame`` runs for a patch only when the tip has
-    ``blame_from`` (default: ``threshold``) of its added lines: below that, no commit
-    can land it, and the pre-check stays cheap."""
-    per_patch = [_lines_by_file(parse_hunks(diff, name)) for name, diff in patches]
-    paths = list(dict.fromkeys(p for files in per_patch for p in files))
-    now = git.read_blobs(target, paths) if paths else {}
-    missing = [p for p in paths if now[p] is None]
-    renamed = _renames(git, base, target, missing) if base and missing else {}
-    where = {p: renamed.get(p, p) if now[p] is None else p for p in paths}
-    if renamed:
-        now |= git.read_blobs(target, [where[p] for p in paths if where[p] != p])
-    then = git.read_blobs(base, paths) if base and paths else {}
-    text_now = {p: _text(now.get(where[p])) for p in paths}
-    text_then = {p: _text(then.get(p)) for p in paths}
-    out = []
-    for files in per_patch:
+class Look:
+    """The tip's view of a series: every file the series touches read once (one batch
+    per commit, renames asked once) and squashed once; each patch's evidence is
+    counted on demand and kept, so asking again with a lower ``blame_from`` (the
+    conflicting patch's partial evidence) costs only the ``git blame``."""
+
+    def __init__(self, git: Git, patches: Sequence[tuple[str, str]], base: str | None,
+                 target: str, threshold: float = LANDED_SHARE) -> None:
+        self.git, self.base, self.target, self.threshold = git, base, target, threshold
+        self._files = [_lines_by_file(parse_hunks(diff, name)) for name, diff in patches]
+        paths = list(dict.fromkeys(p for files in self._files for p in files))
+        now = git.read_blobs(target, paths) if paths else {}
+        missing = [p for p in paths if now[p] is None]
+        renamed = _renames(git, base, target, missing) if base and missing else {}
+        self._where = {p: renamed.get(p, p) if now[p] is None else p for p in paths}
+        if renamed:
+            now |= git.read_blobs(target, [self._where[p] for p in paths
+                                           if self._where[p] != p])
+        then = git.read_blobs(base, paths) if base and paths else {}
+        self._now = {p: _text(now.get(self._where[p])) for p in paths}
+        self._then = {p: _text(then.get(p)) for p in paths}
+        self._done: dict[int, tuple[float, Evidence]] = {}
+
+    def evidence(self, index: int, blame_from: float | None = None) -> Evidence:
+        """Patch ``index``'s evidence; ``git blame`` runs only when the tip has
+        ``blame_from`` (default: the threshold) of its added lines: below that, no
+        commit can land it, and the pre-check stays cheap."""
+        bar = self.threshold if blame_from is None else blame_from
+        done = self._done.get(index)
+        if done is not None and (done[0] <= bar or done[1].share < bar):
+            return done[1]  # blamed already, or below the bar: nothing more to ask
+        files = self._files[index]
         if not files:
-            out.append(Evidence(threshold))
-            continue
-        counted = _count(files, text_now, text_then, threshold)
-        ev = Evidence(threshold, counted.lines, counted.present, (), counted.removed,
-                      counted.gone, paths=tuple(dict.fromkeys(where[p] for p in files)))
-        if base is not None:
-            longest = max(((len(r), r, where[p]) for p, f in files.items()
+            return Evidence(self.threshold)
+        ev = _count(files, self._now, self._then, self.threshold)
+        ev = Evidence(self.threshold, ev.lines, ev.present, (), ev.removed, ev.gone,
+                      paths=tuple(dict.fromkeys(self._where[p] for p in files)))
+        if self.base is not None:
+            longest = max(((len(r), r, self._where[p]) for p, f in files.items()
                            for r in f.raw_removed), default=None)
-            blame = ev.share >= (threshold if blame_from is None else blame_from)
-            ev = decide(git, ev, base, target, _matches(files, where, now) if blame else {},
+            blame = ev.share >= bar
+            ev = decide(self.git, ev, self.base, self.target,
+                        _matches(files, self._where, self._now) if blame else {},
                         longest[1:] if longest else None)
-        out.append(ev)
-    return out
+        self._done[index] = (bar, ev)
+        return ev
 
 
 def decide(git: Git, ev: Evidence, base: str, target: str,
@@ -191,7 +204,11 @@ def _minus(lines: list[str], drop: Counter[str]) -> list[str]:
 
 
 def _text(blob: bytes | None) -> list[str]:
-    return [meaningful(x) for x in blob.decode("utf-8", "replace").splitlines()] if blob else []
+    """A file's lines squashed as :func:`meaningful` squashes them; lines it would
+    drop are kept as they are (never equal to a meaningful line, so never counted)."""
+    if not blob:
+        return []
+    return [" ".join(x.split()) for x in blob.decode("utf-8", "replace").splitlines()]
 
 
 def _count(files: dict[str, _File], now: dict[str, list[str]], then: dict[str, list[str]],
@@ -211,13 +228,14 @@ def _count(files: dict[str, _File], now: dict[str, list[str]], then: dict[str, l
 
 
 def _matches(files: dict[str, _File], where: dict[str, str],
-             now: dict[str, bytes | None]) -> dict[str, list[list[int]]]:
+             now: dict[str, list[str]]) -> dict[str, list[list[int]]]:
     """Per target path, for each added line found there, the line numbers it occurs at."""
     out: dict[str, list[list[int]]] = {}
     for path, f in files.items():
+        wanted = set(f.added)
         at: dict[str, list[int]] = defaultdict(list)
-        for number, line in enumerate(_text(now.get(where[path])), 1):
-            if line:
+        for number, line in enumerate(now[path], 1):
+            if line in wanted:
                 at[line].append(number)
         found = [at[line][:_PER_LINE] for line in f.added if at.get(line)]
         out[where[path]] = found
