@@ -3,9 +3,9 @@
 A patch that changes a helper in a header changes every kernel that calls it, in
 whichever file includes that header.  The graph is name-based: overloads,
 template specializations and same-named members are one node, so a kernel that
-calls any ``reduce`` reaches every changed ``reduce``; that errs towards asking
-for more launches, never fewer.  Not seen: calls made through macros, function
-pointers or a functor's ``operator()``.
+calls any ``reduce`` reaches every changed ``reduce``: merging names only adds
+kernels to a helper's list.  Not seen: calls made inside macros, through function
+pointers or through a functor's ``operator()``.
 """
 
 from __future__ import annotations
