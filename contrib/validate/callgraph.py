@@ -25,13 +25,14 @@ _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]*)$",
 _LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
 _TOKEN = re.compile(r"[A-Za-z_]\w*|[(;{<]")
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
-_TEMPLATE_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*<")
+# Possessive: a long run of '<' comparisons costs one pass, not a backtracking search.
+_TEMPLATE_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*<(?:[^<>;{}]|<(?:[^<>;{}]|<[^<>;{}]*+>)*+>)*+>\s*\(")
 # Words before a '(' in a declaration that do not name the function (operators are skipped).
 _NOT_NAMES = {"__launch_bounds__", "__attribute__", "__declspec", "alignas", "__cluster_dims__",
               "__maxnreg__", "decltype", "operator", "__host__", "__device__", "__global__",
               "__noinline__", "__forceinline__", "__inline__", "static", "inline", "extern",
               "constexpr", "mutable", "void", "template", "typename"}  # fmt: skip
-_OPEN_PAREN = re.compile(r"\s*\(")
+_UP_TO_BODY = re.compile(r"[^;{}]*")
 
 
 @dataclass(frozen=True)
@@ -73,37 +74,41 @@ def find_functions(path: str, text: str, markers: frozenset[str] = frozenset({DE
                         "\n".join(scan(path, text).code))  # fmt: skip
     starts = [0] + [m.end() for m in re.finditer("\n", code)]
     markers_re = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, {GLOBAL, *markers}))) + r")\b")
-    found: dict[int, Function] = {}
+    found: list[Function] = []
+    resume = 0  # markers inside a declaration already read, or inside a body (lambdas), start nothing
     for match in markers_re.finditer(code):
-        parsed = _definition_at(code, match.end(), markers)
-        if parsed is None or parsed[1] in found:  # two markers on one definition
+        if match.start() < resume:
             continue
-        name, open_brace, close_brace = parsed
-        body = code[open_brace + 1 : close_brace]
-        found[open_brace] = Function(name, path, bisect.bisect_right(starts, match.start()),
-                                     bisect.bisect_right(starts, close_brace),
-                                     match.group() == GLOBAL, _calls(body))  # fmt: skip
-    return list(found.values())
+        parsed, resume = _definition_at(code, match.end(), markers)
+        if parsed is not None:
+            name, open_brace, close_brace = parsed
+            found.append(Function(name, path, bisect.bisect_right(starts, match.start()),
+                                  bisect.bisect_right(starts, close_brace), match.group() == GLOBAL,
+                                  _calls(code[open_brace + 1 : close_brace])))  # fmt: skip
+    return found
 
 
-def _definition_at(code: str, pos: int, markers: frozenset[str]) -> tuple[str, int, int] | None:
-    """From just after a marker: (name, '{' offset, matching '}' offset), None if no definition."""
+def _definition_at(code: str, pos: int, markers: frozenset[str]) -> tuple[tuple[str, int, int] | None, int]:
+    """From just after a marker: (name, '{' offset, matching '}' offset) or None, and where reading stopped."""
     name: str | None = None
     while True:
         token = _TOKEN.search(code, pos)
-        if token is None or token.group() in (";", "{"):
-            return None
+        if token is None:
+            return None, len(code)
+        if token.group() in (";", "{"):
+            return None, token.end()
         pos = token.end()
         if token.group() == "<":  # template arguments: vec_t<T, N> f(...), f<float>(...)
             pos = _after_angles(code, token.start())
         elif token.group() == "(":
             close = match_close(code, token.start(), "(", ")")
             if name is not None and name not in _NOT_NAMES and name not in markers:
-                follow = re.compile(r"[^;{}]*").match(code, close + 1)
+                follow = _UP_TO_BODY.match(code, close + 1)
                 end = follow.end() if follow else len(code)
                 if end < len(code) and code[end] == "{":
-                    return name, end, match_close(code, end, "{", "}")
-                return None
+                    close_brace = match_close(code, end, "{", "}")
+                    return (name, end, close_brace), close_brace + 1
+                return None, end + 1
             name, pos = None, close + 1  # __launch_bounds__(...), a lambda's parameters
         else:
             name = token.group()
@@ -126,13 +131,8 @@ def _after_angles(code: str, at: int) -> int:
 
 
 def _calls(body: str) -> frozenset[str]:
-    """Names in ``body`` followed by ``(`` or by template arguments and ``(``."""
-    names = set(_CALL.findall(body))
-    for match in _TEMPLATE_CALL.finditer(body):
-        after = _after_angles(body, match.end() - 1)
-        if _OPEN_PAREN.match(body, after):
-            names.add(match.group(1))
-    return frozenset(names)
+    """Names in ``body`` followed by ``(``, or by template arguments (two levels deep) and ``(``."""
+    return frozenset(_CALL.findall(body)) | frozenset(_TEMPLATE_CALL.findall(body))
 
 
 def _changes(change: FileChange, function: Function) -> bool:
@@ -154,6 +154,7 @@ class CallGraph:
         self.files = sorted(files)
         self.markers = markers
         self._functions: dict[str, list[Function]] = {}
+        self._called_by: dict[str, list[Function]] = {}
 
     def functions(self, path: str) -> list[Function]:
         """The kernels and device functions ``path`` defines."""
@@ -168,19 +169,21 @@ class CallGraph:
         seen, queue = {helper}, [helper]
         kernels: dict[tuple[str, int], Function] = {}
         while queue:
-            callee = queue.pop()
-            for path in self.files:
-                if callee not in (self.tree.read_text(path) or ""):
-                    continue
-                for function in self.functions(path):
-                    if callee not in function.calls:
-                        continue
-                    if function.kernel:
-                        kernels.setdefault((function.file, function.line), function)
-                    elif function.name not in seen:
-                        seen.add(function.name)
-                        queue.append(function.name)
+            for function in self._callers(queue.pop()):
+                if function.kernel:
+                    kernels.setdefault((function.file, function.line), function)
+                elif function.name not in seen:
+                    seen.add(function.name)
+                    queue.append(function.name)
         return sorted(kernels.values(), key=lambda f: (f.file, f.line))
+
+    def _callers(self, name: str) -> list[Function]:
+        """The functions whose bodies call ``name`` (kept: helpers share callers)."""
+        if name not in self._called_by:
+            self._called_by[name] = [function for path in self.files
+                                     if name in (self.tree.read_text(path) or "")
+                                     for function in self.functions(path) if name in function.calls]  # fmt: skip
+        return self._called_by[name]
 
 
 @dataclass(frozen=True)

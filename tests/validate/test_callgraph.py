@@ -198,3 +198,12 @@ def test_include_graph_both_ways() -> None:
     }))  # fmt: skip
     assert graph.includers(["include/a.cuh"]) == {"include/b.cuh": "include/a.cuh", "csrc/u.cu": "include/a.cuh"}
     assert graph.reach(["csrc/u.cu"]) == {"csrc/u.cu", "include/b.cuh", "include/a.cuh"}
+
+
+def test_broken_or_hostile_text_gives_an_answer_not_a_traceback() -> None:
+    texts = ["__device__ void f() { g(); ", '__device__ void f() { "unterminated\n}', "__device__ " * 5000,
+             "__global__ void k() {" + "a<" * 20000 + "}", "__device__ " + "(" * 5000, "__device__ void f() {{{"]
+    for text in texts:
+        tree = DictTree({HELPERS: text})
+        traced = trace_changes(tree, [_change(HELPERS, 1)])
+        assert all(line.startswith("helper f ") for line in traced.helpers)
