@@ -193,7 +193,7 @@ def _kernel_at(text: str, pos: int) -> tuple[str, int, int] | None:
             return None
         if token == "(":
             at = pos + ident.start()
-            close = _match(text, at, "(", ")")
+            close = match_close(text, at, "(", ")")
             if name is not None and name not in _NOT_NAMES:
                 return _after_params(text, close, name)
             return _kernel_at(text, close + 1) if close > 0 else None
@@ -206,10 +206,11 @@ def _after_params(text: str, close: int, name: str) -> tuple[str, int, int] | No
     end = follow.end() if follow else close + 1
     if end >= len(text) or text[end] != "{":
         return None
-    return name, end, _match(text, end, "{", "}")
+    return name, end, match_close(text, end, "{", "}")
 
 
-def _match(text: str, at: int, open_ch: str, close_ch: str) -> int:
+def match_close(text: str, at: int, open_ch: str, close_ch: str) -> int:
+    """Offset of the bracket closing the one at ``at`` (the last offset if it never closes)."""
     depth = 0
     for pos in range(at, len(text)):
         if text[pos] == open_ch:

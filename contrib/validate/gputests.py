@@ -29,6 +29,7 @@ from contrib.arch import Arch, parse_arch
 from contrib.record import RunKind
 from contrib.record.finding import ERROR, Finding
 from contrib.validate.buildcache import jit_folder
+from contrib.validate.callgraph import changed_helpers
 from contrib.validate.cscan import find_kernels, scan
 from contrib.validate.includes import is_cuda_source
 from contrib.validate.profiles import Profile
@@ -211,17 +212,45 @@ def launched_kernels(log: Path) -> list[str] | None:
 
 
 @dataclass(frozen=True)
-class ChangedKernel:
-    """A ``__global__`` kernel whose definition (or a guard inside it) the patch touches."""
+class Via:
+    """The changed ``__device__`` helper through which the patch reaches a kernel."""
 
     name: str
     file: str
     line: int
 
+    def __str__(self) -> str:
+        return f"{self.name} ({self.file}:{self.line})"
+
+
+@dataclass(frozen=True)
+class ChangedKernel:
+    """A ``__global__`` kernel the patch touches: its definition, a guard inside it, or a helper it calls."""
+
+    name: str
+    file: str
+    line: int
+    via: Via | None = None  # the helper, when the kernel's own lines are unchanged
+
+
+@dataclass
+class Traced:
+    """The kernels at stake, and one line per changed helper saying which kernels it reaches."""
+
+    kernels: list[ChangedKernel] = field(default_factory=list)
+    helpers: list[str] = field(default_factory=list)
+
 
 def changed_kernels(tree: SourceTree, changes: Iterable[FileChange]) -> list[ChangedKernel]:
-    """Kernels whose span (``__global__`` line to the line after its last statement) holds a touched line."""
-    found: list[ChangedKernel] = []
+    """Kernels whose span holds a touched line, then every kernel a changed helper reaches."""
+    return trace_changes(tree, changes).kernels
+
+
+def trace_changes(tree: SourceTree, changes: Iterable[FileChange]) -> Traced:
+    """Kernels whose span (``__global__`` line to the line after its last statement) holds a
+    touched line, and, through :mod:`.callgraph`, every kernel calling a changed helper."""
+    changes = list(changes)
+    traced = Traced()
     for change in changes:
         if change.deleted or not is_cuda_source(change.path):
             continue
@@ -231,8 +260,20 @@ def changed_kernels(tree: SourceTree, changes: Iterable[FileChange]) -> list[Cha
         for kernel in find_kernels(scan(change.path, text)):
             end = max(kernel.body_lines, default=kernel.line) + 2  # the closing #endif and brace
             if change.touched & set(range(kernel.line, end + 1)):
-                found.append(ChangedKernel(kernel.name, change.path, kernel.line))
-    return found
+                traced.kernels.append(ChangedKernel(kernel.name, change.path, kernel.line))
+    for reach in changed_helpers(tree, changes):
+        via = Via(reach.helper.name, reach.helper.file, reach.helper.line)
+        traced.kernels += [ChangedKernel(k.name, k.file, k.line, via) for k in reach.kernels]
+        callers = sorted({k.name for k in reach.kernels})
+        traced.helpers.append(f"helper {via}: called by {_few(callers)}" if callers else
+                              f"helper {via}: no __global__ caller found in the tree")  # fmt: skip
+    return traced
+
+
+def _few(names: list[str], shown: int = 3) -> str:
+    """``a, b, c and 4 more``."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def launched(kernel: str, names: Iterable[str]) -> bool:
@@ -242,23 +283,38 @@ def launched(kernel: str, names: Iterable[str]) -> bool:
 
 
 def coverage_findings(changed: Iterable[ChangedKernel], names: list[str] | None, arch: Arch) -> list[Finding]:
-    """A ``kernel-not-launched`` error for each changed kernel no test of this run launched."""
+    """A ``kernel-not-launched`` error for each changed kernel no test of this run launched,
+    and one for each changed helper none of whose kernels a test launched."""
     findings, seen = [], set()
-    why = ("no selected test launched it" if names is not None else
-           "the kernel probe saw no test process (no PyTorch profiler?), so nothing shows it ran")  # fmt: skip
+    probe = "the kernel probe saw no test process (no PyTorch profiler?), so nothing shows"
+    why = "no selected test launched it" if names is not None else f"{probe} it ran"
+    why_any = "no selected test launched any of them" if names is not None else f"{probe} one ran"
+    by_helper: dict[Via, list[str]] = {}
     for kernel in changed:
+        if kernel.via is not None:
+            by_helper.setdefault(kernel.via, []).append(kernel.name)
+            continue
         if kernel.name in seen or (names is not None and launched(kernel.name, names)):
             continue
         seen.add(kernel.name)
         findings.append(Finding("kernel-not-launched", ERROR, kernel.file, kernel.line,
                                 f"the patch changes kernel {kernel.name}, and {why} on {arch.name}: "
                                 "the tests say nothing about it"))  # fmt: skip
+    for via, kernels in by_helper.items():
+        if names is not None and any(launched(k, names) for k in kernels):
+            continue  # one launched caller covers the helper
+        callers = sorted(set(kernels))
+        findings.append(Finding("kernel-not-launched", ERROR, via.file, via.line,
+                                f"the patch changes helper {via.name}, called by kernel(s) {_few(callers)}, "
+                                f"and {why_any} on {arch.name}: the tests say nothing about it"))  # fmt: skip
     return findings
 
 
 def _kernel_of(finding: Finding) -> str:
-    match = re.search(r"changes kernel (\S+),", finding.message)
-    return match.group(1) if match else finding.location
+    match = re.search(r"changes (kernel|helper) (\S+),", finding.message)
+    if match is None:
+        return finding.location
+    return match.group(2) if match.group(1) == "kernel" else f"a caller of helper {match.group(2)}"
 
 
 @dataclass
@@ -274,6 +330,7 @@ class RunSetup:
     waivers: list[Waiver]
     need_gpu: bool = True
     pytest_args: tuple[str, ...] = ()
+    helpers: list[str] = field(default_factory=list)  # Traced.helpers
 
 
 def run_planned(setup: RunSetup, plan: PlannedRun) -> StageResult:
@@ -306,6 +363,8 @@ def _run_planned(setup: RunSetup, plan: PlannedRun) -> StageResult:
     details.update({"counts": run.counts, "cases": run.cases, "command": run.command,
                     "python": setup.python, "env": env, "launched_kernels": names,
                     "changed_kernels": sorted({k.name for k in setup.changed})})  # fmt: skip
+    if setup.helpers:
+        details["changed_helpers"] = setup.helpers
     if short:
         details["too_few_gpus"] = short
     findings = apply_waivers(coverage_findings(setup.changed, names, arch), setup.waivers) \

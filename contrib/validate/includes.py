@@ -101,3 +101,48 @@ def include_closure(
             elif target not in seen:
                 queue.append(target)
     return closure
+
+
+class IncludeGraph:
+    """The tree's include edges that resolve in the tree, both ways, read once.
+
+    A plain regex, no comment stripping: this reads every C/CUDA file of the tree
+    (thousands in flashinfer), and a commented-out include only adds a candidate.
+    """
+
+    def __init__(self, tree: SourceTree, resolver: IncludeResolver | None = None) -> None:
+        resolver = resolver or IncludeResolver(tree)
+        self.forward: dict[str, set[str]] = {}
+        self.reverse: dict[str, set[str]] = {}
+        for path in tree.paths():
+            if not is_cuda_source(path):
+                continue
+            for name in _INCLUDE.findall(tree.read_text(path) or ""):
+                target = resolver(path, name)
+                if target is not None:
+                    self.forward.setdefault(path, set()).add(target)
+                    self.reverse.setdefault(target, set()).add(path)
+
+    def includers(self, headers: Iterable[str]) -> dict[str, str]:
+        """Every file whose include closure reaches one of ``headers``: file -> the header."""
+        found: dict[str, str] = {}
+        for header in headers:
+            queue, seen = [header], {header}
+            while queue:
+                for parent in sorted(self.reverse.get(queue.pop(), ())):
+                    if parent not in seen:
+                        seen.add(parent)
+                        queue.append(parent)
+                        found.setdefault(parent, header)
+        return found
+
+    def reach(self, paths: Iterable[str]) -> set[str]:
+        """``paths`` and every file of the tree they include, directly or not."""
+        seen = set(paths)
+        queue = list(seen)
+        while queue:
+            for child in self.forward.get(queue.pop(), ()):
+                if child not in seen:
+                    seen.add(child)
+                    queue.append(child)
+        return seen

@@ -313,9 +313,10 @@ def stage_tests(ctx: Context) -> StageResult:
     worktree = inputs.worktree() if runnable else ctx.workdir  # no checkout when nothing can run
     if runnable:
         details["worktree_links"] = profiles.prepare_worktree(profile, worktree, python)
-    setup = gputests.RunSetup(python, worktree, selection, ctx.workdir, profile,
-                              gputests.changed_kernels(ctx.after, ctx.changes), settings.waivers,
-                              settings.tests_need_gpu, tuple(settings.pytest_args))  # fmt: skip
+    traced = gputests.trace_changes(ctx.after, ctx.changes)
+    setup = gputests.RunSetup(python, worktree, selection, ctx.workdir, profile, traced.kernels,
+                              settings.waivers, settings.tests_need_gpu, tuple(settings.pytest_args),
+                              traced.helpers)  # fmt: skip
     results = []
     for done, plan in enumerate(plans):
         ctx.step(done, len(plans), f"tests: run {done + 1} of {len(plans)} "

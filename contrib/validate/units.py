@@ -11,15 +11,13 @@ it).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from contrib.validate.includes import IncludeResolver, find_by_name, is_cuda_source
+from contrib.validate.includes import IncludeGraph, find_by_name, is_cuda_source
 from contrib.validate.tree import SourceTree
 
 UNIT_SUFFIXES = (".cu",)
-_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
 @dataclass(frozen=True)
@@ -57,28 +55,8 @@ def includers(tree: SourceTree, headers: list[str]) -> dict[str, str]:
     """Every unit whose include closure reaches one of ``headers``: unit -> the header."""
     if not headers:
         return {}
-    resolver = IncludeResolver(tree)
-    reverse: dict[str, set[str]] = {}
-    for path in tree.paths():
-        if not is_cuda_source(path):
-            continue
-        # A plain regex, no comment stripping: this reads every C/CUDA file of the tree
-        # (thousands in flashinfer), and a commented-out include only adds a candidate.
-        for name in _INCLUDE.findall(tree.read_text(path) or ""):
-            target = resolver(path, name)
-            if target is not None:
-                reverse.setdefault(target, set()).add(path)
-    found: dict[str, str] = {}
-    for header in headers:
-        queue, seen = [header], {header}
-        while queue:
-            for parent in sorted(reverse.get(queue.pop(), ())):
-                if parent not in seen:
-                    seen.add(parent)
-                    queue.append(parent)
-                    if parent.endswith(UNIT_SUFFIXES):
-                        found.setdefault(parent, header)
-    return found
+    reached = IncludeGraph(tree).includers(headers)
+    return {path: header for path, header in reached.items() if path.endswith(UNIT_SUFFIXES)}
 
 
 def gate_flags(tree: SourceTree, gates: Iterable[tuple[str, str]]) -> list[str]:

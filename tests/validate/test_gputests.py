@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,11 +54,23 @@ def test_launches_the_oneshot_kernel():
 """
 
 
-def _tests_stage(tmp_path: Path, extra_test: str | None = None) -> object:
-    """apply, gates and tests on the mini upstream's full fix (a real checkout)."""
+def _tests_stage(tmp_path: Path, extra_test: str | None = None,
+                 helpers: Callable[[str], str] | None = None) -> object:
+    """apply, gates and tests on the mini upstream's full fix (a real checkout).
+
+    ``helpers`` rewrites the header in the base and the fix alike (say, a kernel calling
+    a helper), and once more in a commit of the patch's own (a helper's change)."""
     root = tmp_path / "up"
     base = miniupstream.init_repo(root)
+    header = root / miniupstream.HEADER
+    if helpers is not None:
+        header.write_text(helpers(header.read_text()))
+        miniupstream.git(root, "commit", "-qam", "kernels call helpers")
+        base = miniupstream.git(root, "rev-parse", "HEAD")
     miniupstream.commit_variant(root, "full-fix", "sm120: gate and guards")
+    if helpers is not None:
+        header.write_text(_changed_helpers(helpers(header.read_text())))
+        miniupstream.git(root, "commit", "-qam", "helpers change")
     settings = Settings()
     if extra_test is not None:
         (root / "tests" / "test_probe.py").write_text(extra_test)
@@ -160,3 +173,35 @@ def test_a_run_whose_test_files_all_need_more_gpus_is_not_started() -> None:
     assert gputests.not_started(tree, ["tests/a.py", "tests/c.py"], one) is None  # c.py may run
     two = gputests.PlannedRun("regression", SM90, [GpuSlot(0, H200, "9.0"), GpuSlot(1, H200, "9.0")])
     assert gputests.not_started(tree, ["tests/a.py"], two) is None
+
+
+_INDEX = "  int idx = blockIdx.x * blockDim.x + threadIdx.x;\n"
+
+
+def _calls_helpers(header: str) -> str:
+    """The lamport kernel calls maybe_prefetch(), the oneshot kernel fence_peers()."""
+    lamport, oneshot, rest = header.split(_INDEX)
+    return f"{lamport}{_INDEX}  maybe_prefetch(in);\n{oneshot}{_INDEX}  fence_peers();\n{rest}"
+
+
+def _changed_helpers(header: str) -> str:
+    """maybe_prefetch, fence_peers and vector_width (which no kernel calls) change."""
+    for old, new in [("prefetch.global.L2", "prefetch.global.L1"), ("  __threadfence();", "  __threadfence_block();"),
+                     ("  return 8;", "  return 16;")]:  # fmt: skip
+        assert old in header
+        header = header.replace(old, new)
+    return header
+
+
+def test_a_changed_helper_counts_through_the_kernels_that_call_it(tmp_path: Path, fake_smi: Path) -> None:
+    result = _tests_stage(tmp_path, LAUNCHES_ONESHOT, _calls_helpers)
+    regression = result.details[gputests.REGRESSIONS][0]  # type: ignore[attr-defined]
+    lines = {line.split(" (")[0]: line for line in regression.details["changed_helpers"]}
+    assert lines["helper maybe_prefetch"].endswith("): called by lamport_allreduce_kernel")
+    assert lines["helper fence_peers"].endswith("): called by oneshot_allreduce_kernel")
+    assert lines["helper vector_width"].endswith("): no __global__ caller found in the tree")
+    # the oneshot kernel ran, so fence_peers is covered; nothing launched maybe_prefetch's caller
+    by_message = sorted(f.message.split(",")[0] for f in regression.findings)
+    assert by_message == ["the patch changes helper maybe_prefetch", "the patch changes kernel lamport_allreduce_kernel"]
+    assert regression.reason.endswith("but no test launched 2 kernel(s) the patch changes: "
+                                      "lamport_allreduce_kernel, a caller of helper maybe_prefetch")
