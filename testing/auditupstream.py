@@ -5,6 +5,9 @@
   SM120 (needs-kernel-work);
 * ``gen_mnnvl_module``: a JIT gate with an upstream comment excluding SM12x
   (intentional);
+* ``gen_mma_module``: a JIT gate whose unit looks gate-only to the guard analysis
+  but does not compile for SM12x (``#error`` in its device pass): not-buildable
+  with ``--compile``;
 * ``pick_backend``: a predicate gate in runtime code that leaves SM120 no path,
   and ``tile_size``: a choice between paths that serves SM120;
 * ``tests/test_fusion.py``: a predicate gate in a skip marker (test scope).
@@ -34,6 +37,11 @@ def gen_mnnvl_module():
     # MNNVL needs NVLink: SM12x parts are not supported on purpose.
     flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])
     return build("mnnvl", ["mnnvl.cu"], flags)
+
+
+def gen_mma_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])
+    return build("mma", ["mma.cu"], flags)
 '''
 
 FUSION = '''\
@@ -84,6 +92,15 @@ __global__ void comm_kernel(float* out) {
 }
 '''
 
+NO_SM12X = '''\
+__global__ void mma_kernel(float* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#error "mma_kernel needs tcgen05, which this architecture lacks"
+#endif
+  out[threadIdx.x] = 2.0f;
+}
+'''
+
 FILES = {
     "pkg/__init__.py": "",
     "pkg/core.py": "ctx = None\n\n\ndef build(name, sources, flags):\n    return name\n",
@@ -93,6 +110,7 @@ FILES = {
     "tests/test_fusion.py": TEST,
     "csrc/norm.cu": KERNEL.format(name="norm"),
     "csrc/mnnvl.cu": KERNEL.format(name="mnnvl"),
+    "csrc/mma.cu": NO_SM12X,
     "csrc/comm.cu": '#include "comm.cuh"\n',
     "csrc/comm.cuh": GUARDED,
 }
