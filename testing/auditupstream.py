@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from testing.gitutil import Repo
+from testing.gitutil import Repo, git
 
 JIT = '''\
 from pkg.core import build, ctx
@@ -126,3 +126,21 @@ def audit_upstream(path: Path) -> Repo:
 def open_gate(repo: Repo) -> str:
     """An upstream commit that lets SM120 into ``pick_backend`` (PR 42); returns its sha."""
     return repo.commit("fusion: admit SM120 (#42)", {"pkg/fusion.py": OPENED})
+
+
+def audit_workspace(tmp: Path, upstream: Repo, api_url: str, repo: str,
+                    audit_arch: str = '["sm_120a"]', extra: str = "") -> Path:
+    """A workspace repository carrying no patchset, whose dashboard audits ``upstream``
+    (GitHub name ``upstream-org/mini``) for ``audit_arch``; ``extra`` adds TOML."""
+    root = tmp / "ws"
+    root.mkdir()
+    (root / "contrib.toml").write_text(
+        f'[github]\napi_url = "{api_url}"\n\n[upstreams.mini]\nurl = "{upstream.path}"\n'
+        f'branch = "main"\ngithub = "upstream-org/mini"\n{extra}\n'
+        f'[autopilot]\nrepo = "{repo}"\naudit_arch = {audit_arch}\n', encoding="utf-8")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "workspace", env={
+        "GIT_AUTHOR_NAME": "Maintainer", "GIT_AUTHOR_EMAIL": "m@example.com",
+        "GIT_COMMITTER_NAME": "Maintainer", "GIT_COMMITTER_EMAIL": "m@example.com"})
+    return root
