@@ -10,7 +10,9 @@
   with ``--compile``;
 * ``pick_backend``: a predicate gate in runtime code that leaves SM120 no path,
   and ``tile_size``: a choice between paths that serves SM120;
-* ``tests/test_fusion.py``: a predicate gate in a skip marker (test scope).
+* ``tests/test_fusion.py``: a predicate gate in a skip marker (test scope);
+* ``pkg/toolkit.py``: conditions on the CUDA toolkit's version, which read like
+  gates (``major < 13``) and are none.
 """
 
 from __future__ import annotations
@@ -66,6 +68,26 @@ def tile_size():
 OPENED = FUSION.replace("is_sm100_supported():\n        backend",
                         "is_sm100_supported() or is_sm120_supported():\n        backend")
 
+TOOLKIT = '''\
+import torch
+
+from pkg.utils import get_cuda_version
+
+
+def needs_cuda_13():
+    major, minor = get_cuda_version()
+    if major < 13:
+        raise RuntimeError("needs CUDA 13")
+
+
+def fp4_ok():
+    version = torch.version.cuda
+    major = int(version.split(".")[0])
+    if major < 13:
+        raise RuntimeError("needs CUDA 13")
+    return True
+'''
+
 TEST = '''\
 import pytest
 
@@ -107,6 +129,7 @@ FILES = {
     "pkg/utils.py": "def is_sm90_supported():\n    return False\n",
     "pkg/jit.py": JIT,
     "pkg/fusion.py": FUSION,
+    "pkg/toolkit.py": TOOLKIT,
     "tests/test_fusion.py": TEST,
     "csrc/norm.cu": KERNEL.format(name="norm"),
     "csrc/mnnvl.cu": KERNEL.format(name="mnnvl"),

@@ -31,6 +31,7 @@ from contrib.audit.model import (
     TEST,
     AuditGate,
 )
+from contrib.audit.toolkit import on_toolkit
 from contrib.validate.gates import KEYWORD, Gate, arch_truth, find_gates, source_literals
 
 _PREDICATE_TEXT = re.compile(r"\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blackwell)", re.I)
@@ -38,9 +39,6 @@ _REFUSAL_WORDS = re.compile(
     r"\b(?:not|no|unsupported|exclud\w*|intentional\w*|on purpose|deliberate\w*|skip\w*|"
     r"disabl\w*|lacks?|doesn't|don't|won't|cannot|can't)\b", re.I)  # fmt: skip
 _COMMENT = re.compile(r"#(.*)$")
-# `cuda_major < 13`, `get_cuda_version().major`: the toolkit's version, not the GPU's.
-_NOT_ARCH = re.compile(r"cuda_version|\bcuda_major\b|version\.cuda|nvcc_version|driver_version",
-                       re.I)
 
 
 def family_pattern(arch: Arch) -> re.Pattern[str]:
@@ -82,11 +80,11 @@ def gates_of_file(path: str, text: str, arch: Arch) -> list[AuditGate]:
     lines = text.splitlines()
     out = []
     for gate in found:
-        if _NOT_ARCH.search(gate.text):
-            continue
+        function = functions.get(gate.function)
+        if gate.kind != KEYWORD and on_toolkit(gate.text, function, gate.line):
+            continue  # the CUDA toolkit's version, not the GPU's
         node = _node_of(module, gate)
         excludes, effect, calls = _effect(gate, node, parents, arch)
-        function = functions.get(gate.function)
         units = source_literals(function) if gate.kind == KEYWORD and function else []
         out.append(AuditGate(
             file=path, line=gate.line, function=gate.function, kind=_kind(gate),
