@@ -10,6 +10,8 @@
   with ``--compile``;
 * ``pick_backend``: a predicate gate in runtime code that leaves SM120 no path,
   and ``tile_size``: a choice between paths that serves SM120;
+* ``allreduce``: a predicate gate over a helper that loads ``gen_comm_module``
+  (it inherits needs-kernel-work one call down);
 * ``tests/test_fusion.py``: a predicate gate in a skip marker (test scope);
 * ``pkg/toolkit.py``: conditions on the CUDA toolkit's version, which read like
   gates (``major < 13``) and are none.
@@ -48,6 +50,7 @@ def gen_mma_module():
 
 FUSION = '''\
 from pkg.utils import get_device_capability, is_sm90_supported, is_sm100_supported
+from pkg.jit import gen_comm_module
 
 
 def pick_backend():
@@ -63,6 +66,17 @@ def tile_size():
     elif get_device_capability()[0] == 12:
         return 64
     raise RuntimeError("unsupported GPU")
+
+
+def _comm_allreduce(x):
+    return gen_comm_module()
+
+
+def allreduce(x):
+    out = x
+    if is_sm90_supported() or is_sm100_supported():
+        out = _comm_allreduce(x)
+    return out
 '''
 
 OPENED = FUSION.replace("is_sm100_supported():\n        backend",

@@ -78,6 +78,8 @@ def gates_of_file(path: str, text: str, arch: Arch) -> list[AuditGate]:
         return []
     parents = _parents(module)
     lines = text.splitlines()
+    local = {n.name: n for n in ast.walk(module)
+             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}  # fmt: skip
     out = []
     for gate in found:
         function = functions.get(gate.function)
@@ -85,6 +87,7 @@ def gates_of_file(path: str, text: str, arch: Arch) -> list[AuditGate]:
             continue  # the CUDA toolkit's version, not the GPU's
         node = _node_of(module, gate)
         excludes, effect, calls = _effect(gate, node, parents, arch)
+        calls = _one_level(calls, local)
         units = source_literals(function) if gate.kind == KEYWORD and function else []
         out.append(AuditGate(
             file=path, line=gate.line, function=gate.function, kind=_kind(gate),
@@ -196,6 +199,14 @@ def _called(body: list[ast.stmt]) -> Iterator[str]:
                 name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
                 if isinstance(name, str):
                     yield name
+
+
+def _one_level(calls: list[str],
+               local: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]) -> list[str]:
+    """``calls`` plus, for each one defined in the same file, what it calls as ``f>g``."""
+    deeper = [f"{name}>{inner}" for name in calls if name in local
+              for inner in sorted(set(_called([local[name]]))) if inner != name]  # fmt: skip
+    return calls + deeper
 
 
 def _comment(lines: list[str], gate: Gate) -> str:

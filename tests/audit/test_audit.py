@@ -44,6 +44,12 @@ def test_audit_judges_each_kind_of_gate(mini: tuple[Workspace, Repo]) -> None:
     pick = gates["pick_backend:predicate"]
     assert pick["excludes_target"] is True and pick["scope"] == "runtime"
     assert pick["class"] == "unknown" and pick["reason"]
+    # A helper defined in the same file loads the JIT module: its verdict, one call down.
+    allreduce = gates["allreduce:predicate"]
+    assert allreduce["excludes_target"] is True and allreduce["class"] == "needs-kernel-work"
+    assert allreduce["reason"].startswith("its code loads gen_comm_module through "
+                                          "_comm_allreduce() (pkg/jit.py:10)")
+    assert allreduce["units"] == ["csrc/comm.cu"]
     assert gates["test_fusion:predicate"]["scope"] == "test"
     assert gates["test_fusion:predicate"]["excludes_target"] is True
     # A choice between paths that serves SM120 is listed, not counted as a refusal.

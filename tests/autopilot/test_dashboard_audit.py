@@ -48,15 +48,15 @@ def test_audit_section_tracks_the_upstream(tmp_path: Path, mini: Repo, fake_gith
     audit = body.split("## Audit", 1)[1].split("## Needs you", 1)[0]
     assert "### `sm_120a`" in audit
     assert f"#### mini at [`{first[:7]}`]({COMMIT}/{first})" in audit
-    assert ("6 gate(s) turn `sm_120a` away (1 needs-kernel-work, 2 gate-only, 1 intentional, "
-            "2 unknown); 5 at runtime that no patchset covers.") in audit
-    assert (f"| [`pkg/fusion.py:6`]({BLOB}/{first}/pkg/fusion.py#L6) | `pick_backend` | "
+    assert ("7 gate(s) turn `sm_120a` away (2 needs-kernel-work, 2 gate-only, 1 intentional, "
+            "2 unknown); 6 at runtime that no patchset covers.") in audit
+    assert (f"| [`pkg/fusion.py:7`]({BLOB}/{first}/pkg/fusion.py#L7) | `pick_backend` | "
             "unknown |") in audit
     assert "test_fusion" not in audit  # a test gate is counted, not listed
     assert "No earlier audit to compare with yet." in audit
     assert " s]" not in audit and "seconds" not in audit  # nothing that moves by itself
     (view,) = doc["audit"]
-    assert view["commit"] == first and view["counts"]["needs-kernel-work"] == 1
+    assert view["commit"] == first and view["counts"]["needs-kernel-work"] == 2
 
     # Nothing changed: the body says the same, nothing is written.
     seen = len(fake_github.requests)
@@ -70,7 +70,7 @@ def test_audit_section_tracks_the_upstream(tmp_path: Path, mini: Repo, fake_gith
     assert doc["dashboard"]["result"] == "updated", doc
     audit = _body(fake_github).split("## Audit", 1)[1]
     assert f"Opened since [`{first[:7]}`]({COMMIT}/{first}):" in audit
-    assert (f"- [`pkg/fusion.py:6`]({BLOB}/{sha}/pkg/fusion.py#L6) `pick_backend`: "
+    assert (f"- [`pkg/fusion.py:7`]({BLOB}/{sha}/pkg/fusion.py#L7) `pick_backend`: "
             f"[`{sha[:7]}`]({COMMIT}/{sha}) fusion: admit SM120 (#42)") in audit
     assert "| `pick_backend` |" not in audit
     assert doc["audit"][0]["opened"][0]["opened_by"]["pr"] == 42
