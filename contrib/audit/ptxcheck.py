@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,6 @@ class CompileSummary:
     compiled: int = 0  # nvcc ran
     cached: int = 0  # the PTX cache had it
     flags_from: str = ""
-    include_dirs: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"arch": self.arch, "compute": self.compute, "nvcc": self.nvcc,
@@ -98,7 +97,6 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
                     unit_key(tree, u, summary.compute, flags, outside, identity))
                 for u, flags in jobs_of]  # fmt: skip
         outcomes = compile_all(nvcc, jobs, Path(tmp) / "out", progress=step)
-    summary.include_dirs = [str(d) for d in dirs]
     summary.cached = sum(o.cached for o in outcomes)
     summary.compiled = len(outcomes) - summary.cached
     by_unit: dict[str, Outcome] = {}
