@@ -1,6 +1,6 @@
 """How long `contrib audit` takes on a synthetic upstream, first run and repeat.
 
-    python benchmarks/audit_bench.py [--modules 600] [--lines 300]
+    python benchmarks/audit_bench.py [--modules 600] [--lines 300] [--compile]
 
 Builds a flashinfer-shaped upstream in a temporary folder (``--modules``
 Python files of ``--lines`` lines each, one JIT gate and one predicate gate in
@@ -13,6 +13,10 @@ tree sha and contrib version), and the baseline measured in the same run:
 ``python -c "import ast"`` over every file (parsing alone), so the first-run
 figure reads as a ratio to the cost of reading the tree's Python once.
 Targets: repeat <= 3 s, and repeat / first well under 0.2.
+
+``--compile`` (needs nvcc) then runs ``contrib audit --compile`` twice: cold
+(every unit behind an excluding gate compiled, one nvcc per core) and warm
+(the PTX cache has every unit: no nvcc compile at all).
 """
 
 from __future__ import annotations
@@ -69,10 +73,10 @@ def build(root: Path, modules: int, lines: int) -> Repo:
     return repo
 
 
-def run(workspace: Path, env: dict[str, str]) -> float:
+def run(workspace: Path, env: dict[str, str], *extra: str) -> float:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "contrib", "audit", "up", "--arch", "sm_120a",
-                           "--no-fetch", "--json"], cwd=workspace, env=env,
+                           "--no-fetch", "--json", *extra], cwd=workspace, env=env,
                           capture_output=True, text=True)  # fmt: skip
     if done.returncode not in (0, 1):
         raise SystemExit(f"contrib audit failed: {done.stderr.strip()}")
@@ -83,6 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modules", type=int, default=600)
     parser.add_argument("--lines", type=int, default=300)
+    parser.add_argument("--compile", action="store_true", help="also time audit --compile")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="audit-bench-") as tmp:
         root = Path(tmp)
@@ -100,11 +105,16 @@ def main() -> None:
         baseline = time.monotonic() - started
         first = run(workspace, env)
         repeat = run(workspace, env)
+        built = (run(workspace, env, "--compile"), run(workspace, env, "--compile")) \
+            if args.compile else None
     print(f"synthetic upstream: {args.modules} modules x {args.lines} lines, "
           f"{args.modules} test files, {os.cpu_count()} cores")
     print(f"baseline (ast.parse of every .py): {baseline:6.2f} s")
     print(f"first run:                          {first:6.2f} s  ({first / baseline:5.1f} x baseline)")
     print(f"repeat run (cached):                {repeat:6.2f} s  ({repeat / first:5.3f} x first)")
+    if built is not None:
+        print(f"--compile, cold ({args.modules} units):   {built[0]:6.2f} s")
+        print(f"--compile, warm (PTX cache):        {built[1]:6.2f} s")
 
 
 if __name__ == "__main__":

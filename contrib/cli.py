@@ -170,6 +170,8 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
 @click.option("--at", "at", metavar="REF", help="Audit this commit, tag or branch (default: the tip).")
 @click.option("--since", metavar="REF",
               help="Also say which gates upstream opened or closed since REF.")
+@click.option("--compile", "compile_ptx", is_flag=True,
+              help="Also compile the units behind each excluding gate to PTX (needs nvcc).")
 @click.option("--all", "show_all", is_flag=True,
               help="List every gate found, not only those that turn the target away.")
 @click.option("--markdown", "as_markdown", is_flag=True,
@@ -178,7 +180,8 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
 @json_option
 @pass_ctx
 def audit(ctx: Context, upstreams: tuple[str, ...], arch: str, at: str | None, since: str | None,
-          show_all: bool, as_markdown: bool, no_fetch: bool, json_mode: bool) -> int:
+          show_all: bool, as_markdown: bool, no_fetch: bool, compile_ptx: bool,
+          json_mode: bool) -> int:
     """Every architecture gate that turns ARCH away, what stands behind it, who covers it."""
     from contrib.commands.audit import audit as run
 
@@ -186,7 +189,7 @@ def audit(ctx: Context, upstreams: tuple[str, ...], arch: str, at: str | None, s
         raise UsageError("--json and --markdown exclude each other; pick one")
     return _locked(ctx, json_mode, lambda ws, ui: run(
         ws, ui, list(upstreams), arch=arch, at=at, since=since, fetch=not no_fetch,
-        show_all=show_all, as_markdown=as_markdown))
+        show_all=show_all, as_markdown=as_markdown, compile_ptx=compile_ptx))
 
 
 @cli.command(epilog=example("contrib sync flashinfer --to v0.6.17 --commit"))

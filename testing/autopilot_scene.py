@@ -27,6 +27,17 @@ IDENTITY = {"GIT_AUTHOR_NAME": "Maintainer", "GIT_AUTHOR_EMAIL": "m@example.com"
             "GIT_COMMITTER_NAME": "Maintainer", "GIT_COMMITTER_EMAIL": "m@example.com"}
 
 
+def run_autopilot(ws: Workspace, *targets: str, push: bool = True, dry_run: bool = False,
+                  gpu_missing: tuple[str, ...] = ()) -> tuple[int, dict[str, Any], str]:
+    """One autopilot run in-process with a fast forge: (exit code, --json, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), ws.lock():
+        code = autopilot(ws, UI(json_mode=True), list(targets), push=push,
+                         dry_run=dry_run, fetch=True, gpu_missing=list(gpu_missing),
+                         forge_factory=fast_forge)
+    return code, json.loads(out.getvalue()), err.getvalue()
+
+
 def patched(old: str, new: str, text: str = CORE) -> str:
     assert old in text
     return text.replace(old, new)
@@ -77,13 +88,8 @@ class Scene:
     def run(self, *targets: str, push: bool = True, dry_run: bool = False,
             gpu_missing: tuple[str, ...] = ()) -> tuple[int, dict[str, Any], str]:
         """One autopilot run in-process with a fast forge: (exit code, --json, stderr)."""
-        out, err = io.StringIO(), io.StringIO()
-        ws = self.ws
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), ws.lock():
-            code = autopilot(ws, UI(json_mode=True), list(targets), push=push,
-                             dry_run=dry_run, fetch=True, gpu_missing=list(gpu_missing),
-                             forge_factory=fast_forge)
-        return code, json.loads(out.getvalue()), err.getvalue()
+        return run_autopilot(self.ws, *targets, push=push, dry_run=dry_run,
+                             gpu_missing=gpu_missing)
 
     def writes(self, since: int = 0) -> list[str]:
         """The GitHub writes the fake saw after request number ``since``."""

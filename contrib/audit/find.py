@@ -31,6 +31,7 @@ from contrib.audit.model import (
     TEST,
     AuditGate,
 )
+from contrib.audit.toolkit import on_toolkit
 from contrib.validate.gates import KEYWORD, Gate, arch_truth, find_gates, source_literals
 
 _PREDICATE_TEXT = re.compile(r"\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blackwell)", re.I)
@@ -38,9 +39,6 @@ _REFUSAL_WORDS = re.compile(
     r"\b(?:not|no|unsupported|exclud\w*|intentional\w*|on purpose|deliberate\w*|skip\w*|"
     r"disabl\w*|lacks?|doesn't|don't|won't|cannot|can't)\b", re.I)  # fmt: skip
 _COMMENT = re.compile(r"#(.*)$")
-# `cuda_major < 13`, `get_cuda_version().major`: the toolkit's version, not the GPU's.
-_NOT_ARCH = re.compile(r"cuda_version|\bcuda_major\b|version\.cuda|nvcc_version|driver_version",
-                       re.I)
 
 
 def family_pattern(arch: Arch) -> re.Pattern[str]:
@@ -80,13 +78,16 @@ def gates_of_file(path: str, text: str, arch: Arch) -> list[AuditGate]:
         return []
     parents = _parents(module)
     lines = text.splitlines()
+    local = {n.name: n for n in ast.walk(module)
+             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}  # fmt: skip
     out = []
     for gate in found:
-        if _NOT_ARCH.search(gate.text):
-            continue
+        function = functions.get(gate.function)
+        if gate.kind != KEYWORD and on_toolkit(gate.text, function, gate.line):
+            continue  # the CUDA toolkit's version, not the GPU's
         node = _node_of(module, gate)
         excludes, effect, calls = _effect(gate, node, parents, arch)
-        function = functions.get(gate.function)
+        calls = _one_level(calls, local)
         units = source_literals(function) if gate.kind == KEYWORD and function else []
         out.append(AuditGate(
             file=path, line=gate.line, function=gate.function, kind=_kind(gate),
@@ -198,6 +199,14 @@ def _called(body: list[ast.stmt]) -> Iterator[str]:
                 name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
                 if isinstance(name, str):
                     yield name
+
+
+def _one_level(calls: list[str],
+               local: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]) -> list[str]:
+    """``calls`` plus, for each one defined in the same file, what it calls as ``f>g``."""
+    deeper = [f"{name}>{inner}" for name in calls if name in local
+              for inner in sorted(set(_called([local[name]]))) if inner != name]  # fmt: skip
+    return calls + deeper
 
 
 def _comment(lines: list[str], gate: Gate) -> str:

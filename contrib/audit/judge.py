@@ -7,8 +7,10 @@ kernel or a dropped statement on the target makes the gate
 ``needs-kernel-work`` (evidence: each finding's ``file:line`` and its guard's);
 none makes it ``gate-only``.  A Python gate whose gated code calls a JIT
 module's getter (``get_x_module`` / ``gen_x_module``) inherits that module's
-verdict.  An upstream comment naming the target's family as left out makes a
-gate ``intentional``; anything else is ``unknown``, with the reason.
+verdict, also one call down when the helper it calls is defined in the same
+file (``_fused() -> get_x_module()``).  An upstream comment naming the target's
+family as left out makes a gate ``intentional``; anything else is ``unknown``,
+with the reason.
 """
 
 from __future__ import annotations
@@ -88,14 +90,17 @@ def _majors(admits: str) -> Iterable[int]:
 
 def _inherit(gate: AuditGate, verdicts: dict[str, AuditGate]) -> None:
     """A Python gate over code that loads a JIT module takes that module's verdict."""
-    for name in gate.calls:
-        for candidate in (name, name.replace("get_", "gen_", 1)):
+    for name in gate.calls:  # direct calls first, then `helper>get_x_module` one level down
+        via, _, last = name.rpartition(">")
+        for candidate in (last, last.replace("get_", "gen_", 1)):
             jit = verdicts.get(candidate)
             if jit is not None and jit.class_ in (GATE_ONLY, NEEDS_KERNEL_WORK):
                 gate.class_ = jit.class_
                 gate.evidence = list(jit.evidence)
                 gate.units = list(jit.units)
-                gate.reason = f"its code loads {candidate} ({jit.file}:{jit.line}): {jit.reason}"
+                through = f" through {via}()" if via else ""
+                gate.reason = (f"its code loads {candidate}{through} ({jit.file}:{jit.line}): "
+                               f"{jit.reason}")  # fmt: skip
                 return
     gate.class_ = UNKNOWN
     gate.reason = "a Python condition; no JIT module is tied to the code it guards"

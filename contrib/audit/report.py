@@ -22,6 +22,7 @@ class UpstreamAudit:
     seconds: float = 0.0
     cached: bool = False
     notes: list[str] = field(default_factory=list)
+    compiled: dict[str, Any] | None = None  # --compile: what nvcc did (ptxcheck.CompileSummary)
 
     def excluding(self) -> list[AuditGate]:
         """The gates that turn the target away, runtime first."""
@@ -41,7 +42,7 @@ class UpstreamAudit:
         return {
             "name": self.name, "commit": self.commit, "ref": self.ref, "since": self.since,
             "since_commit": self.since_commit, "seconds": round(self.seconds, 2),
-            "cached": self.cached, "counts": self.counts(),
+            "cached": self.cached, "counts": self.counts(), "compile": self.compiled,
             "gates": [g.to_dict() for g in sorted(self.gates, key=sort_key)],
         }  # fmt: skip
 
@@ -76,6 +77,10 @@ def summary_line(arch: str, audit: UpstreamAudit) -> str:
     counts = ", ".join(f"{n} {k}" for k, n in audit.counts().items()) or "none"
     since = f", since {audit.since}" if audit.since else ""
     cached = ", cached" if audit.cached else ""
+    built = audit.compiled
+    if built:
+        cached += (f"; --compile: {built['units']} unit(s) for {built['compute']}, "
+                   f"{built['cached']} from the PTX cache")  # fmt: skip
     return (f"{audit.name} at {audit.ref} ({audit.commit[:10]}{since}): {len(audit.gates)} "
             f"gates, {len(audit.excluding())} turn {arch} away ({counts}); "
             f"{len(audit.uncovered_runtime())} uncovered at runtime "

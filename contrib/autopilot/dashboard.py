@@ -12,8 +12,9 @@ content (everything above the footer) is unchanged is not written at all.
 Body: a row per patchset (base -> upstream tip, commits behind, the last sync
 result with the breaking or landing commit linked, the validation verdict per
 arch and where each run ran, the PR with its state and CI checks), then
-"Needs you", then a footer with contrib's version, the time and the Actions
-run.
+the "Audit" of every upstream for each ``[autopilot] audit_arch``
+(:mod:`contrib.autopilot.audits`), "Needs you", then a footer with contrib's
+version, the time and the Actions run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from contrib import __version__
+from contrib.autopilot.audits import audit_all, section
 from contrib.autopilot.state import Need, validation_view
 from contrib.carry.engine import CONFLICT
 from contrib.clock import now_iso
@@ -50,6 +52,7 @@ def update(ws: Workspace, outcomes: list[Outcome], run: Run) -> None:
     if not settings.repo:
         run.dashboard = {"result": "skipped", "reason": "no [autopilot] repo in contrib.toml"}
         return
+    run.audits = audit_all(ws, run)  # before render: a failed audit is one of its Needs
     try:
         forge = run.forges.workspace(ws)
         body = render(ws, outcomes, run, forge)
@@ -116,7 +119,8 @@ def render(ws: Workspace, outcomes: list[Outcome], run: Run, forge: Forge | None
              "| --- | --- | --- | --- | --- | --- |\n" + "".join(rows)) if rows else \
         "No patchsets yet: create one with `contrib new`.\n"
     title = ws.config.autopilot.dashboard_title
-    head = f"{MARKER}\n# {title}\n\n{table}\n"
+    audit = section(run.audits)
+    head = f"{MARKER}\n# {title}\n\n{table}\n" + (f"{audit}\n" if audit else "")
     tail = f"\n{FOOTER}\n{_footer()}\n"
     room = MAX_BODY - len(head) - len(tail)
     if len(needs) > room:  # GitHub refuses bodies over 65536 characters

@@ -111,6 +111,7 @@ def _sync(ws: Workspace, ui: UI, group: list[Patchset], outcomes: dict[str, Outc
     try:
         if run.fetch:
             ui.step(f"fetching {group[0].upstream} ...")
+            run.fetched.add(group[0].upstream)
         mirror = Mirror(ws.config.upstream(group[0].upstream)).ensure(
             fetch_now=run.fetch, progress=ui.progress)
         pending = conflict.load_state(ws.state_dir)

@@ -17,6 +17,7 @@ from contrib.carry.engine import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, U
 from contrib.record import StageStatus, Standing, Verdict
 
 if TYPE_CHECKING:
+    from contrib.autopilot.audits import AuditView
     from contrib.autopilot.forges import Forges
     from contrib.workspace.model import Workspace
 
@@ -27,7 +28,7 @@ OK_SYNC = (UNCHANGED, REBASED, PARTIAL, UPSTREAMED)
 class Need:
     """One thing a person must do; ``details`` carries what the dashboard links."""
 
-    kind: str  # conflict | validation | pr-closed | gpu-runner | github | push | error
+    kind: str  # conflict | validation | pr-closed | gpu-runner | github | push | audit | error
     text: str
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -166,6 +167,8 @@ class Run:
     dashboard: dict[str, Any] | None = None
     problems: list[Need] = field(default_factory=list)
     would_commit: list[str] = field(default_factory=list)  # a dry run's commit
+    audits: list[AuditView] = field(default_factory=list)  # [autopilot] audit_arch, per upstream
+    fetched: set[str] = field(default_factory=set)  # upstreams this run fetched (or tried to)
 
     def needs(self, outcomes: list[Outcome]) -> list[Need]:
         """Every Need of the run, patchsets first."""

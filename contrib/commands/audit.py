@@ -8,6 +8,7 @@ when no uncovered gate turns the target away at runtime, 1 otherwise; bad input
 from __future__ import annotations
 
 from contrib.arch import parse_arch
+from contrib.audit.ptxcheck import find_compiler
 from contrib.audit.report import (
     COLUMNS,
     UpstreamAudit,
@@ -22,17 +23,19 @@ from contrib.workspace.model import Workspace
 
 
 def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str, at: str | None,
-          since: str | None, fetch: bool, show_all: bool, as_markdown: bool) -> int:
+          since: str | None, fetch: bool, show_all: bool, as_markdown: bool,
+          compile_ptx: bool = False) -> int:
     """Audit each upstream (all of the workspace's when none is named) and report."""
     target = parse_arch(arch)
     names = list(dict.fromkeys(upstreams)) or sorted(ws.config.upstreams)
     for name in names:
         ws.config.upstream(name)  # an unknown name fails before any work
+    nvcc = find_compiler() if compile_ptx else None
     audits: list[UpstreamAudit] = []
     for name in names:
         with ui.task(f"auditing {name}") as task:
             audits.append(audit_upstream(ws, name, target, at=at, since=since, fetch=fetch,
-                                         progress=ui.progress, step=task.step))
+                                         progress=ui.progress, step=task.step, nvcc=nvcc))
     if as_markdown:
         ui.info(markdown(target.name, audits, show_all))
     else:

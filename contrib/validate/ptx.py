@@ -23,6 +23,7 @@ _MISSING_HEADER = re.compile(r"fatal error:\s*([^:\n]+?):\s*No such file or dire
 _ERROR_LINE = re.compile(r"^(?P<file>[^\s(:][^(:]*?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):?\s*(?:fatal )?error\b.*$",
                          re.M)  # fmt: skip
 _NOISE = re.compile(r"^\s*(?:\.reg|\.local|\.shared|\.pragma|\.loc|\.file|//|\$L\w*:|$)")
+NVCC_LOCATIONS = ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc")  # after PATH
 
 
 def find_nvcc() -> str | None:
@@ -30,7 +31,7 @@ def find_nvcc() -> str | None:
     found = shutil.which("nvcc")
     if found:
         return found
-    for candidate in ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc"):
+    for candidate in NVCC_LOCATIONS:
         if os.access(candidate, os.X_OK):
             return candidate
     return None

@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contrib.errors import ConfigError
+from contrib.arch import EXAMPLES, parse_arch
+from contrib.errors import ConfigError, UsageError
 from contrib.workspace.layout import CONFIG_NAME
 from contrib.workspace.table import Table, parse_toml
 
@@ -58,6 +59,7 @@ class Autopilot:
     repo: str = ""  # owner/name of the workspace's own GitHub repository
     prs: str = "update"  # one of PR_POLICIES
     dashboard_title: str = DEFAULT_DASHBOARD_TITLE
+    audit_arch: tuple[str, ...] = ()  # archs the dashboard audits every upstream for
 
 
 @dataclass(frozen=True)
@@ -119,8 +121,9 @@ def _keep(t: Table) -> int | None:
 
 
 def _autopilot(t: Table) -> Autopilot:
-    """``[autopilot]``: repo OWNER/NAME, prs one of PR_POLICIES, dashboard_title."""
-    t.only({"repo", "prs", "dashboard_title"})
+    """``[autopilot]``: repo OWNER/NAME, prs one of PR_POLICIES, dashboard_title,
+    audit_arch (GPU architectures, e.g. ``["sm_120a"]``)."""
+    t.only({"repo", "prs", "dashboard_title", "audit_arch"})
     repo = t.string("repo", "", pattern=REPO_RE,
                     hint="OWNER/NAME of the workspace's GitHub repository") or ""
     prs = t.string("prs", "update") or ""
@@ -129,7 +132,22 @@ def _autopilot(t: Table) -> Autopilot:
     title = (t.string("dashboard_title", DEFAULT_DASHBOARD_TITLE) or "").strip()
     if not title:
         raise t.fail("dashboard_title", "must not be empty")
-    return Autopilot(repo=repo, prs=prs, dashboard_title=title)
+    return Autopilot(repo=repo, prs=prs, dashboard_title=title, audit_arch=_archs(t))
+
+
+def _archs(t: Table) -> tuple[str, ...]:
+    """``audit_arch``: each parsed (``sm_120a``), given once."""
+    names = []
+    for text in t.strings("audit_arch"):
+        try:
+            name = parse_arch(text).name
+        except UsageError:
+            raise t.fail("audit_arch", f"holds {text!r}, which is not a GPU architecture "
+                         f"(e.g. {EXAMPLES})") from None
+        if name in names:
+            raise t.fail("audit_arch", f"names {name} twice")
+        names.append(name)
+    return tuple(names)
 
 
 def _upstream(tables: Table, name: str) -> Upstream:

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from contrib.arch import parse_arch
+from contrib.audit.find import gates_of_file
 from testing.auditupstream import audit_upstream, open_gate
 from testing.gitutil import Repo
 from testing.workspace import Workspace, make_patch
@@ -42,6 +44,12 @@ def test_audit_judges_each_kind_of_gate(mini: tuple[Workspace, Repo]) -> None:
     pick = gates["pick_backend:predicate"]
     assert pick["excludes_target"] is True and pick["scope"] == "runtime"
     assert pick["class"] == "unknown" and pick["reason"]
+    # A helper defined in the same file loads the JIT module: its verdict, one call down.
+    allreduce = gates["allreduce:predicate"]
+    assert allreduce["excludes_target"] is True and allreduce["class"] == "needs-kernel-work"
+    assert allreduce["reason"].startswith("its code loads gen_comm_module through "
+                                          "_comm_allreduce() (pkg/jit.py:10)")
+    assert allreduce["units"] == ["csrc/comm.cu"]
     assert gates["test_fusion:predicate"]["scope"] == "test"
     assert gates["test_fusion:predicate"]["excludes_target"] is True
     # A choice between paths that serves SM120 is listed, not counted as a refusal.
@@ -105,3 +113,33 @@ def test_bad_input_exits_2_with_one_line(mini: tuple[Workspace, Repo], args: lis
     result = ws.run("audit", *args)
     assert result.code == 2
     assert result.err.count("\n") == 1 and words in result.err, result.err
+
+
+def test_cuda_toolkit_checks_are_not_gates(mini: tuple[Workspace, Repo]) -> None:
+    ws, _ = mini
+    result = ws.run("audit", "mini", "--arch", "sm_120a", "--all", "--json")
+    files = {g["file"] for g in result.json["upstreams"][0]["gates"]}  # type: ignore[index]
+    assert "pkg/toolkit.py" not in files and "pkg/jit.py" in files
+
+
+@pytest.mark.parametrize("source", [
+    'if torch.version.cuda >= "12.8":\n        raise RuntimeError("x")',
+    "if get_cuda_version() >= (12, 8):\n        raise RuntimeError('x')",
+    "major, minor = get_cuda_version()\n    if major < 13:\n        raise RuntimeError('x')",
+    "v = torch.version.cuda\n    major = int(v.split('.')[0])\n    if major < 13:\n"
+    "        raise RuntimeError('x')",
+    "nvcc_major, _ = get_nvcc_version()\n    if nvcc_major < 13:\n        raise RuntimeError('x')",
+    "if CUDA_VERSION < 12080:\n        raise RuntimeError('x')",
+    "if get_cuda_runtime_version()[0] < 13:\n        raise RuntimeError('x')",
+])
+def test_toolkit_version_forms(source: str) -> None:
+    text = f"def f():\n    {source}\n"
+    assert gates_of_file("pkg/x.py", text, parse_arch("sm_120a")) == []
+
+
+def test_a_name_reassigned_from_the_device_is_a_gate_again() -> None:
+    text = ("def f():\n    major, minor = get_cuda_version()\n"
+            "    major, minor = torch.cuda.get_device_capability()\n"
+            "    if major < 13:\n        raise RuntimeError('x')\n")
+    (gate,) = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
+    assert gate.excludes_target and gate.line == 4

@@ -1,0 +1,157 @@
+"""``contrib audit --compile``: the units behind each excluding gate, compiled to PTX.
+
+The arch-guard analysis reads ``#if`` guards; this asks nvcc.  Every excluding
+gate whose class came from CUDA units (``gate-only``, ``needs-kernel-work``,
+and the Python gates that inherited one) has its units compiled for the
+upstream's variant of the target, the way validate's PTX stage does it: the
+same profile (flags read from the upstream's build code, the arch variant),
+the same header search (:func:`~contrib.validate.ptxstage.prepare_headers`:
+the tree's ``include/`` folders, submodules the cache has, the headers an
+installed upstream package ships to the upstream's interpreter), and the same
+parallel, content-keyed cache (:mod:`contrib.validate.ptx_cache`).  The units
+are read from the cache's tree and written to a scratch folder under the
+cache, never a checkout.
+
+Then: a unit nvcc rejects makes its gates ``not-buildable`` (nvcc's first
+error is the evidence); a unit with empty entries makes them
+``needs-kernel-work`` (the entries are the evidence); otherwise a gate-only
+gate stays so, with "compiled for ARCH: N entries, none empty".  The result
+lives in the PTX cache only: the tree-keyed audit cache never holds it.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from contrib import environ
+from contrib.arch import Arch
+from contrib.audit.engine import Step
+from contrib.audit.model import GATE_ONLY, JIT, NEEDS_KERNEL_WORK, NOT_BUILDABLE, AuditGate
+from contrib.errors import UsageError
+from contrib.validate import ptx
+from contrib.validate.profiles import profile_for
+from contrib.validate.ptx import Outcome
+from contrib.validate.ptx_cache import Job, compile_all, nvcc_identity, unit_key
+from contrib.validate.ptxstage import PtxRequest, prepare_headers
+from contrib.validate.tree import SourceTree
+from contrib.validate.units import Unit, gate_flags
+
+COMPILED = (GATE_ONLY, NEEDS_KERNEL_WORK)  # the classes a compile can confirm or change
+_NAMES_SHOWN = 5
+_SCRATCH = re.compile(r"\S*/ptx-tree/")  # nvcc names the materialised copy: say the tree path
+
+
+@dataclass
+class CompileSummary:
+    """What ``--compile`` did for one upstream (the ``compile`` key of its JSON)."""
+
+    arch: str
+    compute: str = ""
+    nvcc: str = ""
+    units: int = 0
+    compiled: int = 0  # nvcc ran
+    cached: int = 0  # the PTX cache had it
+    flags_from: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arch": self.arch, "compute": self.compute, "nvcc": self.nvcc,
+                "units": self.units, "compiled": self.compiled, "cached": self.cached,
+                "flags_from": self.flags_from}  # fmt: skip
+
+
+def find_compiler() -> str:
+    """nvcc as validate finds it; UsageError (one line, exit 2) when there is none."""
+    nvcc = ptx.find_nvcc()
+    if nvcc is None:
+        raise UsageError("--compile needs nvcc: not found on PATH or in "
+                         f"{', '.join(ptx.NVCC_LOCATIONS)}; install the CUDA toolkit or "
+                         "leave out --compile")  # fmt: skip
+    return nvcc
+
+
+def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc: str,
+                  python: str | None, step: Step | None = None) -> CompileSummary:  # fmt: skip
+    """Compile the units behind the excluding gates; set their class and evidence."""
+    targets = [g for g in gates if g.excludes_target and g.units and g.class_ in COMPILED]
+    profile = profile_for(tree)
+    summary = CompileSummary(arch.name, profile.compute(arch))
+    if not targets:
+        return summary
+    base, summary.flags_from = profile.flags(tree)
+    jobs_of = _unit_flags(tree, targets, base)
+    summary.units = len(jobs_of)
+    if step is not None:
+        step(0, len(jobs_of), f"compiling {len(jobs_of)} unit(s) for {summary.compute}")
+    scratch = environ.cache_root() / "audit" / "compile"
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="run-", dir=scratch) as tmp:
+        units = [Unit(u, "built by an excluding gate", True) for u, _ in jobs_of]
+        request = PtxRequest(tree, arch, units, profile, python, [], [], [], Path(tmp), {})
+        root, dirs, outside = prepare_headers(request, [])
+        summary.nvcc = identity = nvcc_identity(nvcc)
+        jobs = [Job(u, root / u, summary.compute, dirs, list(flags),
+                    unit_key(tree, u, summary.compute, flags, outside, identity))
+                for u, flags in jobs_of]  # fmt: skip
+        outcomes = compile_all(nvcc, jobs, Path(tmp) / "out", progress=step)
+    summary.cached = sum(o.cached for o in outcomes)
+    summary.compiled = len(outcomes) - summary.cached
+    by_unit: dict[str, Outcome] = {}
+    for (unit, _), outcome in zip(jobs_of, outcomes, strict=True):
+        by_unit.setdefault(unit, outcome)
+    for gate in targets:
+        _apply(gate, [by_unit[u] for u in gate.units if u in by_unit], arch, summary.compute)
+    return summary
+
+
+def _unit_flags(tree: SourceTree, gates: list[AuditGate],
+                base: list[str]) -> list[tuple[str, tuple[str, ...]]]:  # fmt: skip
+    """(unit, flags) to compile: a JIT gate's own flags (``-DX`` its function passes) join
+    the profile's; a Python gate's units compile as their JIT gate builds them."""
+    found: dict[str, tuple[str, ...]] = {}
+    for gate in sorted(gates, key=lambda g: g.kind != JIT):
+        own = gate_flags(tree, [(gate.file, gate.function)]) if gate.kind == JIT else []
+        flags = tuple(base + [f for f in own if f not in base])
+        for unit in gate.units:
+            found.setdefault(unit, flags)
+    return sorted(found.items())
+
+
+def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str) -> None:
+    """The gate's class and evidence from its units' PTX."""
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        gate.class_ = NOT_BUILDABLE
+        errors = [f"{o.unit}: nvcc ({compute}): {_SCRATCH.sub('', o.first_error)}"
+                  for o in failed]  # fmt: skip
+        gate.evidence = errors + gate.evidence
+        gate.reason = (f"{len(failed)} of {len(outcomes)} unit(s) do not compile for "
+                       f"{arch.name} ({compute})")  # fmt: skip
+        return
+    empty = [o for o in outcomes if o.empty]
+    if empty:
+        gate.class_ = NEEDS_KERNEL_WORK
+        gate.evidence += [f"{o.unit}: {len(o.empty)} of {len(o.entries)} PTX entries for "
+                          f"{compute} are empty: {_names(o.empty)}" for o in empty]  # fmt: skip
+        gate.reason = (f"{sum(len(o.empty) for o in empty)} PTX entr(ies) compiled for "
+                       f"{arch.name} are only `ret;`")  # fmt: skip
+        return
+    total = sum(len(o.entries) for o in outcomes)
+    gate.evidence += [f"{o.unit}: compiled for {arch.name}: {_entries(len(o.entries))}, none "
+                      f"empty ({_names(o.entries)})" for o in outcomes]  # fmt: skip
+    if gate.class_ == GATE_ONLY:
+        gate.reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
+                       f"({len(outcomes)} unit(s), {compute})")  # fmt: skip
+
+
+def _entries(count: int) -> str:
+    return f"{count} entr{'y' if count == 1 else 'ies'}"
+
+
+def _names(mangled: list[str]) -> str:
+    names = sorted({ptx.demangle(e) for e in mangled})
+    more = len(names) - _NAMES_SHOWN
+    return ", ".join(names[:_NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")

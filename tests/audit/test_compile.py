@@ -1,0 +1,112 @@
+"""`contrib audit --compile`: the units behind the excluding gates, compiled with nvcc."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contrib.validate import ptx
+from testing.auditupstream import audit_upstream
+from testing.gitutil import Repo
+from testing.workspace import Workspace
+
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
+
+
+@pytest.fixture
+def mini(tmp_path: Path) -> tuple[Workspace, Repo]:
+    repo = audit_upstream(tmp_path / "mini")
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, {"mini": repo})
+    ws.write_config()
+    return ws, repo
+
+
+def _counting_nvcc(folder: Path) -> Path:
+    """An nvcc on PATH that logs each call's arguments, then runs the real one."""
+    assert NVCC is not None
+    folder.mkdir()
+    log = folder / "calls.log"
+    shim = folder / "nvcc"
+    shim.write_text(f'#!/bin/sh\necho "$@" >> "{log}"\nexec "{NVCC}" "$@"\n', encoding="utf-8")
+    shim.chmod(0o755)
+    return log
+
+
+def _by_function(doc: Any) -> dict[str, dict[str, Any]]:
+    (upstream,) = doc["upstreams"]
+    return {g["function"]: g for g in upstream["gates"] if g["kind"] == "jit"}
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_compile_confirms_refutes_and_caches(mini: tuple[Workspace, Repo], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, _ = mini
+    log = _counting_nvcc(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{log.parent}{os.pathsep}{os.environ['PATH']}")
+    first = ws.run("audit", "mini", "--arch", "sm_120a", "--compile", "--json")
+    assert first.code == 1, first.err
+    gates = _by_function(first.json)
+    norm = gates["gen_norm_module"]  # non-empty PTX: stays gate-only, the entries named
+    assert norm["class"] == "gate-only"
+    assert norm["evidence"] == ["csrc/norm.cu: compiled for sm_120a: 1 entry, none empty "
+                                "(norm_kernel)"]
+    comm = gates["gen_comm_module"]  # the guarded kernel is `ret;` only
+    assert comm["class"] == "needs-kernel-work"
+    assert "csrc/comm.cu: 1 of 1 PTX entries for compute_120a are empty: comm_kernel" in \
+        comm["evidence"]
+    mma = gates["gen_mma_module"]  # the guards look fine; nvcc says otherwise
+    assert mma["class"] == "not-buildable"
+    assert mma["evidence"][0].startswith("csrc/mma.cu: nvcc (compute_120a): csrc/mma.cu:3")
+    assert "error: #error \"mma_kernel needs tcgen05" in mma["evidence"][0]
+    assert gates["gen_mnnvl_module"]["class"] == "intentional"  # not compiled: on purpose
+    made = first.json["upstreams"][0]["compile"]
+    assert (made["units"], made["compiled"], made["cached"]) == (3, 3, 0)
+    assert sum("--ptx" in line for line in log.read_text().splitlines()) == 3
+
+    # The no-compile audit of the same tree is not changed by the compile's results.
+    plain = _by_function(ws.run("audit", "mini", "--arch", "sm_120a", "--json").json)
+    assert plain["gen_mma_module"]["class"] == "gate-only"
+    assert plain["gen_norm_module"]["evidence"] == []
+
+    # A repeat compiles nothing: every unit comes from the PTX cache.
+    log.write_text("")
+    again = ws.run("audit", "mini", "--arch", "sm_120a", "--compile", "--json")
+    assert _by_function(again.json) == gates
+    made = again.json["upstreams"][0]["compile"]
+    assert (made["compiled"], made["cached"]) == (0, 3)
+    assert not any("--ptx" in line for line in log.read_text().splitlines())
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_compile_table_says_what_nvcc_did(mini: tuple[Workspace, Repo]) -> None:
+    ws, _ = mini
+    table = ws.run("audit", "mini", "--arch", "sm_120a", "--compile")
+    assert table.code == 1, table.err
+    assert "--compile: 3 unit(s) for compute_120a, 0 from the PTX cache" in table.out
+    assert "not-buildable" in table.out and "do not compile for sm_120a" in table.out
+
+
+def test_compile_without_nvcc_exits_2_with_one_line(mini: tuple[Workspace, Repo],
+                                                    tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, _ = mini
+    bare = tmp_path / "bare-bin"
+    bare.mkdir()
+    git = shutil.which("git")
+    assert git is not None
+    (bare / "git").symlink_to(git)
+    monkeypatch.setenv("PATH", str(bare))
+    monkeypatch.setattr(ptx, "NVCC_LOCATIONS", ())
+    result = ws.run("audit", "mini", "--arch", "sm_120a", "--compile")
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and "--compile needs nvcc: not found" in result.err, \
+        result.err
