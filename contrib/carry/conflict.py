@@ -49,6 +49,9 @@ class Pending:
     folder: str  # holds worktree/, BREAKING.diff and the failing patch
     files: list[str] = field(default_factory=list)
     previous_meta: str | None = None  # patchset.toml before the conflict was recorded
+    # patch file -> the upstream commit that landed it in its own form (dropped from
+    # the carry by --continue when that commit is already in ``breaking``)
+    landed: dict[str, str] = field(default_factory=dict)
 
     @property
     def worktree(self) -> Path:
@@ -72,7 +75,7 @@ def load_state(state_dir: Path) -> dict[str, Pending]:
 _TYPES: dict[str, tuple[type, ...]] = {
     "patchset": (str,), "base": (str,), "target": (str,), "breaking": (str,), "head": (str,),
     "index": (int,), "patch": (str,), "reason": (str,), "folder": (str,), "files": (list,),
-    "previous_meta": (str, type(None)),
+    "previous_meta": (str, type(None)), "landed": (dict,),
 }
 _SHA = re.compile(r"[0-9a-f]{40}")
 
@@ -82,15 +85,17 @@ def _pending(path: Path, state_dir: Path, key: str, value: object, advice: str) 
     if not isinstance(value, dict):
         raise ContribError(f"{where} must be an object; {advice}")
     for name, kinds in _TYPES.items():
-        required = name not in ("files", "previous_meta")
+        required = name not in ("files", "previous_meta", "landed")
         if (name not in value and required) or (name in value and (
                 not isinstance(value[name], kinds) or isinstance(value[name], bool))):
             raise ContribError(f"{where}.{name} must be a {kinds[0].__name__}; {advice}")
     unknown = set(value) - set(_TYPES)
     files = value.get("files", [])
-    shas = [value[n] for n in ("base", "target", "breaking", "head")]
+    landed = value.get("landed", {})
+    shas = [value[n] for n in ("base", "target", "breaking", "head")] + list(landed.values())
     if (unknown or value["patchset"] != key or not TARGET_RE.fullmatch(key) or value["index"] < 0
-            or not all(isinstance(f, str) for f in files) or not all(_SHA.fullmatch(s) for s in shas)
+            or not all(isinstance(f, str) for f in files)
+            or not all(isinstance(s, str) and _SHA.fullmatch(s) for s in shas)
             or value["reason"] not in ("conflict", "moved")
             or Path(value["folder"]) != folder_for(state_dir, key)
             or Path(value["patch"]).name != value["patch"]):

@@ -11,52 +11,31 @@ patchset, a list in the body for several).
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import tomlkit
-
-from contrib.carry import conflict, retention
+from contrib.carry import conflict
 from contrib.carry.engine import (
     ERROR,
-    MOVED,
     PARTIAL,
-    REBASED,
     UNCHANGED,
     UPSTREAMED,
-    Carrier,
-    Carry,
-    Landing,
-    Plan,
-    evidence_dict,
     load_patches,
     plan_sync,
 )
-from contrib.carry.landed import LANDED_SHARE, Evidence
+from contrib.carry.landed import LANDED_SHARE
+from contrib.carry.outcome import CONFLICT, OK_RESULTS, pending_dict, record_plan
 from contrib.carry.report import Report
-from contrib.carry.series import MailPatch, apply_series, export_series
-from contrib.carry.versions import Event, Files, How, add_event, write_version
-from contrib.clock import now_iso
-from contrib.errors import ContribError, NeedsAttention, UpstreamUnreachable, UsageError
+from contrib.carry.resume import abort_conflicts, pending_for, resume
+from contrib.carry.series import apply_series
+from contrib.errors import ContribError, UpstreamUnreachable, UsageError
 from contrib.git.cache import Mirror
 from contrib.git.repo import Git, Sha
 from contrib.ui import UI, Task
-from contrib.workspace.model import Patchset, Workspace, parse_target
-from contrib.workspace.schema import (
-    Landed,
-    SyncDetails,
-    SyncRecord,
-    SyncResult,
-    UpstreamStatus,
-    read_meta,
-)
+from contrib.workspace.model import Patchset, Workspace
 
-CONFLICT = SyncResult.CONFLICT
 # A patch that makes or changes a symlink (its mode line, or its index line's mode).
 _LINK_MODE = re.compile(r"^(?:new file mode|new mode|index \S+) 120000$", re.M)
-OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}
 
 
 @dataclass
@@ -86,12 +65,13 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
     repo = workspace_repo(ws) if commit else None
     state = conflict.load_state(ws.state_dir)
     if abort:
-        return Outcome([], aborted=_abort(ws, _pending_for(ws, targets, state, "--abort"), state))
+        chosen = pending_for(ws, targets, state, "--abort")
+        return Outcome([], aborted=abort_conflicts(ws, chosen, state))
     unreachable: dict[str, str] = {}
     if continue_:
-        chosen = _pending_for(ws, targets, state, "--continue")
+        chosen = pending_for(ws, targets, state, "--continue")
         mirrors = _mirrors(ws, ui, sorted({p.patchset.split("/")[0] for p in chosen}), False)
-        reports = [_continue(ws, mirrors[p.patchset.split("/")[0]], p, state) for p in chosen]
+        reports = [resume(ws, mirrors[p.patchset.split("/")[0]], p, state) for p in chosen]
     else:
         patchsets = ws.patchsets(targets)
         if not patchsets:
@@ -170,7 +150,7 @@ def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
     base = ps.current.base
     pending = state.get(ps.target)
     if pending is not None:
-        return Report(ps.target, CONFLICT, base, pending.target, conflict=_pending_dict(pending),
+        return Report(ps.target, CONFLICT, base, pending.target, conflict=pending_dict(pending),
                       notes=[f"a conflict is waiting in {pending.worktree}: resolve it and run "
                              f"`contrib sync --continue {ps.target}`, or `--abort`"])
     git = mirror.git
@@ -188,7 +168,7 @@ def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
             landed_share=ps.info.sync_rules.landed_share or LANDED_SHARE)
     except ContribError as exc:
         return Report(ps.target, ERROR, base, target, error=str(exc))
-    return _record(ws, ps, git, plan, patches, state)
+    return record_plan(ws, ps, git, plan, patches, state)
 
 
 def _known_upstream(ps: Patchset, git: Git, target: Sha) -> Report | None:
@@ -210,325 +190,6 @@ def _known_upstream(ps: Patchset, git: Git, target: Sha) -> Report | None:
     return Report(ps.target, UPSTREAMED, base, target, upstreamed=landed,
                   notes=[f"found upstream by the sync of {last.at} "
                          f"(at {recorded[:12]}); nothing to carry"])
-
-
-def _record(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[MailPatch],
-            state: dict[str, conflict.Pending],
-            resolved: tuple[Sha, list[tuple[str, bytes]]] | None = None) -> Report:
-    """Write what ``plan`` decided (one transaction) and describe it.
-
-    ``resolved`` is a version made by --continue at the breaking commit; it is
-    written in the same transaction.
-    """
-    report = Report(ps.target, plan.result, plan.base, plan.target, commits=plan.commits,
-                    probes=plan.probes, notes=list(plan.notes))
-    report.upstreamed = [{"patch": name, "how": how,
-                          "commit": landing.as_dict() if landing else None}
-                         | _landed_evidence(git, plan.evidence.get(name) if how == "landed" else None)
-                         for name, landing, how in plan.landed]
-    report.notes += _partial_notes(plan)
-    if plan.result == UNCHANGED and resolved is None:
-        report.patches = ps.current.series()
-        return report
-    previous = ps.meta_text()
-    if plan.result == CONFLICT:
-        report.conflict = _open_conflict(ws, ps, git, plan, patches, state, previous)
-    versions: list[tuple[str, Files, Event]] = []
-    previous_current = ps.current.base
-    if resolved is not None:
-        versions.append((resolved[0], resolved[1], Event(
-            How.RESOLVED, resolved[0], previous=previous_current,
-            detail=f"conflict resolved by hand at {resolved[0][:12]}")))
-        report.version, report.patches = resolved[0], [n for n, _ in resolved[1]]
-        if plan.result == UNCHANGED:
-            report.result = REBASED
-    if plan.result in (REBASED, PARTIAL):
-        versions.append((plan.target, plan.files, Event(
-            How.SYNC, plan.target, previous=plan.base, result=plan.result,
-            detail=f"{plan.commits} upstream commit(s), {plan.probes} probe(s)"
-                   + _landed_detail(plan))))
-        report.version, report.patches = plan.target, [n for n, _ in plan.files]
-    if plan.result == UPSTREAMED:
-        ps.set_upstream_status(UpstreamStatus.UPSTREAMED)
-        add_event(ps.meta, Event(How.SYNC, plan.base, result=UPSTREAMED,
-                                 detail=f"every patch is in {plan.target[:12]}"
-                                        + _landed_detail(plan)))
-    ps.set_sync(_sync_record(report))
-    with ws.transaction() as txn:
-        for sha, files, event in versions:
-            write_version(txn, ps, sha, files, event)
-        if versions:
-            pruned = retention.apply(txn, ps, git).pruned
-            if pruned:
-                report.notes.append(f"{len(pruned)} older version folder(s) left the working "
-                                    "tree; the workspace's git history keeps them")
-        ps.save_meta(txn)
-    report.changed = report.result != CONFLICT
-    return report
-
-
-def _landed_detail(plan: Plan) -> str:
-    """For the history (and `contrib log`): each patch upstream landed in its own form."""
-    parts = []
-    for name, landing, how in plan.landed:
-        ev = plan.evidence.get(name)
-        if how != "landed" or landing is None or ev is None:
-            continue
-        changed = f", then changed by {', '.join(c[:10] for c in ev.changed_by)}" \
-            if ev.changed_by else ""
-        parts.append(f"{name} landed in {landing.short()} ({ev.share:.0%} of its added "
-                     f"lines{changed})")
-    return "".join(f"; {p}" for p in parts)
-
-
-def _partial_notes(plan: Plan) -> list[str]:
-    """A line for each patch that is partly upstream already (and so not dropped)."""
-    found = dict(plan.evidence)
-    if plan.breakage is not None and plan.breakage.evidence is not None:
-        found[plan.breakage.patch.name] = plan.breakage.evidence
-    return [f"{name}: {ev.summary()} (below the landed_share of {ev.threshold:.0%}: not "
-            "taken as upstreamed; check the result for a duplicate)"
-            for name, ev in found.items() if ev.landed_by is None and ev.by]
-
-
-def _landed_evidence(git: Git, evidence: Evidence | None) -> dict[str, Any]:
-    """A "landed" patch's report keys: ``share``, ``landed_by``, ``changed_by``."""
-    if evidence is None:
-        return {}
-    info = evidence_dict(git, evidence)
-    return {k: info[k] for k in ("share", "landed_by", "changed_by")}
-
-
-def _sync_record(report: Report) -> SyncRecord:
-    """The [sync] record of patchset.toml for ``report``."""
-    upstreamed = tuple(Landed(u["patch"], u["how"], **_drop_none(u["commit"] or {}),
-                              share=u.get("share"),
-                              changed_by=tuple(c["sha"] for c in u.get("changed_by", ())))
-                       for u in report.upstreamed)
-    conflict = None
-    if report.conflict:
-        conflict = _drop_none({k: v for k, v in report.conflict.items() if k != "commit"} | {
-            "commit": _drop_none(report.conflict["commit"])})
-        if "evidence" in conflict:
-            conflict["evidence"] = _toml_safe(conflict["evidence"])
-    details = SyncDetails(report.version, tuple(report.patches) if report.version else (),
-                          upstreamed, conflict, tuple(report.notes))
-    return SyncRecord(SyncResult(report.result), report.base, report.target, now_iso(),
-                      report.commits, report.probes, details)
-
-
-def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if v is not None and v != [] and v != {}}
-
-
-def _toml_safe(value: Any) -> Any:
-    """``value`` with every None (and empty list/table) left out, all the way down."""
-    if isinstance(value, dict):
-        return _drop_none({k: _toml_safe(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return [_toml_safe(v) for v in value]
-    return value
-
-
-# -- conflicts -----------------------------------------------------------------
-
-def _open_conflict(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[MailPatch],
-                   state: dict[str, conflict.Pending], previous: str) -> dict[str, Any]:
-    """Hand the breakage to the user: worktree, state entry, description."""
-    broken = plan.breakage
-    assert broken is not None
-    failing = patches[broken.index]
-    pending = conflict.Pending(
-        patchset=ps.target, base=plan.base, target=plan.target, breaking=broken.commit.sha,
-        head=broken.head, index=broken.index, patch=failing.name, reason=broken.reason,
-        folder=str(conflict.folder_for(ws.state_dir, ps.target)), files=broken.patch.files,
-        previous_meta=previous)
-    raw = (ps.version(plan.base).dir / failing.name).read_bytes() \
-        if (ps.version(plan.base).dir / failing.name).is_file() else failing.diff.encode()
-    marked = conflict.prepare(git, pending, failing, raw)
-    state[ps.target] = pending
-    conflict.save_state(ws.state_dir, state)
-    info = _pending_dict(pending)
-    info.update(commit=broken.commit.as_dict(), hunks=broken.patch.hunks, marked=marked,
-                probes=broken.probes, upstream_before=broken.upstream_before)
-    if broken.evidence is not None:
-        info["evidence"] = evidence_dict(git, broken.evidence)
-    return info
-
-
-def _pending_dict(pending: conflict.Pending) -> dict[str, Any]:
-    return {"commit": {"sha": pending.breaking}, "patch": pending.patch,
-            "reason": pending.reason, "files": pending.files,
-            "worktree": str(pending.worktree),
-            "breaking_diff": str(Path(pending.folder) / "BREAKING.diff")}
-
-
-def _pending_for(ws: Workspace, targets: list[str], state: dict[str, conflict.Pending],
-                 flag: str) -> list[conflict.Pending]:
-    for target in targets:
-        parse_target(target)
-    if not state:
-        raise UsageError(f"{flag}: no conflict is pending in {ws.root}")
-    if not targets:
-        return [state[k] for k in sorted(state)]
-    chosen = []
-    for target in targets:
-        hits = [p for k, p in sorted(state.items())
-                if k == target.strip("/") or k.split("/")[0] == target.strip("/")]
-        if not hits:
-            raise UsageError(f"{flag} {target}: no conflict pending for it (pending: "
-                             f"{', '.join(sorted(state))})")
-        chosen += [p for p in hits if p not in chosen]
-    return chosen
-
-
-def _continue(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
-              state: dict[str, conflict.Pending]) -> Report:
-    """Turn the resolved worktree into a version at the breaking commit, then carry on."""
-    ps = ws.patchset(pending.patchset)
-    git = mirror.git
-    last = ps.sync
-    if last is not None and last.target == pending.target and last.result in OK_RESULTS:
-        # A --continue killed after recording this resolution, before cleaning up.
-        conflict.remove(git, pending)
-        del state[ps.target]
-        conflict.save_state(ws.state_dir, state)
-        return Report(ps.target, UNCHANGED, ps.current.base, pending.target,
-                      patches=ps.current.series(),
-                      notes=["already recorded by an interrupted --continue; removed its "
-                             f"worktree {pending.worktree}"])
-    patches = load_patches(git, ps.version(pending.base).patch_texts())
-    if not conflict.ready(pending):
-        return _reprepare(ws, ps, git, pending, patches, state)
-    resolution = _resolution(git, pending, patches[pending.index])
-    have_base = git.try_rev_parse(pending.base) is not None
-    carrier = Carrier(git, patches, Sha(pending.base) if have_base else None)
-    rest = carrier.carry(resolution, start=pending.index + 1)
-    tip = carrier.commit(rest)
-    if rest.failed is not None:
-        return _conflict_again(ws, ps, git, pending, patches, rest, tip, state)
-    report = _record_resolution(ws, ps, git, pending, patches, tip, state)
-    # Only once the resolution is recorded may the worktree holding it go: a run
-    # killed before this point leaves it (and the pending state) for the next
-    # --continue.  A further conflict has already replaced both.
-    if state.get(ps.target) is pending:
-        conflict.remove(git, pending)
-        del state[ps.target]
-        conflict.save_state(ws.state_dir, state)
-    return report
-
-
-def _reprepare(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
-               patches: list[MailPatch], state: dict[str, conflict.Pending]) -> Report:
-    """The worktree is missing or half-made (a run killed while preparing it): make it
-    again from the recorded state, which holds every earlier resolution in its head."""
-    failing = patches[pending.index]
-    raw = (ps.version(pending.base).dir / failing.name).read_bytes()
-    marked = conflict.prepare(git, pending, failing, raw)
-    conflict.save_state(ws.state_dir, state)
-    info = _pending_dict(pending)
-    info.update(commit=Landing.of(git, pending.breaking).as_dict(), marked=marked)
-    return Report(ps.target, CONFLICT, pending.base, pending.target, conflict=info,
-                  notes=[f"{pending.worktree} was missing or half-made (an interrupted run); "
-                         f"re-created it: resolve {failing.name} there and run `contrib sync "
-                         f"--continue {ps.target}`"])
-
-
-def _resolution(git: Git, pending: conflict.Pending, failing: MailPatch) -> Sha:
-    """The failing patch as resolved in the worktree: a commit on ``pending.head``."""
-    left = conflict.unresolved(pending, failing)
-    if left:
-        raise NeedsAttention(f"{pending.worktree}: unresolved conflicts in {', '.join(left)}; "
-                             "edit them (remove every <<<<<<< / >>>>>>> marker, delete .rej "
-                             f"files), then run `contrib sync --continue {pending.patchset}` "
-                             "again")
-    tree = conflict.resolved_tree(pending, failing)
-    head = Sha(pending.head)
-    if tree != git.run("rev-parse", f"{head}^{{tree}}"):
-        return git.commit_tree(tree, [head], failing.message, failing.author)
-    if pending.reason == MOVED:
-        raise NeedsAttention(f"{pending.worktree}: nothing changed; apply "
-                             f"{Path(pending.folder) / pending.patch} by hand where it belongs "
-                             f"(it landed in the wrong function), or run --abort")
-    return head  # resolved to nothing: the patch is dropped
-
-
-def _record_resolution(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
-                       patches: list[MailPatch], tip: Sha,
-                       state: dict[str, conflict.Pending]) -> Report:
-    """Record the version at the breaking commit and carry it on to the target."""
-    breaking = Sha(pending.breaking)
-    files = export_series(git, breaking, tip) if tip != breaking else []
-    if not files:
-        plan = Plan(UPSTREAMED, Sha(pending.base), Sha(pending.target),
-                    landed=[(p.name, Landing.of(git, breaking), "resolved") for p in patches])
-        return _record(ws, ps, git, plan, patches, state)
-    new_patches = load_patches(git, files)
-    plan = plan_sync(git, new_patches, breaking, Sha(pending.target))
-    note = f"resolved {pending.patch} at {breaking[:12]}"
-    if plan.result == CONFLICT:
-        # Record the resolution on its own first: an --abort of the next
-        # conflict must keep it.
-        _record(ws, ps, git, Plan(UNCHANGED, Sha(pending.base), breaking), patches, state,
-                resolved=(breaking, files))
-        report = _record(ws, ps, git, plan, new_patches, state)
-        report.notes[:0] = [note, f"recorded the resolved version at {breaking[:12]}"]
-        return report
-    report = _record(ws, ps, git, plan, new_patches, state, resolved=(breaking, files))
-    report.notes.insert(0, note)
-    return report
-
-
-def _conflict_again(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
-                    patches: list[MailPatch], rest: Carry, tip: Sha,
-                    state: dict[str, conflict.Pending]) -> Report:
-    """A later patch of the series conflicts on top of the resolution: hand it over too."""
-    failed = rest.failed
-    assert failed is not None
-    index = failed.index
-    failing = patches[index]
-    pending.head, pending.index, pending.patch = tip, index, failing.name
-    pending.reason, pending.files = failed.state, failed.files
-    raw = (ps.version(pending.base).dir / failing.name).read_bytes()
-    # The state first: its head holds the resolution just made, so a run killed
-    # while the worktree is re-made leaves a state --continue can prepare again.
-    state[ps.target] = pending
-    conflict.save_state(ws.state_dir, state)
-    marked = conflict.prepare(git, pending, failing, raw)
-    info = _pending_dict(pending)
-    info.update(commit=Landing.of(git, pending.breaking).as_dict(), hunks=failed.hunks,
-                marked=marked)
-    return Report(ps.target, CONFLICT, pending.base, pending.target, conflict=info,
-                  notes=[f"resolved {patches[index - 1].name}; {failing.name} conflicts next"])
-
-
-def _abort(ws: Workspace, chosen: list[conflict.Pending],
-           state: dict[str, conflict.Pending]) -> list[conflict.Pending]:
-    """Remove the worktrees and state; restore each patchset's [sync] record."""
-    for pending in chosen:
-        ps = ws.patchset(pending.patchset)
-        try:
-            git = Mirror(ws.config.upstream(ps.upstream)).git
-            conflict.remove(git, pending)
-        except ContribError:
-            shutil.rmtree(pending.folder, ignore_errors=True)
-        _restore_sync(ps, pending.previous_meta)
-        del state[pending.patchset]
-        conflict.save_state(ws.state_dir, state)
-    return chosen
-
-
-def _restore_sync(ps: Patchset, previous_text: str | None) -> None:
-    """Put back the [sync] record from before the conflict; the file verbatim if nothing
-    else in it changed since."""
-    try:
-        before = tomlkit.parse(previous_text or "")
-        previous = read_meta(ps.meta_path, previous_text, before.unwrap()) if previous_text else None
-    except Exception:  # a hand-edited state file: drop the record rather than guess at it
-        before, previous, previous_text = tomlkit.document(), None, None
-    ps.set_sync(previous.sync if previous else None)
-    same = previous_text and before.unwrap() == ps.meta.unwrap()
-    ps.workspace.write_file(ps.meta_path, previous_text if same and previous_text else ps.meta_text())
 
 
 # -- --commit -------------------------------------------------------------------

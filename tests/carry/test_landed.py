@@ -125,3 +125,35 @@ def test_a_patch_that_only_removes_lines(workspace: Workspace, upstream: Repo,
 def test_meaningful_lines() -> None:
     assert meaningful("    })\n") == "" and meaningful("   ") == "" and meaningful("else:") == ""
     assert meaningful("  out  =  []") == "out = []"
+
+
+def test_continue_leaves_out_a_later_patch_upstream_landed(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    """Patch 1 really conflicts; patch 2 landed (reviewed, then changed) before the commit
+    that breaks patch 1: the conflict names patch 2 as landed, and --continue carries
+    on without handing it over as a second conflict."""
+    theirs = CORE.replace(AFTER_F3, HELPER + AFTER_F3)
+    ours = theirs.replace("    return 3\n", "    return 33\n")
+    add_patchset(workspace, upstream, tmp_path, "two",
+                 [("core: make f3 return 33", {"pkg/core.py": CORE.replace(
+                     "    return 3\n", "    return 33\n")}),
+                  ("core: add scaled()", {"pkg/core.py": ours})])
+    shas = fast_import(upstream, [*filler(3), Change("core: add scaled() (#77)",
+                                                     {"pkg/core.py": REVIEWED}),
+                                  *filler(3, start=3),
+                                  Change("core: spell out f3", {"pkg/core.py": CHANGED}),
+                                  *filler(2, start=6)])
+    code, res = sync_json(workspace)
+    assert code == 1 and res["result"] == "conflict", res
+    assert res["conflict"]["commit"]["sha"] == shas[7]
+    assert any(n.startswith("0002-core-add-scaled.patch: landed upstream in "
+                            f"{shas[3][:10]}") for n in res["notes"]), res["notes"]
+    worktree = Path(res["conflict"]["worktree"])
+    (worktree / "pkg/core.py").write_text(CHANGED.replace("return 3 * 1", "return 33 * 1"))
+    code, res = sync_json(workspace, "--continue")
+    assert code == 0 and res["result"] == "partially-upstreamed", res
+    [up] = res["upstreamed"]
+    assert up["patch"] == "0002-core-add-scaled.patch" and up["how"] == "landed"
+    assert up["commit"]["sha"] == shas[3] and up["commit"]["pr"] == 77
+    assert [c["sha"] for c in up["changed_by"]] == [shas[7]]
+    assert series(workspace, "two", res["version"]) == ["0001-core-make-f3-return-33.patch"]

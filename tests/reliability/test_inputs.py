@@ -323,6 +323,13 @@ CASES: dict[str, tuple[Case, str]] = {
             "index": 0, "patch": "0001-keep.patch", "reason": "conflict",
             "folder": str(w.outside), "files": []}}}, "sync", "--abort")(w),
         "inconsistent values"),
+    "sync-state landed not a sha": (lambda w: _state("sync-state.json", {
+        "state_version": 1, "pending": {"proj/keep": {
+            "patchset": "proj/keep", "base": SHA, "target": SHA, "breaking": SHA, "head": SHA,
+            "index": 0, "patch": "0001-keep.patch", "reason": "conflict",
+            "folder": str(w.ws.root / ".contrib" / "conflicts" / "proj--keep"), "files": [],
+            "landed": {"0002-x.patch": "HEAD~1"}}}}, "sync", "--abort")(w),
+        "inconsistent values"),
     "sync-state not JSON": (_state("sync-state.json", "{", "sync", "--no-fetch"), "unreadable"),
     "txn plan a list": (_state("x.plan", [1]), "not a version-1 transaction plan"),
     "txn plan target outside": (lambda w: _state("x.plan", {"version": 1, "ops": [
