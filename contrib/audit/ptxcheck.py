@@ -38,7 +38,7 @@ from contrib.validate.ptx import Outcome
 from contrib.validate.ptx_cache import Job, compile_all, nvcc_identity, unit_key
 from contrib.validate.ptxstage import PtxRequest, prepare_headers
 from contrib.validate.tree import SourceTree
-from contrib.validate.units import Unit, gate_flags
+from contrib.validate.units import UNIT_SUFFIXES, Unit, gate_flags
 
 COMPILED = (GATE_ONLY, NEEDS_KERNEL_WORK)  # the classes a compile can confirm or change
 _NAMES_SHOWN = 5
@@ -116,7 +116,8 @@ def _unit_flags(tree: SourceTree, gates: list[AuditGate],
         own = gate_flags(tree, [(gate.file, gate.function)]) if gate.kind == JIT else []
         flags = tuple(base + [f for f in own if f not in base])
         for unit in gate.units:
-            found.setdefault(unit, flags)
+            if unit.endswith(UNIT_SUFFIXES):  # a .cpp unit is host code: no PTX to ask for
+                found.setdefault(unit, flags)
     return sorted(found.items())
 
 
@@ -138,6 +139,8 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str) -
                           f"{compute} are empty: {_names(o.empty)}" for o in empty]  # fmt: skip
         gate.reason = (f"{sum(len(o.empty) for o in empty)} PTX entr(ies) compiled for "
                        f"{arch.name} are only `ret;`")  # fmt: skip
+        return
+    if not outcomes:  # only host (.cpp) units behind it: nothing for nvcc to confirm
         return
     total = sum(len(o.entries) for o in outcomes)
     gate.evidence += [f"{o.unit}: compiled for {arch.name}: {_entries(len(o.entries))}, none "

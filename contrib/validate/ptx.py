@@ -154,7 +154,10 @@ def compile_ptx(
         text = (done.stderr or done.stdout).strip()
         return _failed(name, text if len(text) < 4000 else text[:3000] + "\n...\n" + text[-1000:],
                        command, missing_header(text))  # fmt: skip
-    ptx = out.read_text(encoding="utf-8", errors="replace")
+    try:
+        ptx = out.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:  # e.g. a host-only source: nvcc succeeds and writes nothing
+        return _failed(name, f"nvcc wrote no PTX for {source.name} ({exc.strerror})", command)
     if keep is None:
         out.unlink(missing_ok=True)  # the entries are what we keep; a unit's PTX can be 100 MB
     return Outcome(name, True, all_entries(ptx), empty_entries(ptx), command=command)

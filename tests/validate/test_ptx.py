@@ -111,3 +111,12 @@ def test_real_nvcc_missing_header_is_named(tmp_path: Path):
     result = compile_ptx(find_nvcc() or "", source, parse_arch("sm_120a"), [], tmp_path)
     assert not result.ok
     assert result.missing_header == "not_here/missing.cuh"
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")
+def test_real_nvcc_host_only_source_is_a_failure_not_a_crash(tmp_path: Path):
+    """nvcc --ptx of a .cpp succeeds and writes nothing: an outcome that says so."""
+    source = tmp_path / "host.cpp"
+    source.write_text("int answer() { return 42; }\n")
+    result = compile_ptx(find_nvcc() or "", source, parse_arch("sm_120a"), [], tmp_path)
+    assert not result.ok and "nvcc wrote no PTX for host.cpp" in result.error
