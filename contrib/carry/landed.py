@@ -94,6 +94,26 @@ class Evidence:
         return text
 
 
+_SUBJECT_NOISE = re.compile(r"^\[[^]]*\]\s*|\s*\(#\d+\)\s*$|^\w+(?:\([^)]*\))?!?:\s*")
+_WORD = re.compile(r"[a-z0-9_]+")
+
+
+def same_subject(ours: str, theirs: str) -> bool:
+    """Whether upstream's subject tells of the same change (it corroborates the lines;
+    it never decides: review often retitles a PR).  ``[PATCH]``/``[Feature]`` tags, a
+    conventional ``type(scope):`` prefix and a trailing ``(#123)`` are ignored; then
+    one's words contain the other's, or they share at least half of all their words."""
+    def words(subject: str) -> set[str]:
+        for _ in range(3):
+            subject = _SUBJECT_NOISE.sub("", subject.strip())
+        return set(_WORD.findall(subject.lower()))
+
+    a, b = words(ours), words(theirs)
+    if not a or not b:
+        return False
+    return a <= b or b <= a or len(a & b) >= len(a | b) / 2
+
+
 def measure(git: Git, diff: str, name: str, base: str | None, target: str,
             threshold: float = LANDED_SHARE) -> Evidence:
     """The evidence for one patch (its ``diff``) made at ``base``, looked for at ``target``;

@@ -12,10 +12,11 @@ from contrib.carry.engine import (
     REBASED,
     UNCHANGED,
     UPSTREAMED,
+    Landing,
     Plan,
     evidence_dict,
 )
-from contrib.carry.landed import Evidence
+from contrib.carry.landed import Evidence, same_subject
 from contrib.carry.report import Report
 from contrib.carry.series import MailPatch
 from contrib.carry.versions import Event, Files, How, add_event, write_version
@@ -44,9 +45,11 @@ def record_plan(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list
     """
     report = Report(ps.target, plan.result, plan.base, plan.target, commits=plan.commits,
                     probes=plan.probes, notes=list(plan.notes))
+    subjects = {p.name: p.subject for p in patches}
     report.upstreamed = [{"patch": name, "how": how,
                           "commit": landing.as_dict() if landing else None}
                          | _landed_evidence(git, plan.evidence.get(name) if how == "landed" else None)
+                         | _subject_match(how, landing, subjects.get(name))
                          for name, landing, how in plan.landed]
     report.notes += _partial_notes(plan)
     if plan.result == UNCHANGED and resolved is None:
@@ -88,6 +91,13 @@ def record_plan(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list
         ps.save_meta(txn)
     report.changed = report.result != CONFLICT
     return report
+
+
+def _subject_match(how: str, landing: Landing | None, subject: str | None) -> dict[str, Any]:
+    """For a "landed" patch: whether the landing commit's subject tells of the same change."""
+    if how != "landed" or landing is None or subject is None:
+        return {}
+    return {"subject_match": same_subject(subject, landing.subject)}
 
 
 def _landed_detail(plan: Plan) -> str:

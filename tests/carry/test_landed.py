@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contrib.carry.landed import meaningful, measure
+from contrib.carry.landed import meaningful, measure, same_subject
 from contrib.git.repo import Git
 from testing.gitutil import Repo
 from testing.histories import Change, fast_import, filler
@@ -52,6 +52,8 @@ def test_squashed_with_review_then_changed_is_upstreamed(
     [up] = res["upstreamed"]
     assert up["how"] == "landed" and up["commit"]["sha"] == shas[6] == up["landed_by"]["sha"]
     assert up["commit"]["pr"] == 4321 and up["share"] == pytest.approx(7 / 8, abs=0.001)
+    # The subject corroborates or not; the lines decide either way.
+    assert up["subject_match"] is subject.startswith("core: add scaled()")
     assert [c["sha"] for c in up["changed_by"]] == [shas[12]]
     assert series(workspace, "scaled", res["version"]) == ["0001-docs-mention-scaled.patch"]
     record = meta(workspace, "scaled")["sync"]["details"]["upstreamed"][0]
@@ -120,6 +122,14 @@ def test_a_patch_that_only_removes_lines(workspace: Workspace, upstream: Repo,
     evidence = measure(git, next(patch).read_text(), "p", base, shas[-1])
     assert evidence.lines == 0 and evidence.gone == evidence.removed == 2
     assert evidence.landed_by == shas[3]
+
+
+def test_same_subject() -> None:
+    assert same_subject("[PATCH v2] Add ModelOpt MXFP8 support",
+                        "[Feature] Add ModelOpt MXFP8 support (#32538)")
+    assert same_subject("fix(comm): gate sm120", "Gate sm120 in comm (#7)")
+    assert not same_subject("core: add scaled()", "refactor: numeric helpers (#4321)")
+    assert not same_subject("", "anything")
 
 
 def test_meaningful_lines() -> None:
