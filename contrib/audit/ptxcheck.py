@@ -56,11 +56,13 @@ class CompileSummary:
     compiled: int = 0  # nvcc ran
     cached: int = 0  # the PTX cache had it
     flags_from: str = ""
+    missing_headers: tuple[str, ...] = ()  # headers this machine lacks (units not compiled)
 
     def to_dict(self) -> dict[str, Any]:
         return {"arch": self.arch, "compute": self.compute, "nvcc": self.nvcc,
                 "units": self.units, "compiled": self.compiled, "cached": self.cached,
-                "flags_from": self.flags_from}  # fmt: skip
+                "flags_from": self.flags_from,
+                "missing_headers": list(self.missing_headers)}  # fmt: skip
 
 
 def find_compiler() -> str:
@@ -99,6 +101,8 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
         outcomes = compile_all(nvcc, jobs, Path(tmp) / "out", progress=step)
     summary.cached = sum(o.cached for o in outcomes)
     summary.compiled = len(outcomes) - summary.cached
+    summary.missing_headers = tuple(sorted({o.missing_header for o in outcomes
+                                            if not o.ok and o.missing_header}))
     by_unit: dict[str, Outcome] = {}
     for (unit, _), outcome in zip(jobs_of, outcomes, strict=True):
         by_unit.setdefault(unit, outcome)
@@ -123,6 +127,14 @@ def _unit_flags(tree: SourceTree, gates: list[AuditGate],
 
 def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str) -> None:
     """The gate's class and evidence from its units' PTX."""
+    unbuilt = [o for o in outcomes if not o.ok and o.missing_header]
+    if unbuilt:  # this machine lacks a header (curand, nvshmem, a downloaded one): not ARCH
+        gate.evidence += [f"{o.unit}: not compiled here: nvcc cannot find "
+                          f"`{o.missing_header}`" for o in unbuilt]  # fmt: skip
+        gate.reason = ((gate.reason + "; ") if gate.reason else "") + (
+            f"{len(unbuilt)} unit(s) not compiled for lack of a header here: the class "
+            "stands on the #if guards alone")  # fmt: skip
+        outcomes = [o for o in outcomes if o not in unbuilt]
     failed = [o for o in outcomes if not o.ok]
     if failed:
         gate.class_ = NOT_BUILDABLE
@@ -143,6 +155,10 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str) -
     if not outcomes:  # only host (.cpp) units behind it: nothing for nvcc to confirm
         return
     total = sum(len(o.entries) for o in outcomes)
+    if not total:
+        gate.evidence += [f"{o.unit}: compiled for {arch.name}: no kernel entry in it"
+                          for o in outcomes]  # fmt: skip
+        return  # nothing instantiated here for ARCH: nvcc neither confirms nor refutes
     gate.evidence += [f"{o.unit}: compiled for {arch.name}: {_entries(len(o.entries))}, none "
                       f"empty ({_names(o.entries)})" for o in outcomes]  # fmt: skip
     if gate.class_ == GATE_ONLY:

@@ -81,6 +81,9 @@ def summary_line(arch: str, audit: UpstreamAudit) -> str:
     if built:
         cached += (f"; --compile: {built['units']} unit(s) for {built['compute']}, "
                    f"{built['cached']} from the PTX cache")  # fmt: skip
+        if built.get("missing_headers"):
+            cached += (f"; not compiled for lack of {', '.join(built['missing_headers'])} "
+                       "here")  # fmt: skip
     return (f"{audit.name} at {audit.ref} ({audit.commit[:10]}{since}): {len(audit.gates)} "
             f"gates, {len(audit.excluding())} turn {arch} away ({counts}); "
             f"{len(audit.uncovered_runtime())} uncovered at runtime "

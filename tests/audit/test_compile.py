@@ -110,3 +110,30 @@ def test_compile_without_nvcc_exits_2_with_one_line(mini: tuple[Workspace, Repo]
     assert result.code == 2
     assert result.err.count("\n") == 1 and "--compile needs nvcc: not found" in result.err, \
         result.err
+
+
+def test_a_missing_header_leaves_the_class_to_the_guards() -> None:
+    """A header this machine lacks (curand, nvshmem) says nothing about the arch: the
+    unit is named as not compiled here, and the gate keeps its class; a unit with no
+    kernel entry for the arch neither confirms nor refutes."""
+    from contrib.arch import parse_arch
+    from contrib.audit.model import AuditGate
+    from contrib.audit.ptxcheck import _apply
+    from contrib.validate.ptx import Outcome
+
+    arch = parse_arch("sm_120a")
+    gate = AuditGate("pkg/jit.py", 3, "gen_x_module", "jit", "majors 10", True,
+                     class_="gate-only", units=["csrc/x.cu"])
+    lacking = Outcome("csrc/x.cu", False, missing_header="curand_kernel.h",
+                      error="csrc/x.cu:1:10: fatal error: curand_kernel.h: No such file")
+    _apply(gate, [lacking], arch, "compute_120f")
+    assert gate.class_ == "gate-only"
+    assert gate.evidence == ["csrc/x.cu: not compiled here: nvcc cannot find "
+                             "`curand_kernel.h`"]
+    assert "stands on the #if guards alone" in gate.reason
+
+    hollow = AuditGate("pkg/jit.py", 9, "gen_y_module", "jit", "majors 10", True,
+                       class_="gate-only", units=["csrc/y.cu"])
+    _apply(hollow, [Outcome("csrc/y.cu", True, [], [])], arch, "compute_120f")
+    assert hollow.class_ == "gate-only"
+    assert hollow.evidence == ["csrc/y.cu: compiled for sm_120a: no kernel entry in it"]
