@@ -155,13 +155,11 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str) -
     if not outcomes:  # only host (.cpp) units behind it: nothing for nvcc to confirm
         return
     total = sum(len(o.entries) for o in outcomes)
-    if not total:
-        gate.evidence += [f"{o.unit}: compiled for {arch.name}: no kernel entry in it"
-                          for o in outcomes]  # fmt: skip
-        return  # nothing instantiated here for ARCH: nvcc neither confirms nor refutes
     gate.evidence += [f"{o.unit}: compiled for {arch.name}: {_entries(len(o.entries))}, none "
-                      f"empty ({_names(o.entries)})" for o in outcomes]  # fmt: skip
-    if gate.class_ == GATE_ONLY:
+                      f"empty ({_names(o.entries)})" if o.entries else
+                      f"{o.unit}: compiled for {arch.name}: no kernel entry in it"
+                      for o in outcomes]  # fmt: skip
+    if gate.class_ == GATE_ONLY and total:  # with no entry nvcc neither confirms nor refutes
         gate.reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
                        f"({len(outcomes)} unit(s), {compute})")  # fmt: skip
 
