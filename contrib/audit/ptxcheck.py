@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from contrib import environ
-from contrib.arch import Arch
+from contrib.arch import Arch, parse_arch
 from contrib.audit.engine import Step
 from contrib.audit.model import GATE_ONLY, JIT, NEEDS_KERNEL_WORK, NOT_BUILDABLE, AuditGate
 from contrib.errors import UsageError
@@ -99,6 +99,16 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
                     unit_key(tree, u, summary.compute, flags, outside, identity))
                 for u, flags in jobs_of]  # fmt: skip
         outcomes = compile_all(nvcc, jobs, Path(tmp) / "out", progress=step)
+        # A unit with no kernel entry for the target is compiled for an arch its gate
+        # admits: entries there and none here mean its kernels are compiled out (a
+        # CUTLASS_ARCH_MMA_SM100_SUPPORTED-style guard the #if analysis cannot follow).
+        hollow = {u for (u, _), o in zip(jobs_of, outcomes, strict=True) if o.ok and not o.entries}
+        admitted = _admitted_arch(targets, hollow)
+        twin_jobs = [Job(u, root / u, profile.compute(admitted[u]), dirs, list(flags),
+                         unit_key(tree, u, profile.compute(admitted[u]), flags, outside, identity))
+                     for u, flags in jobs_of if u in admitted]  # fmt: skip
+        twins = compile_all(nvcc, twin_jobs, Path(tmp) / "out") if twin_jobs else []
+    others = {job.unit: (admitted[job.unit], o) for job, o in zip(twin_jobs, twins, strict=True)}
     summary.cached = sum(o.cached for o in outcomes)
     summary.compiled = len(outcomes) - summary.cached
     summary.missing_headers = tuple(sorted({o.missing_header for o in outcomes
@@ -107,8 +117,23 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     for (unit, _), outcome in zip(jobs_of, outcomes, strict=True):
         by_unit.setdefault(unit, outcome)
     for gate in targets:
-        _apply(gate, [by_unit[u] for u in gate.units if u in by_unit], arch, summary.compute)
+        _apply(gate, [by_unit[u] for u in gate.units if u in by_unit], arch, summary.compute,
+               others)
     return summary
+
+
+def _admitted_arch(gates: list[AuditGate], units: set[str]) -> dict[str, Arch]:
+    """For each unit of ``units``, an arch the first gate building it admits (its lowest
+    major, as ``sm_X0a``)."""
+    found: dict[str, Arch] = {}
+    for gate in gates:
+        majors = sorted(int(m) for m in re.findall(r"\d+", gate.admits.removeprefix("majors ")))
+        if not majors:
+            continue
+        for unit in gate.units:
+            if unit in units and unit not in found:
+                found[unit] = parse_arch(f"sm_{majors[0]}0a")
+    return found
 
 
 def _unit_flags(tree: SourceTree, gates: list[AuditGate],
@@ -125,8 +150,10 @@ def _unit_flags(tree: SourceTree, gates: list[AuditGate],
     return sorted(found.items())
 
 
-def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str) -> None:
-    """The gate's class and evidence from its units' PTX."""
+def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
+           others: dict[str, tuple[Arch, Outcome]] | None = None) -> None:
+    """The gate's class and evidence from its units' PTX (``others``: a unit with no
+    entry for ``arch``, compiled for an admitted arch)."""
     unbuilt = [o for o in outcomes if not o.ok and o.missing_header]
     if unbuilt:  # this machine lacks a header (curand, nvshmem, a downloaded one): not ARCH
         gate.evidence += [f"{o.unit}: not compiled here: nvcc cannot find "
@@ -143,6 +170,18 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str) -
         gate.evidence = errors + gate.evidence
         gate.reason = (f"{len(failed)} of {len(outcomes)} unit(s) do not compile for "
                        f"{arch.name} ({compute})")  # fmt: skip
+        return
+    lost = [(o, *others[o.unit]) for o in outcomes
+            if o.ok and not o.entries and others and o.unit in others
+            and others[o.unit][1].ok and others[o.unit][1].entries]  # fmt: skip
+    if lost:
+        gate.class_ = NEEDS_KERNEL_WORK
+        gate.evidence += [f"{o.unit}: no kernel entry for {arch.name}, "
+                          f"{_entries(len(twin.entries))} for {other.name} "
+                          f"({_names(twin.entries)}): its kernels are compiled out for "
+                          f"{arch.name}" for o, other, twin in lost]  # fmt: skip
+        gate.reason = (f"{len(lost)} unit(s) compile kernels for {lost[0][1].name} and none "
+                       f"for {arch.name}")  # fmt: skip
         return
     empty = [o for o in outcomes if o.empty]
     if empty:

@@ -137,3 +137,45 @@ def test_a_missing_header_leaves_the_class_to_the_guards() -> None:
     _apply(hollow, [Outcome("csrc/y.cu", True, [], [])], arch, "compute_120f")
     assert hollow.class_ == "gate-only"
     assert hollow.evidence == ["csrc/y.cu: compiled for sm_120a: no kernel entry in it"]
+
+
+HIDDEN = '''\
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030)
+#define HIDDEN_MMA_SUPPORTED 1
+#endif
+#include "hidden.cuh"
+'''
+HIDDEN_KERNEL = '''\
+#pragma once
+#ifdef HIDDEN_MMA_SUPPORTED
+__global__ void hidden_kernel(float* out) { out[threadIdx.x] = 3.0f; }
+#endif
+'''
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit with no kernel entry for the target is compiled for an admitted arch too:
+    entries there and none here make the gate needs-kernel-work, whatever macro hid them."""
+    from contrib.arch import parse_arch
+    from contrib.audit.model import AuditGate
+    from contrib.audit.ptxcheck import compile_gates
+    from contrib.git.repo import Git
+    from contrib.validate.tree import GitTree
+
+    monkeypatch.setenv("CONTRIB_CACHE", str(tmp_path / "cache"))
+    repo = Repo(tmp_path / "up")
+    repo.commit("units", {"csrc/hidden.cu": HIDDEN, "csrc/hidden.cuh": HIDDEN_KERNEL,
+                          "csrc/plain.cu": "__global__ void k(float* o) { o[0] = 1.0f; }\n"})
+    tree = GitTree(Git(repo.path), repo.head())
+    gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", "jit", "majors 10", True,
+                     class_="gate-only", units=["csrc/hidden.cu"])
+    plain = AuditGate("pkg/jit.py", 9, "gen_plain_module", "jit", "majors 10", True,
+                      class_="gate-only", units=["csrc/plain.cu"])
+    compile_gates(tree, [gate, plain], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
+    assert gate.class_ == "needs-kernel-work", gate.evidence
+    assert gate.evidence == ["csrc/hidden.cu: no kernel entry for sm_120a, 1 entry for "
+                             "sm_100a (hidden_kernel): its kernels are compiled out for sm_120a"]
+    assert plain.class_ == "gate-only"
