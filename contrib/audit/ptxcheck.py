@@ -197,10 +197,20 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
     gate.evidence += [f"{o.unit}: compiled for {arch.name}: {_entries(len(o.entries))}, none "
                       f"empty ({_names(o.entries)})" if o.entries else
                       f"{o.unit}: compiled for {arch.name}: no kernel entry in it"
-                      for o in outcomes]  # fmt: skip
+                      + _nor(others, o.unit) for o in outcomes]  # fmt: skip
     if gate.class_ == GATE_ONLY and total:  # with no entry nvcc neither confirms nor refutes
         gate.reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
                        f"({len(outcomes)} unit(s), {compute})")  # fmt: skip
+
+
+def _nor(others: dict[str, tuple[Arch, Outcome]] | None, unit: str) -> str:
+    """For a unit with no entry: what the admitted arch's compile said."""
+    if not others or unit not in others:
+        return ""
+    other, twin = others[unit]
+    if twin.ok:  # no entry there either: instantiated elsewhere (files the build generates)
+        return f", nor for {other.name} (its kernels are instantiated elsewhere)"
+    return f"; for {other.name} it does not compile either"
 
 
 def _entries(count: int) -> str:

@@ -179,3 +179,13 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     assert gate.evidence == ["csrc/hidden.cu: no kernel entry for sm_120a, 1 entry for "
                              "sm_100a (hidden_kernel): its kernels are compiled out for sm_120a"]
     assert plain.class_ == "gate-only"
+
+    # No entry for either arch: the kernels are instantiated elsewhere; nothing is decided.
+    repo.commit("empty", {"csrc/hidden.cuh": "#pragma once\n"})
+    tree = GitTree(Git(repo.path), repo.head())
+    gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", "jit", "majors 10", True,
+                     class_="gate-only", units=["csrc/hidden.cu"])
+    compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
+    assert gate.class_ == "gate-only"
+    assert gate.evidence == ["csrc/hidden.cu: compiled for sm_120a: no kernel entry in it, "
+                             "nor for sm_100a (its kernels are instantiated elsewhere)"]
