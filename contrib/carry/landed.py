@@ -133,13 +133,14 @@ class Look:
         self._files = [_lines_by_file(parse_hunks(diff, name)) for name, diff in patches]
         paths = list(dict.fromkeys(p for files in self._files for p in files))
         now = git.read_blobs(target, paths) if paths else {}
-        missing = [p for p in paths if now[p] is None]
+        then = git.read_blobs(base, paths) if base and paths else {}
+        # Only a file the base had can have been renamed (not one the patch creates).
+        missing = [p for p in paths if now[p] is None and then.get(p) is not None]
         renamed = _renames(git, base, target, missing) if base and missing else {}
         self._where = {p: renamed.get(p, p) if now[p] is None else p for p in paths}
         if renamed:
             now |= git.read_blobs(target, [self._where[p] for p in paths
                                            if self._where[p] != p])
-        then = git.read_blobs(base, paths) if base and paths else {}
         self._now = {p: _text(now.get(self._where[p])) for p in paths}
         self._then = {p: _text(then.get(p)) for p in paths}
         self._done: dict[int, tuple[float, Evidence]] = {}
@@ -309,13 +310,21 @@ def _blame(git: Git, base: str, target: str, path: str, numbers: list[int]) -> d
 def _renames(git: Git, base: str, target: str, gone: Sequence[str]) -> dict[str, str]:
     """Old path -> new path for the files of ``gone`` renamed between base and target.
 
-    Rename detection is asked only among paths ending in the same file name as one
-    of ``gone`` (a moved file usually keeps it): over thousands of upstream commits
-    a whole-tree ``diff -M`` costs a second, this a few milliseconds.
+    Rename detection is asked first only among paths ending in the same file name as
+    one of ``gone`` (a moved file usually keeps it): over thousands of upstream
+    commits a whole-tree ``diff -M`` costs a second, this a few milliseconds.  Only
+    a file still unaccounted for (renamed to another name) costs the whole-tree one.
     """
     names = sorted({f":(glob)**/{path.rsplit('/', 1)[-1]}" for path in gone})
+    found = _renamed(git, base, target, names)
+    if any(path not in found for path in gone):
+        found = _renamed(git, base, target, []) | found
+    return {old: new for old, new in found.items() if old in gone}
+
+
+def _renamed(git: Git, base: str, target: str, pathspec: list[str]) -> dict[str, str]:
     status, out, _ = git.try_run("diff", "--name-status", "-z", "-M", "--diff-filter=R",
-                                 base, target, "--", *names)
+                                 base, target, "--", *pathspec)
     if status != 0:
         return {}
     parts = out.split("\0")

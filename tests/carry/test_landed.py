@@ -167,3 +167,22 @@ def test_continue_leaves_out_a_later_patch_upstream_landed(
     assert up["commit"]["sha"] == shas[3] and up["commit"]["pr"] == 77
     assert [c["sha"] for c in up["changed_by"]] == [shas[7]]
     assert series(workspace, "two", res["version"]) == ["0001-core-make-f3-return-33.patch"]
+
+
+def test_landed_in_a_file_upstream_renamed(workspace: Workspace, upstream: Repo,
+                                          tmp_path: Path) -> None:
+    """Upstream landed the patch, then moved the file under another name: its lines are
+    found there, and the patch is upstream by the landing commit."""
+    add_patchset(workspace, upstream, tmp_path, "scaled",
+                 [("core: add scaled()", {"pkg/core.py": OURS}),
+                  ("docs: mention scaled", {"README.md": "upstream project\nsee scaled()\n"})])
+    shas = fast_import(upstream, [*filler(3), Change("core: add scaled() (#51)",
+                                                     {"pkg/core.py": REVIEWED}),
+                                  Change("core: rename to numeric", {"pkg/core.py": None,
+                                                                     "pkg/numeric.py": CHANGED}),
+                                  *filler(2, start=3)])
+    code, res = sync_json(workspace)
+    assert code == 0 and res["result"] == "partially-upstreamed", res
+    [up] = res["upstreamed"]
+    assert up["how"] == "landed" and up["commit"]["sha"] == shas[3], up
+    assert series(workspace, "scaled", res["version"]) == ["0001-docs-mention-scaled.patch"]
