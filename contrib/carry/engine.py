@@ -460,9 +460,12 @@ def _drop_landed(git: Git, carrier: Carrier, path: list[Sha], plan: Plan,
     """
     look = None
     if share is not None and carrier.base is not None:
-        look = Look(git, [(p.name, p.diff) for p in carrier.patches], carrier.base,
-                    path[-1], share)
+        # The look reads its blobs (its own reader: one cat-file per thread) while the
+        # plain carry at the target runs: each is mostly waiting on git.
+        looking = beside.submit(Look, Git(git.path), [(p.name, p.diff) for p in carrier.patches],
+                                carrier.base, path[-1], share)
         first = carrier.carry(path[-1])
+        look = looking.result()
         for index, patch in enumerate(carrier.patches):
             evidence = plan.evidence[patch.name] = look.evidence(index)
             if evidence.landed_by is not None and first.state_of(index) != UPSTREAM:

@@ -312,18 +312,34 @@ def _renames(git: Git, base: str, target: str, gone: Sequence[str]) -> dict[str,
 
     Rename detection is asked first only among paths ending in the same file name as
     one of ``gone`` (a moved file usually keeps it): over thousands of upstream
-    commits a whole-tree ``diff -M`` costs a second, this a few milliseconds.  Only
-    a file still unaccounted for (renamed to another name) costs the whole-tree one.
+    commits a whole-tree ``diff -M`` costs a second, this a few milliseconds.  A file
+    still unaccounted for is paired only with the files upstream added since.
     """
     names = sorted({f":(glob)**/{path.rsplit('/', 1)[-1]}" for path in gone})
     found = _renamed(git, base, target, names)
-    if any(path not in found for path in gone):
-        found = _renamed(git, base, target, []) | found
+    left = [path for path in gone if path not in found]
+    if left:
+        # Renamed to another name: rename detection between the files still missing and
+        # the files base..target added with the same extension (a whole-tree -M costs
+        # half a second in sglang; the added list, 30 ms, the restricted -M 10 ms).
+        status, out, _ = git.try_run("diff", "--name-only", "-z", "--no-renames",
+                                     "--diff-filter=A", base, target)
+        kinds = {_extension(path) for path in left}
+        added = [p for p in out.split("\0") if p and _extension(p) in kinds] if status == 0 else []
+        if added:
+            found |= _renamed(git, base, target, [*left, *added], literal=True)
     return {old: new for old, new in found.items() if old in gone}
 
 
-def _renamed(git: Git, base: str, target: str, pathspec: list[str]) -> dict[str, str]:
-    status, out, _ = git.try_run("diff", "--name-status", "-z", "-M", "--diff-filter=R",
+def _extension(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return name.rsplit(".", 1)[-1] if "." in name else ""
+
+
+def _renamed(git: Git, base: str, target: str, pathspec: list[str],
+             literal: bool = False) -> dict[str, str]:
+    status, out, _ = git.try_run(*(["--literal-pathspecs"] if literal else []), "diff",
+                                 "--name-status", "-z", "-M", "--diff-filter=R",
                                  base, target, "--", *pathspec)
     if status != 0:
         return {}
