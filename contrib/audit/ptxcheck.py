@@ -38,7 +38,7 @@ from contrib.validate.ptx import Outcome
 from contrib.validate.ptx_cache import Job, compile_all, nvcc_identity, unit_key
 from contrib.validate.ptxstage import PtxRequest, prepare_headers
 from contrib.validate.tree import SourceTree
-from contrib.validate.units import UNIT_SUFFIXES, Unit, gate_flags
+from contrib.validate.units import UNIT_SUFFIXES, Unit, gate_flags, gate_include_dirs
 
 COMPILED = (GATE_ONLY, NEEDS_KERNEL_WORK)  # the classes a compile can confirm or change
 _NAMES_SHOWN = 5
@@ -92,11 +92,15 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="run-", dir=scratch) as tmp:
         units = [Unit(u, "built by an excluding gate", True) for u, _ in jobs_of]
-        request = PtxRequest(tree, arch, units, profile, python, [], [], [], Path(tmp), {})
+        tree_dirs = gate_include_dirs(tree, [(g.file, g.function) for g in targets
+                                             if g.kind == JIT])
+        request = PtxRequest(tree, arch, units, profile, python, [], [], [], Path(tmp), {},
+                             tree_dirs=tree_dirs)  # fmt: skip
         root, dirs, outside = prepare_headers(request, [])
         summary.nvcc = identity = nvcc_identity(nvcc)
         jobs = [Job(u, root / u, summary.compute, dirs, list(flags),
-                    unit_key(tree, u, summary.compute, flags, outside, identity))
+                    unit_key(tree, u, summary.compute, flags, outside, identity,
+                             tree_dirs=tree_dirs))
                 for u, flags in jobs_of]  # fmt: skip
         outcomes = compile_all(nvcc, jobs, Path(tmp) / "out", progress=step)
         # A unit with no kernel entry for the target is compiled for an arch its gate
@@ -105,7 +109,8 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
         hollow = {u for (u, _), o in zip(jobs_of, outcomes, strict=True) if o.ok and not o.entries}
         admitted = _admitted_arch(targets, hollow)
         twin_jobs = [Job(u, root / u, profile.compute(admitted[u]), dirs, list(flags),
-                         unit_key(tree, u, profile.compute(admitted[u]), flags, outside, identity))
+                         unit_key(tree, u, profile.compute(admitted[u]), flags, outside, identity,
+                                  tree_dirs=tree_dirs))
                      for u, flags in jobs_of if u in admitted]  # fmt: skip
         twins = compile_all(nvcc, twin_jobs, Path(tmp) / "out") if twin_jobs else []
     others = {job.unit: (admitted[job.unit], o) for job, o in zip(twin_jobs, twins, strict=True)}

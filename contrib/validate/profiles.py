@@ -56,6 +56,8 @@ class Profile:
     package_links: tuple[tuple[str, str, str], ...] = ()  # (link, submodule folder, package folder)
     jit_cache_env: str | None = None  # the variable that moves the upstream's JIT cache
     arch_env: Callable[[Arch], dict[str, str]] = field(default=lambda arch: {})
+    # names the build code gives tree folders (``jit_env.FLASHINFER_CSRC_DIR`` -> csrc)
+    tree_dir_names: tuple[tuple[str, str], ...] = ()
 
     def compute(self, arch: Arch) -> str:
         """The virtual architecture the upstream builds for ``arch`` (``compute_120f``)."""
@@ -92,6 +94,47 @@ def flags_in(text: str | None, function: str) -> list[str]:
         if not owner and isinstance(node, ast.FunctionDef) and node.name == function:
             return _literals(node.body)
     return []
+
+
+def include_dirs_in(text: str | None, function: str, names: dict[str, str]) -> list[str]:
+    """Tree folders ``function`` of a Python build file puts on the include path
+    (``extra_include_paths=[jit_env.FLASHINFER_CSRC_DIR / "nv_internal", ...]``), each
+    element a folder name of ``names`` joined with string literals; others are left out
+    (generated or downloaded folders are not in the tree)."""
+    if not text or not names:
+        return []
+    try:
+        module = ast.parse(text)
+    except SyntaxError:
+        return []
+    found: list[str] = []
+    for node in ast.walk(module):
+        if not (isinstance(node, ast.FunctionDef) and node.name == function):
+            continue
+        for call in ast.walk(node):
+            for keyword in getattr(call, "keywords", []) if isinstance(call, ast.Call) else []:
+                if keyword.arg == "extra_include_paths" and isinstance(keyword.value, ast.List):
+                    for item in keyword.value.elts:
+                        folder = _folder(item, names)
+                        if folder is not None and folder not in found:
+                            found.append(folder)
+    return found
+
+
+def _folder(node: ast.expr, names: dict[str, str]) -> str | None:
+    """``BASE / "a" / "b"`` (or ``str(...)`` of it) as a tree path, BASE from ``names``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str" \
+            and len(node.args) == 1:
+        return _folder(node.args[0], names)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        left = _folder(node.left, names)
+        right = node.right
+        if left is None or not (isinstance(right, ast.Constant) and isinstance(right.value, str)):
+            return None
+        part = right.value.strip("/")
+        return f"{left}/{part}" if left and part else (left or part)
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+    return names.get(name) if isinstance(name, str) else None
 
 
 def _class_list(node: ast.ClassDef, name: str) -> list[str]:
@@ -159,6 +202,7 @@ FLASHINFER = Profile(
                    ("flashinfer/data/cccl", "3rdparty/cccl", "data/cccl")),
     jit_cache_env="FLASHINFER_WORKSPACE_BASE",
     arch_env=_flashinfer_arch_env,
+    tree_dir_names=(("FLASHINFER_CSRC_DIR", "csrc"), ("FLASHINFER_INCLUDE_DIR", "include")),
 )  # fmt: skip
 
 GENERIC = Profile(name="generic", marker="")

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from contrib.validate import ptx
-from contrib.validate.includes import include_closure
+from contrib.validate.includes import IncludeResolver, include_closure, include_roots
 from contrib.validate.ptx import Outcome
 from contrib.validate.tree import SourceTree
 
@@ -49,18 +49,23 @@ def cache_dir() -> Path:
 
 
 def unit_key(tree: SourceTree, unit: str, compute: str, flags: Sequence[str],
-             outside: Sequence[Path], nvcc_version: str, sass: bool = False) -> str:
+             outside: Sequence[Path], nvcc_version: str, sass: bool = False,
+             tree_dirs: Sequence[str] = ()) -> str:
     """sha256 over the unit's include closure (paths and texts), flags, arch, outside dirs, nvcc.
 
     ``sass``: whether the SASS is checked too (a result without it is not reused where it is).
+    ``tree_dirs``: tree folders the build adds to the include path (they widen the closure).
     """
     h = hashlib.sha256(b"contrib-ptx-1\0")
     # Folders outside the tree (an installed package's headers) count by path and
     # modification time: reinstalling the package changes them.
     head = {"unit": unit, "compute": compute, "flags": list(flags), "sass": sass,
             "outside": [f"{p}@{_mtime(p)}" for p in outside], "nvcc": nvcc_version}  # fmt: skip
+    if tree_dirs:
+        head["tree_dirs"] = list(tree_dirs)
     h.update(json.dumps(head, sort_keys=True).encode())
-    for path in sorted(include_closure(tree, [unit]).files):
+    resolver = IncludeResolver(tree, [*include_roots(tree), *tree_dirs]) if tree_dirs else None
+    for path in sorted(include_closure(tree, [unit], resolver).files):
         data = (tree.read_text(path) or "").encode("utf-8", errors="replace")
         h.update(b"\0%s\0%d\0" % (path.encode(), len(data)))
         h.update(data)

@@ -16,7 +16,7 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ class PtxRequest:
     workdir: Path
     kernel_lines: dict[str, tuple[str, int]]
     progress: Callable[[int, int, str], None] | None = None  # (compiled, of N, unit)
+    tree_dirs: list[str] = field(default_factory=list)  # the gates' extra_include_paths
 
 
 def check(req: PtxRequest) -> StageResult:
@@ -69,7 +70,8 @@ def check(req: PtxRequest) -> StageResult:
     root, dirs, outside = prepare_headers(req, extra)
     identity, sass = nvcc_identity(nvcc), cuobjdump()
     jobs = [Job(u.path, root / u.path, compute, dirs, flags,
-                unit_key(req.tree, u.path, compute, flags, outside, identity, sass is not None), sass)
+                unit_key(req.tree, u.path, compute, flags, outside, identity, sass is not None,
+                         req.tree_dirs), sass)
             for u in req.units]  # fmt: skip
     outcomes = compile_all(nvcc, jobs, req.workdir / "ptx-out", progress=req.progress)
     details: dict[str, Any] = {
@@ -86,16 +88,23 @@ def check(req: PtxRequest) -> StageResult:
     return verdict(req, outcomes, details)
 
 
+def resolver_for(tree: SourceTree, tree_dirs: list[str]) -> includes.IncludeResolver:
+    """The include resolver of a compile that adds ``tree_dirs`` to the tree's roots."""
+    return includes.IncludeResolver(tree, [*includes.include_roots(tree), *tree_dirs])
+
+
 def prepare_headers(req: PtxRequest, extra: list[str]) -> tuple[Path, list[Path], list[Path]]:
     """(materialized tree root, -I folders in search order, the folders outside the tree)."""
     root = req.workdir / "ptx-tree"
-    closure = includes.include_closure(req.tree, [u.path for u in req.units]).files
+    closure = includes.include_closure(req.tree, [u.path for u in req.units],
+                                       resolver_for(req.tree, req.tree_dirs)).files
     materialize(req.tree, sorted(set(closure) | {u.path for u in req.units}), root)
     submodules = [s for s in req.profile.submodule_includes if _has_files(req.tree, s)]
     if submodules:
         materialize(req.tree, [p for p in req.tree.paths() if p.startswith(tuple(s + "/" for s in submodules))], root)
     outside = installed_includes(req.profile, req.python) + [Path(d) for d in extra]
-    tree_dirs = [root / d for d in [*includes.include_roots(req.tree), *submodules]]
+    tree_dirs = [root / d for d in [*includes.include_roots(req.tree), *req.tree_dirs,
+                                    *submodules]]
     # csrc/ and the other folders of the units: flashinfer's units include "tvm_ffi_utils.h"
     unit_dirs = [root / Path(u.path).parent for u in req.units]
     ordered = list(dict.fromkeys([*tree_dirs, *unit_dirs, *outside]))

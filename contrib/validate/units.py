@@ -69,3 +69,20 @@ def gate_flags(tree: SourceTree, gates: Iterable[tuple[str, str]]) -> list[str]:
             if flag not in flags:
                 flags.append(flag)
     return flags
+
+
+def gate_include_dirs(tree: SourceTree, gates: Iterable[tuple[str, str]]) -> list[str]:
+    """Tree folders the touched gates' own functions add to the include path
+    (``extra_include_paths=[...]``), as the upstream's profile names them."""
+    from contrib.validate.profiles import include_dirs_in, profile_for
+
+    names = dict(profile_for(tree).tree_dir_names)
+    wanted: list[str] = []
+    for file, function in gates:
+        for folder in include_dirs_in(tree.read_text(file), function.rsplit(".", 1)[-1], names):
+            if folder not in wanted:
+                wanted.append(folder)
+    if not wanted:
+        return []
+    held = {"/".join(p.split("/")[:n]) for p in tree.paths() for n in range(1, p.count("/") + 1)}
+    return [folder for folder in wanted if folder in held]

@@ -189,3 +189,48 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     assert gate.class_ == "gate-only"
     assert gate.evidence == ["csrc/hidden.cu: compiled for sm_120a: no kernel entry in it, "
                              "nor for sm_100a (its kernels are instantiated elsewhere)"]
+
+
+BUILD = '''\
+from . import jit_env
+
+
+def gen_inner_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10])
+    return gen_jit_spec("inner", [jit_env.FLASHINFER_CSRC_DIR / "inner.cu"], extra_cuda_cflags=flags,
+                        extra_include_paths=[jit_env.FLASHINFER_CSRC_DIR / "nv_internal",
+                                             str(jit_env.FLASHINFER_CSRC_DIR / "nv_internal" / "include"),
+                                             jit_env.FLASHINFER_GEN_SRC_DIR / "made"])
+'''
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_extra_include_paths_of_the_gate_reach_nvcc(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JIT function's extra_include_paths (tree folders, by the names the build code
+    gives them) join the include path: the unit's headers there are found."""
+    from contrib.arch import parse_arch
+    from contrib.audit.model import AuditGate
+    from contrib.audit.ptxcheck import compile_gates
+    from contrib.git.repo import Git
+    from contrib.validate.tree import GitTree
+    from contrib.validate.units import gate_include_dirs
+
+    monkeypatch.setenv("CONTRIB_CACHE", str(tmp_path / "cache"))
+    repo = Repo(tmp_path / "up")
+    repo.commit("units", {
+        "flashinfer/jit/cpp_ext.py": "", "flashinfer/jit/inner.py": BUILD,
+        "csrc/inner.cu": '#include "tensorrt_llm/common/util.h"\n#include "deep.h"\n'
+                         "__global__ void inner_kernel(float* o) { o[0] = ONE + TWO; }\n",
+        "csrc/nv_internal/tensorrt_llm/common/util.h": "#pragma once\n#define ONE 1.0f\n",
+        "csrc/nv_internal/include/deep.h": "#pragma once\n#define TWO 2.0f\n"})
+    tree = GitTree(Git(repo.path), repo.head())
+    assert gate_include_dirs(tree, [("flashinfer/jit/inner.py", "gen_inner_module")]) == [
+        "csrc/nv_internal", "csrc/nv_internal/include"]  # the generated folder is not in the tree
+    gate = AuditGate("flashinfer/jit/inner.py", 5, "gen_inner_module", "jit", "majors 10", True,
+                     class_="gate-only", units=["csrc/inner.cu"])
+    made = compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
+    assert not made.missing_headers, gate.evidence
+    assert gate.evidence == ["csrc/inner.cu: compiled for sm_120a: 1 entry, none empty "
+                             "(inner_kernel)"]
