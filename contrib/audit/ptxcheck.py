@@ -106,7 +106,10 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
         # A unit with no kernel entry for the target is compiled for an arch its gate
         # admits: entries there and none here mean its kernels are compiled out (a
         # CUTLASS_ARCH_MMA_SM100_SUPPORTED-style guard the #if analysis cannot follow).
-        hollow = {u for (u, _), o in zip(jobs_of, outcomes, strict=True) if o.ok and not o.entries}
+        # So is one with empty entries: an entry empty for every arch (a kernel the
+        # compiler optimised to nothing) is not the target's.
+        hollow = {u for (u, _), o in zip(jobs_of, outcomes, strict=True)
+                  if o.ok and (not o.entries or o.empty)}
         admitted = _admitted_arch(targets, hollow)
         twin_jobs = [Job(u, root / u, profile.compute(admitted[u]), dirs, list(flags),
                          unit_key(tree, u, profile.compute(admitted[u]), flags, outside, identity,
@@ -188,12 +191,18 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
         gate.reason = (f"{len(lost)} unit(s) compile kernels for {lost[0][1].name} and none "
                        f"for {arch.name}")  # fmt: skip
         return
-    empty = [o for o in outcomes if o.empty]
+    everywhere = {o.unit: _empty_too(o, others) for o in outcomes if o.empty}
+    empty = [o for o in outcomes if o.empty and len(everywhere[o.unit]) < len(o.empty)]
+    gate.evidence += [f"{unit}: {_names(names)} empty for {others[unit][0].name} too "
+                      "(compiled away for every arch; not counted)"
+                      for unit, names in everywhere.items() if names and others]  # fmt: skip
     if empty:
         gate.class_ = NEEDS_KERNEL_WORK
-        gate.evidence += [f"{o.unit}: {len(o.empty)} of {len(o.entries)} PTX entries for "
-                          f"{compute} are empty: {_names(o.empty)}" for o in empty]  # fmt: skip
-        gate.reason = (f"{sum(len(o.empty) for o in empty)} PTX entr(ies) compiled for "
+        counts = {o.unit: [e for e in o.empty if e not in everywhere[o.unit]] for o in empty}
+        gate.evidence += [f"{o.unit}: {len(counts[o.unit])} of {len(o.entries)} PTX entries for "
+                          f"{compute} are empty: {_names(counts[o.unit])}"
+                          for o in empty]  # fmt: skip
+        gate.reason = (f"{sum(map(len, counts.values()))} PTX entr(ies) compiled for "
                        f"{arch.name} are only `ret;`")  # fmt: skip
         return
     if not outcomes:  # only host (.cpp) units behind it: nothing for nvcc to confirm
@@ -206,6 +215,14 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
     if gate.class_ == GATE_ONLY and total:  # with no entry nvcc neither confirms nor refutes
         gate.reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
                        f"({len(outcomes)} unit(s), {compute})")  # fmt: skip
+
+
+def _empty_too(outcome: Outcome, others: dict[str, tuple[Arch, Outcome]] | None) -> list[str]:
+    """Entries of ``outcome`` that are empty for the admitted arch as well."""
+    twin = others.get(outcome.unit) if others else None
+    if twin is None or not twin[1].ok:
+        return []
+    return [e for e in outcome.empty if e in set(twin[1].empty)]
 
 
 def _nor(others: dict[str, tuple[Arch, Outcome]] | None, unit: str) -> str:

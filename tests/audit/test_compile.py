@@ -69,7 +69,9 @@ def test_compile_confirms_refutes_and_caches(mini: tuple[Workspace, Repo], tmp_p
     assert gates["gen_mnnvl_module"]["class"] == "intentional"  # not compiled: on purpose
     made = first.json["upstreams"][0]["compile"]
     assert (made["units"], made["compiled"], made["cached"]) == (3, 3, 0)
-    assert sum("--ptx" in line for line in log.read_text().splitlines()) == 3
+    # comm's empty entry is checked against an admitted arch too (sm_100a fills it).
+    calls = [line for line in log.read_text().splitlines() if "--ptx" in line]
+    assert len(calls) == 4 and sum("-arch=compute_120a" in line for line in calls) == 3
 
     # The no-compile audit of the same tree is not changed by the compile's results.
     plain = _by_function(ws.run("audit", "mini", "--arch", "sm_120a", "--json").json)
@@ -189,6 +191,17 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     assert gate.class_ == "gate-only"
     assert gate.evidence == ["csrc/hidden.cu: compiled for sm_120a: no kernel entry in it, "
                              "nor for sm_100a (its kernels are instantiated elsewhere)"]
+
+    # An entry the compiler empties for every arch is not the target's.
+    repo.commit("a no-op kernel", {"csrc/hidden.cuh": "#pragma once\n__global__ void noop(float* o) "
+                                   "{ float x = o[0]; o[0] = x; }\n"})
+    tree = GitTree(Git(repo.path), repo.head())
+    gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", "jit", "majors 10", True,
+                     class_="gate-only", units=["csrc/hidden.cu"])
+    compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
+    assert gate.class_ == "gate-only", gate.evidence
+    assert gate.evidence[0] == ("csrc/hidden.cu: noop empty for sm_100a too (compiled away for "
+                                "every arch; not counted)")
 
 
 BUILD = '''\
