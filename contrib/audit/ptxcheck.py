@@ -209,7 +209,8 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
         return
     total = sum(len(o.entries) for o in outcomes)
     gate.evidence += [f"{o.unit}: compiled for {arch.name}: {_entries(len(o.entries))}, none "
-                      f"empty ({_names(o.entries)})" if o.entries else
+                      f"empty{f' for {arch.name} alone' if o.empty else ''} "
+                      f"({_names(o.entries)})" if o.entries else
                       f"{o.unit}: compiled for {arch.name}: no kernel entry in it"
                       + _nor(others, o.unit) for o in outcomes]  # fmt: skip
     if gate.class_ == GATE_ONLY and total:  # with no entry nvcc neither confirms nor refutes
