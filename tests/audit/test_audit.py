@@ -9,19 +9,9 @@ import pytest
 
 from contrib.arch import parse_arch
 from contrib.audit.find import gates_of_file
-from testing.auditupstream import audit_upstream, open_gate
+from testing.auditupstream import open_gate
 from testing.gitutil import Repo
 from testing.workspace import Workspace, make_patch
-
-
-@pytest.fixture
-def mini(tmp_path: Path) -> tuple[Workspace, Repo]:
-    repo = audit_upstream(tmp_path / "mini")
-    root = tmp_path / "ws"
-    root.mkdir()
-    ws = Workspace(root, {"mini": repo})
-    ws.write_config()
-    return ws, repo
 
 
 def _gates(result: Any) -> dict[str, dict[str, Any]]:

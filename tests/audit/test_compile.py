@@ -10,22 +10,11 @@ from typing import Any
 import pytest
 
 from contrib.validate import ptx
-from testing.auditupstream import audit_upstream
 from testing.gitutil import Repo
 from testing.workspace import Workspace
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
-
-
-@pytest.fixture
-def mini(tmp_path: Path) -> tuple[Workspace, Repo]:
-    repo = audit_upstream(tmp_path / "mini")
-    root = tmp_path / "ws"
-    root.mkdir()
-    ws = Workspace(root, {"mini": repo})
-    ws.write_config()
-    return ws, repo
 
 
 def _counting_nvcc(folder: Path) -> Path:
