@@ -80,3 +80,14 @@ class Repo:
         out.mkdir(parents=True, exist_ok=True)
         names = git(self.path, "format-patch", "-o", str(out), rev_range).splitlines()
         return [Path(n) for n in names]
+
+
+def only_git_on_path(folder: Path) -> str:
+    """A PATH holding git and nothing else (to prove a tool is missing): ``folder``."""
+    import shutil
+
+    real = shutil.which("git")
+    assert real is not None, "git is not on PATH"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "git").symlink_to(real)
+    return str(folder)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from contrib.validate import ptx
-from testing.gitutil import Repo
+from testing.gitutil import Repo, only_git_on_path
 from testing.workspace import Workspace
 
 NVCC = shutil.which("nvcc")
@@ -90,12 +90,7 @@ def test_compile_without_nvcc_exits_2_with_one_line(mini: tuple[Workspace, Repo]
                                                     tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     ws, _ = mini
-    bare = tmp_path / "bare-bin"
-    bare.mkdir()
-    git = shutil.which("git")
-    assert git is not None
-    (bare / "git").symlink_to(git)
-    monkeypatch.setenv("PATH", str(bare))
+    monkeypatch.setenv("PATH", only_git_on_path(tmp_path / "bare-bin"))
     monkeypatch.setattr(ptx, "NVCC_LOCATIONS", ())
     result = ws.run("audit", "mini", "--arch", "sm_120a", "--compile")
     assert result.code == 2

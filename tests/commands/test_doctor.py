@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from testing.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
-from testing.gitutil import Repo, git
+from testing.gitutil import Repo, git, only_git_on_path
 from testing.workspace import Workspace, make_patch
 
 
@@ -82,12 +81,7 @@ def test_no_token(workspace: Workspace) -> None:
 
 def test_path_without_nvcc(workspace: Workspace, tmp_path: Path,
                            monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    real_git = shutil.which("git")
-    assert real_git is not None
-    (bin_dir / "git").symlink_to(real_git)
-    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("PATH", only_git_on_path(tmp_path / "bin"))
     code, checks = _doctor(workspace)
     assert code == 1 and checks["git"]["status"] == "ok"
     fallback = [p for p in ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc")
