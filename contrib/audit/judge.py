@@ -15,7 +15,7 @@ with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 
 from contrib.arch import Arch, admitted_archs
@@ -27,6 +27,7 @@ from contrib.audit.model import (
     NEEDS_KERNEL_WORK,
     UNKNOWN,
     AuditGate,
+    admitted_majors,
 )
 from contrib.record.finding import ERROR
 from contrib.validate.cuda_arch import analyze
@@ -64,7 +65,7 @@ def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arc
         gate.class_ = UNKNOWN
         gate.reason = f"{gate.function} names no CUDA unit of the tree"
         return
-    majors = _majors(gate.admits)
+    majors = admitted_majors(gate.admits)
     closure = include_closure(tree, units, resolver)
     files = {path: tree.read_text(path) or "" for path in closure.files}
     analysis = analyze(files, units, arch, admitted_archs(majors), resolver)
@@ -81,11 +82,6 @@ def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arc
 
 def _evidence(location: str, kind: str, guard: str | None, message: str) -> str:
     return f"{location} {kind}" + (f" (guard {guard})" if guard else "") + f": {message}"
-
-
-def _majors(admits: str) -> Iterable[int]:
-    text = admits.removeprefix("majors ")
-    return [int(m) for m in text.split(", ") if m.isdigit()]
 
 
 def _inherit(gate: AuditGate, verdicts: dict[str, AuditGate]) -> None:

@@ -65,6 +65,11 @@ class AuditGate:
         return cls(**values)
 
 
+def admitted_majors(admits: str) -> list[int]:
+    """The majors of an ``admits`` text ("majors 9, 10"); none for "unknown"."""
+    return [int(m) for m in admits.removeprefix("majors ").split(", ") if m.isdigit()]
+
+
 def sort_key(gate: AuditGate) -> tuple[int, int, str, int]:
     """Runtime first, then by class (excluding gates first), file and line."""
     klass = CLASSES.index(gate.class_) if gate.class_ in CLASSES else len(CLASSES)

@@ -28,14 +28,28 @@ from pathlib import Path
 from typing import Any
 
 from contrib import environ
-from contrib.arch import Arch, parse_arch
+from contrib.arch import Arch, admitted_archs
 from contrib.audit.engine import Step
-from contrib.audit.model import GATE_ONLY, JIT, NEEDS_KERNEL_WORK, NOT_BUILDABLE, AuditGate
+from contrib.audit.model import (
+    GATE_ONLY,
+    JIT,
+    NEEDS_KERNEL_WORK,
+    NOT_BUILDABLE,
+    AuditGate,
+    admitted_majors,
+)
 from contrib.errors import UsageError
 from contrib.validate import ptx
 from contrib.validate.profiles import profile_for
 from contrib.validate.ptx import Outcome
-from contrib.validate.ptx_cache import Job, compile_all, nvcc_identity, unit_key
+from contrib.validate.ptx_cache import (
+    Job,
+    compile_all,
+    compile_for,
+    empty_everywhere,
+    nvcc_identity,
+    unit_key,
+)
 from contrib.validate.ptxstage import PtxRequest, prepare_headers
 from contrib.validate.tree import SourceTree
 from contrib.validate.units import UNIT_SUFFIXES, Unit, gate_flags, gate_include_dirs
@@ -111,12 +125,9 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
         hollow = {u for (u, _), o in zip(jobs_of, outcomes, strict=True)
                   if o.ok and (not o.entries or o.empty)}
         admitted = _admitted_arch(targets, hollow)
-        twin_jobs = [Job(u, root / u, profile.compute(admitted[u]), dirs, list(flags),
-                         unit_key(tree, u, profile.compute(admitted[u]), flags, outside, identity,
-                                  tree_dirs=tree_dirs))
-                     for u, flags in jobs_of if u in admitted]  # fmt: skip
-        twins = compile_all(nvcc, twin_jobs, Path(tmp) / "out") if twin_jobs else []
-    others = {job.unit: (admitted[job.unit], o) for job, o in zip(twin_jobs, twins, strict=True)}
+        again = compile_for(nvcc, jobs, {u: profile.compute(a) for u, a in admitted.items()},
+                            Path(tmp) / "out")
+    others = {unit: (admitted[unit], outcome) for unit, outcome in again.items()}
     summary.cached = sum(o.cached for o in outcomes)
     summary.compiled = len(outcomes) - summary.cached
     summary.missing_headers = tuple(sorted({o.missing_header for o in outcomes
@@ -131,16 +142,13 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
 
 
 def _admitted_arch(gates: list[AuditGate], units: set[str]) -> dict[str, Arch]:
-    """For each unit of ``units``, an arch the first gate building it admits (its lowest
-    major, as ``sm_X0a``)."""
+    """For each unit of ``units``, the lowest arch the first gate building it admits."""
     found: dict[str, Arch] = {}
     for gate in gates:
-        majors = sorted(int(m) for m in re.findall(r"\d+", gate.admits.removeprefix("majors ")))
-        if not majors:
-            continue
+        archs = admitted_archs(admitted_majors(gate.admits))
         for unit in gate.units:
-            if unit in units and unit not in found:
-                found[unit] = parse_arch(f"sm_{majors[0]}0a")
+            if archs and unit in units and unit not in found:
+                found[unit] = archs[0]
     return found
 
 
@@ -191,7 +199,8 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
         gate.reason = (f"{len(lost)} unit(s) compile kernels for {lost[0][1].name} and none "
                        f"for {arch.name}")  # fmt: skip
         return
-    everywhere = {o.unit: _empty_too(o, others) for o in outcomes if o.empty}
+    reference = {unit: twin for unit, (_, twin) in (others or {}).items()}
+    everywhere = {o.unit: empty_everywhere(o, reference.get(o.unit)) for o in outcomes if o.empty}
     empty = [o for o in outcomes if o.empty and len(everywhere[o.unit]) < len(o.empty)]
     gate.evidence += [f"{unit}: {_names(names)} empty for {others[unit][0].name} too "
                       "(compiled away for every arch; not counted)"
@@ -216,14 +225,6 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
     if gate.class_ == GATE_ONLY and total:  # with no entry nvcc neither confirms nor refutes
         gate.reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
                        f"({len(outcomes)} unit(s), {compute})")  # fmt: skip
-
-
-def _empty_too(outcome: Outcome, others: dict[str, tuple[Arch, Outcome]] | None) -> list[str]:
-    """Entries of ``outcome`` that are empty for the admitted arch as well."""
-    twin = others.get(outcome.unit) if others else None
-    if twin is None or not twin[1].ok:
-        return []
-    return [e for e in outcome.empty if e in set(twin[1].empty)]
 
 
 def _nor(others: dict[str, tuple[Arch, Outcome]] | None, unit: str) -> str:

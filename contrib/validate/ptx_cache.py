@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from contrib.validate import ptx
@@ -102,6 +102,28 @@ def compile_all(nvcc: str, jobs: list[Job], out_dir: Path, workers: int | None =
             if jobs[index].key and (outcome.ok or not outcome.missing_header):
                 _save(store, jobs[index].key, outcome)
     return [results[i] for i in range(len(jobs))]
+
+
+def compile_for(nvcc: str, jobs: list[Job], computes: dict[str, str],
+                out_dir: Path) -> dict[str, Outcome]:
+    """Units of ``jobs`` compiled again for another virtual architecture (unit -> compute):
+    the reference an empty or missing entry is judged against.  The cache key is the
+    job's (content, flags, arch, nvcc) with the other arch; the SASS is not checked."""
+    twins = [replace(job, compute=computes[job.unit], cuobjdump=None,
+                     key=hashlib.sha256(f"{job.key}\0{computes[job.unit]}".encode()).hexdigest()
+                     if job.key else "")
+             for job in jobs if job.unit in computes]  # fmt: skip
+    outcomes = compile_all(nvcc, twins, out_dir) if twins else []
+    return {job.unit: outcome for job, outcome in zip(twins, outcomes, strict=True)}
+
+
+def empty_everywhere(outcome: Outcome, reference: Outcome | None) -> list[str]:
+    """Entries of ``outcome`` that are empty in ``reference`` too (a kernel the compiler
+    optimised to nothing on every arch: not the target's loss)."""
+    if reference is None or not reference.ok:
+        return []
+    also = set(reference.empty)
+    return [entry for entry in outcome.empty if entry in also]
 
 
 def _compile(nvcc: str, job: Job, out_dir: Path) -> Outcome:

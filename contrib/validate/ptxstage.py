@@ -25,7 +25,14 @@ from contrib.record.finding import ERROR, INFO, Finding
 from contrib.validate import includes, ptx
 from contrib.validate.profiles import Profile, installed_includes
 from contrib.validate.ptx import Outcome
-from contrib.validate.ptx_cache import Job, compile_all, nvcc_identity, unit_key
+from contrib.validate.ptx_cache import (
+    Job,
+    compile_all,
+    compile_for,
+    empty_everywhere,
+    nvcc_identity,
+    unit_key,
+)
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
 from contrib.validate.tree import SourceTree, materialize
 from contrib.validate.units import Unit
@@ -49,6 +56,7 @@ class PtxRequest:
     kernel_lines: dict[str, tuple[str, int]]
     progress: Callable[[int, int, str], None] | None = None  # (compiled, of N, unit)
     tree_dirs: list[str] = field(default_factory=list)  # the gates' extra_include_paths
+    reference: Arch | None = None  # an arch admitted before: judges the target's empty entries
 
 
 def check(req: PtxRequest) -> StageResult:
@@ -74,6 +82,13 @@ def check(req: PtxRequest) -> StageResult:
                          req.tree_dirs), sass)
             for u in req.units]  # fmt: skip
     outcomes = compile_all(nvcc, jobs, req.workdir / "ptx-out", progress=req.progress)
+    # An entry empty for the target is compared with the arch admitted before: empty
+    # there too, the compiler optimised it away everywhere and the target lost nothing.
+    again: dict[str, Outcome] = {}
+    if req.reference is not None:
+        again = compile_for(nvcc, [j for j, o in zip(jobs, outcomes, strict=True) if o.empty],
+                            {u.path: req.profile.compute(req.reference) for u in req.units},
+                            req.workdir / "ptx-out")  # fmt: skip
     details: dict[str, Any] = {
         "compute": compute, "arch_variant": f"{req.profile.name}: {req.arch.name} builds as {compute}",
         "flags": flags, "flags_from": origin, "include_dirs": [str(d) for d in dirs], "nvcc": identity,
@@ -85,7 +100,9 @@ def check(req: PtxRequest) -> StageResult:
         "compiled": sum(not o.cached for o in outcomes), "cached": sum(o.cached for o in outcomes),
         "sass": f"checked with {sass}" if sass else "not checked: no cuobjdump here",
     }  # fmt: skip
-    return verdict(req, outcomes, details)
+    if again and req.reference is not None:
+        details["reference"] = {"arch": req.reference.name, "units": sorted(again)}
+    return verdict(req, outcomes, details, again)
 
 
 def resolver_for(tree: SourceTree, tree_dirs: list[str]) -> includes.IncludeResolver:
@@ -116,18 +133,25 @@ def _has_files(tree: SourceTree, folder: str) -> bool:
     return any(p.startswith(prefix) for p in tree.paths())
 
 
-def verdict(req: PtxRequest, outcomes: list[Outcome], details: dict[str, Any]) -> StageResult:
+def verdict(req: PtxRequest, outcomes: list[Outcome], details: dict[str, Any],
+            reference: dict[str, Outcome] | None = None) -> StageResult:
     """Findings for empty kernels and broken units; the stage's status and reason."""
     gates = {u.path for u in req.units if u.gate}
-    return judge(req.arch, req.kernel_lines, req.waivers, outcomes, details, gates)
+    return judge(req.arch, req.kernel_lines, req.waivers, outcomes, details, gates,
+                 reference, req.reference)
 
 
 def judge(arch: Arch, kernel_lines: dict[str, tuple[str, int]], waivers: list[Waiver],
-          outcomes: list[Outcome], details: dict[str, Any], gates: set[str]) -> StageResult:
+          outcomes: list[Outcome], details: dict[str, Any], gates: set[str],
+          reference: dict[str, Outcome] | None = None,
+          reference_arch: Arch | None = None) -> StageResult:
     """The verdict on compiled units, whoever compiled them (contrib, or a
     ``validation.compile`` command): a compile error in a unit of ``gates`` fails the
-    stage, elsewhere it is info; ``details`` needs ``compute``, ``entries``, ``cached``."""
-    findings = _empty_findings(arch, kernel_lines, outcomes, details["compute"])
+    stage, elsewhere it is info; ``details`` needs ``compute``, ``entries``, ``cached``.
+    ``reference``: units compiled for ``reference_arch`` too; an entry empty there as
+    well is info, not an error."""
+    findings = _empty_findings(arch, kernel_lines, outcomes, details["compute"],
+                               reference or {}, reference_arch)
     for outcome in outcomes:
         if not outcome.ok and not outcome.missing_header:
             severity = ERROR if outcome.unit in gates else INFO
@@ -154,13 +178,21 @@ def _short(finding: Finding) -> str:
 
 
 def _empty_findings(arch: Arch, kernel_lines: dict[str, tuple[str, int]],
-                    outcomes: list[Outcome], compute: str) -> list[Finding]:
+                    outcomes: list[Outcome], compute: str, reference: dict[str, Outcome],
+                    reference_arch: Arch | None) -> list[Finding]:  # fmt: skip
     findings = []
     for outcome in outcomes:
         # One finding per kernel, not per template instantiation (flashinfer has 480).
         totals = Counter(ptx.demangle(e) for e in outcome.entries)
+        everywhere = {ptx.demangle(e) for e in empty_everywhere(outcome, reference.get(outcome.unit))}
         for name, empty in sorted(Counter(ptx.demangle(e) for e in outcome.empty).items()):
             file, line = kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
+            if name in everywhere and reference_arch is not None:
+                findings.append(Finding("empty-ptx-entry", INFO, file, line,
+                                        f"kernel {name} is only `ret;` on {reference_arch.name} "
+                                        f"too ({outcome.unit}): optimised away on every arch, "
+                                        f"not lost on {arch.name}"))  # fmt: skip
+                continue
             findings.append(Finding("empty-ptx-entry", ERROR, file, line,
                                     f"empty kernel {name} on {arch.name}: {empty} of {totals[name]} "
                                     f"PTX entries for {compute} ({outcome.unit}) are only `ret;`"))  # fmt: skip

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contrib.arch import Arch, admitted_archs
+from contrib.arch import Arch, admitted_archs, nearest_lower
 from contrib.errors import ConfigError, ContribError
 from contrib.record.finding import INFO, Finding
 from contrib.validate import bench as benchrun
@@ -228,8 +228,18 @@ def stage_ptx(ctx: Context) -> StageResult:
                                   settings.python or ctx.inputs.python, flags + settings.ptx_flags,
                                   settings.ptx_include_dirs, settings.waivers, ctx.workdir,
                                   _kernel_lines(ctx), progress=ctx.step,
-                                  tree_dirs=units.gate_include_dirs(tree, gates))  # fmt: skip
+                                  tree_dirs=units.gate_include_dirs(tree, gates),
+                                  reference=_reference(ctx))  # fmt: skip
     return ptxstage.check(request)
+
+
+def _reference(ctx: Context) -> Arch | None:
+    """The arch admitted before that the target is compared with: the nearest below it
+    (the lowest above it where none is below), as the arch-guards stage compares."""
+    arch = ctx.inputs.arch
+    majors = {m for g in ctx.touched for m in g.majors_before} | set(ctx.inputs.settings.compare)
+    compared = [a for a in admitted_archs(majors) if a.cuda_arch != arch.cuda_arch]
+    return nearest_lower(arch, compared) or (compared[0] if compared else None)
 
 
 def _ptx_command(ctx: Context) -> StageResult:

@@ -120,3 +120,28 @@ def test_where_cuobjdump_exists_a_kernel_whose_sass_is_only_exit_fails(
     assert result.details["sass"] == f"checked with {fake}"
     (finding,) = [f for f in result.findings if f.kind == "exit-only-sass"]
     assert "empty kernel one on sm_120a: 1 SASS function(s) for sm_120a (csrc/one.cu) are only EXIT" in finding.message
+
+
+def test_an_entry_empty_on_the_reference_arch_too_is_info_not_an_error(tmp_path: Path) -> None:
+    """A kernel the compiler optimises to `ret;` on every arch (a store of what was read)
+    is not the target's loss; one emptied only for the target still fails."""
+    noop = "__global__ void noop(float* o) { float x = o[0]; o[0] = x; }\n"
+    guarded = ("__global__ void lost(float* o) {\n#if __CUDA_ARCH__ < 1200\n  o[0] = 1.0f;\n"
+               "#endif\n}\n")
+    tree = DictTree({"csrc/noop.cu": noop, "csrc/lost.cu": guarded})
+    request = _request(tree, ["csrc/noop.cu"], tmp_path / "a")
+    request.reference = parse_arch("sm_90a")
+    result = check(request)
+    assert result.status == "passed", result.reason
+    [info] = [f for f in result.findings if f.kind == "empty-ptx-entry"]
+    assert info.severity == "info" and "only `ret;` on sm_90a too" in info.message
+    assert result.details["reference"] == {"arch": "sm_90a", "units": ["csrc/noop.cu"]}
+
+    request = _request(tree, ["csrc/lost.cu"], tmp_path / "b")
+    request.reference = parse_arch("sm_90a")
+    lost = check(request)
+    assert lost.status == "failed" and "empty kernel lost on sm_120a" in lost.reason
+
+    # Without a reference (no arch admitted before) every empty entry is an error, as before.
+    plain = check(_request(tree, ["csrc/noop.cu"], tmp_path / "c"))
+    assert plain.status == "failed"
