@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -28,8 +27,10 @@ from contrib.arch import Arch
 from contrib.audit.find import gates_of_file
 from contrib.audit.judge import judge
 from contrib.audit.model import AuditGate, sort_key
+from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.validate.tree import GitTree
+from contrib.workspace.txn import atomic_write
 
 FORMAT = 4  # bump when the analysis changes what it finds at the same contrib version
 _MAY_GATE = re.compile(
@@ -108,10 +109,6 @@ def _load(path: Path) -> list[AuditGate] | None:
 def _save(path: Path, gates: list[AuditGate]) -> None:
     """Write the result atomically; a cache that cannot be written is only slower."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".audit-", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"gates": [g.to_dict() for g in gates]}, handle)
-        os.replace(tmp, path)
-    except OSError:
+        atomic_write(path, json.dumps({"gates": [g.to_dict() for g in gates]}))
+    except ContribError:
         pass

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +35,7 @@ from contrib.git.cache import Mirror
 from contrib.secrets import scrub
 from contrib.workspace.config import Upstream
 from contrib.workspace.model import Workspace
+from contrib.workspace.txn import atomic_write
 
 MAX_GATES = 30  # per list and upstream: the body has to stay under GitHub's limit
 MAX_SECTION = 30_000  # characters, whatever the number of upstreams and archs
@@ -130,14 +129,9 @@ def _since(upstream: Upstream, arch: str, tip: str,
 
 
 def _remember(upstream: Upstream, arch: str, tip: str, since: str | None) -> None:
-    path = _memory(upstream, arch)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".last-", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"commit": tip, "since": since}, handle)
-        os.replace(tmp, path)
-    except OSError:
+        atomic_write(_memory(upstream, arch), json.dumps({"commit": tip, "since": since}))
+    except ContribError:
         pass  # without the memory the next run only compares with nothing
 
 
