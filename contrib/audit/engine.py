@@ -11,6 +11,7 @@ JSON read.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -108,7 +109,5 @@ def _load(path: Path) -> list[AuditGate] | None:
 
 def _save(path: Path, gates: list[AuditGate]) -> None:
     """Write the result atomically; a cache that cannot be written is only slower."""
-    try:
+    with contextlib.suppress(ContribError):
         atomic_write(path, json.dumps({"gates": [g.to_dict() for g in gates]}))
-    except ContribError:
-        pass

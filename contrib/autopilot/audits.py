@@ -17,6 +17,7 @@ line in the section and a :class:`~contrib.autopilot.state.Need`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -129,10 +130,8 @@ def _since(upstream: Upstream, arch: str, tip: str,
 
 
 def _remember(upstream: Upstream, arch: str, tip: str, since: str | None) -> None:
-    try:
+    with contextlib.suppress(ContribError):  # without it the next run compares with nothing
         atomic_write(_memory(upstream, arch), json.dumps({"commit": tip, "since": since}))
-    except ContribError:
-        pass  # without the memory the next run only compares with nothing
 
 
 # -- the section ---------------------------------------------------------------------
