@@ -77,6 +77,7 @@ class TrialResult:
     delay: float
     outcome: str  # "before" | "after" | a state named by ``verify``
     killed: bool = True  # False when the command had already finished
+    ran: float | None = None  # seconds the command took, when it finished before the kill
 
 
 Setup = Callable[[Path], dict[str, str]]
@@ -105,7 +106,11 @@ def kill_trial(prepared: Path, scratch: Path, args: tuple[str, ...], delay: floa
     with open(log, "wb") as out:
         proc = subprocess.Popen(contrib_cmd(*args), cwd=ws, env=env, stdout=out, stderr=out,
                                 start_new_session=True)
-        time.sleep(delay)
+        started = time.monotonic()
+        ran: float | None = None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=delay)
+            ran = time.monotonic() - started
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -134,7 +139,32 @@ def kill_trial(prepared: Path, scratch: Path, args: tuple[str, ...], delay: floa
     hits = AUDIT.scan_tree(ws)
     assert not hits, f"planted token written to {hits}"
     shutil.rmtree(ws, ignore_errors=True)
-    return TrialResult(delay, outcome, killed)
+    return TrialResult(delay, outcome, killed, None if killed else ran)
+
+
+def kill_trials(prepared: Path, scratch: Path, args: tuple[str, ...], reference: float,
+                fractions: list[float], expected_after: dict[str, bytes] | None,
+                env: dict[str, str], *, setup: Setup | None = None,
+                verify: Verify | None = None,
+                again: Callable[[Path, str], tuple[str, ...]] | None = None) -> list[TrialResult]:
+    """One ``kill_trial`` per fraction of the reference run's seconds, in order.
+
+    The reference is one run, timed under whatever load the machine had then; a
+    CI runner sharing two cores with another test worker once timed a 0.4 s
+    ``sync --continue`` at 0.77 s, and half the kills came after the trials had
+    finished.  So a trial whose command finished before its kill names the
+    shorter span, and the later fractions (``delays`` sorts them) apply to it:
+    the kills keep covering the whole run whatever the reference's moment.
+    """
+    span = reference
+    results = []
+    for frac in fractions:
+        result = kill_trial(prepared, scratch, args, span * frac, expected_after, env,
+                            setup=setup, verify=verify, again=again)
+        if result.ran is not None:
+            span = min(span, result.ran)
+        results.append(result)
+    return results
 
 
 def tally(command: str, results: list[TrialResult]) -> str:
@@ -165,7 +195,8 @@ def timed(root: Path, *args: str, env: dict[str, str]) -> float:
     A read-only ``status`` runs first: the interpreter, the installed packages and
     contrib's modules are then read from a warm page cache, as in the trials that
     follow.  Without it a CI run measured its `sync --continue` reference at 0.60 s
-    (0.45 s here) and only 5 of 12 kills landed before the trials had finished.
+    (0.45 s here) and only 5 of 12 kills landed before the trials had finished;
+    ``kill_trials`` also shortens the span when a trial shows the run is faster.
     """
     run(root, "status", "--no-fetch", env=env)
     started = time.monotonic()

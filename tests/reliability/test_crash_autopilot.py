@@ -23,7 +23,7 @@ from contrib.record import version_standing
 from contrib.workspace.model import Workspace
 from testing.audit import PLANTED
 from testing.autopilot_scene import FORK, UPSTREAM, WSREPO, Scene
-from testing.crash import delays, kill_trial, snapshot, tally, timed
+from testing.crash import delays, kill_trials, snapshot, tally, timed
 from testing.fake_github import FakeGitHub
 from testing.gitutil import Repo, git
 
@@ -126,9 +126,9 @@ def _trials(scene: Scene, tmp_path: Path, trials: Trials, seed: int, label: str)
     took = timed(reference, *args, env=trials.setup(reference))
     trials.expected = _files(reference)
     trials.verify(reference, "final")
-    results = [kill_trial(scene.root, tmp_path, args, took * frac, None, {},
-                          setup=trials.setup, verify=trials.verify)
-               for frac in delays(seed=seed, count=8, low=0.1, high=1.05)]
+    results = kill_trials(scene.root, tmp_path, args, took,
+                          delays(seed=seed, count=8, low=0.1, high=1.05),
+                          None, {}, setup=trials.setup, verify=trials.verify)
     for fake in trials.fakes.values():
         fake.stop()
     print(tally(label, results), f"(reference run {took:.2f}s)")

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from testing.audit import PLANTED
-from testing.crash import delays, kill_trial, snapshot, tally, timed
+from testing.crash import delays, kill_trials, snapshot, tally, timed
 from testing.fake_github import FakeGitHub
 from testing.gitutil import Repo, git
 from testing.pr_scene import FORK, UPSTREAM, Scene
@@ -115,10 +115,9 @@ def _run_trials(scene: Scene, tmp_path: Path, trials: Trials, seed: int, count: 
     trials.tip = str(_tip(reference.parent / "reference-fork.git"))
     assert trials.tip != trials.old_tip
     trials.verify(reference, "final")
-    results = []
-    for frac in delays(seed=seed, count=count, low=0.15, high=1.1):
-        results.append(kill_trial(scene.root, tmp_path, args, took * frac, None, {},
-                                  setup=trials.setup, verify=trials.verify))
+    results = kill_trials(scene.root, tmp_path, args, took,
+                          delays(seed=seed, count=count, low=0.15, high=1.1),
+                          None, {}, setup=trials.setup, verify=trials.verify)
     for fake in trials.fakes.values():
         fake.stop()
     print(tally(label, results), f"(reference run {took:.2f}s)")

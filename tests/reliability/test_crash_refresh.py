@@ -21,7 +21,7 @@ from contrib.workspace.model import Workspace as Ws
 from testing.crash import (
     delays,
     fsck_cache,
-    kill_trial,
+    kill_trials,
     own_cache,
     snapshot,
     tally,
@@ -70,9 +70,9 @@ def test_refresh_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstrea
         if outcome == "after":
             assert snapshot(ws) == expected
 
-    trials = [kill_trial(workspace.root, tmp_path, args, took * frac, expected, env,
-                         setup=setup, verify=check)
-              for frac in delays(seed=11_20261130, count=12, low=0.1, high=1.15)]
+    trials = kill_trials(workspace.root, tmp_path, args, took,
+                         delays(seed=11_20261130, count=12, low=0.1, high=1.15),
+                         expected, env, setup=setup, verify=check)
     print(tally("refresh", trials), f"(reference run {took:.2f}s)")
     assert {t.outcome for t in trials} <= {"before", "after"}
     assert "before" in {t.outcome for t in trials}

@@ -22,7 +22,7 @@ import pytest
 from testing.crash import (
     delays,
     fsck_cache,
-    kill_trial,
+    kill_trials,
     own_cache,
     run,
     snapshot,
@@ -67,9 +67,9 @@ def test_sync_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstream: 
     def verify(ws: Path, outcome: str) -> None:
         fsck_cache(trial_cache(ws))
 
-    trials = [kill_trial(workspace.root, tmp_path, ("sync",), took * frac, expected, env,
-                         setup=setup, verify=verify)
-              for frac in delays(seed=3_20261129, count=14, low=0.1, high=1.15)]
+    trials = kill_trials(workspace.root, tmp_path, ("sync",), took,
+                         delays(seed=3_20261129, count=14, low=0.1, high=1.15),
+                         expected, env, setup=setup, verify=verify)
     print(tally("sync", trials), f"(reference run {took:.2f}s)")
     assert "before" in {t.outcome for t in trials}
     # How many kills land mid-run depends on the machine's load against the
@@ -118,9 +118,9 @@ def test_sync_continue_killed_anywhere_keeps_the_resolution(
             assert not (ws / ".contrib" / "sync-state.json").exists()
         fsck_cache(_cache(isolated))
 
-    trials = [kill_trial(workspace.root, tmp_path, args, took * frac, expected, env,
-                         setup=conflict_resolved, verify=verify, again=again)
-              for frac in delays(seed=4_20261129, count=12, low=0.1, high=1.15)]
+    trials = kill_trials(workspace.root, tmp_path, args, took,
+                         delays(seed=4_20261129, count=12, low=0.1, high=1.15),
+                         expected, env, setup=conflict_resolved, verify=verify, again=again)
     print(tally("sync --continue", trials), f"(reference run {took:.2f}s)")
     assert "before" in {t.outcome for t in trials}
     assert sum(t.killed for t in trials) >= 6
@@ -172,9 +172,9 @@ def test_sync_that_prunes_killed_anywhere_is_all_or_nothing(
             if folder.is_dir():
                 assert (folder / "series").is_file() and any(folder.glob("*.patch")), folder
 
-    trials = [kill_trial(workspace.root, tmp_path, ("sync",), took * frac, expected, env,
-                         setup=setup, verify=verify)
-              for frac in delays(seed=4_20261201, count=10, low=0.1, high=1.15)]
+    trials = kill_trials(workspace.root, tmp_path, ("sync",), took,
+                         delays(seed=4_20261201, count=10, low=0.1, high=1.15),
+                         expected, env, setup=setup, verify=verify)
     print(tally("sync (pruning)", trials), f"(reference run {took:.2f}s)")
     assert "before" in {t.outcome for t in trials}
 
@@ -215,8 +215,8 @@ def test_two_target_sync_killed_anywhere_leaves_each_target_before_or_after(
 
     # expected None: tomlkit may place a blank line differently when the second target
     # is written by a later run; what must hold is each target's state (verify)
-    trials = [kill_trial(workspace.root, tmp_path, ("sync",), took * frac, None, env,
-                         setup=setup, verify=verify)
-              for frac in delays(seed=5_20261201, count=10, low=0.1, high=1.15)]
+    trials = kill_trials(workspace.root, tmp_path, ("sync",), took,
+                         delays(seed=5_20261201, count=10, low=0.1, high=1.15),
+                         None, env, setup=setup, verify=verify)
     print(tally("sync (two targets)", trials), f"(reference run {took:.2f}s)")
     assert "before" in {t.outcome for t in trials}

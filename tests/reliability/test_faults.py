@@ -22,7 +22,7 @@ from testing.audit import FIGURES, PLANTED
 from testing.crash import (
     delays,
     fsck_cache,
-    kill_trial,
+    kill_trials,
     own_cache,
     snapshot,
     tally,
@@ -144,9 +144,9 @@ def test_fetch_killed_midway_leaves_a_working_cache(workspace: Workspace, upstre
     shutil.copytree(workspace.root, reference)
     took = timed(reference, "sync", env=setup(reference))
     expected = snapshot(reference)
-    trials = [kill_trial(workspace.root, tmp_path, ("sync",), took * frac, expected, env,
-                         setup=setup, verify=verify)
-              for frac in delays(seed=7_20261129, count=6, low=0.1, high=0.8)]
+    trials = kill_trials(workspace.root, tmp_path, ("sync",), took,
+                         delays(seed=7_20261129, count=6, low=0.1, high=0.8),
+                         expected, env, setup=setup, verify=verify)
     print(tally("sync during a big fetch", trials), f"(reference run {took:.2f}s)")
     FIGURES["faults survived: fetch killed midway"] += sum(t.killed for t in trials)
     assert sum(t.killed for t in trials) >= 4
