@@ -8,6 +8,8 @@
 * ``gen_mma_module``: a JIT gate whose unit looks gate-only to the guard analysis
   but does not compile for SM12x (``#error`` in its device pass): not-buildable
   with ``--compile``;
+* ``gen_moe_sm100_module``: a JIT gate that builds through a helper of its file
+  (``_gen_moe_module`` lists the unit and a flag the unit needs), gate-only;
 * ``pick_backend``: a predicate gate in runtime code that leaves SM120 no path,
   and ``tile_size``: a choice between paths that serves SM120;
 * ``allreduce``: a predicate gate over a helper that loads ``gen_comm_module``
@@ -46,6 +48,15 @@ def gen_mnnvl_module():
 def gen_mma_module():
     flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])
     return build("mma", ["mma.cu"], flags)
+
+
+def gen_moe_sm100_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10])
+    return _gen_moe_module(flags, "100")
+
+
+def _gen_moe_module(flags, arch):
+    return build("moe_" + arch, ["moe.cu"], flags + ["-DMOE_BUILD"])
 '''
 
 FUSION = '''\
@@ -137,6 +148,12 @@ __global__ void mma_kernel(float* out) {
 }
 '''
 
+NEEDS_ITS_FLAG = '''\
+#ifndef MOE_BUILD
+#error "moe.cu is built with -DMOE_BUILD"
+#endif
+''' + KERNEL.format(name="moe")
+
 FILES = {
     "pkg/__init__.py": "",
     "pkg/core.py": "ctx = None\n\n\ndef build(name, sources, flags):\n    return name\n",
@@ -149,6 +166,7 @@ FILES = {
     "csrc/norm_ops.cpp": "int norm_ops() { return 0; }\n",  # host code: no PTX
     "csrc/mnnvl.cu": KERNEL.format(name="mnnvl"),
     "csrc/mma.cu": NO_SM12X,
+    "csrc/moe.cu": NEEDS_ITS_FLAG,
     "csrc/comm.cu": '#include "comm.cuh"\n',
     "csrc/comm.cuh": GUARDED,
 }

@@ -32,7 +32,7 @@ from contrib.audit.model import (
     AuditGate,
 )
 from contrib.audit.toolkit import on_toolkit
-from contrib.validate.gates import KEYWORD, Gate, arch_truth, find_gates, source_literals
+from contrib.validate.gates import KEYWORD, Gate, arch_truth, builders, built_sources, find_gates
 
 _PREDICATE_TEXT = re.compile(r"\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blackwell)", re.I)
 _REFUSAL_WORDS = re.compile(
@@ -88,13 +88,14 @@ def gates_of_file(path: str, text: str, arch: Arch) -> list[AuditGate]:
         node = _node_of(module, gate)
         excludes, effect, calls = _effect(gate, node, parents, arch)
         calls = _one_level(calls, local)
-        units = source_literals(function) if gate.kind == KEYWORD and function else []
+        jit = gate.kind == KEYWORD and function is not None
+        units = built_sources(functions, gate.function) if jit else []
         out.append(AuditGate(
             file=path, line=gate.line, function=gate.function, kind=_kind(gate),
             admits=_admits(gate), excludes_target=excludes, text=gate.text, effect=effect,
             scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
             units=units, calls=calls, index=gate.index, parser_kind=gate.kind,
-            end_line=gate.end_line,
+            end_line=gate.end_line, builders=builders(functions, gate.function)[1:] if jit else [],
         ))  # fmt: skip
     return out
 
@@ -145,6 +146,8 @@ def _effect(gate: Gate, node: ast.expr | None, parents: dict[int, ast.AST],
     if isinstance(parent, ast.Assert) and parent.test is node:
         return not admitted, "an assert the target fails" if not admitted else "an assert", []
     if isinstance(parent, ast.If) and parent.test is node:
+        if not admitted and _served_before(parent, parents, arch):
+            return False, "an earlier branch of its if/elif chain serves the target", []
         return _branch(parent, admitted, arch)
     if isinstance(parent, ast.IfExp) and parent.test is node:
         return False, "chooses between two values", []
@@ -170,6 +173,18 @@ def _branch(node: ast.If, admitted: bool, arch: Arch) -> tuple[bool, str, list[s
             return True, "the else branch the target takes refuses it", calls
         return False, "chooses between paths; the else branch serves the target", calls
     return True, "the target skips this code and has no other branch", calls
+
+
+def _served_before(node: ast.If, parents: dict[int, ast.AST], arch: Arch) -> bool:
+    """Whether ``node`` is an ``elif`` after a branch the target takes: flashinfer's
+    ``if major >= 8: ok = True  elif major == 7 and minor >= 5: ...`` never reaches
+    the second test on the target, so it turns nothing away."""
+    parent = parents.get(id(node))
+    while isinstance(parent, ast.If) and parent.orelse == [node]:
+        if arch_truth(parent.test, arch.major) is True:
+            return True
+        node, parent = parent, parents.get(id(parent))
+    return False
 
 
 def _chain(orelse: list[ast.stmt]) -> Iterator[ast.If | list[ast.stmt]]:

@@ -38,6 +38,7 @@ class AuditGate:
     reason: str = ""  # for `unknown`, and how the class was reached
     comment: str = ""  # the upstream comment at the gate, if any
     units: list[str] = field(default_factory=list)  # CUDA units its function builds
+    builders: list[str] = field(default_factory=list)  # same-file functions it builds through
     calls: list[str] = field(default_factory=list)  # functions the gated code calls
     index: int = 0  # ordinal among the gates of one function and parser kind
     end_line: int = 0  # last line of the gate's expression

@@ -106,8 +106,8 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="run-", dir=scratch) as tmp:
         units = [Unit(u, "built by an excluding gate", True) for u, _ in jobs_of]
-        tree_dirs = gate_include_dirs(tree, [(g.file, g.function) for g in targets
-                                             if g.kind == JIT])
+        tree_dirs = gate_include_dirs(tree, [b for g in targets if g.kind == JIT
+                                             for b in _build_functions(g)])
         request = PtxRequest(tree, arch, units, profile, python, [], [], [], Path(tmp), {},
                              tree_dirs=tree_dirs)  # fmt: skip
         root, dirs, outside = prepare_headers(request, [])
@@ -158,12 +158,17 @@ def _unit_flags(tree: SourceTree, gates: list[AuditGate],
     the profile's; a Python gate's units compile as their JIT gate builds them."""
     found: dict[str, tuple[str, ...]] = {}
     for gate in sorted(gates, key=lambda g: g.kind != JIT):
-        own = gate_flags(tree, [(gate.file, gate.function)]) if gate.kind == JIT else []
+        own = gate_flags(tree, _build_functions(gate)) if gate.kind == JIT else []
         flags = tuple(base + [f for f in own if f not in base])
         for unit in gate.units:
             if unit.endswith(UNIT_SUFFIXES):  # a .cpp unit is host code: no PTX to ask for
                 found.setdefault(unit, flags)
     return sorted(found.items())
+
+
+def _build_functions(gate: AuditGate) -> list[tuple[str, str]]:
+    """(file, function) of a JIT gate's function and the ones it builds through."""
+    return [(gate.file, name) for name in [gate.function, *gate.builders]]
 
 
 def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,

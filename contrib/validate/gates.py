@@ -71,6 +71,7 @@ class TouchedGate:
     after: Gate
     before: Gate | None
     sources: list[str] = field(default_factory=list)  # file names listed in its function
+    builders: list[str] = field(default_factory=list)  # its function and the ones it builds through
 
     @property
     def majors_before(self) -> frozenset[int]:
@@ -313,6 +314,34 @@ def source_literals(function: ast.AST) -> list[str]:
     return names
 
 
+def builders(functions: dict[str, ast.AST], function: str) -> list[str]:
+    """``function`` and the module-level functions of its file it calls that name CUDA
+    sources: what a JIT gate's function builds through.  flashinfer's
+    ``gen_cutlass_fused_moe_sm100_module`` gates its flags and hands them to
+    ``gen_cutlass_fused_moe_module``, which lists the units; ``_gen_module`` of
+    selective_state_update likewise.  One call down, as the calls are written."""
+    node = functions.get(function)
+    found = [function]
+    if node is None:
+        return found
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+            callee = functions.get(call.func.id)
+            if (callee is not None and call.func.id not in found
+                    and source_literals(callee)):  # fmt: skip
+                found.append(call.func.id)
+    return found
+
+
+def built_sources(functions: dict[str, ast.AST], function: str) -> list[str]:
+    """CUDA file names a gate's function builds, its own and its builders', in order."""
+    names: list[str] = []
+    for name in builders(functions, function):
+        node = functions.get(name)
+        names += [n for n in source_literals(node) if n not in names] if node else []
+    return names
+
+
 def touched_gates(
     path: str, before: str | None, after: str, changed: Iterable[int]
 ) -> list[TouchedGate]:
@@ -324,9 +353,9 @@ def touched_gates(
     for gate in gates_after:
         if not changed & set(range(gate.line, gate.end_line + 1)):
             continue
-        function = functions.get(gate.function)
-        sources = source_literals(function) if function is not None else []
-        touched.append(TouchedGate(gate, old.get(gate.key), sources))
+        touched.append(TouchedGate(gate, old.get(gate.key),
+                                   built_sources(functions, gate.function),
+                                   builders(functions, gate.function)))
     return touched
 
 

@@ -222,7 +222,7 @@ def stage_ptx(ctx: Context) -> StageResult:
     gate_sources = [(g.after.function, name) for g in ctx.touched for name in g.sources]
     found = units.units_at_stake(tree, gate_sources, [c.path for c in ctx.changes if not c.deleted],
                                  settings.ptx_sources)  # fmt: skip
-    gates = [(g.after.file, g.after.function) for g in ctx.touched]
+    gates = [(g.after.file, name) for g in ctx.touched for name in g.builders or [g.after.function]]
     flags = units.gate_flags(tree, gates)
     request = ptxstage.PtxRequest(tree, ctx.inputs.arch, found, profiles.profile_for(tree),
                                   settings.python or ctx.inputs.python, flags + settings.ptx_flags,

@@ -29,6 +29,10 @@ def test_audit_judges_each_kind_of_gate(mini: tuple[Workspace, Repo]) -> None:
     assert comm["class"] == "needs-kernel-work" and comm["excludes_target"] is True
     assert any(e.startswith("csrc/comm.cuh:2 empty-kernel (guard csrc/comm.cuh:3)")
                for e in comm["evidence"]), comm["evidence"]
+    # The units and flags of a helper of the same file the gate's function builds through.
+    moe = gates["gen_moe_sm100_module:jit"]
+    assert moe["class"] == "gate-only" and moe["units"] == ["csrc/moe.cu"], moe
+    assert moe["builders"] == ["_gen_moe_module"]
     mnnvl = gates["gen_mnnvl_module:jit"]
     assert mnnvl["class"] == "intentional" and "not supported on purpose" in mnnvl["reason"]
     pick = gates["pick_backend:predicate"]
@@ -133,3 +137,17 @@ def test_a_name_reassigned_from_the_device_is_a_gate_again() -> None:
             "    if major < 13:\n        raise RuntimeError('x')\n")
     (gate,) = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
     assert gate.excludes_target and gate.line == 4
+
+
+def test_an_elif_after_a_branch_the_target_takes_turns_nothing_away() -> None:
+    """flashinfer's check_cuda_arch: ``if major >= 8: ok  elif major == 7 and ...``."""
+    text = ("def check(major, minor):\n    ok = False\n    if major >= 8:\n        ok = True\n"
+            "    elif major == 7 and minor >= 5:\n        ok = True\n    return ok\n")
+    gates = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
+    assert [(g.line, g.excludes_target) for g in gates] == [(3, False), (5, False)]
+    assert gates[1].effect == "an earlier branch of its if/elif chain serves the target"
+    # An earlier branch that is not about the arch serves nobody in particular.
+    text = ("def pick(major, fast):\n    out = None\n    if fast:\n        out = 1\n"
+            "    elif major == 10:\n        out = fused()\n    return out\n")
+    (gate,) = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
+    assert gate.excludes_target and gate.calls == ["fused"]

@@ -56,11 +56,15 @@ def test_compile_confirms_refutes_and_caches(mini: tuple[Workspace, Repo], tmp_p
     assert mma["evidence"][0].startswith("csrc/mma.cu: nvcc (compute_120a): csrc/mma.cu:3")
     assert "error: #error \"mma_kernel needs tcgen05" in mma["evidence"][0]
     assert gates["gen_mnnvl_module"]["class"] == "intentional"  # not compiled: on purpose
+    # moe.cu is listed by the helper its gate builds through, which adds -DMOE_BUILD.
+    assert gates["gen_moe_sm100_module"]["evidence"] == [
+        "csrc/moe.cu: compiled for sm_120a: 1 entry, none empty (moe_kernel)"]
     made = first.json["upstreams"][0]["compile"]
-    assert (made["units"], made["compiled"], made["cached"]) == (3, 3, 0)
+    assert (made["units"], made["compiled"], made["cached"]) == (4, 4, 0)
     # comm's empty entry is checked against an admitted arch too (sm_100a fills it).
     calls = [line for line in log.read_text().splitlines() if "--ptx" in line]
-    assert len(calls) == 4 and sum("-arch=compute_120a" in line for line in calls) == 3
+    assert len(calls) == 5 and sum("-arch=compute_120a" in line for line in calls) == 4
+    assert any("-DMOE_BUILD" in line and "moe.cu" in line for line in calls)
 
     # The no-compile audit of the same tree is not changed by the compile's results.
     plain = _by_function(ws.run("audit", "mini", "--arch", "sm_120a", "--json").json)
@@ -72,7 +76,7 @@ def test_compile_confirms_refutes_and_caches(mini: tuple[Workspace, Repo], tmp_p
     again = ws.run("audit", "mini", "--arch", "sm_120a", "--compile", "--json")
     assert _by_function(again.json) == gates
     made = again.json["upstreams"][0]["compile"]
-    assert (made["compiled"], made["cached"]) == (0, 3)
+    assert (made["compiled"], made["cached"]) == (0, 4)
     assert not any("--ptx" in line for line in log.read_text().splitlines())
 
 
@@ -82,7 +86,7 @@ def test_compile_table_says_what_nvcc_did(mini: tuple[Workspace, Repo]) -> None:
     ws, _ = mini
     table = ws.run("audit", "mini", "--arch", "sm_120a", "--compile")
     assert table.code == 1, table.err
-    assert "--compile: 3 unit(s) for compute_120a, 0 from the PTX cache" in table.out
+    assert "--compile: 4 unit(s) for compute_120a, 0 from the PTX cache" in table.out
     assert "not-buildable" in table.out and "do not compile for sm_120a" in table.out
 
 

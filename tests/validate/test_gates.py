@@ -82,6 +82,25 @@ def test_touched_gate_on_mini_upstream(sm120):
     assert finding.severity == "info" and "[9, 10] -> [9, 10, 12]" in finding.message
 
 
+def test_a_gate_that_builds_through_a_helper_of_its_file_names_the_helpers_sources(sm120):
+    """flashinfer's gen_cutlass_fused_moe_sm100_module gates the flags and hands them to
+    gen_cutlass_fused_moe_module, which lists the units and adds flags of its own."""
+    after = (
+        "def gen_moe_sm100_module():\n"
+        "    flags = ctx.flags(supported_major_versions=[10, 12])\n"
+        "    return _gen_moe_module(flags + ['-DSM100'], '100')\n\n\n"
+        "def _gen_moe_module(flags, arch):\n"
+        "    return spec(['moe.cu', 'moe_ops.cu'], flags + ['-DMOE_BUILD'])\n\n\n"
+        "def _unrelated():\n    return 1\n"
+    )
+    before = after.replace("[10, 12]", "[10]")
+    (gate,) = touched_gates("jit/moe.py", before, after, {2})
+    assert gate.sources == ["moe.cu", "moe_ops.cu"]
+    assert gate.builders == ["gen_moe_sm100_module", "_gen_moe_module"]
+    from contrib.validate.profiles import flags_in
+    assert [f for name in gate.builders for f in flags_in(after, name)] == ["-DSM100", "-DMOE_BUILD"]
+
+
 def test_touched_gate_that_still_rejects_target_is_an_error(sm120):
     before = "def f():\n    return flags(supported_major_versions=[9, 10])\n"
     after = "def f():\n    # widened for Hopper only\n    return flags(supported_major_versions=[9, 10])\n"
