@@ -14,6 +14,8 @@
   and ``tile_size``: a choice between paths that serves SM120;
 * ``allreduce``: a predicate gate over a helper that loads ``gen_comm_module``
   (it inherits needs-kernel-work one call down);
+* ``fp8_prefill``: a refusal of SM12x whose message says work is to come (unknown,
+  the message in its reason);
 * ``tests/test_fusion.py``: a predicate gate in a skip marker (test scope);
 * ``pkg/toolkit.py``: conditions on the CUDA toolkit's version, which read like
   gates (``major < 13``) and are none.
@@ -88,6 +90,14 @@ def allreduce(x):
     if is_sm90_supported() or is_sm100_supported():
         out = _comm_allreduce(x)
     return out
+
+
+def fp8_prefill(x):
+    from pkg.utils import is_sm12x_supported
+
+    if is_sm12x_supported():
+        raise ValueError("FP8 is not yet supported on SM120")
+    return x
 '''
 
 OPENED = FUSION.replace("is_sm100_supported():\n        backend",

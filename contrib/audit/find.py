@@ -38,6 +38,9 @@ _PREDICATE_TEXT = re.compile(r"\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blac
 _REFUSAL_WORDS = re.compile(
     r"\b(?:not|no|unsupported|exclud\w*|intentional\w*|on purpose|deliberate\w*|skip\w*|"
     r"disabl\w*|lacks?|doesn't|don't|won't|cannot|can't)\b", re.I)  # fmt: skip
+_TO_DO = re.compile(r"\b(?:not yet|yet to|todo|fixme|for now|currently|temporar\w*|"
+                    r"work in progress|wip|until)\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.;!?])\s+")
 _COMMENT = re.compile(r"#(.*)$")
 
 
@@ -87,6 +90,7 @@ def gates_of_file(path: str, text: str, arch: Arch) -> list[AuditGate]:
             continue  # the CUDA toolkit's version, not the GPU's
         node = _node_of(module, gate)
         excludes, effect, calls = _effect(gate, node, parents, arch)
+        message = _refusal_text(node, parents, arch) if excludes else ""
         calls = _one_level(calls, local)
         jit = gate.kind == KEYWORD and function is not None
         units = built_sources(functions, gate.function) if jit else []
@@ -95,7 +99,7 @@ def gates_of_file(path: str, text: str, arch: Arch) -> list[AuditGate]:
             admits=_admits(gate), excludes_target=excludes, text=gate.text, effect=effect,
             scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
             units=units, calls=calls, index=gate.index, parser_kind=gate.kind,
-            end_line=gate.end_line, builders=builders(functions, gate.function)[1:] if jit else [],
+            end_line=gate.end_line, message=message, builders=builders(functions, gate.function)[1:] if jit else [],
         ))  # fmt: skip
     return out
 
@@ -159,8 +163,6 @@ def _branch(node: ast.If, admitted: bool, arch: Arch) -> tuple[bool, str, list[s
     if admitted:
         return False, "the target takes this branch", []
     calls = sorted(set(_called(node.body)))
-    if _exits(node.body):
-        return False, "an early exit; the target takes the code after it", calls
     for branch in _chain(node.orelse):
         if isinstance(branch, ast.If):
             truth = arch_truth(branch.test, arch.major)
@@ -172,6 +174,8 @@ def _branch(node: ast.If, admitted: bool, arch: Arch) -> tuple[bool, str, list[s
         if _bails(branch):
             return True, "the else branch the target takes refuses it", calls
         return False, "chooses between paths; the else branch serves the target", calls
+    if _exits(node.body):  # no branch takes the target: it goes on after the if
+        return False, "an early exit; the target takes the code after it", calls
     return True, "the target skips this code and has no other branch", calls
 
 
@@ -185,6 +189,47 @@ def _served_before(node: ast.If, parents: dict[int, ast.AST], arch: Arch) -> boo
             return True
         node, parent = parent, parents.get(id(parent))
     return False
+
+
+def _refusal_text(node: ast.expr | None, parents: dict[int, ast.AST], arch: Arch) -> str:
+    """What the refusal the target meets says: the message of the ``raise`` (or the
+    ``assert``) its branch takes, e.g. "FP8 (e4m3) is not yet supported for FMHAv2 on
+    SM120 (Blackwell)"; empty when it raises nothing with a message."""
+    parent = parents.get(id(node)) if node is not None else None
+    if isinstance(parent, ast.Assert) and parent.test is node:
+        return _text_of(parent.msg)
+    if not (isinstance(parent, ast.If) and parent.test is node):
+        return ""
+    if _bails(parent.body):
+        return _raised(parent.body[0])
+    for branch in _chain(parent.orelse):
+        if isinstance(branch, ast.If):
+            if arch_truth(branch.test, arch.major) is False:
+                continue
+            branch = branch.body
+        return _raised(branch[0]) if _bails(branch) else ""
+    return ""
+
+
+def _raised(statement: ast.stmt) -> str:
+    exc = statement.exc if isinstance(statement, ast.Raise) else None
+    return _text_of(exc.args[0]) if isinstance(exc, ast.Call) and exc.args else ""
+
+
+def _text_of(node: ast.expr | None) -> str:
+    """A message's text: a string, an f-string (``{expr}`` kept as written), or a sum."""
+    return " ".join(_raw_text(node).split())[:300]
+
+
+def _raw_text(node: ast.expr | None) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else
+                       "{" + ast.unparse(getattr(v, "value", v)) + "}" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _raw_text(node.left) + _raw_text(node.right)
+    return ""
 
 
 def _chain(orelse: list[ast.stmt]) -> Iterator[ast.If | list[ast.stmt]]:
@@ -239,10 +284,11 @@ def _comment(lines: list[str], gate: Gate) -> str:
 
 
 def says_intentional(comment: str, arch: Arch) -> bool:
-    """Whether ``comment`` says the target's family is left out on purpose."""
-    return bool(comment) and bool(family_pattern(arch).search(comment)) and bool(
-        _REFUSAL_WORDS.search(comment)
-    )
+    """Whether ``comment`` says the target's family is left out on purpose (not "not
+    yet", "for now", "TODO": work to come is not a choice)."""
+    family = family_pattern(arch)
+    return any(family.search(sentence) and _REFUSAL_WORDS.search(sentence)
+               and not _TO_DO.search(sentence) for sentence in _SENTENCE.split(comment))
 
 
 __all__ = ["CAPABILITY", "JIT", "PREDICATE", "RUNTIME", "gates_of_file", "says_intentional"]

@@ -10,7 +10,9 @@ module's getter (``get_x_module`` / ``gen_x_module``) inherits that module's
 verdict, also one call down when the helper it calls is defined in the same
 file (``_fused() -> get_x_module()``).  An upstream comment naming the target's
 family as left out makes a gate ``intentional``; anything else is ``unknown``,
-with the reason.
+with the reason.  What the refusal says (its ``raise``'s message) joins the reason:
+it is upstream's word, but "not supported on SM120" is the refusal itself, not a
+reason for it, so it never decides the class.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def judge(tree: SourceTree, gates: list[AuditGate], arch: Arch, step: Step | Non
             gate.class_, gate.reason = INTENTIONAL, f"upstream says: “{gate.comment}”"
         elif gate.kind != JIT:
             _inherit(gate, verdicts)
+        if gate.message and gate.class_ != INTENTIONAL:
+            gate.reason += f"; it refuses with “{gate.message}”"
 
 
 def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arch: Arch) -> None:

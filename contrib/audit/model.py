@@ -37,6 +37,7 @@ class AuditGate:
     evidence: list[str] = field(default_factory=list)
     reason: str = ""  # for `unknown`, and how the class was reached
     comment: str = ""  # the upstream comment at the gate, if any
+    message: str = ""  # what the refusal the target meets says (its raise's message)
     units: list[str] = field(default_factory=list)  # CUDA units its function builds
     builders: list[str] = field(default_factory=list)  # same-file functions it builds through
     calls: list[str] = field(default_factory=list)  # functions the gated code calls

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from contrib.arch import parse_arch
-from contrib.audit.find import gates_of_file
+from contrib.audit.find import gates_of_file, says_intentional
 from testing.auditupstream import open_gate
 from testing.gitutil import Repo
 from testing.workspace import Workspace, make_patch
@@ -35,6 +35,10 @@ def test_audit_judges_each_kind_of_gate(mini: tuple[Workspace, Repo]) -> None:
     assert moe["builders"] == ["_gen_moe_module"]
     mnnvl = gates["gen_mnnvl_module:jit"]
     assert mnnvl["class"] == "intentional" and "not supported on purpose" in mnnvl["reason"]
+    # What a refusal says joins the reason; it does not decide the class.
+    fp8 = gates["fp8_prefill:predicate"]
+    assert fp8["class"] == "unknown" and fp8["message"] == "FP8 is not yet supported on SM120"
+    assert fp8["reason"].endswith("; it refuses with “FP8 is not yet supported on SM120”")
     pick = gates["pick_backend:predicate"]
     assert pick["excludes_target"] is True and pick["scope"] == "runtime"
     assert pick["class"] == "unknown" and pick["reason"]
@@ -151,3 +155,34 @@ def test_an_elif_after_a_branch_the_target_takes_turns_nothing_away() -> None:
             "    elif major == 10:\n        out = fused()\n    return out\n")
     (gate,) = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
     assert gate.excludes_target and gate.calls == ["fused"]
+
+
+def test_a_refusal_says_what_it_refuses_and_work_to_come_is_not_intentional() -> None:
+    arch = parse_arch("sm_120a")
+    text = ("def prefill(q, fp8):\n    if fp8 and is_sm12x_supported(q.device):\n"
+            "        raise ValueError(\n            'FP8 is not yet supported on SM120. '\n"
+            "            f'Got {q.dtype}.'\n        )\n    return run(q)\n\n\n"
+            "def mla(major):\n    assert major == 9, 'FP8 MLA needs ' + 'SM90'\n\n\n"
+            "def ssd(major):\n    if major == 10:\n        return fast()\n    elif major == 9:\n"
+            "        return slow()\n    else:\n        raise RuntimeError(f'needs SM100, got SM{major}')\n")
+    gates = {g.function: g for g in gates_of_file("pkg/x.py", text, arch) if g.excludes_target}
+    assert gates["prefill"].message == "FP8 is not yet supported on SM120. Got {q.dtype}."
+    assert gates["mla"].message == "FP8 MLA needs SM90"
+    assert gates["ssd"].message == "needs SM100, got SM{major}"
+    # An upstream comment is read a sentence at a time: work to come is not a choice.
+    assert not says_intentional("FP8 is not yet supported on SM120.", arch)
+    assert not says_intentional("SM12x is disabled for now.", arch)
+    assert says_intentional("SM107 is not yet supported, so reject it. Consumer Blackwell "
+                            "(SM120/SM121) lacks tcgen05, so reject it here.", arch)
+    assert not says_intentional("Tuned on 12.0 hardware; other parts fall back.", arch)
+
+
+def test_early_exits_of_a_chain_leave_the_target_the_code_after_it_unless_an_else_refuses() -> None:
+    arch = parse_arch("sm_120a")
+    chain = ("def f(major):\n    if major == 10:\n        return fast()\n    elif major == 9:\n"
+             "        return slow()\n")
+    fallback = gates_of_file("x.py", chain + "    return naive()\n", arch)
+    assert [(g.line, g.excludes_target) for g in fallback] == [(2, False), (4, False)]
+    refused = gates_of_file("x.py", chain + "    else:\n        raise RuntimeError('no')\n", arch)
+    assert [(g.line, g.excludes_target) for g in refused] == [(2, True), (4, True)]
+    assert refused[0].effect == "the else branch the target takes refuses it"
