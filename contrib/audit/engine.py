@@ -33,7 +33,7 @@ from contrib.git.repo import Git
 from contrib.validate.tree import GitTree
 from contrib.workspace.txn import atomic_write
 
-FORMAT = 8  # bump when the analysis changes what it finds at the same contrib version
+FORMAT = 9  # bump when the analysis changes what it finds at the same contrib version
 _MAY_GATE = re.compile(
     r"supported_major_versions|\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blackwell)"
     r"|\b(?:\w*_)?(?:major|capability|cc|compute_cap|sm|sm_version)\b|get_device_sm|get_sm\b",

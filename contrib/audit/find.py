@@ -152,6 +152,9 @@ def _effect(gate: Gate, node: ast.expr | None, parents: dict[int, ast.AST],
     if isinstance(parent, ast.If) and parent.test is node:
         if not admitted and _served_before(parent, parents, arch):
             return False, "an earlier branch of its if/elif chain serves the target", []
+        head = _chain_head(parent, parents)
+        if not admitted and head is not parent and arch_truth(head.test, arch.major) is not None:
+            return False, f"an elif of the chain at line {head.lineno}, which is judged there", []
         return _branch(parent, admitted, arch)
     if isinstance(parent, ast.IfExp) and parent.test is node:
         return False, "chooses between two values", []
@@ -177,6 +180,14 @@ def _branch(node: ast.If, admitted: bool, arch: Arch) -> tuple[bool, str, list[s
     if _exits(node.body):  # no branch takes the target: it goes on after the if
         return False, "an early exit; the target takes the code after it", calls
     return True, "the target skips this code and has no other branch", calls
+
+
+def _chain_head(node: ast.If, parents: dict[int, ast.AST]) -> ast.If:
+    """The ``if`` that starts the ``elif`` chain ``node`` belongs to."""
+    parent = parents.get(id(node))
+    while isinstance(parent, ast.If) and parent.orelse == [node]:
+        node, parent = parent, parents.get(id(parent))
+    return node
 
 
 def _served_before(node: ast.If, parents: dict[int, ast.AST], arch: Arch) -> bool:

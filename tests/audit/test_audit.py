@@ -184,5 +184,7 @@ def test_early_exits_of_a_chain_leave_the_target_the_code_after_it_unless_an_els
     fallback = gates_of_file("x.py", chain + "    return naive()\n", arch)
     assert [(g.line, g.excludes_target) for g in fallback] == [(2, False), (4, False)]
     refused = gates_of_file("x.py", chain + "    else:\n        raise RuntimeError('no')\n", arch)
-    assert [(g.line, g.excludes_target) for g in refused] == [(2, True), (4, True)]
+    assert [(g.line, g.excludes_target) for g in refused] == [(2, True), (4, False)]
     assert refused[0].effect == "the else branch the target takes refuses it"
+    # One refusal, one gate: sglang's get_arch_constraints has four elifs over it.
+    assert refused[1].effect == "an elif of the chain at line 2, which is judged there"
