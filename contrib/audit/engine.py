@@ -34,11 +34,23 @@ from contrib.validate.tree import GitTree
 from contrib.workspace.txn import atomic_write
 
 FORMAT = 9  # bump when the analysis changes what it finds at the same contrib version
-_MAY_GATE = re.compile(
-    r"supported_major_versions|\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blackwell)"
-    r"|\b(?:\w*_)?(?:major|capability|cc|compute_cap|sm|sm_version)\b|get_device_sm|get_sm\b",
-    re.I,
+# Which files may hold a gate: a cheap superset of what the gate parser looks for
+# (substrings of the lowered text, then one short regex).  One case-blind regex with
+# every alternative ran at 7 MB/s: 9.4 s of a 20 s first audit of sglang's 66 MB.
+_MAY_GATE_WORDS = (
+    "supported_major_versions", "is_sm", "is_cuda_sm", "is_ampere", "is_ada", "is_hopper",
+    "is_blackwell", "major", "capability", "compute_cap", "sm_version", "get_device_sm",
+    "get_sm",
 )
+_MAY_GATE_SHORT = re.compile(r"(?:\b|_)(?:cc|sm)\b")  # `cc`, `sm`, `device_cc`, `_sm`
+
+
+def may_gate(text: str) -> bool:
+    """Whether ``text`` may hold an architecture gate (never false for one that does)."""
+    low = text.lower()
+    return any(word in low for word in _MAY_GATE_WORDS) or bool(_MAY_GATE_SHORT.search(low))
+
+
 _PARALLEL_FROM = 40  # files; below this a worker pool costs more than it saves
 Step = Callable[[int, int, str], None]
 
@@ -79,7 +91,7 @@ def audit_commit(git: Git, commit: str, arch: Arch, step: Step | None = None) ->
 def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> list[AuditGate]:
     """Every gate of the tree's Python files, in path order."""
     files = [p for p in tree.paths() if p.endswith(".py")]
-    texts = [(p, t) for p in files if _MAY_GATE.search(t := tree.read_text(p) or "")]
+    texts = [(p, t) for p in files if may_gate(t := tree.read_text(p) or "")]
     if step is not None:
         step(0, len(texts), f"{len(texts)} of {len(files)} Python files may hold a gate")
     if len(texts) < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:

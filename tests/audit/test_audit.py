@@ -188,3 +188,18 @@ def test_early_exits_of_a_chain_leave_the_target_the_code_after_it_unless_an_els
     assert refused[0].effect == "the else branch the target takes refuses it"
     # One refusal, one gate: sglang's get_arch_constraints has four elifs over it.
     assert refused[1].effect == "an elif of the chain at line 2, which is judged there"
+
+
+@pytest.mark.parametrize("condition", [
+    "flags(supported_major_versions=[9])", "is_sm90_supported()", "_is_hopper",
+    "IS_BLACKWELL", "get_device_capability()[0] >= 9", "major == 10", "sm_version == 90",
+    "device_cc >= 90", "cc == 90", "get_device_sm() >= 90", "get_sm() >= 90",
+    "torch.cuda.get_device_capability() == (12, 0)", "_sm == 120",
+])
+def test_the_file_prefilter_keeps_every_file_with_a_gate(condition: str) -> None:
+    from contrib.audit.engine import may_gate
+
+    text = f"def f():\n    if {condition}:\n        raise RuntimeError('x')\n"
+    assert gates_of_file("pkg/x.py", text, parse_arch("sm_120a")), condition
+    assert may_gate(text)
+    assert not may_gate("def small_access(success):\n    return success\n")
