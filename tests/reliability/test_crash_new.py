@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.crash import delays, kill_trial, run, snapshot, tally
+from testing.crash import delays, kill_trials, run, snapshot, tally, timed
 from testing.gitutil import Repo
 from testing.workspace import Workspace, make_patch
 
@@ -25,15 +25,15 @@ def test_new_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstream: R
     assert run(workspace.root, "status", "--no-fetch", env=env).returncode == 0
     reference = tmp_path / "reference"
     shutil.copytree(workspace.root, reference)
-    done = run(reference, *args, env=env)
-    assert done.returncode == 0, done.stderr
+    took = timed(reference, *args, env=env)
     expected = snapshot(reference)
     def again(ws: Path, outcome: str) -> tuple[str, ...]:
         return args if outcome == "before" else ("status", "--no-fetch")
 
-    trials = [kill_trial(workspace.root, tmp_path, args, delay, expected, env, again=again)
-              for delay in delays(seed=20261129, count=12, low=0.05, high=1.2)]
-    print(tally("new", trials))
+    trials = kill_trials(workspace.root, tmp_path, args, took,
+                         delays(seed=20261129, count=12, low=0.05, high=1.2),
+                         expected, env, again=again)
+    print(tally("new", trials), f"(reference run {took:.2f}s)")
     outcomes = [t.outcome for t in trials]
     # Seeded delays span the run: some kills land before, some after the commit.
     assert len(outcomes) == 12
