@@ -217,7 +217,7 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
                           f"{compute} are empty: {_names(counts[o.unit])}"
                           for o in empty]  # fmt: skip
         gate.reason = (f"{sum(map(len, counts.values()))} PTX entr(ies) compiled for "
-                       f"{arch.name} are only `ret;`")  # fmt: skip
+                       f"{arch.name} are empty (only `ret;`, or only an error printf/trap)")  # fmt: skip
         return
     if not outcomes:  # only host (.cpp) units behind it: nothing for nvcc to confirm
         return

@@ -2,7 +2,9 @@
 
 The preprocessor analysis reads guards; this stage asks the compiler.  An
 ``.entry`` whose body is just ``ret;`` is a kernel that launches, does nothing
-and reports success: the flashinfer#3903 trap seen from the PTX side.
+and reports success: the flashinfer#3903 trap seen from the PTX side.  So is one
+that only prints an error and traps (CUTLASS's stub for an arch it compiled its
+MMA out of): both are "empty" here.
 No GPU is needed, only ``nvcc`` and the headers the sources include.
 """
 
@@ -68,7 +70,17 @@ def demangle(name: str) -> str:
 
 
 def empty_entries(ptx: str) -> list[str]:
-    """Mangled names of ``.entry`` functions whose body is only ``ret;``."""
+    """Mangled names of ``.entry`` functions that do no work: a body of only ``ret;``,
+    or one whose only effects are an error ``printf`` and a ``trap``/``brkpt``.
+
+    The second is CUTLASS's and CuTe's stub for an arch its MMA is compiled out of
+    (``printf("ERROR : Arch conditional MMA instruction used without targeting
+    appropriate compute capability. Aborting.")``, ``CUTE_INVALID_CONTROL_PATH``): the
+    kernel launches, writes nothing and, without the trap, reports success.  An entry
+    that stores anything but its ``printf`` arguments (``st.``, ``atom``, ``red``, an
+    MMA, a bulk copy) or calls anything but ``vprintf`` (or ``__assertfail``, when
+    built without ``-DNDEBUG``) does work.
+    """
     empty = []
     for match in _ENTRY.finditer(ptx):
         open_brace = ptx.find("{", ptx.find(")", match.end()))
@@ -81,9 +93,41 @@ def empty_entries(ptx: str) -> list[str]:
                 break
             pos += 1
         body = [ln.strip() for ln in ptx[open_brace + 1 : pos].splitlines() if not _NOISE.match(ln)]
-        if body == ["ret;"]:
+        if body == ["ret;"] or _only_reports(body):
             empty.append(match.group(1))
     return empty
+
+
+# What a kernel can do that another thread or the host sees: stores (not to the
+# call's parameters or the thread's own stack), atomics and reductions, MMAs that
+# write tensor memory, bulk and async copies, surface writes, and calls.
+_EFFECT = re.compile(r"^(?:@!?%\w+\s+)?(?:st\.(?!param|local)|atom|red\.|mma|wmma|wgmma|"
+                     r"tcgen05|cp\.|stmatrix|multimem|sust|suatom|sured|call)")
+_REPORT = re.compile(r"^(?:@!?%\w+\s+)?(?:trap|brkpt)\s*;")
+
+
+def _only_reports(body: list[str]) -> bool:
+    """Whether a body's only effects are ``vprintf``/``__assertfail`` calls and traps
+    (and it has one)."""
+    reports = 0
+    lines = iter(body)
+    for line in lines:
+        if line.startswith("call"):
+            # `call.uni (retval0), vprintf, (...)`, the callee on this line or the next
+            callee = _CALLEE.match(line)
+            name = callee.group(1) if callee and callee.group(1) else next(lines, "").rstrip(", ")
+            if name not in _REPORTING:
+                return False
+            reports += 1
+        elif _REPORT.match(line):
+            reports += 1
+        elif _EFFECT.match(line):
+            return False
+    return reports > 0
+
+
+_REPORTING = ("vprintf", "__assertfail")
+_CALLEE = re.compile(r"call(?:\.\w+)*\s*(?:\([^)]*\)\s*,)?\s*([\w$]+)?")
 
 
 def missing_header(compiler_output: str) -> str | None:

@@ -56,7 +56,8 @@ def unit_key(tree: SourceTree, unit: str, compute: str, flags: Sequence[str],
     ``sass``: whether the SASS is checked too (a result without it is not reused where it is).
     ``tree_dirs``: tree folders the build adds to the include path (they widen the closure).
     """
-    h = hashlib.sha256(b"contrib-ptx-1\0")
+    # 2: entries that only printf/trap count as empty
+    h = hashlib.sha256(b"contrib-ptx-2\0")
     # Folders outside the tree (an installed package's headers) count by path and
     # modification time: reinstalling the package changes them.
     head = {"unit": unit, "compute": compute, "flags": list(flags), "sass": sass,

@@ -189,13 +189,14 @@ def _empty_findings(arch: Arch, kernel_lines: dict[str, tuple[str, int]],
             file, line = kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
             if name in everywhere and reference_arch is not None:
                 findings.append(Finding("empty-ptx-entry", INFO, file, line,
-                                        f"kernel {name} is only `ret;` on {reference_arch.name} "
+                                        f"kernel {name} is empty on {reference_arch.name} "
                                         f"too ({outcome.unit}): optimised away on every arch, "
                                         f"not lost on {arch.name}"))  # fmt: skip
                 continue
             findings.append(Finding("empty-ptx-entry", ERROR, file, line,
                                     f"empty kernel {name} on {arch.name}: {empty} of {totals[name]} "
-                                    f"PTX entries for {compute} ({outcome.unit}) are only `ret;`"))  # fmt: skip
+                                    f"PTX entries for {compute} ({outcome.unit}) are only `ret;` "
+                                    f"or only an error printf/trap"))  # fmt: skip
         exits = Counter(ptx.demangle(e) for e in outcome.exit_only) - Counter(ptx.demangle(e) for e in outcome.empty)
         for name, count in sorted(exits.items()):
             file, line = kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))

@@ -53,6 +53,60 @@ def test_empty_entries_in_handwritten_ptx():
     assert empty_entries(PTX) == ["_Z5emptyPi"]
 
 
+STUB_PTX = """
+.visible .entry _Z4stubPf(
+	.param .u64 .ptr .align 1 _Z4stubPf_param_0
+)
+{
+	.reg .b32 	%r<3>;
+	.reg .b64 	%rd<3>;
+
+	mov.u64 	%rd1, $str;
+	cvta.global.u64 	%rd2, %rd1;
+	{ // callseq 0, 0
+	.param .b64 param0;
+	st.param.b64 	[param0], %rd2;
+	.param .b64 param1;
+	st.param.b64 	[param1], 0;
+	.param .b32 retval0;
+	call.uni (retval0),
+	vprintf,
+	(
+	param0,
+	param1
+	);
+	ld.param.b32 	%r1, [retval0];
+	} // callseq 0
+	brkpt;
+	ret;
+
+}
+.visible .entry _Z4workPf(
+	.param .u64 .ptr .align 1 _Z4workPf_param_0
+)
+{
+	{ // callseq 1, 0
+	.param .b64 param0;
+	st.param.b64 	[param0], %rd2;
+	call.uni
+	_Z6helperPf,
+	(
+	param0
+	);
+	} // callseq 1
+	trap;
+	ret;
+
+}
+"""
+
+
+def test_an_entry_that_only_prints_an_error_and_traps_is_empty():
+    """CUTLASS's stub for an arch its MMA is compiled out of; a call to any other
+    function may do the work, so that entry is not empty."""
+    assert empty_entries(STUB_PTX) == ["_Z4stubPf"]
+
+
 def test_demangle():
     assert demangle("_Z5emptyPi") == "empty"
     assert demangle(
@@ -120,3 +174,43 @@ def test_real_nvcc_host_only_source_is_a_failure_not_a_crash(tmp_path: Path):
     source.write_text("int answer() { return 42; }\n")
     result = compile_ptx(find_nvcc() or "", source, parse_arch("sm_120a"), [], tmp_path)
     assert not result.ok and "nvcc wrote no PTX for host.cpp" in result.error
+
+
+@pytest.mark.slow
+@needs_nvcc
+@pytest.mark.parametrize("ndebug", [True, False])
+def test_real_nvcc_cutlass_style_stubs_are_empty_and_work_is_not(tmp_path: Path, ndebug: bool):
+    source = tmp_path / "stubs.cu"
+    source.write_text('''#include <cstdio>
+#include <cassert>
+__global__ void only_print(float* out) {
+#if defined(__CUDA_ARCH_FEAT_SM100_ALL)
+  out[threadIdx.x] = 1.0f;
+#else
+  printf("ERROR : Arch conditional MMA instruction used without targeting sm100a. Aborting.\\n");
+#endif
+}
+__global__ void invalid_path(float* out, int n) {
+#if defined(__CUDA_ARCH_FEAT_SM100_ALL)
+  out[threadIdx.x] = 1.0f;
+#else
+  assert(0 && "no tcgen05"); if (n > 0) printf("bad %d\\n", n); __brkpt();
+#endif
+}
+__global__ void only_trap(float* out) { __trap(); }
+__global__ void prints_and_stores(float* out) {
+  if (threadIdx.x == 0) printf("hi\\n");
+  out[threadIdx.x] = 2.0f;
+}
+__global__ void counts(int* out) { atomicAdd(out, 1); }
+''', encoding="utf-8")
+    flags = ["-DNDEBUG"] if ndebug else []
+    result = compile_ptx(find_nvcc() or "", source, parse_arch("sm_120a"), [], tmp_path,
+                         flags=flags)
+    assert result.ok, result.error
+    stubs = sorted(demangle(e) for e in result.empty)
+    assert stubs == ["invalid_path", "only_print", "only_trap"]
+    # On the arch the MMA is compiled for, the same kernels do work.
+    done = compile_ptx(find_nvcc() or "", source, parse_arch("sm_100a"), [], tmp_path,
+                       flags=flags)
+    assert sorted(demangle(e) for e in done.empty) == ["only_trap"]
