@@ -20,6 +20,7 @@ import ast
 import re
 from collections.abc import Iterator
 from pathlib import PurePosixPath
+from typing import NamedTuple
 
 from contrib.arch import Arch
 from contrib.audit.model import (
@@ -89,17 +90,17 @@ def gates_of_file(path: str, text: str, arch: Arch) -> list[AuditGate]:
         if gate.kind != KEYWORD and on_toolkit(gate.text, function, gate.line):
             continue  # the CUDA toolkit's version, not the GPU's
         node = _node_of(module, gate)
-        excludes, effect, calls = _effect(gate, node, parents, arch)
-        message = _refusal_text(node, parents, arch) if excludes else ""
-        calls = _one_level(calls, local)
+        effect = _effect(gate, node, parents, arch)
         jit = gate.kind == KEYWORD and function is not None
-        units = built_sources(functions, gate.function) if jit else []
         out.append(AuditGate(
             file=path, line=gate.line, function=gate.function, kind=_kind(gate),
-            admits=_admits(gate), excludes_target=excludes, text=gate.text, effect=effect,
+            admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
+            effect=effect.why, message=effect.message,
             scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
-            units=units, calls=calls, index=gate.index, parser_kind=gate.kind,
-            end_line=gate.end_line, message=message, builders=builders(functions, gate.function)[1:] if jit else [],
+            units=built_sources(functions, gate.function) if jit else [],
+            builders=builders(functions, gate.function)[1:] if jit else [],
+            calls=_one_level(list(effect.calls), local), index=gate.index,
+            parser_kind=gate.kind, end_line=gate.end_line,
         ))  # fmt: skip
     return out
 
@@ -131,94 +132,87 @@ def _node_of(module: ast.Module, gate: Gate) -> ast.expr | None:
     return None
 
 
+class _Effect(NamedTuple):
+    """What a gate does to the target: whether it refuses it, why, the functions the
+    code it denies the target calls, and what the refusal says (its raise's text)."""
+
+    excludes: bool
+    why: str
+    calls: tuple[str, ...] = ()
+    message: str = ""
+
+
 def _effect(gate: Gate, node: ast.expr | None, parents: dict[int, ast.AST],
-            arch: Arch) -> tuple[bool, str, list[str]]:  # fmt: skip
-    """(excludes the target, why, functions the code it denies the target calls)."""
+            arch: Arch) -> _Effect:  # fmt: skip
     admitted = None if gate.majors is None else arch.major in gate.majors
     if gate.kind == KEYWORD:
         if admitted is None:
-            return False, "a supported_major_versions list contrib cannot read", []
-        return (not admitted, "the JIT build list " + ("admits" if admitted else "omits")
-                + f" major {arch.major}", [])  # fmt: skip
+            return _Effect(False, "a supported_major_versions list contrib cannot read")
+        return _Effect(not admitted, "the JIT build list " + ("admits" if admitted else "omits")
+                       + f" major {arch.major}")  # fmt: skip
     if admitted is None:
-        return False, "cannot tell what it admits", []
+        return _Effect(False, "cannot tell what it admits")
     parent = parents.get(id(node)) if node is not None else None
     if gate.kind == "skip-condition":
+        if admitted:
+            return _Effect(False, "runs on the target")
         how = "skipped" if "skipif" in gate.text or isinstance(parent, ast.Call) else "refused"
-        return (not admitted, f"{how} on the target" if not admitted else "runs on the target",
-                [])  # fmt: skip
+        return _Effect(True, f"{how} on the target", message=_skip_text(node, parent))
     if isinstance(parent, ast.Assert) and parent.test is node:
-        return not admitted, "an assert the target fails" if not admitted else "an assert", []
+        if admitted:
+            return _Effect(False, "an assert")
+        return _Effect(True, "an assert the target fails", message=_text_of(parent.msg))
     if isinstance(parent, ast.If) and parent.test is node:
-        if not admitted and _served_before(parent, parents, arch):
-            return False, "an earlier branch of its if/elif chain serves the target", []
-        head = _chain_head(parent, parents)
-        if not admitted and head is not parent and arch_truth(head.test, arch.major) is not None:
-            return False, f"an elif of the chain at line {head.lineno}, which is judged there", []
-        return _branch(parent, admitted, arch)
+        return _branch(parent, admitted, arch, _chain_above(parent, parents))
     if isinstance(parent, ast.IfExp) and parent.test is node:
-        return False, "chooses between two values", []
-    return False, "a value or argument, not a branch" + ("" if admitted else
-                                                         " (false on the target)"), []
+        return _Effect(False, "chooses between two values")
+    return _Effect(False, "a value or argument, not a branch" + ("" if admitted else
+                                                                 " (false on the target)"))
 
 
-def _branch(node: ast.If, admitted: bool, arch: Arch) -> tuple[bool, str, list[str]]:
+def _branch(node: ast.If, admitted: bool, arch: Arch, above: list[ast.If]) -> _Effect:
+    """An ``if`` (or ``elif``) on the arch; ``above``: the ifs before it in its chain."""
     if admitted:
-        return False, "the target takes this branch", []
-    calls = sorted(set(_called(node.body)))
+        return _Effect(False, "the target takes this branch")
+    # flashinfer's `if major >= 8: ok = True  elif major == 7 and minor >= 5: ...` never
+    # reaches the elif on the target; an elif of an arch chain is one refusal with it.
+    if any(arch_truth(earlier.test, arch.major) is True for earlier in above):
+        return _Effect(False, "an earlier branch of its if/elif chain serves the target")
+    if above and arch_truth(above[-1].test, arch.major) is not None:
+        return _Effect(False, f"an elif of the chain at line {above[-1].lineno}, "
+                              "which is judged there")  # fmt: skip
+    calls = tuple(sorted(set(_called(node.body))))
     for branch in _chain(node.orelse):
-        if isinstance(branch, ast.If):
-            truth = arch_truth(branch.test, arch.major)
-            if truth is False:
-                continue
-            if _bails(branch.body):
-                return True, "the branch the target takes refuses it", calls
-            return False, "chooses between paths; another branch serves the target", calls
-        if _bails(branch):
-            return True, "the else branch the target takes refuses it", calls
-        return False, "chooses between paths; the else branch serves the target", calls
-    if _exits(node.body):  # no branch takes the target: it goes on after the if
-        return False, "an early exit; the target takes the code after it", calls
-    return True, "the target skips this code and has no other branch", calls
-
-
-def _chain_head(node: ast.If, parents: dict[int, ast.AST]) -> ast.If:
-    """The ``if`` that starts the ``elif`` chain ``node`` belongs to."""
-    parent = parents.get(id(node))
-    while isinstance(parent, ast.If) and parent.orelse == [node]:
-        node, parent = parent, parents.get(id(parent))
-    return node
-
-
-def _served_before(node: ast.If, parents: dict[int, ast.AST], arch: Arch) -> bool:
-    """Whether ``node`` is an ``elif`` after a branch the target takes: flashinfer's
-    ``if major >= 8: ok = True  elif major == 7 and minor >= 5: ...`` never reaches
-    the second test on the target, so it turns nothing away."""
-    parent = parents.get(id(node))
-    while isinstance(parent, ast.If) and parent.orelse == [node]:
-        if arch_truth(parent.test, arch.major) is True:
-            return True
-        node, parent = parent, parents.get(id(parent))
-    return False
-
-
-def _refusal_text(node: ast.expr | None, parents: dict[int, ast.AST], arch: Arch) -> str:
-    """What the refusal the target meets says: the message of the ``raise`` (or the
-    ``assert``) its branch takes, e.g. "FP8 (e4m3) is not yet supported for FMHAv2 on
-    SM120 (Blackwell)"; empty when it raises nothing with a message."""
-    parent = parents.get(id(node)) if node is not None else None
-    if isinstance(parent, ast.Assert) and parent.test is node:
-        return _text_of(parent.msg)
-    if not (isinstance(parent, ast.If) and parent.test is node):
-        return ""
-    if _bails(parent.body):
-        return _raised(parent.body[0])
-    for branch in _chain(parent.orelse):
         if isinstance(branch, ast.If):
             if arch_truth(branch.test, arch.major) is False:
                 continue
-            branch = branch.body
-        return _raised(branch[0]) if _bails(branch) else ""
+            body, which, other = branch.body, "the branch the target takes", "another branch"
+        else:
+            body, which, other = branch, "the else branch the target takes", "the else branch"
+        if _bails(body):
+            return _Effect(True, f"{which} refuses it", calls, _raised(body[0]))
+        return _Effect(False, f"chooses between paths; {other} serves the target", calls)
+    if _exits(node.body):  # no branch takes the target: it goes on after the if
+        return _Effect(False, "an early exit; the target takes the code after it", calls)
+    return _Effect(True, "the target skips this code and has no other branch", calls)
+
+
+def _chain_above(node: ast.If, parents: dict[int, ast.AST]) -> list[ast.If]:
+    """The ifs before ``node`` in its ``if``/``elif`` chain, nearest first."""
+    above = []
+    parent = parents.get(id(node))
+    while isinstance(parent, ast.If) and parent.orelse == [node]:
+        above.append(parent)
+        node, parent = parent, parents.get(id(parent))
+    return above
+
+
+def _skip_text(node: ast.expr | None, parent: ast.AST | None) -> str:
+    """The message of a skip: ``if cond: raise X("...")``, ``skipif(cond, reason="...")``."""
+    if isinstance(parent, ast.If) and parent.test is node and _bails(parent.body):
+        return _raised(parent.body[0])
+    if isinstance(parent, ast.Call):
+        return next((_text_of(k.value) for k in parent.keywords if k.arg == "reason"), "")
     return ""
 
 

@@ -169,6 +169,10 @@ def test_a_refusal_says_what_it_refuses_and_work_to_come_is_not_intentional() ->
     assert gates["prefill"].message == "FP8 is not yet supported on SM120. Got {q.dtype}."
     assert gates["mla"].message == "FP8 MLA needs SM90"
     assert gates["ssd"].message == "needs SM100, got SM{major}"
+    marker = ("@pytest.mark.skipif(not is_sm100_supported(), reason='needs SM100')\n"
+              "def test_fused():\n    pass\n")
+    (skip,) = gates_of_file("tests/test_x.py", marker, arch)
+    assert skip.excludes_target and skip.message == "needs SM100"
     # An upstream comment is read a sentence at a time: work to come is not a choice.
     assert not says_intentional("FP8 is not yet supported on SM120.", arch)
     assert not says_intentional("SM12x is disabled for now.", arch)
