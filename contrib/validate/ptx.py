@@ -104,6 +104,8 @@ def empty_entries(ptx: str) -> list[str]:
 _EFFECT = re.compile(r"^(?:@!?%\w+\s+)?(?:st\.(?!param|local)|atom|red\.|mma|wmma|wgmma|"
                      r"tcgen05|cp\.|stmatrix|multimem|sust|suatom|sured|call)")
 _REPORT = re.compile(r"^(?:@!?%\w+\s+)?(?:trap|brkpt)\s*;")
+_REPORTING = ("vprintf", "__assertfail")  # printf, and assert() without -DNDEBUG
+_CALLEE = re.compile(r"call(?:\.\w+)*\s*(?:\([^)]*\)\s*,)?\s*([\w$]+)?")
 
 
 def _only_reports(body: list[str]) -> bool:
@@ -124,10 +126,6 @@ def _only_reports(body: list[str]) -> bool:
         elif _EFFECT.match(line):
             return False
     return reports > 0
-
-
-_REPORTING = ("vprintf", "__assertfail")
-_CALLEE = re.compile(r"call(?:\.\w+)*\s*(?:\([^)]*\)\s*,)?\s*([\w$]+)?")
 
 
 def missing_header(compiler_output: str) -> str | None:
