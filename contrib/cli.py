@@ -117,6 +117,12 @@ def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> in
     return locked(ctx.directory, ctx.make_ui(json_mode), body)
 
 
+def _unlocked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
+    from contrib.runner import unlocked
+
+    return unlocked(ctx.directory, ctx.make_ui(json_mode), body)
+
+
 @cli.command(epilog=example(
     "contrib new flashinfer sm120-comm --base v0.6.16 --patch /tmp/p/*.patch"))
 @click.argument("upstream", shell_complete=complete_upstreams)
@@ -187,7 +193,9 @@ def audit(ctx: Context, upstreams: tuple[str, ...], arch: str, at: str | None, s
 
     if json_mode and as_markdown:
         raise UsageError("--json and --markdown exclude each other; pick one")
-    return _locked(ctx, json_mode, lambda ws, ui: run(
+    # It writes only the cache (whose upstreams have their own lock), so a long
+    # --compile does not hold up `status` or `sync` of the same workspace.
+    return _unlocked(ctx, json_mode, lambda ws, ui: run(
         ws, ui, list(upstreams), arch=arch, at=at, since=since, fetch=not no_fetch,
         show_all=show_all, as_markdown=as_markdown, compile_ptx=compile_ptx))
 
@@ -237,9 +245,8 @@ def validate(ctx: Context, targets: tuple[str, ...], arch: str | None, junit: Pa
             raise UsageError("--merge needs the run files to merge: contrib validate --merge FILE...")
         return _locked(ctx, json_mode, lambda ws, ui: command.merge(ws, ui, list(map(Path, targets))))
     if out is not None:  # touches nothing in the workspace, so takes no lock there
-        ctx.ui = UI(json_mode)
-        return command.validate(ctx.workspace(), ctx.ui, list(targets), arch=arch, junit=junit,
-                                out=out)
+        return _unlocked(ctx, json_mode, lambda ws, ui: command.validate(
+            ws, ui, list(targets), arch=arch, junit=junit, out=out))
     return _locked(ctx, json_mode, lambda ws, ui: command.validate(ws, ui, list(targets),
                                                                    arch=arch, junit=junit))
 

@@ -54,6 +54,20 @@ def locked(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int])
         ui.done()
 
 
+def unlocked(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int]) -> int:
+    """``locked`` without the lock, for a command that writes nothing in the workspace
+    (``validate --out``, ``audit``): a long run of one does not hold up the others."""
+    from contrib import environ
+    from contrib.workspace.model import Workspace
+
+    environ.check()
+    ws = Workspace.find(directory)
+    try:
+        return body(ws, ui)
+    finally:
+        ui.done()
+
+
 def fail(message: str, code: int, json_mode: bool) -> int:
     """Say ``message`` as contrib's one error line (and as JSON under --json); ``code``."""
     if json_mode:

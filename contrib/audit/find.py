@@ -157,7 +157,8 @@ def _effect(gate: Gate, node: ast.expr | None, parents: dict[int, ast.AST],
         if admitted:
             return _Effect(False, "runs on the target")
         how = "skipped" if "skipif" in gate.text or isinstance(parent, ast.Call) else "refused"
-        return _Effect(True, f"{how} on the target", message=_skip_text(node, parent))
+        return _Effect(True, f"{how} on the target", _denied_calls(node, parent, parents),
+                       _skip_text(node, parent))
     if isinstance(parent, ast.Assert) and parent.test is node:
         if admitted:
             return _Effect(False, "an assert")
@@ -205,6 +206,25 @@ def _chain_above(node: ast.If, parents: dict[int, ast.AST]) -> list[ast.If]:
         above.append(parent)
         node, parent = parent, parents.get(id(parent))
     return above
+
+
+def _denied_calls(node: ast.expr | None, parent: ast.AST | None,
+                  parents: dict[int, ast.AST]) -> tuple[str, ...]:
+    """What a skip keeps from the target: the calls after ``if cond: raise`` in its block
+    (``if not is_sm100a_supported(): raise ...`` then ``get_fmha_module()``), or in the
+    function a ``skipif(cond)`` marks."""
+    if isinstance(parent, ast.If) and parent.test is node:
+        block = parents.get(id(parent))
+        for name in ("body", "orelse", "finalbody"):
+            statements = getattr(block, name, None)
+            if isinstance(statements, list) and parent in statements:
+                after = statements[statements.index(parent) + 1:]
+                return tuple(sorted(set(_called(after))))
+        return ()
+    marked = parents.get(id(parent)) if isinstance(parent, ast.Call) else None
+    while marked is not None and not isinstance(marked, ast.FunctionDef | ast.AsyncFunctionDef):
+        marked = parents.get(id(marked))
+    return tuple(sorted(set(_called(marked.body)))) if marked is not None else ()
 
 
 def _skip_text(node: ast.expr | None, parent: ast.AST | None) -> str:

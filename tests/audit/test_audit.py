@@ -207,3 +207,45 @@ def test_the_file_prefilter_keeps_every_file_with_a_gate(condition: str) -> None
     assert gates_of_file("pkg/x.py", text, parse_arch("sm_120a")), condition
     assert may_gate(text)
     assert not may_gate("def small_access(success):\n    return success\n")
+
+
+def test_a_skip_keeps_the_code_after_it_from_the_target() -> None:
+    """The calls a refusal denies the target: the rest of its block (for a JIT getter
+    there, the gate takes that module's class), or the function a skipif marks."""
+    arch = parse_arch("sm_120a")
+    text = ("def f(x):\n    y = prep(x)\n    if not is_sm100a_supported(x.device):\n"
+            "        raise ValueError('needs SM100')\n    return get_fmha_module(y).run(x)\n")
+    (gate,) = gates_of_file("pkg/x.py", text, arch)
+    assert gate.excludes_target and gate.calls == ["get_fmha_module", "run"]
+    marker = ("@pytest.mark.skipif(not is_sm100_supported(), reason='x')\n"
+              "def test_a():\n    run_fused()\n")
+    (skip,) = gates_of_file("tests/test_x.py", marker, arch)
+    assert skip.calls == ["run_fused"]
+
+
+def test_audit_runs_while_another_contrib_holds_the_workspace(
+        mini: tuple[Workspace, Repo], monkeypatch: pytest.MonkeyPatch) -> None:
+    """It writes only the cache, so a long --compile holds up no `status` or `sync`, and
+    a `sync` in progress holds up no audit."""
+    import subprocess
+    import sys
+
+    ws, _ = mini
+    assert ws.run("audit", "mini", "--arch", "sm_120a").code == 1  # fetched: warm cache
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from contrib.workspace.model import Workspace; "
+         f"held = Workspace(Path({str(ws.root)!r})).lock(); held.__enter__(); "
+         "print('held', flush=True); "
+         "sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        monkeypatch.setenv("CONTRIB_LOCK_TIMEOUT", "0")
+        refused = ws.run("status", "--no-fetch")
+        assert refused.code == 2 and "another contrib process" in refused.err
+        result = ws.run("audit", "mini", "--arch", "sm_120a", "--no-fetch", "--json")
+        assert result.code == 1, result.err
+        assert _gates(result)["gen_comm_module:jit"]["class"] == "needs-kernel-work"
+    finally:
+        holder.communicate("")
