@@ -24,8 +24,8 @@ from contrib.carry.series import EXPORT_ENV, MailPatch
 from contrib.errors import ContribError, NeedsAttention
 from contrib.git import worktree
 from contrib.git.repo import Git, Tree
+from contrib.workspace.config import TARGET_RE
 from contrib.workspace.layout import SYNC_STATE_NAME
-from contrib.workspace.schema import TARGET_RE
 from contrib.workspace.txn import atomic_write, check_inside
 
 STATE_VERSION = 1

@@ -23,13 +23,7 @@ from contrib.carry.versions import Event, Files, How, add_event, write_version
 from contrib.clock import now_iso
 from contrib.git.repo import Git, Sha
 from contrib.workspace.model import Patchset, Workspace
-from contrib.workspace.schema import (
-    Landed,
-    SyncDetails,
-    SyncRecord,
-    SyncResult,
-    UpstreamStatus,
-)
+from contrib.workspace.schema import Landed, SyncDetails, SyncRecord, SyncResult, UpstreamStatus
 
 CONFLICT = SyncResult.CONFLICT
 OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}

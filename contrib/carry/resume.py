@@ -31,9 +31,7 @@ from contrib.errors import ContribError, NeedsAttention, UsageError
 from contrib.git.cache import Mirror
 from contrib.git.repo import Git, Sha
 from contrib.workspace.model import Patchset, Workspace, parse_target
-from contrib.workspace.schema import (
-    read_meta,
-)
+from contrib.workspace.schema import read_meta
 
 
 def pending_for(ws: Workspace, targets: list[str], state: dict[str, conflict.Pending],

@@ -32,7 +32,7 @@ from contrib.validate.benchstats import compare
 from contrib.validate.gputests import PlannedRun
 from contrib.validate.profiles import Profile
 from contrib.validate.report import FAILED, PASSED, SKIPPED, StageResult
-from contrib.workspace.schema import BenchSettings
+from contrib.workspace.validation import BenchSettings
 
 BASE, PATCHED, BASELINE = "base", "patched", "baseline"
 

@@ -29,7 +29,7 @@ from contrib.record.finding import ERROR, INFO, Finding
 from contrib.validate.cexpr import Evaluation, ExprError, Macro, evaluate, parse_define
 from contrib.validate.cscan import Branch, Scan, find_kernels, scan
 from contrib.validate.waivers import apply_waivers
-from contrib.workspace.schema import Waiver
+from contrib.workspace.validation import Waiver
 
 Resolver = Callable[[str, str], "str | None"]  # (including file, include name) -> path
 _IF_KINDS = ("if", "ifdef", "ifndef", "elif", "elifdef", "elifndef")

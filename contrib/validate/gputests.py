@@ -38,7 +38,7 @@ from contrib.validate.testrun import Gpu, run_tests
 from contrib.validate.testsel import FileChange, Selection
 from contrib.validate.tree import FsTree, SourceTree
 from contrib.validate.waivers import apply_waivers
-from contrib.workspace.schema import Waiver
+from contrib.workspace.validation import Waiver
 
 TARGET, REGRESSION = "target", "regression"
 KERNEL_LOG_ENV = "CONTRIB_KERNEL_LOG"

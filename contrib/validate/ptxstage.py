@@ -37,7 +37,7 @@ from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, Sta
 from contrib.validate.tree import SourceTree, materialize
 from contrib.validate.units import Unit
 from contrib.validate.waivers import apply_waivers
-from contrib.workspace.schema import Waiver
+from contrib.workspace.validation import Waiver
 
 
 @dataclass

@@ -28,7 +28,7 @@ from typing import Any
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
 from contrib.workspace.model import Patchset, Workspace
-from contrib.workspace.schema import Requirement
+from contrib.workspace.validation import Requirement
 
 
 @dataclass

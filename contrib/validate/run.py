@@ -54,8 +54,8 @@ from contrib.validate.report import (
 from contrib.validate.stages import Inputs, run_pipeline
 from contrib.validate.tree import GitTree
 from contrib.workspace.model import Patchset, Workspace
-from contrib.workspace.schema import Settings
 from contrib.workspace.txn import atomic_write
+from contrib.workspace.validation import Settings
 
 
 def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,

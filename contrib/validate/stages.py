@@ -6,7 +6,7 @@ it here: no tool, no GPU, a header missing) or ``not-applicable`` (nothing to ch
 the patch touches no gate, no CUDA source, declares no ``[[requires]]``), with the
 reason.  A stage that did not run is never ``passed``: a failed apply skips
 everything after it with that reason.  :data:`STAGES` pairs the schema's table of stages
-(:data:`contrib.workspace.schema.STAGES`) with the function that runs each.
+(:data:`contrib.workspace.validation.STAGES`) with the function that runs each.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from contrib.validate.testrun import PROBE, GpuSource
 from contrib.validate.testsel import FileChange
 from contrib.validate.tree import SourceTree
 from contrib.validate.waivers import apply_waivers
-from contrib.workspace import schema
-from contrib.workspace.schema import Settings
+from contrib.workspace import validation
+from contrib.workspace.validation import Settings
 
 if TYPE_CHECKING:
     from contrib.workspace.model import Patchset, Workspace
@@ -435,5 +435,5 @@ _RUNS: dict[str, Callable[[Context], StageResult]] = {
     "arch-guards": stage_arch_guards, "ptx": stage_ptx, "tests": stage_tests,
     "bench": stage_bench, "requires": stage_requires,
 }
-STAGES = tuple(StageDef(name, required, _RUNS[name]) for name, required in schema.STAGES)
+STAGES = tuple(StageDef(name, required, _RUNS[name]) for name, required in validation.STAGES)
 ORDER = tuple(stage.name for stage in STAGES)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from contrib.record.finding import Finding
-from contrib.workspace.schema import Waiver
+from contrib.workspace.validation import Waiver
 
 
 def covers(waiver: Waiver, finding: Finding) -> bool:

@@ -24,6 +24,7 @@ NAME_RULE = ("letters, digits, '.', '-', '_', not starting with '.' or '-', at m
 NAME_RE = re.compile(NAME_PATTERN)
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,250}")
+TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}(?:@{BRANCH_RE.pattern})?")  # UPSTREAM/NAME[@BRANCH]
 
 _UPSTREAM_KEYS = frozenset({"url", "branch", "github", "fork", "push_url",
                             "maintainer_can_modify", "python"})

@@ -19,8 +19,6 @@ from contrib.workspace.lockfile import FileLock, LockTimeout, note_holder
 from contrib.workspace.schema import (
     Meta,
     PrRecord,
-    Requirement,
-    Settings,
     SyncRecord,
     TargetState,
     UpstreamStatus,
@@ -28,6 +26,7 @@ from contrib.workspace.schema import (
 )
 from contrib.workspace.table import SHA_RE, line_of, parse_toml_text
 from contrib.workspace.txn import Transaction, atomic_write, cannot_write, check_inside, recover
+from contrib.workspace.validation import Requirement, Settings
 
 VALIDATION_NAME = "validation.json"
 NO_PATCHSETS = "no patchsets yet: create one with `contrib new`"

@@ -19,7 +19,7 @@ from contrib.record import Record, Standing, arch_verdicts, record_json
 from contrib.secrets import register_secret
 from contrib.ui import UI
 from contrib.validate.report import StageResult, Validation
-from contrib.workspace.schema import Settings
+from contrib.workspace.validation import Settings
 from testing.fake_github import FakeGitHost, FakeGitHub, fake_github_fixture  # noqa: F401
 from testing.gitutil import Repo, git
 from testing.pr_scene import FORK, HEAD, PASSED, TARGET, UPSTREAM, Scene, fast_github

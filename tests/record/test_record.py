@@ -26,7 +26,7 @@ from contrib.record import (
 )
 from contrib.validate.report import StageResult, host_facts
 from contrib.validate.testrun import Gpu
-from contrib.workspace.schema import Settings
+from contrib.workspace.validation import Settings
 from testing.recordutil import PASSING, run_of
 
 BASE = "a" * 40

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from contrib.errors import ConfigError
 from contrib.record import Record, add_run, digest, read_record, record_json, standing
-from contrib.workspace.schema import Settings
+from contrib.workspace.validation import Settings
 from testing.audit import FIGURES
 from testing.gitutil import Repo
 from testing.recordutil import PASSING, run_of

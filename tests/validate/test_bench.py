@@ -17,7 +17,7 @@ from contrib.validate.benchstats import compare
 from contrib.validate.report import StageResult
 from contrib.validate.stages import Context, Inputs, stage_bench
 from contrib.validate.tree import FsTree
-from contrib.workspace.schema import BenchSettings, Settings
+from contrib.workspace.validation import BenchSettings, Settings
 from testing.workspace import Workspace, make_patch
 
 SM120 = parse_arch("sm_120a")

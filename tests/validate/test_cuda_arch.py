@@ -4,7 +4,7 @@ from contrib.arch import admitted_archs, parse_arch
 from contrib.validate.cuda_arch import analyze, compute_passes
 from contrib.validate.includes import IncludeResolver
 from contrib.validate.tree import DictTree
-from contrib.workspace.schema import Waiver
+from contrib.workspace.validation import Waiver
 from testing import miniupstream as mu
 
 

@@ -15,7 +15,7 @@ from contrib.validate.gputests import GpuSlot, launched, plan_runs, split_runs, 
 from contrib.validate.report import Validation
 from contrib.validate.stages import Context, Inputs, stage_apply, stage_gates, stage_tests
 from contrib.validate.tree import DictTree, FsTree
-from contrib.workspace.schema import Settings
+from contrib.workspace.validation import Settings
 from testing import miniupstream
 
 SM120, SM90 = parse_arch("sm_120a"), parse_arch("sm_90a")
