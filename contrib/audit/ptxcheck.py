@@ -213,11 +213,21 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
     if empty:
         gate.class_ = NEEDS_KERNEL_WORK
         counts = {o.unit: [e for e in o.empty if e not in everywhere[o.unit]] for o in empty}
-        gate.evidence += [f"{o.unit}: {len(counts[o.unit])} of {len(o.entries)} PTX entries for "
-                          f"{compute} are empty: {_names(counts[o.unit])}"
-                          for o in empty]  # fmt: skip
+        for o in empty:
+            undone = counts[o.unit]
+            stopped = [e for e in undone if e in o.disabled]
+            if stopped:
+                gate.evidence.append(
+                    f"{o.unit}: {len(stopped)} of {len(o.entries)} PTX entries for {compute} reach "
+                    f"“{o.disabled[stopped[0]]}” where their MMA or tensor-memory work should "
+                    f"be: {_names(stopped)}")
+            plain = [e for e in undone if e not in o.disabled]
+            if plain:
+                gate.evidence.append(f"{o.unit}: {len(plain)} of {len(o.entries)} PTX entries for "
+                                     f"{compute} are empty: {_names(plain)}")
         gate.reason = (f"{sum(map(len, counts.values()))} PTX entr(ies) compiled for "
-                       f"{arch.name} are empty (only `ret;`, or only an error printf/trap)")  # fmt: skip
+                       f"{arch.name} do not do their work (empty, or stopped at an "
+                       "arch-disabled MMA)")  # fmt: skip
         return
     if not outcomes:  # only host (.cpp) units behind it: nothing for nvcc to confirm
         return

@@ -4,7 +4,7 @@ The preprocessor analysis reads guards; this stage asks the compiler.  An
 ``.entry`` whose body is just ``ret;`` is a kernel that launches, does nothing
 and reports success: the flashinfer#3903 trap seen from the PTX side.  So is one
 that only prints an error and traps (CUTLASS's stub for an arch it compiled its
-MMA out of): both are "empty" here.
+MMA out of), or that only reads and branches: all are "empty" here.
 No GPU is needed, only ``nvcc`` and the headers the sources include.
 """
 
@@ -70,48 +70,102 @@ def demangle(name: str) -> str:
 
 
 def empty_entries(ptx: str) -> list[str]:
-    """Mangled names of ``.entry`` functions that do no work: a body of only ``ret;``,
-    or one whose only effects are an error ``printf`` and a ``trap``/``brkpt``.
+    """Mangled names of ``.entry`` functions that do no work: nothing in them stores,
+    reduces, copies, runs an MMA or calls a function (other than ``printf`` and
+    ``assert``'s report), so a launch changes nothing another thread or the host sees.
 
-    The second is CUTLASS's and CuTe's stub for an arch its MMA is compiled out of
+    ``ret;`` alone is one (the flashinfer#3903 guard around a whole body).  So is
+    CUTLASS's and CuTe's stub for an arch its MMA is compiled out of
     (``printf("ERROR : Arch conditional MMA instruction used without targeting
-    appropriate compute capability. Aborting.")``, ``CUTE_INVALID_CONTROL_PATH``): the
-    kernel launches, writes nothing and, without the trap, reports success.  An entry
-    that stores anything but its ``printf`` arguments (``st.``, ``atom``, ``red``, an
-    MMA, a bulk copy) or calls anything but ``vprintf`` (or ``__assertfail``, when
-    built without ``-DNDEBUG``) does work.
+    appropriate compute capability. Aborting.")``, ``CUTE_INVALID_CONTROL_PATH``, a
+    ``trap``/``brkpt``), and a body whose every effect the preprocessor removed for
+    the arch, leaving reads and branches.  (A kernel that still does work but reaches
+    such an error path where its MMA should be is :func:`disabled_entries`'.)
     """
-    empty = []
+    return _empty(_bodies(ptx))
+
+
+def _empty(bodies: list[tuple[str, list[str]]]) -> list[str]:
+    return [name for name, body in bodies if not _does_work(body)]
+
+
+def _bodies(ptx: str) -> list[tuple[str, list[str]]]:
+    """Each ``.entry``'s mangled name and its instruction lines (stripped, no noise)."""
+    found = []
     for match in _ENTRY.finditer(ptx):
         open_brace = ptx.find("{", ptx.find(")", match.end()))
         if open_brace < 0:
             continue
-        depth, pos = 0, open_brace
-        while pos < len(ptx):
-            depth += {"{": 1, "}": -1}.get(ptx[pos], 0)
+        depth, end = 0, len(ptx)
+        for brace in _BRACE.finditer(ptx, open_brace):
+            depth += 1 if brace.group() == "{" else -1
             if depth == 0:
+                end = brace.start()
                 break
-            pos += 1
-        body = [ln.strip() for ln in ptx[open_brace + 1 : pos].splitlines() if not _NOISE.match(ln)]
-        if body == ["ret;"] or _only_reports(body):
-            empty.append(match.group(1))
-    return empty
+        body = ptx[open_brace + 1 : end].splitlines()
+        found.append((match.group(1), [ln.strip() for ln in body if not _NOISE.match(ln)]))
+    return found
 
 
-# What a kernel can do that another thread or the host sees: stores (not to the
-# call's parameters or the thread's own stack), atomics and reductions, MMAs that
-# write tensor memory, bulk and async copies, surface writes, and calls.
+def disabled_entries(ptx: str) -> dict[str, str]:
+    """Entries that reach CUTLASS's or CuTe's error path for an arch whose instructions
+    were compiled out, each with the error text it prints: "Attempting to use
+    SM100_MMA_F16BF16_SS without CUTE_ARCH_MMA_SM100A_ENABLED", "Arch conditional MMA
+    instruction used without targeting appropriate compute capability".
+
+    Such a kernel still loads, copies and stores (flashinfer's SM100 FMHA on
+    ``compute_120f``: 5,668 lines, TMA copies, stores), so it is not empty, but where
+    its MMA or tensor-memory access should be it prints that and stops (``brkpt``):
+    it does not do its work on this arch.
+    """
+    return _disabled(ptx, _bodies(ptx))
+
+
+def _disabled(ptx: str, bodies: list[tuple[str, list[str]]]) -> dict[str, str]:
+    messages = {}
+    for match in _STRING.finditer(ptx):
+        data = bytes(int(b) for b in match.group(2).split(",") if b.strip().isdigit())
+        text = " ".join(data.rstrip(b"\0").decode("utf-8", "replace").split())
+        text = _ASSERTED.sub("", text)  # assert(0 && "...") keeps its expression's text
+        if _ARCH_ERROR.search(text):
+            messages[match.group(1)] = text[:200]
+    if not messages:
+        return {}
+    found = {}
+    for name, body in bodies:
+        for ref in _STR_REF.findall("\n".join(body)):
+            if ref in messages:
+                found[name] = messages[ref]
+                break
+    return found
+
+
+def parsed(unit: str, ptx: str, command: list[str]) -> Outcome:
+    """The outcome of a compile that wrote ``ptx``: its entries, the empty ones and the
+    ones reaching an arch-disabled error path (which count as empty too)."""
+    bodies = _bodies(ptx)
+    empty, disabled = _empty(bodies), _disabled(ptx, bodies)
+    empty += [name for name in disabled if name not in empty]
+    return Outcome(unit, True, all_entries(ptx), empty, command=command, disabled=disabled)
+
+
+# What a kernel can do that another thread or the host sees: stores (not to a call's
+# parameters or the thread's own stack), atomics and reductions, MMAs that write
+# tensor memory, bulk and async copies, surface writes, and calls.
 _EFFECT = re.compile(r"^(?:@!?%\w+\s+)?(?:st\.(?!param|local)|atom|red\.|mma|wmma|wgmma|"
                      r"tcgen05|cp\.|stmatrix|multimem|sust|suatom|sured|call)")
-_REPORT = re.compile(r"^(?:@!?%\w+\s+)?(?:trap|brkpt)\s*;")
 _REPORTING = ("vprintf", "__assertfail")  # printf, and assert() without -DNDEBUG
+_STRING = re.compile(r"\.global \.align 1 \.b8 (\$str[\w$]*)\[\d+\] = \{([\d, ]+)\};")
+_BRACE = re.compile(r"[{}]")
+_ASSERTED = re.compile(r'^0 && "|(?:\\n)?"$')
+_STR_REF = re.compile(r"\$str(?:\$\d+)?(?![\w$])")
+_ARCH_ERROR = re.compile(r"without CUTE_ARCH_\w+_ENABLED|Arch conditional MMA instruction used "
+                         r"without targeting|without targeting sm_?\d+\w* compute capability", re.I)
 _CALLEE = re.compile(r"call(?:\.\w+)*\s*(?:\([^)]*\)\s*,)?\s*([\w$]+)?")
 
 
-def _only_reports(body: list[str]) -> bool:
-    """Whether a body's only effects are ``vprintf``/``__assertfail`` calls and traps
-    (and it has one)."""
-    reports = 0
+def _does_work(body: list[str]) -> bool:
+    """Whether a body has an effect (:data:`_EFFECT`) other than printing or trapping."""
     lines = iter(body)
     for line in lines:
         if line.startswith("call"):
@@ -119,13 +173,10 @@ def _only_reports(body: list[str]) -> bool:
             callee = _CALLEE.match(line)
             name = callee.group(1) if callee and callee.group(1) else next(lines, "").rstrip(", ")
             if name not in _REPORTING:
-                return False
-            reports += 1
-        elif _REPORT.match(line):
-            reports += 1
+                return True
         elif _EFFECT.match(line):
-            return False
-    return reports > 0
+            return True
+    return False
 
 
 def missing_header(compiler_output: str) -> str | None:
@@ -155,6 +206,7 @@ class Outcome:
     cached: bool = False
     sass_checked: bool = False
     exit_only: list[str] = field(default_factory=list)  # SASS functions that are only EXIT
+    disabled: dict[str, str] = field(default_factory=dict)  # entry -> its arch error text
 
 
 def first_error(text: str) -> str:
@@ -202,7 +254,7 @@ def compile_ptx(
         return _failed(name, f"nvcc wrote no PTX for {source.name} ({exc.strerror})", command)
     if keep is None:
         out.unlink(missing_ok=True)  # the entries are what we keep; a unit's PTX can be 100 MB
-    return Outcome(name, True, all_entries(ptx), empty_entries(ptx), command=command)
+    return parsed(name, ptx, command)
 
 
 def _failed(unit: str, error: str, command: list[str], header: str | None = None) -> Outcome:

@@ -185,6 +185,7 @@ def _empty_findings(arch: Arch, kernel_lines: dict[str, tuple[str, int]],
         # One finding per kernel, not per template instantiation (flashinfer has 480).
         totals = Counter(ptx.demangle(e) for e in outcome.entries)
         everywhere = {ptx.demangle(e) for e in empty_everywhere(outcome, reference.get(outcome.unit))}
+        disabled = {ptx.demangle(e): text for e, text in outcome.disabled.items()}
         for name, empty in sorted(Counter(ptx.demangle(e) for e in outcome.empty).items()):
             file, line = kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
             if name in everywhere and reference_arch is not None:
@@ -193,10 +194,18 @@ def _empty_findings(arch: Arch, kernel_lines: dict[str, tuple[str, int]],
                                         f"too ({outcome.unit}): optimised away on every arch, "
                                         f"not lost on {arch.name}"))  # fmt: skip
                 continue
+            if name in disabled:
+                findings.append(Finding("disabled-ptx-entry", ERROR, file, line,
+                                        f"kernel {name} on {arch.name} reaches an arch-disabled "
+                                        f"path: {empty} of {totals[name]} PTX entries for {compute} "
+                                        f"({outcome.unit}) print “{disabled[name]}” where their "
+                                        "MMA or tensor-memory work should be"))  # fmt: skip
+                continue
             findings.append(Finding("empty-ptx-entry", ERROR, file, line,
                                     f"empty kernel {name} on {arch.name}: {empty} of {totals[name]} "
-                                    f"PTX entries for {compute} ({outcome.unit}) are only `ret;` "
-                                    f"or only an error printf/trap"))  # fmt: skip
+                                    f"PTX entries for {compute} ({outcome.unit}) store, copy or "
+                                    "compute nothing (`ret;`, an error printf/trap, or reads "
+                                    "alone)"))  # fmt: skip
         exits = Counter(ptx.demangle(e) for e in outcome.exit_only) - Counter(ptx.demangle(e) for e in outcome.empty)
         for name, count in sorted(exits.items()):
             file, line = kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))

@@ -264,9 +264,8 @@ def _ptx_command(ctx: Context) -> StageResult:
     except (OSError, subprocess.SubprocessError) as exc:
         return StageResult("ptx", FAILED, f"validation.compile could not run: {exc}")
     files = sorted(out.rglob("*.ptx"))
-    outcomes = [Outcome(str(f.relative_to(out)), True, ptx.all_entries(t), ptx.empty_entries(t),
-                        command=args)
-                for f in files for t in [f.read_text(encoding="utf-8", errors="replace")]]  # fmt: skip
+    outcomes = [ptx.parsed(str(f.relative_to(out)), f.read_text(encoding="utf-8", errors="replace"),
+                           args) for f in files]
     if done.returncode != 0:
         error = (done.stderr or done.stdout).strip()
         outcomes.append(Outcome(" ".join(args), False, missing_header=ptx.missing_header(error),

@@ -235,3 +235,25 @@ def test_extra_include_paths_of_the_gate_reach_nvcc(tmp_path: Path,
     assert not made.missing_headers, gate.evidence
     assert gate.evidence == ["csrc/inner.cu: compiled for sm_120a: 1 entry, none empty "
                              "(inner_kernel)"]
+
+
+def test_entries_stopped_at_an_arch_disabled_mma_need_kernel_work() -> None:
+    """flashinfer's SM100 FMHA on compute_120f still copies and stores, but prints CuTe's
+    "without CUTE_ARCH_MMA_SM100A_ENABLED" where each MMA should be; on sm_100a it is
+    whole: the gate needs kernel work, and the evidence quotes what the kernel prints."""
+    from contrib.arch import parse_arch
+    from contrib.audit.model import AuditGate
+    from contrib.audit.ptxcheck import _apply
+    from contrib.validate.ptx import Outcome
+
+    text = "Attempting to use SM100_MMA_F16BF16_SS without CUTE_ARCH_MMA_SM100A_ENABLED"
+    gate = AuditGate("pkg/jit.py", 3, "gen_fmha_module", "jit", "majors 10", True,
+                     class_="gate-only", units=["csrc/fmha.cu"])
+    mine = Outcome("csrc/fmha.cu", True, ["_Z4fmhaPf"], ["_Z4fmhaPf"],
+                   disabled={"_Z4fmhaPf": text})
+    twin = Outcome("csrc/fmha.cu", True, ["_Z4fmhaPf"])
+    _apply(gate, [mine], parse_arch("sm_120a"), "compute_120f",
+           {"csrc/fmha.cu": (parse_arch("sm_100a"), twin)})
+    assert gate.class_ == "needs-kernel-work"
+    assert gate.evidence == [f"csrc/fmha.cu: 1 of 1 PTX entries for compute_120f reach “{text}” "
+                             "where their MMA or tensor-memory work should be: fmha"]

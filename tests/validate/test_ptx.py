@@ -9,10 +9,12 @@ from contrib.validate.ptx import (
     all_entries,
     compile_ptx,
     demangle,
+    disabled_entries,
     empty_entries,
     find_nvcc,
     missing_header,
     nvcc_version,
+    parsed,
 )
 from testing import miniupstream as mu
 
@@ -105,6 +107,48 @@ def test_an_entry_that_only_prints_an_error_and_traps_is_empty():
     """CUTLASS's stub for an arch its MMA is compiled out of; a call to any other
     function may do the work, so that entry is not empty."""
     assert empty_entries(STUB_PTX) == ["_Z4stubPf"]
+
+
+def _bytes(text: bytes) -> str:
+    return ", ".join(str(b) for b in text)
+
+
+DISABLED_PTX = ("""
+.global .align 1 .b8 $str[18] = {NOT_IMPLEMENTED};
+.global .align 1 .b8 $str$1[28] = {DISABLED};
+.visible .entry _Z3mmaPf(
+	.param .u64 _Z3mmaPf_param_0
+)
+{
+	ld.param.u64 	%rd1, [_Z3mmaPf_param_0];
+	mov.u64 	%rd2, $str$1;
+	st.global.u32 	[%rd1], %r1;
+	brkpt;
+	ret;
+
+}
+.visible .entry _Z5otherPf(
+	.param .u64 _Z5otherPf_param_0
+)
+{
+	ld.param.u64 	%rd1, [_Z5otherPf_param_0];
+	mov.u64 	%rd2, $str;
+	st.global.u32 	[%rd1], %r1;
+	ret;
+
+}
+""".replace("NOT_IMPLEMENTED", _bytes(b"%s not implemented\0"))
+                .replace("DISABLED", _bytes(b"without CUTE_ARCH_X_ENABLED\0")))
+
+
+def test_an_entry_reaching_an_arch_disabled_error_path_is_named_with_its_text():
+    """It stores, so it is not empty, but it prints CuTe's "without CUTE_ARCH_..._ENABLED"
+    where its MMA should be; another error string ("%s not implement") is no such path.
+    ``parsed`` counts it with the empty ones."""
+    assert empty_entries(DISABLED_PTX) == []
+    assert disabled_entries(DISABLED_PTX) == {"_Z3mmaPf": "without CUTE_ARCH_X_ENABLED"}
+    outcome = parsed("u.cu", DISABLED_PTX, [])
+    assert outcome.empty == ["_Z3mmaPf"] and outcome.entries == ["_Z3mmaPf", "_Z5otherPf"]
 
 
 def test_demangle():

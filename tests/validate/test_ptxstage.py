@@ -145,3 +145,35 @@ def test_an_entry_empty_on_the_reference_arch_too_is_info_not_an_error(tmp_path:
     # Without a reference (no arch admitted before) every empty entry is an error, as before.
     plain = check(_request(tree, ["csrc/noop.cu"], tmp_path / "c"))
     assert plain.status == "failed"
+
+
+CUTE_STYLE = """#include <cstdio>
+__global__ void fmha(const float* q, float* o) {
+  float acc = q[threadIdx.x];
+#if defined(__CUDA_ARCH_FEAT_SM100_ALL)
+  asm volatile("add.f32 %0, %0, %0;" : "+f"(acc));  // stands for the tcgen05 MMA
+#else
+  printf("Attempting to use SM100_MMA_F16BF16_SS without CUTE_ARCH_MMA_SM100A_ENABLED");
+  __brkpt();
+#endif
+  o[threadIdx.x] = acc;  // the epilogue still stores: the entry is not empty
+}
+"""
+
+
+def test_a_kernel_that_reaches_cutes_arch_disabled_mma_fails_and_says_what_it_printed(
+        tmp_path: Path) -> None:
+    """flashinfer's SM100 FMHA on compute_120f: TMA copies and stores remain, but each MMA
+    is CuTe's printf-and-brkpt. Not empty, still no work: an error; on the arch the MMA is
+    built for (the reference), the same kernel is whole."""
+    tree = DictTree({"csrc/fmha.cu": CUTE_STYLE})
+    request = _request(tree, ["csrc/fmha.cu"], tmp_path / "a")
+    request.reference = parse_arch("sm_100a")
+    result = check(request)
+    assert result.status == "failed", result.reason
+    [error] = [f for f in result.findings if f.severity == "error"]
+    assert error.kind == "disabled-ptx-entry"
+    assert ("kernel fmha on sm_120a reaches an arch-disabled path: 1 of 1 PTX entries for "
+            "compute_120a (csrc/fmha.cu) print “Attempting to use SM100_MMA_F16BF16_SS without "
+            "CUTE_ARCH_MMA_SM100A_ENABLED”") in error.message
+    assert result.details["reference"] == {"arch": "sm_100a", "units": ["csrc/fmha.cu"]}
