@@ -43,14 +43,12 @@ from contrib.validate import ptx
 from contrib.validate.profiles import profile_for
 from contrib.validate.ptx import Outcome
 from contrib.validate.ptx_cache import (
-    Job,
     compile_all,
     compile_for,
     empty_everywhere,
     nvcc_identity,
-    unit_key,
 )
-from contrib.validate.ptxstage import PtxRequest, prepare_headers
+from contrib.validate.ptxstage import PtxRequest, jobs_for, prepare_headers
 from contrib.validate.tree import SourceTree
 from contrib.validate.units import UNIT_SUFFIXES, Unit, gate_flags, gate_include_dirs
 
@@ -112,10 +110,7 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
                              tree_dirs=tree_dirs)  # fmt: skip
         root, dirs, outside = prepare_headers(request, [])
         summary.nvcc = identity = nvcc_identity(nvcc)
-        jobs = [Job(u, root / u, summary.compute, dirs, list(flags),
-                    unit_key(tree, u, summary.compute, flags, outside, identity,
-                             tree_dirs=tree_dirs))
-                for u, flags in jobs_of]  # fmt: skip
+        jobs = jobs_for(request, dict(jobs_of), root, dirs, outside, identity)
         outcomes = compile_all(nvcc, jobs, Path(tmp) / "out", progress=step)
         # A unit with no kernel entry for the target is compiled for an arch its gate
         # admits: entries there and none here mean its kernels are compiled out (a

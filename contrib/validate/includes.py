@@ -49,9 +49,12 @@ def find_by_name(tree: SourceTree, name: str) -> str | None:
 class IncludeResolver:
     """Resolve ``#include "name"`` from a file: its own folder first, then include roots."""
 
-    def __init__(self, tree: SourceTree, roots: Iterable[str] | None = None) -> None:
+    def __init__(self, tree: SourceTree, roots: Iterable[str] | None = None, *,
+                 extra: Iterable[str] = ()) -> None:
+        """``roots`` replace the tree's own include roots; ``extra`` (folders a build
+        adds, such as a JIT function's ``extra_include_paths``) come after them."""
         self.tree = tree
-        self.roots = list(roots) if roots is not None else include_roots(tree)
+        self.roots = [*(list(roots) if roots is not None else include_roots(tree)), *extra]
 
     def __call__(self, including: str, name: str) -> str | None:
         """The repo path ``including`` gets for ``#include "name"``, or None."""

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from contrib.validate import ptx
-from contrib.validate.includes import IncludeResolver, include_closure, include_roots
+from contrib.validate.includes import IncludeResolver, include_closure
 from contrib.validate.ptx import Outcome
 from contrib.validate.tree import SourceTree
 
@@ -56,7 +56,7 @@ def unit_key(tree: SourceTree, unit: str, compute: str, flags: Sequence[str],
     ``sass``: whether the SASS is checked too (a result without it is not reused where it is).
     ``tree_dirs``: tree folders the build adds to the include path (they widen the closure).
     """
-    # 2: entries that only printf/trap count as empty
+    # 2: an entry that does no work, or reaches an arch-disabled MMA, counts as empty
     h = hashlib.sha256(b"contrib-ptx-2\0")
     # Folders outside the tree (an installed package's headers) count by path and
     # modification time: reinstalling the package changes them.
@@ -65,8 +65,7 @@ def unit_key(tree: SourceTree, unit: str, compute: str, flags: Sequence[str],
     if tree_dirs:
         head["tree_dirs"] = list(tree_dirs)
     h.update(json.dumps(head, sort_keys=True).encode())
-    resolver = IncludeResolver(tree, [*include_roots(tree), *tree_dirs]) if tree_dirs else None
-    for path in sorted(include_closure(tree, [unit], resolver).files):
+    for path in sorted(include_closure(tree, [unit], IncludeResolver(tree, extra=tree_dirs)).files):
         data = (tree.read_text(path) or "").encode("utf-8", errors="replace")
         h.update(b"\0%s\0%d\0" % (path.encode(), len(data)))
         h.update(data)

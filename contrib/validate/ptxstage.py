@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,10 +77,7 @@ def check(req: PtxRequest) -> StageResult:
     flags += [f for f in req.extra_flags if f not in flags]
     root, dirs, outside = prepare_headers(req, extra)
     identity, sass = nvcc_identity(nvcc), cuobjdump()
-    jobs = [Job(u.path, root / u.path, compute, dirs, flags,
-                unit_key(req.tree, u.path, compute, flags, outside, identity, sass is not None,
-                         req.tree_dirs), sass)
-            for u in req.units]  # fmt: skip
+    jobs = jobs_for(req, {u.path: flags for u in req.units}, root, dirs, outside, identity, sass)
     outcomes = compile_all(nvcc, jobs, req.workdir / "ptx-out", progress=req.progress)
     # An entry empty for the target is compared with the arch admitted before: empty
     # there too, the compiler optimised it away everywhere and the target lost nothing.
@@ -105,16 +102,23 @@ def check(req: PtxRequest) -> StageResult:
     return verdict(req, outcomes, details, again)
 
 
-def resolver_for(tree: SourceTree, tree_dirs: list[str]) -> includes.IncludeResolver:
-    """The include resolver of a compile that adds ``tree_dirs`` to the tree's roots."""
-    return includes.IncludeResolver(tree, [*includes.include_roots(tree), *tree_dirs])
+def jobs_for(req: PtxRequest, flags_of: Mapping[str, Sequence[str]], root: Path,
+             dirs: list[Path], outside: list[Path], nvcc_id: str,
+             sass: str | None = None) -> list[Job]:
+    """One compile of each unit of ``req`` (its flags in ``flags_of``), from the tree
+    :func:`prepare_headers` wrote under ``root``, keyed by its content for the cache."""
+    compute = req.profile.compute(req.arch)
+    return [Job(u.path, root / u.path, compute, dirs, list(flags_of[u.path]),
+                unit_key(req.tree, u.path, compute, flags_of[u.path], outside, nvcc_id,
+                         sass is not None, req.tree_dirs), sass)
+            for u in req.units]  # fmt: skip
 
 
 def prepare_headers(req: PtxRequest, extra: list[str]) -> tuple[Path, list[Path], list[Path]]:
     """(materialized tree root, -I folders in search order, the folders outside the tree)."""
     root = req.workdir / "ptx-tree"
     closure = includes.include_closure(req.tree, [u.path for u in req.units],
-                                       resolver_for(req.tree, req.tree_dirs)).files
+                                       includes.IncludeResolver(req.tree, extra=req.tree_dirs)).files
     materialize(req.tree, sorted(set(closure) | {u.path for u in req.units}), root)
     submodules = [s for s in req.profile.submodule_includes if _has_files(req.tree, s)]
     if submodules:
