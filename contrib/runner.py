@@ -11,7 +11,6 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from contrib import __version__
 from contrib.errors import ContribError
 from contrib.secrets import scrub
 from contrib.ui import UI
@@ -33,7 +32,9 @@ def guarded(body: Callable[[], int], json_mode: bool) -> int:
     except ContribError as exc:
         return fail(str(exc), exc.exit_code, json_mode)
     except Exception as exc:  # a bug: keep the traceback off the terminal, in a log
-        log = _log_bug(exc)
+        from contrib.buglog import log_bug
+
+        log = log_bug(exc)
         where = f"; details in {log}" if log else ""
         return fail(f"internal error ({type(exc).__name__}: {exc}){where}. "
                     "Please report it.", EXIT_BUG, json_mode)
@@ -78,22 +79,3 @@ def fail(message: str, code: int, json_mode: bool) -> int:
     sys.stderr.write(f"contrib: error: {scrub(message)}\n")
     sys.stderr.flush()
     return code
-
-
-def _log_bug(exc: BaseException) -> Path | None:
-    import traceback
-
-    from contrib import environ
-
-    try:
-        log = environ.cache_root() / "contrib-error.log"
-    except ContribError:  # no usable cache folder: the message alone must do
-        return None
-    try:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        text = "".join(traceback.format_exception(exc))
-        log.write_text(scrub(f"contrib {__version__}\n{' '.join(sys.argv)}\n{text}"),
-                       encoding="utf-8")
-        return log
-    except OSError:
-        return None

@@ -31,6 +31,7 @@ from contrib.audit.model import AuditGate
 from contrib.audit.report import history_cell
 from contrib.audit.run import audit_upstream
 from contrib.autopilot.state import Need, Run
+from contrib.buglog import log_bug
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
 from contrib.secrets import scrub
@@ -98,8 +99,10 @@ def audit_one(ws: Workspace, name: str, arch: str, *, fetch: bool, remember: boo
         view.error = scrub(str(exc)).splitlines()[0]
         return view
     except Exception as exc:  # a bug must not cost the rest of the dashboard
+        log = log_bug(exc)
         view.error = scrub(f"{type(exc).__name__}: {exc}").splitlines()[0] + \
-            " (a bug in contrib's audit: please report it)"
+            " (a bug in contrib's audit" + (f"; details in {log}" if log else "") + \
+            ": please report it)"
         return view
     if remember:
         _remember(upstream, arch, view.commit, view.since)

@@ -222,7 +222,7 @@ def _restore_sync(ps: Patchset, previous_text: str | None) -> None:
     try:
         before = tomlkit.parse(previous_text or "")
         previous = read_meta(ps.meta_path, previous_text, before.unwrap()) if previous_text else None
-    except Exception:  # a hand-edited state file: drop the record rather than guess at it
+    except (ValueError, TypeError, ContribError):  # a hand-edited file: drop the record, not guess
         before, previous, previous_text = tomlkit.document(), None, None
     ps.set_sync(previous.sync if previous else None)
     same = previous_text and before.unwrap() == ps.meta.unwrap()

@@ -97,6 +97,28 @@ def test_a_failed_audit_is_a_line_and_a_need(tmp_path: Path, mini: Repo,
     assert [p["kind"] for p in doc["problems"]] == ["audit"]
 
 
+def test_a_bug_in_the_audit_is_logged_and_the_rest_goes_on(
+        tmp_path: Path, mini: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug (not a ContribError) costs one upstream's section, not the dashboard; its
+    traceback goes to the cache's error log, which the line names."""
+    from contrib.autopilot import audits
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CONTRIB_CACHE", str(cache))
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError("gates")
+
+    monkeypatch.setattr(audits, "audit_upstream", broken)
+    root = audit_workspace(tmp_path, mini, "http://127.0.0.1:9", "me/ws")
+    view = audits.audit_one(Workspace(root), "mini", "sm_120a", fetch=True, remember=False)
+    log = cache / "contrib-error.log"
+    assert view.error == (f"KeyError: 'gates' (a bug in contrib's audit; details in {log}: "
+                          "please report it)")
+    text = log.read_text(encoding="utf-8")
+    assert "Traceback" in text and "in broken" in text and "KeyError: 'gates'" in text
+
+
 @pytest.mark.parametrize("value, words", [
     ('["sm_120a", "sm_999"]', "autopilot.audit_arch holds 'sm_999', which is not a GPU"),
     ('"sm_120a"', "autopilot.audit_arch must be a list of strings"),
