@@ -11,6 +11,7 @@ protect the rest).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -67,6 +68,29 @@ def _cache_lock(path: Path) -> Iterator[None]:
         lock.release()
 
 
+# The lock files a fetch takes.  Only a fetch (and the clone) writes the refs under
+# refs/remotes/ and refs/tags/ of a cache, and always under the cache lock.
+_FETCH_LOCKS = ("refs/remotes/**/*.lock", "refs/tags/**/*.lock", "packed-refs.lock",
+                "shallow.lock")
+
+
+def _clear_fetch_locks(path: Path) -> list[Path]:
+    """Remove the ref locks a git killed mid-fetch left in the cache at ``path``.
+
+    Call with the cache lock held: no live fetch can own them then.  A kill between
+    git's ``refs/remotes/origin/main.lock`` and its rename leaves the lock behind,
+    and every later fetch fails ("cannot lock ref ... File exists") until someone
+    deletes it by hand.  Locks elsewhere (``contrib edit``'s refs, conflict
+    worktrees) belong to writers that do not take the cache lock: left alone."""
+    if not path.is_dir():
+        return []
+    stale = [lock for pattern in _FETCH_LOCKS for lock in path.glob(pattern) if lock.is_file()]
+    for lock in stale:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+    return stale
+
+
 class Mirror:
     """The cached bare clone of one upstream."""
 
@@ -94,6 +118,7 @@ class Mirror:
         """
         shown = self._labelled(progress)
         with _cache_lock(self.path):
+            _clear_fetch_locks(self.path)
             try:
                 if not self.path.is_dir():
                     self._clone(shown)

@@ -152,6 +152,31 @@ def test_fetch_killed_midway_leaves_a_working_cache(workspace: Workspace, upstre
     assert sum(t.killed for t in trials) >= 4
 
 
+def test_ref_locks_a_killed_fetch_left_are_cleared(workspace: Workspace, upstream: Repo,
+                                                   tmp_path: Path, isolated: Path) -> None:
+    """The deterministic form of a crash trial that once failed: git killed between
+    taking ``refs/remotes/origin/main.lock`` and renaming it left the lock, and every
+    later fetch failed ("cannot lock ref ... File exists").  The next contrib clears
+    the fetch's locks under the cache lock; another writer's lock is left alone."""
+    _patchset(workspace, upstream, tmp_path)
+    (repo,) = fsck_cache(isolated / "contrib-cache")
+    planted = [repo / "refs/remotes/origin/main.lock", repo / "packed-refs.lock",
+               repo / "refs/tags/v1.lock"]
+    for lock in planted:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text("0" * 40 + "\n")
+    others = repo / "refs/contrib/edit/ws/proj--f3.lock"  # contrib edit's, not a fetch's
+    others.parent.mkdir(parents=True)
+    others.write_text("0" * 40 + "\n")
+    moved = CORE.replace("def f0():\n", "# header\n\n\ndef f0():\n")
+    fast_import(upstream, [Change("core: header", {"pkg/core.py": moved})])
+    result = workspace.run("sync")
+    assert result.code == 0, result.err
+    assert not [lock for lock in planted if lock.exists()] and others.exists()
+    assert git(repo, "rev-parse", "refs/remotes/origin/main") == upstream.head()
+    FIGURES["faults survived: ref locks of a killed fetch"] += 1
+
+
 # -- a full disk ----------------------------------------------------------------------
 
 @contextmanager
