@@ -84,16 +84,16 @@ def _ptx_stage(doc: dict[str, object]) -> dict[str, object]:
 
 def _single_units(clone: Path, python: str, work: Path) -> list[tuple[str, float, bool]]:
     """Each unit at stake compiled alone, sequentially: (unit, seconds, ok)."""
+    from contrib.analysis import ptx
+    from contrib.analysis.diffs import parse_diff
+    from contrib.analysis.profiles import profile_for
+    from contrib.analysis.ptxjobs import PtxRequest, prepare_headers
+    from contrib.analysis.tree import GitTree
+    from contrib.analysis.units import units_at_stake
     from contrib.arch import parse_arch
     from contrib.carry.engine import load_patches
     from contrib.carry.series import apply_series
     from contrib.git.repo import Git
-    from contrib.validate import ptx
-    from contrib.validate.profiles import profile_for
-    from contrib.validate.ptxstage import PtxRequest, prepare_headers
-    from contrib.validate.testsel import parse_diff
-    from contrib.validate.tree import GitTree
-    from contrib.validate.units import units_at_stake
 
     version = REPO / "patchsets" / TARGET / BASE
     names = [n for n in (version / "series").read_text().split() if n.endswith(".patch")]

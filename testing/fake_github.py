@@ -27,7 +27,6 @@ import secrets
 import subprocess
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -35,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from testing.fake_githost import FakeGitHost
-from testing.fake_github_base import DOCS, RecordedRequest
+from testing.fake_github_base import DOCS, PR, RecordedRequest, Repo
 from testing.fake_github_base import HTTPError as _HTTPError
 from testing.fake_github_base import not_found as _not_found
 from testing.fake_github_base import now as _now
@@ -46,46 +45,6 @@ from testing.fake_github_faults import (
     RawBody,
 )
 from testing.fake_github_issues import IssueEndpoints
-
-
-@dataclass
-class Repo:
-    full_name: str
-    id: int
-    default_branch: str = "main"
-    fork_of: str | None = None
-    git_dir: str | None = None  # a real bare repo whose branches back PR heads/bases
-    private: bool = False
-    push: bool = False  # permissions.push of the token on this repository
-
-    @property
-    def owner(self) -> str:
-        return self.full_name.split("/", 1)[0]
-
-
-@dataclass
-class PR:
-    repo: str
-    number: int
-    id: int
-    title: str
-    body: str | None
-    head_repo: str
-    head_ref: str
-    head_sha: str
-    base_ref: str
-    draft: bool
-    maintainer_can_modify: bool
-    user: str
-    created_at: str
-    updated_at: str
-    state: str = "open"
-    closed_at: str | None = None
-    merged: bool = False
-    merged_at: str | None = None
-    merge_commit_sha: str | None = None
-    merged_by: str | None = None
-
 
 PULLS_DOC = "https://docs.github.com/rest/pulls/pulls"
 

@@ -1,4 +1,4 @@
-"""What the fake GitHub's modules share: the request log entry and GitHub's error bodies."""
+"""What the fake GitHub's modules share: its repositories and PRs, the request log entry, GitHub's error bodies."""
 
 from __future__ import annotations
 
@@ -46,3 +46,42 @@ def validation_failed(errors: list[dict[str, Any]], doc: str) -> HTTPError:
 
 def not_found(doc: str = DOCS) -> HTTPError:
     return HTTPError(404, {"message": "Not Found", "documentation_url": doc, "status": "404"})
+
+
+@dataclass
+class Repo:
+    full_name: str
+    id: int
+    default_branch: str = "main"
+    fork_of: str | None = None
+    git_dir: str | None = None  # a real bare repo whose branches back PR heads/bases
+    private: bool = False
+    push: bool = False  # permissions.push of the token on this repository
+
+    @property
+    def owner(self) -> str:
+        return self.full_name.split("/", 1)[0]
+
+
+@dataclass
+class PR:
+    repo: str
+    number: int
+    id: int
+    title: str
+    body: str | None
+    head_repo: str
+    head_ref: str
+    head_sha: str
+    base_ref: str
+    draft: bool
+    maintainer_can_modify: bool
+    user: str
+    created_at: str
+    updated_at: str
+    state: str = "open"
+    closed_at: str | None = None
+    merged: bool = False
+    merged_at: str | None = None
+    merge_commit_sha: str | None = None
+    merged_by: str | None = None

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from testing.fake_github_base import RecordedRequest, not_found, now, validation_failed
-
-if TYPE_CHECKING:
-    from testing.fake_github import PR, Repo
+from testing.fake_github_base import PR, RecordedRequest, Repo, not_found, now, validation_failed
 
 ISSUES_DOC = "https://docs.github.com/rest/issues/issues"
 Answer = tuple[int, dict[str, str], Any]

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("git", "github", "rich", "requests", "urllib3", "tomlkit", "filelock", "unidiff",
          "platformdirs", "contrib.forge.github", "contrib.forge.http",
          # validate's analysis machinery (status reads only the stage table and settings)
-         "contrib.validate.stages", "contrib.validate.gates", "contrib.validate.cuda_arch",
-         "contrib.validate.testsel", "contrib.validate.ptx")
+         "contrib.validate.stages", "contrib.analysis.gates", "contrib.analysis.cuda_arch",
+         "contrib.validate.testsel", "contrib.analysis.ptx")
 
 
 def _modules_after(code: str, cwd: Path = ROOT) -> set[str]:

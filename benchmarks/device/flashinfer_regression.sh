@@ -75,7 +75,7 @@ git clone -q "$BUNDLE/fi.git" /tmp/plain && git -C /tmp/plain checkout -q "$BASE
 # from /tmp: in the repository root `import contrib` would find that checkout's copy
 (cd /tmp && PYTHONPATH="$BUNDLE/src:/tmp/site" python3 -c "
 from pathlib import Path
-from contrib.validate.profiles import FLASHINFER, prepare_worktree
+from contrib.analysis.profiles import FLASHINFER, prepare_worktree
 from contrib.validate.gputests import install_probe
 print(prepare_worktree(FLASHINFER, Path('/tmp/plain'), 'python3'))
 print(install_probe(Path('/tmp/plain-run')))") || exit 1

@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+from contrib.analysis.profiles import FLASHINFER, prepare_worktree
 from contrib.arch import parse_arch
 from contrib.git.repo import Git
 from contrib.validate import buildcache
-from contrib.validate.profiles import FLASHINFER, prepare_worktree
 
 git = Git(Path(sys.argv[1]))
 out = Path(os.environ.get("OUT", "/tmp/out"))

@@ -1,6 +1,6 @@
 """Audit one tree of an upstream cache: find, judge, and remember the answer.
 
-The tree is read through validate's :class:`~contrib.validate.tree.GitTree`
+The tree is read through validate's :class:`~contrib.analysis.tree.GitTree`
 (the git package's batch blob reader), never from a checkout.  Python files
 that cannot hold a gate are skipped by one regex; the rest are parsed in
 worker processes when there are many.  The result depends only on the tree,
@@ -24,13 +24,13 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from contrib import __version__, environ
+from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.find import gates_of_file
 from contrib.audit.judge import judge
 from contrib.audit.model import AuditGate, sort_key
 from contrib.errors import ContribError
 from contrib.git.repo import Git
-from contrib.validate.tree import GitTree
 from contrib.workspace.txn import atomic_write
 
 FORMAT = 11  # bump when the analysis changes what it finds at the same contrib version

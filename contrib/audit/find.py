@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import NamedTuple
 
+from contrib.analysis.gates import KEYWORD, Gate, arch_truth, builders, built_sources, find_gates
 from contrib.arch import Arch
 from contrib.audit.model import (
     BENCHMARK,
@@ -33,7 +34,6 @@ from contrib.audit.model import (
     AuditGate,
 )
 from contrib.audit.toolkit import on_toolkit
-from contrib.validate.gates import KEYWORD, Gate, arch_truth, builders, built_sources, find_gates
 
 _PREDICATE_TEXT = re.compile(r"\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blackwell)", re.I)
 _REFUSAL_WORDS = re.compile(

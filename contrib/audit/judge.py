@@ -20,6 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from contrib.analysis.cuda_arch import analyze
+from contrib.analysis.includes import IncludeResolver, find_by_name, include_closure
+from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch, admitted_archs
 from contrib.audit.find import says_intentional
 from contrib.audit.model import (
@@ -32,9 +35,6 @@ from contrib.audit.model import (
     admitted_majors,
 )
 from contrib.record.finding import ERROR
-from contrib.validate.cuda_arch import analyze
-from contrib.validate.includes import IncludeResolver, find_by_name, include_closure
-from contrib.validate.tree import SourceTree
 
 Step = Callable[[int, int, str], None]
 

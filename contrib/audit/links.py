@@ -19,9 +19,9 @@ from typing import Any
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
+from contrib.analysis.gates import find_gates
 from contrib.audit.model import AuditGate
 from contrib.git.repo import Git
-from contrib.validate.gates import find_gates
 
 _PR = re.compile(r"\(#(\d+)\)\s*$|Merge pull request #(\d+)")
 

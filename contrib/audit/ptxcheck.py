@@ -5,10 +5,10 @@ gate whose class came from CUDA units (``gate-only``, ``needs-kernel-work``,
 and the Python gates that inherited one) has its units compiled for the
 upstream's variant of the target, the way validate's PTX stage does it: the
 same profile (flags read from the upstream's build code, the arch variant),
-the same header search (:func:`~contrib.validate.ptxstage.prepare_headers`:
+the same header search (:func:`~contrib.analysis.ptxjobs.prepare_headers`:
 the tree's ``include/`` folders, submodules the cache has, the headers an
 installed upstream package ships to the upstream's interpreter), and the same
-parallel, content-keyed cache (:mod:`contrib.validate.ptx_cache`).  The units
+parallel, content-keyed cache (:mod:`contrib.analysis.ptx_cache`).  The units
 are read from the cache's tree and written to a scratch folder under the
 cache, never a checkout.
 
@@ -28,6 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from contrib import environ
+from contrib.analysis import ptx
+from contrib.analysis.profiles import profile_for
+from contrib.analysis.ptx import Outcome
+from contrib.analysis.ptx_cache import (
+    compile_all,
+    compile_for,
+    empty_everywhere,
+    nvcc_identity,
+)
+from contrib.analysis.ptxjobs import PtxRequest, jobs_for, prepare_headers
+from contrib.analysis.tree import SourceTree
+from contrib.analysis.units import UNIT_SUFFIXES, Unit, gate_flags, gate_include_dirs
 from contrib.arch import Arch, admitted_archs
 from contrib.audit.engine import Step
 from contrib.audit.model import (
@@ -39,18 +51,6 @@ from contrib.audit.model import (
     admitted_majors,
 )
 from contrib.errors import UsageError
-from contrib.validate import ptx
-from contrib.validate.profiles import profile_for
-from contrib.validate.ptx import Outcome
-from contrib.validate.ptx_cache import (
-    compile_all,
-    compile_for,
-    empty_everywhere,
-    nvcc_identity,
-)
-from contrib.validate.ptxstage import PtxRequest, jobs_for, prepare_headers
-from contrib.validate.tree import SourceTree
-from contrib.validate.units import UNIT_SUFFIXES, Unit, gate_flags, gate_include_dirs
 
 COMPILED = (GATE_ONLY, NEEDS_KERNEL_WORK)  # the classes a compile can confirm or change
 _NAMES_SHOWN = 5

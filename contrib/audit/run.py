@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.engine import Step, audit_commit
 from contrib.audit.links import mark_covered, mark_history, patch_coverage
@@ -12,7 +13,6 @@ from contrib.audit.report import UpstreamAudit
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
-from contrib.validate.tree import GitTree
 from contrib.workspace.model import Workspace
 
 

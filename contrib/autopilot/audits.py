@@ -21,16 +21,14 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from contrib import environ
 from contrib.arch import parse_arch
 from contrib.audit.model import AuditGate
 from contrib.audit.report import history_cell
 from contrib.audit.run import audit_upstream
-from contrib.autopilot.state import Need, Run
+from contrib.autopilot.state import AuditView, Need, Run
 from contrib.buglog import log_bug
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
@@ -41,33 +39,6 @@ from contrib.workspace.txn import atomic_write
 
 MAX_GATES = 30  # per list and upstream: the body has to stay under GitHub's limit
 MAX_SECTION = 30_000  # characters, whatever the number of upstreams and archs
-
-
-@dataclass
-class AuditView:
-    """One upstream audited for one arch, as the dashboard shows it."""
-
-    upstream: str
-    arch: str
-    github: str = ""
-    commit: str = ""
-    since: str | None = None  # the tip audited before, when there was one
-    counts: dict[str, int] = field(default_factory=dict)
-    excluding: int = 0
-    uncovered: list[AuditGate] = field(default_factory=list)  # runtime, no patchset covers it
-    opened: list[AuditGate] = field(default_factory=list)
-    closed: list[AuditGate] = field(default_factory=list)
-    error: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The autopilot ``--json`` form."""
-        def where(gates: list[AuditGate]) -> list[dict[str, Any]]:
-            return [{"file": g.file, "line": g.line, "function": g.function, "class": g.class_,
-                     "opened_by": g.opened_by, "closed_by": g.closed_by} for g in gates]
-        return {"upstream": self.upstream, "arch": self.arch, "commit": self.commit or None,
-                "since": self.since, "counts": self.counts, "excluding": self.excluding,
-                "uncovered_runtime": where(self.uncovered), "opened": where(self.opened),
-                "closed": where(self.closed), "error": self.error or None}  # fmt: skip
 
 
 def audit_all(ws: Workspace, run: Run) -> list[AuditView]:

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contrib.audit.model import AuditGate
 from contrib.carry.conflict import folder_for
 from contrib.carry.engine import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, UPSTREAMED
 from contrib.record import StageStatus, Standing, Verdict
 
 if TYPE_CHECKING:
-    from contrib.autopilot.audits import AuditView
     from contrib.autopilot.forges import Forges
     from contrib.workspace.model import Workspace
 
@@ -177,3 +177,30 @@ class Run:
                     "online, or drop the leg with `contrib init-ci`", {"label": label})
                for label in self.gpu_missing]
         return [n for o in outcomes for n in o.needs] + gpu + self.problems
+
+
+@dataclass
+class AuditView:
+    """One upstream audited for one arch, as the dashboard shows it."""
+
+    upstream: str
+    arch: str
+    github: str = ""
+    commit: str = ""
+    since: str | None = None  # the tip audited before, when there was one
+    counts: dict[str, int] = field(default_factory=dict)
+    excluding: int = 0
+    uncovered: list[AuditGate] = field(default_factory=list)  # runtime, no patchset covers it
+    opened: list[AuditGate] = field(default_factory=list)
+    closed: list[AuditGate] = field(default_factory=list)
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The autopilot ``--json`` form."""
+        def where(gates: list[AuditGate]) -> list[dict[str, Any]]:
+            return [{"file": g.file, "line": g.line, "function": g.function, "class": g.class_,
+                     "opened_by": g.opened_by, "closed_by": g.closed_by} for g in gates]
+        return {"upstream": self.upstream, "arch": self.arch, "commit": self.commit or None,
+                "since": self.since, "counts": self.counts, "excluding": self.excluding,
+                "uncovered_runtime": where(self.uncovered), "opened": where(self.opened),
+                "closed": where(self.closed), "error": self.error or None}  # fmt: skip

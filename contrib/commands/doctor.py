@@ -103,7 +103,7 @@ def check_git() -> Check:
 
 def check_cuda() -> Iterator[Check]:
     """nvcc (and its version) and cuobjdump, found the way validate finds them."""
-    from contrib.validate.ptx import find_nvcc, nvcc_version
+    from contrib.analysis.ptx import find_nvcc, nvcc_version
 
     nvcc = find_nvcc()
     if nvcc is None:

@@ -25,12 +25,12 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from contrib.analysis.profiles import Profile
 from contrib.arch import Arch
 from contrib.errors import ConfigError
 from contrib.validate import buildcache
 from contrib.validate.benchstats import compare
 from contrib.validate.gputests import PlannedRun
-from contrib.validate.profiles import Profile
 from contrib.validate.report import FAILED, PASSED, SKIPPED, StageResult
 from contrib.workspace.validation import BenchSettings
 

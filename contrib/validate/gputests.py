@@ -25,19 +25,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from contrib.analysis.callgraph import changed_helpers
+from contrib.analysis.cscan import find_kernels, scan
+from contrib.analysis.diffs import FileChange
+from contrib.analysis.includes import is_cuda_source
+from contrib.analysis.profiles import Profile
+from contrib.analysis.tree import FsTree, SourceTree
+from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch, parse_arch
 from contrib.record import RunKind
 from contrib.record.finding import ERROR, Finding
 from contrib.validate.buildcache import jit_folder
-from contrib.validate.callgraph import changed_helpers
-from contrib.validate.cscan import find_kernels, scan
-from contrib.validate.includes import is_cuda_source
-from contrib.validate.profiles import Profile
 from contrib.validate.report import PASSED, SKIPPED, StageResult, Validation
 from contrib.validate.testrun import Gpu, run_tests
-from contrib.validate.testsel import FileChange, Selection
-from contrib.validate.tree import FsTree, SourceTree
-from contrib.validate.waivers import apply_waivers
+from contrib.validate.testsel import Selection
 from contrib.workspace.validation import Waiver
 
 TARGET, REGRESSION = "target", "regression"

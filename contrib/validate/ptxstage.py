@@ -1,13 +1,13 @@
 """The PTX stage's work: every unit at stake, compiled as the upstream builds it, cached.
 
 :func:`check` is what ``stage_ptx`` runs when patchset.toml gives no
-``validation.compile`` command: the units of :mod:`contrib.validate.units`,
-the upstream's flags and arch variant from :mod:`contrib.validate.profiles`
+``validation.compile`` command: the units of :mod:`contrib.analysis.units`,
+the upstream's flags and arch variant from :mod:`contrib.analysis.profiles`
 (``validation.ptx_flags`` adds to them), headers searched in the patched tree
 first, then the upstream's submodules when the cache has them, then the headers
 an installed upstream package ships to the validation interpreter, then
 ``validation.ptx_include_dirs``; compiled in parallel through
-:mod:`contrib.validate.ptx_cache`.
+:mod:`contrib.analysis.ptx_cache`.
 """
 
 from __future__ import annotations
@@ -15,48 +15,23 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contrib.arch import Arch
-from contrib.record.finding import ERROR, INFO, Finding
-from contrib.validate import includes, ptx
-from contrib.validate.profiles import Profile, installed_includes
-from contrib.validate.ptx import Outcome
-from contrib.validate.ptx_cache import (
-    Job,
+from contrib.analysis import ptx
+from contrib.analysis.ptx import Outcome
+from contrib.analysis.ptx_cache import (
     compile_all,
     compile_for,
     empty_everywhere,
     nvcc_identity,
-    unit_key,
 )
+from contrib.analysis.ptxjobs import PtxRequest, jobs_for, prepare_headers
+from contrib.analysis.waivers import apply_waivers
+from contrib.arch import Arch
+from contrib.record.finding import ERROR, INFO, Finding
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
-from contrib.validate.tree import SourceTree, materialize
-from contrib.validate.units import Unit
-from contrib.validate.waivers import apply_waivers
 from contrib.workspace.validation import Waiver
-
-
-@dataclass
-class PtxRequest:
-    """What the PTX stage hands :func:`check`."""
-
-    tree: SourceTree
-    arch: Arch
-    units: list[Unit]
-    profile: Profile
-    python: str | None
-    extra_flags: list[str]
-    extra_dirs: list[str]  # validation.ptx_include_dirs, unexpanded
-    waivers: list[Waiver]
-    workdir: Path
-    kernel_lines: dict[str, tuple[str, int]]
-    progress: Callable[[int, int, str], None] | None = None  # (compiled, of N, unit)
-    tree_dirs: list[str] = field(default_factory=list)  # the gates' extra_include_paths
-    reference: Arch | None = None  # an arch admitted before: judges the target's empty entries
 
 
 def check(req: PtxRequest) -> StageResult:
@@ -100,41 +75,6 @@ def check(req: PtxRequest) -> StageResult:
     if again and req.reference is not None:
         details["reference"] = {"arch": req.reference.name, "units": sorted(again)}
     return verdict(req, outcomes, details, again)
-
-
-def jobs_for(req: PtxRequest, flags_of: Mapping[str, Sequence[str]], root: Path,
-             dirs: list[Path], outside: list[Path], nvcc_id: str,
-             sass: str | None = None) -> list[Job]:
-    """One compile of each unit of ``req`` (its flags in ``flags_of``), from the tree
-    :func:`prepare_headers` wrote under ``root``, keyed by its content for the cache."""
-    compute = req.profile.compute(req.arch)
-    return [Job(u.path, root / u.path, compute, dirs, list(flags_of[u.path]),
-                unit_key(req.tree, u.path, compute, flags_of[u.path], outside, nvcc_id,
-                         sass is not None, req.tree_dirs), sass)
-            for u in req.units]  # fmt: skip
-
-
-def prepare_headers(req: PtxRequest, extra: list[str]) -> tuple[Path, list[Path], list[Path]]:
-    """(materialized tree root, -I folders in search order, the folders outside the tree)."""
-    root = req.workdir / "ptx-tree"
-    closure = includes.include_closure(req.tree, [u.path for u in req.units],
-                                       includes.IncludeResolver(req.tree, extra=req.tree_dirs)).files
-    materialize(req.tree, sorted(set(closure) | {u.path for u in req.units}), root)
-    submodules = [s for s in req.profile.submodule_includes if _has_files(req.tree, s)]
-    if submodules:
-        materialize(req.tree, [p for p in req.tree.paths() if p.startswith(tuple(s + "/" for s in submodules))], root)
-    outside = installed_includes(req.profile, req.python) + [Path(d) for d in extra]
-    tree_dirs = [root / d for d in [*includes.include_roots(req.tree), *req.tree_dirs,
-                                    *submodules]]
-    # csrc/ and the other folders of the units: flashinfer's units include "tvm_ffi_utils.h"
-    unit_dirs = [root / Path(u.path).parent for u in req.units]
-    ordered = list(dict.fromkeys([*tree_dirs, *unit_dirs, *outside]))
-    return root, ordered, outside
-
-
-def _has_files(tree: SourceTree, folder: str) -> bool:
-    prefix = folder + "/"
-    return any(p.startswith(prefix) for p in tree.paths())
 
 
 def verdict(req: PtxRequest, outcomes: list[Outcome], details: dict[str, Any],

@@ -12,6 +12,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from contrib import __version__
+from contrib.analysis.ptx import find_nvcc, nvcc_version
 from contrib.arch import Arch
 from contrib.record import Gpu as RecordedGpu
 from contrib.record import (
@@ -27,7 +28,6 @@ from contrib.record import (
 )
 from contrib.record.finding import Finding
 from contrib.secrets import scrub
-from contrib.validate.ptx import find_nvcc, nvcc_version
 from contrib.validate.testrun import PROBE, GpuSource, gpus_of
 
 PASSED, FAILED = StageStatus.PASSED, StageStatus.FAILED

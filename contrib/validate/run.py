@@ -21,6 +21,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from contrib.analysis.tree import GitTree
 from contrib.arch import Arch, parse_arch
 from contrib.carry.engine import load_patches
 from contrib.carry.series import EXPORT_ENV, apply_series
@@ -52,7 +53,6 @@ from contrib.validate.report import (
     render_table,
 )
 from contrib.validate.stages import Inputs, run_pipeline
-from contrib.validate.tree import GitTree
 from contrib.workspace.model import Patchset, Workspace
 from contrib.workspace.txn import atomic_write
 from contrib.workspace.validation import Settings

@@ -20,28 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contrib.analysis import cuda_arch, diffs, gates, includes, profiles, ptx, ptxjobs, units
+from contrib.analysis.diffs import FileChange
+from contrib.analysis.ptx import Outcome, first_error
+from contrib.analysis.tree import SourceTree
+from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch, admitted_archs, nearest_lower
 from contrib.errors import ConfigError, ContribError
 from contrib.record.finding import INFO, Finding
 from contrib.validate import bench as benchrun
-from contrib.validate import (
-    cuda_arch,
-    gates,
-    gputests,
-    includes,
-    profiles,
-    ptx,
-    ptxstage,
-    syntax,
-    testsel,
-    units,
-)
-from contrib.validate.ptx import Outcome, first_error
+from contrib.validate import gputests, ptxstage, syntax, testsel
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
 from contrib.validate.testrun import PROBE, GpuSource
-from contrib.validate.testsel import FileChange
-from contrib.validate.tree import SourceTree
-from contrib.validate.waivers import apply_waivers
 from contrib.workspace import validation
 from contrib.workspace.validation import Settings
 
@@ -124,7 +114,7 @@ def stage_apply(ctx: Context) -> StageResult:
     inputs = ctx.inputs
     if inputs.after is None:
         return StageResult("apply", FAILED, inputs.apply_reason)
-    ctx.changes = testsel.parse_diff(inputs.diff)
+    ctx.changes = diffs.parse_diff(inputs.diff)
     files = [c.path for c in ctx.changes]
     return StageResult("apply", PASSED, inputs.apply_reason, details={"changed_files": files})
 
@@ -224,7 +214,7 @@ def stage_ptx(ctx: Context) -> StageResult:
                                  settings.ptx_sources)  # fmt: skip
     gates = [(g.after.file, name) for g in ctx.touched for name in g.builders or [g.after.function]]
     flags = units.gate_flags(tree, gates)
-    request = ptxstage.PtxRequest(tree, ctx.inputs.arch, found, profiles.profile_for(tree),
+    request = ptxjobs.PtxRequest(tree, ctx.inputs.arch, found, profiles.profile_for(tree),
                                   settings.python or ctx.inputs.python, flags + settings.ptx_flags,
                                   settings.ptx_include_dirs, settings.waivers, ctx.workdir,
                                   _kernel_lines(ctx), progress=ctx.step,
@@ -289,7 +279,7 @@ def _substitute(text: str, values: Mapping[str, str]) -> str:
 
 
 def _kernel_lines(ctx: Context) -> dict[str, tuple[str, int]]:
-    from contrib.validate.cscan import find_kernels, scan
+    from contrib.analysis.cscan import find_kernels, scan
 
     found: dict[str, tuple[str, int]] = {}
     for path in ctx.closure:

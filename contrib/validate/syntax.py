@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from contrib.analysis.cscan import scan
+from contrib.analysis.includes import is_cuda_source
+from contrib.analysis.tree import SourceTree
 from contrib.record.finding import ERROR, Finding
-from contrib.validate.cscan import scan
-from contrib.validate.includes import is_cuda_source
-from contrib.validate.tree import SourceTree
 
 
 def check_python(path: str, text: str) -> list[Finding]:

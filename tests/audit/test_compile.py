@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from contrib.validate import ptx
+from contrib.analysis import ptx
 from testing.gitutil import Repo, only_git_on_path
 from testing.workspace import Workspace
 
@@ -106,10 +106,10 @@ def test_a_missing_header_leaves_the_class_to_the_guards() -> None:
     """A header this machine lacks (curand, nvshmem) says nothing about the arch: the
     unit is named as not compiled here, and the gate keeps its class; a unit with no
     kernel entry for the arch neither confirms nor refutes."""
+    from contrib.analysis.ptx import Outcome
     from contrib.arch import parse_arch
     from contrib.audit.model import AuditGate
     from contrib.audit.ptxcheck import _apply
-    from contrib.validate.ptx import Outcome
 
     arch = parse_arch("sm_120a")
     gate = AuditGate("pkg/jit.py", 3, "gen_x_module", "jit", "majors 10", True,
@@ -149,11 +149,11 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A unit with no kernel entry for the target is compiled for an admitted arch too:
     entries there and none here make the gate needs-kernel-work, whatever macro hid them."""
+    from contrib.analysis.tree import GitTree
     from contrib.arch import parse_arch
     from contrib.audit.model import AuditGate
     from contrib.audit.ptxcheck import compile_gates
     from contrib.git.repo import Git
-    from contrib.validate.tree import GitTree
 
     monkeypatch.setenv("CONTRIB_CACHE", str(tmp_path / "cache"))
     repo = Repo(tmp_path / "up")
@@ -211,12 +211,12 @@ def test_extra_include_paths_of_the_gate_reach_nvcc(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A JIT function's extra_include_paths (tree folders, by the names the build code
     gives them) join the include path: the unit's headers there are found."""
+    from contrib.analysis.tree import GitTree
+    from contrib.analysis.units import gate_include_dirs
     from contrib.arch import parse_arch
     from contrib.audit.model import AuditGate
     from contrib.audit.ptxcheck import compile_gates
     from contrib.git.repo import Git
-    from contrib.validate.tree import GitTree
-    from contrib.validate.units import gate_include_dirs
 
     monkeypatch.setenv("CONTRIB_CACHE", str(tmp_path / "cache"))
     repo = Repo(tmp_path / "up")
@@ -241,10 +241,10 @@ def test_entries_stopped_at_an_arch_disabled_mma_need_kernel_work() -> None:
     """flashinfer's SM100 FMHA on compute_120f still copies and stores, but prints CuTe's
     "without CUTE_ARCH_MMA_SM100A_ENABLED" where each MMA should be; on sm_100a it is
     whole: the gate needs kernel work, and the evidence quotes what the kernel prints."""
+    from contrib.analysis.ptx import Outcome
     from contrib.arch import parse_arch
     from contrib.audit.model import AuditGate
     from contrib.audit.ptxcheck import _apply
-    from contrib.validate.ptx import Outcome
 
     text = "Attempting to use SM100_MMA_F16BF16_SS without CUTE_ARCH_MMA_SM100A_ENABLED"
     gate = AuditGate("pkg/jit.py", 3, "gen_fmha_module", "jit", "majors 10", True,

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from contrib.analysis.tree import GitTree
 from contrib.errors import GitError
 from contrib.git.repo import Git
 from contrib.secrets import register_secret
-from contrib.validate.tree import GitTree
 from testing.gitutil import Repo, git
 
 

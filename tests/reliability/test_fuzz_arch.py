@@ -16,10 +16,10 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contrib.analysis.cexpr import ExprError, Macro, evaluate
+from contrib.analysis.cuda_arch import analyze
 from contrib.arch import KNOWN, Arch, arch_macros, parse_arch
 from contrib.errors import ContribError
-from contrib.validate.cexpr import ExprError, Macro, evaluate
-from contrib.validate.cuda_arch import analyze
 from testing.audit import FIGURES
 
 FUZZ = settings(max_examples=300, deadline=None)

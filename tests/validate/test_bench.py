@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from contrib.analysis.tree import FsTree
 from contrib.arch import parse_arch
 from contrib.pr.body import bench_table
 from contrib.record import read_record
 from contrib.validate.benchstats import compare
 from contrib.validate.report import StageResult
 from contrib.validate.stages import Context, Inputs, stage_bench
-from contrib.validate.tree import FsTree
 from contrib.workspace.validation import BenchSettings, Settings
 from testing.workspace import Workspace, make_patch
 

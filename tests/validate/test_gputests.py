@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from contrib.analysis.tree import DictTree, FsTree
 from contrib.arch import parse_arch
 from contrib.record import RunKind
 from contrib.validate import gputests
 from contrib.validate.gputests import GpuSlot, launched, plan_runs, split_runs, world_sizes
 from contrib.validate.report import Validation
 from contrib.validate.stages import Context, Inputs, stage_apply, stage_gates, stage_tests
-from contrib.validate.tree import DictTree, FsTree
 from contrib.workspace.validation import Settings
 from testing import miniupstream
 

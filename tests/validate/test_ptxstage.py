@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from contrib.analysis.profiles import GENERIC, Profile
+from contrib.analysis.ptx import find_nvcc
+from contrib.analysis.ptxjobs import PtxRequest
+from contrib.analysis.tree import DictTree, FsTree, SourceTree
+from contrib.analysis.units import Unit
 from contrib.arch import parse_arch
-from contrib.validate.profiles import GENERIC, Profile
-from contrib.validate.ptx import find_nvcc
-from contrib.validate.ptxstage import PtxRequest, check
+from contrib.validate.ptxstage import check
 from contrib.validate.stages import Inputs, run_pipeline
-from contrib.validate.tree import DictTree, FsTree, SourceTree
-from contrib.validate.units import Unit
 from testing import miniupstream
 
 pytestmark = [pytest.mark.slow,

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from contrib.analysis.tree import DictTree
 from contrib.arch import parse_arch
 from contrib.errors import ConfigError
 from contrib.validate.report import StageResult
 from contrib.validate.stages import ORDER, STAGES, Inputs, Settings, run_pipeline
 from contrib.validate.testrun import Gpu
-from contrib.validate.tree import DictTree
 from testing import miniupstream as mu
 from testing.miniupstream import variant_diff
 

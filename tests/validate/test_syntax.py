@@ -1,7 +1,7 @@
 from __future__ import annotations
 
+from contrib.analysis.tree import DictTree
 from contrib.validate.syntax import check_conditionals, check_files, check_python
-from contrib.validate.tree import DictTree
 
 
 def test_python_syntax_error_names_the_line():

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from contrib.analysis.diffs import parse_diff
+from contrib.analysis.tree import DictTree, FsTree
 from contrib.arch import parse_arch
 from contrib.errors import PatchError
 from contrib.validate.testrun import Gpu, gpu_problem, read_junit, run_tests
@@ -13,10 +15,8 @@ from contrib.validate.testsel import (
     changed_functions,
     imported_modules,
     module_name,
-    parse_diff,
     select_tests,
 )
-from contrib.validate.tree import DictTree, FsTree
 from testing import miniupstream as mu
 
 SM120 = parse_arch("sm_120a")

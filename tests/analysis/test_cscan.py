@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from contrib.validate.cscan import find_kernels, scan, strip_comments
+from contrib.analysis.cscan import find_kernels, scan, strip_comments
 
 
 def test_strip_comments_keeps_lines_and_strings():

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from contrib.validate.includes import (
+from contrib.analysis.includes import (
     IncludeResolver,
     find_by_name,
     include_closure,
     include_roots,
     is_cuda_source,
 )
-from contrib.validate.tree import DictTree
+from contrib.analysis.tree import DictTree
 from testing import miniupstream as mu
 
 

@@ -2,7 +2,7 @@
 
 Nothing here depends on macro values: :func:`scan` strips comments, joins
 backslash continuations, and records every directive and the ``#if`` group each
-line sits in.  :mod:`contrib.validate.cuda_arch` then decides per architecture
+line sits in.  :mod:`contrib.analysis.cuda_arch` then decides per architecture
 which branches are taken.
 """
 

@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from contrib.validate.cscan import strip_comments
-from contrib.validate.tree import SourceTree
+from contrib.analysis.cscan import strip_comments
+from contrib.analysis.tree import SourceTree
 
 CUDA_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".inl")
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)

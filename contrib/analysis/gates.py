@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contrib.analysis.includes import CUDA_SUFFIXES
 from contrib.arch import Arch, all_majors
 from contrib.record.finding import ERROR, INFO, Finding
-from contrib.validate.includes import CUDA_SUFFIXES
 
 KEYWORD = "supported_major_versions"
 _SM_NAME = re.compile(r"^_*is_(?:cuda_)?sm_?(\d{1,3})(x?)[af]?(?:_supported|_available)?$", re.I)

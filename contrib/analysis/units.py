@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from contrib.validate.includes import IncludeGraph, find_by_name, is_cuda_source
-from contrib.validate.tree import SourceTree
+from contrib.analysis.includes import IncludeGraph, find_by_name, is_cuda_source
+from contrib.analysis.tree import SourceTree
 
 UNIT_SUFFIXES = (".cu",)
 
@@ -61,7 +61,7 @@ def includers(tree: SourceTree, headers: list[str]) -> dict[str, str]:
 
 def gate_flags(tree: SourceTree, gates: Iterable[tuple[str, str]]) -> list[str]:
     """nvcc flags the touched gates' own functions pass (``extra_cuda_cflags=["-DX"]``)."""
-    from contrib.validate.profiles import flags_in
+    from contrib.analysis.profiles import flags_in
 
     flags: list[str] = []
     for file, function in gates:
@@ -74,7 +74,7 @@ def gate_flags(tree: SourceTree, gates: Iterable[tuple[str, str]]) -> list[str]:
 def gate_include_dirs(tree: SourceTree, gates: Iterable[tuple[str, str]]) -> list[str]:
     """Tree folders the touched gates' own functions add to the include path
     (``extra_include_paths=[...]``), as the upstream's profile names them."""
-    from contrib.validate.profiles import include_dirs_in, profile_for
+    from contrib.analysis.profiles import include_dirs_in, profile_for
 
     names = dict(profile_for(tree).tree_dir_names)
     wanted: list[str] = []

@@ -4,8 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from contrib.arch import parse_arch
-from contrib.validate.ptx import (
+from contrib.analysis.ptx import (
     all_entries,
     compile_ptx,
     demangle,
@@ -16,6 +15,7 @@ from contrib.validate.ptx import (
     nvcc_version,
     parsed,
 )
+from contrib.arch import parse_arch
 from testing import miniupstream as mu
 
 PTX = """

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from contrib.analysis.profiles import FLASHINFER, GENERIC, flags_in, profile_for
+from contrib.analysis.ptx import first_error
+from contrib.analysis.ptx_cache import exit_only_functions
+from contrib.analysis.tree import DictTree
+from contrib.analysis.units import gate_flags, includers, units_at_stake
 from contrib.arch import parse_arch
-from contrib.validate.profiles import FLASHINFER, GENERIC, flags_in, profile_for
-from contrib.validate.ptx import first_error
-from contrib.validate.ptx_cache import exit_only_functions
-from contrib.validate.tree import DictTree
-from contrib.validate.units import gate_flags, includers, units_at_stake
 
 KERNEL = "__global__ void k() {}\n"
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contrib.validate.cexpr import ExprError, Macro, evaluate, parse_define, tokenize
+from contrib.analysis.cexpr import ExprError, Macro, evaluate, parse_define, tokenize
 
 ARCH = {"__CUDA_ARCH__": Macro("__CUDA_ARCH__", "1200")}
 

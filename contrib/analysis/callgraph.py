@@ -15,10 +15,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from contrib.validate.cscan import match_close, scan
-from contrib.validate.includes import IncludeGraph, is_cuda_source
-from contrib.validate.testsel import FileChange
-from contrib.validate.tree import SourceTree
+from contrib.analysis.cscan import match_close, scan
+from contrib.analysis.diffs import FileChange
+from contrib.analysis.includes import IncludeGraph, is_cuda_source
+from contrib.analysis.tree import SourceTree
 
 GLOBAL, DEVICE = "__global__", "__device__"
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]*)$", re.M)

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
+from contrib.analysis.cuda_arch import analyze, compute_passes
+from contrib.analysis.includes import IncludeResolver
+from contrib.analysis.tree import DictTree
 from contrib.arch import admitted_archs, parse_arch
-from contrib.validate.cuda_arch import analyze, compute_passes
-from contrib.validate.includes import IncludeResolver
-from contrib.validate.tree import DictTree
 from contrib.workspace.validation import Waiver
 from testing import miniupstream as mu
 

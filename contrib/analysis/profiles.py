@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
-from contrib.validate.tree import SourceTree
 
 # Flags that change what the device code compiles to (PTX); the rest (-O3,
 # --threads, -Xfatbin, -lineinfo, -fPIC...) only change how it is built.

@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from contrib.analysis.cexpr import Evaluation, ExprError, Macro, evaluate, parse_define
+from contrib.analysis.cscan import Branch, Scan, find_kernels, scan
+from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch, arch_macros, nearest_lower
 from contrib.record.finding import ERROR, INFO, Finding
-from contrib.validate.cexpr import Evaluation, ExprError, Macro, evaluate, parse_define
-from contrib.validate.cscan import Branch, Scan, find_kernels, scan
-from contrib.validate.waivers import apply_waivers
 from contrib.workspace.validation import Waiver
 
 Resolver = Callable[[str, str], "str | None"]  # (including file, include name) -> path

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from contrib.analysis.tree import DictTree, FsTree, GitTree, materialize
 from contrib.git.repo import Git
-from contrib.validate.tree import DictTree, FsTree, GitTree, materialize
 from testing import miniupstream as mu
 
 

@@ -4,8 +4,8 @@ import ast
 
 import pytest
 
+from contrib.analysis.gates import admitted_majors, find_gates, gate_findings, touched_gates
 from contrib.arch import parse_arch
-from contrib.validate.gates import admitted_majors, find_gates, gate_findings, touched_gates
 from testing import miniupstream as mu
 
 
@@ -97,7 +97,7 @@ def test_a_gate_that_builds_through_a_helper_of_its_file_names_the_helpers_sourc
     (gate,) = touched_gates("jit/moe.py", before, after, {2})
     assert gate.sources == ["moe.cu", "moe_ops.cu"]
     assert gate.builders == ["gen_moe_sm100_module", "_gen_moe_module"]
-    from contrib.validate.profiles import flags_in
+    from contrib.analysis.profiles import flags_in
     assert [f for name in gate.builders for f in flags_in(after, name)] == ["-DSM100", "-DMOE_BUILD"]
 
 

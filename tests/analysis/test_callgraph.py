@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from contrib.analysis.callgraph import device_markers, find_functions
+from contrib.analysis.diffs import FileChange, parse_diff
+from contrib.analysis.includes import IncludeGraph
+from contrib.analysis.tree import DictTree, GitTree
 from contrib.arch import parse_arch
 from contrib.git.repo import Git
-from contrib.validate.callgraph import device_markers, find_functions
 from contrib.validate.gputests import ChangedKernel, Via, coverage_findings, trace_changes
-from contrib.validate.includes import IncludeGraph
-from contrib.validate.testsel import FileChange, parse_diff
-from contrib.validate.tree import DictTree, GitTree
 from testing import miniupstream as mu
 
 SM90 = parse_arch("sm_90a")

@@ -22,10 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from contrib.validate import ptx
-from contrib.validate.includes import IncludeResolver, include_closure
-from contrib.validate.ptx import Outcome
-from contrib.validate.tree import SourceTree
+from contrib.analysis import ptx
+from contrib.analysis.includes import IncludeResolver, include_closure
+from contrib.analysis.ptx import Outcome
+from contrib.analysis.tree import SourceTree
 
 
 @dataclass
