@@ -16,9 +16,12 @@ compared with the ``baseline`` command's where one is given.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shlex
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +48,7 @@ class Sample:
     errors: dict[str, str] = field(default_factory=dict)  # metric -> why it is null
     failure: str | None = None  # the command failed or printed no JSON object
     not_json: bool = False
+    invalid: bool = False  # it printed a figure no timing can be: fails the stage
 
 
 @dataclass
@@ -58,6 +62,44 @@ class BenchSetup:
     profile: Profile
     workdir: Path
     patchset_dir: Path | None = None
+    gpus: int = 1  # GPUs one run of the command needs (needed_gpus)
+    deadline: float = math.inf  # time.monotonic() by which the whole stage must be done
+
+
+# Literals naming how many processes (GPUs) a bench script starts: ``WORLD = 2``.
+_WORLD_RE = re.compile(r"\b(?:WORLD|WORLD_SIZE|world_size|NUM_GPUS|num_gpus|nprocs|tp_size)"
+                       r"\s*=\s*(\d{1,4})\b")
+
+
+def needed_gpus(bench: BenchSettings, words: list[str], read: Callable[[str], str | None]) -> int:
+    """The GPUs one run of the command needs: ``gpus``, else the largest world size
+    the scripts it names (``.py`` words, read through ``read``) set, else 1."""
+    if bench.gpus is not None:
+        return bench.gpus
+    sizes = [int(n) for word in words if word.endswith(".py")
+             for n in _WORLD_RE.findall(read(word) or "")]
+    return max([1, *sizes])
+
+
+class HostileOutput(ValueError):
+    """JSON no honest bench prints: NaN or Infinity, nesting deeper than Python
+    recurses, an integer longer than Python converts."""
+
+
+def _refuse_constant(name: str) -> float:
+    raise HostileOutput(f"printed {name}, which is no figure")
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` that refuses NaN/Infinity and survives hostile nesting."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise HostileOutput("printed JSON nested too deeply to read") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # e.g. "Exceeds the limit (4300 digits) for integer string"
+        raise HostileOutput(f"printed JSON Python cannot read ({exc})") from None
 
 
 def last_json(stdout: str) -> dict[str, Any] | None:
@@ -65,15 +107,26 @@ def last_json(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.strip().splitlines()):
         if line.strip().startswith("{"):
             try:
-                value = json.loads(line)
-            except ValueError:
+                value = _loads(line)
+            except json.JSONDecodeError:
                 continue
             return value if isinstance(value, dict) else None
     try:
-        value = json.loads(stdout)
-    except ValueError:
+        value = _loads(stdout)
+    except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def _figure(value: object) -> float | None:
+    """A timing or throughput: a finite number above 0, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # a 400-digit integer
+        return None
+    return number if math.isfinite(number) and number > 0 else None
 
 
 def run_once(args: list[str], cwd: Path, env: dict[str, str], metrics: tuple[str, ...],
@@ -89,7 +142,10 @@ def run_once(args: list[str], cwd: Path, env: dict[str, str], metrics: tuple[str
     if done.returncode != 0:
         tail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["(no output)"]
         return Sample(failure=f"exit {done.returncode}: {tail[0][:300]}")
-    found = last_json(done.stdout)
+    try:
+        found = last_json(done.stdout)
+    except HostileOutput as exc:
+        return Sample(failure=str(exc), invalid=True)
     if found is None:
         last = (done.stdout.strip().splitlines() or ["(nothing)"])[-1][:200]
         return Sample(failure=f"printed no JSON object last (last line: {last!r})", not_json=True)
@@ -98,14 +154,19 @@ def run_once(args: list[str], cwd: Path, env: dict[str, str], metrics: tuple[str
     values: dict[str, float | None] = {}
     for metric in metrics:
         value = found.get(metric)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            values[metric] = float(value)
-        elif metric in found and value is None:
+        if metric in found and value is None:
             values[metric] = None
-    return Sample(values, {str(k): str(v) for k, v in errors.items()})
+        elif metric in found and _figure(value) is None:
+            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+            return Sample(failure=f"printed {shown} for {metric}, which is no figure (a finite "
+                          "number above 0)", invalid=True)  # fmt: skip
+        elif metric in found:
+            values[metric] = _figure(value)
+    return Sample(values, {str(k)[:200]: str(v)[:300] for k, v in errors.items()})
 
 
-def _command(setup: BenchSetup, command: str, arch: Arch) -> list[str]:
+def command_words(setup: BenchSetup, command: str, arch: Arch) -> list[str]:
+    """The command's words with ``{python}``, ``{arch}`` and ``{patchset}`` filled in."""
     subst = {"{python}": setup.python, "{arch}": arch.name,
              "{patchset}": str(setup.patchset_dir or "")}
     words = []
@@ -137,8 +198,17 @@ def run_planned(setup: BenchSetup, plan: PlannedRun) -> StageResult:
     if bench.needs_gpu and not plan.gpus:
         return StageResult("bench", SKIPPED, f"no GPU of compute capability {arch.capability} "
                            f"({arch.name}) here", details=details)  # fmt: skip
+    if bench.needs_gpu and len(plan.gpus) < setup.gpus:
+        return StageResult("bench", SKIPPED, f"fewer GPUs than the bench needs ({setup.gpus}): "
+                           f"{len(plan.gpus)} of {arch.name} here; nothing built", details=details)
+    if time.monotonic() >= setup.deadline:
+        return StageResult("bench", FAILED, f"not started: the stage's deadline of "
+                           f"{bench.deadline}s had passed", details=details)
     samples, why = _pairs(setup, plan)
     details["pairs"] = len(samples[PATCHED])
+    invalid = next((s.failure for side in samples.values() for s in side if s.invalid), None)
+    if invalid:
+        return StageResult("bench", FAILED, f"the bench command {invalid}", details=details)
     patched_failure = next((s.failure for s in samples[PATCHED] if s.failure), None)
     if patched_failure:
         return StageResult("bench", FAILED, f"the bench command fails on the patched tree: "
@@ -152,24 +222,35 @@ def _pairs(setup: BenchSetup, plan: PlannedRun) -> tuple[dict[str, list[Sample]]
     """Run the pairs: A (base, or the baseline where the base cannot) then B (patched)."""
     bench, arch = setup.bench, plan.arch
     patched_tree = setup.patched()
-    sides = {PATCHED: (_command(setup, bench.command, arch), patched_tree)}
+    sides = {PATCHED: (command_words(setup, bench.command, arch), patched_tree)}
     why: dict[str, str] = {}
     if setup.base is None:
         why[BASE] = "no checkout of the base tree here"
     else:
         base_tree = setup.base()
-        sides[BASE] = (_command(setup, bench.command, arch), base_tree)
+        sides[BASE] = (command_words(setup, bench.command, arch), base_tree)
         if bench.baseline:
-            sides[BASELINE] = (_command(setup, bench.baseline, arch), base_tree)
+            sides[BASELINE] = (command_words(setup, bench.baseline, arch), base_tree)
     envs = {name: _env(setup, plan, tree) for name, (_, tree) in sides.items()}
     samples: dict[str, list[Sample]] = {BASE: [], PATCHED: [], BASELINE: []}
+    remake = {PATCHED: setup.patched, BASE: setup.base, BASELINE: setup.base}
     for _ in range(bench.repeat):
         for side in (BASE, BASELINE, PATCHED):
             if side not in sides or side in why or side == BASELINE and not _gaps(bench, samples, why):
                 continue
             args, tree = sides[side]
-            sample = run_once(args, tree, envs[side], bench.metrics, bench.timeout)
+            left = setup.deadline - time.monotonic()
+            if left <= 0:
+                samples[side].append(Sample(failure=f"was stopped: the stage ran past its deadline of "
+                                            f"{bench.deadline}s", invalid=True))
+                return samples, why
+            remade = remake[side]
+            if remade is not None:
+                remade()  # puts back what the last run changed in the checkout
+            sample = run_once(args, tree, envs[side], bench.metrics, min(bench.timeout, left))
             samples[side].append(sample)
+            if sample.invalid:
+                return samples, why
             if sample.failure and side != PATCHED:
                 why[side] = sample.failure
             elif sample.failure:

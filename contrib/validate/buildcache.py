@@ -79,10 +79,10 @@ def checkout(git: Git, commit: str, slot: str) -> Path:
     path = checkout_path(slot)
     marker, index = path / MARKER, path.parent / "index"
     held = marker.read_text(encoding="utf-8").strip() if marker.is_file() else ""
-    if held == tree:
-        return path
     env = {"GIT_INDEX_FILE": str(index)}
     work = f"--work-tree={path}"
+    if held == tree and index.is_file() and _put_back(git, work, env):
+        return path
     if held and index.is_file():
         marker.unlink()  # incomplete until the update is done
         git.try_run(work, "update-index", "-q", "--refresh", env=env)  # times, not contents
@@ -99,6 +99,20 @@ def checkout(git: Git, commit: str, slot: str) -> Path:
     git.run(work, "checkout-index", "-a", "-f", "-u", env=env)
     marker.write_text(tree + "\n", encoding="utf-8")
     return path
+
+
+def _put_back(git: Git, work: str, env: Mapping[str, str]) -> bool:
+    """Restore the tracked files a run changed or deleted in a checkout of the tree it
+    holds; True when it is whole again.  Only those files are rewritten, so every
+    other file keeps its time and the JIT's builds stay valid.  Files a run added
+    (build outputs) are left alone."""
+    git.try_run(work, "update-index", "-q", "--refresh", env=env)
+    status, out, _ = git.try_run(work, "diff-files", "--name-only", "-z", env=env)
+    changed = [name for name in out.split("\0") if name]
+    if status != 0 or not changed:
+        return status == 0
+    restored, _, _ = git.try_run(work, "checkout-index", "-f", "-u", "--", *changed, env=env)
+    return restored == 0
 
 
 def jit_folder(tree: Path, env: Mapping[str, str], python: str | None, fallback: Path) -> Path:

@@ -310,5 +310,6 @@ class _Checkout:
             raise ContribError("no patched commit to check out (apply failed)")
         if self.path is None:
             self.stack.enter_context(buildcache.locked(self.slot))
-            self.path = buildcache.checkout(self.git, self.commit, self.slot)
+        # every call: a file the last run changed in the checkout is put back first
+        self.path = buildcache.checkout(self.git, self.commit, self.slot)
         return self.path

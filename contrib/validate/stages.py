@@ -350,9 +350,12 @@ def stage_bench(ctx: Context) -> StageResult:
     plans = _plans(ctx) if bench.needs_gpu else _plans(ctx)[:1]
     profile = profiles.profile_for(ctx.after)
     base = _prepared(inputs.base_worktree, profile, python) if inputs.base_worktree else None
+    patchset_dir = inputs.patchset.dir if inputs.patchset is not None else None
     setup = benchrun.BenchSetup(bench, python, base, _prepared(inputs.worktree, profile, python),
-                                profile, ctx.workdir,
-                                inputs.patchset.dir if inputs.patchset is not None else None)
+                                profile, ctx.workdir, patchset_dir,
+                                deadline=time.monotonic() + bench.deadline)
+    words = benchrun.command_words(setup, bench.command, inputs.arch)
+    setup.gpus = benchrun.needed_gpus(bench, words, _script_reader(ctx, patchset_dir))
     results = []
     for done, plan in enumerate(plans):
         ctx.step(done, len(plans), f"bench: run {done + 1} of {len(plans)} ({plan.arch.name})")
@@ -363,6 +366,20 @@ def stage_bench(ctx: Context) -> StageResult:
         target.reason += "; " + "; ".join(f"regression run on {r.details['arch']}: {r.status} "
                                           f"({r.reason})" for r in regressions)
     return target
+
+
+def _script_reader(ctx: Context, patchset_dir: Path | None) -> Callable[[str], str | None]:
+    """Read a script the bench command names: a file of the patchset, or of the patched tree."""
+    def read(word: str) -> str | None:
+        path = Path(word)
+        inside = patchset_dir is not None and path.is_absolute() and path.is_relative_to(patchset_dir)
+        if inside and path.is_file():
+            try:
+                return path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return None
+        return None if path.is_absolute() or ctx.after is None else ctx.after.read_text(word)
+    return read
 
 
 def _prepared(make: Callable[[], Path], profile: profiles.Profile, python: str) -> Callable[[], Path]:

@@ -119,7 +119,8 @@ _VALIDATION_KEYS = frozenset({
     "ptx_sources", "ptx_include_dirs", "ptx_flags", "require", "pytest_args", "bench",
 })  # fmt: skip
 _BENCH_KEYS = frozenset({"command", "metrics", "better", "repeat", "threshold", "needs_gpu",
-                         "baseline", "timeout"})
+                         "baseline", "timeout", "gpus", "deadline"})
+_DAY = 86_400  # the longest a run of the command, or the whole stage, may be given (seconds)
 _METRIC_RE = re.compile(r"[A-Za-z_][\w.-]*")
 
 
@@ -139,13 +140,15 @@ class BenchSettings:
     baseline: str | None = None  # the replaced path, measured when the base cannot run
     timeout: int = 600  # seconds per run of the command
     where: Mapping[str, str] = field(default_factory=dict, compare=False)
+    gpus: int | None = None  # GPUs one run needs; None: read from the bench script
+    deadline: int = 3600  # seconds for the whole stage, every planned run together
 
     @classmethod
     def read(cls, t: Table | None) -> BenchSettings | None:
         if t is None:
             return None
         t.only(_BENCH_KEYS)
-        command = t.need_string("command")
+        command = _bench_command(t, "command")
         metrics = t.strings("metrics", pattern=_METRIC_RE)
         if not metrics:
             raise t.fail("metrics", "is required: the keys of the JSON object the command prints, "
@@ -161,20 +164,45 @@ class BenchSettings:
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
                 or not 0 <= threshold < 1:
             raise t.fail("threshold", f"must be a number from 0 to 1 (0.05: 5%), got {threshold!r}")
-        baseline = t.string("baseline")
-        if baseline is not None and not baseline.strip():
-            raise t.fail("baseline", "must be a command (or left out)")
+        baseline = _bench_command(t, "baseline") if "baseline" in t.data else None
         needs_gpu = t.boolean("needs_gpu", True)
-        where = {k: t.at(k) for k in ("command", "metrics", "baseline")}
+        where = {k: t.at(k) for k in ("command", "metrics", "baseline", "gpus")}
         return cls(command, tuple(dict.fromkeys(metrics)), better, repeat, float(threshold),
                    True if needs_gpu is None else needs_gpu, baseline,
-                   t.integer("timeout", 600, low=1) or 600, where)
+                   _seconds(t, "timeout", 600), where, _gpus(t), _seconds(t, "deadline", 3600))
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as the stage records them (the line positions left out)."""
         return {"command": self.command, "metrics": list(self.metrics), "better": self.better,
                 "repeat": self.repeat, "threshold": self.threshold, "needs_gpu": self.needs_gpu,
-                "baseline": self.baseline, "timeout": self.timeout}
+                "baseline": self.baseline, "timeout": self.timeout,
+                **({"gpus": self.gpus} if self.gpus is not None else {}), "deadline": self.deadline}
+
+
+def _bench_command(t: Table, key: str) -> str:
+    """A bench command: a string a shell could split into words, the first a program."""
+    value = t.need_string(key)
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:  # an unbalanced quote, a trailing backslash
+        raise t.fail(key, f"cannot be split into words ({exc}); balance its quotes") from None
+    if not words or not words[0].strip():
+        raise t.fail(key, "must start with a program name, e.g. \"{python} bench.py --json\"")
+    return value
+
+
+def _seconds(t: Table, key: str, default: int) -> int:
+    value = t.integer(key, default, low=1) or default
+    if value > _DAY:
+        raise t.fail(key, f"must be at most {_DAY} seconds (a day), got {value}")
+    return value
+
+
+def _gpus(t: Table) -> int | None:
+    value = t.integer("gpus", None, low=1)
+    if value is not None and value > 1024:
+        raise t.fail("gpus", f"must be at most 1024 (GPUs one run of the command needs), got {value}")
+    return value
 
 
 @dataclass

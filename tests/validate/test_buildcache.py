@@ -80,3 +80,21 @@ def test_a_checked_out_file_a_run_changed_is_put_back(tmp_path: Path) -> None:
     (path / "a.txt").write_text("a test wrote here\n")
     assert buildcache.checkout(Git(repo.path), second, "up-patched") == path
     assert (path / "a.txt").read_text() == "a\n" and (path / "b.txt").read_text() == "b2\n"
+
+
+def test_a_file_a_run_changed_is_put_back_before_the_checkout_is_reused(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "up")
+    files = {"bench.py": "print('orig')\n", "include/comm.cuh": "k\n", "gone.txt": "x\n"}
+    commit = repo.commit("import", files)
+    path = buildcache.checkout(Git(repo.path), commit, "up-base")
+    header = path / "include" / "comm.cuh"
+    os.utime(header, (1_000_000, 1_000_000))
+    (path / "bench.py").write_text("print('a run edited me')\n")
+    (path / "gone.txt").unlink()
+    (path / "build.log").write_text("a run's own output\n")
+    again = buildcache.checkout(Git(repo.path), commit, "up-base")
+    assert again == path
+    assert (path / "bench.py").read_text() == files["bench.py"]
+    assert (path / "gone.txt").read_text() == files["gone.txt"]
+    assert header.stat().st_mtime == 1_000_000  # untouched files keep their times: no rebuild
+    assert (path / "build.log").is_file()  # what a run added is its own
