@@ -25,7 +25,11 @@ KNOWN: tuple[tuple[int, int], ...] = (
     (12, 0), (12, 1),
 )  # fmt: skip
 EXAMPLES = "sm_90a, sm_100a, sm_103a, sm_110a, sm_120, sm_120a, sm_121a"
-_PATTERN = re.compile(r"^(?:sm_?|compute_?)?(?P<digits>\d{2,3})(?P<suffix>[af]?)$")
+# nvcc's own spellings, taken as written; ASCII digits only (``\d`` takes any script's).
+_CANONICAL = re.compile(r"(?:sm_|compute_)(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)
+# other spellings of one: sm120, SM120a, 120, 12.0 (the compute capability), 12.0a
+_LOOSE = re.compile(r"(?:sm|compute)?(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)
+_CAPABILITY = re.compile(r"(?P<major>[0-9]{1,2})\.(?P<minor>[0-9])(?P<suffix>[af]?)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -57,14 +61,25 @@ class Arch:
 
 
 def parse_arch(text: str) -> Arch:
-    """Parse ``sm_120a`` (also ``SM120a``, ``compute_120a``, ``120a``) into an Arch.
+    """Parse an architecture name into an Arch; one normalisation for every spelling.
 
-    Raises UsageError (exit 2) naming the bad value and listing examples.
+    nvcc's own names are taken as written: ``sm_120a``, ``sm_120``, ``compute_120f``.
+    Any other spelling (``sm120``, ``SM120a``, ``120``, ``12.0``) names the same
+    architecture, and without a suffix it is the arch-specific target contrib
+    validates from 9.0 on: ``sm120``, ``120`` and ``12.0`` are all ``sm_120a``, so
+    ``--arch sm120`` never makes a second arch beside ``sm_120a``.  Digits must be
+    ASCII.  Raises UsageError (exit 2) naming the bad value and listing examples.
     """
-    match = _PATTERN.match(text.strip().lower())
-    if match is None:
+    cleaned = text.strip().lower()
+    canonical = _CANONICAL.fullmatch(cleaned)
+    loose = canonical or _LOOSE.fullmatch(cleaned)
+    dotted = None if loose else _CAPABILITY.fullmatch(cleaned)
+    if loose is not None:
+        digits, suffix = loose["digits"], loose["suffix"]
+    elif dotted is not None:
+        digits, suffix = dotted["major"] + dotted["minor"], dotted["suffix"]
+    else:
         raise UsageError(f"unknown GPU architecture {text!r}: expected e.g. {EXAMPLES}")
-    digits, suffix = match["digits"], match["suffix"]
     major, minor = int(digits[:-1]), int(digits[-1])
     if (major, minor) not in KNOWN:
         known = ", ".join(f"sm_{a}{b}" for a, b in KNOWN)
@@ -72,11 +87,13 @@ def parse_arch(text: str) -> Arch:
             f"unknown GPU architecture {text!r}: sm_{digits} does not exist "
             f"(known: {known}; e.g. {EXAMPLES})"
         )
+    if canonical is None and not suffix and major >= 9:
+        suffix = "a"
     if suffix == "a" and major < 9:
         raise UsageError(f"{text!r}: arch-specific 'a' targets start at sm_90a (e.g. {EXAMPLES})")
     if suffix == "f" and major < 10:
         raise UsageError(f"{text!r}: family 'f' targets start at sm_100f (e.g. {EXAMPLES})")
-    return Arch(f"sm_{digits}{suffix}", major, minor, suffix)
+    return Arch(f"sm_{major}{minor}{suffix}", major, minor, suffix)
 
 
 def representative(major: int) -> Arch:

@@ -231,13 +231,19 @@ def sync(ctx: Context, targets: tuple[str, ...], to: str | None, commit: bool,
               help="Write the run to FILE (outside the workspace) instead of validation.json.")
 @click.option("--merge", is_flag=True,
               help="Merge run files (the arguments) written by --out into the workspace.")
+@click.option("--drop", "drop", multiple=True, metavar="RUN",
+              help="Remove run RUN (its id) from the targets' records, and validate nothing.")
 @json_option
 @pass_ctx
 def validate(ctx: Context, targets: tuple[str, ...], arch: str | None, junit: Path | None,
-             out: Path | None, merge: bool, json_mode: bool) -> int:
+             out: Path | None, merge: bool, drop: tuple[str, ...], json_mode: bool) -> int:
     """Prove each patchset is whole for the target GPU architecture."""
     from contrib.commands import validate as command
 
+    if drop:
+        if arch or junit or out or merge:
+            raise UsageError("--drop takes targets only (no --arch, --junit, --out or --merge)")
+        return _locked(ctx, json_mode, lambda ws, ui: command.drop(ws, ui, list(targets), list(drop)))
     if merge:
         if arch or junit or out:
             raise UsageError("--merge takes run files only (no --arch, --junit or --out)")

@@ -22,7 +22,7 @@ def bound_record(version: Version, *runs: Validation) -> Record:
     ps = version.patchset
     record = Record(ps.upstream, ps.name, version.base, version_digest(version))
     for validation in runs:
-        record = add_run(record, validation.run(), replace_same_host=False)
+        record = add_run(record, validation.run(), supersede=False)
     return record
 
 

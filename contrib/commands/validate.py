@@ -1,5 +1,5 @@
 """``contrib validate [TARGET...] [--arch ARCH] [--junit FILE] [--out FILE] [--json]``
-and ``contrib validate --merge FILE...``."""
+``contrib validate --merge FILE...`` and ``contrib validate [TARGET...] --drop RUN``."""
 
 from __future__ import annotations
 
@@ -22,4 +22,10 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
 def merge(ws: Workspace, ui: UI, files: list[Path]) -> int:
     """Merge run files written by ``--out`` into their versions' records."""
     ui.emit(engine.merge(ws, ui, files))
+    return 0
+
+
+def drop(ws: Workspace, ui: UI, targets: list[str], ids: list[str]) -> int:
+    """Remove runs from the records of the targets' current versions."""
+    ui.emit(engine.drop(ws, ui, targets, ids))
     return 0

@@ -18,8 +18,11 @@ Rules:
 - a record counts only when bound: its upstream, patchset, base and digest equal
   the version's as it is on disk now; anything else (stale, foreign, schema 1,
   unreadable) is "not validated" with the reason, never a verdict;
-- a fresh ``contrib validate`` replaces the runs of the same arch, kind and
-  hostname and keeps the others; a merged run already present (same id) is a no-op.
+- a fresh ``contrib validate`` replaces the earlier runs of the same arch and kind
+  whose settled stages (passed, failed, not-applicable) it settled too; an earlier run
+  holding evidence it lacks is kept beside it, and validate says so.  The hostname is
+  no run's identity.  A merged run already present (same id) is a no-op;
+  ``contrib validate --drop RUN`` removes a run.
 
 API (stable)::
 
@@ -41,7 +44,10 @@ API (stable)::
         whether a version is validated: verdicts per arch, or "not validated" and why
     version_standing(version) -> Standing     the same, for a workspace Version on disk
     standing_dict(standing) -> dict           JSON for status / open-pr / dashboards
-    add_run(record, run, replace_same_host=...) -> Record
+    add_run(record, run, supersede=...) -> Record
+    superseded(record, run) -> (runs it replaces, [(stronger run kept, stages it lacks)])
+    missing_evidence(new, old) -> stages old settled that new did not
+    drop_runs(record, ids) -> Record           ids: run ids or 8+ character prefixes
 
 Schema 2 (``"schema": 2``)::
 
@@ -82,9 +88,12 @@ from contrib.record.verdict import (
     add_run,
     arch_verdicts,
     combine,
+    drop_runs,
     mismatch,
+    missing_evidence,
     standing,
     standing_dict,
+    superseded,
     unmet,
     verdict_of,
     version_standing,
@@ -93,6 +102,7 @@ from contrib.record.verdict import (
 __all__ = [
     "SCHEMA", "ArchVerdict", "Gpu", "Host", "OldFormat", "Record", "Run", "RunKind", "Stage",
     "StageStatus", "Standing", "Verdict", "add_run", "arch_verdicts", "combine", "digest",
+    "drop_runs", "missing_evidence", "superseded",
     "mismatch", "read_record", "read_run_file", "record_json", "run_dict", "stage_dict",
     "standing", "standing_dict", "unmet", "verdict_of", "version_digest", "version_standing",
 ]  # fmt: skip

@@ -158,18 +158,59 @@ def standing(path: Path, upstream: str, patchset: str, base: str, dig: str,
     return Standing(record, "", tuple(arch_verdicts(record.runs, require)))
 
 
-def add_run(record: Record, run: Run, *, replace_same_host: bool) -> Record:
+_RAN = (StageStatus.PASSED, StageStatus.FAILED, StageStatus.NOT_APPLICABLE)
+
+
+def missing_evidence(new: Run, old: Run) -> list[str]:
+    """The stages ``old`` settled (passed, failed, not-applicable) that ``new`` did not:
+    where ``new`` is weaker.  Empty when ``new`` knows at least what ``old`` knew."""
+    settled = {s.name for s in new.stages if s.status in _RAN}
+    return [s.name for s in old.stages if s.status in _RAN and s.name not in settled]
+
+
+def superseded(record: Record, run: Run) -> tuple[list[Run], list[tuple[Run, list[str]]]]:
+    """The runs of ``run``'s arch and kind that ``run`` replaces, and those it may not
+    replace because they hold evidence it lacks (with the stages it lacks).
+
+    A run's identity is not its hostname (every VM may be called ``vm``): a fresh run
+    supersedes an earlier one of the same arch and kind when it settled every stage
+    the earlier one settled.  A weaker run (ptx skipped for missing headers where the
+    earlier one compiled it) is added beside the stronger one, which keeps counting."""
+    replaced, kept = [], []
+    for old in record.runs:
+        if old.arch != run.arch or old.kind != run.kind or old.id == run.id:
+            continue
+        lacking = missing_evidence(run, old)
+        if lacking:
+            kept.append((old, lacking))
+        else:
+            replaced.append(old)
+    return replaced, kept
+
+
+def add_run(record: Record, run: Run, *, supersede: bool) -> Record:
     """``record`` with ``run`` added; idempotent for a run already there (same id).
 
-    With ``replace_same_host`` (a fresh validate in the workspace) the runs of the
-    same arch, kind and hostname are dropped first: they are superseded.
+    With ``supersede`` (a fresh validate in the workspace) the earlier runs of the
+    same arch and kind that ``run`` has all the evidence of are dropped first
+    (:func:`superseded`); a stronger earlier run stays.
     """
     if any(r.id == run.id for r in record.runs):
         return record
-    keep = [r for r in record.runs if not (replace_same_host and r.arch == run.arch
-                                           and r.kind == run.kind
-                                           and r.host.hostname == run.host.hostname)]
-    return replace(record, runs=(*keep, run))
+    gone = {r.id for r in superseded(record, run)[0]} if supersede else set()
+    return replace(record, runs=(*(r for r in record.runs if r.id not in gone), run))
+
+
+def drop_runs(record: Record, ids: Iterable[str]) -> Record:
+    """``record`` without the runs ``ids`` names (a prefix of 8 or more characters of an
+    id, with or without ``run-``, names the one run it starts)."""
+    wanted = [i.removeprefix("run-") for i in ids]
+    return replace(record, runs=tuple(r for r in record.runs
+                                      if not any(_names(w, r.id) for w in wanted)))
+
+
+def _names(wanted: str, run_id: str) -> bool:
+    return len(wanted) >= 8 and run_id.removeprefix("run-").startswith(wanted)
 
 
 def version_standing(version: Version) -> Standing:

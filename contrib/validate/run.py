@@ -35,11 +35,13 @@ from contrib.record import (
     Verdict,
     add_run,
     arch_verdicts,
+    drop_runs,
     mismatch,
     read_record,
     read_run_file,
     record_json,
     run_dict,
+    superseded,
     version_digest,
 )
 from contrib.ui import UI, StepFn
@@ -100,7 +102,7 @@ def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, setting
     # the tests stage's regression runs (archs the gates admitted before) are runs of their own
     runs = [v.run() for v in split_runs(validation)]
     run = runs[0]  # the target arch's run; any further ones are regression runs
-    record, where = _store(ws, ps, runs, settings, out)
+    record, where, kept = _store(ws, ps, runs, settings, out)
     verdict = next(v for v in arch_verdicts(record.runs, settings.required())
                    if v.arch == run.arch)
     for line in render_table(validation).splitlines():
@@ -110,28 +112,50 @@ def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, setting
         ui.info(f"  {extra.kind} run on {extra.arch}: tests {tests.status if tests else '?'}"
                 f" ({tests.reason if tests else ''})")
     ui.info(_verdict_line(ps, verdict))
+    for line in kept:
+        ui.warn(f"{where}: {line}")
     ui.info(f"  -> {where}")
     failed = verdict.verdict == Verdict.FAILED or bool(verdict.unmet)
     return {"patchset": ps.target, "base": record.base, "digest": record.digest, "arch": run.arch,
             "verdict": str(verdict.verdict), "skipped": verdict.skipped, "unmet": list(verdict.unmet),
             "required": list(settings.required()), "runs_for_arch": len(verdict.runs),
             "path": str(where), "run": run_dict(run),
-            "regression_runs": [run_dict(r) for r in runs[1:]], "exit_code": 1 if failed else 0}
+            "regression_runs": [run_dict(r) for r in runs[1:]], "kept_stronger_runs": kept,
+            "exit_code": 1 if failed else 0}
 
 
 def _store(ws: Workspace, ps: Patchset, runs: list[Run], settings: Settings,
-           out: Path | None) -> tuple[Record, Path]:
-    """Add ``runs`` to the version's record (or to a new run file ``out``); (record, where)."""
+           out: Path | None) -> tuple[Record, Path, list[str]]:
+    """Add ``runs`` to the version's record (or to a new run file ``out``); (record, where,
+    a line per earlier run kept because this run has less evidence than it)."""
     version = ps.current
     fresh = Record(ps.upstream, ps.name, version.base, version_digest(version))
     record = fresh if out is not None else _bound(version.validation_path, fresh)
+    kept: list[str] = []
     for run in runs:
-        record = add_run(record, run, replace_same_host=out is None)
+        if out is None:
+            kept += [_kept_line(ps.target, run, old, lacking)
+                     for old, lacking in superseded(record, run)[1]]
+        record = add_run(record, run, supersede=out is None)
     if out is not None:
         atomic_write(out, record_json(record))
-        return record, out
+        return record, out, kept
     ws.write_file(version.validation_path, record_json(record))
-    return record, version.validation_path
+    return record, version.validation_path, kept
+
+
+def _kept_line(target: str, run: Run, old: Run, lacking: list[str]) -> str:
+    """Why an earlier run stays beside this one: it settled stages this run did not."""
+    stages = ", ".join(f"{name} {_status(old, name)} there, {_status(run, name)} now"
+                       for name in lacking)
+    return (f"kept run {old.id} ({old.kind} {old.arch}, {old.finished_at}): this run has less "
+            f"evidence ({stages}) and does not replace it; `contrib validate {target} "
+            f"--drop {old.id}` removes it")
+
+
+def _status(run: Run, name: str) -> str:
+    stage = run.stage(name)
+    return str(stage.status) if stage is not None else "absent"
 
 
 def _verdict_line(ps: Patchset, verdict: ArchVerdict) -> str:
@@ -181,6 +205,40 @@ def _check_writable(ws: Workspace, path: Path, *, inside_ok: bool) -> None:
         raise UsageError(f"{path}: folder {resolved.parent} is not writable")
 
 
+def drop(ws: Workspace, ui: UI, targets: list[str], ids: list[str]) -> dict[str, Any]:
+    """Remove the runs ``ids`` names from the records of the targets' current versions.
+
+    Every id must name a run of one of them (exit 2 otherwise, nothing written)."""
+    short = [i for i in ids if len(i.removeprefix("run-")) < 8]
+    if short:
+        raise UsageError(f"--drop {short[0]}: give a run id (run-...) or at least 8 of its characters")
+    changed: dict[Path, Record] = {}
+    results, matched = [], set()
+    for ps in ws.patchsets(targets):
+        path = ps.current.validation_path
+        record = read_record(path)  # a damaged record: ConfigError naming it, nothing written
+        if record is None:
+            continue
+        left = drop_runs(record, ids)
+        gone = [r.id for r in record.runs if r not in left.runs]
+        matched |= {i for i in ids if any(g.removeprefix("run-").startswith(i.removeprefix("run-"))
+                                          for g in gone)}
+        if gone:
+            changed[path] = left
+            results.append({"patchset": ps.target, "path": str(path), "dropped": gone})
+    unknown = [i for i in ids if i not in matched]
+    if unknown:
+        raise UsageError(f"--drop {unknown[0]}: no such run in the records of "
+                         f"{', '.join(targets) or 'the workspace'}; nothing dropped "
+                         "(`contrib status --json` lists the runs)")
+    with ws.transaction() as txn:
+        for path, record in changed.items():
+            txn.write(path, record_json(record))
+    for result in results:
+        ui.info(f"{result['path']}: dropped {', '.join(result['dropped'])}")
+    return {"dropped": results}
+
+
 def merge(ws: Workspace, ui: UI, files: list[Path]) -> dict[str, Any]:
     """Merge run files into their versions' records, all or nothing; exit 2 on any bad one."""
     runs = [(path, read_run_file(path)) for path in files]  # any corrupt file: nothing changed
@@ -190,7 +248,7 @@ def merge(ws: Workspace, ui: UI, files: list[Path]) -> dict[str, Any]:
         version_path, current = _merge_target(ws, path, incoming, updated)
         merged = current
         for run in incoming.runs:
-            merged = add_run(merged, run, replace_same_host=False)
+            merged = add_run(merged, run, supersede=False)
         added = len(merged.runs) - len(current.runs)
         updated[version_path] = merged
         results.append({"file": str(path), "patchset": incoming.target, "base": incoming.base,

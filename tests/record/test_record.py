@@ -19,10 +19,12 @@ from contrib.record import (
     arch_verdicts,
     combine,
     digest,
+    drop_runs,
     read_record,
     read_run_file,
     record_json,
     standing,
+    superseded,
 )
 from contrib.validate.report import StageResult, host_facts
 from contrib.validate.testrun import Gpu
@@ -41,7 +43,7 @@ def _with(stages: list[StageResult], name: str, status: str) -> list[StageResult
 def _record(*validations: Any) -> Record:
     record = Record("proj", "x", BASE, DIGEST)
     for validation in validations:
-        record = add_run(record, validation.run(), replace_same_host=False)
+        record = add_run(record, validation.run(), supersede=False)
     return record
 
 
@@ -185,17 +187,31 @@ def test_two_hosts_kept_and_a_failed_run_fails_the_arch() -> None:
     [both] = arch_verdicts(record.runs, Settings().required())
     assert both.verdict == Verdict.PASSED and len(both.runs) == 2  # b200 ran the tests
     conflicting = run_of(_with(PASSING, "tests", "failed"), host={**H200, "hostname": "c"})
-    [worse] = arch_verdicts(add_run(record, conflicting.run(), replace_same_host=False).runs, ())
+    [worse] = arch_verdicts(add_run(record, conflicting.run(), supersede=False).runs, ())
     assert worse.verdict == Verdict.FAILED and worse.failed == ["tests"]
 
 
-def test_add_run_is_idempotent_and_replaces_only_the_same_arch_host_and_kind() -> None:
+def test_add_run_is_idempotent_and_replaces_runs_of_the_same_arch_and_kind_it_knows_as_much_as() -> None:
     first = run_of(PASSING, started="2026-11-30T09:00:00+00:00")
     record = _record(first, run_of(PASSING, host=H200), run_of(PASSING, arch="sm_90a"))
-    assert add_run(record, first.run(), replace_same_host=False) is record
+    assert add_run(record, first.run(), supersede=False) is record
     again = run_of(_with(PASSING, "ptx", "failed"), started="2026-11-30T11:00:00+00:00").run()
-    replaced = add_run(record, again, replace_same_host=True)
-    here = again.host.hostname
-    assert [r.host.hostname for r in replaced.runs if r.arch == "sm_120a"] == ["h200", here]
-    assert first.run().id not in [r.id for r in replaced.runs]
-    assert any(r.arch == "sm_90a" for r in replaced.runs)
+    replaced = add_run(record, again, supersede=True)
+    # the hostname is no identity: the h200 run is superseded as well, it knew no more
+    assert [r.id for r in replaced.runs if r.arch == "sm_120a"] == [again.id]
+    assert [r.arch for r in replaced.runs] == ["sm_90a", "sm_120a"]
+
+
+def test_a_weaker_run_never_replaces_a_stronger_one_and_says_which_stages_it_lacks() -> None:
+    strong = run_of(PASSING, host={**H200, "hostname": "vm"}).run()
+    weak = run_of(_with(PASSING, "ptx", "skipped"), host={**H200, "hostname": "vm"},
+                  started="2026-11-30T12:00:00+00:00").run()
+    record = add_run(_record(), strong, supersede=True)
+    replaced, kept = superseded(record, weak)
+    assert replaced == [] and kept == [(strong, ["ptx"])]
+    after = add_run(record, weak, supersede=True)
+    assert [r.id for r in after.runs] == [strong.id, weak.id]
+    [verdict] = arch_verdicts(after.runs, Settings().required())
+    assert verdict.stages["ptx"] == StageStatus.PASSED and not verdict.unmet
+    assert [r.id for r in drop_runs(after, [strong.id[4:14]]).runs] == [weak.id]
+    assert drop_runs(after, ["run-1234"]) == after  # fewer than 8 characters names nothing

@@ -30,11 +30,20 @@ def _count(name: str) -> None:
 
 
 def _reference_arch(text: str) -> tuple[int, int, str] | None:
-    """nvcc's names, read independently: sm_XY[a|f] / compute_XY[a|f] / XY[a|f]."""
-    m = re.fullmatch(r"(sm_?|compute_?)?(\d+)([af]?)", text.strip().lower())
-    if m is None or len(m[2]) not in (2, 3):
+    """nvcc's names, read independently: sm_XY[a|f] / compute_XY[a|f] as written; any
+    other spelling (sm120, 120, 12.0) without a suffix is the 'a' target from 9.0 on."""
+    cleaned = text.strip().lower()
+    exact = re.fullmatch(r"(sm_|compute_)([0-9]+)([af]?)", cleaned)
+    m = exact or re.fullmatch(r"(sm|compute)?([0-9]+)([af]?)", cleaned)
+    dotted = None if m else re.fullmatch(r"([0-9]{1,2})\.([0-9])([af]?)", cleaned)
+    if m is not None and len(m[2]) in (2, 3):
+        major, minor, suffix = int(m[2][:-1]), int(m[2][-1]), m[3]
+    elif dotted is not None:
+        major, minor, suffix = int(dotted[1]), int(dotted[2]), dotted[3]
+    else:
         return None
-    major, minor, suffix = int(m[2][:-1]), int(m[2][-1]), m[3]
+    if not exact and not suffix and major >= 9:
+        suffix = "a"
     if (major, minor) not in KNOWN or (suffix == "a" and major < 9) or (
             suffix == "f" and major < 10):
         return None
@@ -44,7 +53,9 @@ def _reference_arch(text: str) -> tuple[int, int, str] | None:
 arch_like = st.one_of(
     st.text(max_size=20),
     st.tuples(st.sampled_from(["sm_", "SM", "compute_", "", "sm", "gfx", "sm__", " sm_"]),
-              st.integers(0, 1300).map(str),
+              st.one_of(st.integers(0, 1300).map(str),
+                        st.tuples(st.integers(0, 13), st.integers(0, 9)).map(lambda t: f"{t[0]}.{t[1]}"),
+                        st.sampled_from(["\u0661\u0662\u0660", "\uff11\uff12\uff10", "1\u0662\u0660"])),
               st.sampled_from(["", "a", "f", "A", "x", "af", " ", "\n"])).map("".join),
 )
 

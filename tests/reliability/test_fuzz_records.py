@@ -28,7 +28,7 @@ FUZZ = settings(max_examples=200, deadline=None,
 BASE = "a" * 40
 DIGEST = digest("proj", "keep", BASE, ["0001-a.patch"], [b"x"], Settings().digest_view())
 GOOD = json.loads(record_json(add_run(Record("proj", "keep", BASE, DIGEST),
-                                      run_of(PASSING).run(), replace_same_host=False)))
+                                      run_of(PASSING).run(), supersede=False)))
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True)

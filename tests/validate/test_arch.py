@@ -77,3 +77,16 @@ def test_arch_macros_for_device_and_host_passes():
     family = arch_macros(parse_arch("sm_100f"))
     assert family["__CUDA_ARCH_FAMILY_SPECIFIC__"] == "1000"
     assert "__CUDA_ARCH_SPECIFIC__" not in arch_macros(parse_arch("sm_120"))
+
+
+@pytest.mark.parametrize("text", ["sm_120a", "sm120", "SM120", "120", "12.0", "12.0a", "sm120a"])
+def test_every_spelling_of_sm120_is_sm_120a(text: str) -> None:
+    assert parse_arch(text).name == "sm_120a"
+
+
+@pytest.mark.parametrize("text", ["sm_\u0661\u0662\u0660a", "\uff11\uff12\uff10", "sm_1\u0662\u0660",
+                                  "\u0661\u0662.\u0660", "sm_120a\u200b"])
+def test_non_ascii_digits_are_refused(text: str) -> None:
+    with pytest.raises(ContribError) as caught:
+        parse_arch(text)
+    assert caught.value.exit_code == 2

@@ -131,3 +131,29 @@ def test_a_90_gpu_here_adds_a_regression_run_to_the_run_file(
     # the mini upstream's tests are pure Python: the un-guarded kernels never ran
     assert tests["status"] == "skipped" and "could not see whether the tests launched" in tests["reason"]
     assert len(result.json["validations"][0]["regression_runs"]) == 1
+
+
+def test_a_weaker_run_keeps_the_stronger_one_loudly_and_drop_removes_a_run(
+        fi: Workspace, tmp_path: Path) -> None:
+    ps_dir = mu.new_variant(fi, tmp_path, "whole", "full-fix")
+    assert fi.run("validate", "flashinfer/whole").code == 0
+    record_path = next(ps_dir.glob("*/validation.json"))
+    record = json.loads(record_path.read_text())
+    # as if an earlier run on a machine with the right GPU had run the tests
+    (stronger,) = record["runs"]
+    stronger["id"] = "run-" + "a" * 16
+    tests = next(s for s in stronger["stages"] if s["name"] == "tests")
+    tests.update(status="passed", reason="3 passed")
+    record_path.write_text(json.dumps(record))
+    again = fi.run("validate", "flashinfer/whole", "--json")
+    assert again.code == 0, again.err
+    assert f"kept run {stronger['id']}" in again.err and "tests passed there, skipped now" in again.err
+    ids = [r["id"] for r in json.loads(record_path.read_text())["runs"]]
+    assert ids[0] == stronger["id"] and len(ids) == 2  # same hostname, and still not replaced
+    assert again.json["validations"][0]["kept_stronger_runs"]
+    unknown = fi.run("validate", "flashinfer/whole", "--drop", "run-bbbbbbbbbbbb")
+    assert unknown.code == 2 and "no such run" in unknown.err
+    assert fi.run("validate", "flashinfer/whole", "--drop", "run-aaaa").code == 2  # too short
+    dropped = fi.run("validate", "flashinfer/whole", "--drop", stronger["id"])
+    assert dropped.code == 0, dropped.err
+    assert [r["id"] for r in json.loads(record_path.read_text())["runs"]] == ids[1:]
