@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contrib.analysis.pyparse import parse_python
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
 
@@ -83,9 +84,8 @@ def flags_in(text: str | None, function: str) -> list[str]:
     """PTX-relevant flag literals in ``function`` of a Python build file (debug branches skipped)."""
     if not text:
         return []
-    try:
-        module = ast.parse(text)
-    except SyntaxError:
+    module = parse_python("", text)
+    if not isinstance(module, ast.Module):
         return []
     owner, _, name = function.rpartition(".")
     for node in ast.walk(module):
@@ -103,9 +103,8 @@ def include_dirs_in(text: str | None, function: str, names: dict[str, str]) -> l
     (generated or downloaded folders are not in the tree)."""
     if not text or not names:
         return []
-    try:
-        module = ast.parse(text)
-    except SyntaxError:
+    module = parse_python("", text)
+    if not isinstance(module, ast.Module):
         return []
     found: list[str] = []
     for node in ast.walk(module):

@@ -161,14 +161,30 @@ def _path(store: Path, key: str) -> Path:
 
 def _load(store: Path, key: str) -> Outcome | None:
     try:
-        data = json.loads(_path(store, key).read_text(encoding="utf-8"))
+        path = _path(store, key)
+        if _through_link(store, path):
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
         return Outcome(**{**data, "cached": True})
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, RecursionError):
         return None  # absent or unreadable: compile again
+
+
+def _through_link(store: Path, path: Path) -> bool:
+    """Whether ``path`` (in the store) is, or lies beneath, a symlink below the store's
+    parent: the cache is never read or written through one."""
+    here = store.parent
+    for part in path.relative_to(store.parent).parts:
+        here = here / part
+        if here.is_symlink():
+            return True
+    return False
 
 
 def _save(store: Path, key: str, outcome: Outcome) -> None:
     target = _path(store, key)
+    if _through_link(store, target):
+        return  # nothing is written through a symlink; the next run compiles again
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False, suffix=".tmp",

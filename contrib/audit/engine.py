@@ -16,14 +16,16 @@ import hashlib
 import json
 import os
 import re
+import signal
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 from contrib import __version__, environ
+from contrib.analysis.pyparse import PARSE_ERRORS, unparsable
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.find import gates_of_file
@@ -31,7 +33,7 @@ from contrib.audit.judge import judge
 from contrib.audit.model import AuditGate, sort_key
 from contrib.errors import ContribError
 from contrib.git.repo import Git
-from contrib.workspace.txn import atomic_write
+from contrib.workspace.txn import atomic_write, check_inside
 
 FORMAT = 11  # bump when the analysis changes what it finds at the same contrib version
 # Which files may hold a gate: a cheap superset of what the gate parser looks for
@@ -64,6 +66,7 @@ class TreeAudit:
     gates: list[AuditGate] = field(default_factory=list)
     seconds: float = 0.0
     cached: bool = False
+    notes: list[str] = field(default_factory=list)  # files it could not read, and why
 
 
 def cache_file(tree_sha: str, arch: Arch) -> Path:
@@ -79,47 +82,116 @@ def audit_commit(git: Git, commit: str, arch: Arch, step: Step | None = None) ->
     path = cache_file(tree_sha, arch)
     cached = _load(path)
     if cached is not None:
-        return TreeAudit(commit, tree_sha, cached, time.monotonic() - started, True)
+        gates, notes = cached
+        return TreeAudit(commit, tree_sha, gates, time.monotonic() - started, True, notes)
     tree = GitTree(git, commit)
-    gates = find_all(tree, arch, step)
+    gates, notes = find_all(tree, arch, step)
     judge(tree, gates, arch, step)
     gates.sort(key=sort_key)
-    _save(path, gates)
-    return TreeAudit(commit, tree_sha, gates, time.monotonic() - started, False)
+    _save(path, gates, notes)
+    return TreeAudit(commit, tree_sha, gates, time.monotonic() - started, False, notes)
 
 
-def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> list[AuditGate]:
-    """Every gate of the tree's Python files, in path order."""
+Found = tuple[list[AuditGate], list[str]]  # the gates, and a note per file not audited
+
+
+def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> Found:
+    """Every gate of the tree's Python files, in path order, and the files it could not read."""
     files = [p for p in tree.paths() if p.endswith(".py")]
     texts = [(p, t) for p in files if may_gate(t := tree.read_text(p) or "")]
     if step is not None:
         step(0, len(texts), f"{len(texts)} of {len(files)} Python files may hold a gate")
     if len(texts) < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
-        return [g for path, text in texts for g in gates_of_file(path, text, arch)]
+        return _chunk((texts, arch))
     workers = min(os.cpu_count() or 2, 8)
-    chunks = [texts[n::workers * 4] for n in range(workers * 4)]
+    chunks = [(texts[n::workers * 4], arch) for n in range(workers * 4)]
     found: list[AuditGate] = []
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        for done, part in enumerate(pool.map(_chunk, chunks, [arch] * len(chunks))):
+    notes: list[str] = []
+    pool = _pool(workers)
+    try:
+        for done, (part, why) in enumerate(pool.imap(_chunk, chunks)):
             found += part
+            notes += why
             if step is not None:
                 step(done + 1, len(chunks), "parsing Python files")
-    return sorted(found, key=lambda g: (g.file, g.line))
+        pool.close()
+    except BaseException:  # Ctrl-C above all: stop the workers, which print nothing
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+    return sorted(found, key=lambda g: (g.file, g.line)), sorted(notes)
 
 
-def _chunk(files: list[tuple[str, str]], arch: Arch) -> list[AuditGate]:
-    return [g for path, text in files for g in gates_of_file(path, text, arch)]
-
-
-def _load(path: Path) -> list[AuditGate] | None:
+def _pool(workers: int) -> Any:
+    """A spawn pool whose workers ignore Ctrl-C from their first instruction: they
+    start with SIGINT ignored (an ignored signal survives exec, and Python then
+    installs no KeyboardInterrupt handler), so an interrupt while they import
+    prints nothing either."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        return get_context("spawn").Pool(workers, initializer=_ignore_interrupts)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ignore_interrupts() -> None:
+    """In a worker: Ctrl-C is the parent's to handle (it stops the pool), so a worker
+    never prints a KeyboardInterrupt traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _chunk(job: tuple[list[tuple[str, str]], Arch]) -> Found:
+    files, arch = job
+    gates: list[AuditGate] = []
+    notes: list[str] = []
+    for path, text in files:
+        try:
+            gates += gates_of_file(path, text, arch)
+        except PARSE_ERRORS as exc:  # hostile nesting: MemoryError, RecursionError
+            notes.append(f"{unparsable(path, exc)}; not audited")
+    return gates, notes
+
+
+def _load(path: Path) -> Found | None:
+    """The cached audit at ``path``; None when absent, damaged or reached through a symlink."""
+    try:
+        check_inside(environ.cache_root(), path)
+        if path.is_symlink():
+            return None
         data = json.loads(path.read_text(encoding="utf-8"))
-        return [AuditGate.from_dict(item) for item in data["gates"]]
-    except (OSError, ValueError, KeyError, TypeError):
+        gates = [AuditGate.from_dict(item) for item in data["gates"]]
+        notes = data.get("notes", [])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, ContribError):
         return None  # absent or damaged: audit again
+    if not all(_well_typed(g) for g in gates) or not _strings(notes):
+        return None  # hand-edited or written by something else: audit again
+    return gates, notes
 
 
-def _save(path: Path, gates: list[AuditGate]) -> None:
-    """Write the result atomically; a cache that cannot be written is only slower."""
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "list[str]": _strings,
+    "str | None": lambda v: v is None or isinstance(v, str),
+    "dict[str, Any] | None": lambda v: v is None or isinstance(v, dict),
+}
+
+
+def _well_typed(gate: AuditGate) -> bool:
+    """Whether every field of a gate read from the cache has its declared type."""
+    return all(_CHECKS.get(str(f.type), lambda _: False)(getattr(gate, f.name))
+               for f in fields(gate))
+
+
+def _save(path: Path, gates: list[AuditGate], notes: list[str]) -> None:
+    """Write the result atomically; a cache that cannot be written (or that a symlink
+    would redirect: nothing is written through one) is only slower."""
     with contextlib.suppress(ContribError):
-        atomic_write(path, json.dumps({"gates": [g.to_dict() for g in gates]}))
+        check_inside(environ.cache_root(), path)
+        atomic_write(path, json.dumps({"gates": [g.to_dict() for g in gates], "notes": notes}))

@@ -50,7 +50,8 @@ from contrib.audit.model import (
     AuditGate,
     admitted_majors,
 )
-from contrib.errors import UsageError
+from contrib.errors import ContribError, UsageError
+from contrib.workspace.txn import check_inside
 
 COMPILED = (GATE_ONLY, NEEDS_KERNEL_WORK)  # the classes a compile can confirm or change
 _NAMES_SHOWN = 5
@@ -101,7 +102,12 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     if step is not None:
         step(0, len(jobs_of), f"compiling {len(jobs_of)} unit(s) for {summary.compute}")
     scratch = environ.cache_root() / "audit" / "compile"
-    scratch.mkdir(parents=True, exist_ok=True)
+    check_inside(environ.cache_root(), scratch)  # never compile into a symlink's target
+    try:
+        scratch.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ContribError(f"{scratch}: cannot make the compile scratch folder "
+                           f"({exc.strerror or exc}); point CONTRIB_CACHE elsewhere") from None
     with tempfile.TemporaryDirectory(prefix="run-", dir=scratch) as tmp:
         units = [Unit(u, "built by an excluding gate", True) for u, _ in jobs_of]
         tree_dirs = gate_include_dirs(tree, [b for g in targets if g.kind == JIT

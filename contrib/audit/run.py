@@ -28,6 +28,7 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
     result = audit_commit(git, commit, arch, step)
     audit = UpstreamAudit(name, commit, at or f"{mirror.upstream.branch} tip", result.gates,
                           since, since_commit, result.seconds, result.cached)  # fmt: skip
+    audit.notes += result.notes
     if since_commit is not None:
         old = audit_commit(git, since_commit, arch, step)
         audit.seconds += old.seconds

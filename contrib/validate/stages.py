@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from contrib.analysis import cuda_arch, diffs, gates, includes, profiles, ptx, ptxjobs, units
 from contrib.analysis.diffs import FileChange
 from contrib.analysis.ptx import Outcome, first_error
+from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.analysis.tree import SourceTree
 from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch, admitted_archs, nearest_lower
@@ -142,7 +143,7 @@ def stage_gates(ctx: Context) -> StageResult:
         try:
             ctx.touched += gates.touched_gates(change.path, before, ctx.after.read_text(change.path) or "",
                                                change.touched)  # fmt: skip
-        except SyntaxError:
+        except PARSE_ERRORS:  # hostile nesting too (MemoryError, RecursionError)
             continue  # the syntax stage reports it
     details = {"gates": [g.to_dict(arch) for g in ctx.touched]}
     if not ctx.touched:

@@ -6,20 +6,18 @@ from collections.abc import Iterable
 
 from contrib.analysis.cscan import scan
 from contrib.analysis.includes import is_cuda_source
+from contrib.analysis.pyparse import compile_python
 from contrib.analysis.tree import SourceTree
 from contrib.record.finding import ERROR, Finding
 
 
 def check_python(path: str, text: str) -> list[Finding]:
-    """A finding at the error's line if ``text`` does not compile."""
-    try:
-        compile(text, path, "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        line = exc.lineno or 1
-        return [Finding("python-syntax", ERROR, path, line, f"does not compile: {exc.msg}")]
-    except ValueError as exc:  # e.g. source with NUL bytes
-        return [Finding("python-syntax", ERROR, path, 1, f"does not compile: {exc}")]
-    return []
+    """A finding at the error's line if ``text`` does not compile (or is too deeply
+    nested for Python to read: hostile input is a finding, never a crash)."""
+    problem = compile_python(path, text)
+    if problem is None:
+        return []
+    return [Finding("python-syntax", ERROR, path, problem.line, problem.why)]
 
 
 def check_conditionals(path: str, text: str) -> list[Finding]:

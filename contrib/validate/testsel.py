@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from contrib.analysis.diffs import FileChange
+from contrib.analysis.pyparse import parse_python
 from contrib.analysis.tree import SourceTree
 
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?|testing)/(?:.*/)?(?:test_[^/]*|[^/]*_test)\.py$")
@@ -31,10 +32,8 @@ def changed_functions(change: FileChange, after_text: str | None) -> set[str]:
     names = set()
     module = None
     if after_text is not None and change.path.endswith(".py"):
-        try:
-            module = ast.parse(after_text)
-        except SyntaxError:
-            module = None
+        parsed = parse_python(change.path, after_text)
+        module = parsed if isinstance(parsed, ast.Module) else None
     if module is not None:
         for node in ast.walk(module):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -176,9 +175,8 @@ def select_tests(
 
 def _calls_into(text: str, names: set[str]) -> dict[str, str]:
     """Functions in ``text`` that (transitively, by name, within the file) use ``names``."""
-    try:
-        module = ast.parse(text)
-    except SyntaxError:
+    module = parse_python("", text)
+    if not isinstance(module, ast.Module):
         return {}
     refs: dict[str, set[str]] = {}
     for node in ast.walk(module):

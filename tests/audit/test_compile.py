@@ -257,3 +257,20 @@ def test_entries_stopped_at_an_arch_disabled_mma_need_kernel_work() -> None:
     assert gate.class_ == "needs-kernel-work"
     assert gate.evidence == [f"csrc/fmha.cu: 1 of 1 PTX entries for compute_120f reach “{text}” "
                              "where their MMA or tensor-memory work should be: fmha"]
+
+
+@needs_nvcc
+def test_a_symlinked_compile_scratch_is_refused_and_nothing_is_written_through_it(
+        mini: tuple[Workspace, Repo], tmp_path: Path) -> None:
+    from contrib import environ
+
+    ws, _ = mini
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    scratch = environ.cache_root() / "audit" / "compile"
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    scratch.symlink_to(elsewhere, target_is_directory=True)
+    result = ws.run("audit", "mini", "--arch", "sm_120a", "--compile")
+    assert result.code == 2, result.err
+    assert "is a symlink" in result.err and "Traceback" not in result.err
+    assert list(elsewhere.iterdir()) == []

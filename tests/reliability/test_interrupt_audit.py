@@ -1,0 +1,49 @@
+"""Ctrl-C during a parallel audit: exit 130, one line, no worker's traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SCRIPT = """
+import sys
+from contrib.analysis.tree import DictTree
+from contrib.arch import parse_arch
+from contrib.audit.engine import find_all
+
+def step(done, total, what):
+    if done == 0:
+        print("started", flush=True)
+
+if __name__ == "__main__":
+    body = "def gen(major):\\n" + "    if major >= 9:\\n        x = 1\\n" * 3000
+    tree = DictTree({f"pkg/m{n}.py": body for n in range(48)})
+    try:
+        find_all(tree, parse_arch("sm_120a"), step)
+    except KeyboardInterrupt:
+        print("contrib: interrupted", file=sys.stderr)
+        sys.exit(130)
+    print("finished before the interrupt", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the audit runs in one process here")
+def test_ctrl_c_stops_the_workers_without_a_traceback(tmp_path: Path) -> None:
+    script = tmp_path / "audit.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    time.sleep(3)  # the spawned workers are importing or parsing by now
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip() == "contrib: interrupted"
