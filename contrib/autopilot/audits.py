@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from contrib.git.cache import Mirror
 from contrib.secrets import scrub
 from contrib.workspace.config import Upstream
 from contrib.workspace.model import Workspace
-from contrib.workspace.txn import atomic_write
+from contrib.workspace.txn import atomic_write, check_inside
 
 MAX_GATES = 30  # per list and upstream: the body has to stay under GitHub's limit
 MAX_SECTION = 30_000  # characters, whatever the number of upstreams and archs
@@ -93,18 +94,42 @@ def _memory(upstream: Upstream, arch: str) -> Path:
 
 def _since(upstream: Upstream, arch: str, tip: str,
            exists: Callable[[str], object | None]) -> str | None:
-    """The tip to compare ``tip`` with: the last one audited, or the one before it."""
+    """The tip to compare ``tip`` with: the last one audited, or the one before it.
+
+    A memory that is not what :func:`_remember` writes (edited by hand, nested too
+    deeply to read, a value that is no commit) is refused naming the file: it would
+    otherwise compare the tip with whatever it names."""
+    path = _memory(upstream, arch)
     try:
-        last = json.loads(_memory(upstream, arch).read_text(encoding="utf-8"))
-        commit, before = str(last["commit"]), last.get("since")
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # never audited here (or the memory is damaged): nothing to compare
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None  # never audited here: nothing to compare with
+    except (OSError, ValueError) as exc:
+        raise _damaged(path, str(exc)) from None
+    try:
+        last = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _damaged(path, "not JSON" if isinstance(exc, ValueError) else "nested too deeply") from None
+    if not isinstance(last, dict) or set(last) != {"commit", "since"} or not _is_sha(last["commit"]) \
+            or not (last["since"] is None or _is_sha(last["since"])):
+        raise _damaged(path, 'not {"commit": SHA, "since": SHA or null}')
+    commit, before = last["commit"], last["since"]
     since = before if commit == tip else commit
     return str(since) if since and exists(str(since)) is not None else None
 
 
+def _is_sha(value: object) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40}", value) is not None
+
+
+def _damaged(path: Path, why: str) -> ContribError:
+    return ContribError(f"{path}: the memory of the last audited tip is damaged ({why}); "
+                        "remove it (the next audit then compares with nothing)")
+
+
 def _remember(upstream: Upstream, arch: str, tip: str, since: str | None) -> None:
     with contextlib.suppress(ContribError):  # without it the next run compares with nothing
+        check_inside(environ.cache_root(), _memory(upstream, arch))  # no write through a symlink
         atomic_write(_memory(upstream, arch), json.dumps({"commit": tip, "since": since}))
 
 

@@ -104,6 +104,17 @@ def _pending(path: Path, state_dir: Path, key: str, value: object, advice: str) 
     return Pending(**value)
 
 
+def check_index(state_dir: Path, pending: Pending, patches: int) -> None:
+    """Refuse (exit 2, naming the state file) a pending conflict whose failing patch is
+    not in its base version's series: the state was edited by hand or belongs elsewhere."""
+    if not 0 <= pending.index < patches:
+        raise ContribError(
+            f"{state_path(state_dir)}: pending[{pending.patchset!r}].index is {pending.index}, "
+            f"but the series of {pending.base[:12]} has {patches} patch(es); remove the file "
+            f"and the worktrees under {state_dir / 'conflicts'} to start over (the pending "
+            "conflicts are then forgotten; no version is lost)")
+
+
 def save_state(state_dir: Path, pending: dict[str, Pending]) -> None:
     """Write the state atomically (removed when nothing is pending)."""
     worktree.save_state(state_path(state_dir), STATE_VERSION, "pending",

@@ -70,6 +70,7 @@ def resume(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
                       notes=["already recorded by an interrupted --continue; removed its "
                              f"worktree {pending.worktree}"])
     patches = load_patches(git, ps.version(pending.base).patch_texts())
+    conflict.check_index(ws.state_dir, pending, len(patches))
     if not conflict.ready(pending):
         return _reprepare(ws, ps, git, pending, patches, state)
     resolution = _resolution(git, pending, patches[pending.index])

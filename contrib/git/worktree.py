@@ -48,6 +48,9 @@ def load_state(path: Path, version: int, key: str, hint: str) -> dict[str, Any]:
         return {}
     except (OSError, ValueError) as exc:  # a folder there, bad bytes, bad JSON
         raise ContribError(f"{path}: unreadable ({exc}); {hint}") from None
+    except RecursionError:  # hand-made nesting deeper than Python's JSON reader goes
+        raise ContribError(f"{path}: unreadable (nested too deeply to be a state contrib "
+                           f"wrote); {hint}") from None
     if not isinstance(data, dict):
         raise ContribError(f"{path}: must be a JSON object, not {type(data).__name__}; {hint}")
     if data.get("state_version") != version:
