@@ -27,7 +27,9 @@ file from one a person edited.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 from contrib.errors import UsageError
@@ -68,12 +70,14 @@ class Options:
     install: str = "."  # what pip installs: "." where the workspace is contrib's own repository
     cron: str = DEFAULT_CRON
     gpu: list[GpuRunner] = field(default_factory=list)
+    install_note: str = ""  # a comment above the install step: why it may not install
 
 
 def render(options: Options) -> str:
     """The whole workflow file, first line a marker with the digest of the rest."""
     _check(options)
-    body = _HEAD.format(cron=options.cron, branch=options.branch) + _autopilot_job(options)
+    # json.dumps: a YAML double-quoted scalar whatever the cron holds (quotes, backslashes)
+    body = _HEAD.format(cron=json.dumps(options.cron), branch=options.branch) + _autopilot_job(options)
     if options.gpu:
         body += _gpu_job(options) + _merge_job(options)
     return f"{MARKER} sha256={digest(body)}\n{body}"
@@ -103,8 +107,9 @@ def _check(options: Options) -> None:
         raise UsageError(f"--gpu-runner: a label is given twice ({', '.join(labels)})")
 
 
-def _setup(indent: str, install: str) -> str:
+def _setup(indent: str, install: str, note: str = "") -> str:
     """Steps every job shares after the checkout: Python, the cache, contrib."""
+    comment = "".join(f"{indent}# {line}\n" for line in textwrap.wrap(note, 88)) if note else ""
     return (f"""\
 {indent}- uses: actions/setup-python@v6
 {indent}  with:
@@ -117,7 +122,7 @@ def _setup(indent: str, install: str) -> str:
 {indent}    path: ${{{{ env.CONTRIB_CACHE }}}}
 {indent}    key: contrib-${{{{ runner.os }}}}-${{{{ hashFiles('contrib.toml') }}}}-${{{{ github.run_id }}}}
 {indent}    restore-keys: contrib-${{{{ runner.os }}}}-${{{{ hashFiles('contrib.toml') }}}}-
-{indent}- name: Install contrib
+{comment}{indent}- name: Install contrib
 {indent}  run: python -m pip install '{install}'
 """)
 
@@ -130,7 +135,7 @@ name: contrib
 
 on:
   schedule:
-    - cron: "{cron}"
+    - cron: {cron}
   workflow_dispatch:
   push:
     branches: [{branch}]
@@ -175,7 +180,7 @@ def _autopilot_job(options: Options) -> str:
         with:
           fetch-depth: 0
           persist-credentials: false
-{_setup("      ", options.install)}\
+{_setup("      ", options.install, options.install_note)}\
       - name: contrib autopilot --push
         id: run
 {_TOKENS}\
@@ -213,7 +218,7 @@ def _gpu_job(options: Options) -> str:
         with:
           ref: ${{{{ needs.autopilot.outputs.sha }}}}
           persist-credentials: false
-{_setup("      ", options.install)}\
+{_setup("      ", options.install, options.install_note)}\
       - name: contrib validate on the GPU, one run file per patchset of this arch
         env:
           ARCH: ${{{{ matrix.arch }}}}
@@ -260,7 +265,7 @@ def _merge_job(options: Options) -> str:
           ref: {options.branch}
           fetch-depth: 0
           persist-credentials: false
-{_setup("      ", options.install)}\
+{_setup("      ", options.install, options.install_note)}\
       - uses: actions/download-artifact@v7
         continue-on-error: true
         with:

@@ -8,13 +8,17 @@ line carries a digest of the rest), or with ``--force``.
 
 from __future__ import annotations
 
+import json
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from contrib import DISTRIBUTION, __version__
 from contrib.arch import parse_arch
 from contrib.autopilot.workflow import WORKFLOW_PATH, GpuRunner, Options, render, written_by_us
 from contrib.errors import ContribError, NeedsAttention, UsageError
 from contrib.git.repo import Git
+from contrib.secrets import scrub
 from contrib.ui import UI
 from contrib.workspace.model import Workspace
 
@@ -25,11 +29,14 @@ def init_ci(ws: Workspace, ui: UI, *, gpu_runners: list[str], force: bool,
     """Write the workflow; 0 written or already current, 1 refused (someone else's file)."""
     runners = [GpuRunner.parse(text) for text in gpu_runners] or default_runners(ws)
     repo_root, current = _repository(ws)
-    options = Options(branch=branch or current, gpu=runners, install=install or _source(ws),
-                      **({"cron": cron} if cron else {}))
+    spec, warning = (install, "") if install else _source(ws)
+    options = Options(branch=branch or current, gpu=runners, install=spec,
+                      **({"cron": cron} if cron else {}), install_note=warning)
     path = repo_root / WORKFLOW_PATH
     result = _write(ws, path, render(options), force)
     ui.info(f"{path}: {result}")
+    if warning:
+        ui.warn(f"{path}: {warning}")
     for runner in runners:
         ui.info(f"  GPU leg {runner.label}: runs-on {runner.runs_on}, validates {runner.arch}")
     if not runners:
@@ -54,13 +61,54 @@ def _write(ws: Workspace, path: Path, text: str, force: bool) -> str:
     return "written" if existing is None else "replaced"
 
 
-def _source(ws: Workspace) -> str:
-    """What the workflow installs when --install is not given: this checkout, when the
-    workspace is contrib's own repository; elsewhere the release running now, by its
-    distribution name, so the workflow runs what wrote it."""
+def _source(ws: Workspace) -> tuple[str, str]:
+    """What the workflow installs when --install is not given, and a warning when that
+    may not install: this checkout, when the workspace is contrib's own repository;
+    else the contrib running now, from where pip got it (:func:`spec_for`)."""
     if (ws.root / "contrib" / "__init__.py").is_file() and (ws.root / "pyproject.toml").is_file():
-        return "."
-    return f"{DISTRIBUTION}=={__version__}"
+        return ".", ""
+    return spec_for(_direct_url())
+
+
+def _direct_url() -> dict[str, Any] | None:
+    """Where pip got the running contrib: its PEP 610 ``direct_url.json``; None when it
+    came from an index.  A contrib imported from a source folder (not installed under
+    site-packages) counts as a local folder."""
+    for dist in metadata.distributions(name=DISTRIBUTION):
+        try:
+            text = dist.read_text("direct_url.json")
+            data = json.loads(text) if text else None
+        except (ValueError, OSError):
+            data = None
+        if isinstance(data, dict):
+            return data
+    here = Path(__file__).resolve().parents[1]
+    installed = any(part in ("site-packages", "dist-packages") for part in here.parts)
+    return None if installed else {"url": here.parent.as_uri()}
+
+
+def spec_for(direct: dict[str, Any] | None) -> tuple[str, str]:
+    """(pip requirement, warning) that installs in CI the contrib running here.
+
+    Installed from a git URL: that URL at the same commit, which any runner can
+    fetch.  From an index: ``contrib-toolkit==VERSION`` from the same index.  From a
+    local folder or file (an editable checkout): nothing a runner can reach, so
+    ``contrib-toolkit==VERSION`` with a warning that it installs only once that
+    version is on the runner's index, and how to name another source."""
+    pinned = f"{DISTRIBUTION}=={__version__}"
+    if direct is None:
+        return pinned, ""
+    url, vcs = str(direct.get("url", "")), direct.get("vcs_info")
+    credentials = "@" in url.removeprefix("https://").split("/", 1)[0]  # never into a workflow
+    if isinstance(vcs, dict) and vcs.get("vcs") == "git" and url.startswith("https://") \
+            and not credentials:
+        commit = str(vcs.get("commit_id", ""))
+        if commit and all(c in "0123456789abcdef" for c in commit) and "'" not in url:
+            return f"{DISTRIBUTION} @ git+{url}@{commit}", ""
+    return pinned, (f"contrib runs here from {scrub(url) or 'a local folder'}, which a runner cannot "
+                    f"reach; the workflow installs {pinned}, which works only once that version "
+                    "is on the runner's package index: else re-run init-ci with --install "
+                    f"'{DISTRIBUTION} @ git+https://github.com/OWNER/contrib@TAG'")
 
 
 def default_runners(ws: Workspace) -> list[GpuRunner]:

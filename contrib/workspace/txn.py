@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -63,6 +64,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+# The process's umask, read once while nothing else runs (os.umask can only be read by
+# setting it); a new file gets 0666 less it, as open() would give it.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def _mode_for(path: Path) -> int:
+    """The mode a replaced file keeps, or a new file's (0644 under the usual umask)."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_UMASK
+
+
 def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) -> None:
     """Write ``data`` to ``path`` by writing a temp file and renaming it over ``path``.
 
@@ -85,6 +100,7 @@ def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) 
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)
             handle.flush()
+            os.fchmod(handle.fileno(), _mode_for(path))  # mkstemp's 0600 is no file's mode
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as exc:

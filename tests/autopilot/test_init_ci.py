@@ -3,7 +3,9 @@ the YAML, and actionlint (with shellcheck on the run: scripts) on every output."
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -213,3 +215,49 @@ def test_the_gpu_leg_selects_patchsets_by_the_arch_status_reports(tmp_path: Path
     out = tmp_path / "contrib-validation"
     assert (tmp_path / "calls").read_text().split() == [
         "validate", "sglang/b", "--arch", "sm_90a", "--out", f"{out}/h200--sglang--b.json"]
+
+
+@pytest.mark.parametrize("cron", ['0 "5 * * *', "0 5\\ * * *", '0 \\" * * *', "0 5 * * 'mon'",
+                                  "0 5 * * \u00e9", "0 \\n5 * * *"])
+def test_a_cron_holding_quotes_or_backslashes_still_writes_valid_yaml(repo_ws: Workspace,
+                                                                      cron: str) -> None:
+    result = repo_ws.run("init-ci", *INSTALL, "--cron", cron)
+    assert result.code == 0, result.err
+    text = (repo_ws.root / ".github" / "workflows" / "contrib.yml").read_text()
+    assert yaml.safe_load(text)[True]["schedule"][0]["cron"] == cron
+
+
+def test_the_workflow_is_written_0644_and_a_replaced_file_keeps_its_mode(repo_ws: Workspace) -> None:
+    path = repo_ws.root / ".github" / "workflows" / "contrib.yml"
+    old = os.umask(0o022)
+    try:
+        assert repo_ws.run("init-ci", *INSTALL).code == 0
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        path.chmod(0o664)
+        assert repo_ws.run("init-ci", *INSTALL, "--cron", "0 6 * * *").code == 0
+        assert stat.S_IMODE(path.stat().st_mode) == 0o664
+    finally:
+        os.umask(old)
+
+
+def test_the_default_install_is_where_this_contrib_came_from_or_a_warning() -> None:
+    from contrib.commands.init_ci import spec_for
+
+    assert spec_for(None) == (f"contrib-toolkit=={__version__}", "")  # from an index: the same
+    git_url = {"url": "https://github.com/me/contrib", "vcs_info": {"vcs": "git",
+                                                                   "commit_id": "ab" * 20}}
+    assert spec_for(git_url) == (f"contrib-toolkit @ git+https://github.com/me/contrib@{'ab' * 20}", "")
+    for local in ({"url": "file:///home/me/contrib", "dir_info": {"editable": True}},
+                  {"url": "https://tok@github.com/me/contrib", "vcs_info": {"vcs": "git",
+                                                                          "commit_id": "ab" * 20}}):
+        spec, warning = spec_for(local)
+        assert spec == f"contrib-toolkit=={__version__}" and "--install" in warning
+        assert "tok@" not in warning
+
+
+def test_an_editable_contrib_says_its_default_install_may_not_work(repo_ws: Workspace) -> None:
+    result = repo_ws.run("init-ci")
+    assert result.code == 0, result.err
+    text = (repo_ws.root / ".github" / "workflows" / "contrib.yml").read_text()
+    assert "which a runner cannot reach" in result.err  # this test's contrib is an editable install
+    assert "# contrib runs here from" in text and yaml.safe_load(text)
