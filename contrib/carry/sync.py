@@ -63,6 +63,8 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
         raise UsageError("--to cannot be combined with --continue/--abort: the target was "
                          "fixed when the conflict was found")
     repo = workspace_repo(ws) if commit else None
+    if repo is not None:
+        check_identity(repo)  # before anything is written: no versions made, then git refusing
     state = conflict.load_state(ws.state_dir)
     if abort:
         chosen = pending_for(ws, targets, state, "--abort")
@@ -201,6 +203,16 @@ def workspace_repo(ws: Workspace) -> Git:
             return Git(folder)
     raise UsageError(f"{ws.root}: --commit needs the workspace in a git repository; run "
                      "`git init` there (and commit contrib.toml), or drop --commit")
+
+
+def check_identity(repo: Git) -> None:
+    """Refuse --commit (exit 2, one line) when git has no identity to commit as."""
+    for who in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
+        status, _, _ = repo.try_run("var", who)
+        if status != 0:
+            raise UsageError(f"{repo.path}: --commit needs a git identity and git has none; set "
+                             "one (`git config user.name \"Your Name\"` and `git config "
+                             "user.email you@example.com`) or drop --commit. Nothing was written")
 
 
 def _summary(report: Report) -> str:

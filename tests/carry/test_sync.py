@@ -419,3 +419,19 @@ def _am_applies(clone: Path, commit: str, patch: Path) -> bool:
     if not ok:
         git(clone, "am", "--abort", env={"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"})
     return ok
+
+
+def test_commit_without_a_git_identity_is_refused_before_anything_is_written(
+        workspace: Workspace, upstream: Repo, tmp_path: Path, isolated: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3",
+                 [("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
+    commit_workspace(workspace)
+    fast_import(upstream, filler(5))
+    (isolated / ".gitconfig").write_text("[user]\n\tuseConfigOnly = true\n")  # no name, no email
+    folder = workspace.root / "patchsets" / "proj" / "f3"
+    before = sorted(p.name for p in folder.iterdir())
+    result = workspace.run("sync", "--commit")
+    assert result.code == 2, result.err
+    assert "needs a git identity" in result.err and len(result.err.strip().splitlines()) == 1
+    assert sorted(p.name for p in folder.iterdir()) == before  # no new version folder
+    assert git(workspace.root, "status", "--porcelain") == ""
