@@ -157,12 +157,21 @@ def run_once(args: list[str], cwd: Path, env: dict[str, str], metrics: tuple[str
         if metric in found and value is None:
             values[metric] = None
         elif metric in found and _figure(value) is None:
-            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+            shown = _short(value, 40)
             return Sample(failure=f"printed {shown} for {metric}, which is no figure (a finite "
                           "number above 0)", invalid=True)  # fmt: skip
         elif metric in found:
             values[metric] = _figure(value)
-    return Sample(values, {str(k)[:200]: str(v)[:300] for k, v in errors.items()})
+    return Sample(values, {str(k)[:200]: _short(v, 300) for k, v in errors.items()})
+
+
+def _short(value: object, width: int) -> str:
+    """``repr`` (``str`` for text) cut to ``width``; deep nesting cannot crash it."""
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except (RecursionError, ValueError):
+        return "(too deeply nested to show)"
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def command_words(setup: BenchSetup, command: str, arch: Arch) -> list[str]:

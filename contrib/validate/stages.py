@@ -384,10 +384,15 @@ def _script_reader(ctx: Context, patchset_dir: Path | None) -> Callable[[str], s
 
 
 def _prepared(make: Callable[[], Path], profile: profiles.Profile, python: str) -> Callable[[], Path]:
-    """``make``, then the checkout made importable as the upstream's editable install is."""
+    """``make``, then the checkout made importable as the upstream's editable install is
+    (once: a later call only has ``make`` put back what a run changed)."""
+    ready: set[Path] = set()
+
     def prepared() -> Path:
         tree = make()
-        profiles.prepare_worktree(profile, tree, python)
+        if tree not in ready:
+            profiles.prepare_worktree(profile, tree, python)
+            ready.add(tree)
         return tree
     return prepared
 

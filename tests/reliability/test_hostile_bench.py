@@ -69,3 +69,18 @@ def test_hostile_bench_output_fails_the_stage(tmp_path: Path, printed: str, word
         return
     assert result.status == "failed", result.reason
     assert words in result.reason, result.reason
+
+
+def test_hostile_error_texts_are_cut_short(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    deep = "[" * 900 + "]" * 900
+    (tree / "bench.py").write_text(
+        "import json\nprint('{\"latency_ms\": 2.0, \"errors\": {\"x\": " + deep + ", \"y\": \"" + "e" * 5000
+        + "\"}}')\n")
+    bench = BenchSettings("{python} bench.py", ("latency_ms",), repeat=3, needs_gpu=False)
+    inputs = Inputs(parse_arch("sm_120a"), FsTree(tree), FsTree(tree), "", "applied",
+                    settings=Settings(bench=bench), workdir=tmp_path / "work", worktree=lambda: tree,
+                    base_worktree=lambda: tree, python=sys.executable, gpus=None)  # fmt: skip
+    result = stage_bench(Context(inputs, workdir=tmp_path / "work"))
+    assert result.status == "passed", result.reason
