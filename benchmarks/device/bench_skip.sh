@@ -9,9 +9,14 @@
 #                   two bases, 79b8ad8058cf (release-v0.6.16) and fb28d7242b35 (main)
 #   src/            this repository's tracked files (the workspace and contrib)
 # Run from the repository root: bash benchmarks/device/bench_skip.sh BUNDLE
-# Measured on one H200 (2026-12-01): run 1 3.92 s, run 2 3.91 s, exit 1 (ptx skipped
-# for missing tvm-ffi headers); bench "regression run on sm_90a: skipped (fewer GPUs
-# than the bench needs (2): 1 of sm_90a here; nothing built)".
+# Measured on one H200 (2026-12-01, harden-b): run 1 3.35 s, run 2 2.88 s, exit 0; bench
+# "regression run on sm_90a: skipped (fewer GPUs than the bench needs (2): 1 of sm_90a
+# here; nothing built)"; ptx skipped there for missing tvm-ffi headers, and the shipped
+# record's run with ptx passed is kept beside the new one ("kept run run-a25bbd598fc3b43a
+# ... this run has less evidence (ptx passed there, skipped now)").
+# Make the bundle: git init --bare B/flashinfer.git; git -C B/flashinfer.git fetch --depth 1
+#   MIRROR SHA (each base); pip download --no-deps -d B/wheels click tomlkit platformdirs
+#   unidiff; git ls-files | grep -v ^tests/ | xargs cp --parents -t B/src
 set -u
 H=$(cd "$1" && pwd)
 export OUT=${OUT:-/tmp/out} PYTHONUNBUFFERED=1 CONTRIB_CACHE=/tmp/contrib-cache
