@@ -24,6 +24,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from contrib import __version__, environ
+from contrib.analysis.archeval import TreeEval
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.find import gates_of_file
@@ -33,7 +34,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write
 
-FORMAT = 11  # bump when the analysis changes what it finds at the same contrib version
+FORMAT = 12  # bump when the analysis changes what it finds at the same contrib version
 # Which files may hold a gate: a cheap superset of what the gate parser looks for
 # (substrings of the lowered text, then one short regex).  One case-blind regex with
 # every alternative ran at 7 MB/s: 9.4 s of a 20 s first audit of sglang's 66 MB.
@@ -89,17 +90,22 @@ def audit_commit(git: Git, commit: str, arch: Arch, step: Step | None = None) ->
 
 
 def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> list[AuditGate]:
-    """Every gate of the tree's Python files, in path order."""
+    """Every gate of the tree's Python files, in path order.  Every Python text goes to
+    the evaluator (a gate's names may be bound in any module of the tree); only the
+    files that may hold a gate are scanned."""
     files = [p for p in tree.paths() if p.endswith(".py")]
-    texts = [(p, t) for p in files if may_gate(t := tree.read_text(p) or "")]
+    texts = {p: tree.read_text(p) or "" for p in files}
+    wanted = [p for p in files if may_gate(texts[p])]
     if step is not None:
-        step(0, len(texts), f"{len(texts)} of {len(files)} Python files may hold a gate")
-    if len(texts) < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
-        return [g for path, text in texts for g in gates_of_file(path, text, arch)]
+        step(0, len(wanted), f"{len(wanted)} of {len(files)} Python files may hold a gate")
+    if len(wanted) < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
+        _start(texts)
+        return _chunk(wanted, arch)
     workers = min(os.cpu_count() or 2, 8)
-    chunks = [texts[n::workers * 4] for n in range(workers * 4)]
+    chunks = [wanted[n::workers * 4] for n in range(workers * 4)]
     found: list[AuditGate] = []
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_start,
+                             initargs=(texts,)) as pool:  # fmt: skip
         for done, part in enumerate(pool.map(_chunk, chunks, [arch] * len(chunks))):
             found += part
             if step is not None:
@@ -107,8 +113,20 @@ def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> list[AuditG
     return sorted(found, key=lambda g: (g.file, g.line))
 
 
-def _chunk(files: list[tuple[str, str]], arch: Arch) -> list[AuditGate]:
-    return [g for path, text in files for g in gates_of_file(path, text, arch)]
+_TREE: dict[str, object] = {}  # this process's texts and evaluator (one tree at a time)
+
+
+def _start(texts: dict[str, str]) -> None:
+    """Give this process the tree's Python texts and a fresh evaluator over them."""
+    _TREE["texts"] = texts
+    _TREE["ev"] = TreeEval(texts.get, texts)
+
+
+def _chunk(paths: list[str], arch: Arch) -> list[AuditGate]:
+    texts = _TREE["texts"]
+    ev = _TREE["ev"]
+    assert isinstance(texts, dict) and isinstance(ev, TreeEval)
+    return [g for path in paths for g in gates_of_file(path, texts[path], arch, ev)]
 
 
 def _load(path: Path) -> list[AuditGate] | None:
