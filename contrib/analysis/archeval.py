@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contrib.analysis.archrun import run_body
+from contrib.analysis.archtouch import SOURCES, Touch
 from contrib.analysis.archvalues import (
     ANY, BINOPS, BUILTINS, IDENTITY, LIMIT, UNK, Cap, Ext, Frame, Func, ModRef, Partial, Props,
     Values, compare, hashable, index, safe, settled, truth_of, vague, values_of,
@@ -44,6 +45,8 @@ class TreeEval:
     def __init__(self, read: Reader, paths: Iterable[str]) -> None:
         self.read = read
         self.index = ModuleIndex(paths)
+        self.touch = Touch(self.module, self.index)
+        self._local_touch: dict[tuple[int, str], bool] = {}
         self._modules: dict[str, tuple[ast.Module, Scope] | None] = {}
         self._scopes: dict[int, Scope] = {}
         self._memo: dict[tuple[Any, ...], tuple[Values, bool]] = {}
@@ -82,6 +85,34 @@ class TreeEval:
             body = node.body if isinstance(node.body, list) else []
             scope = self._scopes[id(node)] = scope_of_body(body, node.args)
         return scope
+
+    def may_read_gpu(self, node: ast.expr, frame: Frame) -> bool:
+        """Whether ``node`` can depend on the GPU at all, from its identifiers alone
+        (a cheap test before any evaluation: most expressions never ask)."""
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Attribute) and inner.attr in SOURCES:
+                return True
+            if isinstance(inner, ast.Name) and self._name_touches(inner.id, frame):
+                return True
+        return False
+
+    def _name_touches(self, name: str, frame: Frame) -> bool:
+        local = frame.local.names.get(name) if frame.local is not None else None
+        if local is None:
+            return self.touch.name(name, frame.path)
+        key = (frame.key, name)
+        if key not in self._local_touch:
+            self._local_touch[key] = False  # a name assigned from itself adds nothing
+            self._local_touch[key] = any(
+                self.may_read_gpu(b.node, frame) if b.kind == "expr" and isinstance(b.node, ast.expr)
+                else b.kind in ("def", "import") and self._binding_touches(b, frame.path)
+                for b in local)  # fmt: skip
+        return self._local_touch[key]
+
+    def _binding_touches(self, binding: Binding, path: str) -> bool:
+        if binding.kind == "def" and binding.node is not None:
+            return self.touch.node(path, binding.node)
+        return self.touch.binding(binding, path)
 
     # -- per-capability reading ----------------------------------------------
 
@@ -317,8 +348,10 @@ class TreeEval:
              kwargs: tuple[tuple[str, Values], ...]) -> Values:  # fmt: skip
         """What calling ``callee`` returns on the current capability."""
         if isinstance(callee, Func):
-            return self.run(callee, args, kwargs)
+            return self.run(callee, args, kwargs) if self.touch.node(callee.path, callee.node) else ANY
         if isinstance(callee, Partial):
+            if not self.touch.node(callee.func.path, callee.func.node):
+                return ANY
             merged = dict(callee.kwargs) | dict(kwargs)
             return self.run(callee.func, callee.args + args, tuple(merged.items()))
         if isinstance(callee, Ext):

@@ -19,9 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from contrib.analysis.archeval import TreeEval
-from contrib.analysis.archvalues import Cap, Frame, Func, truth_of
+from contrib.analysis.archvalues import Cap, Frame, Func, truth_of, vague
 from contrib.analysis.includes import CUDA_SUFFIXES
-from contrib.arch import Arch, all_majors
+from contrib.analysis.tree import SourceTree
+from contrib.arch import KNOWN, Arch, all_majors
 from contrib.record.finding import ERROR, INFO, Finding
 
 KEYWORD = "supported_major_versions"
@@ -81,10 +82,10 @@ class TouchedGate:
 
 
 def caps_for(arch: Arch | None = None) -> list[Cap]:
-    """The capabilities a gate is read on: each major contrib knows (minor 0), the
-    target's own where one is given."""
-    return [(m, arch.minor) if arch is not None and m == arch.major else (m, 0)
-            for m in all_majors()]  # fmt: skip
+    """The capabilities a gate is read on: every (major, minor) nvcc knows, the
+    target's own first where one is given."""
+    first = [(arch.major, arch.minor)] if arch is not None else []
+    return first + [cap for cap in KNOWN if cap not in first]
 
 
 @dataclass
@@ -159,9 +160,29 @@ class _Finder(ast.NodeVisitor):
             super().generic_visit(node)
 
     def generic_visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.stmt):
+            self._statement(node)
+            return
         if isinstance(node, _CANDIDATES) and self._expression(node):
             return
         super().generic_visit(node)
+
+    def _statement(self, node: ast.stmt) -> None:
+        """Visit a statement's parts; an expression whose identifiers cannot lead to the
+        GPU (nor hold a JIT list) is not looked into."""
+        for _, value in ast.iter_fields(node):
+            for child in value if isinstance(value, list) else [value]:
+                if not isinstance(child, ast.AST):
+                    continue
+                if not isinstance(child, ast.expr) or self._may_gate(child):
+                    self.visit(child)
+
+    def _may_gate(self, node: ast.expr) -> bool:
+        if any(isinstance(n, ast.keyword) and n.arg == KEYWORD for n in ast.walk(node)):
+            return True
+        if isinstance(node, ast.Call) and node.args and _name_of(node.func) == "skipif":
+            return self.ev.may_read_gpu(node.args[0], self.frame)
+        return self.ev.may_read_gpu(node, self.frame)
 
     def _decorator(self, node: ast.expr) -> None:
         """``@supported_compute_capability([100, 103])``: a tree function handed the
@@ -184,6 +205,10 @@ class _Finder(ast.NodeVisitor):
         truths = self.ev.on_caps(node, self.frame, self.caps)
         if truths is None:
             return False
+        if not isinstance(node, ast.BoolOp | ast.Compare | ast.UnaryOp) and not all(
+                isinstance(v, bool) or v is None or vague(v)
+                for values in truths.values() for v in values):  # fmt: skip
+            return False  # a number or a string the GPU decides: its comparisons are gates
         per_cap = [truth_of(v) for v in truths.values()]
         if all(t == per_cap[0] for t in per_cap):
             return False  # the GPU is read, but does not change the outcome
@@ -191,7 +216,9 @@ class _Finder(ast.NodeVisitor):
         self.majors[id(node)] = majors
         if id(node) in self.skips:
             # `skipif(cond)` / `if cond: raise|skip|return`: the code runs where cond is false.
-            runs = frozenset(cap[0] for cap, t in zip(truths, per_cap, strict=True) if False in t)
+            # It runs where the skip cannot fire (``fp8 and is_sm12x()`` refuses SM12x).
+            runs = frozenset(all_majors()) - frozenset(
+                cap[0] for cap, t in zip(truths, per_cap, strict=True) if True in t)
             self._add(node, "skip-condition", "skipped when " + ast.unparse(node), runs)
         else:
             self._add(node, "condition", ast.unparse(node), majors)
@@ -287,13 +314,15 @@ def built_sources(functions: dict[str, ast.AST], function: str) -> list[str]:
     return names
 
 
-def touched_gates(
-    path: str, before: str | None, after: str, changed: Iterable[int]
-) -> list[TouchedGate]:
-    """Gates in ``after`` whose lines intersect ``changed``, paired with their old form."""
+def touched_gates(path: str, before: str | None, after: str, changed: Iterable[int],
+                  trees: tuple[TreeEval | None, TreeEval | None] = (None, None),
+                  ) -> list[TouchedGate]:  # fmt: skip
+    """Gates in ``after`` whose lines intersect ``changed``, paired with their old form.
+    ``trees``: the evaluators of the trees before and after the patch, so names the
+    file imports mean what they mean there (without them the file is read alone)."""
     changed = set(changed)
-    gates_after, functions = find_gates(path, after)
-    old = {g.key: g for g in find_gates(path, before)[0]} if before is not None else {}
+    gates_after, functions = find_gates(path, after, trees[1])
+    old = {g.key: g for g in find_gates(path, before, trees[0])[0]} if before is not None else {}
     touched = []
     for gate in gates_after:
         if not changed & set(range(gate.line, gate.end_line + 1)):
@@ -302,6 +331,11 @@ def touched_gates(
                                    built_sources(functions, gate.function),
                                    builders(functions, gate.function)))
     return touched
+
+
+def tree_eval(tree: SourceTree) -> TreeEval:
+    """The arch evaluator over a tree (modules parsed on first use)."""
+    return TreeEval(tree.read_text, [p for p in tree.paths() if p.endswith(".py")])
 
 
 def gate_findings(touched: Iterable[TouchedGate], arch: Arch) -> list[Finding]:

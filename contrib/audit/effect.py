@@ -29,6 +29,10 @@ _ARCH_NAMED = re.compile(r"sm_?\d|sm\d*x|hopper|blackwell|ampere|\bada\b|_ada|ar
                          r"family|compute_cap|device_sm|_cc\b|^cc_|major|minor", re.I)  # fmt: skip
 
 
+# An arch predicate's own definition (``return cap[0] == 10``) is no decision.
+PREDICATE_VALUE = "an arch predicate's value; its callers' branches are the gates"
+
+
 class Effect(NamedTuple):
     """Whether a gate refuses the target, why, the code it keeps from the target
     (whose calls decide the class), and what the refusal says (its raise's text)."""
@@ -94,7 +98,7 @@ def _value(gate: Gate, arch: Arch, why: str, code: tuple[ast.AST, ...]) -> Effec
 def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
     name = getattr(function, "name", "")
     if not name or _ARCH_NAMED.search(name):
-        return Effect(False, "an arch predicate's value; its callers' branches are the gates")
+        return Effect(False, PREDICATE_VALUE)
     return _value(gate, arch, f"the value {name}() returns", ())
 
 

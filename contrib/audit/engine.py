@@ -90,22 +90,25 @@ def audit_commit(git: Git, commit: str, arch: Arch, step: Step | None = None) ->
 
 
 def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> list[AuditGate]:
-    """Every gate of the tree's Python files, in path order.  Every Python text goes to
-    the evaluator (a gate's names may be bound in any module of the tree); only the
-    files that may hold a gate are scanned."""
+    """Every gate of the tree's Python files, in path order.  The evaluator sees the
+    files that may hold a gate and the packages' ``__init__`` (which re-export): a
+    module that names no capability, predicate or gate word binds nothing the GPU
+    decides, so it is never parsed."""
     files = [p for p in tree.paths() if p.endswith(".py")]
-    texts = {p: tree.read_text(p) or "" for p in files}
-    wanted = [p for p in files if may_gate(texts[p])]
+    every = {p: tree.read_text(p) or "" for p in files}
+    wanted = [p for p in files if may_gate(every[p])]
+    texts = {p: every[p] for p in wanted}
+    texts.update((p, every[p]) for p in files if p.endswith("/__init__.py"))
     if step is not None:
         step(0, len(wanted), f"{len(wanted)} of {len(files)} Python files may hold a gate")
     if len(wanted) < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
-        _start(texts)
+        _start(texts, files)
         return _chunk(wanted, arch)
     workers = min(os.cpu_count() or 2, 8)
     chunks = [wanted[n::workers * 4] for n in range(workers * 4)]
     found: list[AuditGate] = []
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_start,
-                             initargs=(texts,)) as pool:  # fmt: skip
+                             initargs=(texts, files)) as pool:  # fmt: skip
         for done, part in enumerate(pool.map(_chunk, chunks, [arch] * len(chunks))):
             found += part
             if step is not None:
@@ -116,10 +119,12 @@ def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> list[AuditG
 _TREE: dict[str, object] = {}  # this process's texts and evaluator (one tree at a time)
 
 
-def _start(texts: dict[str, str]) -> None:
-    """Give this process the tree's Python texts and a fresh evaluator over them."""
+def _start(texts: dict[str, str], files: list[str]) -> None:
+    """Give this process the tree's Python texts and a fresh evaluator over them
+    (``files``: every Python path, so an import of a module it does not read
+    resolves to an unknown instead of a name from outside)."""
     _TREE["texts"] = texts
-    _TREE["ev"] = TreeEval(texts.get, texts)
+    _TREE["ev"] = TreeEval(texts.get, files)
 
 
 def _chunk(paths: list[str], arch: Arch) -> list[AuditGate]:

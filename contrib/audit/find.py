@@ -17,6 +17,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.reach import reached
 from contrib.arch import Arch
+from contrib.audit.effect import PREDICATE_VALUE
 from contrib.audit.effect import effect as gate_effect
 from contrib.audit.model import (
     BENCHMARK,
@@ -75,7 +76,8 @@ def gates_of_file(path: str, text: str, arch: Arch, ev: TreeEval | None = None) 
         return []
     parents = _parents(found.module)
     lines = text.splitlines()
-    return [_audited(found, gate, parents, lines, arch) for gate in found.gates]
+    audited = [_audited(found, gate, parents, lines, arch) for gate in found.gates]
+    return [g for g in audited if g.effect != PREDICATE_VALUE]
 
 
 def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[str],
