@@ -23,16 +23,34 @@ from __future__ import annotations
 import ast
 import itertools
 import operator
-import operator
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from contrib.analysis.archrun import run_body
 from contrib.analysis.archtouch import SOURCES, Touch
 from contrib.analysis.archvalues import (
-    ANY, BINOPS, BUILTINS, IDENTITY, LIMIT, UNK, Cap, Ext, Frame, Func, ModRef, Partial, Props,
-    Values, compare, hashable, index, safe, settled, truth_of, vague, values_of,
+    ANY,
+    BINOPS,
+    BUILTINS,
+    IDENTITY,
+    LIMIT,
+    UNK,
+    Cap,
+    Ext,
+    Frame,
+    Func,
+    ModRef,
+    Partial,
+    Props,
+    Values,
+    compare,
+    hashable,
+    index,
+    safe,
+    settled,
+    truth_of,
+    vague,
+    values_of,
 )
 from contrib.analysis.pymodules import Binding, ModuleIndex, Reader, Scope, scope_of_body
 

@@ -101,7 +101,7 @@ def truth_of(values: Values) -> frozenset[bool]:
         else:
             try:
                 out.add(bool(value))
-            except Exception:  # noqa: BLE001 - an odd constant is simply unknown
+            except Exception:
                 out |= {True, False}
     return frozenset(out)
 
@@ -130,7 +130,7 @@ class Frame:
 
 def settled(value: Any, truth: bool) -> Any:
     """An unknown that is known to have been ``truth`` (it stopped an and/or)."""
-    if isinstance(value, _Unknown) or isinstance(value, Ext):
+    if isinstance(value, _Unknown | Ext):
         return UNK_T if truth else UNK_F
     return value
 
@@ -146,7 +146,7 @@ def hashable(value: Any) -> bool:
 def safe(op: Callable[..., Any], *operands: Any) -> Any:
     try:
         result = op(*operands)
-    except Exception:  # noqa: BLE001 - the upstream's own error: an unknown value
+    except Exception:
         return UNK
     return result if hashable(result) else UNK
 

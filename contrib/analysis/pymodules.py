@@ -97,9 +97,7 @@ def _bind_statement(scope: Scope, node: ast.stmt) -> list[list[ast.stmt]]:
 
 def _bind_unknown(scope: Scope, node: ast.stmt) -> None:
     targets: list[ast.expr] = []
-    if isinstance(node, ast.AugAssign):
-        targets = [node.target]
-    elif isinstance(node, ast.For | ast.AsyncFor):
+    if isinstance(node, ast.AugAssign | ast.For | ast.AsyncFor):
         targets = [node.target]
     elif isinstance(node, ast.With | ast.AsyncWith):
         targets = [i.optional_vars for i in node.items if i.optional_vars is not None]

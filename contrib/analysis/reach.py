@@ -31,8 +31,10 @@ def reached(ev: TreeEval, frame: Frame, code: list[ast.AST]) -> list[str]:
         where, nodes, prefix, depth = queue.popleft()
         for call in _calls(nodes):
             name = _callee_name(call)
+            if name is None:
+                continue
             chain = f"{prefix}>{name}" if prefix else name
-            if name is None or chain in seen_names:
+            if chain in seen_names:
                 continue
             seen_names.add(chain)
             for func in _callees(ev, where, call):

@@ -80,7 +80,7 @@ def _listed(gate: Gate, admitted: bool | None, arch: Arch,
     code: tuple[ast.AST, ...] = ()
     if gate.kind == DECORATOR:
         holder = _function_of(gate.node, parents) if gate.node is not None else None
-        code = tuple(holder.body) if holder is not None else ()
+        code = tuple(getattr(holder, "body", ()))
     return Effect(not admitted, f"the {what} " + ("admits" if admitted else "omits")
                   + f" major {arch.major}", code)  # fmt: skip
 
