@@ -82,10 +82,15 @@ class TouchedGate:
 
 
 def caps_for(arch: Arch | None = None) -> list[Cap]:
-    """The capabilities a gate is read on: every (major, minor) nvcc knows, the
-    target's own first where one is given."""
+    """The capabilities a gate is read on: the target's own first, each major contrib
+    knows at minor 0, and the minors code tells apart (``(7, 5)`` Turing, ``(8, 9)``
+    Ada, ``(10, 3)``, ``(12, 1)``)."""
     first = [(arch.major, arch.minor)] if arch is not None else []
-    return first + [cap for cap in KNOWN if cap not in first]
+    every = [(m, 0) for m in all_majors()] + [c for c in _MINORS if c in KNOWN]
+    return first + [cap for cap in every if cap not in first]
+
+
+_MINORS = ((7, 5), (8, 9), (10, 3), (12, 1))
 
 
 @dataclass
@@ -142,7 +147,7 @@ class _Finder(ast.NodeVisitor):
                                kind, text[:200], majors, index, node))  # fmt: skip
 
     def visit_If(self, node: ast.If) -> None:
-        if node.body and _bails_out(node.body[0]):
+        if node.body and _bails_out(node.body):
             self.skips.add(id(node.test))
         self.generic_visit(node)
 
@@ -243,15 +248,21 @@ def _literal(node: ast.expr) -> object:
         return None
 
 
-def _bails_out(statement: ast.stmt) -> bool:
-    """``raise``, a bare ``return``/``return False``, or ``skip()``/``exit()``: the branch gives up."""
-    if isinstance(statement, ast.Raise):
+def _bails_out(body: list[ast.stmt]) -> bool:
+    """The branch gives up: ``raise``; a bare ``return``, ``return None|False`` or a
+    returned reason (a sentence, not a value like ``"trtllm"``); ``skip()``/``exit()``,
+    also after a message is printed."""
+    first = body[0]
+    if isinstance(first, ast.Raise):
         return True
-    if isinstance(statement, ast.Return):
-        value = statement.value
-        return value is None or (isinstance(value, ast.Constant) and value.value in (None, False))
-    call = statement.value if isinstance(statement, ast.Expr) else None
-    return isinstance(call, ast.Call) and _name_of(call.func) in ("skip", "exit", "xfail")
+    if isinstance(first, ast.Return):
+        value = first.value
+        return value is None or (isinstance(value, ast.Constant)
+                                 and (value.value in (None, False)
+                                      or isinstance(value.value, str) and " " in value.value))
+    return any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+               and _name_of(s.value.func) in ("skip", "exit", "xfail", "_exit")
+               for s in body[:3])  # fmt: skip
 
 
 def scan(path: str, text: str, ev: TreeEval | None = None, arch: Arch | None = None) -> Scan:

@@ -10,7 +10,10 @@ The code a gate keeps from the target is followed through the tree's calls
 from __future__ import annotations
 
 import ast
+import contextlib
+import gc
 import re
+from collections.abc import Iterator
 from pathlib import PurePosixPath
 
 from contrib.analysis.archeval import TreeEval
@@ -69,7 +72,8 @@ def gates_of_file(path: str, text: str, arch: Arch, ev: TreeEval | None = None) 
     """The audited gates of one Python file (none when it does not parse); ``ev``: the
     tree's evaluator, shared by the files of one tree."""
     try:
-        found = scan(path, text, ev, arch)
+        with _collector_paused():
+            found = scan(path, text, ev, arch)
     except (SyntaxError, ValueError, RecursionError):
         return []
     if not found.gates:
@@ -78,6 +82,20 @@ def gates_of_file(path: str, text: str, arch: Arch, ev: TreeEval | None = None) 
     lines = text.splitlines()
     audited = [_audited(found, gate, parents, lines, arch) for gate in found.gates]
     return [g for g in audited if g.effect != PREDICATE_VALUE]
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector while a module is scanned: the syntax tree and the
+    evaluator's caches are hundreds of thousands of objects that live on, and every
+    collection walks them all again (a 4,000-gate file took 40% longer with it on)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[str],
