@@ -42,6 +42,7 @@ class Gate:
     majors: frozenset[int] | None  # None: present but not a literal we can evaluate
     index: int = 0  # ordinal among gates of the same function and kind
     node: ast.expr | None = field(default=None, compare=False, repr=False, hash=False)
+    clear: frozenset[int] | None = field(default=None, compare=False)  # a skip never fires
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -139,12 +140,13 @@ class _Finder(ast.NodeVisitor):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
 
-    def _add(self, node: ast.expr, kind: str, text: str, majors: frozenset[int] | None) -> None:
+    def _add(self, node: ast.expr, kind: str, text: str, majors: frozenset[int] | None,
+             clear: frozenset[int] | None = None) -> None:
         function = ".".join(self.scope) or "<module>"
         index = self._count.get((function, kind), 0)
         self._count[(function, kind)] = index + 1
         self.gates.append(Gate(self.path, node.lineno, node.end_lineno or node.lineno, function,
-                               kind, text[:200], majors, index, node))  # fmt: skip
+                               kind, text[:200], majors, index, node, clear))  # fmt: skip
 
     def visit_If(self, node: ast.If) -> None:
         if node.body and _bails_out(node.body):
@@ -221,10 +223,12 @@ class _Finder(ast.NodeVisitor):
         self.majors[id(node)] = majors
         if id(node) in self.skips:
             # `skipif(cond)` / `if cond: raise|skip|return`: the code runs where cond is false.
-            # It runs where the skip cannot fire (``fp8 and is_sm12x()`` refuses SM12x).
-            runs = frozenset(all_majors()) - frozenset(
+            # It runs where the skip may not fire; `clear`: where it never fires (then
+            # `fp8 and is_sm12x()` refuses SM12x, which SM100 never is, for FP8).
+            runs = frozenset(cap[0] for cap, t in zip(truths, per_cap, strict=True) if False in t)
+            clear = frozenset(all_majors()) - frozenset(
                 cap[0] for cap, t in zip(truths, per_cap, strict=True) if True in t)
-            self._add(node, "skip-condition", "skipped when " + ast.unparse(node), runs)
+            self._add(node, "skip-condition", "skipped when " + ast.unparse(node), runs, clear)
         else:
             self._add(node, "condition", ast.unparse(node), majors)
         return True

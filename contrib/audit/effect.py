@@ -53,7 +53,8 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
         return Effect(False, "cannot tell what it admits")
     parent = parents.get(id(node)) if node is not None else None
     if gate.kind == "skip-condition":
-        if admitted:
+        sometimes = arch.major not in (gate.clear or frozenset()) and bool(gate.clear)
+        if admitted and not sometimes:
             return Effect(False, "runs on the target")
         how = "skipped" if "skipif" in gate.text or isinstance(parent, ast.Call) else "refused"
         return Effect(True, f"{how} on the target", _denied_code(node, parent, parents),
