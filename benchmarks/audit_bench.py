@@ -1,6 +1,7 @@
 """How long `contrib audit` takes on a synthetic upstream, first run and repeat.
 
     python benchmarks/audit_bench.py [--modules 600] [--lines 300] [--compile]
+    python benchmarks/audit_bench.py --gates 4000
 
 Builds a flashinfer-shaped upstream in a temporary folder (``--modules``
 Python files of ``--lines`` lines each, one JIT gate and one predicate gate in
@@ -13,6 +14,10 @@ tree sha and contrib version), and the baseline measured in the same run:
 ``python -c "import ast"`` over every file (parsing alone), so the first-run
 figure reads as a ratio to the cost of reading the tree's Python once.
 Targets: repeat <= 3 s, and repeat / first well under 0.2.
+
+``--gates N`` times the gate finder alone on one generated file of N gates and
+of N/4 (target: 4,000 gates <= 5 s, and a ratio near 4: linear), against
+``ast.parse`` of the same text.
 
 ``--compile`` (needs nvcc) then runs ``contrib audit --compile`` twice: cold
 (every unit behind an excluding gate compiled, one nvcc per core) and warm
@@ -44,9 +49,51 @@ __global__ void k{n}(float* out) {{
 """
 
 
+UTILS = """import torch
+
+
+def is_sm100_supported(device=None):
+    major, _ = torch.cuda.get_device_capability(device)
+    return major == 10 and torch.version.cuda >= "12.8"
+"""
+
+
+def many_gates(count: int) -> str:
+    """One generated file with ``count`` gates, each in its own function (one pass of
+    the module must stay linear in them)."""
+    body = "".join(f"def f{n}(x):\n    if is_sm100_supported() and x > {n}:\n"
+                   f"        return fused_{n % 7}(x)\n    return x\n\n\n"
+                   for n in range(count))  # fmt: skip
+    return UTILS + "\n\n" + body
+
+
+def time_one_file(count: int) -> tuple[float, float, int]:
+    """Seconds to audit and to parse a generated file of ``count`` gates; gates found."""
+    from contrib.arch import parse_arch
+    from contrib.audit.find import gates_of_file
+
+    text = many_gates(count)
+    started = time.monotonic()
+    ast.parse(text)
+    parse = time.monotonic() - started
+    started = time.monotonic()
+    found = gates_of_file("pkg/generated.py", text, parse_arch("sm_120a"))
+    return time.monotonic() - started, parse, len(found)
+
+
+def gates_report(count: int) -> None:
+    """Time linear in the gates of a file: ``count`` gates against ``count // 4``."""
+    small, small_parse, small_found = time_one_file(count // 4)
+    large, large_parse, large_found = time_one_file(count)
+    print(f"one file, {small_found} gates: {small:6.2f} s (ast.parse {small_parse:5.2f} s)")
+    print(f"one file, {large_found} gates: {large:6.2f} s (ast.parse {large_parse:5.2f} s); "
+          f"{large / small:4.1f} x the {small_found}-gate file (4.0 = linear)")
+
+
 def module(n: int, lines: int) -> str:
     """One runtime module: a JIT gate, a predicate gate, and filler code."""
-    head = (f"def gen_m{n}_module():\n"
+    head = ("from pkg.utils import is_sm100_supported\n\n\n"
+            f"def gen_m{n}_module():\n"
             f"    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])\n"
             f"    return build('m{n}', ['m{n}.cu'], flags)\n\n\n"
             f"def run_{n}(x):\n    out = x\n    if is_sm100_supported() and x:\n"
@@ -57,11 +104,12 @@ def module(n: int, lines: int) -> str:
 
 
 def build(root: Path, modules: int, lines: int) -> Repo:
-    files: dict[str, str] = {}
+    files: dict[str, str] = {"pkg/__init__.py": "", "pkg/utils.py": UTILS}
     for n in range(modules):
         files[f"pkg/mods/m{n}.py"] = module(n, lines)
         files[f"tests/test_m{n}.py"] = ("import pytest\n\n\n@pytest.mark.skipif(not "
-                                        f"is_sm90_supported(), reason='x')\ndef test_{n}():\n"
+                                        "__import__('torch').cuda.get_device_capability()[0] "
+                                        f"== 9, reason='x')\ndef test_{n}():\n"
                                         "    assert True\n")  # fmt: skip
         header = f"m{n}.cuh" if n % 10 == 0 else None
         files[f"csrc/m{n}.cu"] = (f'#include "{header}"\n' if header else
@@ -88,7 +136,12 @@ def main() -> None:
     parser.add_argument("--modules", type=int, default=600)
     parser.add_argument("--lines", type=int, default=300)
     parser.add_argument("--compile", action="store_true", help="also time audit --compile")
+    parser.add_argument("--gates", type=int, default=0,
+                        help="only time one generated file of this many gates (e.g. 4000)")
     args = parser.parse_args()
+    if args.gates:
+        gates_report(args.gates)
+        return
     with tempfile.TemporaryDirectory(prefix="audit-bench-") as tmp:
         root = Path(tmp)
         repo = build(root, args.modules, args.lines)

@@ -134,6 +134,35 @@ def test_fusion():
     assert True
 '''
 
+UTILS = '''\
+import torch
+
+
+def get_device_capability():
+    return torch.cuda.get_device_capability()
+
+
+def is_sm90_supported():
+    return get_device_capability()[0] == 9
+
+
+def is_sm100_supported():
+    major, _ = get_device_capability()
+    return major == 10 and torch.version.cuda >= "12.8"
+
+
+def is_sm120_supported():
+    return get_device_capability()[0] == 12
+
+
+def is_sm12x_supported():
+    return get_device_capability()[0] == 12
+
+
+def get_cuda_version():
+    return tuple(int(x) for x in torch.version.cuda.split("."))
+'''
+
 KERNEL = '''\
 __global__ void {name}_kernel(float* out) {{
   out[threadIdx.x] = 1.0f;
@@ -167,7 +196,7 @@ NEEDS_ITS_FLAG = '''\
 FILES = {
     "pkg/__init__.py": "",
     "pkg/core.py": "ctx = None\n\n\ndef build(name, sources, flags):\n    return name\n",
-    "pkg/utils.py": "def is_sm90_supported():\n    return False\n",
+    "pkg/utils.py": UTILS,
     "pkg/jit.py": JIT,
     "pkg/fusion.py": FUSION,
     "pkg/toolkit.py": TOOLKIT,

@@ -1,48 +1,32 @@
-"""Architecture gates in Python: which GPU majors a piece of code admits.
+"""Architecture gates in Python: where a value the GPU decides chooses what runs.
 
-Three shapes of gate, all found with :mod:`ast` (no import, no execution):
-
-* ``get_nvcc_flags_list(supported_major_versions=[9, 10])``: the literal list;
-* boolean expressions over predicate names (``is_sm90_supported()``,
-  ``_is_sm100_supported``, ``is_sm12x``, ``is_hopper``, ``is_blackwell``);
-* comparisons on compute capability (``major >= 9``, ``cc[0] in [9, 10]``,
-  ``torch.cuda.get_device_capability() >= (9, 0)``, ``get_device_sm() >= 90``).
-
-A boolean gate is evaluated for every major version contrib knows; terms that
-say nothing about the architecture (``server_args.enable_x``) do not constrain it.
+One pass of :mod:`ast` over a module (no import, no execution) asks the arch
+evaluator (:mod:`contrib.analysis.archeval`) about each outermost expression: a
+gate is one whose truth differs between GPU majors (``cc[0] == 12``,
+``is_sm100_supported()`` read from its definition, ``f"{major}{minor}" in
+["100", "103"]``, a module-level ``_is_sm90_supported``, an import from another
+file of the tree).  Two literal shapes are gates too: a JIT build's
+``supported_major_versions=[9, 10]`` and a decorator handing a tree function the
+capabilities it runs on (``@supported_compute_capability([100, 103])``).
+Terms the GPU does not decide (the toolkit's version, a server flag) stay
+satisfiable either way.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from contrib.analysis.archeval import TreeEval
+from contrib.analysis.archvalues import Cap, Frame, Func, truth_of, vague
 from contrib.analysis.includes import CUDA_SUFFIXES
-from contrib.arch import Arch, all_majors
+from contrib.analysis.tree import SourceTree
+from contrib.arch import KNOWN, Arch, all_majors
 from contrib.record.finding import ERROR, INFO, Finding
 
 KEYWORD = "supported_major_versions"
-_SM_NAME = re.compile(r"^_*is_(?:cuda_)?sm_?(\d{1,3})(x?)[af]?(?:_supported|_available)?$", re.I)
-_FAMILY = {"ampere": {8}, "ada": {8}, "hopper": {9}, "blackwell": {10}, "blackwell_dc": {10}}
-_FAMILY_NAME = re.compile(
-    r"^_*is_(ampere|ada|hopper|blackwell|blackwell_dc)(?:_supported|_available)?$", re.I
-)
-_MAJORS = tuple(all_majors())
-_CAP_CALLS = {
-    "get_device_capability",
-    "get_compute_capability",
-    "get_cuda_capability",
-    "device_capability",
-}
-_SM_CALLS = {"get_device_sm", "get_sm_version", "get_cuda_arch", "get_sm", "sm_version"}
-_MAJOR_NAMES = re.compile(r"^_*(?:cc_|sm_|device_|gpu_|compute_|capability_|cuda_)?major$", re.I)
-_CAP_NAMES = re.compile(
-    r"^_*(?:device_|compute_|cuda_|gpu_)?(?:capability|cc|compute_cap|sm_version|sm)$", re.I
-)
+DECORATOR = "decorator"
 
 
 @dataclass(frozen=True)
@@ -57,6 +41,8 @@ class Gate:
     text: str
     majors: frozenset[int] | None  # None: present but not a literal we can evaluate
     index: int = 0  # ordinal among gates of the same function and kind
+    node: ast.expr | None = field(default=None, compare=False, repr=False, hash=False)
+    clear: frozenset[int] | None = field(default=None, compare=False)  # a skip never fires
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -96,157 +82,74 @@ class TouchedGate:
         }
 
 
-def _name_of(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
+def caps_for(arch: Arch | None = None) -> list[Cap]:
+    """The capabilities a gate is read on: the target's own first, each major contrib
+    knows at minor 0, and the minors code tells apart (``(7, 5)`` Turing, ``(8, 9)``
+    Ada, ``(10, 3)``, ``(12, 1)``)."""
+    first = [(arch.major, arch.minor)] if arch is not None else []
+    every = [(m, 0) for m in all_majors()] + [c for c in _MINORS if c in KNOWN]
+    return first + [cap for cap in every if cap not in first]
 
 
-@functools.lru_cache(maxsize=4096)
-def _predicate_majors(name: str) -> frozenset[int] | None:
-    """``is_sm90_supported`` -> {9}; ``is_sm12x`` -> {12}; ``is_hopper`` -> {9}."""
-    family = _FAMILY_NAME.match(name)
-    if family:
-        return frozenset(_FAMILY[family[1].lower()])
-    match = _SM_NAME.match(name)
-    if match is None:
-        return None
-    digits, family_x = match.groups()
-    if family_x:
-        return frozenset({int(digits)})
-    return frozenset({int(digits[:-1])}) if len(digits) >= 2 else None
+_MINORS = ((7, 5), (8, 9), (10, 3), (12, 1))
 
 
-def _cap_kind(node: ast.expr) -> str | None:
-    """How a capability operand compares: "major", "tuple" or "sm" (major*10+minor)."""
-    if isinstance(node, ast.Subscript):
-        base = node.value
-        index = node.slice
-        if _cap_kind(base) == "tuple" and isinstance(index, ast.Constant) and index.value == 0:
-            return "major"
-        return None
-    if isinstance(node, ast.Call):
-        name = _name_of(node.func)
-        return "tuple" if name in _CAP_CALLS else "sm" if name in _SM_CALLS else None
-    name = _name_of(node)
-    if name is None or not isinstance(getattr(node, "ctx", None), ast.Load):
-        return None
-    if _MAJOR_NAMES.match(name):
-        return "major"
-    return "cap" if _CAP_NAMES.match(name) else None
+@dataclass
+class Scan:
+    """What one pass over a module found: its gates, its functions by qualified name,
+    the majors each arch-dependent test admits (by node id), and where each was read."""
 
-
-def _literal(node: ast.expr) -> object:
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-
-
-def _value_for(kind: str, major: int, const: object, container: bool) -> object:
-    """The operand's value on a GPU of ``major``, shaped like the constant it meets."""
-    if kind == "major":
-        return major
-    if kind == "tuple":
-        return (major, 0)
-    if kind == "sm":
-        return major * 10
-    # A name like `capability`: its shape follows the constant it is compared with.
-    sample = (
-        next(iter(const), None) if container and isinstance(const, list | tuple | set) else const
-    )
-    if isinstance(sample, tuple):
-        return (major, 0)
-    return major * 10 if isinstance(sample, int) and sample >= 20 else major
-
-
-_OPS: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
-    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
-}  # fmt: skip
-
-
-def _compare(node: ast.Compare, major: int) -> bool | None:
-    operands = [node.left, *node.comparators]
-    result: bool | None = None
-    for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
-        lk, rk = _cap_kind(left), _cap_kind(right)
-        if (lk is None) == (rk is None) or type(op) not in _OPS:
-            continue
-        const = _literal(right if lk else left)
-        if const is None:
-            continue
-        container = isinstance(op, ast.In | ast.NotIn)
-        value = _value_for(lk or rk or "", major, const, container)
-        try:
-            outcome = bool(_OPS[type(op)](value, const) if lk else _OPS[type(op)](const, value))
-        except TypeError:
-            continue
-        result = outcome if result is None else result and outcome
-    return result
-
-
-def arch_truth(node: ast.expr, major: int) -> bool | None:
-    """Truth of ``node`` on a GPU of ``major``; None when it says nothing about the arch."""
-    if isinstance(node, ast.BoolOp):
-        values = [v for v in (arch_truth(x, major) for x in node.values) if v is not None]
-        if not values:
-            return None
-        return all(values) if isinstance(node.op, ast.And) else any(values)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        inner = arch_truth(node.operand, major)
-        return None if inner is None else not inner
-    if isinstance(node, ast.Compare):
-        return _compare(node, major)
-    target = node.func if isinstance(node, ast.Call) else node
-    name = _name_of(target) if isinstance(target, ast.Name | ast.Attribute) else None
-    if name is None or not isinstance(getattr(target, "ctx", ast.Load()), ast.Load):
-        return None
-    majors = _predicate_majors(name)
-    return None if majors is None else major in majors
-
-
-def admitted_majors(node: ast.expr) -> frozenset[int] | None:
-    """The majors a boolean gate admits, or None if it does not depend on the arch."""
-    majors = _MAJORS
-    # Whether a term speaks of the arch does not depend on the major: one probe
-    # answers "no" for the (vast) majority of expressions of a whole tree.
-    if arch_truth(node, majors[-1]) is None:
-        return None
-    truths = {m: arch_truth(node, m) for m in majors}
-    return frozenset(m for m, t in truths.items() if t)
+    gates: list[Gate]
+    functions: dict[str, ast.AST]
+    majors: dict[int, frozenset[int]]
+    frames: dict[str, Frame]
+    module: ast.Module
+    ev: TreeEval
 
 
 class _Finder(ast.NodeVisitor):
-    def __init__(self, path: str) -> None:
-        self.path = path
+    """One pass of a module: each outermost expression whose truth the GPU decides."""
+
+    def __init__(self, path: str, ev: TreeEval, caps: list[Cap]) -> None:
+        self.path, self.ev, self.caps = path, ev, caps
         self.scope: list[str] = []
+        self.frame = Frame(path)
+        self.frames: dict[str, Frame] = {"<module>": self.frame}
         self.gates: list[Gate] = []
         self.functions: dict[str, ast.AST] = {}
+        self.majors: dict[int, frozenset[int]] = {}
         self.skips: set[int] = set()  # ids of conditions under which code is *skipped*
+        self._count: dict[tuple[str, str], int] = {}
 
     def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        outer = self.frame
         self.scope.append(node.name)
         if not isinstance(node, ast.ClassDef):
-            self.functions[".".join(self.scope)] = node
-        self.generic_visit(node)
+            name = ".".join(self.scope)
+            self.functions[name] = node
+            self.frame = Frame(self.path, self.ev.function_scope(node), None, id(node))
+            self.frames[name] = self.frame
+            for decorator in node.decorator_list:
+                self._decorator(decorator)
+            for statement in node.body:
+                self.visit(statement)
+        else:
+            self.generic_visit(node)
         self.scope.pop()
+        self.frame = outer
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
 
-    def _add(self, node: ast.expr, kind: str, text: str, majors: frozenset[int] | None) -> None:
+    def _add(self, node: ast.expr, kind: str, text: str, majors: frozenset[int] | None,
+             clear: frozenset[int] | None = None) -> None:
         function = ".".join(self.scope) or "<module>"
-        index = sum(1 for g in self.gates if g.function == function and g.kind == kind)
-        end = node.end_lineno or node.lineno
-        self.gates.append(
-            Gate(self.path, node.lineno, end, function, kind, text[:200], majors, index)
-        )
+        index = self._count.get((function, kind), 0)
+        self._count[(function, kind)] = index + 1
+        self.gates.append(Gate(self.path, node.lineno, node.end_lineno or node.lineno, function,
+                               kind, text[:200], majors, index, node, clear))  # fmt: skip
 
     def visit_If(self, node: ast.If) -> None:
-        if node.body and _bails_out(node.body[0]):
+        if node.body and _bails_out(node.body):
             self.skips.add(id(node.test))
         self.generic_visit(node)
 
@@ -260,48 +163,132 @@ class _Finder(ast.NodeVisitor):
                 if isinstance(value, list | tuple | set) and all(isinstance(v, int) for v in value):
                     majors = frozenset(int(v) for v in value)
                 self._add(node, KEYWORD, ast.unparse(node), majors)
-        self._expression(node)
+        if not self._expression(node):
+            super().generic_visit(node)
 
     def generic_visit(self, node: ast.AST) -> None:
-        is_gate = (
-            isinstance(node, ast.expr) and not isinstance(node, ast.Call) and self._expression(node)
-        )
-        if is_gate:
+        if isinstance(node, ast.stmt):
+            self._statement(node)
+            return
+        if isinstance(node, _CANDIDATES) and self._expression(node):
             return
         super().generic_visit(node)
 
+    def _statement(self, node: ast.stmt) -> None:
+        """Visit a statement's parts; an expression whose identifiers cannot lead to the
+        GPU (nor hold a JIT list) is not looked into."""
+        for _, value in ast.iter_fields(node):
+            for child in value if isinstance(value, list) else [value]:
+                if not isinstance(child, ast.AST):
+                    continue
+                if not isinstance(child, ast.expr) or self._may_gate(child):
+                    self.visit(child)
+
+    def _may_gate(self, node: ast.expr) -> bool:
+        if any(isinstance(n, ast.keyword) and n.arg == KEYWORD for n in ast.walk(node)):
+            return True
+        if isinstance(node, ast.Call) and node.args and _name_of(node.func) == "skipif":
+            return self.ev.may_read_gpu(node.args[0], self.frame)
+        return self.ev.may_read_gpu(node, self.frame)
+
+    def _decorator(self, node: ast.expr) -> None:
+        """``@supported_compute_capability([100, 103])``: a tree function handed the
+        capabilities (major * 10 + minor) the decorated function runs on."""
+        if not (isinstance(node, ast.Call) and node.args):
+            self.visit(node)
+            return
+        ccs = _literal(node.args[0])
+        callee = self.ev.eval(node.func, self.frames["<module>"]) if self.scope else frozenset()
+        if (isinstance(ccs, list | tuple | set) and ccs and all(isinstance(c, int)
+                and 70 <= c < 200 for c in ccs) and any(isinstance(v, Func) for v in callee)):  # fmt: skip
+            self.majors[id(node)] = frozenset(c // 10 for c in ccs)
+            self._add(node, DECORATOR, ast.unparse(node), frozenset(c // 10 for c in ccs))
+            return
+        self.visit(node)
+
     def _expression(self, node: ast.expr) -> bool:
-        majors = admitted_majors(node)
-        if majors is None:
-            if isinstance(node, ast.Call):
-                super().generic_visit(node)
+        if isinstance(getattr(node, "ctx", None), ast.Store | ast.Del):
             return False
+        truths = self.ev.on_caps(node, self.frame, self.caps)
+        if truths is None:
+            return False
+        if not isinstance(node, ast.BoolOp | ast.Compare | ast.UnaryOp) and not all(
+                isinstance(v, bool) or v is None or vague(v)
+                for values in truths.values() for v in values):  # fmt: skip
+            return False  # a number or a string the GPU decides: its comparisons are gates
+        per_cap = [truth_of(v) for v in truths.values()]
+        if all(t == per_cap[0] for t in per_cap):
+            return False  # the GPU is read, but does not change the outcome
+        majors = frozenset(cap[0] for cap, t in zip(truths, per_cap, strict=True) if True in t)
+        self.majors[id(node)] = majors
         if id(node) in self.skips:
             # `skipif(cond)` / `if cond: raise|skip|return`: the code runs where cond is false.
-            majors = frozenset(set(all_majors()) - majors)
-            self._add(node, "skip-condition", "skipped when " + ast.unparse(node), majors)
+            # It runs where the skip may not fire; `clear`: where it never fires (then
+            # `fp8 and is_sm12x()` refuses SM12x, which SM100 never is, for FP8).
+            runs = frozenset(cap[0] for cap, t in zip(truths, per_cap, strict=True) if False in t)
+            clear = frozenset(all_majors()) - frozenset(
+                cap[0] for cap, t in zip(truths, per_cap, strict=True) if True in t)
+            self._add(node, "skip-condition", "skipped when " + ast.unparse(node), runs, clear)
         else:
             self._add(node, "condition", ast.unparse(node), majors)
         return True
 
 
-def _bails_out(statement: ast.stmt) -> bool:
-    """``raise``, a bare ``return``/``return False``, or ``skip()``/``exit()``: the branch gives up."""
-    if isinstance(statement, ast.Raise):
+_CANDIDATES = (ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Name, ast.Attribute, ast.Subscript)
+
+
+def _name_of(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _literal(node: ast.expr) -> object:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _bails_out(body: list[ast.stmt]) -> bool:
+    """The branch gives up: ``raise``; a bare ``return``, ``return None|False`` or a
+    returned reason (a sentence, not a value like ``"trtllm"``); ``skip()``/``exit()``,
+    also after a message is printed."""
+    first = body[0]
+    if isinstance(first, ast.Raise):
         return True
-    if isinstance(statement, ast.Return):
-        value = statement.value
-        return value is None or (isinstance(value, ast.Constant) and value.value in (None, False))
-    call = statement.value if isinstance(statement, ast.Expr) else None
-    return isinstance(call, ast.Call) and _name_of(call.func) in ("skip", "exit", "xfail")
+    if isinstance(first, ast.Return):
+        value = first.value
+        return value is None or (isinstance(value, ast.Constant)
+                                 and (value.value in (None, False)
+                                      or isinstance(value.value, str) and " " in value.value))
+    return any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+               and _name_of(s.value.func) in ("skip", "exit", "xfail", "_exit")
+               for s in body[:3])  # fmt: skip
 
 
-def find_gates(path: str, text: str) -> tuple[list[Gate], dict[str, ast.AST]]:
+def scan(path: str, text: str, ev: TreeEval | None = None, arch: Arch | None = None) -> Scan:
+    """One pass over a Python file (SyntaxError propagates).  ``ev``: the tree's
+    evaluator, so names imported from the tree's other modules mean what they mean
+    there; without one the file is read alone."""
+    if ev is None:
+        ev = TreeEval({path: text}.get, [path])
+    module = ev.parsed(path)
+    if module is None:
+        module = ast.parse(text, filename=path)
+        ev.add_module(path, module)
+    finder = _Finder(path, ev, caps_for(arch))
+    finder.visit(module)
+    return Scan(finder.gates, finder.functions, finder.majors, finder.frames, module, ev)
+
+
+def find_gates(path: str, text: str, ev: TreeEval | None = None,
+               arch: Arch | None = None) -> tuple[list[Gate], dict[str, ast.AST]]:  # fmt: skip
     """All gates in a Python file and its functions by qualified name (SyntaxError propagates)."""
-    finder = _Finder(path)
-    finder.visit(ast.parse(text, filename=path))
-    return finder.gates, finder.functions
-
+    found = scan(path, text, ev, arch)
+    return found.gates, found.functions
 
 def source_literals(function: ast.AST) -> list[str]:
     """String literals naming C/C++/CUDA files inside ``function``, in order, unique."""
@@ -342,13 +329,15 @@ def built_sources(functions: dict[str, ast.AST], function: str) -> list[str]:
     return names
 
 
-def touched_gates(
-    path: str, before: str | None, after: str, changed: Iterable[int]
-) -> list[TouchedGate]:
-    """Gates in ``after`` whose lines intersect ``changed``, paired with their old form."""
+def touched_gates(path: str, before: str | None, after: str, changed: Iterable[int],
+                  trees: tuple[TreeEval | None, TreeEval | None] = (None, None),
+                  ) -> list[TouchedGate]:  # fmt: skip
+    """Gates in ``after`` whose lines intersect ``changed``, paired with their old form.
+    ``trees``: the evaluators of the trees before and after the patch, so names the
+    file imports mean what they mean there (without them the file is read alone)."""
     changed = set(changed)
-    gates_after, functions = find_gates(path, after)
-    old = {g.key: g for g in find_gates(path, before)[0]} if before is not None else {}
+    gates_after, functions = find_gates(path, after, trees[1])
+    old = {g.key: g for g in find_gates(path, before, trees[0])[0]} if before is not None else {}
     touched = []
     for gate in gates_after:
         if not changed & set(range(gate.line, gate.end_line + 1)):
@@ -357,6 +346,11 @@ def touched_gates(
                                    built_sources(functions, gate.function),
                                    builders(functions, gate.function)))
     return touched
+
+
+def tree_eval(tree: SourceTree) -> TreeEval:
+    """The arch evaluator over a tree (modules parsed on first use)."""
+    return TreeEval(tree.read_text, [p for p in tree.paths() if p.endswith(".py")])
 
 
 def gate_findings(touched: Iterable[TouchedGate], arch: Arch) -> list[Finding]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from contrib import __version__, environ
+from contrib.analysis.archeval import TreeEval
 from contrib.analysis.pyparse import PARSE_ERRORS, unparsable
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
@@ -35,7 +36,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FORMAT = 11  # bump when the analysis changes what it finds at the same contrib version
+FORMAT = 13  # bump when the analysis changes what it finds at the same contrib version
 # Which files may hold a gate: a cheap superset of what the gate parser looks for
 # (substrings of the lowered text, then one short regex).  One case-blind regex with
 # every alternative ran at 7 MB/s: 9.4 s of a 20 s first audit of sglang's 66 MB.
@@ -96,18 +97,25 @@ Found = tuple[list[AuditGate], list[str]]  # the gates, and a note per file not 
 
 
 def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> Found:
-    """Every gate of the tree's Python files, in path order, and the files it could not read."""
+    """Every gate of the tree's Python files, in path order, and the files it could not
+    read.  The evaluator sees the files that may hold a gate and the packages'
+    ``__init__`` (which re-export): a module that names no capability, predicate or
+    gate word binds nothing the GPU decides, so it is never parsed."""
     files = [p for p in tree.paths() if p.endswith(".py")]
-    texts = [(p, t) for p in files if may_gate(t := tree.read_text(p) or "")]
+    every = {p: tree.read_text(p) or "" for p in files}
+    wanted = [p for p in files if may_gate(every[p])]
+    texts = {p: every[p] for p in wanted}
+    texts.update((p, every[p]) for p in files if p.endswith("/__init__.py"))
     if step is not None:
-        step(0, len(texts), f"{len(texts)} of {len(files)} Python files may hold a gate")
-    if len(texts) < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
-        return _chunk((texts, arch))
+        step(0, len(wanted), f"{len(wanted)} of {len(files)} Python files may hold a gate")
+    if len(wanted) < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
+        _start(texts, files)
+        return _chunk((wanted, arch))
     workers = min(os.cpu_count() or 2, 8)
-    chunks = [(texts[n::workers * 4], arch) for n in range(workers * 4)]
+    chunks = [(wanted[n::workers * 4], arch) for n in range(workers * 4)]
     found: list[AuditGate] = []
     notes: list[str] = []
-    pool = _pool(workers)
+    pool = _pool(workers, texts, files)
     try:
         for done, (part, why) in enumerate(pool.imap(_chunk, chunks)):
             found += part
@@ -123,31 +131,47 @@ def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> Found:
     return sorted(found, key=lambda g: (g.file, g.line)), sorted(notes)
 
 
-def _pool(workers: int) -> Any:
+def _pool(workers: int, texts: dict[str, str], files: list[str]) -> Any:
     """A spawn pool whose workers ignore Ctrl-C from their first instruction: they
     start with SIGINT ignored (an ignored signal survives exec, and Python then
     installs no KeyboardInterrupt handler), so an interrupt while they import
-    prints nothing either."""
+    prints nothing either.  Each worker holds the tree's texts and one evaluator."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return get_context("spawn").Pool(workers, initializer=_ignore_interrupts)
+        return get_context("spawn").Pool(workers, initializer=_worker_start,
+                                         initargs=(texts, files))
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
-def _ignore_interrupts() -> None:
+def _worker_start(texts: dict[str, str], files: list[str]) -> None:
     """In a worker: Ctrl-C is the parent's to handle (it stops the pool), so a worker
-    never prints a KeyboardInterrupt traceback of its own."""
+    never prints a KeyboardInterrupt traceback of its own; then the tree."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _start(texts, files)
 
 
-def _chunk(job: tuple[list[tuple[str, str]], Arch]) -> Found:
-    files, arch = job
+_TREE: dict[str, object] = {}  # this process's texts and evaluator (one tree at a time)
+
+
+def _start(texts: dict[str, str], files: list[str]) -> None:
+    """Give this process the tree's Python texts and a fresh evaluator over them
+    (``files``: every Python path, so an import of a module it does not read
+    resolves to an unknown instead of a name from outside)."""
+    _TREE["texts"] = texts
+    _TREE["ev"] = TreeEval(texts.get, files)
+
+
+def _chunk(job: tuple[list[str], Arch]) -> Found:
+    paths, arch = job
+    texts = _TREE["texts"]
+    ev = _TREE["ev"]
+    assert isinstance(texts, dict) and isinstance(ev, TreeEval)
     gates: list[AuditGate] = []
     notes: list[str] = []
-    for path, text in files:
+    for path in paths:
         try:
-            gates += gates_of_file(path, text, arch)
+            gates += gates_of_file(path, texts[path], arch, ev)
         except PARSE_ERRORS as exc:  # hostile nesting: MemoryError, RecursionError
             notes.append(f"{unparsable(path, exc)}; not audited")
     return gates, notes

@@ -102,5 +102,13 @@ def _inherit(gate: AuditGate, verdicts: dict[str, AuditGate]) -> None:
                 gate.reason = (f"its code loads {candidate}{through} ({jit.file}:{jit.line}): "
                                f"{jit.reason}")  # fmt: skip
                 return
+    triton = [name for name in gate.calls if name.rpartition(">")[2].startswith("triton:")]
+    if triton:
+        gate.class_ = GATE_ONLY
+        kernel = triton[0].rpartition(">")[2].removeprefix("triton:")
+        gate.reason = (f"its code runs the Triton kernel {kernel} ({triton[0]}); Triton "
+                       "compiles for the GPU it runs on")  # fmt: skip
+        return
     gate.class_ = UNKNOWN
-    gate.reason = "a Python condition; no JIT module is tied to the code it guards"
+    gate.reason = ("a Python condition; no JIT module or Triton kernel is reached by the "
+                   f"code it guards ({len(gate.calls)} call(s) followed)")

@@ -136,13 +136,14 @@ def stage_syntax(ctx: Context) -> StageResult:
 def stage_gates(ctx: Context) -> StageResult:
     """Architecture gates the patch touches, before and after; fail if one rejects the target."""
     arch = ctx.inputs.arch
+    trees = (gates.tree_eval(ctx.inputs.before), gates.tree_eval(ctx.after))
     for change in ctx.changes:
         if not change.path.endswith(".py") or change.deleted:
             continue
         before = ctx.inputs.before.read_text(change.old_path) if change.old_path else None
         try:
             ctx.touched += gates.touched_gates(change.path, before, ctx.after.read_text(change.path) or "",
-                                               change.touched)  # fmt: skip
+                                               change.touched, trees)  # fmt: skip
         except PARSE_ERRORS:  # hostile nesting too (MemoryError, RecursionError)
             continue  # the syntax stage reports it
     details = {"gates": [g.to_dict(arch) for g in ctx.touched]}

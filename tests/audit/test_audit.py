@@ -135,24 +135,65 @@ def test_toolkit_version_forms(source: str) -> None:
     assert gates_of_file("pkg/x.py", text, parse_arch("sm_120a")) == []
 
 
+PRELUDE = """
+
+import torch
+
+
+def cap():
+    return torch.cuda.get_device_capability()
+
+
+def is_sm12x_supported(device=None):
+    return cap()[0] == 12
+
+
+def is_sm100_supported(device=None):
+    return cap()[0] == 10 and torch.version.cuda >= "12.8"
+
+
+def is_sm100a_supported(device=None):
+    return cap()[0] == 10
+
+
+def is_sm90_supported():
+    return cap()[0] == 9
+
+
+def get_device_sm():
+    major, minor = cap()
+    return major * 10 + minor
+"""
+# Names held at module level, as upstreams cache them.
+NAMES = """
+_is_hopper = is_sm90_supported()
+IS_BLACKWELL = cap()[0] == 10
+major = cap()[0]
+sm_version = device_cc = cc = get_device_sm()
+_sm = get_device_sm()
+get_sm = get_device_sm
+"""
+
+
 def test_a_name_reassigned_from_the_device_is_a_gate_again() -> None:
     text = ("def f():\n    major, minor = get_cuda_version()\n"
             "    major, minor = torch.cuda.get_device_capability()\n"
-            "    if major < 13:\n        raise RuntimeError('x')\n")
+            "    if major != 10:\n        raise RuntimeError('x')\n"
+            "    major, minor = get_cuda_version()\n    if major < 13:\n        raise RuntimeError('y')\n")
     (gate,) = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
     assert gate.excludes_target and gate.line == 4
 
 
 def test_an_elif_after_a_branch_the_target_takes_turns_nothing_away() -> None:
     """flashinfer's check_cuda_arch: ``if major >= 8: ok  elif major == 7 and ...``."""
-    text = ("def check(major, minor):\n    ok = False\n    if major >= 8:\n        ok = True\n"
-            "    elif major == 7 and minor >= 5:\n        ok = True\n    return ok\n")
+    text = ("def check():\n    major, minor = cap()\n    if major >= 8:\n        ok = True\n"
+            "    elif major == 7 and minor >= 5:\n        ok = True\n    return ok\n" + PRELUDE)
     gates = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
     assert [(g.line, g.excludes_target) for g in gates] == [(3, False), (5, False)]
     assert gates[1].effect == "an earlier branch of its if/elif chain serves the target"
     # An earlier branch that is not about the arch serves nobody in particular.
-    text = ("def pick(major, fast):\n    out = None\n    if fast:\n        out = 1\n"
-            "    elif major == 10:\n        out = fused()\n    return out\n")
+    text = ("def pick(fast):\n    major = cap()[0]\n    if fast:\n        out = 1\n"
+            "    elif major == 10:\n        out = fused()\n    return out\n" + PRELUDE)
     (gate,) = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
     assert gate.excludes_target and gate.calls == ["fused"]
 
@@ -162,15 +203,15 @@ def test_a_refusal_says_what_it_refuses_and_work_to_come_is_not_intentional() ->
     text = ("def prefill(q, fp8):\n    if fp8 and is_sm12x_supported(q.device):\n"
             "        raise ValueError(\n            'FP8 is not yet supported on SM120. '\n"
             "            f'Got {q.dtype}.'\n        )\n    return run(q)\n\n\n"
-            "def mla(major):\n    assert major == 9, 'FP8 MLA needs ' + 'SM90'\n\n\n"
-            "def ssd(major):\n    if major == 10:\n        return fast()\n    elif major == 9:\n"
-            "        return slow()\n    else:\n        raise RuntimeError(f'needs SM100, got SM{major}')\n")
+            "def mla():\n    assert cap()[0] == 9, 'FP8 MLA needs ' + 'SM90'\n\n\n"
+            "def ssd():\n    major = cap()[0]\n    if major == 10:\n        return fast()\n    elif major == 9:\n"
+            "        return slow()\n    else:\n        raise RuntimeError(f'needs SM100, got SM{major}')\n" + PRELUDE)
     gates = {g.function: g for g in gates_of_file("pkg/x.py", text, arch) if g.excludes_target}
     assert gates["prefill"].message == "FP8 is not yet supported on SM120. Got {q.dtype}."
     assert gates["mla"].message == "FP8 MLA needs SM90"
     assert gates["ssd"].message == "needs SM100, got SM{major}"
     marker = ("@pytest.mark.skipif(not is_sm100_supported(), reason='needs SM100')\n"
-              "def test_fused():\n    pass\n")
+              "def test_fused():\n    pass\n" + PRELUDE)
     (skip,) = gates_of_file("tests/test_x.py", marker, arch)
     assert skip.excludes_target and skip.message == "needs SM100"
     # An upstream comment is read a sentence at a time: work to come is not a choice.
@@ -183,12 +224,16 @@ def test_a_refusal_says_what_it_refuses_and_work_to_come_is_not_intentional() ->
 
 def test_early_exits_of_a_chain_leave_the_target_the_code_after_it_unless_an_else_refuses() -> None:
     arch = parse_arch("sm_120a")
-    chain = ("def f(major):\n    if major == 10:\n        return fast()\n    elif major == 9:\n"
+    chain = ("def f():\n    if cap()[0] == 10:\n        return fast()\n    elif cap()[0] == 9:\n"
              "        return slow()\n")
-    fallback = gates_of_file("x.py", chain + "    return naive()\n", arch)
-    assert [(g.line, g.excludes_target) for g in fallback] == [(2, False), (4, False)]
-    refused = gates_of_file("x.py", chain + "    else:\n        raise RuntimeError('no')\n", arch)
-    assert [(g.line, g.excludes_target) for g in refused] == [(2, True), (4, False)]
+    # The target takes the generic path after the chain, as pre-Hopper GPUs do: it
+    # falls back (excluded from the fast paths); an elif is judged with its if.
+    fallback = gates_of_file("x.py", chain + "    return naive()\n" + PRELUDE, arch)
+    assert [(g.line, g.excludes_target) for g in fallback][:2] == [(2, True), (4, False)]
+    assert fallback[0].effect.startswith("falls back")
+    refused = gates_of_file("x.py", chain + "    else:\n        raise RuntimeError('no')\n"
+                            + PRELUDE, arch)  # fmt: skip
+    assert [(g.line, g.excludes_target) for g in refused][:2] == [(2, True), (4, False)]
     assert refused[0].effect == "the else branch the target takes refuses it"
     # One refusal, one gate: sglang's get_arch_constraints has four elifs over it.
     assert refused[1].effect == "an elif of the chain at line 2, which is judged there"
@@ -196,14 +241,15 @@ def test_early_exits_of_a_chain_leave_the_target_the_code_after_it_unless_an_els
 
 @pytest.mark.parametrize("condition", [
     "flags(supported_major_versions=[9])", "is_sm90_supported()", "_is_hopper",
-    "IS_BLACKWELL", "get_device_capability()[0] >= 9", "major == 10", "sm_version == 90",
-    "device_cc >= 90", "cc == 90", "get_device_sm() >= 90", "get_sm() >= 90",
-    "torch.cuda.get_device_capability() == (12, 0)", "_sm == 120",
+    "IS_BLACKWELL", "torch.cuda.get_device_capability()[0] >= 9", "major == 10",
+    "sm_version == 90", "device_cc >= 90", "cc == 90", "get_device_sm() >= 90",
+    "get_sm() >= 90", "torch.cuda.get_device_capability() == (12, 0)", "_sm == 120",
 ])
 def test_the_file_prefilter_keeps_every_file_with_a_gate(condition: str) -> None:
     from contrib.audit.engine import may_gate
 
-    text = f"def f():\n    if {condition}:\n        raise RuntimeError('x')\n"
+    text = (f"def f():\n    if {condition}:\n        raise RuntimeError('x')\n" + PRELUDE
+            + NAMES)  # fmt: skip
     assert gates_of_file("pkg/x.py", text, parse_arch("sm_120a")), condition
     assert may_gate(text)
     assert not may_gate("def small_access(success):\n    return success\n")
@@ -214,11 +260,12 @@ def test_a_skip_keeps_the_code_after_it_from_the_target() -> None:
     there, the gate takes that module's class), or the function a skipif marks."""
     arch = parse_arch("sm_120a")
     text = ("def f(x):\n    y = prep(x)\n    if not is_sm100a_supported(x.device):\n"
-            "        raise ValueError('needs SM100')\n    return get_fmha_module(y).run(x)\n")
+            "        raise ValueError('needs SM100')\n    return get_fmha_module(y).run(x)\n"
+            + PRELUDE)
     (gate,) = gates_of_file("pkg/x.py", text, arch)
-    assert gate.excludes_target and gate.calls == ["get_fmha_module", "run"]
+    assert gate.excludes_target and sorted(gate.calls) == ["get_fmha_module", "run"]
     marker = ("@pytest.mark.skipif(not is_sm100_supported(), reason='x')\n"
-              "def test_a():\n    run_fused()\n")
+              "def test_a():\n    run_fused()\n" + PRELUDE)
     (skip,) = gates_of_file("tests/test_x.py", marker, arch)
     assert skip.calls == ["run_fused"]
 

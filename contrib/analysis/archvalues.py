@@ -1,0 +1,168 @@
+"""The values the arch evaluator computes with: unknowns, tree functions, outside names.
+
+A value is a frozenset of possibilities; an unknown stands for anything the GPU
+does not decide, with what it may be as a boolean.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from contrib.analysis.pymodules import Scope
+
+Cap = tuple[int, int]
+Values = frozenset[Any]
+LIMIT = 16  # possibilities kept per value before it becomes unknown
+
+
+class _Unknown:
+    """A value the GPU does not decide; ``truth`` is what it may be as a boolean."""
+
+    def __init__(self, name: str, truth: frozenset[bool]) -> None:
+        self.name, self.truth = name, truth
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+UNK = _Unknown("unknown", frozenset({True, False}))
+UNK_T = _Unknown("unknown-true", frozenset({True}))
+UNK_F = _Unknown("unknown-false", frozenset({False}))
+ANY: Values = frozenset({UNK})
+
+
+@dataclass(frozen=True)
+class Func:
+    """A function defined in the tree."""
+
+    path: str
+    node: ast.FunctionDef | ast.AsyncFunctionDef = None  # type: ignore[assignment]
+
+    def __hash__(self) -> int:
+        return hash((self.path, id(self.node)))
+
+
+@dataclass(frozen=True)
+class Partial:
+    """``functools.partial(f, **kw)`` of a tree function."""
+
+    func: Func
+    args: tuple[Values, ...]
+    kwargs: tuple[tuple[str, Values], ...]
+
+
+@dataclass(frozen=True)
+class Ext:
+    """A name from outside the tree (``torch.cuda.get_device_capability``)."""
+
+    dotted: str
+
+
+@dataclass(frozen=True)
+class ModRef:
+    """A module of the tree, by path (``import pkg.utils as u``)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class Props:
+    """``torch.cuda.get_device_properties(...)``: ``.major`` and ``.minor`` are the GPU's."""
+
+
+IDENTITY = ("lru_cache", "cache", "wraps", "cached", "functools.cache")
+BUILTINS: dict[str, Callable[..., Any]] = {
+    "int": int, "str": str, "float": float, "bool": bool, "tuple": tuple, "list": tuple,
+    "len": len, "min": min, "max": max, "abs": abs, "any": any, "all": all, "set": frozenset,
+}  # fmt: skip
+BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Div: operator.truediv,
+}  # fmt: skip
+CMPOPS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+}  # fmt: skip
+
+
+def truth_of(values: Values) -> frozenset[bool]:
+    """What ``values`` may be as a boolean."""
+    out: set[bool] = set()
+    for value in values:
+        if isinstance(value, _Unknown):
+            out |= value.truth
+        elif isinstance(value, Ext):
+            out |= {True, False}
+        else:
+            try:
+                out.add(bool(value))
+            except Exception:
+                out |= {True, False}
+    return frozenset(out)
+
+
+def vague(value: Any) -> bool:
+    """Whether ``value`` holds an unknown anywhere (then operations on it are unknown)."""
+    if isinstance(value, _Unknown | Ext | Func | Partial | ModRef | Props):
+        return True
+    return isinstance(value, tuple) and any(vague(v) for v in value)
+
+
+def values_of(items: Iterable[Any]) -> Values:
+    found = frozenset(items)
+    return found if len(found) <= LIMIT else ANY
+
+
+@dataclass
+class Frame:
+    """Where an expression is read: a module, and the function body around it (if any)."""
+
+    path: str
+    local: Scope | None = None
+    env: dict[str, Values] | None = None  # a function run with its arguments bound
+    key: int = 0  # identity of the function for the cache (0: module level)
+
+
+def settled(value: Any, truth: bool) -> Any:
+    """An unknown that is known to have been ``truth`` (it stopped an and/or)."""
+    if isinstance(value, _Unknown | Ext):
+        return UNK_T if truth else UNK_F
+    return value
+
+
+def hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def safe(op: Callable[..., Any], *operands: Any) -> Any:
+    try:
+        result = op(*operands)
+    except Exception:
+        return UNK
+    return result if hashable(result) else UNK
+
+
+def index(base: Any, key: Any) -> Any:
+    if vague(base) or (not isinstance(key, slice) and vague(key)) or not isinstance(base, tuple | str):
+        return UNK
+    return safe(operator.getitem, base, key)
+
+
+def compare(op: ast.cmpop, a: Any, b: Any) -> set[bool]:
+    function = CMPOPS.get(type(op))
+    if function is None or vague(a) or vague(b):
+        if isinstance(op, ast.Is | ast.IsNot) and (a is None) != (b is None) and not (
+                isinstance(a, _Unknown) or isinstance(b, _Unknown)):  # fmt: skip
+            return {isinstance(op, ast.IsNot)}
+        return {True, False}
+    result = safe(function, a, b)
+    return {True, False} if isinstance(result, _Unknown) else {bool(result)}

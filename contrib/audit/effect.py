@@ -1,0 +1,242 @@
+"""What a gate does to the target: refuses it, keeps it on a generic path, or serves it.
+
+* *refuses*: no path for the target (a JIT list or a capability decorator
+  without it, a skip, an assert, an ``if`` chain that leaves it nothing or whose
+  branch for it raises);
+* *falls back*: the target takes the path the oldest GPUs take while admitted
+  archs take a specialised one (an ``else``, the code after an early exit, a
+  boolean decision function returning false on it).  That keeps the target off
+  a fast path: it excludes;
+* *dispatches*: the target has its own branch, or shares one with newer archs.
+
+The generic path is recognised by who else takes it: every major below 9
+(pre-Hopper GPUs) goes the same way as the target.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan
+from contrib.arch import Arch, all_majors
+
+_GENERIC = frozenset(m for m in all_majors() if m < 9)  # who takes the generic path
+# A function named after an arch is a predicate: its callers' branches are the gates.
+_ARCH_NAMED = re.compile(r"sm_?\d|sm\d*x|hopper|blackwell|ampere|\bada\b|_ada|arch|capab|"
+                         r"family|compute_cap|device_sm|_cc\b|^cc_|major|minor", re.I)  # fmt: skip
+
+
+# An arch predicate's own definition (``return cap[0] == 10``) is no decision.
+PREDICATE_VALUE = "an arch predicate's value; its callers' branches are the gates"
+
+
+class Effect(NamedTuple):
+    """Whether a gate refuses the target, why, the code it keeps from the target
+    (whose calls decide the class), and what the refusal says (its raise's text)."""
+
+    excludes: bool
+    why: str
+    code: tuple[ast.AST, ...] = ()
+    message: str = ""
+
+
+def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> Effect:
+    """The effect of ``gate`` on ``arch``."""
+    admitted = None if gate.majors is None else arch.major in gate.majors
+    node = gate.node
+    if gate.kind in (KEYWORD, DECORATOR):
+        return _listed(gate, admitted, arch, parents)
+    if admitted is None:
+        return Effect(False, "cannot tell what it admits")
+    parent = parents.get(id(node)) if node is not None else None
+    if gate.kind == "skip-condition":
+        sometimes = arch.major not in (gate.clear or frozenset()) and bool(gate.clear)
+        if admitted and not sometimes:
+            return Effect(False, "runs on the target")
+        how = "skipped" if "skipif" in gate.text or isinstance(parent, ast.Call) else "refused"
+        return Effect(True, f"{how} on the target", _denied_code(node, parent, parents),
+                      _skip_text(node, parent))
+    if isinstance(parent, ast.Assert) and parent.test is node:
+        if admitted:
+            return Effect(False, "an assert")
+        return Effect(True, "an assert the target fails", message=_text_of(parent.msg))
+    if isinstance(parent, ast.If) and parent.test is node:
+        return _branch(found, parent, arch, _chain_above(parent, parents))
+    if isinstance(parent, ast.IfExp) and parent.test is node:
+        return _value(gate, arch, "chooses between two values", (parent.body,))
+    if isinstance(parent, ast.Return) and node is not None:
+        return _returned(gate, arch, _function_of(parent, parents))
+    return Effect(False, "a value or argument, not a branch" + ("" if admitted else
+                                                                " (false on the target)"))
+
+
+def _listed(gate: Gate, admitted: bool | None, arch: Arch,
+            parents: dict[int, ast.AST]) -> Effect:  # fmt: skip
+    what = "JIT build list" if gate.kind == KEYWORD else "capability decorator"
+    if admitted is None:
+        return Effect(False, f"a {what} contrib cannot read")
+    code: tuple[ast.AST, ...] = ()
+    if gate.kind == DECORATOR:
+        holder = _function_of(gate.node, parents) if gate.node is not None else None
+        code = tuple(getattr(holder, "body", ()))
+    return Effect(not admitted, f"the {what} " + ("admits" if admitted else "omits")
+                  + f" major {arch.major}", code)  # fmt: skip
+
+
+def _value(gate: Gate, arch: Arch, why: str, code: tuple[ast.AST, ...]) -> Effect:
+    """A boolean the code uses as a value: it falls back when the target gets false
+    while the generic path's majors do too and a newer arch gets true."""
+    majors = gate.majors or frozenset()
+    if arch.major in majors or majors & _GENERIC or not majors:
+        return Effect(False, why + ("" if arch.major not in majors else "; true on the target"))
+    return Effect(True, f"falls back: false on the target, true on majors "
+                        f"{', '.join(map(str, sorted(majors)))}", code)  # fmt: skip
+
+
+def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
+    name = getattr(function, "name", "")
+    if not name or _ARCH_NAMED.search(name):
+        return Effect(False, PREDICATE_VALUE)
+    return _value(gate, arch, f"the value {name}() returns", ())
+
+
+def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If]) -> Effect:
+    """An ``if`` (or ``elif``) on the arch; ``above``: the ifs before it in its chain."""
+    truth = _truth(found, node.test, arch.major)
+    if truth:
+        return Effect(False, "the target takes this branch")
+    # flashinfer's `if major >= 8: ok = True  elif major == 7 and minor >= 5: ...` never
+    # reaches the elif on the target; an elif of an arch chain is one refusal with it.
+    if any(_truth(found, earlier.test, arch.major) for earlier in above):
+        return Effect(False, "an earlier branch of its if/elif chain serves the target")
+    if above and _truth(found, above[-1].test, arch.major) is not None:
+        return Effect(False, f"an elif of the chain at line {above[-1].lineno}, "
+                             "which is judged there")  # fmt: skip
+    code = tuple(node.body)
+    special = _specialised(found, node)
+    for branch in _chain(node.orelse):
+        if isinstance(branch, ast.If):
+            if _truth(found, branch.test, arch.major) is False:
+                continue
+            body, which, other = branch.body, "the branch the target takes", "another branch"
+            generic = _truth(found, branch.test, arch.major) is None
+        else:
+            body, which, other = branch, "the else branch the target takes", "the else branch"
+            generic = True
+        if _bails(body):
+            return Effect(True, f"{which} refuses it", code, _raised(body[0]))
+        if generic and special:
+            return Effect(True, f"falls back: {other}, the generic path, serves the target "
+                                f"while majors {special} take this one", code)  # fmt: skip
+        return Effect(False, f"chooses between paths; {other} serves the target", code)
+    if _exits(node.body):  # no branch takes the target: it goes on after the if
+        if special:
+            return Effect(True, "falls back: the target takes the generic code after this "
+                                f"early exit, majors {special} this branch", code)  # fmt: skip
+        return Effect(False, "an early exit; the target takes the code after it", code)
+    return Effect(True, "the target skips this code and has no other branch", code)
+
+
+def _specialised(found: Scan, node: ast.If) -> str:
+    """The majors an ``if`` serves when the generic path (pre-Hopper) does not take
+    it, as text; empty when the generic path takes it too."""
+    majors = found.majors.get(id(node.test))
+    if majors is None or majors & _GENERIC:
+        return ""
+    return ", ".join(map(str, sorted(majors)))
+
+
+def _truth(found: Scan, test: ast.expr, major: int) -> bool | None:
+    """Whether ``test`` can be true on ``major``; None when the GPU does not decide it."""
+    majors = found.majors.get(id(test))
+    return None if majors is None else major in majors
+
+
+def _function_of(node: ast.AST | None, parents: dict[int, ast.AST]) -> ast.AST | None:
+    while node is not None and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        node = parents.get(id(node))
+    return node
+
+
+def _chain_above(node: ast.If, parents: dict[int, ast.AST]) -> list[ast.If]:
+    """The ifs before ``node`` in its ``if``/``elif`` chain, nearest first."""
+    above = []
+    parent = parents.get(id(node))
+    while isinstance(parent, ast.If) and parent.orelse == [node]:
+        above.append(parent)
+        node, parent = parent, parents.get(id(parent))
+    return above
+
+
+def _denied_code(node: ast.expr | None, parent: ast.AST | None,
+                 parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:  # fmt: skip
+    """What a skip keeps from the target: the statements after ``if cond: raise`` in its
+    block, or the body of the function a ``skipif(cond)`` marks."""
+    if isinstance(parent, ast.If) and parent.test is node:
+        block = parents.get(id(parent))
+        for name in ("body", "orelse", "finalbody"):
+            statements = getattr(block, name, None)
+            if isinstance(statements, list) and parent in statements:
+                return tuple(statements[statements.index(parent) + 1:])
+        return ()
+    marked = _function_of(parent, parents) if isinstance(parent, ast.Call) else None
+    return tuple(getattr(marked, "body", ()))
+
+
+def _skip_text(node: ast.expr | None, parent: ast.AST | None) -> str:
+    """The message of a skip: ``if cond: raise X("...")``, ``skipif(cond, reason="...")``."""
+    if isinstance(parent, ast.If) and parent.test is node and _bails(parent.body):
+        return _raised(parent.body[0])
+    if isinstance(parent, ast.Call):
+        return next((_text_of(k.value) for k in parent.keywords if k.arg == "reason"), "")
+    return ""
+
+
+def _raised(statement: ast.stmt) -> str:
+    exc = statement.exc if isinstance(statement, ast.Raise) else None
+    return _text_of(exc.args[0]) if isinstance(exc, ast.Call) and exc.args else ""
+
+
+def _text_of(node: ast.expr | None) -> str:
+    """A message's text: a string, an f-string (``{expr}`` kept as written), or a sum."""
+    return " ".join(_raw_text(node).split())[:300]
+
+
+def _raw_text(node: ast.expr | None) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else
+                       "{" + ast.unparse(getattr(v, "value", v)) + "}" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _raw_text(node.left) + _raw_text(node.right)
+    return ""
+
+
+def _chain(orelse: list[ast.stmt]) -> Iterator[ast.If | list[ast.stmt]]:
+    """The elif/else chain after an if: each elif's If node, then the else body."""
+    while orelse:
+        if len(orelse) == 1 and isinstance(orelse[0], ast.If):
+            yield orelse[0]
+            orelse = orelse[0].orelse
+        else:
+            yield orelse
+            return
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Return | ast.Continue | ast.Break)
+
+
+def _bails(body: list[ast.stmt]) -> bool:
+    """A branch that refuses: it raises, or prints a message and exits."""
+    if not body:
+        return False
+    if isinstance(body[0], ast.Raise):
+        return True
+    return any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+               and getattr(s.value.func, "attr", getattr(s.value.func, "id", "")) == "exit"
+               for s in body[:3])  # fmt: skip

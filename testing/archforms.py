@@ -1,0 +1,202 @@
+"""A mini upstream with one file per form the arch evaluator must read.
+
+Predicates are defined as sglang and flashinfer define them (a ``partial`` of a
+capability check under ``lru_cache``, a ``_match_sm_version`` over
+``f"{major}{minor}"`` strings, module-level cached values, re-exports through a
+package's ``from .common import *``); each ``pkg/forms/*.py`` uses one of them
+in the shape the upstream does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from testing.gitutil import Repo
+
+COMMON = '''\
+import torch
+from functools import lru_cache, partial
+
+
+@lru_cache(maxsize=1)
+def is_cuda():
+    return torch.cuda.is_available() and torch.version.cuda is not None
+
+
+def _check_cuda_device_version(device_capability_majors, cuda_version):
+    if not is_cuda():
+        return False
+    return (
+        torch.cuda.get_device_capability()[0] in device_capability_majors
+        and tuple(map(int, torch.version.cuda.split(".")[:2])) >= cuda_version
+    )
+
+
+is_blackwell_supported = lru_cache(maxsize=1)(
+    partial(_check_cuda_device_version, device_capability_majors=[10, 11, 12],
+            cuda_version=(12, 8)))
+is_sm100_supported = lru_cache(maxsize=1)(
+    partial(_check_cuda_device_version, device_capability_majors=[10], cuda_version=(12, 8)))
+is_sm90_supported = lru_cache(maxsize=1)(
+    partial(_check_cuda_device_version, device_capability_majors=[9], cuda_version=(12, 3)))
+
+
+def get_compute_capability(device=None):
+    return torch.cuda.get_device_capability(device)
+
+
+def _match_sm_version(device, sm_version):
+    major, minor = get_compute_capability(device)
+    device_arch = f"{major * 10 + minor}"
+    return device_arch in sm_version
+
+
+def is_sm100_family(device=None):
+    return _match_sm_version(device, ["100", "103"])
+
+
+def supported_compute_capability(supported_ccs):
+    def decorator(func):
+        func._supported_ccs = set(supported_ccs)
+        return func
+    return decorator
+'''
+
+FORMS = {
+    # the story's gate: a decision function over module-level cached values
+    "pkg/forms/fusion.py": '''\
+from pkg.utils import is_cuda, is_sm90_supported, is_sm100_supported
+
+_is_cuda = is_cuda()
+_is_sm90_supported = _is_cuda and is_sm90_supported()
+_is_sm100_supported = _is_cuda and is_sm100_supported()
+
+
+def apply_fusion(batch_size):
+    return (
+        (_is_sm90_supported or _is_sm100_supported)
+        and batch_size > 0
+    )
+''',
+    # a predicate read from its definition: admits 10, 11 and 12
+    "pkg/forms/blackwell.py": '''\
+from pkg.utils import is_blackwell_supported
+
+
+def pick():
+    if is_blackwell_supported():
+        return "trtllm"
+    return "naive"
+''',
+    # capability held in a name and indexed; sm-version strings
+    "pkg/forms/names.py": '''\
+import torch
+from pkg.utils import _match_sm_version, is_sm100_family
+
+
+def tile(device):
+    cc = torch.cuda.get_device_capability(device)
+    if cc[0] == 12:
+        return 64
+    return 128
+
+
+def backend(device):
+    if _match_sm_version(device, ["100", "103"]):
+        return run_cutlass()
+    return run_generic()
+
+
+def family(device):
+    if not is_sm100_family(device):
+        raise ValueError("needs SM100")
+    return run_cutlass()
+''',
+    # a value stored at module level in one file, tested in another
+    "pkg/forms/config.py": '''\
+from pkg.utils import is_sm100_supported
+
+ENABLE_FLASHINFER_GEMM = is_sm100_supported()
+''',
+    "pkg/forms/gemm.py": '''\
+from pkg.forms.config import ENABLE_FLASHINFER_GEMM
+
+
+def gemm(x):
+    if ENABLE_FLASHINFER_GEMM:
+        return flashinfer_gemm(x)
+    return torch_gemm(x)
+''',
+    # refusals in other shapes: a reason string, print then exit, a decorator
+    "pkg/forms/refuse.py": '''\
+import sys
+
+import torch
+from pkg.utils import supported_compute_capability
+
+
+def why_not():
+    major, _ = torch.cuda.get_device_capability()
+    if major != 9:
+        return "needs Hopper"
+    return None
+
+
+def main():
+    if torch.cuda.get_device_capability()[0] not in (9, 10):
+        print("SM90 or SM100 only")
+        sys.exit(0)
+    run()
+
+
+@supported_compute_capability([100, 103])
+def fp4_gemm(a, b):
+    return a @ b
+
+
+@supported_compute_capability([90, 100, 120])
+def fp8_gemm(a, b):
+    return a @ b
+''',
+    # the toolkit's version mixed in: the GPU part stays a gate
+    "pkg/forms/toolkit.py": '''\
+import torch
+from pkg.utils import is_sm100_supported
+
+
+def fused(x):
+    if is_sm100_supported() and int(torch.version.cuda.split(".")[0]) >= 13:
+        return kernel(x)
+    return x
+''',
+    # a Triton kernel reached two calls down
+    "pkg/forms/triton_path.py": '''\
+import triton
+from pkg.utils import is_sm100_supported
+
+
+@triton.jit
+def _add_kernel(x):
+    pass
+
+
+def _launch(x):
+    _add_kernel[(1,)](x)
+
+
+def add(x):
+    if is_sm100_supported():
+        return _launch(x)
+    return x + 1
+''',
+}
+
+
+def arch_forms_upstream(path: Path) -> Repo:
+    """The mini upstream, one commit on main."""
+    repo = Repo(path)
+    files = {"pkg/__init__.py": "", "pkg/forms/__init__.py": "",
+             "pkg/utils/__init__.py": "from .common import *\n",
+             "pkg/utils/common.py": COMMON, **FORMS}  # fmt: skip
+    repo.commit("Initial import", files)
+    return repo

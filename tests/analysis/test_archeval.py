@@ -1,0 +1,71 @@
+"""The arch evaluator and the gate finder on the forms upstreams write (a real repo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contrib.analysis.gates import tree_eval
+from contrib.analysis.tree import GitTree
+from contrib.arch import parse_arch
+from contrib.audit.find import gates_of_file
+from contrib.audit.model import AuditGate
+from contrib.git.repo import Git
+from testing.archforms import arch_forms_upstream
+
+SM120 = parse_arch("sm_120a")
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> GitTree:
+    repo = arch_forms_upstream(Path(tmp_path_factory.mktemp("forms")) / "up")
+    return GitTree(Git(repo.path), repo.head())
+
+
+def audited(tree: GitTree, path: str) -> dict[str, AuditGate]:
+    ev = tree_eval(tree)
+    return {g.function: g for g in gates_of_file(path, tree.read_text(path) or "", SM120, ev)}
+
+
+def test_the_decision_over_cached_predicates_falls_back_on_the_target(tree: GitTree) -> None:
+    gate = audited(tree, "pkg/forms/fusion.py")["apply_fusion"]
+    assert gate.admits == "majors 9, 10" and gate.excludes_target
+    assert gate.effect.startswith("falls back: false on the target")
+
+
+def test_a_predicate_means_what_its_definition_says(tree: GitTree) -> None:
+    gate = audited(tree, "pkg/forms/blackwell.py")["pick"]
+    assert gate.admits == "majors 10, 11, 12" and not gate.excludes_target
+
+
+def test_names_indexes_and_sm_strings(tree: GitTree) -> None:
+    gates = audited(tree, "pkg/forms/names.py")
+    assert gates["tile"].admits == "majors 12" and not gates["tile"].excludes_target
+    assert gates["backend"].admits == "majors 10"
+    assert gates["backend"].excludes_target and gates["backend"].effect.startswith("falls back")
+    assert gates["family"].excludes_target and gates["family"].message == "needs SM100"
+
+
+def test_a_value_stored_in_another_file_is_a_gate_where_it_is_tested(tree: GitTree) -> None:
+    gate = audited(tree, "pkg/forms/gemm.py")["gemm"]
+    assert gate.admits == "majors 10" and gate.excludes_target
+    assert "flashinfer_gemm" in gate.calls
+
+
+def test_refusals_in_other_shapes(tree: GitTree) -> None:
+    gates = audited(tree, "pkg/forms/refuse.py")
+    assert gates["main"].excludes_target and gates["main"].effect.endswith("refused on the target")
+    assert gates["fp4_gemm"].excludes_target and gates["fp4_gemm"].admits == "majors 10"
+    assert not gates["fp8_gemm"].excludes_target
+    assert gates["why_not"].kind and gates["why_not"].excludes_target
+
+
+def test_the_toolkit_part_of_a_condition_stays_satisfiable(tree: GitTree) -> None:
+    gate = audited(tree, "pkg/forms/toolkit.py")["fused"]
+    assert gate.admits == "majors 10" and gate.excludes_target
+
+
+def test_a_triton_kernel_two_calls_down_is_reached(tree: GitTree) -> None:
+    gate = audited(tree, "pkg/forms/triton_path.py")["add"]
+    assert "_launch>triton:_add_kernel" in gate.calls
