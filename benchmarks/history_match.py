@@ -3,13 +3,19 @@
 At the parent, the opened gate is the audited gate of the same file whose lines
 meet the opening's changed lines; failing that, one inside the changed hunk;
 failing that, one of the same function.  A ``cuda-guard`` opening (device code)
-is matched by the gates whose evidence or units name the header or unit.  At
-the opening commit, the same gate is found by the audit's own pairing key
-(file, function, parser kind, ordinal), else inside the hunk at the commit.
+is matched by the gates whose evidence or units name the header or unit.  When
+the change sits in a predicate helper (``def is_blackwell(): return major ==
+10``) or a module-level name (``_is_sm100 = is_sm100_supported()``), the gates
+it opened are where other code tests that name: when none of the gates on the
+lines excludes, the gates of the tree whose text calls or names it are taken
+(``via`` says which way the gate was found).  At the opening commit, the same
+gate is found by the audit's own pairing key (file, function, parser kind,
+ordinal), else inside the hunk at the commit.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -32,6 +38,7 @@ class Row:
     reason: str
     still_excluding: bool  # at the opening commit: the opened gate is still read as excluding
     after_gate: str
+    via: str = ""  # how the gate was found: lines, hunk, function, units, users
 
     @property
     def class_agrees(self) -> bool:
@@ -58,18 +65,32 @@ class Row:
         return data
 
 
-def matching(opening: Opening, gates: Sequence[AuditGate]) -> list[AuditGate]:
-    """The gates of a parent's audit that are the gate ``opening`` opened."""
+def matching(opening: Opening, gates: Sequence[AuditGate],
+             names: Sequence[str] = ()) -> tuple[list[AuditGate], str]:  # fmt: skip
+    """The gates of a parent's audit that are the gate ``opening`` opened, and how they
+    were found; ``names``: what the changed code defines (see ``defined_names``)."""
     if opening.mechanism == "cuda-guard":
-        return [g for g in gates if _names_file(g, opening.file)]
+        return [g for g in gates if _names_file(g, opening.file)], "units"
+    direct, via = _direct(opening, gates)
+    if any(g.excludes_target for g in direct) or not names:
+        return direct, via
+    pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, names)) + r")\b")
+    users = [g for g in gates if g.excludes_target and pattern.search(g.text)]
+    return (users, "users") if users else (direct, via)
+
+
+def _direct(opening: Opening, gates: Sequence[AuditGate]) -> tuple[list[AuditGate], str]:
     same_file = [g for g in gates if g.file == opening.file]
     changed = set(opening.lines)
     on_lines = [g for g in same_file if changed & set(_span(g))]
     if on_lines:
-        return on_lines
+        return on_lines, "lines"
     first, last = opening.hunk
     in_hunk = [g for g in same_file if first <= g.line <= last]
-    return in_hunk or [g for g in same_file if g.function == opening.function]
+    if in_hunk:
+        return in_hunk, "hunk"
+    same = [g for g in same_file if g.function == opening.function]
+    return same, "function" if same else ""
 
 
 def after(opening: Opening, opened: Sequence[AuditGate],
@@ -86,9 +107,10 @@ def after(opening: Opening, opened: Sequence[AuditGate],
             and first <= g.line <= last]  # fmt: skip
 
 
-def measure(opening: Opening, parent: Sequence[AuditGate], commit: Sequence[AuditGate]) -> Row:
+def measure(opening: Opening, parent: Sequence[AuditGate], commit: Sequence[AuditGate],
+            names: Sequence[str] = ()) -> Row:  # fmt: skip
     """The row of one opening from the audits of its parent and of its commit."""
-    opened = matching(opening, parent)
+    opened, via = matching(opening, parent, names)
     pick = next((g for g in opened if g.excludes_target), opened[0] if opened else None)
     later = after(opening, opened, commit)
     still = next((g for g in later if g.excludes_target), None)
@@ -98,7 +120,7 @@ def measure(opening: Opening, parent: Sequence[AuditGate], commit: Sequence[Audi
         got_class=pick.class_ if pick and pick.excludes_target else None,
         gate=_where(pick), effect=pick.effect if pick else "",
         reason=pick.reason if pick else "",
-        still_excluding=still is not None, after_gate=_where(still),
+        still_excluding=still is not None, after_gate=_where(still), via=via,
     )  # fmt: skip
 
 

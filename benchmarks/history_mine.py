@@ -355,6 +355,26 @@ def scope_names(module: ast.Module | None) -> set[str]:
     return names
 
 
+def defined_names(module: ast.Module | None, function: str, lines: list[int]) -> list[str]:
+    """The names through which a change at ``lines`` reaches other code: the enclosing
+    function's name (a predicate helper), or at module level the names the statements on
+    those lines assign (``_is_sm100 = is_sm100_supported()``)."""
+    if function != "<module>":
+        return [function.rsplit(".", 1)[-1]]
+    if module is None:
+        return []
+    names: list[str] = []
+    for node in module.body:
+        end = node.end_lineno or node.lineno
+        if not any(node.lineno <= n <= end for n in lines):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else [])
+        for target in targets:
+            names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+    return names
+
+
 def enclosing(module: ast.Module | None, line: int) -> str:
     """The qualified name of the innermost function or class holding ``line`` (its
     decorators count as inside it), ``<module>`` at top level: the audit's naming."""

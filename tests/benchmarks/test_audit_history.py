@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from audit_history import spread
+from audit_history import opened_names, spread
 from history_corpus import read, write
 from history_match import measure
 from history_mine import GATE_ONLY, NEEDS_KERNEL_WORK, Opening, mine
@@ -60,17 +60,30 @@ LEGACY = '''def legacy(major):
 def kept(x):
     return _patch(x, cc=(10, 3))
 '''
+ARCH = '''import torch
+
+
+def is_blackwell():
+    return torch.cuda.get_device_capability()[0] == 10
+
+
+def run(x):
+    if not is_blackwell():
+        raise ValueError("needs Blackwell")
+    return x
+'''
 
 
 @pytest.fixture
 def history(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
-    """An upstream whose main opens five gates, and makes changes that open none: prose,
+    """An upstream whose main opens six gates, and makes changes that open none: prose,
     a rename of a predicate that already admitted SM12x, a deleted function with an SM12x
     refusal, a capability passed on as an argument."""
     repo = Repo(tmp_path / "up")
     shas = {"base": repo.commit("base", {"pkg/jit/comm.py": JIT, "csrc/comm.cu": UNIT,
                                          "include/comm.cuh": HEADER, "pkg/gemm.py": GEMM,
-                                         "tests/test_mm.py": TEST, "pkg/legacy.py": LEGACY})}  # fmt: skip
+                                         "tests/test_mm.py": TEST, "pkg/legacy.py": LEGACY,
+                                         "pkg/arch.py": ARCH})}  # fmt: skip
     shas["jit"] = repo.commit("comm on sm12x", {
         "pkg/jit/comm.py": JIT.replace("[9, 10]", "[9, 10, 12]"),
         "include/comm.cuh": HEADER.replace(" && (__CUDA_ARCH__ < 1200)", "")})
@@ -92,6 +105,8 @@ def history(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
     shas["skip"] = repo.commit("test on sm120", {"tests/test_mm.py": TEST.replace(
         '@pytest.mark.skipif(get_compute_capability()[0] == 12, reason="broken on sm120")\n',
         "")})
+    shas["helper"] = repo.commit("blackwell is 10 and 12", {
+        "pkg/arch.py": ARCH.replace("[0] == 10", "[0] in (10, 12)")})
     return repo, shas
 
 
@@ -106,6 +121,7 @@ def test_mining_finds_each_opening_with_its_gate_and_class(
         (shas["mm"], "pkg/gemm.py", "mm", "condition", GATE_ONLY, [3]),
         (shas["clause"], "pkg/gemm.py", "fused", "condition", GATE_ONLY, [10]),
         (shas["skip"], "tests/test_mm.py", "test_mm", "skip", GATE_ONLY, [4]),
+        (shas["helper"], "pkg/arch.py", "is_blackwell", "condition", GATE_ONLY, [5]),
     ]
     assert {o.parent for o in found if o.commit == shas["mm"]} == {shas["prose"]}
     assert found[1].device_files == ["include/comm.cuh"]
@@ -120,7 +136,8 @@ def test_measure_reads_the_audit_before_and_after_each_opening(
     for opening in mine(git, "up", "main"):
         before = audit_commit(git, opening.parent, arch).gates
         later = audit_commit(git, opening.commit, arch).gates
-        rows[(opening.file, opening.function)] = measure(opening, before, later)
+        names = opened_names(git, opening)
+        rows[(opening.file, opening.function)] = measure(opening, before, later, names)
     jit = rows[("pkg/jit/comm.py", "gen_comm_module")]
     assert (jit.found, jit.excluding, jit.got_class, jit.class_agrees) == (
         True, True, NEEDS_KERNEL_WORK, True)
@@ -131,6 +148,10 @@ def test_measure_reads_the_audit_before_and_after_each_opening(
     mm = rows[("pkg/gemm.py", "mm")]
     assert (mm.found, mm.excluding, mm.still_excluding) == (True, True, False)
     assert mm.gate.startswith("pkg/gemm.py:3 mm")
+    # The helper's own test is a value; the gate it opened is its caller's refusal.
+    helper = rows[("pkg/arch.py", "is_blackwell")]
+    assert (helper.found, helper.excluding, helper.via) == (True, True, "users")
+    assert helper.gate.startswith("pkg/arch.py:9 run")
 
 
 def test_spread_keeps_whole_commits_evenly_and_the_corpus_round_trips(tmp_path: Path) -> None:
