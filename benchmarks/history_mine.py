@@ -32,7 +32,7 @@ from unidiff.patch import PatchSet
 
 from contrib.git.repo import Git
 
-MINER_VERSION = 2  # bump when what counts as an opening changes
+MINER_VERSION = 3  # bump when what counts as an opening changes
 GATE_ONLY, NEEDS_KERNEL_WORK = "gate-only", "needs-kernel-work"
 DEVICE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cuh.jinja", ".cu.jinja", ".jinja")
 PATHS = ("*.py", *(f"*{s}" for s in DEVICE_SUFFIXES))
@@ -43,9 +43,13 @@ PICKAXE = (r"supported_major_versions|supported_compute_capability|is_sm_?12|is_
 # What, on one line of Python, admits SM12x: a predicate or a number naming it.
 _TWELVE = re.compile(
     r"is_(?:cuda_)?sm_?12\w*|is_blackwell\w*|\bsm_?12[01x]\w*|\b12[01]\b|[=!]=\s*12\b|"
-    r"\b(?:9|10|11)\s*,\s*12\b|\b12\s*,\s*\d\b|\bin\s*[(\[]\s*12\b|>=\s*[(\[]?\s*(?:9|10|11|12)\b",
+    r"\b(?:9|10|11)\s*,\s*12\b|\(\s*12\s*,\s*[01]\s*\)|\bin\s*[(\[]\s*12\b|"
+    r">=\s*[(\[]?\s*(?:[89]|1[0-2]|[89]0|1[0-2]\d)\b",
     re.I,
 )
+# A line about the CUDA toolkit, not the GPU: `get_cuda_version() < (12, 9)`.
+_TOOLKIT = re.compile(r"cuda_version|version\.cuda|cuda_ver|nvcc|toolkit", re.I)
+_NUMBERS_ONLY = re.compile(r"^[\s\d,\[\]()'\"]*$")
 # What makes a line a test on the GPU's arch.
 _ARCHISH = re.compile(
     r"supported_major_versions|supported_compute_capability|is_(?:cuda_)?sm_?\d|"
@@ -214,7 +218,7 @@ def _added_clause(hunk: Any, prose: set[int]) -> Iterator[tuple[str, list[int]]]
     lines = list(hunk)
     for i, line in enumerate(lines):
         if not (line.is_added and line.target_line_no not in prose
-                and _TWELVE.search(_code(line.value))
+                and _tokens([_code(line.value)])
                 and _CLAUSE.search(line.value)):  # fmt: skip
             continue
         above = next((ln for ln in reversed(lines[:i]) if ln.is_context), None)
@@ -226,7 +230,7 @@ def _added_clause(hunk: Any, prose: set[int]) -> Iterator[tuple[str, list[int]]]
 def _refuses_twelve(text: str) -> bool:
     """A test that is true on SM12x (``is_sm120()``, ``major == 12``), not one that admits
     it by its negation (``not is_sm120a_supported()``, ``major != 12``)."""
-    return (bool(_TWELVE.search(text)) and bool(_TEST_LINE.search(text))
+    return (bool(_tokens([text])) and bool(_TEST_LINE.search(text))
             and not re.search(r"\bnot\b|!=", text))
 
 
@@ -237,7 +241,18 @@ def _refuses(removed: list[tuple[int, str]], line: int) -> bool:
 
 
 def _tokens(lines: Iterable[str]) -> set[str]:
-    return {m.group(0).lower().replace(" ", "") for text in lines for m in _TWELVE.finditer(text)}
+    """What on these lines admits SM12x; a bare 120 or 121 only where the line tests the
+    arch or is a list of numbers (not ``cmdline[:120]``), nothing on a toolkit line."""
+    out: set[str] = set()
+    for text in lines:
+        if _TOOLKIT.search(text):
+            continue
+        found = {m.group(0).lower().replace(" ", "") for m in _TWELVE.finditer(text)}
+        bare = all(token.isdigit() for token in found)
+        if found and bare and not (_ARCHISH.search(text) or _NUMBERS_ONLY.match(text)):
+            continue
+        out |= found
+    return out
 
 
 def _numbers(text: str) -> set[int]:

@@ -72,18 +72,38 @@ def run(x):
         raise ValueError("needs Blackwell")
     return x
 '''
+NOISE = '''def suffix(major, minor):
+    if major == 12:
+        if get_cuda_version() < (12, 9):
+            return ""
+        return "a"
+    return ""
+
+
+def cmdline(text):
+    if len(text) > 120:
+        return text[:120]
+    return text
+
+
+def blocks(cc):
+    if cc[0] >= 8:
+        return (128, 128)
+    return (64, 64)
+'''
 
 
 @pytest.fixture
 def history(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
     """An upstream whose main opens six gates, and makes changes that open none: prose,
     a rename of a predicate that already admitted SM12x, a deleted function with an SM12x
-    refusal, a capability passed on as an argument."""
+    refusal, a capability passed on as an argument, a CUDA toolkit check, a length of 120,
+    a faster path for archs the old test already admitted."""
     repo = Repo(tmp_path / "up")
     shas = {"base": repo.commit("base", {"pkg/jit/comm.py": JIT, "csrc/comm.cu": UNIT,
                                          "include/comm.cuh": HEADER, "pkg/gemm.py": GEMM,
                                          "tests/test_mm.py": TEST, "pkg/legacy.py": LEGACY,
-                                         "pkg/arch.py": ARCH})}  # fmt: skip
+                                         "pkg/arch.py": ARCH, "pkg/noise.py": NOISE})}  # fmt: skip
     shas["jit"] = repo.commit("comm on sm12x", {
         "pkg/jit/comm.py": JIT.replace("[9, 10]", "[9, 10, 12]"),
         "include/comm.cuh": HEADER.replace(" && (__CUDA_ARCH__ < 1200)", "")})
@@ -102,6 +122,10 @@ def history(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
         "        is_sm100a_supported(x.device)\n        or is_sm120a_supported(x.device)\n    ):")})
     shas["moved"] = repo.commit("legacy goes; kept passes another capability", {
         "pkg/legacy.py": LEGACY.split("\n\n\n")[1].replace("(10, 3)", "(12, 0)")})
+    shas["noise"] = repo.commit("a toolkit check, a length, a faster path above", {
+        "pkg/noise.py": NOISE.replace("        if get_cuda_version() < (12, 9):\n            return \"\"\n",
+                                      "").replace("    if len(text) > 120:\n        return text[:120]\n", "")
+        .replace("    if cc[0] >= 8:", "    if cc[0] >= 9:\n        return (128, 64)\n    elif cc[0] >= 8:")})
     shas["skip"] = repo.commit("test on sm120", {"tests/test_mm.py": TEST.replace(
         '@pytest.mark.skipif(get_compute_capability()[0] == 12, reason="broken on sm120")\n',
         "")})
