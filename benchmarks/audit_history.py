@@ -43,6 +43,7 @@ from history_mine import Opening, defined_names, parse  # noqa: E402
 import contrib  # noqa: E402
 from contrib.arch import parse_arch  # noqa: E402
 from contrib.audit.model import AuditGate  # noqa: E402
+from contrib.errors import ContribError  # noqa: E402
 from contrib.git.repo import Git  # noqa: E402
 
 MIRRORS = {
@@ -198,7 +199,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the measure; a mirror, corpus or cache that cannot be used is one line, exit 2."""
     args = parse_args(argv)
+    try:
+        return measure_all(args)
+    except (ContribError, OSError, ValueError) as exc:
+        print(f"audit_history: {exc}", file=sys.stderr)
+        return 2
+
+
+def measure_all(args: argparse.Namespace) -> int:
     names = args.upstream or sorted(MIRRORS)
     gits = {n: Git(getattr(args, f"{n}_git")) for n in names}
     corpus = history_corpus.load(args, gits)

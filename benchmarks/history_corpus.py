@@ -62,8 +62,17 @@ def mined(name: str, git: Git, cache: Path, progress: bool) -> list[Opening]:
 
 def read(path: Path) -> list[Opening]:
     """The openings of a pinned corpus file."""
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    return [Opening.from_dict(item) for item in data.get("opening", [])]
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: {exc}; fix it or mine again (--mine --write-corpus)") from exc
+    openings = []
+    for n, item in enumerate(data.get("opening", []), 1):
+        try:
+            openings.append(Opening.from_dict(item))
+        except TypeError as exc:
+            raise ValueError(f"{path}: [[opening]] number {n}: {exc}") from exc
+    return openings
 
 
 def write(path: Path, openings: list[Opening]) -> None:

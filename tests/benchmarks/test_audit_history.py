@@ -3,10 +3,11 @@ expected class, and how each opening pairs with the audit's gate before and afte
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from audit_history import opened_names, spread
+from audit_history import main, opened_names, spread
 from history_corpus import read, write
 from history_match import measure
 from history_mine import GATE_ONLY, NEEDS_KERNEL_WORK, Opening, mine
@@ -188,3 +189,35 @@ def test_spread_keeps_whole_commits_evenly_and_the_corpus_round_trips(tmp_path: 
     path = tmp_path / "corpus.toml"
     write(path, openings)
     assert read(path) == openings
+
+
+def test_the_script_reports_figures_and_misses_from_a_pinned_corpus(
+        history: tuple[Repo, dict[str, str]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    repo, shas = history
+    corpus = tmp_path / "corpus.toml"
+    write(corpus, mine(Git(repo.path), "flashinfer", "main"))
+    out = tmp_path / "rows.json"
+    argv = ["--upstream", "flashinfer", "--flashinfer-git", str(repo.path), "--corpus",
+            str(corpus), "--cache", str(tmp_path / "cache"), "--json", str(out), "--quiet"]
+    assert main(argv) == 0
+    data = json.loads(out.read_text())["flashinfer"]
+    assert len(data["rows"]) == 6 and data["main"]["commit"] == shas["helper"]
+    jit = next(r for r in data["rows"] if r["opening"]["mechanism"] == "jit-list")
+    assert jit["class_agrees"] and not jit["still_excluding"]
+    printed = capsys.readouterr().out
+    summary = next(line.split() for line in printed.splitlines() if line.startswith("flashinfer"))
+    assert summary[:3] == ["flashinfer", "6", "5"]  # openings, commits
+    assert "misses (" in printed
+    assert any(f"{shas['skip'][:10]}  tests/test_mm.py:test_mm" in line
+               for line in printed.splitlines())  # fmt: skip
+
+
+def test_a_corpus_that_cannot_be_read_is_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    bad = tmp_path / "corpus.toml"
+    bad.write_text('[[opening]]\nupstream = "flashinfer"\n')
+    assert main(["--corpus", str(bad), "--upstream", "flashinfer",
+                 "--flashinfer-git", str(Repo(tmp_path / "up").path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"audit_history: {bad}: [[opening]] number 1:") and "\n" not in err
