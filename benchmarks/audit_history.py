@@ -1,0 +1,234 @@
+"""How `contrib audit` reads the gates the upstreams opened to SM12x themselves.
+
+    python benchmarks/audit_history.py [--upstream flashinfer|sglang] [--limit N]
+        [--since DATE] [--json OUT] [--mine] [--write-corpus] [--cache DIR]
+
+The corpus: commits of flashinfer's and sglang's own main that opened a gate
+to SM12x (see ``history_mine``), pinned in ``audit_history_corpus.toml`` (shas,
+paths, lines; no upstream text).  ``--mine`` mines the mirrors again (cached
+per tip sha), ``--write-corpus`` pins what was mined.  For every opening the
+parent and the opening commit are audited for sm_120a with the audit's engine
+(``contrib.audit.engine.audit_commit``, the code path of ``contrib audit``),
+then both mains.  Printed per upstream: openings read as excluding at the
+parent (goal >= 90%), class agreement with what the commit had to do (goal
+>= 70%), opened gates still read as excluding at the opening (goal 0; the
+opening commit is audited only when one of its gates was read as excluding at
+the parent), and the
+``unknown`` share of the runtime excluding gates at main (goal <= 25%); then
+the misses.  ``contrib`` is whichever the interpreter imports, so
+``PYTHONPATH=OTHER_CHECKOUT`` measures another tree; the audit's result cache
+lives under ``--cache`` in a folder keyed by that tree's source, so two trees
+never share answers.  ``--limit N`` keeps N opening commits per upstream,
+spread evenly over time (default 12; 0: all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import history_corpus  # noqa: E402
+from history_match import Row, measure  # noqa: E402
+from history_mine import Opening, defined_names, parse  # noqa: E402
+
+import contrib  # noqa: E402
+from contrib.arch import parse_arch  # noqa: E402
+from contrib.audit.model import AuditGate  # noqa: E402
+from contrib.errors import ContribError  # noqa: E402
+from contrib.git.repo import Git  # noqa: E402
+
+MIRRORS = {
+    "flashinfer": Path("/work/.mirror/flashinfer-ai+flashinfer/repo"),
+    "sglang": Path("/work/.mirror/mmangkad-dev+sglang/repo"),
+}
+# Commits per upstream of a default run: two audits each (parent, opening) at 17-40 s
+# a tree on 2 cores keep the run near a quarter of an hour.
+DEFAULT_LIMIT = 12
+
+
+def contrib_source_key() -> str:
+    """A hash of the imported contrib package's sources: the audit cache's folder."""
+    root = Path(contrib.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class Auditor:
+    """Audits of one upstream's commits through the audit's engine, counted and timed."""
+
+    def __init__(self, git: Git, arch: str) -> None:
+        from contrib.audit.engine import audit_commit
+
+        self.git, self.arch, self._audit = git, parse_arch(arch), audit_commit
+        self.count, self.fresh, self.seconds = 0, 0, 0.0
+
+    def gates(self, commit: str) -> list[AuditGate]:
+        result = self._audit(self.git, commit, self.arch)
+        self.count += 1
+        self.fresh += 0 if result.cached else 1
+        self.seconds += result.seconds
+        return result.gates
+
+
+def opened_names(git: Git, opening: Opening) -> list[str]:
+    """What the code an opening changed defines for other code to test (at the parent)."""
+    if not opening.file.endswith(".py"):
+        return []
+    status, text, _ = git.try_run("show", f"{opening.parent}:{opening.file}")
+    return defined_names(parse(text) if status == 0 else None, opening.function, opening.lines)
+
+
+def spread(openings: Sequence[Opening], limit: int) -> list[Opening]:
+    """The openings of ``limit`` commits spread evenly over the corpus (0: all)."""
+    commits = list(dict.fromkeys(o.commit for o in openings))
+    if limit <= 0 or limit >= len(commits):
+        return list(openings)
+    step = len(commits) / limit
+    keep = {commits[int(i * step)] for i in range(limit)}
+    return [o for o in openings if o.commit in keep]
+
+
+def run_upstream(name: str, openings: Sequence[Opening], git: Git, arch: str,
+                 progress: bool) -> tuple[list[Row], dict[str, object]]:  # fmt: skip
+    """The rows of one upstream's openings and the audit of its main."""
+    auditor = Auditor(git, arch)
+    commits = list(dict.fromkeys(o.commit for o in openings))
+    rows: list[Row] = []
+    for n, commit in enumerate(commits, 1):
+        mine = [o for o in openings if o.commit == commit]
+        if progress:
+            print(f"  {name} {n}/{len(commits)} {commit[:10]} ({len(mine)} opening(s))",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        before = auditor.gates(mine[0].parent)
+        names = [opened_names(git, o) for o in mine]
+        found = [measure(o, before, [], n) for o, n in zip(mine, names, strict=True)]
+        if any(r.excluding for r in found):  # only a gate read as excluding can stay so
+            later = auditor.gates(commit)
+            found = [measure(o, before, later, n) for o, n in zip(mine, names, strict=True)]
+        rows += found
+    tip = git.run("rev-parse", "main")
+    excluding = [g for g in auditor.gates(tip) if g.excludes_target and g.scope == "runtime"]
+    main = {"commit": tip, "runtime_excluding": len(excluding),
+            "unknown": sum(1 for g in excluding if g.class_ == "unknown"),
+            "audits": auditor.count, "fresh_audits": auditor.fresh,
+            "audit_seconds": round(auditor.seconds, 1)}  # fmt: skip
+    return rows, main
+
+
+def share(part: int, whole: int) -> str:
+    return f"{part}/{whole} {100 * part / whole:.0f}%" if whole else "0/0 -"
+
+
+def summary(name: str, rows: Sequence[Row], main: Mapping[str, object]) -> list[str]:
+    n = len(rows)
+    runtime = int(str(main.get("runtime_excluding", 0)))
+    unknown = int(str(main.get("unknown", 0)))
+    return [name, str(n), str(len({r.opening.commit for r in rows})),
+            share(sum(r.excluding for r in rows), n), share(sum(r.class_agrees for r in rows), n),
+            str(sum(r.still_excluding for r in rows)), share(unknown, runtime)]  # fmt: skip
+
+
+def by_mechanism(mechanism: str, rows: Sequence[Row]) -> list[str]:
+    n = len(rows)
+    return [mechanism, str(n), share(sum(r.found for r in rows), n),
+            share(sum(r.excluding for r in rows), n), share(sum(r.class_agrees for r in rows), n)]
+
+
+def print_report(results: dict[str, tuple[list[Row], dict[str, object]]], arch: str) -> None:
+    print(f"contrib {contrib.__version__} from {Path(contrib.__file__).resolve().parent} "
+          f"(source {contrib_source_key()}), arch {arch}")  # fmt: skip
+    head = ["upstream", "openings", "commits", "excluding@parent", "class agrees",
+            "still excluding after", "unknown@main (runtime)"]  # fmt: skip
+    table = [summary(name, rows, main) for name, (rows, main) in results.items()]
+    every = [r for rows, _ in results.values() for r in rows]
+    mains = [m for _, m in results.values()]
+    total = {"runtime_excluding": sum(int(str(m["runtime_excluding"])) for m in mains),
+             "unknown": sum(int(str(m["unknown"])) for m in mains)}  # fmt: skip
+    if len(results) > 1:
+        table.append(summary("all", every, total))
+    table.append(["goal", "", "", ">= 90%", ">= 70%", "0", "<= 25%"])
+    print_table(head, table)
+    print("\nby mechanism (all upstreams):")
+    mechanisms = sorted({r.opening.mechanism for r in every})
+    print_table(["mechanism", "openings", "found", "excluding@parent", "class agrees"],
+                [by_mechanism(m, [r for r in every if r.opening.mechanism == m])
+                 for m in mechanisms])  # fmt: skip
+    misses = sorted((r for r in every if not r.class_agrees or r.still_excluding),
+                    key=lambda r: (r.opening.mechanism, r.got, r.opening.upstream))
+    print(f"\nmisses ({len(misses)} of {len(every)}):")
+    print_table(["commit", "file:function", "mechanism", "via", "expected", "got", "reason"],
+                [[r.opening.commit[:10], f"{r.opening.file}:{r.opening.function}",
+                  r.opening.mechanism, r.via, r.opening.expected,
+                  r.got + (" (still excluding after)" if r.still_excluding else ""),
+                  r.why()[:110]] for r in misses])  # fmt: skip
+
+
+def print_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(row[i])) for row in [head, *rows]) for i in range(len(head))]
+    for row in [head, *rows]:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--upstream", choices=sorted(MIRRORS), action="append")
+    parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
+                        help="opening commits per upstream, spread over time (0: all)")
+    parser.add_argument("--since", help="only openings committed on or after this date")
+    parser.add_argument("--json", type=Path, help="write the raw rows here")
+    parser.add_argument("--arch", default="sm_120a")
+    parser.add_argument("--corpus", type=Path, default=history_corpus.PINNED)
+    parser.add_argument("--mine", action="store_true", help="mine the mirrors again")
+    parser.add_argument("--write-corpus", action="store_true", help="pin what was mined")
+    parser.add_argument("--cache", type=Path, default=history_corpus.default_cache())
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    for name, path in MIRRORS.items():
+        parser.add_argument(f"--{name}-git", type=Path, default=path, dest=f"{name}_git")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the measure; a mirror, corpus or cache that cannot be used is one line, exit 2."""
+    args = parse_args(argv)
+    try:
+        return measure_all(args)
+    except (ContribError, OSError, ValueError) as exc:
+        print(f"audit_history: {exc}", file=sys.stderr)
+        return 2
+
+
+def measure_all(args: argparse.Namespace) -> int:
+    names = args.upstream or sorted(MIRRORS)
+    gits = {n: Git(getattr(args, f"{n}_git")) for n in names}
+    corpus = history_corpus.load(args, gits)
+    os.environ["CONTRIB_CACHE"] = str(args.cache / f"audit-{contrib_source_key()}")
+    started = time.monotonic()
+    results = {}
+    for name in names:
+        openings = [o for o in corpus if o.upstream == name
+                    and (not args.since or o.date >= args.since)]  # fmt: skip
+        results[name] = run_upstream(name, spread(openings, args.limit), gits[name], args.arch,
+                                     not args.quiet)  # fmt: skip
+    print_report(results, args.arch)
+    print(f"\n{time.monotonic() - started:.0f} s; audits: "
+          + ", ".join(f"{n} {m['audits']} ({m['fresh_audits']} fresh, {m['audit_seconds']} s)"
+                      for n, (_, m) in results.items()))  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps({n: {"main": m, "rows": [r.to_dict() for r in rows]}
+                                         for n, (rows, m) in results.items()}, indent=1))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

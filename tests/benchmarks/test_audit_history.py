@@ -1,0 +1,223 @@
+"""The history benchmark on a small upstream: which commits open a gate to SM12x, with what
+expected class, and how each opening pairs with the audit's gate before and after."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from audit_history import main, opened_names, spread
+from history_corpus import read, write
+from history_match import measure
+from history_mine import GATE_ONLY, NEEDS_KERNEL_WORK, Opening, mine
+
+from contrib.arch import parse_arch
+from contrib.audit.engine import audit_commit
+from contrib.git.repo import Git
+from testing.gitutil import Repo
+
+JIT = '''def gen_comm_module():
+    flags = ctx.get_nvcc_flags_list(
+        supported_major_versions=[9, 10]
+    )
+    return build("comm", ["comm.cu"], flags)
+'''
+UNIT = '#include "comm.cuh"\nvoid launch(float* o) { k<<<1, 1>>>(o); }\n'
+HEADER = '''#pragma once
+__global__ void k(float* out) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200)
+  out[threadIdx.x] = 1.0f;
+#endif
+}
+'''
+GEMM = '''def mm(x):
+    """Multiply.  Runs on SM100."""
+    if not is_sm100a_supported(x.device):
+        raise ValueError("mm needs SM100")
+    return x
+
+
+def fused(x):
+    if (
+        is_sm100a_supported(x.device)
+    ):
+        return x * 2
+    raise ValueError("unsupported")
+'''
+TEST = '''import pytest
+
+
+@pytest.mark.skipif(get_compute_capability()[0] == 12, reason="broken on sm120")
+def test_mm():
+    assert mm(1) == 1
+'''
+LEGACY = '''def legacy(major):
+    if major == 12:
+        raise ValueError("not on this one")
+    return major
+
+
+def kept(x):
+    return _patch(x, cc=(10, 3))
+'''
+ARCH = '''import torch
+
+
+def is_blackwell():
+    return torch.cuda.get_device_capability()[0] == 10
+
+
+def run(x):
+    if not is_blackwell():
+        raise ValueError("needs Blackwell")
+    return x
+'''
+NOISE = '''def suffix(major, minor):
+    if major == 12:
+        if get_cuda_version() < (12, 9):
+            return ""
+        return "a"
+    return ""
+
+
+def cmdline(text):
+    if len(text) > 120:
+        return text[:120]
+    return text
+
+
+def blocks(cc):
+    if cc[0] >= 8:
+        return (128, 128)
+    return (64, 64)
+'''
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
+    """An upstream whose main opens six gates, and makes changes that open none: prose,
+    a rename of a predicate that already admitted SM12x, a deleted function with an SM12x
+    refusal, a capability passed on as an argument, a CUDA toolkit check, a length of 120,
+    a faster path for archs the old test already admitted."""
+    repo = Repo(tmp_path / "up")
+    shas = {"base": repo.commit("base", {"pkg/jit/comm.py": JIT, "csrc/comm.cu": UNIT,
+                                         "include/comm.cuh": HEADER, "pkg/gemm.py": GEMM,
+                                         "tests/test_mm.py": TEST, "pkg/legacy.py": LEGACY,
+                                         "pkg/arch.py": ARCH, "pkg/noise.py": NOISE})}  # fmt: skip
+    shas["jit"] = repo.commit("comm on sm12x", {
+        "pkg/jit/comm.py": JIT.replace("[9, 10]", "[9, 10, 12]"),
+        "include/comm.cuh": HEADER.replace(" && (__CUDA_ARCH__ < 1200)", "")})
+    shas["prose"] = repo.commit("docs", {"pkg/gemm.py": GEMM.replace(
+        "Runs on SM100.", "Runs on SM100; SM120 is 12.0 (major == 12).")})
+    gemm = repo.read("pkg/gemm.py")
+    shas["mm"] = repo.commit("mm on sm120", {"pkg/gemm.py": gemm.replace(
+        "if not is_sm100a_supported(x.device):",
+        "if not (is_sm100a_supported(x.device) or is_sm120a_supported(x.device)):")})
+    gemm = repo.read("pkg/gemm.py")
+    shas["rename"] = repo.commit("rename", {"pkg/gemm.py": gemm.replace(
+        "is_sm120a_supported", "is_sm12x_supported")})
+    gemm = repo.read("pkg/gemm.py")
+    shas["clause"] = repo.commit("fused on sm120", {"pkg/gemm.py": gemm.replace(
+        "        is_sm100a_supported(x.device)\n    ):",
+        "        is_sm100a_supported(x.device)\n        or is_sm120a_supported(x.device)\n    ):")})
+    shas["moved"] = repo.commit("legacy goes; kept passes another capability", {
+        "pkg/legacy.py": LEGACY.split("\n\n\n")[1].replace("(10, 3)", "(12, 0)")})
+    shas["noise"] = repo.commit("a toolkit check, a length, a faster path above", {
+        "pkg/noise.py": NOISE.replace("        if get_cuda_version() < (12, 9):\n            return \"\"\n",
+                                      "").replace("    if len(text) > 120:\n        return text[:120]\n", "")
+        .replace("    if cc[0] >= 8:", "    if cc[0] >= 9:\n        return (128, 64)\n    elif cc[0] >= 8:")})
+    shas["skip"] = repo.commit("test on sm120", {"tests/test_mm.py": TEST.replace(
+        '@pytest.mark.skipif(get_compute_capability()[0] == 12, reason="broken on sm120")\n',
+        "")})
+    shas["helper"] = repo.commit("blackwell is 10 and 12", {
+        "pkg/arch.py": ARCH.replace("[0] == 10", "[0] in (10, 12)")})
+    return repo, shas
+
+
+def test_mining_finds_each_opening_with_its_gate_and_class(
+        history: tuple[Repo, dict[str, str]]) -> None:  # fmt: skip
+    repo, shas = history
+    found = mine(Git(repo.path), "up", "main")
+    got = [(o.commit, o.file, o.function, o.mechanism, o.expected, o.lines) for o in found]
+    assert got == [
+        (shas["jit"], "include/comm.cuh", "<device>", "cuda-guard", NEEDS_KERNEL_WORK, [3]),
+        (shas["jit"], "pkg/jit/comm.py", "gen_comm_module", "jit-list", NEEDS_KERNEL_WORK, [3]),
+        (shas["mm"], "pkg/gemm.py", "mm", "condition", GATE_ONLY, [3]),
+        (shas["clause"], "pkg/gemm.py", "fused", "condition", GATE_ONLY, [10]),
+        (shas["skip"], "tests/test_mm.py", "test_mm", "skip", GATE_ONLY, [4]),
+        (shas["helper"], "pkg/arch.py", "is_blackwell", "condition", GATE_ONLY, [5]),
+    ]
+    assert {o.parent for o in found if o.commit == shas["mm"]} == {shas["prose"]}
+    assert found[1].device_files == ["include/comm.cuh"]
+
+
+def test_measure_reads_the_audit_before_and_after_each_opening(
+        history: tuple[Repo, dict[str, str]]) -> None:  # fmt: skip
+    repo, _ = history
+    git = Git(repo.path)
+    arch = parse_arch("sm_120a")
+    rows = {}
+    for opening in mine(git, "up", "main"):
+        before = audit_commit(git, opening.parent, arch).gates
+        later = audit_commit(git, opening.commit, arch).gates
+        names = opened_names(git, opening)
+        rows[(opening.file, opening.function)] = measure(opening, before, later, names)
+    jit = rows[("pkg/jit/comm.py", "gen_comm_module")]
+    assert (jit.found, jit.excluding, jit.got_class, jit.class_agrees) == (
+        True, True, NEEDS_KERNEL_WORK, True)
+    assert jit.gate.startswith("pkg/jit/comm.py:2 gen_comm_module")  # the call, lines 2-4
+    assert not jit.still_excluding
+    guard = rows[("include/comm.cuh", "<device>")]
+    assert (guard.found, guard.excluding, guard.got_class) == (True, True, NEEDS_KERNEL_WORK)
+    mm = rows[("pkg/gemm.py", "mm")]
+    assert (mm.found, mm.excluding, mm.still_excluding) == (True, True, False)
+    assert mm.gate.startswith("pkg/gemm.py:3 mm")
+    # The helper's own test is a value; the gate it opened is its caller's refusal.
+    helper = rows[("pkg/arch.py", "is_blackwell")]
+    assert (helper.found, helper.excluding, helper.via) == (True, True, "users")
+    assert helper.gate.startswith("pkg/arch.py:9 run")
+
+
+def test_spread_keeps_whole_commits_evenly_and_the_corpus_round_trips(tmp_path: Path) -> None:
+    openings = [Opening("up", f"{n:040x}", f"{n + 100:040x}", "2026-01-01", "a.py", f"f{k}",
+                        "condition", GATE_ONLY, [n], [n, n + 2])
+                for n in range(10) for k in range(2)]  # fmt: skip
+    kept = spread(openings, 3)
+    assert sorted({o.commit for o in kept}) == [f"{n:040x}" for n in (0, 3, 6)]
+    assert len(kept) == 6 and spread(openings, 0) == openings
+    path = tmp_path / "corpus.toml"
+    write(path, openings)
+    assert read(path) == openings
+
+
+def test_the_script_reports_figures_and_misses_from_a_pinned_corpus(
+        history: tuple[Repo, dict[str, str]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    repo, shas = history
+    corpus = tmp_path / "corpus.toml"
+    write(corpus, mine(Git(repo.path), "flashinfer", "main"))
+    out = tmp_path / "rows.json"
+    argv = ["--upstream", "flashinfer", "--flashinfer-git", str(repo.path), "--corpus",
+            str(corpus), "--cache", str(tmp_path / "cache"), "--json", str(out), "--quiet"]
+    assert main(argv) == 0
+    data = json.loads(out.read_text())["flashinfer"]
+    assert len(data["rows"]) == 6 and data["main"]["commit"] == shas["helper"]
+    jit = next(r for r in data["rows"] if r["opening"]["mechanism"] == "jit-list")
+    assert jit["class_agrees"] and not jit["still_excluding"]
+    printed = capsys.readouterr().out
+    summary = next(line.split() for line in printed.splitlines() if line.startswith("flashinfer"))
+    assert summary[:3] == ["flashinfer", "6", "5"]  # openings, commits
+    assert "misses (" in printed
+    assert any(f"{shas['skip'][:10]}  tests/test_mm.py:test_mm" in line
+               for line in printed.splitlines())  # fmt: skip
+
+
+def test_a_corpus_that_cannot_be_read_is_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    bad = tmp_path / "corpus.toml"
+    bad.write_text('[[opening]]\nupstream = "flashinfer"\n')
+    assert main(["--corpus", str(bad), "--upstream", "flashinfer",
+                 "--flashinfer-git", str(Repo(tmp_path / "up").path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"audit_history: {bad}: [[opening]] number 1:") and "\n" not in err
