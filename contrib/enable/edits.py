@@ -169,9 +169,10 @@ def predicate_terms(src: Source, first: int, last: int) -> list[ast.expr]:
             continue
         name = predicate_name(node)
         parent = src.parents.get(id(node))
-        if name and sm_digits(name) and not (isinstance(parent, ast.Call) and parent.func is node):
-            if not (isinstance(node, ast.Name | ast.Attribute) and isinstance(parent, ast.Attribute)):
-                terms.append(node)
+        callee = isinstance(parent, ast.Call) and parent.func is node  # `f` of `f()`
+        inner = isinstance(node, ast.Name | ast.Attribute) and isinstance(parent, ast.Attribute)
+        if name and sm_digits(name) and not callee and not inner:
+            terms.append(node)
     return sorted(terms, key=lambda n: (n.lineno, n.col_offset))
 
 
@@ -181,7 +182,8 @@ def add_term(src: Source, terms: list[ast.expr], arch: Arch) -> tuple[list[Splic
     new = for_target(src.segment(last), arch)
     parent = src.parents.get(id(last))
     start, end = src.span(last)
-    if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or):
+    if isinstance(parent, ast.stmt) or (isinstance(parent, ast.BoolOp)
+                                        and isinstance(parent.op, ast.Or)):
         return [Splice(end, end, f" or {new}".encode())], new
     return [Splice(start, start, b"("), Splice(end, end, f" or {new})".encode())], new
 

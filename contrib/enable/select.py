@@ -76,8 +76,13 @@ def refusal(gate: AuditGate) -> Skipped | None:
     """A needs-kernel-work gate, refused with the guards of its evidence (``file:line``)."""
     if gate.class_ != NEEDS_KERNEL_WORK:
         return None
-    return Skipped(label(gate), f"needs kernel work: compiled out for the target by "
-                   f"{', '.join(guards(gate.evidence))}", refused=True)  # fmt: skip
+    by_file: dict[str, list[str]] = {}
+    for where in guards(gate.evidence):
+        path, _, line = where.rpartition(":")
+        by_file.setdefault(path or where, []).append(line)
+    named = "; ".join(f"{path}:{','.join(filter(None, lines))}" for path, lines in by_file.items())
+    return Skipped(label(gate), f"needs kernel work: compiled out for the target by the guards "
+                   f"at {named or 'unknown lines'} ({gate.reason})", refused=True)  # fmt: skip
 
 
 def guards(evidence: list[str]) -> list[str]:
