@@ -52,19 +52,25 @@ def family(line: str, major: int) -> bool:
 
 
 def removed_gate_lines(diff: str, major: int) -> set[tuple[str, int]]:
-    """(file, old line) of each arch-list line the diff takes away without ``major``."""
+    """(file, old line) of each arch-list line without ``major`` that a hunk replaces
+    with one admitting it (a hunk that only drops a version is no opening)."""
     found: set[tuple[str, int]] = set()
     path, old = "", 0
-    for line in diff.splitlines():
+    hunk: list[tuple[str, int]] = []
+    opens = False
+    for line in diff.splitlines() + ["@@ -0 +0 @@"]:
         if line.startswith("--- "):
             path = line[6:] if line.startswith("--- a/") else ""
         elif (m := _HUNK.match(line)) is not None:
-            old = int(m[1])
+            found |= set(hunk) if opens else set()
+            hunk, opens, old = [], False, int(m[1])
+        elif line.startswith("+") and not line.startswith("+++"):
+            opens = opens or bool(_GATE_LINE.search(line) and family(line, major))
         elif line.startswith("-") and not line.startswith("---"):
             if _GATE_LINE.search(line) and not family(line, major):
-                found.add((path, old))
+                hunk.append((path, old))
             old += 1
-        elif not line.startswith("+"):
+        else:
             old += 1
     return found
 
@@ -79,10 +85,8 @@ def openings(repo: str, branch: str, major: int, limit: int) -> list[tuple[str, 
         if any(not f.endswith(".py") for f in files):
             continue
         diff = git(repo, "diff", "-U0", f"{sha}^", sha, "--", "*.py")
-        added = [ln for ln in diff.splitlines() if ln.startswith("+") and _GATE_LINE.search(ln)
-                 and family(ln, major)]
         lines = removed_gate_lines(diff, major)
-        if added and lines:
+        if lines:
             out.append((sha, lines))
         if len(out) >= limit:
             break
@@ -95,7 +99,7 @@ def draft(ws: Path, name: str, sha: str, lines: set[tuple[str, int]],
     while True:  # a line the audit reports no gate at is left out, and said so
         result = run_contrib("enable", name, "--arch", arch, "--at", f"{sha}^", *specs,
                              "--name", f"h-{sha[:10]}", "--no-fetch", "--json", cwd=ws)
-        bad = result.err.split(":", 2)
+        bad = result.err.strip().removeprefix("contrib: error: ").split(":", 2)
         spec = ":".join(bad[:2])
         if result.code != 2 or spec not in specs or len(specs) == 1:
             break
@@ -113,7 +117,7 @@ def draft(ws: Path, name: str, sha: str, lines: set[tuple[str, int]],
     stages = {s["name"]: s["status"] for s in record["runs"][0]["stages"]}
     changed = removed_gate_lines(patches, int(arch[3:5]))
     return {"drafted": True, "static": all(stages.get(s) == "passed" for s in STATIC),
-            "same": changed == lines, "changed": sorted(changed)}
+            "same": changed == lines, "changed": sorted(changed), "upstream": sorted(lines)}
 
 
 def main() -> int:

@@ -24,7 +24,7 @@ import tomlkit
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.links import patch_coverage
-from contrib.audit.model import AuditGate
+from contrib.audit.model import INTENTIONAL, AuditGate
 from contrib.audit.report import UpstreamAudit
 from contrib.audit.run import audit_upstream
 from contrib.carry.versions import Event, How, add_event, stage_version
@@ -115,6 +115,10 @@ def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
     refused = next((r for g in chain if (r := refusal(g)) is not None), None)
     if refused is not None:
         run.skipped.append(refused)
+        return None
+    intentional = next((g for g in chain if g.class_ == INTENTIONAL), None)
+    if intentional is not None:
+        run.skipped.append(Skipped(label(start), f"left out on purpose: {intentional.reason}"))
         return None
     covered = _covered_by(ws, git, audit.name, chain)
     if covered:
