@@ -3,10 +3,11 @@
     python benchmarks/enable_history.py --upstream flashinfer=/path/to/flashinfer.git
         [--arch sm_120a] [--limit 20] [--workspace /tmp/en-hist]
 
-Mines the upstream's first-parent history for commits that open an arch list to
-the target's family (a ``supported_major_versions=[...]`` or
-``supported_compute_capability([...])`` line losing a version without it and
-gaining one with it) and change Python only (gate-only: no device code moved).
+Mines the upstream's first-parent history for commits that open a gate to the
+target's family (a ``supported_major_versions=[...]`` or
+``supported_compute_capability([...])`` line, or a condition on ``is_smNN``
+predicates, replaced in its hunk by one admitting the family) and change Python
+only (gate-only: no device code moved).
 For each, it runs ``contrib enable`` at the commit's parent on every gate line
 upstream changed (``FILE:LINE`` at the parent) and compares:
 
@@ -35,7 +36,9 @@ sys.path.insert(0, str(REPO))
 
 from testing.workspace import run_contrib  # noqa: E402
 
-_GATE_LINE = re.compile(r"supported_major_versions\s*=\s*\[|supported_compute_capability\(\s*\[")
+_LIST_LINE = re.compile(r"supported_major_versions\s*=\s*\[|supported_compute_capability\(\s*\[")
+_PREDICATE = re.compile(r"\b_*is_sm_?\d{2,3}\w*\b")
+_GATE_LINE = re.compile(_LIST_LINE.pattern + r"|" + _PREDICATE.pattern)
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
 STATIC = ("apply", "syntax", "gates")
 
@@ -46,9 +49,12 @@ def git(repo: str, *args: str) -> str:
 
 
 def family(line: str, major: int) -> bool:
-    """Whether an arch-list line admits ``major`` (``12`` or ``120``..``129``)."""
-    values = [int(v) for v in re.findall(r"\d+", line.split("[", 1)[1].split("]", 1)[0])]
-    return any(v == major or v // 10 == major for v in values)
+    """Whether an arch-list line admits ``major`` (``12`` or ``120``..``129``), or a
+    predicate line names it (``is_sm120_supported``)."""
+    if _LIST_LINE.search(line) and "[" in line:
+        values = [int(v) for v in re.findall(r"\d+", line.split("[", 1)[1].split("]", 1)[0])]
+        return any(v == major or v // 10 == major for v in values)
+    return any(re.search(rf"sm_?{major}\d", p, re.I) for p in _PREDICATE.findall(line))
 
 
 def removed_gate_lines(diff: str, major: int) -> set[tuple[str, int]]:
@@ -67,7 +73,8 @@ def removed_gate_lines(diff: str, major: int) -> set[tuple[str, int]]:
         elif line.startswith("+") and not line.startswith("+++"):
             opens = opens or bool(_GATE_LINE.search(line) and family(line, major))
         elif line.startswith("-") and not line.startswith("---"):
-            if _GATE_LINE.search(line) and not family(line, major):
+            if _GATE_LINE.search(line) and not family(line, major) and not line[1:].lstrip(
+                    ).startswith(("from ", "import ")):
                 hunk.append((path, old))
             old += 1
         else:
@@ -78,7 +85,8 @@ def removed_gate_lines(diff: str, major: int) -> set[tuple[str, int]]:
 def openings(repo: str, branch: str, major: int, limit: int) -> list[tuple[str, set[tuple[str, int]]]]:
     """Gate-only openings: (commit, the gate lines it opened at its parent)."""
     shas = git(repo, "log", "--first-parent", "--format=%H", branch, "-G",
-               r"supported_major_versions|supported_compute_capability", "--", "*.py").split()
+               rf"supported_major_versions|supported_compute_capability|is_sm_?{major}",
+               "--", "*.py").split()
     out = []
     for sha in shas:
         files = git(repo, "diff", "--name-only", f"{sha}^", sha).split()
