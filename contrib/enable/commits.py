@@ -2,7 +2,7 @@
 
 The area of a file is its folder's name (``flashinfer/jit/gemm/core.py`` and
 ``flashinfer/gemm/gemm_base.py`` are both ``gemm``, as upstream's own opening
-was one commit).  The subject follows the style most of upstream's recent
+was one commit), or a top-level module's own (``flashinfer/prefill.py``: ``prefill``).  The subject follows the style most of upstream's recent
 subjects have: ``feat(gemm): ...`` (Conventional Commits), ``[gemm] ...``
 (bracket tags), or a plain sentence.  Commits are made with plumbing on the
 upstream cache (blobs, ``mktree`` through :func:`contrib.carry.trees.graft`,
@@ -39,9 +39,10 @@ class AreaCommit:
 
 
 def area_of(path: str) -> str:
-    """The upstream area a file belongs to: its folder's name (``gemm``, ``layers``)."""
-    parent = PurePosixPath(path).parent.name
-    return parent or PurePosixPath(path).stem
+    """The upstream area a file belongs to: its folder's name (``gemm``, ``layers``), or
+    for a module at the top of the package (``flashinfer/prefill.py``) its own name."""
+    parts = PurePosixPath(path).parts
+    return parts[-2] if len(parts) > 2 else PurePosixPath(path).stem
 
 
 def subject_style(git: Git, base: str) -> str:

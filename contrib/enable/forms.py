@@ -88,6 +88,10 @@ class Editor:
             return self._widen_list(edit, gate, lists)
         if terms:
             return self._add_predicate(edit, gate, terms)
+        if re.search(rf"sm_?{self.arch.major}(?:\d|x)", gate.text, re.I):
+            raise CannotEdit(f"{gate.file}:{gate.line}: `{gate.text[:80]}` names "
+                             f"{self.arch.name}'s family: a refusal of the target, which a "
+                             "person drops, not a gate contrib widens")
         raise CannotEdit(f"{gate.file}:{gate.line}: `{gate.text[:80]}` holds neither a list "
                          "of archs nor a predicate contrib can widen")
 

@@ -54,8 +54,9 @@ def test_a_jit_list_gains_the_major_with_the_runtime_gate_above_it(mini: tuple[W
     assert meta["decisions"]["pkg/jit.py:5 gen_norm_module"].startswith(
         "pkg/jit.py:5: majors [9, 10] -> [9, 10, 12]")
     assert meta["history"][0]["how"] == "enable"
-    # the upstream's style, one commit per area (both files live in pkg/)
-    assert "Subject: [PATCH] feat(pkg): enable gen_norm_module on SM120" in _diff(ws, "mini/enable-norm")
+    # the upstream's style, one commit per area (top-level modules: their own names)
+    assert drafted["patches"] == ["0001-feat-jit-enable-gen_norm_module-on-SM120.patch",
+                                  "0002-feat-runtime-enable-gen_norm_module-on-SM120.patch"]
     assert drafted["verdict"] in ("passed", "incomplete")
 
 
@@ -65,10 +66,10 @@ def test_a_decorator_list_is_widened_as_the_file_spells_the_family(mini: tuple[W
     (drafted,) = result.json["drafted"]
     assert drafted["gates"] == ["pkg/jit.py:15 gen_fast_module", "pkg/gemm.py:5 _fast_requirement"]
     assert _changes(_diff(ws, "mini/fast")) == [
-        "-@supported_compute_capability([100, 103])",
-        "+@supported_compute_capability([100, 103, 120, 121])",
         "-        supported_major_versions=[10]",
         "+        supported_major_versions=[10, 12]",
+        "-@supported_compute_capability([100, 103])",
+        "+@supported_compute_capability([100, 103, 120, 121])",
     ]
 
 
