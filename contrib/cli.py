@@ -170,6 +170,28 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), fetch=not no_fetch))
 
 
+@cli.command(epilog=example("contrib enable flashinfer --arch sm_120a "
+                            "flashinfer/jit/gemm/core.py:gen_mm_bf16_cublaslt_module"))
+@click.argument("upstream", shell_complete=complete_upstreams)
+@click.argument("gates", nargs=-1, metavar="[GATE]...")
+@click.option("--arch", required=True, help="Target GPU architecture, e.g. sm_120a.")
+@click.option("--at", "at", metavar="REF", help="Draft on this commit, tag or branch "
+              "(default: the tip).")
+@click.option("--name", metavar="NAME", help="The draft patchset's name (default: "
+              "enable-FUNCTION).")
+@click.option("--no-fetch", is_flag=True, help="Use the cached upstream as it is.")
+@json_option
+@pass_ctx
+def enable(ctx: Context, upstream: str, gates: tuple[str, ...], arch: str, at: str | None,
+           name: str | None, no_fetch: bool, json_mode: bool) -> int:
+    """Draft the patch that opens gate-only GATEs (FILE:FUNCTION or FILE:LINE; default:
+    every uncovered one) to ARCH, as a Draft patchset, and validate it."""
+    from contrib.commands.enable import enable as run
+
+    return _locked(ctx, json_mode, lambda ws, ui: run(
+        ws, ui, upstream, list(gates), arch=arch, at=at, name=name, fetch=not no_fetch))
+
+
 @cli.command(epilog=example("contrib audit flashinfer --arch sm_120a --since v0.6.16"))
 @click.argument("upstreams", nargs=-1, shell_complete=complete_upstreams)
 @click.option("--arch", required=True, help="Target GPU architecture, e.g. sm_120a.")

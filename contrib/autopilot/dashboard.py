@@ -13,7 +13,8 @@ Body: a row per patchset (base -> upstream tip, commits behind, the last sync
 result with the breaking or landing commit linked, the validation verdict per
 arch and where each run ran, the PR with its state and CI checks), then
 the "Audit" of every upstream for each ``[autopilot] audit_arch``
-(:mod:`contrib.autopilot.audits`), "Needs you", then a footer with contrib's
+(:mod:`contrib.autopilot.audits`), the "Drafted" patchsets of ``[autopilot] enable``
+(:mod:`contrib.autopilot.drafts`), "Needs you", then a footer with contrib's
 version, the time and the Actions run.
 """
 
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from contrib import __version__
+from contrib.autopilot import drafts
 from contrib.autopilot.audits import audit_all, section
 from contrib.autopilot.state import Need, validation_view
 from contrib.carry.engine import CONFLICT
@@ -120,7 +122,9 @@ def render(ws: Workspace, outcomes: list[Outcome], run: Run, forge: Forge | None
         "No patchsets yet: create one with `contrib new`.\n"
     title = ws.config.autopilot.dashboard_title
     audit = section(run.audits)
-    head = f"{MARKER}\n# {title}\n\n{table}\n" + (f"{audit}\n" if audit else "")
+    drafted = drafts.section(ws, run)
+    head = f"{MARKER}\n# {title}\n\n{table}\n" + (f"{audit}\n" if audit else "") + (
+        f"{drafted}\n" if drafted else "")
     tail = f"\n{FOOTER}\n{_footer()}\n"
     room = MAX_BODY - len(head) - len(tail)
     if len(needs) > room:  # GitHub refuses bodies over 65536 characters

@@ -33,10 +33,11 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from contrib.autopilot import dashboard
+from contrib.autopilot import dashboard, drafts
 from contrib.autopilot import pr as autopilot_pr
 from contrib.autopilot.forges import Forges
 from contrib.autopilot.state import Need, Outcome, Run, validation_view
@@ -71,6 +72,8 @@ def autopilot(ws: Workspace, ui: UI, targets: list[str], *, push: bool, dry_run:
     run = Run(dry_run=dry_run, policy=ws.config.autopilot.prs,
               gpu_missing=check_gpu_labels(gpu_missing), forges=forges, fetch=fetch)
     with _scratch(ws, dry_run) as work:
+        if not targets:
+            drafts.draft_all(work, run)
         outcomes = _loop(work, ui, targets, run)
         if repo is not None:
             _commit(work, repo, outcomes, run, push)
@@ -93,6 +96,7 @@ def workspace_token() -> str | None:
 def _loop(ws: Workspace, ui: UI, targets: list[str], run: Run) -> list[Outcome]:
     patchsets = ws.patchsets(targets)
     outcomes = {ps.target: Outcome(ps.target) for ps in patchsets}
+    opened = drafts.ready(run)  # this run's drafts: a draft PR whatever `prs` says
     for upstream in sorted({ps.upstream for ps in patchsets}):
         group = [ps for ps in patchsets if ps.upstream == upstream]
         _sync(ws, ui, group, outcomes, run)
@@ -101,7 +105,9 @@ def _loop(ws: Workspace, ui: UI, targets: list[str], run: Run) -> list[Outcome]:
         if outcome.syncable:
             ui.step(f"validating {ps.target} ...")
             _validate(ws, ws.patchset(ps.target), outcome)  # sync rewrote patchset.toml
-            autopilot_pr.pr_step(ws, ws.patchset(ps.target), outcome, run)
+            creating = ps.target in opened and run.policy != "never"
+            autopilot_pr.pr_step(ws, ws.patchset(ps.target), outcome,
+                                 replace(run, policy="create") if creating else run)
     return [outcomes[ps.target] for ps in patchsets]
 
 

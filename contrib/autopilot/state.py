@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from contrib.audit.model import AuditGate
 from contrib.carry.conflict import folder_for
 from contrib.carry.engine import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, UPSTREAMED
+from contrib.enable.draft import EnableRun
 from contrib.record import StageStatus, Standing, Verdict
 
 if TYPE_CHECKING:
@@ -169,6 +170,7 @@ class Run:
     would_commit: list[str] = field(default_factory=list)  # a dry run's commit
     audits: list[AuditView] = field(default_factory=list)  # [autopilot] audit_arch, per upstream
     fetched: set[str] = field(default_factory=set)  # upstreams this run fetched (or tried to)
+    drafts: list[tuple[str, EnableRun]] = field(default_factory=list)  # [autopilot] enable
 
     def needs(self, outcomes: list[Outcome]) -> list[Need]:
         """Every Need of the run, patchsets first."""

@@ -43,6 +43,7 @@ class How(StrEnum):
     RESOLVED = "resolved"  # a conflict resolved by hand, recorded by sync --continue
     REFRESH = "refresh"
     PUSH = "push"  # not a new version: open-pr pushed this one
+    ENABLE = "enable"  # drafted by `contrib enable` from the audit
 
 
 @dataclass(frozen=True)

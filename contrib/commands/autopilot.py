@@ -43,7 +43,8 @@ def _show(ui: UI, outcomes: list[Outcome], run: Run, code: int) -> None:
         "dry_run": run.dry_run, "exit_code": code, "commit": run.commit, "push": run.push,
         "dashboard": run.dashboard, "problems": [n.as_dict() for n in run.problems],
         "patchsets": [o.as_dict() for o in outcomes],
-        "audit": [v.to_dict() for v in run.audits]}
+        "audit": [v.to_dict() for v in run.audits],
+        "enable": [{"arch": arch, **one.to_dict()} for arch, one in run.drafts]}
     if run.dry_run:
         document.update(would_commit=run.would_commit, would_write=run.forges.writes())
     ui.emit(document)

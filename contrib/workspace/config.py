@@ -61,6 +61,7 @@ class Autopilot:
     prs: str = "update"  # one of PR_POLICIES
     dashboard_title: str = DEFAULT_DASHBOARD_TITLE
     audit_arch: tuple[str, ...] = ()  # archs the dashboard audits every upstream for
+    enable: tuple[str, ...] = ()  # archs each run drafts `contrib enable` patchsets for
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,8 @@ def _keep(t: Table) -> int | None:
 
 def _autopilot(t: Table) -> Autopilot:
     """``[autopilot]``: repo OWNER/NAME, prs one of PR_POLICIES, dashboard_title,
-    audit_arch (GPU architectures, e.g. ``["sm_120a"]``)."""
-    t.only({"repo", "prs", "dashboard_title", "audit_arch"})
+    audit_arch and enable (GPU architectures, e.g. ``["sm_120a"]``)."""
+    t.only({"repo", "prs", "dashboard_title", "audit_arch", "enable"})
     repo = t.string("repo", "", pattern=REPO_RE,
                     hint="OWNER/NAME of the workspace's GitHub repository") or ""
     prs = t.string("prs", "update") or ""
@@ -133,20 +134,21 @@ def _autopilot(t: Table) -> Autopilot:
     title = (t.string("dashboard_title", DEFAULT_DASHBOARD_TITLE) or "").strip()
     if not title:
         raise t.fail("dashboard_title", "must not be empty")
-    return Autopilot(repo=repo, prs=prs, dashboard_title=title, audit_arch=_archs(t))
+    return Autopilot(repo=repo, prs=prs, dashboard_title=title, audit_arch=_archs(t),
+                     enable=_archs(t, "enable"))
 
 
-def _archs(t: Table) -> tuple[str, ...]:
-    """``audit_arch``: each parsed (``sm_120a``), given once."""
+def _archs(t: Table, key: str = "audit_arch") -> tuple[str, ...]:
+    """``audit_arch`` (or ``enable``): each parsed (``sm_120a``), given once."""
     names = []
-    for text in t.strings("audit_arch"):
+    for text in t.strings(key):
         try:
             name = parse_arch(text).name
         except UsageError:
-            raise t.fail("audit_arch", f"holds {text!r}, which is not a GPU architecture "
+            raise t.fail(key, f"holds {text!r}, which is not a GPU architecture "
                          f"(e.g. {EXAMPLES})") from None
         if name in names:
-            raise t.fail("audit_arch", f"names {name} twice")
+            raise t.fail(key, f"names {name} twice")
         names.append(name)
     return tuple(names)
 

@@ -36,7 +36,8 @@ class SyncResult(StrEnum):
 
 
 class UpstreamStatus(StrEnum):
-    """OpenEmbedded's Upstream-Status values, plus Upstreamed (sync found it upstream)."""
+    """OpenEmbedded's Upstream-Status values, plus Upstreamed (sync found it upstream) and
+    Draft (``contrib enable`` wrote it)."""
 
     PENDING = "Pending"
     SUBMITTED = "Submitted"
@@ -45,6 +46,7 @@ class UpstreamStatus(StrEnum):
     DENIED = "Denied"
     INAPPROPRIATE = "Inappropriate"
     UPSTREAMED = "Upstreamed"
+    DRAFT = "Draft"  # drafted by `contrib enable`, not yet read by a person
 
 
 def _drop_empty(d: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""``contrib enable``: draft the patch that opens a gate-only gate, from the audit."""

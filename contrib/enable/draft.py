@@ -1,0 +1,244 @@
+"""``contrib enable``'s engine: from the audit's gates to a validated draft patchset.
+
+1. audit the upstream at REF (:func:`contrib.audit.run.audit_upstream`, so a
+   better audit means better drafts);
+2. pick the gates (:mod:`contrib.enable.select`) and, for each, the chain of
+   gates that must open with it (:mod:`contrib.enable.chain`);
+3. refuse a chain whose kernels are compiled out for the target (the guards
+   named), skip one a patchset covers already;
+4. splice the edits (:mod:`contrib.enable.forms`), commit them on REF per area
+   (:mod:`contrib.enable.commits`) and write the patchset through the version
+   writer ``new`` uses: ``upstream_status = "Draft"``, the audit's evidence in
+   the summary, the why of each edit in ``[decisions]``;
+5. validate it with every stage that can run here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import tomlkit
+
+from contrib.analysis.tree import GitTree
+from contrib.arch import Arch
+from contrib.audit.links import patch_coverage
+from contrib.audit.model import INTENTIONAL, AuditGate
+from contrib.audit.report import UpstreamAudit
+from contrib.audit.run import audit_upstream
+from contrib.carry.versions import Event, How, add_event, stage_version
+from contrib.clock import now_iso
+from contrib.enable.chain import gate_chain
+from contrib.enable.commits import AreaCommit, area_of, make_commits, subject, subject_style
+from contrib.enable.edits import CannotEdit
+from contrib.enable.forms import Editor
+from contrib.enable.select import Skipped, label, named, refusal, uncovered
+from contrib.errors import ContribError, UsageError
+from contrib.git.cache import Mirror
+from contrib.git.process import ProgressFn
+from contrib.git.repo import Git
+from contrib.ui import UI
+from contrib.validate.run import validate
+from contrib.workspace.layout import META_NAME
+from contrib.workspace.model import Workspace, check_name
+from contrib.workspace.schema import UpstreamStatus
+
+_NAME_MAX = 48
+
+
+@dataclass
+class Drafted:
+    """One patchset ``contrib enable`` wrote, and what validate made of it."""
+
+    patchset: str
+    version: str
+    gates: list[str]
+    patches: list[str]
+    verdict: str = "not validated"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class EnableRun:
+    """What one run drafted and skipped for one upstream at one commit."""
+
+    upstream: str
+    commit: str
+    drafted: list[Drafted] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"upstream": self.upstream, "commit": self.commit,
+                "drafted": [d.to_dict() for d in self.drafted],
+                "skipped": [s.to_dict() for s in self.skipped]}  # fmt: skip
+
+    @property
+    def needs_attention(self) -> bool:
+        """A gate refused for kernel work, or a draft that failed a stage."""
+        return any(s.refused for s in self.skipped) or any(
+            d.verdict == "failed" for d in self.drafted)
+
+
+def enable(ws: Workspace, upstream: str, arch: Arch, *, at: str | None, specs: list[str],
+           name: str | None, fetch: bool, check: UI, progress: ProgressFn | None = None,
+           step: Any = None) -> EnableRun:  # fmt: skip
+    """Draft (and validate, reporting to ``check``) a patchset per uncovered chain."""
+    if name is not None:
+        check_name(name)
+    audit = audit_upstream(ws, upstream, arch, at=at, since=None, fetch=fetch,
+                           progress=progress, step=step)  # fmt: skip
+    git = Mirror(ws.config.upstream(upstream)).ensure(fetch_now=False).git
+    where = f"{upstream} at {audit.commit[:12]}"
+    starts = named(audit.gates, specs, arch, where) if specs else uncovered(audit.gates)
+    run = EnableRun(upstream, audit.commit)
+    taken: set[tuple[str, int]] = set()
+    tree = GitTree(git, audit.commit)
+    for start in starts:
+        if (start.file, start.line) in taken:
+            continue
+        chain = gate_chain(audit.gates, tree, start, arch)
+        taken |= {(g.file, g.line) for g in chain}
+        drafted = _draft_chain(ws, git, tree, audit, chain, arch, name, run)
+        if drafted is not None:
+            drafted.verdict = _validate(ws, check, drafted, arch)
+            run.drafted.append(drafted)
+    return run
+
+
+def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
+                 chain: list[AuditGate], arch: Arch, name: str | None,
+                 run: EnableRun) -> Drafted | None:  # fmt: skip
+    start = chain[0]
+    refused = next((r for g in chain if (r := refusal(g)) is not None), None)
+    if refused is not None:
+        run.skipped.append(refused)
+        return None
+    intentional = next((g for g in chain if g.class_ == INTENTIONAL), None)
+    if intentional is not None:
+        run.skipped.append(Skipped(label(start), f"left out on purpose: {intentional.reason}"))
+        return None
+    covered = _covered_by(ws, git, audit.name, chain)
+    if covered:
+        run.skipped.append(Skipped(label(start), f"covered by {covered}"))
+        return None
+    target = name or _default_name(start)
+    if (ws.root / "patchsets" / audit.name / target).exists():
+        run.skipped.append(Skipped(label(start), f"patchset {audit.name}/{target} exists; "
+                                   "give another --name to draft it again"))
+        return None
+    editor = Editor(tree, arch)
+    decisions: dict[str, str] = {}
+    for gate in chain:
+        try:
+            decisions[label(gate)] = editor.widen(gate) + _why(gate)
+        except CannotEdit as exc:
+            if gate is start:
+                run.skipped.append(Skipped(label(start), str(exc)))
+                return None
+            decisions[label(gate)] = f"left as it is: {exc}"
+    return _write(ws, git, audit, chain, editor, decisions, arch, target)
+
+
+def _why(gate: AuditGate) -> str:
+    klass = gate.class_ or "not read as excluding by the audit"
+    return f". Why: {gate.effect or 'it omits the target'}; class {klass}" + (
+        f" ({gate.reason})" if gate.reason else "")
+
+
+def _covered_by(ws: Workspace, git: Git, upstream: str, chain: list[AuditGate]) -> str | None:
+    """The patchset already changing a function of the chain (the audit's covered_by
+    counts excluding gates only; a named gate may be one it does not)."""
+    for gate in chain:
+        if gate.covered_by:
+            return gate.covered_by
+    for ps in ws.patchsets([upstream]):
+        try:
+            patches = [raw for _, raw in ps.current.patch_texts()]
+        except ContribError:
+            continue
+        cover = patch_coverage(ps.target, git, ps.current.base, patches)
+        if any((g.file, g.function) in cover.functions for g in chain):
+            return ps.target
+    return None
+
+
+def _default_name(gate: AuditGate) -> str:
+    stem = gate.function.rsplit(".", 1)[-1].strip("_")
+    stem = re.sub(r"^(?:gen|get)_|_module$", "", stem)
+    slug = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[:_NAME_MAX].strip("-")
+    return f"enable-{slug or 'gate'}"
+
+
+def _write(ws: Workspace, git: Git, audit: UpstreamAudit, chain: list[AuditGate],
+           editor: Editor, decisions: dict[str, str], arch: Arch, target: str) -> Drafted:
+    """The edits as commits on the audited commit, written as the patchset's version."""
+    start = chain[0]
+    what = start.function.rsplit(".", 1)[-1]
+    style = subject_style(git, audit.commit)
+    areas: dict[str, dict[str, bytes]] = {}
+    for path, edit in editor.files.items():
+        if edit.splices:
+            areas.setdefault(area_of(path), {})[path] = edit.result()
+    if not areas:
+        raise UsageError(f"{label(start)}: nothing to change for {arch.name}")
+    commits = [AreaCommit(area, files, _message(subject(style, area, what, arch), files,
+                                                chain, decisions))
+               for area, files in areas.items()]  # fmt: skip
+    exported = make_commits(git, audit.commit, commits)
+    meta = _meta(commits[0].message.splitlines()[0], chain, decisions, arch, audit.commit)
+    add_event(meta, Event(How.ENABLE, audit.commit,
+                          detail=f"drafted from the audit for {arch.name}"))  # fmt: skip
+    folder = ws.root / "patchsets" / audit.name / target
+    with ws.transaction() as txn:
+        stage_version(txn, folder, audit.commit, exported)
+        txn.write(folder / META_NAME, tomlkit.dumps(meta))
+    return Drafted(f"{audit.name}/{target}", audit.commit, [label(g) for g in chain],
+                   [n for n, _ in exported])  # fmt: skip
+
+
+def _message(title: str, files: dict[str, bytes], chain: list[AuditGate],
+             decisions: dict[str, str]) -> str:  # fmt: skip
+    lines = [decisions[label(g)].split(". Why: ", 1)[0] for g in chain
+             if g.file in files and not decisions[label(g)].startswith("left as")]
+    body = "\n".join(f"- {line}" for line in lines)
+    return f"{title}\n\n{body}\n"
+
+
+def _meta(title: str, chain: list[AuditGate], decisions: dict[str, str], arch: Arch,
+          base: str) -> tomlkit.TOMLDocument:  # fmt: skip
+    doc = tomlkit.document()
+    doc["title"] = title
+    doc["summary"] = tomlkit.string(_summary(chain, arch), multiline=True)
+    doc["arch"] = arch.name
+    doc["current"] = base
+    doc["upstream_status"] = str(UpstreamStatus.DRAFT)
+    doc["created"] = now_iso()
+    table = tomlkit.table()
+    for key, value in decisions.items():
+        table[key] = value
+    doc["decisions"] = table
+    return doc
+
+
+def _summary(chain: list[AuditGate], arch: Arch) -> str:
+    """What the audit said of each gate: what it admits, its class and its evidence."""
+    out = [f"Drafted by `contrib enable` for {arch.name} from the audit:"]
+    for gate in chain:
+        out.append(f"- {label(gate)}: admits {gate.admits}; {gate.effect or 'excludes'}; "
+                   f"class {gate.class_ or 'not read as excluding'}")
+        if gate.reason:
+            out.append(f"  {gate.reason}")
+        out += [f"  evidence: {e}" for e in gate.evidence[:5]]
+    return "\n".join(out) + "\n"
+
+
+def _validate(ws: Workspace, check: UI, drafted: Drafted, arch: Arch) -> str:
+    """Every stage that can run here; the verdict for the target's arch."""
+    try:
+        _, document = validate(ws, check, [drafted.patchset], arch=arch.name, junit=None)
+    except ContribError as exc:
+        return f"not validated: {exc}"
+    return str(document.get("verdict", "not validated"))

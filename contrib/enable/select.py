@@ -1,0 +1,97 @@
+"""Which audited gates a ``contrib enable`` run drafts for.
+
+``FILE:FUNCTION`` or ``FILE:LINE``, as the audit prints them, name gates of
+the audit at REF; with none named, every runtime gate that excludes the
+target, is gate-only and no patchset covers.  A named gate is draftable when
+the audit says it excludes the target, or when what it admits leaves the
+target's major out (a value the audit cannot tie to a refusal, such as a
+predicate returned to a caller: the user names it, the draft says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contrib.arch import Arch
+from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, RUNTIME, AuditGate, admitted_majors
+from contrib.errors import UsageError
+
+_GUARD = " (guard "
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A gate not drafted, and why (``refused``: its kernels need work first)."""
+
+    gate: str
+    why: str
+    refused: bool = False
+
+    def to_dict(self) -> dict[str, str]:
+        return {"gate": self.gate, "why": self.why}
+
+
+def label(gate: AuditGate) -> str:
+    """How the audit names a gate: ``file:line`` and its function."""
+    return f"{gate.file}:{gate.line} {gate.function}"
+
+
+def uncovered(gates: list[AuditGate]) -> list[AuditGate]:
+    """The gates a run without GATE drafts for: runtime, excluding, gate-only, uncovered."""
+    return [g for g in gates if g.scope == RUNTIME and g.excludes_target
+            and g.class_ == GATE_ONLY and g.covered_by is None]  # fmt: skip
+
+
+def named(gates: list[AuditGate], specs: list[str], arch: Arch, where: str) -> list[AuditGate]:
+    """The gates ``specs`` name; UsageError (exit 2) for one that names none, or whose
+    gates all admit the target already."""
+    picked: list[AuditGate] = []
+    for spec in specs:
+        found = _matching(gates, spec)
+        if not found:
+            raise UsageError(f"{spec}: no gate there in {where}; `contrib audit --all` lists "
+                             "them as FILE:LINE and FUNCTION")
+        closed = [g for g in found if g.excludes_target or
+                  (g.admits != "unknown" and arch.major not in admitted_majors(g.admits))]
+        if not closed:
+            raise UsageError(f"{spec}: {label(found[0])} already admits {arch.name} in {where} "
+                             f"({found[0].effect or found[0].admits}); nothing to enable")
+        picked += [g for g in closed if g not in picked]
+    return picked
+
+
+def _matching(gates: list[AuditGate], spec: str) -> list[AuditGate]:
+    path, sep, what = spec.rpartition(":")
+    if not sep or not path or not what:
+        raise UsageError(f"{spec}: give a gate as FILE:FUNCTION or FILE:LINE, as the audit "
+                         "prints it")
+    if what.isdigit():
+        line = int(what)
+        return [g for g in gates if g.file == path and g.line <= line <= max(g.line, g.end_line)]
+    return [g for g in gates if g.file == path
+            and what in (g.function, g.function.rsplit(".", 1)[-1])]  # fmt: skip
+
+
+def refusal(gate: AuditGate) -> Skipped | None:
+    """A needs-kernel-work gate, refused with the guards of its evidence (``file:line``)."""
+    if gate.class_ != NEEDS_KERNEL_WORK:
+        return None
+    by_file: dict[str, list[str]] = {}
+    for where in guards(gate.evidence):
+        path, _, line = where.rpartition(":")
+        by_file.setdefault(path or where, []).append(line)
+    named = "; ".join(f"{path}:{','.join(filter(None, lines))}" for path, lines in by_file.items())
+    return Skipped(label(gate), f"needs kernel work: compiled out for the target by the guards "
+                   f"at {named or 'unknown lines'} ({gate.reason})", refused=True)  # fmt: skip
+
+
+def guards(evidence: list[str]) -> list[str]:
+    """The guard locations of the audit's evidence lines, in order, each once."""
+    found = []
+    for line in evidence:
+        start = line.find(_GUARD)
+        where = (line[start + len(_GUARD):].split(")", 1)[0] if start >= 0
+                 else line.split(" ", 1)[0])  # fmt: skip
+        if where not in found:
+            found.append(where)
+    return found
