@@ -63,7 +63,7 @@ def resume(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     if last is not None and last.target == pending.target and last.result in OK_RESULTS:
         # A --continue killed after recording this resolution, before cleaning up.
         conflict.remove(git, pending)
-        del state[ps.target]
+        del state[pending.patchset]
         conflict.save_state(ws.state_dir, state)
         return Report(ps.target, UNCHANGED, ps.current.base, pending.target,
                       patches=ps.current.series(),
@@ -91,9 +91,9 @@ def resume(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     # Only once the resolution is recorded may the worktree holding it go: a run
     # killed before this point leaves it (and the pending state) for the next
     # --continue.  A further conflict has already replaced both.
-    if state.get(ps.target) is pending:
+    if state.get(pending.patchset) is pending:
         conflict.remove(git, pending)
-        del state[ps.target]
+        del state[pending.patchset]
         conflict.save_state(ws.state_dir, state)
     return report
 
@@ -190,7 +190,7 @@ def _conflict_again(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pen
     raw = (ps.version(pending.base).dir / failing.name).read_bytes()
     # The state first: its head holds the resolution just made, so a run killed
     # while the worktree is re-made leaves a state --continue can prepare again.
-    state[ps.target] = pending
+    state[pending.patchset] = pending
     conflict.save_state(ws.state_dir, state)
     marked = conflict.prepare(git, pending, failing, raw)
     info = pending_dict(pending)
