@@ -120,3 +120,28 @@ def test_a_title_per_target(tmp_path: Path, upstream: Repo, fake_github: FakeGit
     path.write_text(path.read_text().replace('"backport: f3 to 1.0"', '"  "'))
     result = ws.run("status", "--no-fetch")
     assert result.code == 2 and f"{path}:" in result.err and "title" in result.err
+
+
+def test_landed_on_the_first_target_only_the_second_stays_pending_and_gets_its_pr(
+        tmp_path: Path, upstream: Repo, fake_github: FakeGitHub,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    scene = Scene(tmp_path, upstream, fake_github)
+    git(upstream.path, "branch", "release-1")  # cut before the change lands on main
+    ws = Workspace(scene.root, {"proj": upstream})
+    _targets(ws, "sm120", "main", "release-1")
+    upstream.commit("core: f3 returns 30 (#30)", {"pkg/core.py": upstream.read("pkg/core.py")
+                                                  .replace("return 3\n", "return 30\n")})
+    sync = ws.run("sync", "--json").json
+    assert isinstance(sync, dict)
+    results = {r["patchset"]: r["result"] for r in sync["results"]}
+    assert results == {"proj/sm120@main": "upstreamed", "proj/sm120@release-1": "unchanged"}
+    status = ws.run("status", "--no-fetch", "--json").json
+    assert isinstance(status, dict)
+    rows = {r["patchset"]: r["upstream_status"] for r in status["patchsets"]}
+    assert rows == {"proj/sm120@main": "Upstreamed", "proj/sm120@release-1": "Pending"}
+    code, opened = scene.run(TARGET)
+    assert code == 0, opened
+    by_target = {r["patchset"]: r["result"] for r in opened}
+    assert by_target["proj/sm120@main"] == "upstreamed"
+    assert [p["base"]["ref"] for p in scene.prs()] == ["release-1"]
