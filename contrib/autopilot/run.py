@@ -33,6 +33,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -231,7 +232,11 @@ def _scratch(ws: Workspace, dry_run: bool) -> Iterator[Workspace]:
         if state.is_file():
             (copy / STATE_DIR).mkdir(exist_ok=True)
             shutil.copy2(state, conflict.state_path(copy / STATE_DIR))
-        yield Workspace(copy)
+        scratch = Workspace(copy)
+        # The copy reads the real workspace's configuration: a relative upstream url
+        # (the demo's "../upstream") is relative to the workspace, not to the copy.
+        scratch.config = replace(ws.config, path=scratch.config.path)
+        yield scratch
 
 
 def _private(root: Path) -> Any:
