@@ -395,10 +395,14 @@ class Workspace:
         if base.is_dir():
             for up in sorted(p for p in base.iterdir() if p.is_dir()):
                 for ps in sorted(p for p in up.iterdir() if p.is_dir()):
-                    if (ps / META_NAME).is_symlink() and not (ps / META_NAME).exists():
-                        raise ConfigError(f"{ps / META_NAME}: a symlink to a file that does "
-                                          "not exist; restore the file or remove the folder")
-                    if (ps / META_NAME).is_file():
+                    meta = ps / META_NAME
+                    if meta.is_symlink() and not meta.exists():
+                        raise ConfigError(f"{meta}: a symlink to a file that does not exist; "
+                                          "restore the file or remove the folder")
+                    if meta.exists() and not meta.is_file():
+                        raise ConfigError(f"{meta}: not a file; a patchset folder holds its "
+                                          "patchset.toml itself (or remove the folder)")
+                    if meta.is_file():
                         for part, what in ((up.name, "upstream name"), (ps.name, "patchset name")):
                             if not valid_name(part):
                                 raise ConfigError(f"{ps}: {what} {part!r} is invalid (use "
