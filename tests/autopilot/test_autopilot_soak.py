@@ -46,3 +46,22 @@ def test_24_runs_with_prs_keep_at_most_10_versions_per_patchset(
     log = run_contrib("log", "proj/f3", "--json", cwd=scene.root)
     assert log.code == 0, log.err
     assert len(json.loads(log.out)["versions"]) == RUNS + 1  # nothing out of reach
+
+
+def test_the_commit_takes_a_second_targets_new_version_when_only_it_moved(
+        tmp_path: Path, upstream: Repo, fake_github: FakeGitHub, monkeypatch: Any) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    scene = Scene(tmp_path, upstream, fake_github, "never")
+    git(upstream.path, "branch", "release-1")
+    meta = scene.root / "patchsets/proj/f7/patchset.toml"
+    meta.write_text('targets = ["main", "release-1"]\n' + meta.read_text())
+    git(scene.root, "commit", "-qam", "f7 on two lines", env=IDENTITY)
+    assert scene.run()[0] == 0 and scene.clean()
+    git(upstream.path, "checkout", "-q", "release-1")
+    new_base = upstream.commit("release: a fix", {"docs/fix.md": "fix\n"})
+    git(upstream.path, "checkout", "-q", "main")
+    code, doc, err = scene.run("proj/f7@release-1")
+    assert code == 0, (doc, err)
+    assert scene.clean(), git(scene.root, "status", "--porcelain")
+    files = git(scene.root, "show", "--name-only", "--format=", "HEAD").split()
+    assert f"patchsets/proj/f7/{new_base}/series" in files
