@@ -45,8 +45,9 @@ def pending_for(ws: Workspace, targets: list[str], state: dict[str, conflict.Pen
         return [state[k] for k in sorted(state)]
     chosen = []
     for target in targets:
-        hits = [p for k, p in sorted(state.items())
-                if k == target.strip("/") or k.split("/")[0] == target.strip("/")]
+        wanted = target.strip("/")
+        hits = [p for k, p in sorted(state.items())  # UP, UP/NAME (every target), or one
+                if wanted in (k, k.split("/")[0], k.partition("@")[0])]
         if not hits:
             raise UsageError(f"{flag} {target}: no conflict pending for it (pending: "
                              f"{', '.join(sorted(state))})")

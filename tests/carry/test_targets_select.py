@@ -145,3 +145,13 @@ def test_landed_on_the_first_target_only_the_second_stays_pending_and_gets_its_p
     by_target = {r["patchset"]: r["result"] for r in opened}
     assert by_target["proj/sm120@main"] == "upstreamed"
     assert [p["base"]["ref"] for p in scene.prs()] == ["release-1"]
+
+
+def test_continue_and_abort_of_the_plain_name_reach_every_target(lines: Workspace,
+                                                                 upstream: Repo) -> None:
+    upstream.commit("core: f3 differently", {"pkg/core.py": F3_PATCH.replace("33", "34")})
+    conflict = lines.run("sync", "--json")
+    assert conflict.code == 1, conflict.err
+    aborted = lines.run("sync", "--abort", "proj/x")
+    assert aborted.code == 0, aborted.err
+    assert "proj/x@main: aborted" in aborted.out + aborted.err
