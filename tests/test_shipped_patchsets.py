@@ -29,7 +29,7 @@ def shipped() -> Workspace:
 
 def test_workspace_lists_both_patchsets(shipped: Workspace) -> None:
     assert [ps.target for ps in shipped.patchsets()] == [
-        "flashinfer/sm120-trtllm-comm", "flashinfer/sm120-trtllm-comm@main",
+        "flashinfer/sm120-trtllm-comm@release-v0.6.16", "flashinfer/sm120-trtllm-comm@main",
         "sglang/sm120-allreduce-fusion"]
     assert shipped.patchset("flashinfer/sm120-trtllm-comm").branch == "release-v0.6.16"
     assert shipped.config.upstreams["flashinfer"].github == "flashinfer-ai/flashinfer"
@@ -46,7 +46,7 @@ def test_series_are_real_patches(shipped: Workspace, tmp_path: Path) -> None:
             mail = split_mail(git, name, raw)
             assert mail.author.email == "contrib@example.invalid"
             touched.setdefault(ps.target, set()).update(h.path for h in parse_hunks(mail.diff))
-    assert touched["flashinfer/sm120-trtllm-comm"] == {
+    assert touched["flashinfer/sm120-trtllm-comm@release-v0.6.16"] == {
         "include/flashinfer/comm/trtllm_allreduce.cuh", "csrc/trtllm_allreduce.cu",
         "flashinfer/jit/comm.py", "tests/comm/test_trtllm_allreduce_lamport.py"}
     assert touched["sglang/sm120-allreduce-fusion"] == {

@@ -208,7 +208,7 @@ class _Silent(UI):
 def _commit(ws: Workspace, repo: WorkspaceRepo, outcomes: list[Outcome], run: Run,
             push: bool) -> None:
     """One commit of every change under the selected patchsets' folders; then the push."""
-    folders = [ws.root / "patchsets" / o.patchset for o in outcomes]
+    folders = sorted({ws.folder_of(o.patchset) for o in outcomes})
     if len(outcomes) == 1:
         message = f"autopilot: {outcomes[0].patchset}: {outcomes[0].summary()}\n"
     else:
@@ -237,7 +237,11 @@ def _scratch(ws: Workspace, dry_run: bool) -> Iterator[Workspace]:
         if state.is_file():
             (copy / STATE_DIR).mkdir(exist_ok=True)
             shutil.copy2(state, conflict.state_path(copy / STATE_DIR))
-        yield Workspace(copy)
+        scratch = Workspace(copy)
+        # The copy reads the real workspace's configuration: a relative upstream url
+        # (the demo's "../upstream") is relative to the workspace, not to the copy.
+        scratch.config = replace(ws.config, path=scratch.config.path)
+        yield scratch
 
 
 def _private(root: Path) -> Any:
@@ -250,10 +254,11 @@ def _would_commit(ws: Workspace, copy: Workspace, outcomes: list[Outcome]) -> li
     """The files a real run would commit: those the dry run changed in its copy."""
     changed = []
     for outcome in outcomes:
-        mine, theirs = (w.root / "patchsets" / outcome.patchset for w in (ws, copy))
+        mine, theirs = (w.folder_of(outcome.patchset) for w in (ws, copy))
         names = {p.relative_to(theirs) for p in theirs.rglob("*") if p.is_file()} | {
             p.relative_to(mine) for p in mine.rglob("*") if p.is_file()}
-        changed += [f"patchsets/{outcome.patchset}/{n}" for n in sorted(names)
+        folder = mine.relative_to(ws.root).as_posix()
+        changed += [f"{folder}/{n}" for n in sorted(names)
                     if not (mine / n).is_file() or not (theirs / n).is_file()
                     or (mine / n).read_bytes() != (theirs / n).read_bytes()]
     return changed

@@ -19,6 +19,7 @@ import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from contrib.carry.series import EXPORT_ENV, MailPatch
 from contrib.errors import ContribError, NeedsAttention
@@ -89,6 +90,7 @@ def _pending(path: Path, state_dir: Path, key: str, value: object, advice: str) 
         if (name not in value and required) or (name in value and (
                 not isinstance(value[name], kinds) or isinstance(value[name], bool))):
             raise ContribError(f"{where}.{name} must be a {kinds[0].__name__}; {advice}")
+    value = _anchored(state_dir, key, value)
     unknown = set(value) - set(_TYPES)
     files = value.get("files", [])
     landed = value.get("landed", {})
@@ -113,6 +115,19 @@ def check_index(state_dir: Path, pending: Pending, patches: int) -> None:
             f"but the series of {pending.base[:12]} has {patches} patch(es); remove the file "
             f"and the worktrees under {state_dir / 'conflicts'} to start over (the pending "
             "conflicts are then forgotten; no version is lost)")
+
+
+def _anchored(state_dir: Path, key: str, value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` with its folder at this workspace's ``.contrib/conflicts/NAME`` when it
+    names that same place in another (a workspace moved or copied, the dry run's copy):
+    the conflict is still the user's, pending, and never to be dropped for a path."""
+    folder, expected = value.get("folder"), folder_for(state_dir, key)
+    if not isinstance(folder, str) or Path(folder) == expected:
+        return value
+    parts = Path(folder).parts
+    if len(parts) >= 3 and parts[-3:] == expected.parts[-3:]:
+        return {**value, "folder": str(expected)}
+    return value
 
 
 def save_state(state_dir: Path, pending: dict[str, Pending]) -> None:

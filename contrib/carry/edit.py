@@ -44,6 +44,10 @@ def open_edit(ws: Workspace, target: str, *, path: Path | None, repo: Path | Non
     if path is not None and repo is not None:
         raise UsageError("give --path DIR (a new worktree) or --repo CLONE, not both")
     ps = ws.patchset(target)
+    if len(ps.branches) > 1 and "@" not in target:
+        choices = ", ".join(ps.on(b).selector for b in ps.branches)
+        raise UsageError(f"{target}: carried on {len(ps.branches)} branches ({ps.targets_at}); "
+                         f"say which target to edit: {choices}")
     if path is not None:
         _check_path(ws, ps, path)
     mirror = Mirror(ws.config.upstream(ps.upstream)).ensure(fetch_now=False,

@@ -9,24 +9,28 @@ tip.  This module measures that from the lines themselves:
   how many the target's version of the file (renames followed) has more often
   than the base's; blobs
   come through the one batch reader, so this pre-check costs no process per file;
-* **by** -- which commits of base..target introduced those lines: ``git blame``
-  of just the matching lines, limited to base..target, most lines first;
+* **by** -- which commits of base..target brought those lines, each by its own
+  diff (``git log -p`` of the patch's files): a line belongs to the last commit
+  whose diff added it, unless a later one removed it again (a revert), so a
+  landing, its revert and the reland credit the reland; a later commit that only
+  moves or re-indents a line takes no credit from it (blame would give it all);
 * **gone** -- of its meaningful removed lines, how many occur less often at the
   target than at the base.
 
-THE RULE (:func:`decide`): the patch is landed by commit C when C alone
-introduced at least ``threshold`` of its meaningful added lines (default
-:data:`LANDED_SHARE`, 80%) and at least that share of its removed lines are
-gone.  Why 80% of the lines from one commit: review rewords a few lines of a
-PR (a renamed variable, a log message) and later upstream commits rewrite a
-few more, so demanding all of them would miss the common case; but one commit
-bringing four of every five lines is no coincidence -- upstream writing the
-same thing independently spreads it over commits (each below the bar), and an
-unrelated conflict has next to none of its lines at the tip.  A patch that
-only removes lines is landed when every removed line is gone; the oldest
-commit of base..target that changed the count of its longest one (``git log
--S``) landed it.  ``[sync_rules] landed_share`` in patchset.toml tunes the
-threshold per patchset.
+THE RULE (:func:`decide`): the patch is landed when at least ``threshold`` of its
+meaningful added lines are present (default :data:`LANDED_SHARE`, 80%), at least
+that share of its removed lines are gone, and one commit brought most of the
+present lines: that commit landed it, the later ones that touched its files are
+``changed_by``.  Why 80%: review rewords a few lines of a PR (a renamed variable,
+a log message) and later upstream commits rewrite a few more, so demanding all
+of them would miss the common case.  Why one commit bringing most of them:
+upstream writing the same thing independently spreads it over commits, and an
+unrelated conflict has next to none of its lines at the tip; the lines alone
+cannot tell those from a landing, so without such a commit the patch is never
+called upstreamed.  A patch that only removes lines is landed when every removed
+line is gone; the oldest commit of base..target that changed the count of its
+longest one (``git log -S``) landed it.  ``[sync_rules] landed_share`` in
+patchset.toml tunes the threshold per patchset.
 """
 
 from __future__ import annotations
@@ -42,10 +46,8 @@ from contrib.git.repo import Git
 LANDED_SHARE = 0.8  # the default threshold; see the module docstring for why
 FLOOR = 0.3  # below this share present, nothing upstream is worth blaming
 _SHOWN = 5  # at most this many commits named as "by" or "changed by"
-_PER_LINE = 4  # occurrences of one line blamed (a common line proves little more)
 _BARE = frozenset({"else:", "try:", "finally:", "pass", "return", "break", "continue",
                    "else", "default:", "#endif", "#else", "end", "fi", "done", "do", "then"})
-_SHA = re.compile(r"^[0-9a-f]{40}$")
 _ALNUM = re.compile(r"[^\W_]")  # a letter or a digit, as str.isalnum() has it
 
 
@@ -65,7 +67,7 @@ class Evidence:
     threshold: float
     lines: int = 0  # meaningful added lines
     present: int = 0  # of them found at the target
-    by: tuple[tuple[str, int], ...] = ()  # (commit, added lines it introduced), most first
+    by: tuple[tuple[str, int], ...] = ()  # (commit, added lines its own diff brought), most first
     removed: int = 0  # meaningful removed lines
     gone: int = 0  # of them gone at the target
     landed_by: str | None = None
@@ -92,6 +94,17 @@ class Evidence:
             if len(self.by) > 1:
                 text += f" and the rest from {len(self.by) - 1} other commit(s)"
         return text
+
+    def why_not(self) -> str:
+        """Why the rule did not call it landed (for a note): the reason that holds."""
+        if self.landed_by is not None:
+            return ""
+        if self.lines and self.present < self.threshold * self.lines:
+            return f"below the landed_share of {self.threshold:.0%}"
+        if self.removed and self.gone < self.threshold * self.removed:
+            return f"only {self.gone} of its {self.removed} removed line(s) are gone"
+        return (f"no single upstream commit wrote {self.threshold:.0%} of them; "
+                "several commits did")
 
 
 _SUBJECT_NOISE = re.compile(r"^\[[^]]*\]\s*|\s*\(#\d+\)\s*$|^\w+(?:\([^)]*\))?!?:\s*")
@@ -146,9 +159,9 @@ class Look:
         self._done: dict[int, tuple[float, Evidence]] = {}
 
     def evidence(self, index: int, blame_from: float | None = None) -> Evidence:
-        """Patch ``index``'s evidence; ``git blame`` runs only when the tip has
-        ``blame_from`` (default: the threshold) of its added lines: below that, no
-        commit can land it, and the pre-check stays cheap."""
+        """Patch ``index``'s evidence; the history of its files is read only when the
+        tip has ``blame_from`` (default: the threshold) of its added lines: below
+        that, nothing can land it, and the pre-check stays cheap."""
         bar = self.threshold if blame_from is None else blame_from
         done = self._done.get(index)
         if done is not None and (done[0] <= bar or done[1].share < bar):
@@ -162,23 +175,25 @@ class Look:
         if self.base is not None:
             longest = max(((len(r), r, self._where[p]) for p, f in files.items()
                            for r in f.raw_removed), default=None)
-            blame = ev.share >= bar
-            ev = decide(self.git, ev, self.base, self.target,
-                        _matches(files, self._where, self._now) if blame else {},
+            by = _brought(self.git, self.base, self.target, files, self._where,
+                          self._then) if ev.lines and ev.share >= bar else Brought()
+            ev = decide(self.git, ev, self.base, self.target, by,
                         longest[1:] if longest else None)
         self._done[index] = (bar, ev)
         return ev
 
 
-def decide(git: Git, ev: Evidence, base: str, target: str,
-           matches: dict[str, list[list[int]]], longest: tuple[str, str] | None) -> Evidence:
-    """Apply THE RULE to the counted evidence; blame only when the share is worth it."""
-    by = _introduced(git, base, target, matches) if ev.lines and matches else []
-    landed = None
+def decide(git: Git, ev: Evidence, base: str, target: str, brought: Brought,
+           longest: tuple[str, str] | None) -> Evidence:
+    """Apply THE RULE to the counted evidence and the commits that brought the lines."""
+    landed, by = None, brought.by
     if ev.lines:
-        enough = bool(by) and by[0][1] >= ev.threshold * ev.lines
+        present = ev.present >= ev.threshold * ev.lines
         gone_ok = not ev.removed or ev.gone >= ev.threshold * ev.removed
-        landed = by[0][0] if enough and gone_ok else None
+        # The commit with most of them at the tip wrote the share itself when it was
+        # made: no coincidence of several commits, whatever later commits did.
+        carried = bool(by) and brought.wrote.get(by[0][0], 0) >= ev.threshold * ev.lines
+        landed = by[0][0] if present and gone_ok and carried else None
     elif longest and ev.gone == ev.removed:
         landed = _remover(git, base, target, *longest)
     changed: tuple[str, ...] = ()
@@ -248,63 +263,56 @@ def _count(files: dict[str, _File], now: dict[str, list[str]], then: dict[str, l
     return Evidence(threshold, lines, present, removed=removed, gone=gone)
 
 
-def _matches(files: dict[str, _File], where: dict[str, str],
-             now: dict[str, list[str]]) -> dict[str, list[list[int]]]:
-    """Per target path, for each added line found there, the line numbers it occurs at."""
-    out: dict[str, list[list[int]]] = {}
-    for path, f in files.items():
-        wanted = set(f.added)
-        at: dict[str, list[int]] = defaultdict(list)
-        for number, line in enumerate(now[path], 1):
-            if line in wanted:
-                at[line].append(number)
-        found = [at[line][:_PER_LINE] for line in f.added if at.get(line)]
-        out[where[path]] = found
-    return out
+# -- asking git which commits brought them ---------------------------------------------------
 
-
-# -- asking git who wrote them ------------------------------------------------------------
-
-def _introduced(git: Git, base: str, target: str,
-                matches: dict[str, list[list[int]]]) -> list[tuple[str, int]]:
-    """Commits of base..target that introduced the matched lines: (sha, lines), most first."""
+def _brought(git: Git, base: str, target: str, files: dict[str, _File], where: dict[str, str],
+             then: dict[str, list[str]]) -> Brought:
+    """Commits of base..target whose own diffs brought the patch's added lines to the
+    tip: (sha, lines), most first, and how many each diff wrote when it was made.
+    Each wanted line keeps a stack of who added its copies (the base's at the
+    bottom): a commit's net additions of the line push it, net removals pop the
+    newest, so a revert takes the landing's credit away and a move changes nothing."""
+    need = Counter(line for f in files.values() for line in f.added)
+    stacks = {line: [""] * sum(Counter(then[p])[line] for p in files) for line in need}
+    paths = sorted({*files, *(where[p] for p in files)})
+    status, out, _ = git.try_run("log", "--reverse", "--no-merges", "--no-renames", "--no-color",
+                                 "--no-ext-diff", "-p", "-U0", "--format=%x00%H",
+                                 f"{base}..{target}", "--", *paths)
+    wrote: Counter[str] = Counter()
+    for chunk in out.split("\0")[1:] if status == 0 else []:
+        sha, _, diff = chunk.partition("\n")
+        for line, n in _net(diff, need).items():
+            stack = stacks[line]
+            if n > 0:
+                stack += [sha] * n
+                wrote[sha] += min(n, need[line])
+            else:
+                del stack[max(0, len(stack) + n):]
     credit: Counter[str] = Counter()
-    for path, found in matches.items():
-        numbers = sorted({n for occurrences in found for n in occurrences})
-        if not numbers:
-            continue
-        author = _blame(git, base, target, path, numbers)
-        for occurrences in found:
-            for sha in {author[n] for n in occurrences if n in author}:
-                credit[sha] += 1
-    return sorted(credit.items(), key=lambda kv: (-kv[1], kv[0]))
+    for line, stack in stacks.items():
+        credit.update(s for s in [s for s in stack if s][:need[line]])
+    return Brought(sorted(credit.items(), key=lambda kv: (-kv[1], kv[0])), dict(wrote))
 
 
-def _blame(git: Git, base: str, target: str, path: str, numbers: list[int]) -> dict[int, str]:
-    """Line number -> the commit of base..target that wrote it (older lines left out)."""
-    ranges: list[list[int]] = []
-    for n in numbers:
-        if ranges and n == ranges[-1][1] + 1:
-            ranges[-1][1] = n
-        else:
-            ranges.append([n, n])
-    spans = [arg for lo, hi in ranges for arg in ("-L", f"{lo},{hi}")]
-    status, out, _ = git.try_run("blame", "--porcelain", *spans, f"{base}..{target}", "--", path)
-    if status != 0:
-        return {}
-    author: dict[int, str] = {}
-    boundary: set[str] = set()
-    sha = ""
-    for line in out.splitlines():
-        if line.startswith("\t"):
+@dataclass(frozen=True)
+class Brought:
+    """Who brought a patch's lines: ``by`` as the tip has them (most first), and how
+    many of them each commit's own diff wrote."""
+
+    by: list[tuple[str, int]] = field(default_factory=list)
+    wrote: dict[str, int] = field(default_factory=dict)
+
+
+def _net(diff: str, wanted: Counter[str]) -> Counter[str]:
+    """Per wanted line: how many more copies one commit's diff added than it removed."""
+    net: Counter[str] = Counter()
+    for raw in diff.splitlines():
+        if raw.startswith(("+++ ", "--- ")) or raw[:1] not in ("+", "-"):
             continue
-        parts = line.split(" ")
-        if len(parts) >= 3 and _SHA.match(parts[0]):
-            sha = parts[0]
-            author[int(parts[2])] = sha
-        elif line == "boundary":
-            boundary.add(sha)
-    return {n: s for n, s in author.items() if s not in boundary}
+        line = " ".join(raw[1:].split())
+        if line in wanted:
+            net[line] += 1 if raw[0] == "+" else -1
+    return Counter({k: v for k, v in net.items() if v})
 
 
 def _renames(git: Git, base: str, target: str, gone: Sequence[str]) -> dict[str, str]:

@@ -122,8 +122,8 @@ def _partial_notes(plan: Plan) -> list[str]:
     found = dict(plan.evidence)
     if plan.breakage is not None and plan.breakage.evidence is not None:
         found[plan.breakage.patch.name] = plan.breakage.evidence
-    return [f"{name}: {ev.summary()} (below the landed_share of {ev.threshold:.0%}: not "
-            "taken as upstreamed; check the result for a duplicate)"
+    return [f"{name}: {ev.summary()} ({ev.why_not()}: not taken as upstreamed; check "
+            "the result for a duplicate)"
             for name, ev in found.items() if ev.landed_by is None and ev.by]
 
 

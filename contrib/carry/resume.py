@@ -45,8 +45,9 @@ def pending_for(ws: Workspace, targets: list[str], state: dict[str, conflict.Pen
         return [state[k] for k in sorted(state)]
     chosen = []
     for target in targets:
-        hits = [p for k, p in sorted(state.items())
-                if k == target.strip("/") or k.split("/")[0] == target.strip("/")]
+        wanted = target.strip("/")
+        hits = [p for k, p in sorted(state.items())  # UP, UP/NAME (every target), or one
+                if wanted in (k, k.split("/")[0], k.partition("@")[0])]
         if not hits:
             raise UsageError(f"{flag} {target}: no conflict pending for it (pending: "
                              f"{', '.join(sorted(state))})")
@@ -63,7 +64,7 @@ def resume(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     if last is not None and last.target == pending.target and last.result in OK_RESULTS:
         # A --continue killed after recording this resolution, before cleaning up.
         conflict.remove(git, pending)
-        del state[ps.target]
+        del state[pending.patchset]
         conflict.save_state(ws.state_dir, state)
         return Report(ps.target, UNCHANGED, ps.current.base, pending.target,
                       patches=ps.current.series(),
@@ -92,9 +93,9 @@ def resume(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     # Only once the resolution is recorded may the worktree holding it go: a run
     # killed before this point leaves it (and the pending state) for the next
     # --continue.  A further conflict has already replaced both.
-    if state.get(ps.target) is pending:
+    if state.get(pending.patchset) is pending:
         conflict.remove(git, pending)
-        del state[ps.target]
+        del state[pending.patchset]
         conflict.save_state(ws.state_dir, state)
     return report
 
@@ -191,7 +192,7 @@ def _conflict_again(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pen
     raw = (ps.version(pending.base).dir / failing.name).read_bytes()
     # The state first: its head holds the resolution just made, so a run killed
     # while the worktree is re-made leaves a state --continue can prepare again.
-    state[ps.target] = pending
+    state[pending.patchset] = pending
     conflict.save_state(ws.state_dir, state)
     marked = conflict.prepare(git, pending, failing, raw)
     info = pending_dict(pending)

@@ -6,14 +6,16 @@ would leave about 1,400 of them a year per patchset, paid for by every
 already holds the old folders, so the working tree keeps only:
 
 - the current version (of each target branch the patchset is carried on);
-- every version a PR was pushed from (``[[history]]`` push events, ``[pr]``);
-- every version whose validation record holds a run on GPUs (runs that cannot
-  be repeated on a laptop);
+- the version each target's PR head shows now (``[pr] version``);
+- per arch, the latest version whose validation record holds a run on GPUs
+  (runs that cannot be repeated on a laptop);
 - every version at a tagged upstream commit (a release);
 - the last ``keep`` others (``[versions] keep`` in contrib.toml, default 5).
 
-A folder leaves only when the workspace repository's HEAD holds it exactly as it
-is on disk, so nothing is lost; with no repository, or with ``keep = "all"``,
+Older pushes and GPU runs are not kept for ever: an autopilot with PRs pushes
+every version it makes, and would keep them all.  A folder leaves only when the
+workspace repository's HEAD holds it exactly as it is on disk (a file git
+ignores counts as one HEAD lacks), so nothing is lost; with no repository, or with ``keep = "all"``,
 everything stays and ``contrib doctor`` says why.  The removal is part of the
 transaction that wrote the new version (:meth:`Transaction.remove`), together
 with the folder's ``.contrib/superseded/`` copies.
@@ -26,12 +28,13 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contrib.carry.versions import How, chronological, read_history, superseded
-from contrib.errors import ContribError
+from contrib.carry.versions import chronological, superseded
+from contrib.errors import ConfigError, ContribError
 from contrib.git.repo import Git
 from contrib.record import read_record
 from contrib.workspace.model import Patchset, Version
-from contrib.workspace.txn import Transaction
+from contrib.workspace.table import SHA_RE
+from contrib.workspace.txn import Transaction, check_inside
 
 
 @dataclass
@@ -57,10 +60,10 @@ def decide(ps: Patchset, upstream: Git, keep: int | None, repo: WorkspaceHistory
         out.held = 'keep = "all" in [versions] of contrib.toml'
     elif repo is None:
         out.held = "the workspace is not in a git repository, which would keep the history"
-    pushed = _pushed(ps)
+    pushed, validated = _pushed(ps), _gpu_validated(versions)
     others = []
     for version in versions:
-        why = _protected(version, currents, pushed, known, releases)
+        why = _protected(version, currents, pushed, validated, known, releases)
         if why:
             out.kept[version.base] = why
         else:
@@ -85,11 +88,28 @@ def prune(txn: Transaction, ps: Patchset, retention: Retention) -> None:
 
 
 def _pushed(ps: Patchset) -> set[str]:
-    pushed = {e.version for e in read_history(ps) if e.how == How.PUSH}
-    for target in (ps.on(branch) for branch in ps.branches):
-        if target.pr is not None:
-            pushed |= {v for v in (target.pr.version, target.pr.previous_version) if v}
-    return pushed
+    """The versions the targets' PR heads show now (an older push is in git's history)."""
+    return {target.pr.version for target in (ps.on(branch) for branch in ps.branches)
+            if target.pr is not None and target.pr.version}
+
+
+def _gpu_validated(versions: list[Version]) -> dict[str, str]:
+    """Base -> why, for the newest version of ``versions`` (oldest first) with a GPU run
+    of each arch, and for every version whose record cannot be read (for a person)."""
+    out: dict[str, str] = {}
+    newest: dict[str, str] = {}
+    for version in versions:
+        try:
+            record = read_record(version.validation_path)
+        except ContribError:
+            out[version.base] = "its validation record cannot be read"
+            continue
+        for run in record.runs if record is not None else ():
+            if run.host.gpus:
+                newest[run.arch] = version.base
+    for arch, base in sorted(newest.items()):
+        out.setdefault(base, f"the latest run on GPUs for {arch}")
+    return out
 
 
 def _tags(upstream: Git) -> dict[str, str]:
@@ -103,28 +123,20 @@ def _tags(upstream: Git) -> dict[str, str]:
     return found
 
 
-def _protected(version: Version, currents: set[str], pushed: set[str], known: set[str],
-               releases: dict[str, str]) -> str:
+def _protected(version: Version, currents: set[str], pushed: set[str],
+               validated: dict[str, str], known: set[str], releases: dict[str, str]) -> str:
     """Why ``version`` must stay in the working tree ("" when nothing protects it)."""
     if version.base in currents:
         return "current"
     if version.base in pushed:
-        return "a PR was pushed from it"
-    if _gpu_run(version):
-        return "its validation record holds a run on GPUs"
+        return "a PR's head shows it"
+    if version.base in validated:
+        return validated[version.base]
     if version.base in releases:
         return f"at upstream tag {releases[version.base]}"
     if version.base not in known:  # an unknown commit is kept too: nothing is certain
         return "base not in the cache"
     return ""
-
-
-def _gpu_run(version: Version) -> bool:
-    try:
-        record = read_record(version.validation_path)
-    except ContribError:
-        return True  # unreadable: keep it for a person to look at
-    return record is not None and any(run.host.gpus for run in record.runs)
 
 
 class WorkspaceHistory:
@@ -143,12 +155,13 @@ class WorkspaceHistory:
         return None
 
     def holds(self, folder: Path) -> bool:
-        """Whether HEAD has ``folder`` exactly as it is in the working tree."""
+        """Whether HEAD has ``folder`` exactly as it is in the working tree: no change,
+        no untracked file, and no file git ignores (a notes file no commit holds)."""
         rel = folder.relative_to(self.top).as_posix()
         if not self.git.run("ls-tree", "-d", "HEAD", "--", rel):
             return False
         status, out, _ = self.git.try_run("status", "--porcelain", "--untracked-files=all",
-                                          "--ignored=no", "--", rel)
+                                          "--ignored=matching", "--", rel)
         return status == 0 and not out.strip()
 
 
@@ -179,30 +192,54 @@ class Pruned(Version):
 
 def pruned_versions(ps: Patchset) -> list[Pruned]:
     """The versions of ``ps`` that left the working tree and live in the workspace's git
-    history: for each, the last commit that still held its folder."""
+    history: for each, the last commit that still held its folder (HEAD itself for a
+    removal not committed yet).  Only a folder named by a full sha is a version."""
     repo = WorkspaceHistory.find(ps.workspace.root)
     if repo is None:
         return []
     rel = ps.dir.relative_to(repo.top).as_posix()
+    found = {base: "HEAD" for base in _held_by_head(repo, rel) if not (ps.dir / base).is_dir()}
     status, out, _ = repo.git.try_run("log", "--no-renames", "--format=commit %H", "--diff-filter=D",
                                       "--name-only", "--", f"{rel}/")
-    found: dict[str, str] = {}
     commit = ""
     for line in out.splitlines() if status == 0 else []:
         if line.startswith("commit "):
             commit = line.split()[1]
         elif line.endswith("/series") and line.count("/") == rel.count("/") + 2:
             base = line.split("/")[-2]
-            if not (ps.dir / base).is_dir():
-                found.setdefault(base, commit)  # newest first: the last deletion wins
+            if SHA_RE.fullmatch(base) and not (ps.dir / base).is_dir():
+                found.setdefault(base, f"{commit}^")  # newest first: the last deletion wins
+    if not found:
+        return []
+    cache = _pruned_cache(ps)
+    return [_materialize(repo, ps, rel, base, rev, cache) for base, rev in sorted(found.items())]
+
+
+def _held_by_head(repo: WorkspaceHistory, rel: str) -> list[str]:
+    """The version folders (full-sha names) HEAD holds under ``rel``."""
+    status, out, _ = repo.git.try_run("ls-tree", "-d", "--name-only", "HEAD", "--", f"{rel}/")
+    names = [line.rsplit("/", 1)[-1] for line in out.splitlines()] if status == 0 else []
+    return [name for name in names if SHA_RE.fullmatch(name)]
+
+
+def _pruned_cache(ps: Patchset) -> Path:
+    """``.contrib/pruned/UPSTREAM--NAME``, refused when it (or a folder above it inside
+    the workspace) is a symlink: the copies would be written wherever it points."""
     cache = ps.workspace.state_dir / "pruned" / f"{ps.upstream}--{ps.name}"
-    return [_materialize(repo, ps, rel, base, f"{commit}^", cache)
-            for base, commit in sorted(found.items())]
+    for folder in (ps.workspace.state_dir, cache.parent, cache):
+        if folder.is_symlink():
+            raise ConfigError(f"{folder}: is a symlink; contrib writes its copies of pruned "
+                              "versions only inside the workspace: remove the link")
+    check_inside(ps.workspace.root, cache)
+    return cache
 
 
 def _materialize(repo: WorkspaceHistory, ps: Patchset, rel: str, base: str, rev: str,
                  cache: Path) -> Pruned:
     folder = cache / base
+    if folder.is_symlink():
+        raise ConfigError(f"{folder}: is a symlink; remove it (contrib writes it again from "
+                          "the workspace's git history)")
     if not folder.is_dir():  # written aside and renamed: a folder here is whole
         names = repo.git.run("ls-tree", "--name-only", rev, "--", f"{rel}/{base}/").split("\n")
         blobs = repo.git.read_blobs(rev, [n for n in names if n])

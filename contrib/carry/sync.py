@@ -150,7 +150,7 @@ def _mirrors(ws: Workspace, ui: UI, names: list[str], fetch: bool) -> dict[str, 
 def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
               state: dict[str, conflict.Pending], task: Task | None = None) -> Report:
     base = ps.current.base
-    pending = state.get(ps.target)
+    pending = state.get(ps.target) or state.get(ps.legacy_target)
     if pending is not None:
         return Report(ps.target, CONFLICT, base, pending.target, conflict=pending_dict(pending),
                       notes=[f"a conflict is waiting in {pending.worktree}: resolve it and run "
@@ -232,7 +232,7 @@ def commit_changes(repo: Git, ws: Workspace, reports: list[Report]) -> str | Non
     """Commit every changed patchset folder in one commit; its sha, or None if nothing."""
     changed = [r for r in reports if r.changed]
     top = Path(repo.run("rev-parse", "--show-toplevel"))
-    rels = [str((ws.root / "patchsets" / r.patchset).relative_to(top)) for r in changed]
+    rels = [str(ws.folder_of(r.patchset).relative_to(top)) for r in changed]
     if not rels or not repo.run("status", "--porcelain", "--", *rels):
         return None
     if len(changed) == 1:

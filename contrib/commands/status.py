@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from contrib.errors import ContribError, UpstreamUnreachable
+from contrib.errors import ConfigError, ContribError, UpstreamUnreachable
 from contrib.forge.api import ForgeFactory
 from contrib.git.cache import Mirror
 from contrib.git.repo import Sha
@@ -31,9 +31,12 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
         if ps.upstream not in mirrors:
             mirrors[ps.upstream] = _mirror(ws, ui, ps.upstream, fetch)
     lines = sorted({(ps.upstream, ps.branch) for ps in patchsets})
+    named = {(ps.upstream, ps.branch): ps.targets_at for ps in patchsets
+             if fetch and mirrors[ps.upstream][1] is None}  # a stale cache proves nothing
     facts = {(name, branch): upstream_facts(
         mirrors[name][0], [ps.current.base for ps in patchsets
-                           if (ps.upstream, ps.branch) == (name, branch)], branch)
+                           if (ps.upstream, ps.branch) == (name, branch)], branch,
+        named.get((name, branch), ""))
         for name, branch in lines}
     for ps in patchsets:
         mirror, unreachable = mirrors[ps.upstream]
@@ -81,16 +84,19 @@ class UpstreamFacts:
 
 
 def upstream_facts(mirror: Mirror | None, bases: list[str],
-                   branch: str | None = None) -> UpstreamFacts:
+                   branch: str | None = None, named_at: str = "") -> UpstreamFacts:
     """The tip of ``branch`` (default: the upstream's), and each base's date and distance
     from it: four git runs per upstream branch, however many patchsets (four each cost
-    ~0.4 s for 50); nothing without a cache."""
+    ~0.4 s for 50); nothing without a cache.  ``named_at`` (``patchset.toml:LINE`` of
+    ``targets``) makes a branch the upstream lacks a ConfigError there."""
     if mirror is None:
         return UpstreamFacts()
     git = mirror.git
     dates = git.commit_dates(bases)
     try:
-        tip = mirror.tip(branch)
+        tip = mirror.tip(branch, named_at=named_at)
+    except ConfigError:
+        raise
     except ContribError:
         return UpstreamFacts(None, dates)
     return UpstreamFacts(tip, dates, git.behind_counts(tip, list(dates)))
@@ -107,7 +113,7 @@ def describe(ps: Patchset, mirror: Mirror | None,
     return {
         "patchset": ps.target,
         "branch": ps.branch,
-        "selector": ps.selector if len(ps.branches) > 1 else ps.target,  # names one target
+        "selector": ps.target,  # names one target (with @BRANCH where there are several)
         "title": ps.title,
         "arch": ps.arch,
         "upstream_status": str(ps.upstream_status),

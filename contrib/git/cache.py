@@ -179,6 +179,10 @@ class Mirror:
                 "from the cache)", reason=scrub(exc.reason)) from None
         self.fetched = True
 
+    def branch_ref(self, branch: str | None = None) -> str:
+        """The cache's ref of ``branch`` (default: the upstream's branch)."""
+        return f"refs/remotes/{REMOTE}/{branch or self.upstream.branch}"
+
     def tip(self, branch: str | None = None, *, named_at: str = "") -> Sha:
         """The tip of ``branch`` (default: the upstream's branch) as last fetched.
 

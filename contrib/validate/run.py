@@ -25,7 +25,13 @@ from contrib.analysis.tree import GitTree
 from contrib.arch import Arch, parse_arch
 from contrib.carry.engine import load_patches
 from contrib.carry.series import EXPORT_ENV, apply_series
-from contrib.errors import ConfigError, ContribError, PatchError, UsageError
+from contrib.errors import (
+    ConfigError,
+    ContribError,
+    PatchError,
+    UpstreamUnreachable,
+    UsageError,
+)
 from contrib.git.cache import Mirror
 from contrib.git.repo import Git
 from contrib.record import (
@@ -77,6 +83,7 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
     # every patchset's [validation] and arch are read before any work: a bad one is exit 2 alone
     plans = [(ps, forced or _patchset_arch(ps),
               ps.validation) for ps in patchsets]
+    _check_branches(ws, patchsets)
     host = host_facts()
     validations, results = [], []
     for ps, target, settings in plans:
@@ -94,6 +101,24 @@ def validate(ws: Workspace, ui: UI, targets: list[str], *, arch: str | None,
     if not patchsets:
         document["message"] = ws.empty_message(targets)
     return code, document
+
+
+def _check_branches(ws: Workspace, patchsets: list[Patchset]) -> None:
+    """ConfigError naming ``patchset.toml:LINE`` for a target branch the upstream's cache
+    lacks (as sync says it): a version validated for a line that does not exist would be
+    proof for nothing.  A branch the cache lacks is fetched for first (a target added
+    since the last sync); an upstream out of reach proves nothing missing."""
+    for ps in patchsets:
+        if not ps.targets_at:
+            continue
+        mirror = Mirror(ws.config.upstream(ps.upstream))
+        if not mirror.path.is_dir() or mirror.git.try_rev_parse(mirror.branch_ref(ps.branch)):
+            continue
+        try:
+            mirror.ensure(fetch_now=True)
+        except UpstreamUnreachable:
+            continue
+        mirror.tip(ps.branch, named_at=ps.targets_at)
 
 
 def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, settings: Settings,

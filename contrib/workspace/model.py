@@ -149,9 +149,17 @@ class Patchset:
 
     @property
     def target(self) -> str:
-        """``UPSTREAM/NAME``, and ``@BRANCH`` for a target after the first."""
+        """``UPSTREAM/NAME``, and ``@BRANCH`` for every target of a patchset carried on
+        several branches (the first too: a row of one target never reads like the
+        patchset as a whole)."""
         base = f"{self.upstream}/{self.name}"
-        return base if self.primary else f"{base}@{self.branch}"
+        return base if len(self.branches) == 1 else f"{base}@{self.branch}"
+
+    @property
+    def legacy_target(self) -> str:
+        """The name 0.4 gave the first target (``UPSTREAM/NAME``), under which older
+        state files may still hold its pending conflict or open edit."""
+        return f"{self.upstream}/{self.name}" if self.primary else self.target
 
     @property
     def selector(self) -> str:
@@ -167,6 +175,7 @@ class Patchset:
             return meta
         state = meta.target_states.get(self.branch) or TargetState()
         return replace(meta, current=state.current or meta.current, sync=state.sync,
+                       title=state.title or meta.title,
                        pr=state.pr, upstream_status=state.upstream_status or (
                            UpstreamStatus.PENDING if meta.upstream_status ==
                            UpstreamStatus.UPSTREAMED else meta.upstream_status))
@@ -364,6 +373,11 @@ class Workspace:
         check_inside(self.root, path)
         atomic_write(path, data, scratch=self.state_dir / "txn")
 
+    def folder_of(self, target: str) -> Path:
+        """The folder of the patchset a target names (``@BRANCH`` dropped: every target
+        of a patchset shares its folder)."""
+        return self.root / "patchsets" / target.partition("@")[0]
+
     def transaction(self) -> Transaction:
         return Transaction(self.root, self.state_dir)
 
@@ -381,7 +395,14 @@ class Workspace:
         if base.is_dir():
             for up in sorted(p for p in base.iterdir() if p.is_dir()):
                 for ps in sorted(p for p in up.iterdir() if p.is_dir()):
-                    if (ps / META_NAME).is_file():
+                    meta = ps / META_NAME
+                    if meta.is_symlink() and not meta.exists():
+                        raise ConfigError(f"{meta}: a symlink to a file that does not exist; "
+                                          "restore the file or remove the folder")
+                    if meta.exists() and not meta.is_file():
+                        raise ConfigError(f"{meta}: not a file; a patchset folder holds its "
+                                          "patchset.toml itself (or remove the folder)")
+                    if meta.is_file():
                         for part, what in ((up.name, "upstream name"), (ps.name, "patchset name")):
                             if not valid_name(part):
                                 raise ConfigError(f"{ps}: {what} {part!r} is invalid (use "
@@ -461,11 +482,18 @@ def read_user_text(path: Path, error: type[ContribError], missing: str) -> str:
 
 def parse_target(target: str) -> tuple[str, str]:
     """``UPSTREAM``, ``UPSTREAM/NAME`` or ``UPSTREAM/NAME@BRANCH`` -> (upstream, name or "");
-    UsageError if malformed."""
-    target, _, branch = target.partition("@")
-    if branch and (not BRANCH_RE.fullmatch(branch) or ".." in branch):
+    UsageError if malformed (``UP//`` or ``UP/@BRANCH`` name no patchset: refused, not
+    widened to every patchset of UP)."""
+    given = target
+    target, at, branch = target.partition("@")
+    if at and (not branch or not BRANCH_RE.fullmatch(branch) or ".." in branch):
         raise UsageError(f"{target}@{branch!r}: not a git branch name after the @")
-    upstream, _, name = target.strip("/").partition("/")
+    if target.endswith("/") and not target.endswith("//") and not at:
+        target = target[:-1]  # a folder the shell completed: UP/ or UP/NAME/
+    upstream, _, name = target.partition("/")
+    if "/" in name or (at and not name):
+        raise UsageError(f"target {given!r}: give UPSTREAM, UPSTREAM/NAME or "
+                         "UPSTREAM/NAME@BRANCH")
     check_name(upstream, "upstream name", target)
     if name:
         check_name(name, "patchset name", target)

@@ -241,17 +241,22 @@ class TargetState:
     upstream_status: UpstreamStatus | None = None
     sync: SyncRecord | None = None
     pr: PrRecord | None = None
+    title: str | None = None  # this line's own PR title (a backport's differs); None: the top's
 
     @classmethod
     def read(cls, t: Table) -> TargetState:
-        t.only({"current", "upstream_status", "sync", "pr"})
+        t.only({"current", "upstream_status", "sync", "pr", "title"})
         status = t.string("upstream_status")
         if status is not None and status not in UpstreamStatus.__members__.values():
             raise t.fail("upstream_status", f"must be one of {', '.join(UpstreamStatus)}, "
                                             f"got {status!r}")
         sync, pr = t.sub("sync"), t.sub("pr")
+        title = t.string("title")
+        if title is not None and not title.strip():
+            raise t.fail("title", "is blank; give the title or remove the key")
         return cls(t.sha("current"), UpstreamStatus(status) if status else None,
-                   SyncRecord.read(sync) if sync else None, PrRecord.read(pr) if pr else None)
+                   SyncRecord.read(sync) if sync else None, PrRecord.read(pr) if pr else None,
+                   title)
 
 
 def _targets(top: Table) -> tuple[tuple[str, ...], dict[str, TargetState]]:

@@ -33,12 +33,12 @@ def test_a_line_where_the_change_lands_gets_one_comment_the_other_keeps_its_pr(
         "pkg/core.py": patched("    return 7\n", "    return 77\n")})
     code, doc, err = scene.run()
     assert code == 0, (doc, err)
-    assert _actions(doc, "proj/f7", "sync") == ["upstreamed"]
+    assert _actions(doc, "proj/f7@main", "sync") == ["upstreamed"]
     assert _actions(doc, "proj/f7@release-1", "sync") == ["unchanged"]
     number = {p["head"]["ref"]: p["number"] for p in scene.prs()}
     comments = scene.fake.comments(UPSTREAM, number["contrib/f7--main"])
     assert len(comments) == 1 and landing[:12] in comments[0]["body"]
     assert scene.fake.comments(UPSTREAM, number["contrib/f7--release-1"]) == []
     code, doc, err = scene.run()
-    assert code == 0 and _actions(doc, "proj/f7", "comment") == ["already there"]
+    assert code == 0 and _actions(doc, "proj/f7@main", "comment") == ["already there"]
     assert len(scene.fake.comments(UPSTREAM, number["contrib/f7--main"])) == 1

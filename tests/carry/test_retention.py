@@ -10,6 +10,7 @@ from contrib.carry.versions import Event, How, add_event
 from contrib.validate.report import host_facts
 from contrib.validate.testrun import Gpu
 from contrib.workspace.model import Workspace as Ws
+from contrib.workspace.schema import PrRecord
 from testing.gitutil import Repo, git
 from testing.recordutil import PASSING, run_of, write_bound
 from testing.synchelp import F3_PATCH, add_patchset, commit_workspace, meta
@@ -61,6 +62,7 @@ def test_pushed_gpu_validated_and_tagged_versions_are_never_pruned(
     ps = ws.patchset("proj/keep")
     pushed = ps.current.base
     add_event(ps.meta, Event(How.PUSH, pushed, detail="pushed to me/proj"))
+    ps.set_pr(PrRecord(repo="up/proj", number=1, version=pushed))  # the PR head shows it
     ps.save_meta()
     _carry(kept, upstream, 1, start=1)
     tagged = meta(kept, "keep")["current"]

@@ -49,17 +49,17 @@ def lines(workspace: Workspace, upstream: Repo, tmp_path: Path) -> Workspace:
 def test_rebased_on_the_release_line_upstreamed_on_main(lines: Workspace, upstream: Repo) -> None:
     landed = upstream.commit("core: f3 returns 33 (#12)", {"pkg/core.py": F3_PATCH})
     code, results = _results(lines)
-    assert code == 0 and set(results) == {"proj/x", "proj/x@main"}
-    assert results["proj/x"]["result"] == "rebased"
+    assert code == 0 and set(results) == {"proj/x@release-1", "proj/x@main"}
+    assert results["proj/x@release-1"]["result"] == "rebased"
     assert results["proj/x@main"]["result"] == "upstreamed"
     assert results["proj/x@main"]["upstreamed"][0]["commit"]["sha"] == landed
     status = lines.run("status", "--no-fetch", "--json").json
     assert isinstance(status, dict)
     rows = {r["patchset"]: r for r in status["patchsets"]}
-    assert rows["proj/x"]["branch"] == "release-1" and rows["proj/x"]["behind"] == 0
+    assert rows["proj/x@release-1"]["branch"] == "release-1" and rows["proj/x@release-1"]["behind"] == 0
     assert rows["proj/x@main"]["branch"] == "main"
     assert rows["proj/x@main"]["upstream_status"] == "Upstreamed"
-    assert rows["proj/x"]["upstream_status"] == "Pending"
+    assert rows["proj/x@release-1"]["upstream_status"] == "Pending"
     text = (lines.root / "patchsets/proj/x/patchset.toml").read_text()
     assert '[target.main]' in text and 'upstream_status = "Upstreamed"' in text
     again, results = _results(lines)
@@ -71,10 +71,10 @@ def test_a_conflict_on_one_target_does_not_stop_the_other(lines: Workspace,
     upstream.commit("core: f3 differently", {"pkg/core.py": F3_OTHER})
     code, results = _results(lines)
     assert code == 1
-    assert results["proj/x"]["result"] == "rebased"
+    assert results["proj/x@release-1"]["result"] == "rebased"
     assert results["proj/x@main"]["result"] == "conflict"
     one, only = _results(lines, "proj/x@release-1")
-    assert one == 0 and set(only) == {"proj/x"}
+    assert one == 0 and set(only) == {"proj/x@release-1"}
 
 
 def test_a_target_the_upstream_lacks_is_exit_2_naming_the_line(
