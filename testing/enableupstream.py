@@ -20,20 +20,23 @@ from pathlib import Path
 from testing.gitutil import Repo
 
 UTILS = '''\
+import torch
+
+
 def is_cuda():
     return True
 
 
 def is_sm90_supported():
-    return False
+    return torch.cuda.get_device_capability()[0] == 9
 
 
 def is_sm100_supported():
-    return False
+    return torch.cuda.get_device_capability()[0] == 10
 
 
 def is_sm120_supported():
-    return False
+    return torch.cuda.get_device_capability()[0] == 12
 
 
 def supported_compute_capability(ccs):
