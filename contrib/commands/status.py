@@ -44,7 +44,8 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
                            "CI", "review"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
-               _sync_cell(r), _validation_cell(r["validation"]), *pr_cells(r)] for r in rows])
+               _sync_cell(r), _validation_cell(r["validation"]), *pr_cells(r)] for r in rows],
+             wrap=("validation",))
     document: dict[str, Any] = {"patchsets": rows, "github": github}
     if not rows:
         ui.info(ws.empty_message(targets))
@@ -63,6 +64,10 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
 def _mirror(ws: Workspace, ui: UI, name: str, fetch: bool) -> tuple[Mirror | None, str | None]:
     """The upstream's cache and None, or (the cache if any, git's reason) when unreachable."""
     mirror = Mirror(ws.config.upstream(name))
+    if not fetch and not mirror.path.is_dir():  # offline means offline: never a first clone
+        ui.warn(f"upstream {name}: the cache is empty ({mirror.path}); its rows show only "
+                "the patchset files: run `contrib status` without --no-fetch to clone it")
+        return None, None
     if fetch:
         ui.step(f"fetching {name} ...")
     try:
