@@ -140,10 +140,28 @@ def _unlocked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> 
     return unlocked(ctx.directory, ctx.make_ui(json_mode), body)
 
 
+@cli.command("init", epilog=example("contrib init ~/carry --upstream flashinfer"))
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--upstream", "upstreams", multiple=True, metavar="NAME[=URL]",
+              help="An upstream: flashinfer or sglang by name, any other as NAME=URL "
+                   "(repeat; default: flashinfer and sglang).")
+@json_option
+@pass_ctx
+def init(ctx: Context, directory: Path | None, upstreams: tuple[str, ...],
+         json_mode: bool) -> int:
+    """Make DIR (default: here) a workspace: contrib.toml, .contrib/ ignored, git initialised."""
+    from contrib.commands.init import init as run
+    from contrib.runner import guarded_ui
+
+    where = (ctx.directory or Path.cwd()) / (directory or ".")
+    return guarded_ui(ctx.make_ui(json_mode), lambda ui: run(where.resolve(), ui,
+                                                              list(upstreams)))
+
+
 @cli.command(epilog=example(
-    "contrib new flashinfer sm120-comm --base v0.6.16 --patch /tmp/p/*.patch"))
-@click.argument("upstream", shell_complete=complete_upstreams)
-@click.argument("name")
+    "contrib new flashinfer/sm120-comm --base v0.6.16 --patch /tmp/p/*.patch"))
+@click.argument("upstream", metavar="UPSTREAM/NAME", shell_complete=complete_upstreams)
+@click.argument("name", required=False, metavar="")
 @click.argument("more_patches", nargs=-1, type=click.Path(path_type=Path), metavar="[PATCH]...")
 @click.option("--base", help="Upstream commit, tag or branch the patches apply to.")
 @click.option("--patch", "patches", multiple=True, type=click.Path(path_type=Path),
@@ -167,8 +185,16 @@ def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...],
 
     Patch files may follow --patch (`--patch 0001.patch 0002.patch`) or be
     repeated (`--patch A --patch B`); they are applied in the order given.
+    `UPSTREAM NAME` (two words) is read as `UPSTREAM/NAME`.
     """
     from contrib.commands.new import new as run
+
+    if "/" in upstream:  # UPSTREAM/NAME, as every other command names a patchset
+        if name is not None:
+            more_patches = (Path(name), *more_patches)
+        upstream, _, name = upstream.partition("/")
+    if not name:
+        raise UsageError("name the patchset: contrib new UPSTREAM/NAME ...")
 
     return _locked(ctx, json_mode, lambda ws, ui: run(
         ws, ui, upstream, name, base, patches=[*patches, *more_patches], commits=commits,

@@ -75,6 +75,17 @@ def unlocked(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int
         ui.done()
 
 
+def guarded_ui(ui: UI, body: Callable[[UI], int]) -> int:
+    """Run ``body`` outside any workspace (``init``: there is none yet)."""
+    from contrib import environ
+
+    environ.check()
+    try:
+        return body(ui)
+    finally:
+        ui.done()
+
+
 def fail(message: str, code: int, json_mode: bool) -> int:
     """Say ``message`` as contrib's one error line (and as JSON under --json); ``code``."""
     if json_mode:

@@ -104,6 +104,17 @@ def _aligned(cells: Sequence[str], widths: Sequence[int]) -> str:
     return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False)).rstrip()
 
 
+def counted(number: int, singular: str, plural: str | None = None) -> str:
+    """``1 patch``, ``3 patches``, ``2 entries``: a count in words, never "patch(es)"."""
+    if number == 1:
+        return f"1 {singular}"
+    if plural is None:
+        plural = (singular[:-1] + "ies" if singular.endswith("y") and singular[-2:-1] not in "aeiou"
+                  else singular + "es" if singular.endswith(("s", "sh", "ch", "x"))
+                  else singular + "s")
+    return f"{number} {plural}"
+
+
 class StatusLine:
     """One line on stderr that is redrawn in place (``\\r``, no escape codes, so it
     also works where cursor control does not); plain lines when not a terminal.
@@ -286,6 +297,12 @@ class UI:
     def _stderr(self, message: str, colour: str) -> None:
         self.done()
         text = scrub(message)
+        if _isatty(sys.stderr):  # wrapped to the terminal's width, as info's lines are
+            from contrib.termtable import render_line
+
+            width = _columns(sys.stderr)
+            text = "\n".join(render_line(line, width=width, colour=False)
+                             for line in text.split("\n"))
         if use_colour(sys.stderr):
             text = colour + text + _RESET
         sys.stderr.write(text + "\n")

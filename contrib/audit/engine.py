@@ -92,18 +92,22 @@ def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> list[AuditG
     """Every gate of the tree's Python files, in path order."""
     files = [p for p in tree.paths() if p.endswith(".py")]
     texts = [(p, t) for p in files if may_gate(t := tree.read_text(p) or "")]
+    # One counter, one unit: Python files parsed, of those that may hold a gate.
     if step is not None:
-        step(0, len(texts), f"{len(texts)} of {len(files)} Python files may hold a gate")
+        step(0, len(texts), f"Python files parsed ({len(files)} in the tree)")
     if len(texts) < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
         return [g for path, text in texts for g in gates_of_file(path, text, arch)]
     workers = min(os.cpu_count() or 2, 8)
     chunks = [texts[n::workers * 4] for n in range(workers * 4)]
     found: list[AuditGate] = []
+    parsed = 0
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        for done, part in enumerate(pool.map(_chunk, chunks, [arch] * len(chunks))):
+        for chunk, part in zip(chunks, pool.map(_chunk, chunks, [arch] * len(chunks)),
+                               strict=True):
             found += part
+            parsed += len(chunk)
             if step is not None:
-                step(done + 1, len(chunks), "parsing Python files")
+                step(parsed, len(texts), f"Python files parsed ({len(files)} in the tree)")
     return sorted(found, key=lambda g: (g.file, g.line))
 
 
