@@ -29,6 +29,7 @@ from typing import Any
 
 from contrib import environ
 from contrib.analysis import ptx
+from contrib.analysis.headers import cure
 from contrib.analysis.profiles import profile_for
 from contrib.analysis.ptx import Outcome
 from contrib.analysis.ptx_cache import (
@@ -51,6 +52,7 @@ from contrib.audit.model import (
     admitted_majors,
 )
 from contrib.errors import UsageError
+from contrib.ui import counted
 
 COMPILED = (GATE_ONLY, NEEDS_KERNEL_WORK)  # the classes a compile can confirm or change
 _NAMES_SHOWN = 5
@@ -99,7 +101,7 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     jobs_of = _unit_flags(tree, targets, base)
     summary.units = len(jobs_of)
     if step is not None:
-        step(0, len(jobs_of), f"compiling {len(jobs_of)} unit(s) for {summary.compute}")
+        step(0, len(jobs_of), f"units compiled for {summary.compute}")
     scratch = environ.cache_root() / "audit" / "compile"
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="run-", dir=scratch) as tmp:
@@ -175,8 +177,9 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
         gate.evidence += [f"{o.unit}: not compiled here: nvcc cannot find "
                           f"`{o.missing_header}`" for o in unbuilt]  # fmt: skip
         gate.reason = ((gate.reason + "; ") if gate.reason else "") + (
-            f"{len(unbuilt)} unit(s) not compiled for lack of a header here: the class "
-            "stands on the #if guards alone")  # fmt: skip
+            f"{counted(len(unbuilt), 'unit')} not compiled for lack of "
+            f"{cure(o.missing_header or '' for o in unbuilt)}: the class stands on the #if "
+            "guards alone")  # fmt: skip
         outcomes = [o for o in outcomes if o not in unbuilt]
     failed = [o for o in outcomes if not o.ok]
     if failed:
@@ -220,7 +223,7 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
             if plain:
                 gate.evidence.append(f"{o.unit}: {len(plain)} of {len(o.entries)} PTX entries for "
                                      f"{compute} are empty: {_names(plain)}")
-        gate.reason = (f"{sum(map(len, counts.values()))} PTX entr(ies) compiled for "
+        gate.reason = (f"{counted(sum(map(len, counts.values())), 'PTX entry')} compiled for "
                        f"{arch.name} do not do their work (empty, or stopped at an "
                        "arch-disabled MMA)")  # fmt: skip
         return
