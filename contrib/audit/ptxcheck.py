@@ -187,7 +187,7 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
         errors = [f"{o.unit}: nvcc ({compute}): {_SCRATCH.sub('', o.first_error)}"
                   for o in failed]  # fmt: skip
         gate.evidence = errors + gate.evidence
-        gate.reason = (f"{len(failed)} of {len(outcomes)} unit(s) do not compile for "
+        gate.reason = (f"{len(failed)} of {counted(len(outcomes), 'unit')} do not compile for "
                        f"{arch.name} ({compute})")  # fmt: skip
         return
     lost = [(o, *others[o.unit]) for o in outcomes
@@ -199,7 +199,7 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
                           f"{_entries(len(twin.entries))} for {other.name} "
                           f"({_names(twin.entries)}): its kernels are compiled out for "
                           f"{arch.name}" for o, other, twin in lost]  # fmt: skip
-        gate.reason = (f"{len(lost)} unit(s) compile kernels for {lost[0][1].name} and none "
+        gate.reason = (f"{counted(len(lost), 'unit')} compile kernels for {lost[0][1].name} and none "
                        f"for {arch.name}")  # fmt: skip
         return
     reference = {unit: twin for unit, (_, twin) in (others or {}).items()}
@@ -237,7 +237,7 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
                       + _nor(others, o.unit) for o in outcomes]  # fmt: skip
     if gate.class_ == GATE_ONLY and total:  # with no entry nvcc neither confirms nor refutes
         gate.reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
-                       f"({len(outcomes)} unit(s), {compute})")  # fmt: skip
+                       f"({counted(len(outcomes), 'unit')}, {compute})")  # fmt: skip
 
 
 def _nor(others: dict[str, tuple[Arch, Outcome]] | None, unit: str) -> str:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from contrib.errors import ContribError, GitError, GitTimeout
 from contrib.git.process import MIN_GIT
 from contrib.git.repo import run_git
-from contrib.ui import UI
+from contrib.ui import UI, counted
 
 if TYPE_CHECKING:
     from contrib.forge.api import Forge, ForgeFactory
@@ -349,6 +349,6 @@ def check_versions(ws: Workspace) -> Check:
                      "repository with a commit, which would keep the history of the ones "
                      "pruned", "git init, commit the workspace (autopilot and sync --commit "
                      "commit each run)")
-    return Check("versions", OK, f"the last {keep} other version(s) per patchset stay, with the "
+    return Check("versions", OK, f"the last {counted(keep, 'other version')} per patchset stay, with the "
                  "current, pushed, GPU-validated and release ones; older ones live in git "
                  "history")
