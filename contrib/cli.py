@@ -172,6 +172,9 @@ def init(ctx: Context, directory: Path | None, upstreams: tuple[str, ...],
               help="Take the commits of upstream PR N (refs/pull/N/head) on its merge base.")
 @click.option("--from-branch", "from_branch", nargs=2, metavar="URL BRANCH",
               help="Take the commits of BRANCH of the repository at URL on its merge base.")
+@click.option("--squash", is_flag=True,
+              help="With --from-pr/--from-branch: take the whole change as one patch "
+                   "(for a PR holding merge commits).")
 @click.option("--title", help="Patchset title (default: the first patch's subject).")
 @click.option("--arch", default="sm_120a", show_default=True, shell_complete=complete_arch,
               help="Target GPU architecture: sm_120a, sm120, 120 or 12.0.")
@@ -179,8 +182,8 @@ def init(ctx: Context, directory: Path | None, upstreams: tuple[str, ...],
 @pass_ctx
 def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...],
         base: str | None, patches: tuple[Path, ...], commits: str | None, repo: Path | None,
-        from_pr: str | None, from_branch: tuple[str, str] | None, title: str | None,
-        arch: str, json_mode: bool) -> int:
+        from_pr: str | None, from_branch: tuple[str, str] | None, squash: bool,
+        title: str | None, arch: str, json_mode: bool) -> int:
     """Create a patchset from patch files, commits in a local clone, a PR or a fork branch.
 
     Patch files may follow --patch (`--patch 0001.patch 0002.patch`) or be
@@ -198,7 +201,8 @@ def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...],
 
     return _locked(ctx, json_mode, lambda ws, ui: run(
         ws, ui, upstream, name, base, patches=[*patches, *more_patches], commits=commits,
-        repo=repo, title=title, arch=arch, from_pr=from_pr, from_branch=from_branch or None))
+        repo=repo, title=title, arch=arch, from_pr=from_pr, from_branch=from_branch or None,
+        squash=squash))
 
 
 @cli.command(epilog=example("contrib status --no-fetch flashinfer --json"))

@@ -25,7 +25,7 @@ from contrib.workspace.schema import UpstreamStatus
 def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str | None, *,
         patches: list[Path], commits: str | None, repo: Path | None,
         title: str | None, arch: str, from_pr: str | None = None,
-        from_branch: tuple[str, str] | None = None) -> int:
+        from_branch: tuple[str, str] | None = None, squash: bool = False) -> int:
     """Create patchsets/UPSTREAM/NAME with one version at BASE (or the PR's merge base)."""
     check_name(upstream, "upstream name")
     check_name(name)
@@ -38,7 +38,10 @@ def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str | None, *,
     parse_arch(arch)
     mirror = Mirror(config).ensure(fetch_now=bool(from_pr or from_branch), progress=ui.progress)
     git = mirror.git
-    base_sha, raw, source = _gather(mirror, base, patches, commits, repo, from_pr, from_branch)
+    if squash and not (from_pr or from_branch):
+        raise UsageError("--squash goes with --from-pr or --from-branch")
+    base_sha, raw, source = _gather(mirror, base, patches, commits, repo, from_pr, from_branch,
+                                    squash)
     mails = [split_mail(git, label, data) for label, data in raw]
     applied = apply_series(git, base_sha, mails)
     exported = export_series(git, base_sha, applied[-1].commit)
@@ -71,10 +74,10 @@ def _check_source(base: str | None, patches: list[Path], commits: str | None,
 
 def _gather(mirror: Mirror, base: str | None, patches: list[Path], commits: str | None,
             repo: Path | None, from_pr: str | None, from_branch: tuple[str, str] | None,
-            ) -> tuple[Sha, list[tuple[str, bytes]], str]:
+            squash: bool = False) -> tuple[Sha, list[tuple[str, bytes]], str]:
     """(base, the patches as (label, mbox bytes), where they came from) for one source."""
-    found = (ranges.from_branch(mirror, *from_branch) if from_branch else
-             ranges.from_pr(mirror, from_pr) if from_pr else None)
+    found = (ranges.from_branch(mirror, *from_branch, squash=squash) if from_branch else
+             ranges.from_pr(mirror, from_pr, squash=squash) if from_pr else None)
     if found is not None:
         exported = export_series(mirror.git, found.base, found.tip)
         return found.base, [(f"{found.source}:{n}", data) for n, data in exported], found.source
