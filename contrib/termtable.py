@@ -84,8 +84,8 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, width
     """The table as text no wider than ``width``, header bold and verdicts coloured
     when ``colour``.  The columns named in ``wrap`` (default: the last) wrap in
     their column while it keeps ``_MIN_WRAP`` characters and the other columns
-    their whole width, else they move under their row as ``name: text`` lines
-    and the others are cut to fit."""
+    their whole width, else they move under their row (``name: text; name: text``,
+    wrapped) and the others are cut to fit."""
     rows = [[*row, *[""] * (len(columns) - len(row))] for row in rows]
     wrapping = [name in (set(wrap) or {columns[-1]}) for name in columns]
     widths = widths_for(columns, rows, width, wrapping)
@@ -109,10 +109,9 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, width
         for depth in range(max(len(p) for p in parts)):
             line = [p[depth] if depth < len(p) else "" for p in parts]
             out.append(_line(line, widths, "", paint_cells=colour))
-        for n in under:
-            if row[n]:
-                out += render_line(f"    {columns[n]}: {row[n]}", width=width,
-                                   colour=colour).split("\n")
+        below = "; ".join(f"{columns[n]}: {row[n]}" for n in under if row[n])
+        if below:
+            out += render_line(f"    {below}", width=width, colour=colour).split("\n")
     return "\n".join(line if len(_plain(line)) <= width else line[:width] for line in out)
 
 

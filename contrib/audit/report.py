@@ -85,8 +85,9 @@ def summary_line(arch: str, audit: UpstreamAudit) -> str:
                    f"{built['cached']} from the PTX cache")  # fmt: skip
         if built.get("missing_headers"):
             cached += f"; some not compiled: install {cure(built['missing_headers'])}"
-    return (f"{audit.name} at {audit.ref} ({audit.commit[:10]}{since}): {len(audit.gates)} "
-            f"gates, {len(audit.excluding())} turn {arch} away ({counts}); "
+    return (f"{audit.name} at {audit.ref} ({audit.commit[:10]}{since}): "
+            f"{counted(len(audit.gates), 'gate')}, {len(audit.excluding())} turn {arch} away "
+            f"({counts}); "
             f"{len(audit.uncovered_runtime())} uncovered at runtime "
             f"[{audit.seconds:.1f} s{cached}]")  # fmt: skip
 
