@@ -109,7 +109,7 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, width
         for depth in range(max(len(p) for p in parts)):
             line = [p[depth] if depth < len(p) else "" for p in parts]
             out.append(_line(line, widths, "", paint_cells=colour))
-        below = "; ".join(f"{columns[n]}: {row[n]}" for n in under if row[n])
+        below = "; ".join(f"{columns[n]}: {row[n]}" for n in under if row[n] not in ("", "-"))
         if below:
             out += render_line(f"    {below}", width=width, colour=colour).split("\n")
     return "\n".join(line if len(_plain(line)) <= width else line[:width] for line in out)

@@ -45,7 +45,7 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
                _sync_cell(r), _validation_cell(r["validation"]), *pr_cells(r)] for r in rows],
-             wrap=("validation",))
+             wrap=("sync", "validation", "PR", "CI", "review"))
     document: dict[str, Any] = {"patchsets": rows, "github": github}
     if not rows:
         ui.info(ws.empty_message(targets))
