@@ -123,7 +123,13 @@ def _line(cells: list[str], widths: list[int], style: str, *, paint_cells: bool 
 
 
 def _cut(cell: str, width: int) -> str:
-    return cell if len(cell) <= width else cell[:max(width - 1, 0)] + _ELLIPSIS
+    """``cell`` in ``width``: a path loses its start (``…/modules.py:120`` keeps the file
+    and line), anything else its end."""
+    if len(cell) <= width:
+        return cell
+    if "/" in cell and width > 1:
+        return _ELLIPSIS + cell[len(cell) - width + 1:]
+    return cell[:max(width - 1, 0)] + _ELLIPSIS
 
 
 def render_line(line: str, *, width: int, colour: bool) -> str:

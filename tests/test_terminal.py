@@ -28,14 +28,19 @@ ROOT = Path(__file__).resolve().parent.parent
 ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def on_terminal(cwd: Path, columns: int, *args: str, **extra: str) -> str:
-    """Run contrib on a pseudo-terminal ``columns`` wide; everything it showed."""
+def on_terminal(cwd: Path, columns: int, *args: str, stdout: Path | None = None,
+                **extra: str) -> str:
+    """Run contrib on a pseudo-terminal ``columns`` wide (stdout into the file ``stdout``
+    when given); everything the terminal showed."""
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR", "COLUMNS")}
     env |= {"PYTHONPATH": str(ROOT), "TERM": "xterm"} | extra
+    out = stdout.open("w") if stdout is not None else None
     proc = subprocess.Popen([sys.executable, "-m", "contrib", *args], cwd=cwd, env=env,
-                            stdin=subprocess.DEVNULL, stdout=child, stderr=child)
+                            stdin=subprocess.DEVNULL, stdout=out or child, stderr=child)
+    if out is not None:
+        out.close()
     os.close(child)
     shown = b""
     while select.select([main], [], [], 60)[0]:
@@ -113,3 +118,14 @@ def test_free_text_wraps_under_its_row_and_identifiers_are_cut() -> None:
     wide = render_table(columns, rows, width=250, colour=False, wrap=["validation"])
     assert len(wide.splitlines()) == 2 and "up/a-long-patchset-name" in wide
     assert widths_for(columns, rows, 1000, [False] * 4)[0] == len("up/a-long-patchset-name")
+
+
+@pytest.mark.slow
+def test_audit_into_a_file_still_shows_its_progress_on_the_terminal(demo: Path,
+                                                                    tmp_path: Path) -> None:
+    report = tmp_path / "gates.txt"
+    shown = on_terminal(demo, 80, "audit", "--arch", "sm_120a", stdout=report)
+    assert re.search(r"\r[|/\\-] minifer: ", shown) or re.search(r"\r[|/\\-] auditing", shown)
+    assert re.search(r"  \d+s", shown)  # the time the step has taken
+    text = report.read_text()
+    assert "needs-kernel-work" in text and "\r" not in text and "\x1b[" not in text

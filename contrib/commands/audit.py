@@ -44,7 +44,7 @@ def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str, at: str | N
             rows = table_rows(one, show_all)
             if rows:
                 ui.table(f"audit {one.name}", COLUMNS, rows,
-                         wrap=("function", "covered by", "history", "why"))
+                         wrap=("kind", "admits", "function", "covered by", "history", "why"))
     for one in audits:
         for note in one.notes:
             ui.warn(note)
