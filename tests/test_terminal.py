@@ -129,3 +129,21 @@ def test_audit_into_a_file_still_shows_its_progress_on_the_terminal(demo: Path,
     assert re.search(r"  \d+s", shown)  # the time the step has taken
     text = report.read_text()
     assert "needs-kernel-work" in text and "\r" not in text and "\x1b[" not in text
+
+
+@pytest.mark.slow
+def test_the_range_diff_is_coloured_by_git_on_a_terminal_only(demo: Path) -> None:
+    shown = on_terminal(demo, 80, "diff", "minifer/sm120-gate-only")
+    assert "\x1b[" in shown and "1:  " in ESCAPE.sub("", shown)
+    piped = subprocess.run([sys.executable, "-m", "contrib", "diff", "minifer/sm120-gate-only"],
+                           cwd=demo, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, check=False)
+    assert piped.returncode == 0 and "\x1b[" not in piped.stdout and "1:  " in piped.stdout
+
+
+def test_counts_are_said_in_words() -> None:
+    from contrib.ui import counted
+
+    assert [counted(1, "patch"), counted(3, "patch"), counted(2, "kernel entry"),
+            counted(0, "unit"), counted(2, "key"), counted(2, "person", "people")] == [
+        "1 patch", "3 patches", "2 kernel entries", "0 units", "2 keys", "2 people"]
