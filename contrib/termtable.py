@@ -8,9 +8,11 @@ row; then the identifying columns (a patchset, a file:line) are cut with an
 ellipsis, the widest first.  No line is wider than the terminal.  ``--json``
 keeps every cell whole.
 
-rich's Table was tried and left out: given nine columns at 80 it kept the
-free-text column at its natural width and cut the table's right-hand columns
-off, and its import would cost every terminal command ~60 ms.
+rich's Table was tried first and left out: as configured (identifiers
+``no_wrap`` with an ellipsis, free text folding), status's nine columns at 80
+came out with the free-text column whole and the right-hand columns cut off;
+and importing rich.console, rich.table and rich.text took 290-490 ms on the
+project's shared 2-core machine against 34-63 ms for this module.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ colour only on a terminal without ``NO_COLOR``, ``--no-color`` or ``TERM=dumb``.
 Everything printed passes through :func:`contrib.secrets.scrub`.
 
 Tables are plain aligned text in a pipe or a file, one row a line, as they
-always were; on a terminal :mod:`contrib.termtable` (rich, imported only then)
-sizes them to its width and colours the verdicts.  The status line shows a
+always were; on a terminal :mod:`contrib.termtable` (imported only then) sizes
+them to its width and colours the verdicts.  The status line shows a
 spinner and the time the step has taken, redrawn by a thread while the work
 is silent (a PTX unit, a first clone).
 
