@@ -101,7 +101,7 @@ def test_no_color_and_no_color_flag_leave_out_every_colour(demo: Path) -> None:
 
 
 def test_a_pipe_gets_the_plain_table_one_row_a_line(demo: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "contrib", "status", "--no-fetch"], cwd=demo,
+    proc = subprocess.run([sys.executable, "-m", "contrib", "status"], cwd=demo,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                           text=True, check=False)
     lines = proc.stdout.splitlines()

@@ -89,7 +89,7 @@ def test_no_fetch_never_clones_and_says_the_cache_is_empty(workspace: Workspace,
 
     shutil.rmtree(mirror.path)
     result = workspace.run("status", "--no-fetch", "--json")
-    assert result.code == 0 and "the cache is empty" in result.err
+    assert result.code == 1 and "the cache is empty" in result.err
     assert not mirror.path.exists()
     assert result.json["patchsets"][0]["tip"] is None  # type: ignore[index]
 
