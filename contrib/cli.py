@@ -140,6 +140,12 @@ def _unlocked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> 
     return unlocked(ctx.directory, ctx.make_ui(json_mode), body)
 
 
+def _reading(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
+    from contrib.runner import reading
+
+    return reading(ctx.directory, ctx.make_ui(json_mode), body)
+
+
 @cli.command("init", epilog=example("contrib init ~/carry --upstream flashinfer"))
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--upstream", "upstreams", multiple=True, metavar="NAME[=URL]",
@@ -216,8 +222,8 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
     from contrib.commands.status import status as run
 
     # Read-only (the cache has its own lock): it never waits on a sync or an autopilot.
-    return _unlocked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets),
-                                                        fetch=not no_fetch))
+    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets),
+                                                       fetch=not no_fetch))
 
 
 @cli.command(epilog=example("contrib audit flashinfer --arch sm_120a --since v0.6.16"))
@@ -366,7 +372,7 @@ def diff(ctx: Context, target: str, old: str | None, new: str | None, json_mode:
     """Range-diff between two versions (default: the previous and the current)."""
     from contrib.commands.diff import diff as run
 
-    return _unlocked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, old, new))  # read-only
+    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target, old, new))
 
 
 @cli.command(epilog=example("contrib log flashinfer/sm120-trtllm-comm --json"))
@@ -377,7 +383,7 @@ def log(ctx: Context, target: str, json_mode: bool) -> int:
     """The versions, oldest first: how each was made, validation, PR pushes."""
     from contrib.commands.log import log as run
 
-    return _unlocked(ctx, json_mode, lambda ws, ui: run(ws, ui, target))  # read-only
+    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target))
 
 
 @cli.command(epilog=example("contrib doctor --json"))

@@ -75,6 +75,18 @@ def unlocked(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int
         ui.done()
 
 
+def reading(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int]) -> int:
+    """A read-only command (``status``, ``log``, ``diff``): no lock, so it never waits
+    on a sync, unless a writer that died mid-commit left a transaction to finish,
+    when it takes the lock (which finishes it) to read a whole state."""
+    from contrib.workspace.model import Workspace
+
+    ws = Workspace.find(directory)
+    if any((ws.state_dir / "txn").glob("*.json")):
+        return locked(directory, ui, body)
+    return unlocked(directory, ui, body)
+
+
 def guarded_ui(ui: UI, body: Callable[[UI], int]) -> int:
     """Run ``body`` outside any workspace (``init``: there is none yet)."""
     from contrib import environ
