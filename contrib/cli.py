@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from contrib import __version__
-from contrib.completion import complete_targets, complete_upstreams
+from contrib.completion import complete_arch, complete_targets, complete_upstreams
 from contrib.errors import UsageError
-from contrib.ui import NORMAL, QUIET, UI, VERBOSE
+from contrib.ui import NORMAL, QUIET, UI, VERBOSE, no_colour
 
 if TYPE_CHECKING:
     from contrib.workspace.model import Workspace
@@ -69,6 +69,20 @@ def _set_progress(click_ctx: click.Context, _: click.Parameter, value: bool | No
         click_ctx.ensure_object(Context).progress = value
 
 
+def _set_no_colour(_ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    if value:
+        no_colour()
+
+
+def _set_directory(click_ctx: click.Context, _: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        click_ctx.ensure_object(Context).directory = value
+
+
+# -C DIR before the command (git's place) or after it, among the command's options.
+_DIR_TYPE = click.Path(exists=True, file_okay=False, path_type=Path)
+_DIR_HELP = "Run as if started in DIR (the workspace or below it)."
+
 _OUTPUT_OPTIONS = (
     click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_set_quiet,
                  help="No progress and no step messages: results, warnings and errors only."),
@@ -77,6 +91,8 @@ _OUTPUT_OPTIONS = (
     click.option("--progress/--no-progress", default=None, expose_value=False,
                  callback=_set_progress,
                  help="Force progress on (even without a terminal or with CI set) or off."),
+    click.option("--no-color", "--no-colour", is_flag=True, expose_value=False,
+                 callback=_set_no_colour, help="No colour, as NO_COLOR=1 says."),
 )
 
 
@@ -88,8 +104,10 @@ def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--json (passed as ``json_mode``) plus the :func:`output_options`."""
+    """--json (passed as ``json_mode``) plus the :func:`output_options` and ``-C DIR``."""
     func = output_options(func)
+    func = click.option("-C", "workdir", expose_value=False, callback=_set_directory,
+                        type=_DIR_TYPE, help=_DIR_HELP)(func)
     return click.option("--json", "json_mode", is_flag=True,
                         help="Print one JSON document on stdout and nothing else there.")(func)
 
@@ -101,8 +119,7 @@ def example(*lines: str) -> str:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]},
              epilog=example("contrib status --no-fetch"))
-@click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path),
-              help="Run as if started in DIR (the workspace or below it).")
+@click.option("-C", "directory", type=_DIR_TYPE, help=_DIR_HELP)
 @output_options
 @click.version_option(__version__, prog_name="contrib")
 @click.pass_context
@@ -123,10 +140,34 @@ def _unlocked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> 
     return unlocked(ctx.directory, ctx.make_ui(json_mode), body)
 
 
+def _reading(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
+    from contrib.runner import reading
+
+    return reading(ctx.directory, ctx.make_ui(json_mode), body)
+
+
+@cli.command("init", epilog=example("contrib init ~/carry --upstream flashinfer"))
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--upstream", "upstreams", multiple=True, metavar="NAME[=URL]",
+              help="An upstream: flashinfer or sglang by name, any other as NAME=URL "
+                   "(repeat; default: flashinfer and sglang).")
+@json_option
+@pass_ctx
+def init(ctx: Context, directory: Path | None, upstreams: tuple[str, ...],
+         json_mode: bool) -> int:
+    """Make DIR (default: here) a workspace: contrib.toml, .contrib/ ignored, git initialised."""
+    from contrib.commands.init import init as run
+    from contrib.runner import guarded_ui
+
+    where = (ctx.directory or Path.cwd()) / (directory or ".")
+    return guarded_ui(ctx.make_ui(json_mode), lambda ui: run(where.resolve(), ui,
+                                                              list(upstreams)))
+
+
 @cli.command(epilog=example(
-    "contrib new flashinfer sm120-comm --base v0.6.16 --patch /tmp/p/*.patch"))
-@click.argument("upstream", shell_complete=complete_upstreams)
-@click.argument("name")
+    "contrib new flashinfer/sm120-comm --base v0.6.16 --patch /tmp/p/*.patch"))
+@click.argument("upstream", metavar="UPSTREAM/NAME", shell_complete=complete_upstreams)
+@click.argument("name", required=False, metavar="")
 @click.argument("more_patches", nargs=-1, type=click.Path(path_type=Path), metavar="[PATCH]...")
 @click.option("--base", help="Upstream commit, tag or branch the patches apply to.")
 @click.option("--patch", "patches", multiple=True, type=click.Path(path_type=Path),
@@ -137,24 +178,37 @@ def _unlocked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> 
               help="Take the commits of upstream PR N (refs/pull/N/head) on its merge base.")
 @click.option("--from-branch", "from_branch", nargs=2, metavar="URL BRANCH",
               help="Take the commits of BRANCH of the repository at URL on its merge base.")
+@click.option("--squash", is_flag=True,
+              help="With --from-pr/--from-branch: take the whole change as one patch "
+                   "(for a PR holding merge commits).")
 @click.option("--title", help="Patchset title (default: the first patch's subject).")
-@click.option("--arch", default="sm_120a", show_default=True, help="Target GPU architecture.")
+@click.option("--arch", default="sm_120a", show_default=True, shell_complete=complete_arch,
+              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0.")
 @json_option
 @pass_ctx
 def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...],
         base: str | None, patches: tuple[Path, ...], commits: str | None, repo: Path | None,
-        from_pr: str | None, from_branch: tuple[str, str] | None, title: str | None,
-        arch: str, json_mode: bool) -> int:
+        from_pr: str | None, from_branch: tuple[str, str] | None, squash: bool,
+        title: str | None, arch: str, json_mode: bool) -> int:
     """Create a patchset from patch files, commits in a local clone, a PR or a fork branch.
 
     Patch files may follow --patch (`--patch 0001.patch 0002.patch`) or be
     repeated (`--patch A --patch B`); they are applied in the order given.
+    `UPSTREAM NAME` (two words) is read as `UPSTREAM/NAME`.
     """
     from contrib.commands.new import new as run
 
+    if "/" in upstream:  # UPSTREAM/NAME, as every other command names a patchset
+        if name is not None:
+            more_patches = (Path(name), *more_patches)
+        upstream, _, name = upstream.partition("/")
+    if not name:
+        raise UsageError("name the patchset: contrib new UPSTREAM/NAME ...")
+
     return _locked(ctx, json_mode, lambda ws, ui: run(
         ws, ui, upstream, name, base, patches=[*patches, *more_patches], commits=commits,
-        repo=repo, title=title, arch=arch, from_pr=from_pr, from_branch=from_branch or None))
+        repo=repo, title=title, arch=arch, from_pr=from_pr, from_branch=from_branch or None,
+        squash=squash))
 
 
 @cli.command(epilog=example("contrib status --no-fetch flashinfer --json"))
@@ -167,7 +221,9 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
     """Per patchset: base, upstream tip, commits behind, sync, validation, PR, CI, review."""
     from contrib.commands.status import status as run
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), fetch=not no_fetch))
+    # Read-only (the cache has its own lock): it never waits on a sync or an autopilot.
+    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets),
+                                                       fetch=not no_fetch))
 
 
 @cli.command(epilog=example("contrib enable flashinfer --arch sm_120a "
@@ -194,7 +250,8 @@ def enable(ctx: Context, upstream: str, gates: tuple[str, ...], arch: str, at: s
 
 @cli.command(epilog=example("contrib audit flashinfer --arch sm_120a --since v0.6.16"))
 @click.argument("upstreams", nargs=-1, shell_complete=complete_upstreams)
-@click.option("--arch", required=True, help="Target GPU architecture, e.g. sm_120a.")
+@click.option("--arch", required=True, shell_complete=complete_arch,
+              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0.")
 @click.option("--at", "at", metavar="REF", help="Audit this commit, tag or branch (default: the tip).")
 @click.option("--since", metavar="REF",
               help="Also say which gates upstream opened or closed since REF.")
@@ -246,7 +303,8 @@ def sync(ctx: Context, targets: tuple[str, ...], to: str | None, commit: bool,
 @cli.command(epilog=example(
     "contrib validate flashinfer/sm120-trtllm-comm --arch sm_120a --junit report.xml"))
 @click.argument("targets", nargs=-1, shell_complete=complete_targets)
-@click.option("--arch", help="Target architecture, e.g. sm_120a (default: patchset.toml's).")
+@click.option("--arch", shell_complete=complete_arch,
+              help="Target architecture: sm_120a, sm120, 120 or 12.0 (default: patchset.toml's).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a JUnit XML report here.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
@@ -342,7 +400,7 @@ def diff(ctx: Context, target: str, old: str | None, new: str | None, json_mode:
     """Range-diff between two versions (default: the previous and the current)."""
     from contrib.commands.diff import diff as run
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, old, new))
+    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target, old, new))
 
 
 @cli.command(epilog=example("contrib log flashinfer/sm120-trtllm-comm --json"))
@@ -353,7 +411,7 @@ def log(ctx: Context, target: str, json_mode: bool) -> int:
     """The versions, oldest first: how each was made, validation, PR pushes."""
     from contrib.commands.log import log as run
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target))
+    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target))
 
 
 @cli.command(epilog=example("contrib doctor --json"))

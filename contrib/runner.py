@@ -48,8 +48,13 @@ def locked(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int])
 
     environ.check()  # a bad variable is bad input: refuse before touching anything
     ws = Workspace.find(directory)
+
+    def waiting(holder: str) -> None:
+        ui.warn(f"waiting for the workspace lock: {holder} is working on {ws.root} "
+                f"(up to {environ.lock_timeout():g}s, CONTRIB_LOCK_TIMEOUT) ...")
+
     try:
-        with ws.lock():
+        with ws.lock(on_wait=waiting):
             return body(ws, ui)
     finally:
         ui.done()
@@ -57,7 +62,8 @@ def locked(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int])
 
 def unlocked(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int]) -> int:
     """``locked`` without the lock, for a command that writes nothing in the workspace
-    (``validate --out``, ``audit``): a long run of one does not hold up the others."""
+    (``status``, ``log``, ``diff``, ``audit``, ``validate --out``): a long run of
+    one does not hold up the others, and they never wait on one."""
     from contrib import environ
     from contrib.workspace.model import Workspace
 
@@ -65,6 +71,29 @@ def unlocked(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int
     ws = Workspace.find(directory)
     try:
         return body(ws, ui)
+    finally:
+        ui.done()
+
+
+def reading(directory: Path | None, ui: UI, body: Callable[[Workspace, UI], int]) -> int:
+    """A read-only command (``status``, ``log``, ``diff``): no lock, so it never waits
+    on a sync, unless a writer that died mid-commit left a transaction to finish,
+    when it takes the lock (which finishes it) to read a whole state."""
+    from contrib.workspace.model import Workspace
+
+    ws = Workspace.find(directory)
+    if any((ws.state_dir / "txn").glob("*.json")):
+        return locked(directory, ui, body)
+    return unlocked(directory, ui, body)
+
+
+def guarded_ui(ui: UI, body: Callable[[UI], int]) -> int:
+    """Run ``body`` outside any workspace (``init``: there is none yet)."""
+    from contrib import environ
+
+    environ.check()
+    try:
+        return body(ui)
     finally:
         ui.done()
 

@@ -1,13 +1,17 @@
 """Output: human text on stdout, progress on one status line, or one JSON document.
 
 One place decides what a run shows (:func:`show_progress`, :func:`use_colour`):
-progress only when stdout and stderr are terminals, never under ``--json``,
-``-q``, ``TERM=dumb`` or ``CI`` (``--progress`` forces it, ``--no-progress``
-stops it); colour only on a terminal without ``NO_COLOR`` or ``TERM=dumb``.
+progress only when stderr is a terminal (as git and pip decide it, so
+``contrib audit > gates.txt`` still shows it), never under ``--json``, ``-q``,
+``TERM=dumb`` or ``CI`` (``--progress`` forces it, ``--no-progress`` stops it);
+colour only on a terminal without ``NO_COLOR``, ``--no-color`` or ``TERM=dumb``.
 Everything printed passes through :func:`contrib.secrets.scrub`.
 
-Tables are plain aligned text: rich's import and rendering cost more than
-``status`` of fifty patchsets does otherwise.
+Tables are plain aligned text in a pipe or a file, one row a line, as they
+always were; on a terminal :mod:`contrib.termtable` (imported only then) sizes
+them to its width and colours the verdicts.  The status line shows a
+spinner and the time the step has taken, redrawn by a thread while the work
+is silent (a PTX unit, a first clone).
 
 Long work reports through a :class:`Task` (``with ui.task("ptx", total=n) as
 task: ... task.step(i, n, unit)``); code below the commands takes a plain
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,8 +39,10 @@ QUIET, NORMAL, VERBOSE = -1, 0, 1
 StepFn = Callable[[int, int, str], None]
 """Receives (done, total, what is being worked on now): "3 of 12 units, comm.cu"."""
 
-_BOLD, _DIM, _YELLOW, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[33m", "\x1b[0m"
+_DIM, _YELLOW, _RESET = "\x1b[2m", "\x1b[33m", "\x1b[0m"
 _MIN_REDRAW_S = 0.1  # a terminal redrawn more often only flickers
+_TICK_S = 0.25  # the spinner's beat while the work is silent
+_SPINNER = "|/-\\"
 _PLAIN_EVERY_S = 5.0  # forced progress to a file or pipe: a line every few seconds
 
 
@@ -61,7 +68,8 @@ def show_progress(*, json_mode: bool, verbosity: int, forced: bool | None,
         return True
     if env.get("TERM") == "dumb" or _flag(env, "CI"):
         return False
-    return _isatty(stdout or sys.stdout) and _isatty(stderr or sys.stderr)
+    del stdout  # stdout may be a file (`contrib audit > gates.txt`): progress is stderr's
+    return _isatty(stderr or sys.stderr)
 
 
 def _columns(stream: IO[str]) -> int:
@@ -75,52 +83,112 @@ def _columns(stream: IO[str]) -> int:
     return columns
 
 
+_colour_off = False  # --no-color
+
+
+def no_colour() -> None:
+    """``--no-color``: no colour codes for the rest of this run, as NO_COLOR says."""
+    global _colour_off
+    _colour_off = True
+
+
 def use_colour(stream: IO[str], env: Mapping[str, str] | None = None) -> bool:
-    """Colour codes only for a terminal, and never with NO_COLOR (no-color.org) or TERM=dumb."""
+    """Colour codes only for a terminal, and never with NO_COLOR (no-color.org),
+    ``--no-color`` or TERM=dumb."""
     env = os.environ if env is None else env
-    return _isatty(stream) and not env.get("NO_COLOR") and env.get("TERM") != "dumb"
+    return (not _colour_off and _isatty(stream) and not env.get("NO_COLOR")
+            and env.get("TERM") != "dumb")
 
 
 def _aligned(cells: Sequence[str], widths: Sequence[int]) -> str:
     return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False)).rstrip()
 
 
+def counted(number: int, singular: str, plural: str | None = None) -> str:
+    """``1 patch``, ``3 patches``, ``2 entries``: a count in words, never "patch(es)"."""
+    if number == 1:
+        return f"1 {singular}"
+    if plural is None:
+        plural = (singular[:-1] + "ies" if singular.endswith("y") and singular[-2:-1] not in "aeiou"
+                  else singular + "es" if singular.endswith(("s", "sh", "ch", "x"))
+                  else singular + "s")
+    return f"{number} {plural}"
+
+
 class StatusLine:
     """One line on stderr that is redrawn in place (``\\r``, no escape codes, so it
-    also works where cursor control does not); plain lines when not a terminal."""
+    also works where cursor control does not); plain lines when not a terminal.
+
+    On a terminal it starts with a spinner and ends with the time since the line
+    was first shown; a daemon thread redraws it while the work says nothing (a
+    PTX unit compiling, a clone between git's reports), so it is never still.
+    """
 
     def __init__(self) -> None:
         self._shown = 0
         self._last = 0.0
+        self._text = ""
+        self._since: float | None = None
+        self._frame = 0
+        self._lock = threading.Lock()
+        self._ticker: threading.Thread | None = None
 
     def show(self, text: str, *, force: bool = False) -> None:
         """Redraw the line with ``text`` (throttled); an empty text clears it."""
         if not text:
             self.clear()
             return
+        with self._lock:
+            now = time.monotonic()
+            interactive = _isatty(sys.stderr)
+            self._text = scrub(text).replace("\n", " ")
+            if self._since is None:
+                self._since = now
+            if not force and now - self._last < (_MIN_REDRAW_S if interactive else _PLAIN_EVERY_S):
+                return
+            self._draw(now, interactive)
+        if interactive and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="contrib-spinner", daemon=True)
+            self._ticker.start()
+
+    def _draw(self, now: float, interactive: bool) -> None:
+        """Write the line (the caller holds the lock)."""
         stream = sys.stderr
-        now = time.monotonic()
-        interactive = _isatty(stream)
-        if not force and now - self._last < (_MIN_REDRAW_S if interactive else _PLAIN_EVERY_S):
-            return
         self._last = now
-        text = scrub(text).replace("\n", " ")
+        elapsed = f"  {_elapsed(now - (self._since or now))}"
         if not interactive:
-            stream.write(text + "\n")
+            stream.write(self._text + elapsed + "\n")
         else:
-            width = max(_columns(stream) - 1, 10)
-            text = text if len(text) <= width else text[:width - 3] + "..."
-            stream.write("\r" + text + " " * max(self._shown - len(text), 0))
-            self._shown = len(text)
+            self._frame = (self._frame + 1) % len(_SPINNER)
+            width = max(_columns(stream) - 1, 10) - 2 - len(elapsed)
+            body = self._text if len(self._text) <= width else self._text[:width - 3] + "..."
+            line = f"{_SPINNER[self._frame]} {body}{elapsed}"
+            stream.write("\r" + line + " " * max(self._shown - len(line), 0))
+            self._shown = len(line)
         stream.flush()
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(_TICK_S)
+            with self._lock:
+                if self._shown and time.monotonic() - self._last >= _TICK_S:
+                    self._draw(time.monotonic(), True)
 
     def clear(self) -> None:
         """Blank the line so the next output starts at column 0."""
-        if self._shown:
-            sys.stderr.write("\r" + " " * self._shown + "\r")
-            sys.stderr.flush()
-            self._shown = 0
-        self._last = 0.0
+        with self._lock:
+            if self._shown:
+                sys.stderr.write("\r" + " " * self._shown + "\r")
+                sys.stderr.flush()
+                self._shown = 0
+            self._last = 0.0
+            self._since = None
+
+
+def _elapsed(seconds: float) -> str:
+    """``4s``, ``2m05s``: how long the step on the status line has run."""
+    whole = int(seconds)
+    return f"{whole}s" if whole < 60 else f"{whole // 60}m{whole % 60:02d}s"
 
 
 class Task:
@@ -193,11 +261,24 @@ class UI:
         if self._line is not None:
             self._line.clear()
 
-    def info(self, message: str) -> None:
-        """A human line on stdout (suppressed under --json)."""
+    @property
+    def colour_on_stdout(self) -> bool:
+        """Whether stdout takes colour (a terminal, no NO_COLOR or --no-color, not --json)."""
+        return not self.json_mode and use_colour(sys.stdout)
+
+    def info(self, message: str, *, as_is: bool = False) -> None:
+        """A human line on stdout (suppressed under --json); on a terminal wrapped to
+        its width with verdicts coloured, unless ``as_is`` (git's coloured output)."""
         if not self.json_mode:
             self.done()
-            sys.stdout.write(scrub(message) + "\n")
+            text = scrub(message)
+            if _isatty(sys.stdout) and not as_is:  # a terminal: each line wrapped to its width, verdicts coloured
+                from contrib.termtable import render_line
+
+                width, colour = _columns(sys.stdout), use_colour(sys.stdout)
+                text = "\n".join(render_line(line, width=width, colour=colour)
+                                 for line in text.split("\n"))
+            sys.stdout.write(text + "\n")
 
     def step(self, message: str) -> None:
         """A line on stderr saying what is happening (suppressed by --json and -q)."""
@@ -216,28 +297,42 @@ class UI:
     def _stderr(self, message: str, colour: str) -> None:
         self.done()
         text = scrub(message)
+        if _isatty(sys.stderr):  # wrapped to the terminal's width, as info's lines are
+            from contrib.termtable import render_line
+
+            width = _columns(sys.stderr)
+            text = "\n".join(render_line(line, width=width, colour=False)
+                             for line in text.split("\n"))
         if use_colour(sys.stderr):
             text = colour + text + _RESET
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
 
-    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """Aligned columns on stdout, the header bold on a terminal (suppressed by --json).
+    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
+              wrap: Sequence[str] = ()) -> None:
+        """Aligned columns on stdout (suppressed by --json).
 
-        Plain text, one row a line, so it greps and pipes well; ``title`` names
-        the table for a reader of the code (the header says what it is).
+        In a pipe or a file: plain text, one row a line, so it greps well.  On a
+        terminal: sized to its width, never wider; the columns named in ``wrap``
+        (default: the last) wrap, the others are cut with an ellipsis (--json has
+        every cell whole); the header bold and verdicts coloured.  ``title``
+        names the table for a reader of the code (the header says what it is).
         """
         if self.json_mode:
             return
         self.done()
         cells = [[scrub(" ".join(str("" if cell is None else cell).split())) for cell in row]
                  for row in rows]
+        if _isatty(sys.stdout):
+            from contrib.termtable import render_table
+
+            sys.stdout.write(render_table(list(columns), cells, width=_columns(sys.stdout),
+                                          colour=use_colour(sys.stdout), wrap=wrap) + "\n")
+            return
         widths = [max([len(column), *(len(row[n]) for row in cells if n < len(row))])
                   for n, column in enumerate(columns)]
-        header = _aligned(columns, widths)
-        if use_colour(sys.stdout):
-            header = _BOLD + header + _RESET
-        sys.stdout.write("\n".join([header, *(_aligned(row, widths) for row in cells)]) + "\n")
+        lines = [_aligned(columns, widths), *(_aligned(row, widths) for row in cells)]
+        sys.stdout.write("\n".join(lines) + "\n")
 
     def emit(self, document: Any) -> None:
         """The one JSON document of a --json run."""

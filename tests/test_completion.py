@@ -87,3 +87,12 @@ def test_every_command_help_ends_with_one_example() -> None:
         assert len(tail) == 2, f"contrib {name or ''} --help has no example"
         example = tail[1].strip().splitlines()
         assert len(example) == 1 and example[0].startswith("contrib "), (name, example)
+
+
+def test_arch_values_and_branch_targets_complete(two: Workspace) -> None:
+    archs = _complete(two.root, "bash", "contrib audit --arch sm_12").split()
+    assert archs == ["plain,sm_120", "plain,sm_120a", "plain,sm_121", "plain,sm_121a"]
+    meta = two.root / "patchsets" / "proj" / "sm120-gate" / "patchset.toml"
+    meta.write_text('targets = ["release-1", "main"]\n' + meta.read_text())  # a top-level key
+    branches = _complete(two.root, "bash", "contrib sync proj/sm120-gate@").split()
+    assert branches == ["plain,proj/sm120-gate@release-1", "plain,proj/sm120-gate@main"]

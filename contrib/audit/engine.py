@@ -106,8 +106,9 @@ def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> Found:
     wanted = [p for p in files if may_gate(every[p])]
     texts = {p: every[p] for p in wanted}
     texts.update((p, every[p]) for p in files if p.endswith("/__init__.py"))
+    # One counter, one unit: Python files parsed, of those that may hold a gate.
     if step is not None:
-        step(0, len(wanted), f"{len(wanted)} of {len(files)} Python files may hold a gate")
+        step(0, len(wanted), f"Python files parsed ({len(files)} in the tree)")
     if len(wanted) < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
         _start(texts, files)
         return _chunk((wanted, arch))
@@ -115,13 +116,15 @@ def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> Found:
     chunks = [(wanted[n::workers * 4], arch) for n in range(workers * 4)]
     found: list[AuditGate] = []
     notes: list[str] = []
+    parsed = 0
     pool = _pool(workers, texts, files)
     try:
-        for done, (part, why) in enumerate(pool.imap(_chunk, chunks)):
+        for (chunk, _), (part, why) in zip(chunks, pool.imap(_chunk, chunks), strict=True):
             found += part
             notes += why
+            parsed += len(chunk)
             if step is not None:
-                step(done + 1, len(chunks), "parsing Python files")
+                step(parsed, len(wanted), f"Python files parsed ({len(files)} in the tree)")
         pool.close()
     except BaseException:  # Ctrl-C above all: stop the workers, which print nothing
         pool.terminate()

@@ -29,6 +29,7 @@ from typing import Any
 
 from contrib import environ
 from contrib.analysis import ptx
+from contrib.analysis.headers import cure
 from contrib.analysis.profiles import profile_for
 from contrib.analysis.ptx import Outcome
 from contrib.analysis.ptx_cache import (
@@ -51,6 +52,7 @@ from contrib.audit.model import (
     admitted_majors,
 )
 from contrib.errors import ContribError, UsageError
+from contrib.ui import counted
 from contrib.workspace.txn import check_inside
 
 COMPILED = (GATE_ONLY, NEEDS_KERNEL_WORK)  # the classes a compile can confirm or change
@@ -100,7 +102,7 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     jobs_of = _unit_flags(tree, targets, base)
     summary.units = len(jobs_of)
     if step is not None:
-        step(0, len(jobs_of), f"compiling {len(jobs_of)} unit(s) for {summary.compute}")
+        step(0, len(jobs_of), f"units compiled for {summary.compute}")
     scratch = environ.cache_root() / "audit" / "compile"
     check_inside(environ.cache_root(), scratch)  # never compile into a symlink's target
     try:
@@ -181,8 +183,9 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
         gate.evidence += [f"{o.unit}: not compiled here: nvcc cannot find "
                           f"`{o.missing_header}`" for o in unbuilt]  # fmt: skip
         gate.reason = ((gate.reason + "; ") if gate.reason else "") + (
-            f"{len(unbuilt)} unit(s) not compiled for lack of a header here: the class "
-            "stands on the #if guards alone")  # fmt: skip
+            f"{counted(len(unbuilt), 'unit')} not compiled for lack of "
+            f"{cure(o.missing_header or '' for o in unbuilt)}: the class stands on the #if "
+            "guards alone")  # fmt: skip
         outcomes = [o for o in outcomes if o not in unbuilt]
     failed = [o for o in outcomes if not o.ok]
     if failed:
@@ -190,7 +193,7 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
         errors = [f"{o.unit}: nvcc ({compute}): {_SCRATCH.sub('', o.first_error)}"
                   for o in failed]  # fmt: skip
         gate.evidence = errors + gate.evidence
-        gate.reason = (f"{len(failed)} of {len(outcomes)} unit(s) do not compile for "
+        gate.reason = (f"{len(failed)} of {counted(len(outcomes), 'unit')} do not compile for "
                        f"{arch.name} ({compute})")  # fmt: skip
         return
     lost = [(o, *others[o.unit]) for o in outcomes
@@ -202,7 +205,7 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
                           f"{_entries(len(twin.entries))} for {other.name} "
                           f"({_names(twin.entries)}): its kernels are compiled out for "
                           f"{arch.name}" for o, other, twin in lost]  # fmt: skip
-        gate.reason = (f"{len(lost)} unit(s) compile kernels for {lost[0][1].name} and none "
+        gate.reason = (f"{counted(len(lost), 'unit')} compile kernels for {lost[0][1].name} and none "
                        f"for {arch.name}")  # fmt: skip
         return
     reference = {unit: twin for unit, (_, twin) in (others or {}).items()}
@@ -226,7 +229,7 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
             if plain:
                 gate.evidence.append(f"{o.unit}: {len(plain)} of {len(o.entries)} PTX entries for "
                                      f"{compute} are empty: {_names(plain)}")
-        gate.reason = (f"{sum(map(len, counts.values()))} PTX entr(ies) compiled for "
+        gate.reason = (f"{counted(sum(map(len, counts.values())), 'PTX entry')} compiled for "
                        f"{arch.name} do not do their work (empty, or stopped at an "
                        "arch-disabled MMA)")  # fmt: skip
         return
@@ -240,7 +243,7 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
                       + _nor(others, o.unit) for o in outcomes]  # fmt: skip
     if gate.class_ == GATE_ONLY and total:  # with no entry nvcc neither confirms nor refutes
         gate.reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
-                       f"({len(outcomes)} unit(s), {compute})")  # fmt: skip
+                       f"({counted(len(outcomes), 'unit')}, {compute})")  # fmt: skip
 
 
 def _nor(others: dict[str, tuple[Arch, Outcome]] | None, unit: str) -> str:

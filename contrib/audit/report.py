@@ -6,7 +6,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from contrib.analysis.headers import cure
 from contrib.audit.model import CLASSES, RUNTIME, AuditGate, sort_key
+from contrib.ui import counted
 
 
 @dataclass
@@ -79,13 +81,13 @@ def summary_line(arch: str, audit: UpstreamAudit) -> str:
     cached = ", cached" if audit.cached else ""
     built = audit.compiled
     if built:
-        cached += (f"; --compile: {built['units']} unit(s) for {built['compute']}, "
+        cached += (f"; --compile: {counted(built['units'], 'unit')} for {built['compute']}, "
                    f"{built['cached']} from the PTX cache")  # fmt: skip
         if built.get("missing_headers"):
-            cached += (f"; not compiled for lack of {', '.join(built['missing_headers'])} "
-                       "here")  # fmt: skip
-    return (f"{audit.name} at {audit.ref} ({audit.commit[:10]}{since}): {len(audit.gates)} "
-            f"gates, {len(audit.excluding())} turn {arch} away ({counts}); "
+            cached += f"; some not compiled: install {cure(built['missing_headers'])}"
+    return (f"{audit.name} at {audit.ref} ({audit.commit[:10]}{since}): "
+            f"{counted(len(audit.gates), 'gate')}, {len(audit.excluding())} turn {arch} away "
+            f"({counts}); "
             f"{len(audit.uncovered_runtime())} uncovered at runtime "
             f"[{audit.seconds:.1f} s{cached}]")  # fmt: skip
 

@@ -181,7 +181,28 @@ def _fill(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> lis
     if status != 0 and not _unmerged(tree):
         # No pre-image blobs for a merge: apply what applies, leave *.rej for the rest.
         tree.try_run("apply", "--reject", "--whitespace=nowarn", "-", input=patch.diff)
+    _name_sides(Path(pending.worktree), _unmerged(tree), f"upstream {pending.breaking[:12]}",
+                pending.patch)
     return unresolved(pending, patch)
+
+
+_OURS = re.compile(rb"^<<<<<<< ours$", re.M)
+_THEIRS = re.compile(rb"^>>>>>>> theirs$", re.M)
+
+
+def _name_sides(root: Path, paths: list[str], upstream: str, patch: str) -> None:
+    """git apply --3way labels the sides "ours" and "theirs"; say which is which: the
+    upstream commit the worktree is at, and the patch being carried."""
+    for path in paths:
+        file = root / path
+        try:
+            text = file.read_bytes()
+        except OSError:  # a deleted or replaced path: nothing to label
+            continue
+        named = _OURS.sub(b"<<<<<<< " + upstream.encode(), text)
+        named = _THEIRS.sub(b">>>>>>> " + patch.encode(), named)
+        if named != text:
+            file.write_bytes(named)
 
 
 def _unmerged(tree: Git) -> list[str]:

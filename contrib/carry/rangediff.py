@@ -32,16 +32,17 @@ def build(git: Git, version: Version) -> Built:
     return Built(git.rev_parse(version.base), applied[-1].commit, applied)
 
 
-def range_diff(git: Git, old_base: str, old_tip: str, new_base: str, new_tip: str) -> str | None:
-    """``git range-diff old_base..old_tip new_base..new_tip``; None when git cannot or the
-    two are the same."""
+def range_diff(git: Git, old_base: str, old_tip: str, new_base: str, new_tip: str, *,
+               colour: bool = False) -> str | None:
+    """``git range-diff old_base..old_tip new_base..new_tip`` (coloured as git colours it
+    with ``colour``); None when git cannot or the two are the same."""
     if (old_base, old_tip) == (new_base, new_tip):
         return None
-    status, out, _ = git.try_run("range-diff", "--no-color", f"{old_base}..{old_tip}",
-                                 f"{new_base}..{new_tip}")
+    status, out, _ = git.try_run("range-diff", "--color" if colour else "--no-color",
+                                 f"{old_base}..{old_tip}", f"{new_base}..{new_tip}")
     return out if status == 0 and out.strip() else None
 
 
-def between(git: Git, old: Built, new: Built) -> str | None:
+def between(git: Git, old: Built, new: Built, *, colour: bool = False) -> str | None:
     """The range-diff from ``old`` to ``new``."""
-    return range_diff(git, old.base, old.tip, new.base, new.tip)
+    return range_diff(git, old.base, old.tip, new.base, new.tip, colour=colour)

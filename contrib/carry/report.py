@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contrib.carry.engine import Landing
-from contrib.ui import UI
+from contrib.ui import UI, counted
 from contrib.workspace.schema import SyncResult
 
 CONFLICT = SyncResult.CONFLICT
@@ -64,7 +64,7 @@ def _detail(r: Report) -> str:
         return f"{len(r.upstreamed)} landed{where}{kept}"
     if r.error:
         return r.error.splitlines()[0]
-    return f"{len(r.patches)} patch(es)" if r.patches else ""
+    return counted(len(r.patches), "patch") if r.patches else ""
 
 
 def _show_landed(ui: UI, r: Report) -> None:
@@ -84,8 +84,8 @@ def _show_conflict(ui: UI, r: Report) -> None:
     commit = c["commit"]
     ui.info(f"{r.patchset}: {c['patch']} first breaks at upstream commit {commit['sha'][:12]} "
             f"{commit['subject']!r}" + (f" (PR #{commit['pr']})" if commit.get("pr") else ""))
-    ui.info(f"  by {commit['author']} on {commit['date']}; found with {r.probes} apply probe(s)"
-            f" over {r.commits} commit(s)")
+    ui.info(f"  by {commit['author']} on {commit['date']}; found with {counted(r.probes, 'apply probe')}"
+            f" over {counted(r.commits, 'commit')}")
     ui.info(f"  {c['reason']} in: {', '.join(c['files']) or '?'}")
     if c.get("evidence", {}).get("by"):
         ui.info(f"  upstream already has part of it: {c['evidence']['summary']}")

@@ -43,7 +43,8 @@ def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str, at: str | N
             ui.info(summary_line(target.name, one))
             rows = table_rows(one, show_all)
             if rows:
-                ui.table(f"audit {one.name}", COLUMNS, rows)
+                ui.table(f"audit {one.name}", COLUMNS, rows,
+                         wrap=("kind", "admits", "function", "covered by", "history", "why"))
     for one in audits:
         for note in one.notes:
             ui.warn(note)

@@ -37,11 +37,15 @@ def diff(ws: Workspace, ui: UI, target: str, old: str | None, new: str | None) -
     first, second = _pick(ps, versions, old, new)
     for version in (first, second):
         mirror.resolve(version.base)  # fetches once if the cache lacks a base
-    text = between(mirror.git, build(mirror.git, first), build(mirror.git, second))
+    text = between(mirror.git, build(mirror.git, first), build(mirror.git, second),
+                   colour=ui.colour_on_stdout)
     kept = first.dir if isinstance(first, Superseded) else None
     old_name = f"{first.base[:12]} (superseded, kept in {kept})" if kept else first.base[:12]
     ui.info(f"{ps.target}: {old_name} -> {second.base[:12]}")
-    ui.info(text or "  the two versions hold the same patches")
+    if text:
+        ui.info(text.rstrip("\n"), as_is=True)  # git's own layout and colours
+    else:
+        ui.info("  the two versions hold the same patches")
     ui.emit({"patchset": ps.target, "old": first.base, "new": second.base,
              "superseded": str(kept) if kept else None, "range_diff": text})
     return 0

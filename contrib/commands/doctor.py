@@ -1,6 +1,7 @@
 """``contrib doctor``: what this machine and workspace lack, before anything fails.
 
-One line per check, with the fix when it fails: git, nvcc, cuobjdump, GPUs,
+One line per check, with the fix when it fails: git, nvcc, cuobjdump, the headers
+flashinfer's units need (spdlog, CUTLASS, tvm/ffi, curand), GPUs,
 the GitHub token (present, accepted, its scopes, push access to each fork),
 each upstream reachable, the upstream caches (``git fsck --connectivity-only``
 and their size), and the workspace (conflicts waiting, edits not refreshed).
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 from contrib.errors import ContribError, GitError, GitTimeout
 from contrib.git.process import MIN_GIT
 from contrib.git.repo import run_git
-from contrib.ui import UI
+from contrib.ui import UI, counted
 
 if TYPE_CHECKING:
     from contrib.forge.api import Forge, ForgeFactory
@@ -122,6 +123,26 @@ def check_cuda() -> Iterator[Check]:
                     "stage's SASS check needs it")
     else:
         yield Check("cuobjdump", OK, cuobjdump)
+    yield check_headers(nvcc)
+
+
+def check_headers(nvcc: str) -> Check:
+    """The headers flashinfer's units include beyond its tree (spdlog, CUTLASS, tvm/ffi,
+    curand), looked for where validate's PTX stage looks: without them it is skipped."""
+    import sys
+
+    from contrib.analysis.headers import PROBES, cure
+    from contrib.analysis.profiles import FLASHINFER, installed_includes
+
+    toolkit = Path(nvcc).resolve().parent.parent
+    dirs = [*installed_includes(FLASHINFER, sys.executable), toolkit / "include",
+            *toolkit.glob("targets/*/include")]
+    missing = [h for h in PROBES if not any((d / h).is_file() for d in dirs)]
+    if not missing:
+        return Check("headers", OK, f"{', '.join(PROBES)} found")
+    return Check("headers", FAIL, f"nvcc would not find {', '.join(missing)}",
+                 f"install {cure(missing)}; without them validate skips the ptx stage of "
+                 "flashinfer patchsets and audit --compile compiles fewer units")
 
 
 def check_gpus(ws: Workspace | None) -> Check:
@@ -328,6 +349,6 @@ def check_versions(ws: Workspace) -> Check:
                      "repository with a commit, which would keep the history of the ones "
                      "pruned", "git init, commit the workspace (autopilot and sync --commit "
                      "commit each run)")
-    return Check("versions", OK, f"the last {keep} other version(s) per patchset stay, with the "
+    return Check("versions", OK, f"the last {counted(keep, 'other version')} per patchset stay, with the "
                  "current, pushed, GPU-validated and release ones; older ones live in git "
                  "history")

@@ -9,7 +9,7 @@ from contrib.carry.edit import open_edit
 from contrib.carry.edits import Edit
 from contrib.carry.rangediff import Built
 from contrib.git.repo import Sha
-from contrib.ui import UI
+from contrib.ui import UI, counted
 from contrib.workspace.model import Workspace
 
 
@@ -24,7 +24,7 @@ def edit(ws: Workspace, ui: UI, target: str, *, path: Path | None, repo: Path | 
 def _show(ui: UI, record: Edit, where: Path, built: Built, moved: bool) -> None:
     verb = "opened" if moved else "already open"
     ui.info(f"{record.patchset}: {verb} as branch {record.branch} in {where}")
-    ui.info(f"  {len(built.commits)} commit(s) on {record.base[:12]}:")
+    ui.info(f"  {counted(len(built.commits), 'commit')} on {record.base[:12]}:")
     for applied in built.commits:
         ui.info(f"    {applied.commit[:12]} {applied.patch.subject}")
     ui.info(f"  change them with git (commit --amend, rebase -i, new commits, rebase onto "

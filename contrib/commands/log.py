@@ -15,7 +15,7 @@ from contrib.carry.versions import Event, How, chronological, read_history
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
 from contrib.record import standing_dict, version_standing
-from contrib.ui import UI
+from contrib.ui import UI, counted
 from contrib.workspace.model import Patchset, Version, Workspace
 
 
@@ -61,7 +61,7 @@ def _show(ui: UI, row: dict[str, Any]) -> None:
     if row["pruned"]:
         mark = f" (pruned; in the workspace's git history at {row['kept_in'][:12]})"
     ui.info(f"{row['version'][:12]} {row['base_date'][:10]}{mark}: "
-            f"{len(row['patches'])} patch(es); {row['validation']['summary']}")
+            f"{counted(len(row['patches']), 'patch')}; {row['validation']['summary']}")
     if not row["made"]:
         ui.info("  made before contrib kept history")
     for event in row["made"]:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from contrib.carry import refresh as engine
-from contrib.ui import UI
+from contrib.ui import UI, counted
 from contrib.workspace.model import Workspace
 
 
@@ -28,7 +28,7 @@ def _show(ui: UI, doc: dict[str, Any]) -> None:
         ui.info(f"{target}: unchanged: {doc['branch']} holds the current version's patches")
     else:
         where = "at" if result == engine.REPLACED else "a new version at"
-        ui.info(f"{target}: {result}: {len(doc['patches'])} patch(es), {where} "
+        ui.info(f"{target}: {result}: {counted(len(doc['patches']), 'patch')}, {where} "
                 f"{doc['version'][:12]}")
         if doc["superseded"]:
             ui.info(f"  the old patches and validation.json are kept in {doc['superseded']}")

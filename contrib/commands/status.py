@@ -2,7 +2,9 @@
 
 An upstream that cannot be cloned or fetched does not hide the others: its
 rows are shown from what is known (the cache, if any), marked
-``unreachable: <git's reason>``, and the exit code is 1.
+``unreachable: <git's reason>``, and the exit code is 1.  ``--no-fetch`` never
+clones: an upstream with no cache yet is said so, its rows marked
+``not cached``, exit 1.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
                            "CI", "review"],
              [[r["patchset"], f"{r['base'][:10]} {r['base_date'][:10]}",
                (r["tip"] or "?")[:10], "?" if r["behind"] is None else r["behind"],
-               _sync_cell(r), _validation_cell(r["validation"]), *pr_cells(r)] for r in rows])
+               _sync_cell(r), _validation_cell(r["validation"]), *pr_cells(r)] for r in rows],
+             wrap=("sync", "validation", "PR", "CI", "review"))
     document: dict[str, Any] = {"patchsets": rows, "github": github}
     if not rows:
         ui.info(ws.empty_message(targets))
@@ -57,15 +60,24 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
             ui.warn(f"{r['patchset']}: {r['pr_live']['error']}")
     cut_off = sorted({r["patchset"].split("/")[0] for r in rows if r["unreachable"]})
     for name in cut_off:
+        if mirrors[name][1] == EMPTY_CACHE:
+            ui.warn(f"upstream {name}: {EMPTY_CACHE}; its rows show only the patchset files "
+                    "(run `contrib status` without --no-fetch to clone it)")
+            continue
         ui.warn(f"upstream {name} is unreachable: {mirrors[name][1]}; its rows show the cache "
                 "as last fetched (fix url in contrib.toml or the network)")
     ui.emit(document)
     return max(code, 1 if cut_off else 0)
 
 
+EMPTY_CACHE = "the cache is empty and --no-fetch never clones"
+
+
 def _mirror(ws: Workspace, ui: UI, name: str, fetch: bool) -> tuple[Mirror | None, str | None]:
     """The upstream's cache and None, or (the cache if any, git's reason) when unreachable."""
     mirror = Mirror(ws.config.upstream(name))
+    if not fetch and not mirror.path.is_dir():  # offline means offline: never a first clone
+        return None, EMPTY_CACHE
     if fetch:
         ui.step(f"fetching {name} ...")
     try:
@@ -130,6 +142,8 @@ def describe(ps: Patchset, mirror: Mirror | None,
 
 
 def _sync_cell(row: dict[str, Any]) -> str:
+    if row["unreachable"] == EMPTY_CACHE:
+        return "not cached"
     if row["unreachable"]:
         return f"unreachable: {row['unreachable']}"
     return str(row["sync"] or "-")

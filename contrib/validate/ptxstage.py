@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from contrib.analysis import ptx
+from contrib.analysis.headers import cure
 from contrib.analysis.ptx import Outcome
 from contrib.analysis.ptx_cache import (
     compile_all,
@@ -30,6 +31,7 @@ from contrib.analysis.ptxjobs import PtxRequest, jobs_for, prepare_headers
 from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch
 from contrib.record.finding import ERROR, INFO, Finding
+from contrib.ui import counted
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
 from contrib.workspace.validation import Waiver
 
@@ -109,11 +111,12 @@ def judge(arch: Arch, kernel_lines: dict[str, tuple[str, int]], waivers: list[Wa
                            (f" (+{len(blocking) - 3} more)" if len(blocking) > 3 else ""),
                            findings, details=details)  # fmt: skip
     if missing:
-        names = ", ".join(f"{o.missing_header} (from {o.unit})" for o in missing)
-        return StageResult("ptx", SKIPPED, f"nvcc cannot find required header(s): {names}",
-                           findings, details=details)  # fmt: skip
+        headers = sorted({str(o.missing_header) for o in missing})
+        return StageResult("ptx", SKIPPED, f"nvcc cannot find {counted(len(headers), 'header')} "
+                           f"({counted(len(missing), 'unit')} not compiled): install "
+                           f"{cure(headers)}", findings, details=details)  # fmt: skip
     cached = f", {details['cached']} from the cache" if details["cached"] else ""
-    return StageResult("ptx", PASSED, f"{details['entries']} kernel entr(ies) in {len(outcomes)} unit(s) "
+    return StageResult("ptx", PASSED, f"{counted(details['entries'], 'kernel entry')} in {counted(len(outcomes), 'unit')} "
                        f"for {details['compute']}, none empty{cached}", findings, details=details)  # fmt: skip
 
 

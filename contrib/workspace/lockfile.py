@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,17 +31,21 @@ class LockTimeout(Exception):
 class FileLock:
     """The lock at ``path`` (created if absent): :meth:`acquire`, then :meth:`release`."""
 
-    def __init__(self, path: Path | str, timeout: float) -> None:
+    def __init__(self, path: Path | str, timeout: float,
+                 on_wait: Callable[[], None] | None = None) -> None:
         self.key = os.path.abspath(path)
         self.timeout = timeout
+        self.on_wait = on_wait
 
     def acquire(self) -> None:
         """Wait up to ``timeout`` seconds for another process to let go, else
-        raise :class:`LockTimeout`."""
+        raise :class:`LockTimeout`; ``on_wait`` is called once, as soon as the
+        first try finds the lock taken, so a person is told at once why nothing
+        happens."""
         if self.key in _held:
             _held[self.key][1] += 1
             return
-        _held[self.key] = [_acquire(self.key, self.timeout), 1]
+        _held[self.key] = [_acquire(self.key, self.timeout, self.on_wait), 1]
 
     def release(self) -> None:
         entry = _held[self.key]
@@ -50,7 +56,7 @@ class FileLock:
             os.close(entry[0])
 
 
-def _acquire(path: str, timeout: float) -> int:
+def _acquire(path: str, timeout: float, on_wait: Callable[[], None] | None) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     deadline = time.monotonic() + max(timeout, 0.0)
     while True:
@@ -58,6 +64,9 @@ def _acquire(path: str, timeout: float) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return fd
         except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+                on_wait = None
             if time.monotonic() >= deadline:
                 os.close(fd)
                 raise LockTimeout(path) from None
@@ -68,15 +77,29 @@ def _acquire(path: str, timeout: float) -> int:
 
 
 def note_holder(path: Path | str) -> None:
-    """Write ``PID TIME`` to ``path`` (replaced whole), for the message a waiting
-    contrib gives when the lock stays taken; OSError when it cannot be written (a
-    read-only workspace, a full disk).  Only a hint: not synced to disk."""
+    """Write ``PID TIME COMMAND`` to ``path`` (replaced whole), for the message a
+    waiting contrib gives (:func:`describe_holder`); OSError when it cannot be
+    written (a read-only workspace, a full disk).  Only a hint: not synced to disk."""
     tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"
+    command = " ".join(["contrib", *sys.argv[1:]])[:200].replace("\n", " ")
     try:
         with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(f"{os.getpid()} {time.time():.0f}\n")
+            handle.write(f"{os.getpid()} {time.time():.0f} {command}\n")
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def describe_holder(path: Path | str) -> str:
+    """``pid 4242 (contrib sync --commit, for 12s)`` from what :func:`note_holder`
+    wrote; ``another process`` when it is missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            pid, started, *command = handle.read().split(" ", 2)
+        since = max(time.time() - float(started), 0.0)
+    except (OSError, ValueError):
+        return "another process"
+    what = command[0].strip() if command and command[0].strip() else "contrib"
+    return f"pid {pid} ({what}, for {since:.0f}s)"

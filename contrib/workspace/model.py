@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,7 +15,7 @@ from contrib.environ import lock_timeout
 from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
 from contrib.workspace.config import BRANCH_RE, NAME_RULE, Config, load_config, valid_name
 from contrib.workspace.layout import CONFIG_NAME, META_NAME, SERIES_NAME, STATE_DIR, find_root
-from contrib.workspace.lockfile import FileLock, LockTimeout, note_holder
+from contrib.workspace.lockfile import FileLock, LockTimeout, describe_holder, note_holder
 from contrib.workspace.schema import (
     Meta,
     PrRecord,
@@ -337,11 +337,14 @@ class Workspace:
         return cls(Path(root))
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
-        """Hold the workspace lock; a second contrib waits, then refuses (exit 2)."""
+    def lock(self, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+        """Hold the workspace lock; a second contrib waits, then refuses (exit 2).
+        ``on_wait`` hears at once, once, who holds it (``pid 42 (contrib sync, ...)``)."""
         timeout = lock_timeout()
         path = self.state_dir / "lock"
-        lock = FileLock(path, timeout)
+        pid_file = self.state_dir / "lock.pid"
+        lock = FileLock(path, timeout, None if on_wait is None
+                        else lambda: on_wait(describe_holder(pid_file)))
         try:
             check_inside(self.root, self.state_dir)
             self.state_dir.mkdir(exist_ok=True)

@@ -289,7 +289,7 @@ def test_audit_runs_while_another_contrib_holds_the_workspace(
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         monkeypatch.setenv("CONTRIB_LOCK_TIMEOUT", "0")
-        refused = ws.run("status", "--no-fetch")
+        refused = ws.run("sync", "--no-fetch")  # a writer waits; status reads without it
         assert refused.code == 2 and "another contrib process" in refused.err
         result = ws.run("audit", "mini", "--arch", "sm_120a", "--no-fetch", "--json")
         assert result.code == 1, result.err

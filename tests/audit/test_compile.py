@@ -86,7 +86,7 @@ def test_compile_table_says_what_nvcc_did(mini: tuple[Workspace, Repo]) -> None:
     ws, _ = mini
     table = ws.run("audit", "mini", "--arch", "sm_120a", "--compile")
     assert table.code == 1, table.err
-    assert "--compile: 4 unit(s) for compute_120a, 0 from the PTX cache" in table.out
+    assert "--compile: 4 units for compute_120a, 0 from the PTX cache" in table.out
     assert "not-buildable" in table.out and "do not compile for sm_120a" in table.out
 
 
@@ -121,6 +121,7 @@ def test_a_missing_header_leaves_the_class_to_the_guards() -> None:
     assert gate.evidence == ["csrc/x.cu: not compiled here: nvcc cannot find "
                              "`curand_kernel.h`"]
     assert "stands on the #if guards alone" in gate.reason
+    assert "curand_kernel.h (from the CUDA toolkit" in gate.reason
 
     hollow = AuditGate("pkg/jit.py", 9, "gen_y_module", "jit", "majors 10", True,
                        class_="gate-only", units=["csrc/y.cu"])

@@ -59,10 +59,16 @@ def test_new_from_pr_refuses_merges_and_missing_prs(workspace: Workspace,
     git(upstream.path, "checkout", "-q", "main")
     result = workspace.run("new", "proj", "pr8", "--from-pr", "8")
     assert result.code == 2 and "merge commit" in result.err
-    assert "merge side into the PR" in result.err
+    assert "merge side into the PR" in result.err and "--squash" in result.err
     missing = workspace.run("new", "proj", "pr9", "--from-pr", "9")
     assert missing.code == 2 and "PR #9" in missing.err
     assert not (workspace.root / "patchsets").exists()
+    # --squash takes the PR's whole change (its merge included) as one patch on the base
+    taken = workspace.run("new", "proj/pr8", "--from-pr", "8", "--squash", "--json")
+    assert taken.code == 0, taken.err
+    assert taken.json["base"] == base and len(taken.json["patches"]) == 1  # type: ignore[index]
+    patch = (version_dir(workspace, "pr8", base) / taken.json["patches"][0]).read_text()  # type: ignore[index]
+    assert "+s" in patch and "return 33" in patch and "- side" in patch and "- core: f3" in patch
 
 
 def test_new_from_a_fork_branch(workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:

@@ -54,6 +54,10 @@ def test_conflict_150_ahead_of_400_is_found_by_bisection(
     worktree = Path(c["worktree"])
     text = (worktree / "pkg/core.py").read_text()
     assert "<<<<<<<" in text and "return 33" in text and "return 3 + 0" in text
+    # The sides are named: the upstream commit, and the patch carried onto it.
+    assert f"<<<<<<< upstream {shas[149][:12]}\n" in text
+    assert ">>>>>>> 0001-core-make-f3-return-33.patch\n" in text
+    assert "ours" not in text and "theirs" not in text
     assert "return 15  # v" not in text, "the worktree sits at the breaking commit"
     assert "+    return 3 + 0" in Path(c["breaking_diff"]).read_text()
     doc = meta(workspace, "f3")

@@ -119,3 +119,20 @@ def test_outside_a_workspace_the_machine_is_still_checked(tmp_path: Path) -> Non
     result = run_contrib("doctor", cwd=tmp_path)
     assert "git" in result.out and "not in a workspace" in result.out
     assert result.code == (1 if "FAIL" in result.out else 0)
+
+
+def test_headers_are_looked_for_where_the_ptx_stage_looks(tmp_path: Path) -> None:
+    """A toolkit holding curand but no flashinfer-python: the check names the rest and
+    which package ships each."""
+    from contrib.commands.doctor import FAIL, OK, check_headers
+
+    toolkit = tmp_path / "cuda"
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "include").mkdir()
+    (toolkit / "include" / "curand_kernel.h").write_text("")
+    check = check_headers(str(toolkit / "bin" / "nvcc"))
+    if check.status == OK:  # this interpreter has flashinfer-python and apache-tvm-ffi
+        return
+    assert check.status == FAIL and "curand_kernel.h" not in check.detail
+    assert "spdlog/spdlog.h" in check.detail and "flashinfer-python" in check.fix
+    assert "tvm/ffi/c_api.h" in check.detail and "apache-tvm-ffi" in check.fix

@@ -77,3 +77,26 @@ def test_status_unknown_target_and_no_workspace(workspace: Workspace, tmp_path: 
     assert result.code == 2 and "no contrib.toml" in result.err
     result = run_contrib("status", "--json", cwd=elsewhere)
     assert json.loads(result.out)["exit_code"] == 2
+
+
+def test_no_fetch_never_clones_and_says_the_cache_is_empty(workspace: Workspace, upstream: Repo,
+                                                           tmp_path: Path) -> None:
+    _new(workspace, upstream, tmp_path)
+    from contrib.git.cache import Mirror
+
+    mirror = Mirror(ContribWorkspace.find(workspace.root).config.upstream("proj"))
+    import shutil
+
+    shutil.rmtree(mirror.path)
+    result = workspace.run("status", "--no-fetch", "--json")
+    assert result.code == 1 and "the cache is empty" in result.err
+    assert not mirror.path.exists()
+    assert result.json["patchsets"][0]["tip"] is None  # type: ignore[index]
+
+
+def test_dash_c_after_the_command_and_a_missing_one(workspace: Workspace, tmp_path: Path) -> None:
+    from testing.workspace import run_contrib
+
+    assert run_contrib("status", "--no-fetch", "-C", str(workspace.root), cwd=tmp_path).code == 0
+    missing = run_contrib("status", "-C", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert missing.code == 2 and "does not exist" in missing.err

@@ -105,7 +105,9 @@ def test_second_sync_on_one_workspace_refuses_clearly(
         code, out, err = _finish(_start(workspace.root, env, "sync"))
         assert code == 2, err
         lock = workspace.root / ".contrib" / "lock"
-        assert err.strip() == (
+        said, refused = err.strip().splitlines()
+        assert said.startswith(f"waiting for the workspace lock: pid {first.pid} (contrib sync")
+        assert refused == (
             f"contrib: error: {lock}: another contrib process (pid {first.pid}) is working on "
             "this workspace; waited 0.5s (CONTRIB_LOCK_TIMEOUT). Try again when it has finished")
         assert snapshot(workspace.root) == before  # the refused one touched nothing

@@ -17,6 +17,7 @@ from contrib.workspace.txn import Transaction, recover
 from testing.gitutil import Repo
 from testing.workspace import Workspace, make_patch
 
+ROOT = Path(__file__).resolve().parents[2]
 HOLD = """
 import sys, time
 from pathlib import Path
@@ -34,14 +35,46 @@ def test_second_process_waits_then_refuses(workspace: Workspace) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         started = time.monotonic()
-        result = workspace.run("status", "--no-fetch")
+        result = workspace.run("sync", "--no-fetch")  # a writer; status reads without a lock
         waited = time.monotonic() - started
         assert result.code == 2
         assert "another contrib process" in result.err and f"pid {holder.pid}" in result.err
         assert 1.5 <= waited < 5  # CONTRIB_LOCK_TIMEOUT=2 in tests
     finally:
         holder.wait()
-    assert workspace.run("status", "--no-fetch").code == 0
+    assert workspace.run("sync", "--no-fetch").code == 0
+
+
+def test_waiting_is_said_at_once_naming_the_holder(workspace: Workspace) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(workspace.root), "4"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        waiter = subprocess.Popen([sys.executable, "-m", "contrib", "sync", "--no-fetch"],
+                                  cwd=workspace.root,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert waiter.stderr is not None
+        said = waiter.stderr.readline()
+        heard = time.monotonic() - started
+        assert said.startswith("waiting for the workspace lock: ") and f"pid {holder.pid}" in said
+        assert heard < 1.0, heard
+        waiter.communicate(timeout=30)
+    finally:
+        holder.wait()
+
+
+def test_readers_need_no_lock(workspace: Workspace) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(workspace.root), "4"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        assert workspace.run("status", "--no-fetch").code == 0
+        assert time.monotonic() - started < 1.5
+    finally:
+        holder.wait()
 
 
 def test_lock_dies_with_its_holder(workspace: Workspace) -> None:
@@ -50,7 +83,7 @@ def test_lock_dies_with_its_holder(workspace: Workspace) -> None:
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
     holder.kill()
     holder.wait()
-    assert workspace.run("status", "--no-fetch").code == 0
+    assert workspace.run("sync", "--no-fetch").code == 0
 
 
 def _staged_version(tmp_path: Path) -> tuple[Path, Path, Transaction]:

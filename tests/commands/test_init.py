@@ -1,0 +1,35 @@
+"""`contrib init`: a workspace ready for `new`, from nothing."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from testing.gitutil import Repo
+from testing.workspace import run_contrib
+
+
+def test_init_writes_the_known_upstreams_ignores_state_and_makes_a_repository(
+        tmp_path: Path) -> None:
+    where = tmp_path / "carry"
+    result = run_contrib("init", str(where))
+    assert result.code == 0, result.err
+    config = tomllib.loads((where / "contrib.toml").read_text())
+    assert config["upstreams"]["flashinfer"]["github"] == "flashinfer-ai/flashinfer"
+    assert config["upstreams"]["sglang"]["url"] == "https://github.com/sgl-project/sglang.git"
+    assert "/.contrib/" in (where / ".gitignore").read_text().splitlines()
+    assert (where / ".git").is_dir() and (where / "patchsets").is_dir()
+    assert run_contrib("-C", str(where), "status", "--no-fetch").code == 0
+    again = run_contrib("init", str(where))
+    assert again.code == 2 and "already a workspace" in again.err
+
+
+def test_init_takes_any_upstream_as_name_equals_url(tmp_path: Path, upstream: Repo) -> None:
+    where = tmp_path / "ws"
+    result = run_contrib("init", str(where), "--upstream", f"proj={upstream.path}", "--json")
+    assert result.code == 0, result.err
+    assert result.json["upstreams"] == [{"name": "proj", "url": str(upstream.path),  # type: ignore[index]
+                                         "github": ""}]
+    assert run_contrib("-C", str(where), "status").code == 0  # clones the local upstream
+    unknown = run_contrib("init", str(tmp_path / "other"), "--upstream", "vllm")
+    assert unknown.code == 2 and "--upstream vllm=URL" in unknown.err
