@@ -44,6 +44,17 @@ def fused(x):
     ):
         return x * 2
     raise ValueError("unsupported")
+
+
+import torch  # noqa: E402  (the predicates last: the gates above keep their lines)
+
+
+def is_sm100a_supported(device):
+    return torch.cuda.get_device_capability(device)[0] == 10
+
+
+def is_sm120a_supported(device):
+    return torch.cuda.get_device_capability(device)[0] == 12
 '''
 TEST = '''import pytest
 

@@ -363,7 +363,8 @@ CASES: dict[str, tuple[Case, str]] = {
 }
 # Needs the permission bits to bite: root ignores them.
 READ_ONLY: dict[str, tuple[Case, str]] = {
-    "read-only workspace": (_read_only(lambda w: w.ws.root / ".contrib", "status", "--no-fetch"),
+    # a writer (status reads without the lock, so it has nothing to refuse)
+    "read-only workspace": (_read_only(lambda w: w.ws.root / ".contrib", "sync", "--no-fetch"),
                             "cannot write"),
     "read-only patchset folder": (_read_only(_moved_keep, "sync", "--json"), "is read-only"),
     "read-only cache": (_read_only(_cache_dir, "status", "--no-fetch"), "not writable"),
