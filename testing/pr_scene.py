@@ -30,7 +30,7 @@ def _validation() -> Validation:
                      waived="sm_120 has no PDL; upstream guards it the same way")
     stages = [
         StageResult("apply", "passed", "applies without fuzz"),
-        StageResult("syntax", "passed", "1 touched file(s) check out"),
+        StageResult("syntax", "passed", "1 touched file checks out"),
         StageResult("gates", "not-applicable", "the patch touches no architecture gate"),
         StageResult("arch-guards", "passed", "no empty kernel", [waived]),
         StageResult("ptx", "not-applicable", "no CUDA translation unit to compile"),

@@ -29,6 +29,7 @@ from contrib.analysis.cscan import Branch, Scan, find_kernels, scan
 from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch, arch_macros, nearest_lower
 from contrib.record.finding import ERROR, INFO, Finding
+from contrib.ui import counted
 from contrib.workspace.validation import Waiver
 
 Resolver = Callable[[str, str], "str | None"]  # (including file, include name) -> path
@@ -265,7 +266,7 @@ def _lost_findings(
         branch = scanned.branches.get(guard_line)
         alternative = branch is not None and _has_alternative(scanned, tp, branch)
         snippet = scanned.code[lines[0] - 1].strip()
-        more = f" (and {len(lines) - 1} more line(s))" if len(lines) > 1 else ""
+        more = f" (and {counted(len(lines) - 1, 'more line')})" if len(lines) > 1 else ""
         guard_text = f" by {_describe(scanned, branch)}" if branch else ""
         if nearest and not alternative:
             severity, kind = ERROR, "dropped-statement"

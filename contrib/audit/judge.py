@@ -35,6 +35,7 @@ from contrib.audit.model import (
     admitted_majors,
 )
 from contrib.record.finding import ERROR
+from contrib.ui import counted
 
 Step = Callable[[int, int, str], None]
 
@@ -77,10 +78,10 @@ def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arc
     if errors:
         gate.class_ = NEEDS_KERNEL_WORK
         gate.evidence = [_evidence(f.location, f.kind, f.guard, f.message) for f in errors]
-        gate.reason = f"{len(errors)} kernel(s)/statement(s) compiled out for {arch.name}"
+        gate.reason = f"{counted(len(errors), 'kernel or statement', 'kernels or statements')} compiled out for {arch.name}"
     else:
         gate.class_ = GATE_ONLY
-        gate.reason = (f"nothing in {len(units)} unit(s) and {len(closure.files)} file(s) "
+        gate.reason = (f"nothing in {counted(len(units), 'unit')} and {counted(len(closure.files), 'file')} "
                        f"is compiled out for {arch.name}")  # fmt: skip
 
 
@@ -111,4 +112,4 @@ def _inherit(gate: AuditGate, verdicts: dict[str, AuditGate]) -> None:
         return
     gate.class_ = UNKNOWN
     gate.reason = ("a Python condition; no JIT module or Triton kernel is reached by the "
-                   f"code it guards ({len(gate.calls)} call(s) followed)")
+                   f"code it guards ({counted(len(gate.calls), 'call')} followed)")

@@ -34,6 +34,7 @@ from contrib.buglog import log_bug
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
 from contrib.secrets import scrub
+from contrib.ui import counted
 from contrib.workspace.config import Upstream
 from contrib.workspace.model import Workspace
 from contrib.workspace.txn import atomic_write, check_inside
@@ -159,7 +160,7 @@ def _upstream_lines(view: AuditView) -> list[str]:
         return [head, "", f"The audit failed: {view.error}", ""]
     counts = ", ".join(f"{n} {k}" for k, n in view.counts.items()) or "none"
     out = [f"{head} at {_commit(view.github, view.commit)}", "",
-           f"{view.excluding} gate(s) turn `{view.arch}` away ({counts}); "
+           f"{counted(view.excluding, 'gate')} turn{'s' if view.excluding == 1 else ''} `{view.arch}` away ({counts}); "
            f"{len(view.uncovered)} at runtime that no patchset covers.", ""]  # fmt: skip
     if view.uncovered:
         out += ["| uncovered runtime gate | function | class |", "| --- | --- | --- |"]

@@ -25,6 +25,7 @@ from contrib.carry.series import EXPORT_ENV, MailPatch
 from contrib.errors import ContribError, NeedsAttention
 from contrib.git import worktree
 from contrib.git.repo import Git, Tree
+from contrib.ui import counted
 from contrib.workspace.config import TARGET_RE
 from contrib.workspace.layout import SYNC_STATE_NAME
 from contrib.workspace.txn import atomic_write, check_inside
@@ -101,7 +102,7 @@ def _pending(path: Path, state_dir: Path, key: str, value: object, advice: str) 
             or value["reason"] not in ("conflict", "moved")
             or Path(value["folder"]) != folder_for(state_dir, key)
             or Path(value["patch"]).name != value["patch"]):
-        bad = f"unknown key(s) {', '.join(sorted(unknown))}" if unknown else "inconsistent values"
+        bad = f"unknown {'key' if len(unknown) == 1 else 'keys'} {', '.join(sorted(unknown))}" if unknown else "inconsistent values"
         raise ContribError(f"{where}: {bad}; {advice}")
     return Pending(**value)
 
@@ -112,7 +113,7 @@ def check_index(state_dir: Path, pending: Pending, patches: int) -> None:
     if not 0 <= pending.index < patches:
         raise ContribError(
             f"{state_path(state_dir)}: pending[{pending.patchset!r}].index is {pending.index}, "
-            f"but the series of {pending.base[:12]} has {patches} patch(es); remove the file "
+            f"but the series of {pending.base[:12]} has {counted(patches, 'patch')}; remove the file "
             f"and the worktrees under {state_dir / 'conflicts'} to start over (the pending "
             "conflicts are then forgotten; no version is lost)")
 

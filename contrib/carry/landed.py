@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from contrib.carry.series import Hunk, parse_hunks
 from contrib.git.repo import Git
+from contrib.ui import counted
 
 LANDED_SHARE = 0.8  # the default threshold; see the module docstring for why
 FLOOR = 0.3  # below this share present, nothing upstream is worth blaming
@@ -86,13 +87,13 @@ class Evidence:
         if not self.lines and not self.removed:
             return "it adds or removes no meaningful line to look for upstream"
         if not self.lines:
-            return f"{self.gone} of its {self.removed} removed line(s) are gone upstream"
+            return f"{self.gone} of its {counted(self.removed, 'removed line')} are gone upstream"
         text = f"{round(self.share * 100)}% of its added lines are upstream"
         if self.by:
             sha, count = self.by[0]
             text += f", {round(count / self.lines * 100)}% from {sha[:10]}"
             if len(self.by) > 1:
-                text += f" and the rest from {len(self.by) - 1} other commit(s)"
+                text += f" and the rest from {counted(len(self.by) - 1, 'other commit')}"
         return text
 
     def why_not(self) -> str:
@@ -102,7 +103,7 @@ class Evidence:
         if self.lines and self.present < self.threshold * self.lines:
             return f"below the landed_share of {self.threshold:.0%}"
         if self.removed and self.gone < self.threshold * self.removed:
-            return f"only {self.gone} of its {self.removed} removed line(s) are gone"
+            return f"only {self.gone} of its {counted(self.removed, 'removed line')} are gone"
         return (f"no single upstream commit wrote {self.threshold:.0%} of them; "
                 "several commits did")
 

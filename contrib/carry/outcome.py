@@ -22,6 +22,7 @@ from contrib.carry.series import MailPatch
 from contrib.carry.versions import Event, Files, How, add_event, write_version
 from contrib.clock import now_iso
 from contrib.git.repo import Git, Sha
+from contrib.ui import counted
 from contrib.workspace.model import Patchset, Workspace
 from contrib.workspace.schema import Landed, SyncDetails, SyncRecord, SyncResult, UpstreamStatus
 
@@ -65,7 +66,7 @@ def record_plan(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list
     if plan.result in (REBASED, PARTIAL):
         versions.append((plan.target, plan.files, Event(
             How.SYNC, plan.target, previous=plan.base, result=plan.result,
-            detail=f"{plan.commits} upstream commit(s), {plan.probes} probe(s)"
+            detail=f"{counted(plan.commits, 'upstream commit')}, {counted(plan.probes, 'probe')}"
                    + _landed_detail(plan))))
         report.version, report.patches = plan.target, [n for n, _ in plan.files]
     if plan.result == UPSTREAMED:
@@ -80,7 +81,7 @@ def record_plan(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list
         if versions:
             pruned = retention.apply(txn, ps, git).pruned
             if pruned:
-                report.notes.append(f"{len(pruned)} older version folder(s) left the working "
+                report.notes.append(f"{counted(len(pruned), 'older version folder')} left the working "
                                     "tree; the workspace's git history keeps them")
         ps.save_meta(txn)
     report.changed = report.result != CONFLICT

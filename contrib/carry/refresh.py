@@ -34,6 +34,7 @@ from contrib.git import worktree
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
 from contrib.git.repo import Git, Sha
+from contrib.ui import counted
 from contrib.workspace.model import Patchset, Workspace
 
 UNCHANGED, REPLACED, REBASED = "unchanged", "replaced", "rebased"
@@ -189,7 +190,7 @@ def _write(ws: Workspace, ps: Patchset, git: Git, found: Range,
     replaces = folder.dir.is_dir() and not same_version(folder.dir, files)
     set_aside = replaces and folder.validation_path.is_file()
     event = Event(How.REFRESH, found.base, previous=old, result=result,
-                  detail=f"{len(files)} patch(es) from {found.source}")
+                  detail=f"{counted(len(files), 'patch')} from {found.source}")
     with ws.transaction() as txn:
         write_version(txn, ps, found.base, files, event)
         pruned = retention.apply(txn, ps, git).pruned

@@ -31,7 +31,7 @@ from contrib.carry.series import apply_series
 from contrib.errors import ContribError, UpstreamUnreachable, UsageError
 from contrib.git.cache import Mirror
 from contrib.git.repo import Git, Sha
-from contrib.ui import UI, Task
+from contrib.ui import UI, Task, counted
 from contrib.workspace.model import Patchset, Workspace
 
 # A patch that makes or changes a symlink (its mode line, or its index line's mode).
@@ -224,7 +224,7 @@ def _summary(report: Report) -> str:
         return f"upstreamed in {first['sha'][:7]}{pr}" if first else "upstreamed"
     text = f"rebase onto {target} (+{report.commits} commits)"
     if report.result == PARTIAL:
-        text += f", drop {len(report.upstreamed)} upstreamed patch(es)"
+        text += f", drop {counted(len(report.upstreamed), 'upstreamed patch')}"
     return text
 
 

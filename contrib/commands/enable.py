@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contrib.arch import parse_arch
 from contrib.enable.draft import enable as draft
-from contrib.ui import UI
+from contrib.ui import UI, counted
 from contrib.workspace.model import Workspace
 
 
@@ -33,8 +33,9 @@ def enable(ws: Workspace, ui: UI, upstream: str, gates: list[str], *, arch: str,
         run = draft(ws, upstream, target, at=at, specs=gates, name=name, fetch=fetch,
                     check=_Quiet(), progress=ui.progress, step=task.step)
     for done in run.drafted:
-        ui.info(f"drafted {done.patchset} at {done.version[:12]}: {len(done.patches)} "
-                f"patch(es), {len(done.gates)} gate(s); validation: {done.verdict}")
+        ui.info(f"drafted {done.patchset} at {done.version[:12]}: "
+                f"{counted(len(done.patches), 'patch')}, {counted(len(done.gates), 'gate')}; "
+                f"validation: {done.verdict}")
         for gate in done.gates:
             ui.info(f"  {gate}")
     for skipped in run.skipped:

@@ -260,7 +260,7 @@ def validation_problem(ps: Patchset, standing: Standing) -> str:
     if target is None:
         return f"no run for {arch} (runs for {', '.join(standing.record.archs())})"
     if target.unmet:
-        return f"{target.line()}; required stage(s) not passed: {', '.join(target.unmet)}"
+        return f"{target.line()}; required {'stage' if len(target.unmet) == 1 else 'stages'} not passed: {', '.join(target.unmet)}"
     failed = [v.line() for v in standing.verdicts if v.verdict == Verdict.FAILED]
     return f"failed: {'; '.join(failed)}" if failed else ""
 

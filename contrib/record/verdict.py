@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from contrib.errors import ConfigError
 from contrib.record.reader import OldFormat, read_record
 from contrib.record.schema import _RERUN, Record, Run, StageStatus, Verdict, version_digest
+from contrib.ui import counted
 
 if TYPE_CHECKING:
     from contrib.workspace.model import Version
@@ -69,7 +70,7 @@ class ArchVerdict:
         if self.skipped:
             notes.append("skipped: " + ", ".join(self.skipped))
         if self.waived:
-            notes.append(f"{self.waived} finding(s) waived")
+            notes.append(f"{counted(self.waived, 'finding')} waived")
         return f"{self.arch}: {self.verdict}" + (f" ({'; '.join(notes)})" if notes else "")
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from contrib.analysis.profiles import Profile
 from contrib.arch import Arch
 from contrib.errors import ConfigError
+from contrib.ui import counted
 from contrib.validate import buildcache
 from contrib.validate.benchstats import compare
 from contrib.validate.gputests import PlannedRun
@@ -340,7 +341,7 @@ def _status(figures: list[dict[str, Any]], base_why: str | None) -> tuple[str, s
     parts = [line(f) for f in figures]
     text = "; ".join(parts[:4]) + (f"; ... ({len(parts)} metrics)" if len(parts) > 4 else "")
     if failed:
-        return FAILED, f"{len(failed)} metric(s) worse beyond the threshold: {text}"
+        return FAILED, f"{counted(len(failed), 'metric')} worse beyond the threshold: {text}"
     if not compared:
         return SKIPPED, f"nothing to compare with: the base cannot run the bench ({base_why or 'see metrics'}); {text}"
     return PASSED, text

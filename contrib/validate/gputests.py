@@ -35,6 +35,7 @@ from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch, parse_arch
 from contrib.record import RunKind
 from contrib.record.finding import ERROR, Finding
+from contrib.ui import counted
 from contrib.validate.buildcache import jit_folder
 from contrib.validate.report import PASSED, SKIPPED, StageResult, Validation
 from contrib.validate.testrun import Gpu, run_tests
@@ -306,7 +307,7 @@ def coverage_findings(changed: Iterable[ChangedKernel], names: list[str] | None,
             continue  # one launched caller covers the helper
         callers = sorted(set(kernels))
         findings.append(Finding("kernel-not-launched", ERROR, via.file, via.line,
-                                f"the patch changes helper {via.name}, called by kernel(s) {_few(callers)}, "
+                                f"the patch changes helper {via.name}, called by {'kernel' if len(callers) == 1 else 'kernels'} {_few(callers)}, "
                                 f"and {why_any} on {arch.name}: the tests say nothing about it"))  # fmt: skip
     return findings
 
@@ -378,11 +379,11 @@ def _status(status: str, reason: str, findings: list[Finding], short: list[str],
             probed: bool) -> tuple[str, str]:
     unproven = [f for f in findings if f.blocking]
     if short:
-        reason += f"; {len(short)} test file(s) ask for more GPUs than this run has"
+        reason += f"; {counted(len(short), 'test file')} {'asks' if len(short) == 1 else 'ask'} for more GPUs than this run has"
     if status == PASSED and unproven:
         names = ", ".join(_kernel_of(f) for f in unproven[:4]) + (" ..." if len(unproven) > 4 else "")
         seen = "no test launched" if probed else "the kernel probe could not see whether the tests launched"
-        return SKIPPED, f"{reason}, but {seen} {len(unproven)} kernel(s) the patch changes: {names}"
+        return SKIPPED, f"{reason}, but {seen} {counted(len(unproven), 'kernel')} the patch changes: {names}"
     return status, reason
 
 

@@ -158,7 +158,7 @@ def _empty_findings(arch: Arch, kernel_lines: dict[str, tuple[str, int]],
             file, line = kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
             real = compute.replace("compute_", "sm_")
             findings.append(Finding("exit-only-sass", ERROR, file, line,
-                                    f"empty kernel {name} on {arch.name}: {count} SASS function(s) "
+                                    f"empty kernel {name} on {arch.name}: {counted(count, 'SASS function')} "
                                     f"for {real} ({outcome.unit}) are only EXIT"))  # fmt: skip
     return findings
 

@@ -50,7 +50,7 @@ from contrib.record import (
     superseded,
     version_digest,
 )
-from contrib.ui import UI, StepFn
+from contrib.ui import UI, StepFn, counted
 from contrib.validate import buildcache
 from contrib.validate.gputests import split_runs
 from contrib.validate.report import (
@@ -188,7 +188,7 @@ def _verdict_line(ps: Patchset, verdict: ArchVerdict) -> str:
     if len(verdict.runs) > 1:
         line += f" across {len(verdict.runs)} runs"
     if verdict.unmet:
-        line += f"; required stage(s) not passed: {', '.join(verdict.unmet)}"
+        line += f"; required {'stage' if len(verdict.unmet) == 1 else 'stages'} not passed: {', '.join(verdict.unmet)}"
     return line
 
 
@@ -278,7 +278,7 @@ def merge(ws: Workspace, ui: UI, files: list[Path]) -> dict[str, Any]:
         updated[version_path] = merged
         results.append({"file": str(path), "patchset": incoming.target, "base": incoming.base,
                         "runs": len(incoming.runs), "added": added, "path": str(version_path)})
-        ui.info(f"{path}: {added} of {len(incoming.runs)} run(s) added to {version_path}"
+        ui.info(f"{path}: {added} of {counted(len(incoming.runs), 'run')} added to {version_path}"
                 + ("" if added else " (already there)"))
     with ws.transaction() as txn:
         for version_path, record in updated.items():
@@ -361,7 +361,7 @@ def _apply(git: Git, base: str, files: list[tuple[str, bytes]]) -> tuple[str | N
     except PatchError as exc:
         return None, str(exc)
     count = len(applied)
-    return applied[-1].commit, f"{count} patch(es) applied at {base[:12]} with no fuzz"
+    return applied[-1].commit, f"{counted(count, 'patch')} applied at {base[:12]} with no fuzz"
 
 
 def _diff(git: Git, base: str, head: str) -> str:

@@ -29,6 +29,7 @@ from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch, admitted_archs, nearest_lower
 from contrib.errors import ConfigError, ContribError
 from contrib.record.finding import INFO, Finding
+from contrib.ui import counted
 from contrib.validate import bench as benchrun
 from contrib.validate import gputests, ptxstage, syntax, testsel
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
@@ -129,7 +130,7 @@ def stage_syntax(ctx: Context) -> StageResult:
         return StageResult("syntax", NOT_APPLICABLE, "the patch touches no Python or C/C++/CUDA file")
     findings = apply_waivers(findings, ctx.inputs.settings.waivers)
     return _verdict(
-        "syntax", findings, f"{len(checked)} touched file(s) check out", {"checked": checked}
+        "syntax", findings, f"{counted(len(checked), 'touched file')} {'checks' if len(checked) == 1 else 'check'} out", {"checked": checked}
     )
 
 
@@ -154,7 +155,7 @@ def stage_gates(ctx: Context) -> StageResult:
         )
     findings = apply_waivers(gates.gate_findings(ctx.touched, arch), ctx.inputs.settings.waivers)
     return _verdict(
-        "gates", findings, f"{len(ctx.touched)} touched gate(s) admit {arch.name}", details
+        "gates", findings, f"{counted(len(ctx.touched), 'touched gate')} {'admits' if len(ctx.touched) == 1 else 'admit'} {arch.name}", details
     )
 
 
@@ -182,7 +183,7 @@ def stage_arch_guards(ctx: Context) -> StageResult:
     analysis = cuda_arch.analyze(texts, sources, arch, compared, resolver, settings.waivers)
     details["compared"] = [a.name for a in analysis.compared]
     findings += analysis.findings
-    summary = f"{len(closure.files)} file(s): {arch.name} compiles what {', '.join(details['compared'])} compile"
+    summary = f"{counted(len(closure.files), 'file')}: {arch.name} compiles what {', '.join(details['compared'])} compile"
     return _verdict("arch-guards", findings, summary, details)
 
 
@@ -426,7 +427,7 @@ def _verdict(name: str, findings: list[Finding], ok: str, details: dict[str, Any
     if blocking:
         where = ", ".join(f.location for f in blocking[:5]) + (" ..." if len(blocking) > 5 else "")
         return StageResult(
-            name, FAILED, f"{len(blocking)} error(s) at {where}", findings, details=details
+            name, FAILED, f"{counted(len(blocking), 'error')} at {where}", findings, details=details
         )
     waived = sum(1 for f in findings if f.waived is not None)
     return StageResult(

@@ -309,6 +309,6 @@ def _require(t: Table) -> tuple[str, ...] | None:
     names = t.strings("require")
     unknown = [n for n in names if n not in STAGE_NAMES]
     if unknown:
-        raise t.fail("require", f"names unknown stage(s) {', '.join(map(repr, unknown))} "
+        raise t.fail("require", f"names unknown {'stage' if len(unknown) == 1 else 'stages'} {', '.join(map(repr, unknown))} "
                                 f"(stages: {', '.join(STAGE_NAMES)})")
     return tuple(dict.fromkeys(names))

@@ -72,7 +72,7 @@ def test_a_run_that_launched_none_of_the_helpers_kernels_gets_one_finding() -> N
     changed = [ChangedKernel("oneshot_kernel", KERNELS, 3, via), ChangedKernel("twoshot_kernel", KERNELS, 9, via)]
     (finding,) = coverage_findings(changed, ["void unrelated_kernel(float*)"], SM90)
     assert (finding.kind, finding.file, finding.line) == ("kernel-not-launched", HELPERS, 3)
-    assert finding.message == ("the patch changes helper warp_sum, called by kernel(s) oneshot_kernel, "
+    assert finding.message == ("the patch changes helper warp_sum, called by kernels oneshot_kernel, "
                                "twoshot_kernel, and no selected test launched any of them on sm_90a: "
                                "the tests say nothing about it")  # fmt: skip
     # one launched caller covers the helper
@@ -86,7 +86,7 @@ def test_many_callers_are_named_a_few_then_counted() -> None:
     via = Via("warp_sum", HELPERS, 3)
     changed = [ChangedKernel(f"k{i}", KERNELS, i, via) for i in range(6)]
     (finding,) = coverage_findings(changed, [], SM90)
-    assert "called by kernel(s) k0, k1, k2 and 3 more," in finding.message
+    assert "called by kernels k0, k1, k2 and 3 more," in finding.message
 
 
 def test_a_two_level_chain_and_a_header_of_kernels_pulled_in_beside_the_helper() -> None:

@@ -196,7 +196,7 @@ def test_whole_kernel_guarded_out_is_a_dropped_block():
     result = _analyze(files, ["a.cu"])
     (finding,) = [f for f in result.findings if f.severity == "error"]
     assert finding.kind == "dropped-statement" and finding.line == 2 and finding.guard == "a.cu:1"
-    assert "2 more line(s)" in finding.message
+    assert "2 more lines" in finding.message
 
 
 def test_oldest_target_does_not_lose_what_only_newer_archs_compile():

@@ -119,7 +119,7 @@ CASES: dict[str, tuple[Setup | None, Args, int, str]] = {
                                  _const(["validate", "proj/keep"]), 2,
                                  "validation.compile cannot be split"),
     "require unknown stage": (_meta("\n[validation]\nrequire = [\"apply\", \"lint\"]\n"),
-                              _const(["validate", "proj/keep"]), 2, "unknown stage(s) 'lint'"),
+                              _const(["validate", "proj/keep"]), 2, "unknown stage 'lint'"),
     "require not a list": (_meta("\n[validation]\nrequire = \"ptx\"\n"),
                            _const(["status", "--no-fetch"]), 2, "validation.require must be a list"),
     "compare a boolean": (_meta("\n[validation]\ncompare = [true]\n"), _const(OPEN_PR), 2,

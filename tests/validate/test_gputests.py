@@ -116,7 +116,7 @@ def test_a_kernel_the_patch_unguards_that_no_test_launched_is_a_finding(tmp_path
     assert (missing.kind, missing.file) == ("kernel-not-launched", miniupstream.HEADER)
     assert "kernel lamport_allreduce_kernel, and no selected test launched it on sm_90a" in missing.message
     assert regression.status == "skipped"
-    assert regression.reason.endswith("but no test launched 1 kernel(s) the patch changes: lamport_allreduce_kernel")
+    assert regression.reason.endswith("but no test launched 1 kernel the patch changes: lamport_allreduce_kernel")
 
 
 def test_without_a_probe_nothing_shows_a_kernel_ran(tmp_path: Path, fake_smi: Path) -> None:
@@ -126,7 +126,7 @@ def test_without_a_probe_nothing_shows_a_kernel_ran(tmp_path: Path, fake_smi: Pa
     assert regression.details["counts"]["passed"] == 2
     assert regression.details["launched_kernels"] is None
     assert regression.status == "skipped"
-    assert "the kernel probe could not see whether the tests launched 2 kernel(s)" in regression.reason
+    assert "the kernel probe could not see whether the tests launched 2 kernels" in regression.reason
     assert all(f.kind == "kernel-not-launched" for f in regression.findings)
 
 
@@ -203,5 +203,5 @@ def test_a_changed_helper_counts_through_the_kernels_that_call_it(tmp_path: Path
     # the oneshot kernel ran, so fence_peers is covered; nothing launched maybe_prefetch's caller
     by_message = sorted(f.message.split(",")[0] for f in regression.findings)
     assert by_message == ["the patch changes helper maybe_prefetch", "the patch changes kernel lamport_allreduce_kernel"]
-    assert regression.reason.endswith("but no test launched 2 kernel(s) the patch changes: "
+    assert regression.reason.endswith("but no test launched 2 kernels the patch changes: "
                                       "lamport_allreduce_kernel, a caller of helper maybe_prefetch")

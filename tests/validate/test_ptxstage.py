@@ -120,7 +120,7 @@ def test_where_cuobjdump_exists_a_kernel_whose_sass_is_only_exit_fails(
     assert result.status == "failed"
     assert result.details["sass"] == f"checked with {fake}"
     (finding,) = [f for f in result.findings if f.kind == "exit-only-sass"]
-    assert "empty kernel one on sm_120a: 1 SASS function(s) for sm_120a (csrc/one.cu) are only EXIT" in finding.message
+    assert "empty kernel one on sm_120a: 1 SASS function for sm_120a (csrc/one.cu) are only EXIT" in finding.message
 
 
 def test_an_entry_empty_on_the_reference_arch_too_is_info_not_an_error(tmp_path: Path) -> None:

@@ -141,7 +141,7 @@ def test_tests_stage_runs_in_a_worktree(tmp_path):
     # The mini upstream's tests pass but launch no kernel: they prove nothing about the
     # kernels the patch un-guards, so the stage is not passed.
     assert tests.status == "skipped", tests.reason
-    assert "could not see whether the tests launched 2 kernel(s) the patch changes" in tests.reason
+    assert "could not see whether the tests launched 2 kernels the patch changes" in tests.reason
     assert tests.details["counts"]["passed"] == 2
     assert len(tests.details["cases"]) == 2
     assert tests.details["gpus"] == [f"0: {RTX[0].name} (12.0)"]
@@ -179,7 +179,7 @@ def test_settings_from_meta_and_errors():
         ({"validation": {"compare": ["9"]}}, "validation.compare"),
         ({"validation": {"test_limit": 0}}, "test_limit"),
         ({"validation": {"compile": "nvcc -o 'a.ptx"}}, "validation.compile cannot be split"),
-        ({"validation": {"require": ["ptx", "lint"]}}, "validation.require names unknown stage(s) 'lint'"),
+        ({"validation": {"require": ["ptx", "lint"]}}, "validation.require names unknown stage 'lint'"),
         ({"validation": {"require": "ptx"}}, "validation.require must be a list"),
         ({"validation": {"compare": [True]}}, "validation.compare"),
         ({"waivers": [{"file": "a.cuh", "line": 3}]}, "waivers.reason is required"),
