@@ -53,6 +53,7 @@ from contrib.analysis.archvalues import (
     values_of,
 )
 from contrib.analysis.pymodules import Binding, ModuleIndex, Reader, Scope, scope_of_body
+from contrib.analysis.pyparse import parse_python
 
 _DEPTH = 24  # nested calls followed
 
@@ -89,10 +90,8 @@ class TreeEval:
         """The parsed module at ``path`` and its top-level bindings (None: unreadable)."""
         if path not in self._modules:
             text = self.read(path)
-            try:
-                tree = ast.parse(text or "", filename=path) if text is not None else None
-            except (SyntaxError, ValueError, RecursionError):
-                tree = None
+            parsed = parse_python(path, text) if text is not None else None
+            tree = parsed if isinstance(parsed, ast.Module) else None  # unreadable: unknown
             self._modules[path] = None if tree is None else (tree, scope_of_body(tree.body))
         return self._modules[path]
 

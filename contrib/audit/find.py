@@ -69,13 +69,11 @@ def scope_of(path: str, function: str, text: str) -> str:
 
 
 def gates_of_file(path: str, text: str, arch: Arch, ev: TreeEval | None = None) -> list[AuditGate]:
-    """The audited gates of one Python file (none when it does not parse); ``ev``: the
-    tree's evaluator, shared by the files of one tree."""
-    try:
-        with _collector_paused():
-            found = scan(path, text, ev, arch)
-    except (SyntaxError, ValueError, RecursionError):
-        return []
+    """The audited gates of one Python file; ``ev``: the tree's evaluator, shared by the
+    files of one tree.  A file that does not parse raises one of
+    :data:`~contrib.analysis.pyparse.PARSE_ERRORS`: the engine notes it as not audited."""
+    with _collector_paused():
+        found = scan(path, text, ev, arch)
     if not found.gates:
         return []
     parents = _parents(found.module)
