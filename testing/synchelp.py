@@ -96,3 +96,18 @@ def commit_in(path: Path, message: str, files: dict[str, str], *args: str) -> No
         (path / rel).write_text(text)
     git(path, "add", "-A")
     git(path, "commit", "-q", *args, "-m", message, env=USER)
+
+
+# The landed-detection scenes: a helper the patch adds after f3, as upstream's squash
+# may bring it (reworded in review, at the same place).
+HELPER = ('def scaled(values, factor):\n'
+          '    """Scale every value by factor."""\n'
+          '    if factor == 0:\n'
+          '        raise ValueError("factor must not be zero")\n'
+          '    out = []\n'
+          '    for value in values:\n'
+          '        out.append(value * factor)\n'
+          '    return out\n\n\n')
+AFTER_F3 = "def f4():\n"
+OURS = CORE.replace(AFTER_F3, HELPER + AFTER_F3)
+REVIEWED = OURS.replace('"factor must not be zero"', '"factor is zero: nothing to scale"')

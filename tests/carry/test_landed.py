@@ -11,21 +11,19 @@ from contrib.carry.landed import meaningful, measure, same_subject
 from contrib.git.repo import Git
 from testing.gitutil import Repo
 from testing.histories import Change, fast_import, filler
-from testing.synchelp import CORE, add_patchset, meta, series, sync_json
+from testing.synchelp import (
+    AFTER_F3,
+    CORE,
+    HELPER,
+    OURS,
+    REVIEWED,
+    add_patchset,
+    meta,
+    series,
+    sync_json,
+)
 from testing.workspace import Workspace
 
-HELPER = ('def scaled(values, factor):\n'
-          '    """Scale every value by factor."""\n'
-          '    if factor == 0:\n'
-          '        raise ValueError("factor must not be zero")\n'
-          '    out = []\n'
-          '    for value in values:\n'
-          '        out.append(value * factor)\n'
-          '    return out\n\n\n')
-AFTER_F3 = "def f4():\n"
-OURS = CORE.replace(AFTER_F3, HELPER + AFTER_F3)
-# Upstream's squash: the same helper, reworded in review, at the same place.
-REVIEWED = OURS.replace('"factor must not be zero"', '"factor is zero: nothing to scale"')
 # A later upstream commit rewrites the lines right next to it.
 CHANGED = REVIEWED.replace("def f3():\n    return 3\n", "def f3():\n    return 3 * 1  # three\n")
 

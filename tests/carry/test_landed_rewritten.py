@@ -10,20 +10,8 @@ import pytest
 
 from testing.gitutil import Repo
 from testing.histories import Change, fast_import, filler
-from testing.synchelp import CORE, add_patchset, sync_json
+from testing.synchelp import AFTER_F3, CORE, HELPER, OURS, REVIEWED, add_patchset, sync_json
 from testing.workspace import Workspace
-
-HELPER = ('def scaled(values, factor):\n'
-          '    """Scale every value by factor."""\n'
-          '    if factor == 0:\n'
-          '        raise ValueError("factor must not be zero")\n'
-          '    out = []\n'
-          '    for value in values:\n'
-          '        out.append(value * factor)\n'
-          '    return out\n\n\n')
-AFTER_F3 = "def f4():\n"
-OURS = CORE.replace(AFTER_F3, HELPER + AFTER_F3)
-REVIEWED = OURS.replace('"factor must not be zero"', '"factor is zero: nothing to scale"')
 
 
 def _reindent(text: str, lines: list[str]) -> str:
