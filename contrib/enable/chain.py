@@ -12,8 +12,7 @@ gate that guards the code loading it.  The chain of one gate is:
   key maps, in a dict of the same file, to a function whose decorator holds an
   arch list (flashinfer's ``backend_requirement({"cublaslt":
   _cublaslt_mm_bf16_requirement})`` over ``@supported_compute_capability([100,
-  103])``).  The audit's own gate there is used when it reports one; otherwise
-  the decorator is taken as the gate, saying so in its reason.
+  103])``): the audit's own gate at that decorator.
 """
 
 from __future__ import annotations
@@ -21,10 +20,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 
+from contrib.analysis.pyparse import parse_python
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
-from contrib.audit.model import CAPABILITY, JIT, RUNTIME, AuditGate
-from contrib.enable.edits import int_values, is_capability_list
+from contrib.audit.model import JIT, RUNTIME, AuditGate
 
 _WRAPPER_SIZE = 6  # statements: a getter that only builds and loads the module
 
@@ -66,16 +65,15 @@ def requirements(gates: list[AuditGate], tree: SourceTree, names: set[str],
     files = [(p, t) for p in tree.paths() if p.endswith(".py")
              and (t := tree.read_text(p) or "") and any(n in t for n in names)]  # fmt: skip
     for path, text in files:
-        try:
-            module = ast.parse(text, filename=path)
-        except (SyntaxError, ValueError, RecursionError):
+        module = parse_python(path, text)
+        if not isinstance(module, ast.Module):
             continue
         parents = {id(c): n for n in ast.walk(module) for c in ast.iter_child_nodes(n)}
         functions = {n.name: n for n in module.body if isinstance(n, ast.FunctionDef)}
         needles |= _wrappers(functions.values(), needles)
         for key in _guard_keys(module, parents, needles):
             for required in _mapped(module, key, functions):
-                yield from _decorator_gates(gates, path, required, arch)
+                yield from _decorator_gates(gates, path, required)
 
 
 def _wrappers(functions: Iterable[ast.FunctionDef], names: set[str]) -> set[str]:
@@ -125,28 +123,10 @@ def _mapped(module: ast.Module, key: str,
                     yield functions[v.id]
 
 
-def _decorator_gates(gates: list[AuditGate], path: str, function: ast.FunctionDef,
-                     arch: Arch) -> Iterator[AuditGate]:  # fmt: skip
-    """The gate of each decorator of ``function`` that holds an arch list omitting the
-    target: the audit's own where it reports one there, else read here."""
-    for decorator in function.decorator_list:
-        lists = [a for a in getattr(decorator, "args", []) if int_values(a) is not None]
-        if not lists:
-            continue
-        values = int_values(lists[0]) or []
-        majors = sorted({v // 10 if is_capability_list(values) else v for v in values})
-        if arch.major in majors:
-            continue
-        audited = [g for g in gates if g.file == path and g.line == decorator.lineno]
-        if audited:
-            yield audited[0]
-            continue
-        yield AuditGate(
-            file=path, line=decorator.lineno, end_line=decorator.end_lineno or decorator.lineno,
-            function=function.name, kind=CAPABILITY,
-            admits="majors " + ", ".join(map(str, majors)), excludes_target=True,
-            text=ast.unparse(decorator), scope=RUNTIME,
-            effect="the requirement of the backend that loads the module refuses the target",
-            reason="read from the tree: the audit does not report this decorator",
-        )  # fmt: skip
+def _decorator_gates(gates: list[AuditGate], path: str,
+                     function: ast.FunctionDef) -> Iterator[AuditGate]:
+    """The audit's excluding gate at each decorator of ``function`` (the audit reads
+    capability decorators; a decorator it does not call a gate is none)."""
+    lines = {d.lineno for d in function.decorator_list}
+    yield from (g for g in gates if g.file == path and g.line in lines and g.excludes_target)
 
