@@ -54,6 +54,7 @@ from contrib.analysis.archvalues import (
 )
 from contrib.analysis.pymodules import Binding, ModuleIndex, Reader, Scope, scope_of_body
 from contrib.analysis.pyparse import parse_python
+from contrib.analysis.pywalk import walk
 
 _DEPTH = 24  # nested calls followed
 
@@ -103,10 +104,11 @@ class TreeEval:
             scope = self._scopes[id(node)] = scope_of_body(body, node.args)
         return scope
 
-    def may_read_gpu(self, node: ast.expr, frame: Frame) -> bool:
+    def may_read_gpu(self, node: ast.expr, frame: Frame, nodes: list[ast.AST] | None = None) -> bool:
         """Whether ``node`` can depend on the GPU at all, from its identifiers alone
-        (a cheap test before any evaluation: most expressions never ask)."""
-        for inner in ast.walk(node):
+        (a cheap test before any evaluation: most expressions never ask); ``nodes``:
+        its walk when the caller has it already."""
+        for inner in walk(node) if nodes is None else nodes:
             if isinstance(inner, ast.Attribute) and inner.attr in SOURCES:
                 return True
             if isinstance(inner, ast.Name) and self._name_touches(inner.id, frame):
