@@ -70,6 +70,7 @@ class TreeEval:
         self._modules: dict[str, tuple[ast.Module, Scope] | None] = {}
         self._scopes: dict[int, Scope] = {}
         self._memo: dict[tuple[Any, ...], tuple[Values, bool]] = {}
+        self._free: dict[tuple[Any, ...], Values] = {}  # what no capability changes
         self._busy: set[tuple[Any, ...]] = set()
         self.cap: Cap = (0, 0)
         self.touched = False  # whether the value being read came from the GPU
@@ -154,10 +155,16 @@ class TreeEval:
         return self._cached(key, lambda: self._eval(node, frame))
 
     def _cached(self, key: tuple[Any, ...], compute: Callable[[], Values]) -> Values:
+        """``key`` ends with the capability; a value computed without reading the GPU
+        is the same on every capability, so it is kept once for all of them (a gate is
+        read on a dozen capabilities, and most of what it names never asks)."""
         hit = self._memo.get(key)
         if hit is not None:
             self.touched |= hit[1]
             return hit[0]
+        free = self._free.get(key[:-1])
+        if free is not None:
+            return free
         if key in self._busy or self._depth > _DEPTH:
             return ANY
         before, self.touched = self.touched, False
@@ -169,6 +176,8 @@ class TreeEval:
             self._busy.discard(key)
             self._depth -= 1
         self._memo[key] = (value, self.touched)
+        if not self.touched:
+            self._free[key[:-1]] = value
         self.touched |= before
         return value
 
