@@ -115,7 +115,7 @@ def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> Found:
         with collector_paused():
             return _chunk((wanted, arch))
     workers = min(os.cpu_count() or 2, 8)
-    chunks = [(wanted[n::workers * 4], arch) for n in range(workers * 4)]
+    chunks = [(part, arch) for part in _runs(wanted, workers * 8)]
     found: list[AuditGate] = []
     notes: list[str] = []
     parsed = 0
@@ -134,6 +134,13 @@ def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> Found:
     finally:
         pool.join()
     return sorted(found, key=lambda g: (g.file, g.line)), sorted(notes)
+
+
+def _runs(paths: list[str], count: int) -> list[list[str]]:
+    """``paths`` (sorted) cut into ``count`` runs of neighbours: files of one package
+    import the same modules, which a worker then parses and evaluates once."""
+    size = -(-len(paths) // count)
+    return [paths[n:n + size] for n in range(0, len(paths), size)]
 
 
 def _pool(workers: int, texts: dict[str, str], files: list[str]) -> Any:
