@@ -46,7 +46,10 @@ _MAY_GATE_WORDS = (
     "is_blackwell", "major", "capability", "compute_cap", "sm_version", "get_device_sm",
     "get_sm",
 )
-_MAY_GATE_SHORT = re.compile(r"(?:\b|_)(?:cc|sm)\b")  # `cc`, `sm`, `device_cc`, `_sm`
+# `cc`, `sm`, `device_cc`, `_sm`: the token, not preceded by a letter or digit.  The
+# lookbehind comes after the token so the regex engine can skip to a `c` or an `s`
+# (`(?:\b|_)(?:cc|sm)\b`, the same test, tried every position: 4 x slower).
+_MAY_GATE_SHORT = re.compile(r"(?:cc|sm)(?<![^\W_]..)\b")
 
 
 def may_gate(text: str) -> bool:
