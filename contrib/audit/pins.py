@@ -11,6 +11,7 @@ cache: ``v0.6.17``, else ``0.6.17``.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tomllib
 from dataclasses import dataclass
@@ -46,6 +47,16 @@ def package_name(tree: SourceTree) -> str | None:
         if isinstance(name, str) and name.strip():
             return canonicalize_name(name)
     return None
+
+
+def required_names(tree: SourceTree) -> set[str]:
+    """Every package ``tree``'s packaging metadata requires, normalised."""
+    names: set[str] = set()
+    for path in PYPROJECTS:
+        for text in _requirements((_toml(tree, path) or {}).get("project", {})):
+            with contextlib.suppress(InvalidRequirement):
+                names.add(canonicalize_name(Requirement(text).name))
+    return names
 
 
 def find_pin(tree: SourceTree, package: str) -> Pin | None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import sys
 import time
 
+from packaging.utils import canonicalize_name
+
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.engine import Step, audit_commit
 from contrib.audit.links import mark_covered, mark_history, patch_coverage
-from contrib.audit.pins import find_pin, package_name, tag_of
+from contrib.audit.pins import find_pin, package_name, required_names, tag_of
 from contrib.audit.ptxcheck import compile_gates
 from contrib.audit.report import UpstreamAudit
 from contrib.audit.stack import Lower, link_cached
@@ -61,12 +63,20 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
 def _stack_below(ws: Workspace, audit: UpstreamAudit, tree: GitTree, tree_sha: str, arch: Arch,
                  fetch: bool, step: Step | None) -> None:  # fmt: skip
     """Link the audit to each other upstream of the workspace whose package its tree
-    pins: ``below`` on its gates, ``mismatches`` and ``stack`` on the audit."""
+    pins: ``below`` on its gates, ``mismatches`` and ``stack`` on the audit.  An upstream
+    whose cache does not exist yet is cloned only when its key or ``package`` is
+    part of a package name the tree requires (``flashinfer`` of ``flashinfer-python``)."""
+    required = required_names(tree)
     for other in sorted(ws.config.upstreams):
-        if other == audit.name:
+        config = ws.config.upstream(other)
+        if other == audit.name or not required:
             continue
-        mirror = Mirror(ws.config.upstream(other)).ensure(fetch_now=fetch)
-        package = ws.config.upstream(other).package or package_name(GitTree(mirror.git, mirror.tip()))
+        mirror = Mirror(config)
+        key = canonicalize_name(config.package or other)
+        if not mirror.path.is_dir() and not any(key in name for name in required):
+            continue  # not worth a clone: nothing it requires looks like it
+        mirror.ensure(fetch_now=fetch)
+        package = config.package or package_name(GitTree(mirror.git, mirror.tip()))
         if not package:
             continue  # not a Python package: nothing can pin it
         pin = find_pin(tree, package)
