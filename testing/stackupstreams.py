@@ -10,7 +10,8 @@ whose list is the gate.  At ``v1.0`` the comm module admits majors 9 and 10; at
 * ``top/args.py``: ``if is_blackwell_supported(): self.enable_fusion = True``,
   a gate that admits SM12x (majors 10 and 12) and sets a flag;
 * ``top/layers.py``: ``allreduce`` runs ``lowerlib.fused_allreduce`` when the
-  flag is set (through a helper): at ``v1.0`` the gate above is a mismatch;
+  flag is set (through a helper that imports it lazily): at ``v1.0`` the gate
+  above is a mismatch;
 * ``top/norm.py``: ``norm`` takes ``rmsnorm`` on SM100 only (excluding; the path
   below admits SM12x: gate-only), ``comm`` takes ``lowerlib.comm.fused_allreduce``
   on SM100 only (excluding; needs-kernel-work at ``v1.0``, gate-only at ``v2.0``).
@@ -75,8 +76,6 @@ def get_args():
 '''
 
 LAYERS = '''\
-import lowerlib
-
 from top.args import get_args
 
 
@@ -87,19 +86,21 @@ def allreduce(x):
 
 
 def _fused(x):
-    return lowerlib.fused_allreduce(x)
+    from lowerlib import fused_allreduce  # imported when first needed
+
+    return fused_allreduce(x)
 '''
 
 NORM = '''\
+import lowerlib
 import lowerlib.comm as comm
-from lowerlib.norm import rmsnorm
 
 from top.utils import is_sm100_supported
 
 
 def norm(x):
     if is_sm100_supported():
-        return rmsnorm(x)
+        return lowerlib.rmsnorm(x)
     return x
 
 

@@ -196,8 +196,11 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
         start = _start(walker, gate, decisions)
         if start is None:
             continue
-        pairs = [(out, b, chain) for out in walker.outside(gate.file, *start)
-                 for b, chain in lower.below(out.dotted)]  # fmt: skip
+        reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
+        for out in walker.outside(gate.file, *start):
+            for b, chain in lower.below(out.dotted):
+                reached.setdefault((b.file, b.line), (out, b, chain))  # the first way there
+        pairs = sorted(reached.values(), key=lambda p: (p[1].file, p[1].line))
         gate.below = [_entry(lower, out, b, chain) for out, b, chain in pairs]
         if gate.excludes_target and gate.class_ == UNKNOWN and pairs:
             _inherit(gate, lower, [b for _, b, _ in pairs], arch)
@@ -281,8 +284,9 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
         gate.evidence = [f"{lower.name}:{e}" for e in b.evidence[:20]]
         why = f"turns {arch.name} away ({b.class_})" if b.excludes_target else (
             f"admits {arch.name}, but its kernels are compiled out for it")  # fmt: skip
-        gate.reason = (f"its code reaches {at} {_where(b)}, which {why}: {b.reason or b.effect}"
-                       if b.reason or b.effect else f"its code reaches {at} {_where(b)}, which {why}")  # fmt: skip
+        detail = b.reason or b.effect
+        gate.reason = f"its code reaches {at} {_where(b)}, which {why}" + (
+            f": {detail}" if detail else "")
     else:
         gate.class_ = GATE_ONLY
         gate.reason = (f"its code reaches {at}, whose {len(below)} gate(s) on that path admit "

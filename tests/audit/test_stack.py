@@ -50,7 +50,7 @@ def test_a_gate_admitting_the_target_over_a_refusing_gate_below_is_a_mismatch(
     assert (below["upstream"], below["tag"], below["file"], below["function"], below["admits"],
             below["excludes_target"]) == ("lower", "v1.0", "lowerlib/jit.py", "gen_comm_module",
                                           "majors 9, 10", True)  # fmt: skip
-    assert "sets enable_fusion > read enable_fusion at python/top/layers.py:7" in below["via"]
+    assert "sets enable_fusion > read enable_fusion at python/top/layers.py:5" in below["via"]
     assert "lowerlib.fused_allreduce > gen_comm_module" in below["via"]
     assert "sm_120a crashes there" in mismatch["message"]
     admitting = _gate(audit, "Args.adjust")
