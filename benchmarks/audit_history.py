@@ -109,8 +109,7 @@ class Auditor:
             self.notes.append(f"{commit[:10]}: no {name} pin it can follow"
                               + (f" ({pin.where}: {pin.requirement})" if pin else ""))
             return
-        below = self._audit(lower, tag[1], self.arch)
-        self.seconds += below.seconds
+        below = self._audit(lower, tag[1], self.arch)  # its time counts in the caller's
         mismatches = link_cached(gates, tree, tree_sha, Lower(name, *tag, below,
                                                                GitTree(lower, tag[1])), self.arch)
         self.stacked += 1

@@ -14,7 +14,10 @@ whose list is the gate.  At ``v1.0`` the comm module admits majors 9 and 10; at
   above is a mismatch;
 * ``top/norm.py``: ``norm`` takes ``rmsnorm`` on SM100 only (excluding; the path
   below admits SM12x: gate-only), ``comm`` takes ``lowerlib.comm.fused_allreduce``
-  on SM100 only (excluding; needs-kernel-work at ``v1.0``, gate-only at ``v2.0``).
+  on SM100 only (excluding; needs-kernel-work at ``v1.0``, gate-only at ``v2.0``);
+* ``top/gemm.py``: ``matmul`` runs ``lowerlib.gemm.gemm`` on majors 10 and 12,
+  which dispatches SM12x to its own module (admitted) and SM100 to another: the
+  branch the target does not take is no mismatch.
 """
 
 from __future__ import annotations
@@ -36,6 +39,31 @@ def gen_comm_module():
 def gen_norm_module():
     flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10, 12])
     return build("norm", ["norm.cu"], flags)
+
+
+def gen_gemm_sm100_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10])
+    return build("gemm_sm100", ["gemm.cu"], flags)
+
+
+def gen_gemm_sm120_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[12])
+    return build("gemm_sm120", ["gemm.cu"], flags)
+'''
+
+LOWER_GEMM = '''\
+import torch
+
+from .jit import gen_gemm_sm100_module, gen_gemm_sm120_module
+
+
+def gemm(x):
+    major = torch.cuda.get_device_capability()[0]
+    if major == 12:
+        return gen_gemm_sm120_module().run(x)
+    elif major == 10:
+        return gen_gemm_sm100_module().run(x)
+    raise ValueError("gemm: unsupported GPU")
 '''
 
 LOWER = {
@@ -46,9 +74,23 @@ LOWER = {
                          "def fused_allreduce(x):\n    return gen_comm_module().run(x)\n"),
     "lowerlib/norm.py": ("from .jit import gen_norm_module\n\n\n"
                          "def rmsnorm(x):\n    return gen_norm_module().run(x)\n"),
+    "lowerlib/gemm.py": LOWER_GEMM,
     "csrc/comm.cu": KERNEL.format(name="comm"),
     "csrc/norm.cu": KERNEL.format(name="norm"),
+    "csrc/gemm.cu": KERNEL.format(name="gemm"),
 }
+
+TOP_GEMM = '''\
+from lowerlib.gemm import gemm
+
+from top.utils import is_blackwell_supported
+
+
+def matmul(x):
+    if is_blackwell_supported():
+        return gemm(x)
+    return x
+'''
 
 TOP_UTILS = UTILS + '''
 
@@ -134,6 +176,7 @@ def top_upstream(path: Path, requirement: str = "lower_lib[cu13]==1.0") -> Repo:
         "python/pyproject.toml": pyproject(requirement),
         "python/top/__init__.py": "", "python/top/utils.py": TOP_UTILS,
         "python/top/args.py": ARGS, "python/top/layers.py": LAYERS, "python/top/norm.py": NORM,
+        "python/top/gemm.py": TOP_GEMM,
     })  # fmt: skip
     return repo
 

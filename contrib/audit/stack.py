@@ -39,7 +39,7 @@ from contrib.arch import Arch
 from contrib.audit.engine import FORMAT, TreeAudit
 from contrib.audit.find import scope_of
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, RUNTIME, UNKNOWN, AuditGate
-from contrib.audit.stackwalk import MAX_DEPTH, Function, Outside, Walker
+from contrib.audit.stackwalk import MAX_DEPTH, Function, Outside, Skips, Walker
 from contrib.errors import ContribError
 from contrib.workspace.txn import atomic_write, check_inside
 
@@ -66,6 +66,7 @@ class Lower:
         self.ev = TreeEval(self.tree.read_text, paths)
         self._paths = set(paths)
         self.roots = package_roots(paths)
+        self.skips = Skips(self.audit.gates)
         self._held: dict[str, list[AuditGate]] = {}
         for gate in self.audit.gates:
             if gate.scope == RUNTIME:
@@ -112,7 +113,7 @@ class Lower:
             if depth >= MAX_DEPTH:
                 continue
             frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
-            for node in (n for s in func.node.body for n in ast.walk(s)):
+            for node in self.skips.walk(func.path, func.node.body):
                 if isinstance(node, ast.Call):
                     self.ev.cap = (0, 0)
                     for value in self.ev.eval(node.func, frame):
@@ -229,7 +230,7 @@ def _walker(upper: list[AuditGate], tree: GitTree, lower: Lower) -> Walker:
     def excluded(path: str, first: int, last: int) -> bool:
         return any(first <= line <= last for line in lines.get(path, ()))
 
-    return Walker(ev, every_text, set(lower.roots), excluded)
+    return Walker(ev, every_text, set(lower.roots), excluded, Skips(upper))
 
 
 def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]

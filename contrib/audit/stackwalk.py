@@ -13,7 +13,8 @@ The walk starts at a gate's code and follows, breadth first and bounded:
   gate and the layers read it elsewhere.
 
 An ``if`` whose test holds a gate that excludes the target is not entered from a
-flag: the target does not go there.  Each call that lands outside the tree in
+flag, nor the body of an ``if`` on the arch the target does not take (the tree's
+audit says which: :class:`Skips`): the target does not go there.  Each call that lands outside the tree in
 one of the lower package's modules (``flashinfer.comm.trtllm_allreduce_fusion``)
 is kept with the steps that led to it.
 """
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Ext, Frame, Func
+from contrib.analysis.gates import DECORATOR, KEYWORD
+from contrib.audit.model import AuditGate
 
 MAX_BLOCKS = 240  # blocks of code walked per gate
 MAX_DEPTH = 10  # steps (calls, flags, callers) below the gate
@@ -40,6 +43,42 @@ _MAX_CALLERS = 12  # files calling one deciding function
 _WORD = re.compile(r"[A-Za-z_]\w{3,}")
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+# What effect.py says of an `if` on the arch whose body the target does not run.
+_NOT_TAKEN = ("chooses between paths", "an earlier branch", "an elif of the chain",
+              "an early exit", "the target skips", "falls back: another branch",
+              "falls back: the generic", "falls back: the target takes the generic",
+              "falls back: the else", "the branch the target takes refuses",
+              "the else branch the target takes refuses")  # fmt: skip
+
+
+class Skips:
+    """The ``if`` tests of a tree whose body the target does not run, read from the
+    tree's audited gates: a walk for the target does not enter those bodies
+    (flashinfer's ``if is_sm12x(): sm120() elif is_sm100(): sm100()``)."""
+
+    def __init__(self, gates: Iterable[AuditGate]) -> None:
+        self._lines: dict[str, list[int]] = {}
+        for gate in gates:
+            if gate.parser_kind not in (KEYWORD, DECORATOR) and gate.effect.startswith(_NOT_TAKEN):
+                self._lines.setdefault(gate.file, []).append(gate.line)
+
+    def __call__(self, path: str, node: ast.If | ast.While) -> bool:
+        last = node.test.end_lineno or node.test.lineno
+        return any(node.test.lineno <= line <= last for line in self._lines.get(path, ()))
+
+    def walk(self, path: str, code: Iterable[ast.AST]) -> Iterator[ast.AST]:
+        """Every node of ``code`` the target may run (depth first)."""
+        todo = list(code)[::-1]
+        while todo:
+            node = todo.pop()
+            yield node
+            if isinstance(node, ast.If | ast.While) and self(path, node):
+                children: list[ast.AST] = [node.test, *node.orelse]
+            else:
+                children = list(ast.iter_child_nodes(node))
+            todo += children[::-1]
 
 
 @dataclass(frozen=True)
@@ -64,8 +103,9 @@ class Walker:
     those lines."""
 
     def __init__(self, ev: TreeEval, texts: Callable[[], dict[str, str]], roots: set[str],
-                 excluded: Callable[[str, int, int], bool]) -> None:  # fmt: skip
+                 excluded: Callable[[str, int, int], bool], skips: Skips) -> None:  # fmt: skip
         self.ev, self._texts, self.roots, self.excluded = ev, texts, roots, excluded
+        self.skips = skips
         self._parents: dict[str, dict[int, ast.AST]] = {}
         self._flags: dict[str, list[_Block]] = {}
         self._methods: dict[str, list[Func]] = {}
@@ -91,7 +131,7 @@ class Walker:
 
     def _steps(self, block: _Block) -> Iterator[Outside | _Block]:
         frame = self.frame(block.path, block.holder)
-        for node in _walk(block.code):
+        for node in self.skips.walk(block.path, block.code):
             if isinstance(node, ast.Call):
                 yield from self._call(block, frame, node)
             elif isinstance(node, ast.Assign) and _truthy(node.value):
@@ -251,11 +291,6 @@ def _distinctive(name: str) -> bool:
 def _key(block: _Block) -> tuple[str, int, int]:
     """A block by its first statement (the syntax trees are kept, so ids are stable)."""
     return (block.path, id(block.code[0]) if block.code else 0, len(block.code))
-
-
-def _walk(code: Iterable[ast.AST]) -> Iterator[ast.AST]:
-    for statement in code:
-        yield from ast.walk(statement)
 
 
 def _callee(call: ast.Call) -> str | None:

@@ -74,6 +74,17 @@ def test_an_excluding_gate_takes_its_class_from_below(stacked: tuple[Workspace, 
     assert "turns sm_120a away (gate-only)" in comm["reason"]
 
 
+def test_a_branch_below_the_target_does_not_take_is_not_followed(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    ws, _ = stacked
+    _, audit = _audit(ws)
+    matmul = _gate(audit, "matmul")
+    assert not matmul["excludes_target"]
+    functions = [b["function"] for b in matmul["below"]]
+    assert "gen_gemm_sm120_module" in functions and "gen_gemm_sm100_module" not in functions
+    assert all(m["gate"]["function"] != "matmul" for m in audit["mismatches"])
+
+
 def test_the_stack_at_two_pinned_versions(stacked: tuple[Workspace, Repo]) -> None:
     ws, top = stacked
     old = top.head()
