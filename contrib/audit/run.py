@@ -64,39 +64,55 @@ def _stack_below(ws: Workspace, audit: UpstreamAudit, tree: GitTree, tree_sha: s
                  fetch: bool, step: Step | None) -> None:  # fmt: skip
     """Link the audit to each other upstream of the workspace whose package its tree
     pins: ``below`` on its gates, ``mismatches`` and ``stack`` on the audit.  An upstream
-    whose cache does not exist yet is cloned only when its key or ``package`` is
-    part of a package name the tree requires (``flashinfer`` of ``flashinfer-python``)."""
+    whose cache cannot be read is one note; the audit goes on without it."""
     required = required_names(tree)
     for other in sorted(ws.config.upstreams):
-        config = ws.config.upstream(other)
         if other == audit.name or not required:
             continue
-        mirror = Mirror(config)
-        key = canonicalize_name(config.package or other)
-        if not mirror.path.is_dir() and not any(key in name for name in required):
-            continue  # not worth a clone: nothing it requires looks like it
-        mirror.ensure(fetch_now=fetch)
-        package = config.package or package_name(GitTree(mirror.git, mirror.tip()))
-        if not package:
-            continue  # not a Python package: nothing can pin it
-        pin = find_pin(tree, package)
-        if pin is None:
-            continue  # not stacked on it
-        lower = _pinned(audit, other, pin.where, pin.requirement, pin.version, mirror)
-        if lower is None:
+        try:
+            found = _lower_package(ws, other, required, fetch)
+        except ContribError as exc:
+            audit.notes.append(f"{other}: {exc}; the stack below is not audited")
             continue
-        tag, commit = lower
-        below = audit_commit(mirror.git, commit, arch, step)
-        started = time.monotonic()
-        found = Lower(other, tag, commit, below, GitTree(mirror.git, commit))
-        audit.mismatches += link_cached(audit.gates, tree, tree_sha, found, arch)
-        linked = time.monotonic() - started
-        audit.seconds += below.seconds + linked
-        audit.stack.append({"upstream": other, "package": package, "pin": pin.where,
-                            "version": pin.version, "tag": tag, "commit": commit,
-                            "seconds": round(below.seconds, 2), "cached": below.cached,
-                            "link_seconds": round(linked, 2)})  # fmt: skip
-        audit.notes += [f"{other} {tag}: {n}" for n in below.notes]
+        pin = find_pin(tree, found[1]) if found else None
+        if found is None or pin is None:
+            continue  # not a Python package, or not stacked on it
+        mirror, package = found
+        lower = _pinned(audit, other, pin.where, pin.requirement, pin.version, mirror)
+        if lower is not None:
+            _link(audit, mirror, other, lower, tree, tree_sha, arch, step)
+            audit.stack[-1] |= {"package": package, "pin": pin.where, "version": pin.version}
+
+
+def _lower_package(ws: Workspace, other: str, required: set[str],
+                   fetch: bool) -> tuple[Mirror, str] | None:  # fmt: skip
+    """The cache and package name of upstream ``other``; None when it has no name, or when
+    it is not cloned yet and no package the tree requires looks like it (its key or
+    ``package`` part of the name: ``flashinfer`` of ``flashinfer-python``)."""
+    config = ws.config.upstream(other)
+    mirror = Mirror(config)
+    key = canonicalize_name(config.package or other)
+    if not mirror.path.is_dir() and not any(key in name for name in required):
+        return None  # not worth a clone
+    mirror.ensure(fetch_now=fetch)
+    package = config.package or package_name(GitTree(mirror.git, mirror.tip()))
+    return (mirror, package) if package else None
+
+
+def _link(audit: UpstreamAudit, mirror: Mirror, other: str, lower: tuple[str, str], tree: GitTree,
+          tree_sha: str, arch: Arch, step: Step | None) -> None:  # fmt: skip
+    """Audit ``other`` at the pinned tag and link the upper audit's gates to it."""
+    tag, commit = lower
+    below = audit_commit(mirror.git, commit, arch, step)
+    started = time.monotonic()
+    found = Lower(other, tag, commit, below, GitTree(mirror.git, commit))
+    audit.mismatches += link_cached(audit.gates, tree, tree_sha, found, arch)
+    linked = time.monotonic() - started
+    audit.seconds += below.seconds + linked
+    audit.stack.append({"upstream": other, "tag": tag, "commit": commit,
+                        "seconds": round(below.seconds, 2), "cached": below.cached,
+                        "link_seconds": round(linked, 2)})  # fmt: skip
+    audit.notes += [f"{other} {tag}: {n}" for n in below.notes]
 
 
 def _pinned(audit: UpstreamAudit, other: str, where: str, requirement: str, version: str,

@@ -131,3 +131,16 @@ def test_the_package_key_names_a_lower_upstream_without_a_pyproject(
         encoding="utf-8")
     _, audit = _audit(ws)
     assert audit["stack"][0]["package"] == "lower-lib" and len(audit["mismatches"]) == 1
+
+
+def test_a_lower_upstream_that_cannot_be_read_is_one_note(stacked: tuple[Workspace, Repo]) -> None:
+    ws, _ = stacked
+    config = (ws.root / "contrib.toml").read_text(encoding="utf-8")
+    lower = config.index("[upstreams.lower]")
+    (ws.root / "contrib.toml").write_text(
+        config[:lower] + config[lower:].replace('branch = "main"', 'branch = "nosuch"', 1),
+        encoding="utf-8")
+    result, audit = _audit(ws)
+    notes = [line for line in result.err.splitlines() if "the stack below is not audited" in line]
+    assert len(notes) == 1 and "branch 'nosuch' not found" in notes[0], result.err
+    assert audit["stack"] == [] and _gate(audit, "norm")["class"] == "unknown"
