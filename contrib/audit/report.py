@@ -66,10 +66,14 @@ def mismatch_rows(audit: UpstreamAudit) -> list[list[str]]:
 MISMATCH_COLUMNS = ["gate", "function", "below", "function below", "admits below", "what happens"]
 
 
+def stack_below(audit: UpstreamAudit) -> str:
+    """``flashinfer v0.5.3, pinned at python/pyproject.toml:30``, or ""."""
+    return "; ".join(f"{s['upstream']} {s['tag']}, pinned at {s['pin']}" for s in audit.stack)
+
+
 def stack_line(audit: UpstreamAudit) -> str:
-    """``stack below: flashinfer v0.5.3 (pinned at python/pyproject.toml:30)``, or ""."""
-    parts = [f"{s['upstream']} {s['tag']} (pinned at {s['pin']})" for s in audit.stack]
-    return f"{audit.name}: the stack below: {', '.join(parts)}" if parts else ""
+    """``sglang: the stack below: flashinfer v0.5.3, pinned at ...``, or ""."""
+    return f"{audit.name}: the stack below: {stack_below(audit)}" if audit.stack else ""
 
 
 def document(arch: str, audits: list[UpstreamAudit]) -> dict[str, Any]:
@@ -147,9 +151,9 @@ def markdown(arch: str, audits: list[UpstreamAudit], show_all: bool = False) -> 
 def _markdown_mismatches(audit: UpstreamAudit) -> list[str]:
     """The mismatches with the upstream below, first: the target crashes there."""
     if not audit.mismatches:
-        return [f"{stack_line(audit)}.", ""] if audit.stack else []
+        return [f"The stack below: {stack_below(audit)}; no mismatch.", ""] if audit.stack else []
     out = [f"**{counted(len(audit.mismatches), 'mismatch', 'mismatches')} with the upstream "
-           f"below** ({stack_line(audit).split(': ', 1)[1]}): admitted here, refused there.", "",
+           f"below** ({stack_below(audit)}): admitted here, refused there.", "",
            "| gate | below | admits below |", "|---|---|---|"]  # fmt: skip
     for row in mismatch_rows(audit):
         cells = [f"`{row[0]}` `{row[1]}`", f"{row[2]} `{row[3]}`", row[4]]
