@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from audit_history import main, opened_names, spread
+from audit_history import Auditor, main, opened_names, spread
 from history_corpus import read, write
 from history_match import measure
 from history_mine import GATE_ONLY, NEEDS_KERNEL_WORK, Opening, mine
@@ -16,6 +16,7 @@ from contrib.arch import parse_arch
 from contrib.audit.engine import audit_commit
 from contrib.git.repo import Git
 from testing.gitutil import Repo
+from testing.stackupstreams import lower_upstream, top_upstream
 
 JIT = '''def gen_comm_module():
     flags = ctx.get_nvcc_flags_list(
@@ -232,3 +233,13 @@ def test_a_corpus_that_cannot_be_read_is_one_line_and_exit_2(
                  "--flashinfer-git", str(Repo(tmp_path / "up").path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"audit_history: {bad}: [[opening]] number 1:") and "\n" not in err
+
+
+def test_the_auditor_links_each_audit_to_the_stack_below(tmp_path: Path) -> None:
+    top, lower = top_upstream(tmp_path / "top"), lower_upstream(tmp_path / "lower")
+    stacked = Auditor(Git(top.path), "sm_120a", ("lower", Git(lower.path)))
+    gates = {g.function: g for g in stacked.gates(top.head())}
+    assert (stacked.stacked, stacked.mismatches, stacked.notes) == (1, 1, [])
+    assert gates["comm_step"].class_ == NEEDS_KERNEL_WORK and gates["norm"].class_ == GATE_ONLY
+    alone = Auditor(Git(top.path), "sm_120a")  # --no-stack
+    assert {g.function: g.class_ for g in alone.gates(top.head())}["comm_step"] == "unknown"
