@@ -1,7 +1,7 @@
 """How `contrib audit` reads the gates the upstreams opened to SM12x themselves.
 
     python benchmarks/audit_history.py [--upstream flashinfer|sglang] [--limit N]
-        [--since DATE] [--json OUT] [--mine] [--write-corpus] [--cache DIR]
+        [--since DATE] [--json OUT] [--mine] [--write-corpus] [--cache DIR] [--no-stack]
 
 The corpus: commits of flashinfer's and sglang's own main that opened a gate
 to SM12x (see ``history_mine``), pinned in ``audit_history_corpus.toml`` (shas,
@@ -15,7 +15,10 @@ parent (goal >= 90%), class agreement with what the commit had to do (goal
 opening commit is audited only when one of its gates was read as excluding at
 the parent), and the
 ``unknown`` share of the runtime excluding gates at main (goal <= 25%); then
-the misses.  ``contrib`` is whichever the interpreter imports, so
+the misses.  sglang's audits are linked to flashinfer at the version each commit pins (the
+stack below, as ``contrib audit`` does in a workspace carrying both), so an
+excluding gate can take its class from the flashinfer path it reaches;
+``--no-stack`` audits sglang alone.  ``contrib`` is whichever the interpreter imports, so
 ``PYTHONPATH=OTHER_CHECKOUT`` measures another tree; the audit's result cache
 lives under ``--cache`` in a folder keyed by that tree's source, so two trees
 never share answers.  ``--limit N`` keeps N opening commits per upstream,
@@ -50,6 +53,7 @@ MIRRORS = {
     "flashinfer": Path("/work/.mirror/flashinfer-ai+flashinfer/repo"),
     "sglang": Path("/work/.mirror/mmangkad-dev+sglang/repo"),
 }
+STACKED = {"sglang": "flashinfer"}  # the upstream each one runs on (its pin is followed)
 # Commits per upstream of a default run: two audits each (parent, opening) at 17-40 s
 # a tree on 2 cores keep the run near a quarter of an hour.
 DEFAULT_LIMIT = 12
@@ -65,20 +69,51 @@ def contrib_source_key() -> str:
 
 
 class Auditor:
-    """Audits of one upstream's commits through the audit's engine, counted and timed."""
+    """Audits of one upstream's commits through the audit's engine, counted and timed;
+    with ``below`` (the lower upstream's name and mirror), each audit is linked to the
+    lower upstream at the version the commit pins, as ``contrib audit`` does in a
+    workspace that carries both (the stack below)."""
 
-    def __init__(self, git: Git, arch: str) -> None:
+    def __init__(self, git: Git, arch: str, below: tuple[str, Git] | None = None) -> None:
         from contrib.audit.engine import audit_commit
 
         self.git, self.arch, self._audit = git, parse_arch(arch), audit_commit
+        self.below = below
         self.count, self.fresh, self.seconds = 0, 0, 0.0
+        self.stacked, self.mismatches = 0, 0
+        self.notes: list[str] = []
 
     def gates(self, commit: str) -> list[AuditGate]:
         result = self._audit(self.git, commit, self.arch)
         self.count += 1
         self.fresh += 0 if result.cached else 1
         self.seconds += result.seconds
+        if self.below is not None:
+            started = time.monotonic()
+            self._stack(commit, result.tree, result.gates)
+            self.seconds += time.monotonic() - started
         return result.gates
+
+    def _stack(self, commit: str, tree_sha: str, gates: list[AuditGate]) -> None:
+        from contrib.analysis.tree import GitTree
+        from contrib.audit.pins import find_pin, package_name, tag_of
+        from contrib.audit.stack import Lower, link_cached
+
+        assert self.below is not None
+        name, lower = self.below
+        package = package_name(GitTree(lower, lower.run("rev-parse", "main").strip()))
+        tree = GitTree(self.git, commit)
+        pin = find_pin(tree, package) if package else None
+        tag = tag_of(lower, pin.version) if pin and pin.version else None
+        if pin is None or tag is None:
+            self.notes.append(f"{commit[:10]}: no {name} pin it can follow"
+                              + (f" ({pin.where}: {pin.requirement})" if pin else ""))
+            return
+        below = self._audit(lower, tag[1], self.arch)  # its time counts in the caller's
+        mismatches = link_cached(gates, tree, tree_sha, Lower(name, *tag, below,
+                                                               GitTree(lower, tag[1])), self.arch)
+        self.stacked += 1
+        self.mismatches += len(mismatches)
 
 
 def opened_names(git: Git, opening: Opening) -> list[str]:
@@ -100,9 +135,11 @@ def spread(openings: Sequence[Opening], limit: int) -> list[Opening]:
 
 
 def run_upstream(name: str, openings: Sequence[Opening], git: Git, arch: str,
-                 progress: bool) -> tuple[list[Row], dict[str, object]]:  # fmt: skip
-    """The rows of one upstream's openings and the audit of its main."""
-    auditor = Auditor(git, arch)
+                 progress: bool, below: tuple[str, Git] | None = None,
+                 ) -> tuple[list[Row], dict[str, object]]:  # fmt: skip
+    """The rows of one upstream's openings and the audit of its main (each audit linked
+    to ``below`` at the version it pins, when given)."""
+    auditor = Auditor(git, arch, below)
     commits = list(dict.fromkeys(o.commit for o in openings))
     rows: list[Row] = []
     for n, commit in enumerate(commits, 1):
@@ -123,6 +160,9 @@ def run_upstream(name: str, openings: Sequence[Opening], git: Git, arch: str,
             "unknown": sum(1 for g in excluding if g.class_ == "unknown"),
             "audits": auditor.count, "fresh_audits": auditor.fresh,
             "audit_seconds": round(auditor.seconds, 1)}  # fmt: skip
+    if below is not None:
+        main |= {"stacked": auditor.stacked, "mismatches": auditor.mismatches,
+                 "stack_notes": auditor.notes}  # fmt: skip
     return rows, main
 
 
@@ -193,6 +233,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--write-corpus", action="store_true", help="pin what was mined")
     parser.add_argument("--cache", type=Path, default=history_corpus.default_cache())
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument("--no-stack", action="store_true",
+                        help="audit sglang alone, not linked to flashinfer at its pin")
     for name, path in MIRRORS.items():
         parser.add_argument(f"--{name}-git", type=Path, default=path, dest=f"{name}_git")
     return parser.parse_args(argv)
@@ -218,9 +260,16 @@ def measure_all(args: argparse.Namespace) -> int:
     for name in names:
         openings = [o for o in corpus if o.upstream == name
                     and (not args.since or o.date >= args.since)]  # fmt: skip
+        below = STACKED.get(name) if not args.no_stack else None
+        lower = (below, Git(getattr(args, f"{below}_git"))) if below else None
         results[name] = run_upstream(name, spread(openings, args.limit), gits[name], args.arch,
-                                     not args.quiet)  # fmt: skip
+                                     not args.quiet, lower)  # fmt: skip
     print_report(results, args.arch)
+    for name, (_, main) in results.items():
+        if "stacked" in main:
+            print(f"\n{name}: {main['stacked']} audits linked to the stack below, "
+                  f"{main['mismatches']} mismatches; "
+                  + ("; ".join(map(str, main["stack_notes"])) or "every pin followed"))
     print(f"\n{time.monotonic() - started:.0f} s; audits: "
           + ", ".join(f"{n} {m['audits']} ({m['fresh_audits']} fresh, {m['audit_seconds']} s)"
                       for n, (_, m) in results.items()))  # fmt: skip

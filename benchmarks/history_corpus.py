@@ -14,6 +14,7 @@ import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 import tomlkit
@@ -38,6 +39,7 @@ def load(args: argparse.Namespace, gits: Mapping[str, Git]) -> list[Opening]:
     found: list[Opening] = []
     for name, git in gits.items():
         found += mined(name, git, args.cache, not args.quiet)
+    found = without_drops(found, drops(args.corpus))
     if args.write_corpus:
         write(args.corpus, found)
         print(f"wrote {len(found)} openings to {args.corpus}", file=sys.stderr)
@@ -60,12 +62,39 @@ def mined(name: str, git: Git, cache: Path, progress: bool) -> list[Opening]:
     return found
 
 
-def read(path: Path) -> list[Opening]:
-    """The openings of a pinned corpus file."""
+def _document(path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: {exc}; fix it or mine again (--mine --write-corpus)") from exc
+
+
+def drops(path: Path) -> list[dict[str, str]]:
+    """The openings a person dropped by hand (``[[dropped]]``: commit, file, function,
+    why): what the miner reads as an opening but the commit did not open.  They stay
+    dropped when the corpus is mined and written again."""
+    if not path.is_file():
+        return []
+    found = []
+    for n, item in enumerate(_document(path).get("dropped", []), 1):
+        if not all(isinstance(item.get(k), str) for k in ("commit", "file", "function", "why")):
+            raise ValueError(f"{path}: [[dropped]] number {n}: needs commit, file, function "
+                             "and why (strings)")
+        found.append({k: item[k] for k in ("commit", "file", "function", "why")})
+    return found
+
+
+def without_drops(openings: list[Opening], dropped: list[dict[str, str]]) -> list[Opening]:
+    """``openings`` less the dropped ones (a dropped commit may be a prefix of the sha)."""
+    def is_dropped(o: Opening) -> bool:
+        return any(o.commit.startswith(d["commit"]) and o.file == d["file"]
+                   and o.function == d["function"] for d in dropped)  # fmt: skip
+    return [o for o in openings if not is_dropped(o)]
+
+
+def read(path: Path) -> list[Opening]:
+    """The openings of a pinned corpus file."""
+    data = _document(path)
     openings = []
     for n, item in enumerate(data.get("opening", []), 1):
         try:
@@ -76,15 +105,24 @@ def read(path: Path) -> list[Opening]:
 
 
 def write(path: Path, openings: list[Opening]) -> None:
-    """Pin ``openings`` (oldest first per upstream, as mined)."""
+    """Pin ``openings`` (oldest first per upstream, as mined), less the file's dropped
+    ones, which are written back after them."""
+    dropped = drops(path)
     doc = tomlkit.document()
     for line in _HEADER.splitlines():
         doc.add(tomlkit.comment(line))
     table = tomlkit.aot()
-    for opening in openings:
+    for opening in without_drops(openings, dropped):
         item = tomlkit.table()
         for key, value in opening.to_dict().items():
             item[key] = value
         table.append(item)
     doc["opening"] = table
+    if dropped:
+        hand = tomlkit.aot()
+        for drop in dropped:
+            entry = tomlkit.table()
+            entry.update(drop)
+            hand.append(entry)
+        doc["dropped"] = hand
     path.write_text(tomlkit.dumps(doc), encoding="utf-8")

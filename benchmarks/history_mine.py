@@ -32,7 +32,7 @@ from unidiff.patch import PatchSet
 
 from contrib.git.repo import Git
 
-MINER_VERSION = 3  # bump when what counts as an opening changes
+MINER_VERSION = 4  # bump when what counts as an opening changes
 GATE_ONLY, NEEDS_KERNEL_WORK = "gate-only", "needs-kernel-work"
 DEVICE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cuh.jinja", ".cu.jinja", ".jinja")
 PATHS = ("*.py", *(f"*{s}" for s in DEVICE_SUFFIXES))
@@ -187,7 +187,7 @@ def _hunk_openings(hunk: Any, prose: tuple[set[int], set[int]] | None
     elif gained and not removed:
         yield from _added_clause(hunk, new_prose)
     refusals = [n for n, text in removed if _refuses_twelve(text) and _refuses(removed, n)]
-    if old_tokens - new_tokens and refusals:
+    if old_tokens - new_tokens and refusals and not _still_refused(added):
         yield "skip", refusals
 
 
@@ -235,9 +235,71 @@ def _refuses_twelve(text: str) -> bool:
 
 
 def _refuses(removed: list[tuple[int, str]], line: int) -> bool:
-    """Whether the removed line ``line`` or one of the two removed after it refuses."""
-    after = [text for n, text in removed if line <= n <= line + 2]
-    return any(_REFUSAL.search(text) for text in after)
+    """Whether the test on the removed line ``line`` refuses: on its own line
+    (``skipif(...)``, ``if x: pytest.skip()``), or by a statement of the block under it
+    once its condition ends (a line ending in ``:``), at that block's own level.
+    ``if major == 12:`` over an import and an SM120 kernel is a dispatch, even when a
+    ``raise`` for the toolkit sits in an ``if`` inside it."""
+    return _refusal_under([(n, text) for n, text in removed if n >= line])
+
+
+_BLOCK_REFUSAL = re.compile(r"(?:raise\b|pytest\.(?:skip|xfail)\b|self\.skipTest\b|"
+                            r"sys\.exit\b|exit\(|os\._exit\b|"
+                            r"return\s*(?:None|False|\"\"|'')?\s*$)")  # fmt: skip
+
+
+def _refusal_under(side: list[tuple[int, str]]) -> bool:
+    """Whether the test that starts ``side`` (numbered lines of one side of a hunk, the
+    test first) refuses, on its own line or in the block under it."""
+    if not side:
+        return False
+    first = side[0][1]
+    if not first.lstrip().startswith("return") and _REFUSAL.search(first):
+        return True
+    indent = _indent(first)
+    last, body = side[0][0], None
+    for number, text in side:
+        if number - last > 3:
+            return False  # the rest of the test or its block is not on this side
+        last = number  # (a line or two of message prose is skipped, not the block)
+        if body is None:
+            if text.rstrip().endswith(":"):
+                body = []
+            continue
+        if text.strip() and _indent(text) <= indent:
+            break
+        if text.strip():
+            body.append(text)
+    if not body:
+        return False
+    level = _indent(body[0])
+    return any(_indent(t) == level and _BLOCK_REFUSAL.match(t.strip()) for t in body)
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+_EXCLUSIVE = re.compile(r"!=|\bnot\s+in\b|\bnot\s+_*is_")  # true on what it does not name
+
+
+def _still_refused(added: list[str]) -> bool:
+    """Whether the new side of a hunk refuses SM12x again: a test naming SM12x
+    (``is_sm12x``, ``major == 12``) or one that excludes by what it names
+    (``major != 10``, ``not is_sm100a_supported()``), with a refusal under it.  A skip
+    rewritten, not removed, opened nothing."""
+    numbered = list(enumerate(added))
+    for i, text in numbered:
+        if not (_ARCHISH.search(text) or _tokens([text])) or not _TEST_LINE.search(text):
+            continue
+        names_twelve = bool(_tokens([text])) and not re.search(r"\bnot\b|!=", text)
+        # `major != 10` alone still refuses SM12x; `backend == "cudnn" and major != 10`
+        # refuses it for one backend only, and the others may now serve it
+        exclusive = (not _tokens([text]) and bool(_EXCLUSIVE.search(text))
+                     and not re.search(r"\band\b|\bor\b", text))
+        if (names_twelve or exclusive) and _refusal_under(numbered[i:]):
+            return True
+    return False
 
 
 def _tokens(lines: Iterable[str]) -> set[str]:
@@ -340,14 +402,18 @@ def parse(text: str) -> ast.Module | None:
 
 
 def prose_lines(module: ast.Module | None) -> set[int]:
-    """The lines of a module inside a string that spans lines (docstrings, messages)."""
+    """The lines of a module that cannot test the arch: inside a string that spans lines
+    (docstrings, messages), and every line of an import (``is_sm100_supported,`` in an
+    import list names a predicate, it tests nothing)."""
     if module is None:
         return set()
     lines: set[int] = set()
     for node in ast.walk(module):
+        end = getattr(node, "end_lineno", None) or getattr(node, "lineno", 0)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            end = node.end_lineno or node.lineno
             lines |= set(range(node.lineno + 1, end + 1))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            lines |= set(range(node.lineno, end + 1))
     return lines
 
 

@@ -169,6 +169,46 @@ def fused(x):
         return kernel(x)
     return x
 ''',
+    # a module's tests skipped through `pytestmark`, its condition an if-expression
+    "tests/test_ssd.py": '''\
+import pytest
+import torch
+from pkg.utils import get_compute_capability
+
+pytestmark = pytest.mark.skipif(
+    not get_compute_capability()[0] == 10 if torch.cuda.is_available() else True,
+    reason="SM100 only",
+)
+
+
+def test_ssd():
+    assert ssd_kernel(1)
+''',
+    # gates nested under an outer arch branch: the outer one is what the target meets
+    "pkg/forms/nested.py": '''\
+from pkg.utils import get_compute_capability
+
+
+def swizzle(x):
+    major = get_compute_capability()[0]
+    if major == 12:
+        layout = "strided"
+    else:
+        layout = "default"
+        if major == 10:
+            layout = "persistent"
+        elif major == 9:
+            layout = "split"
+    return layout
+
+
+def hopper_only(x):
+    major = get_compute_capability()[0]
+    if major == 9:
+        if get_compute_capability()[1] == 0:
+            return x * 2
+    return x
+''',
     # a Triton kernel reached two calls down
     "pkg/forms/triton_path.py": '''\
 import triton

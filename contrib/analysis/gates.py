@@ -106,6 +106,7 @@ class Scan:
     frames: dict[str, Frame]
     module: ast.Module
     ev: TreeEval
+    sure: dict[int, frozenset[int]] = field(default_factory=dict)  # majors where always true
 
 
 class _Finder(ast.NodeVisitor):
@@ -119,6 +120,7 @@ class _Finder(ast.NodeVisitor):
         self.gates: list[Gate] = []
         self.functions: dict[str, ast.AST] = {}
         self.majors: dict[int, frozenset[int]] = {}
+        self.sure: dict[int, frozenset[int]] = {}
         self.skips: set[int] = set()  # ids of conditions under which code is *skipped*
         self._count: dict[tuple[str, str], int] = {}
 
@@ -173,6 +175,8 @@ class _Finder(ast.NodeVisitor):
             return
         if isinstance(node, _CANDIDATES) and self._expression(node):
             return
+        if isinstance(node, ast.IfExp) and id(node) in self.skips and self._expression(node):
+            return  # `skipif(not is_sm100a() if torch.cuda.is_available() else True)`
         super().generic_visit(node)
 
     def _statement(self, node: ast.stmt) -> None:
@@ -223,6 +227,8 @@ class _Finder(ast.NodeVisitor):
             return False  # the GPU is read, but does not change the outcome
         majors = frozenset(cap[0] for cap, t in zip(truths, per_cap, strict=True) if True in t)
         self.majors[id(node)] = majors
+        unsure = {cap[0] for cap, t in zip(truths, per_cap, strict=True) if False in t}
+        self.sure[id(node)] = majors - unsure  # every minor read of the major: true
         if id(node) in self.skips:
             # `skipif(cond)` / `if cond: raise|skip|return`: the code runs where cond is false.
             # It runs where the skip may not fire; `clear`: where it never fires (then
@@ -283,7 +289,8 @@ def scan(path: str, text: str, ev: TreeEval | None = None, arch: Arch | None = N
         ev.add_module(path, module)
     finder = _Finder(path, ev, caps_for(arch))
     finder.visit(module)
-    return Scan(finder.gates, finder.functions, finder.majors, finder.frames, module, ev)
+    return Scan(finder.gates, finder.functions, finder.majors, finder.frames, module, ev,
+                finder.sure)
 
 
 def find_gates(path: str, text: str, ev: TreeEval | None = None,

@@ -51,6 +51,10 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
         return _listed(gate, admitted, arch, parents)
     if admitted is None:
         return Effect(False, "cannot tell what it admits")
+    elsewhere = _sent_elsewhere(found, node, parents, arch)
+    if elsewhere is not None:
+        return Effect(False, f"the target never reaches it: the if at line {elsewhere.lineno} "
+                             "sends it elsewhere")  # fmt: skip
     parent = parents.get(id(node)) if node is not None else None
     if gate.kind == "skip-condition":
         sometimes = arch.major not in (gate.clear or frozenset()) and bool(gate.clear)
@@ -155,6 +159,34 @@ def _truth(found: Scan, test: ast.expr, major: int) -> bool | None:
     return None if majors is None else major in majors
 
 
+def _sent_elsewhere(found: Scan, node: ast.AST | None, parents: dict[int, ast.AST],
+                    arch: Arch) -> ast.If | None:  # fmt: skip
+    """The enclosing arch ``if`` (within the gate's function) that keeps the target away
+    from the gate: the gate sits in its body and its test is never true on the target,
+    or in its else and the test is always true there.  That ``if`` is the gate the
+    target meets; the one inside it decides nothing for the target."""
+    child = node
+    holder = parents.get(id(node)) if node is not None else None
+    if isinstance(holder, ast.If) and holder.test is node and _is_elif(holder, parents):
+        return None  # an elif's own test: its chain is judged by `_branch`
+    while holder is not None and not isinstance(holder, ast.FunctionDef | ast.AsyncFunctionDef
+                                                | ast.Module | ast.Lambda):  # fmt: skip
+        if isinstance(holder, ast.If) and child is not holder.test:
+            majors = found.majors.get(id(holder.test))
+            if majors is not None:
+                if child in holder.body and arch.major not in majors:
+                    return holder
+                if child in holder.orelse and arch.major in found.sure.get(id(holder.test), ()):
+                    return holder
+        child, holder = holder, parents.get(id(holder))
+    return None
+
+
+def _is_elif(node: ast.If, parents: dict[int, ast.AST]) -> bool:
+    parent = parents.get(id(node))
+    return isinstance(parent, ast.If) and parent.orelse == [node]
+
+
 def _function_of(node: ast.AST | None, parents: dict[int, ast.AST]) -> ast.AST | None:
     while node is not None and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         node = parents.get(id(node))
@@ -183,7 +215,20 @@ def _denied_code(node: ast.expr | None, parent: ast.AST | None,
                 return tuple(statements[statements.index(parent) + 1:])
         return ()
     marked = _function_of(parent, parents) if isinstance(parent, ast.Call) else None
+    if marked is None and isinstance(parent, ast.Call):
+        return _module_tests(parent, parents)
     return tuple(getattr(marked, "body", ()))
+
+
+def _module_tests(call: ast.Call, parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:
+    """What ``pytestmark = pytest.mark.skipif(...)`` (or a list of marks) keeps from the
+    target: every test function and class of the module."""
+    node: ast.AST | None = call
+    while node is not None and not isinstance(node, ast.Module):
+        node = parents.get(id(node))
+    body = getattr(node, "body", [])
+    return tuple(s for s in body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef
+                                                 | ast.ClassDef))  # fmt: skip
 
 
 def _skip_text(node: ast.expr | None, parent: ast.AST | None) -> str:

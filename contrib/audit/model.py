@@ -47,6 +47,7 @@ class AuditGate:
     covered_by: str | None = None
     opened_by: dict[str, Any] | None = None
     closed_by: dict[str, Any] | None = None
+    below: list[dict[str, Any]] = field(default_factory=list)  # gates of the upstream below
 
     @property
     def key(self) -> tuple[str, str, str, int]:

@@ -25,6 +25,8 @@ class UpstreamAudit:
     cached: bool = False
     notes: list[str] = field(default_factory=list)
     compiled: dict[str, Any] | None = None  # --compile: what nvcc did (ptxcheck.CompileSummary)
+    mismatches: list[dict[str, Any]] = field(default_factory=list)  # admitted here, refused below
+    stack: list[dict[str, Any]] = field(default_factory=list)  # the upstreams below, as pinned
 
     def excluding(self) -> list[AuditGate]:
         """The gates that turn the target away, runtime first."""
@@ -45,8 +47,33 @@ class UpstreamAudit:
             "name": self.name, "commit": self.commit, "ref": self.ref, "since": self.since,
             "since_commit": self.since_commit, "seconds": round(self.seconds, 2),
             "cached": self.cached, "counts": self.counts(), "compile": self.compiled,
+            "mismatches": self.mismatches, "stack": self.stack,
             "gates": [g.to_dict() for g in sorted(self.gates, key=sort_key)],
         }  # fmt: skip
+
+
+def mismatch_rows(audit: UpstreamAudit) -> list[list[str]]:
+    """Rows for the mismatches table: the gate here, the gate below, what happens."""
+    rows = []
+    for m in audit.mismatches:
+        gate, below = m["gate"], m["below"]
+        rows.append([f"{gate['file']}:{gate['line']}", str(gate["function"]),
+                     f"{below['upstream']} {below['tag']} {below['file']}:{below['line']}",
+                     str(below["function"]), str(below["admits"]), str(m["message"])])  # fmt: skip
+    return rows
+
+
+MISMATCH_COLUMNS = ["gate", "function", "below", "function below", "admits below", "what happens"]
+
+
+def stack_below(audit: UpstreamAudit) -> str:
+    """``flashinfer v0.5.3, pinned at python/pyproject.toml:30``, or ""."""
+    return "; ".join(f"{s['upstream']} {s['tag']}, pinned at {s['pin']}" for s in audit.stack)
+
+
+def stack_line(audit: UpstreamAudit) -> str:
+    """``sglang: the stack below: flashinfer v0.5.3, pinned at ...``, or ""."""
+    return f"{audit.name}: the stack below: {stack_below(audit)}" if audit.stack else ""
 
 
 def document(arch: str, audits: list[UpstreamAudit]) -> dict[str, Any]:
@@ -85,8 +112,10 @@ def summary_line(arch: str, audit: UpstreamAudit) -> str:
                    f"{built['cached']} from the PTX cache")  # fmt: skip
         if built.get("missing_headers"):
             cached += f"; some not compiled: install {cure(built['missing_headers'])}"
+    mismatches = (f", {counted(len(audit.mismatches), 'mismatch', 'mismatches')} with the "
+                  "upstream below" if audit.mismatches else "")  # fmt: skip
     return (f"{audit.name} at {audit.ref} ({audit.commit[:10]}{since}): "
-            f"{counted(len(audit.gates), 'gate')}, {len(audit.excluding())} turn {arch} away "
+            f"{counted(len(audit.gates), 'gate')}{mismatches}, {len(audit.excluding())} turn {arch} away "
             f"({counts}); "
             f"{len(audit.uncovered_runtime())} uncovered at runtime "
             f"[{audit.seconds:.1f} s{cached}]")  # fmt: skip
@@ -100,6 +129,7 @@ def markdown(arch: str, audits: list[UpstreamAudit], show_all: bool = False) -> 
         counts = ", ".join(f"{n} {k}" for k, n in audit.counts().items()) or "none"
         out += [f"{len(audit.gates)} gates found; {len(audit.excluding())} exclude `{arch}` "
                 f"({counts}).", ""]  # fmt: skip
+        out += _markdown_mismatches(audit)
         rows = sorted(audit.gates, key=sort_key) if show_all else audit.excluding()
         if not rows:
             continue
@@ -116,3 +146,17 @@ def markdown(arch: str, audits: list[UpstreamAudit], show_all: bool = False) -> 
             out += ["", "</details>"]
         out.append("")
     return "\n".join(out)
+
+
+def _markdown_mismatches(audit: UpstreamAudit) -> list[str]:
+    """The mismatches with the upstream below, first: the target crashes there."""
+    if not audit.mismatches:
+        return [f"The stack below: {stack_below(audit)}; no mismatch.", ""] if audit.stack else []
+    out = [f"**{counted(len(audit.mismatches), 'mismatch', 'mismatches')} with the upstream "
+           f"below** ({stack_below(audit)}): admitted here, refused there.", "",
+           "| gate | below | admits below |", "|---|---|---|"]  # fmt: skip
+    for row in mismatch_rows(audit):
+        cells = [f"`{row[0]}` `{row[1]}`", f"{row[2]} `{row[3]}`", row[4]]
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    out += [""] + [f"- {m['message']}" for m in audit.mismatches] + [""]
+    return out

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import sys
+import time
+
+from packaging.utils import canonicalize_name
 
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.engine import Step, audit_commit
 from contrib.audit.links import mark_covered, mark_history, patch_coverage
+from contrib.audit.pins import find_pin, package_name, required_names, tag_of
 from contrib.audit.ptxcheck import compile_gates
 from contrib.audit.report import UpstreamAudit
+from contrib.audit.stack import Lower, link_cached
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
@@ -18,9 +23,10 @@ from contrib.workspace.model import Workspace
 
 def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, since: str | None,
                    fetch: bool, progress: ProgressFn | None = None, step: Step | None = None,
-                   nvcc: str | None = None) -> UpstreamAudit:  # fmt: skip
+                   nvcc: str | None = None, stack: bool = True) -> UpstreamAudit:  # fmt: skip
     """The audit of upstream ``name`` at ``at`` (default: the tip), compared with ``since``;
-    with ``nvcc`` (``--compile``), the excluding gates' units compiled to PTX too."""
+    with ``nvcc`` (``--compile``), the excluding gates' units compiled to PTX too; with
+    ``stack``, followed into the workspace's other upstreams it pins (the stack below)."""
     mirror = Mirror(ws.config.upstream(name)).ensure(fetch_now=fetch, progress=progress)
     commit = mirror.resolve(at, allow_fetch=fetch) if at else mirror.tip()
     since_commit = mirror.resolve(since, allow_fetch=fetch) if since else None
@@ -33,6 +39,8 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
         old = audit_commit(git, since_commit, arch, step)
         audit.seconds += old.seconds
         mark_history(git, since_commit, commit, old.gates, audit.gates)
+    if stack:
+        _stack_below(ws, audit, GitTree(git, commit), result.tree, arch, fetch, step)
     if nvcc is not None:
         python = ws.config.upstream(name).python or sys.executable
         audit.compiled = compile_gates(GitTree(git, commit), audit.gates, arch, nvcc=nvcc,
@@ -50,3 +58,74 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
         coverages.append(patch_coverage(ps.target, git, version.base, patches))
     mark_covered(audit.gates, coverages)
     return audit
+
+
+def _stack_below(ws: Workspace, audit: UpstreamAudit, tree: GitTree, tree_sha: str, arch: Arch,
+                 fetch: bool, step: Step | None) -> None:  # fmt: skip
+    """Link the audit to each other upstream of the workspace whose package its tree
+    pins: ``below`` on its gates, ``mismatches`` and ``stack`` on the audit.  An upstream
+    whose cache cannot be read is one note; the audit goes on without it."""
+    required = required_names(tree)
+    for other in sorted(ws.config.upstreams):
+        if other == audit.name or not required:
+            continue
+        try:
+            found = _lower_package(ws, other, required, fetch)
+        except ContribError as exc:
+            audit.notes.append(f"{other}: {exc}; the stack below is not audited")
+            continue
+        pin = find_pin(tree, found[1]) if found else None
+        if found is None or pin is None:
+            continue  # not a Python package, or not stacked on it
+        mirror, package = found
+        lower = _pinned(audit, other, pin.where, pin.requirement, pin.version, mirror)
+        if lower is not None:
+            _link(audit, mirror, other, lower, tree, tree_sha, arch, step)
+            audit.stack[-1] |= {"package": package, "pin": pin.where, "version": pin.version}
+
+
+def _lower_package(ws: Workspace, other: str, required: set[str],
+                   fetch: bool) -> tuple[Mirror, str] | None:  # fmt: skip
+    """The cache and package name of upstream ``other``; None when it has no name, or when
+    it is not cloned yet and no package the tree requires looks like it (its key or
+    ``package`` part of the name: ``flashinfer`` of ``flashinfer-python``)."""
+    config = ws.config.upstream(other)
+    mirror = Mirror(config)
+    key = canonicalize_name(config.package or other)
+    if not mirror.path.is_dir() and not any(key in name for name in required):
+        return None  # not worth a clone
+    mirror.ensure(fetch_now=fetch)
+    package = config.package or package_name(GitTree(mirror.git, mirror.tip()))
+    return (mirror, package) if package else None
+
+
+def _link(audit: UpstreamAudit, mirror: Mirror, other: str, lower: tuple[str, str], tree: GitTree,
+          tree_sha: str, arch: Arch, step: Step | None) -> None:  # fmt: skip
+    """Audit ``other`` at the pinned tag and link the upper audit's gates to it."""
+    tag, commit = lower
+    below = audit_commit(mirror.git, commit, arch, step)
+    started = time.monotonic()
+    found = Lower(other, tag, commit, below, GitTree(mirror.git, commit))
+    audit.mismatches += link_cached(audit.gates, tree, tree_sha, found, arch)
+    linked = time.monotonic() - started
+    audit.seconds += below.seconds + linked
+    audit.stack.append({"upstream": other, "tag": tag, "commit": commit,
+                        "seconds": round(below.seconds, 2), "cached": below.cached,
+                        "link_seconds": round(linked, 2)})  # fmt: skip
+    audit.notes += [f"{other} {tag}: {n}" for n in below.notes]
+
+
+def _pinned(audit: UpstreamAudit, other: str, where: str, requirement: str, version: str,
+            mirror: Mirror) -> tuple[str, str] | None:  # fmt: skip
+    """The tag and commit of the pinned version, or None with the note saying why not."""
+    if not version:
+        audit.notes.append(f"{where}: {requirement!r} pins no one version of {other}; the "
+                           f"stack below is not audited (pin it with ==, or audit {other} "
+                           "on its own)")  # fmt: skip
+        return None
+    found = tag_of(mirror.git, version)
+    if found is None:
+        audit.notes.append(f"{where}: pins {other} {version}, but {other}'s cache has no tag "
+                           f"v{version} or {version}; the stack below is not audited (run "
+                           "without --no-fetch to fetch its tags)")  # fmt: skip
+    return found

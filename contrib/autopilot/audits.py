@@ -23,6 +23,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from contrib import environ
 from contrib.arch import parse_arch
@@ -83,6 +84,7 @@ def audit_one(ws: Workspace, name: str, arch: str, *, fetch: bool, remember: boo
     view.uncovered = audit.uncovered_runtime()
     view.opened = [g for g in audit.gates if g.opened_by]
     view.closed = [g for g in audit.gates if g.closed_by]
+    view.mismatches = audit.mismatches
     return view
 
 
@@ -162,6 +164,13 @@ def _upstream_lines(view: AuditView) -> list[str]:
     out = [f"{head} at {_commit(view.github, view.commit)}", "",
            f"{counted(view.excluding, 'gate')} turn{'s' if view.excluding == 1 else ''} `{view.arch}` away ({counts}); "
            f"{len(view.uncovered)} at runtime that no patchset covers.", ""]  # fmt: skip
+    if view.mismatches:  # first: the target is sent where the upstream below refuses it
+        out += [f"**{counted(len(view.mismatches), 'mismatch', 'mismatches')} with the "
+                "upstream below** (admitted here, refused there):", ""]
+        out += [f"- {_gate_at(view, m['gate'])}: {m['message']}"
+                for m in view.mismatches[:MAX_GATES]]  # fmt: skip
+        out += _more(len(view.mismatches))
+        out.append("")
     if view.uncovered:
         out += ["| uncovered runtime gate | function | class |", "| --- | --- | --- |"]
         out += [f"| {_gate(view, g)} | `{g.function}` | {g.class_ or '-'} |"
@@ -193,6 +202,12 @@ def _gate(view: AuditView, gate: AuditGate) -> str:
     if not view.github:
         return text
     return f"[{text}](https://github.com/{view.github}/blob/{view.commit}/{gate.file}#L{gate.line})"
+
+
+def _gate_at(view: AuditView, where: dict[str, Any]) -> str:
+    """A mismatch's gate, as :func:`_gate` writes an audited one."""
+    return _gate(view, AuditGate(str(where["file"]), int(where["line"]), str(where["function"]),
+                                 "", "", False))  # fmt: skip
 
 
 def _history(view: AuditView, gate: AuditGate) -> str:

@@ -195,6 +195,7 @@ class AuditView:
     uncovered: list[AuditGate] = field(default_factory=list)  # runtime, no patchset covers it
     opened: list[AuditGate] = field(default_factory=list)
     closed: list[AuditGate] = field(default_factory=list)
+    mismatches: list[dict[str, Any]] = field(default_factory=list)  # admitted, refused below
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -204,5 +205,6 @@ class AuditView:
                      "opened_by": g.opened_by, "closed_by": g.closed_by} for g in gates]
         return {"upstream": self.upstream, "arch": self.arch, "commit": self.commit or None,
                 "since": self.since, "counts": self.counts, "excluding": self.excluding,
+                "mismatches": self.mismatches,
                 "uncovered_runtime": where(self.uncovered), "opened": where(self.opened),
                 "closed": where(self.closed), "error": self.error or None}  # fmt: skip

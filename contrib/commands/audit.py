@@ -1,7 +1,8 @@
 """``contrib audit [UPSTREAM...] --arch ARCH``: every gate that turns the target away.
 
 Options in, outcome out: the audit itself lives in :mod:`contrib.audit`.  Exit 0
-when no uncovered gate turns the target away at runtime, 1 otherwise; bad input
+when no uncovered gate turns the target away at runtime and no gate admits it
+where the upstream below refuses it (a mismatch), 1 otherwise; bad input
 (an unknown upstream or ref, an arch that does not parse) exits 2.
 """
 
@@ -11,9 +12,12 @@ from contrib.arch import parse_arch
 from contrib.audit.ptxcheck import find_compiler
 from contrib.audit.report import (
     COLUMNS,
+    MISMATCH_COLUMNS,
     UpstreamAudit,
     document,
     markdown,
+    mismatch_rows,
+    stack_line,
     summary_line,
     table_rows,
 )
@@ -41,6 +45,11 @@ def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str, at: str | N
     else:
         for one in audits:
             ui.info(summary_line(target.name, one))
+            if one.stack:
+                ui.info(stack_line(one))
+            if one.mismatches:  # first: the target is sent where the upstream below refuses it
+                ui.table(f"mismatches of {one.name} with the upstream below", MISMATCH_COLUMNS,
+                         mismatch_rows(one), wrap=("function", "function below", "what happens"))
             rows = table_rows(one, show_all)
             if rows:
                 ui.table(f"audit {one.name}", COLUMNS, rows,
@@ -49,4 +58,4 @@ def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str, at: str | N
         for note in one.notes:
             ui.warn(note)
     ui.emit(document(target.name, audits))
-    return 1 if any(a.uncovered_runtime() for a in audits) else 0
+    return 1 if any(a.uncovered_runtime() or a.mismatches for a in audits) else 0

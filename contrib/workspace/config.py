@@ -27,7 +27,7 @@ BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,250}")
 TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}(?:@{BRANCH_RE.pattern})?")  # UPSTREAM/NAME[@BRANCH]
 
 _UPSTREAM_KEYS = frozenset({"url", "branch", "github", "fork", "push_url",
-                            "maintainer_can_modify", "python"})
+                            "maintainer_can_modify", "python", "package"})
 DEFAULT_KEEP_VERSIONS = 5
 PR_POLICIES = ("update", "create", "never")
 DEFAULT_DASHBOARD_TITLE = "contrib dashboard"
@@ -45,6 +45,7 @@ class Upstream:
     push_url: str = ""
     maintainer_can_modify: bool = True
     python: str = ""
+    package: str = ""  # its Python package's name, when its pyproject cannot tell
 
     def fork_push_url(self) -> str:
         """Where PR branches are pushed: ``push_url`` or the fork's GitHub URL."""
@@ -165,7 +166,7 @@ def _upstream(tables: Table, name: str) -> Upstream:
         raise t.fail("url", 'is required: set url = "https://...git" or a local path')
     github = t.string("github", "", pattern=REPO_RE, hint="OWNER/NAME") or ""
     fork = t.string("fork", "", pattern=REPO_RE, hint="OWNER/NAME") or ""
-    for key in ("url", "push_url", "python"):
+    for key in ("url", "push_url", "python", "package"):
         value = t.string(key, "") or ""
         if any(ord(c) < 32 or c == "\x7f" for c in value):
             raise t.fail(key, f"holds a control character ({value!r}); write it on one line")
@@ -180,4 +181,5 @@ def _upstream(tables: Table, name: str) -> Upstream:
     return Upstream(name=name, url=url, branch=branch, github=github, fork=fork,
                     push_url=t.string("push_url", "") or "",
                     maintainer_can_modify=True if modify is None else modify,
-                    python=t.string("python", "") or "")
+                    python=t.string("python", "") or "",
+                    package=t.string("package", "") or "")

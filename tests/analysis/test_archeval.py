@@ -69,3 +69,23 @@ def test_the_toolkit_part_of_a_condition_stays_satisfiable(tree: GitTree) -> Non
 def test_a_triton_kernel_two_calls_down_is_reached(tree: GitTree) -> None:
     gate = audited(tree, "pkg/forms/triton_path.py")["add"]
     assert "_launch>triton:_add_kernel" in gate.calls
+
+
+def test_a_module_skip_through_pytestmark_refuses_the_target(tree: GitTree) -> None:
+    gate = audited(tree, "tests/test_ssd.py")["<module>"]
+    assert gate.parser_kind == "skip-condition" and gate.excludes_target
+    assert gate.effect == "skipped on the target" and gate.admits == "majors 10"
+    assert "ssd_kernel" in gate.calls  # the module's tests are what it keeps away
+
+
+def test_a_gate_the_target_never_reaches_excludes_nothing(tree: GitTree) -> None:
+    ev = tree_eval(tree)
+    text = tree.read_text("pkg/forms/nested.py") or ""
+    gates = {(g.function, g.line): g for g in gates_of_file("pkg/forms/nested.py", text, SM120, ev)}
+    assert not gates[("swizzle", 6)].excludes_target  # the target's own branch
+    inner = gates[("swizzle", 10)]  # in the else of `major == 12`: never the target's
+    assert not inner.excludes_target
+    assert inner.effect == "the target never reaches it: the if at line 6 sends it elsewhere"
+    outer, nested = gates[("hopper_only", 19)], gates[("hopper_only", 20)]
+    assert outer.excludes_target  # the target meets this one
+    assert not nested.excludes_target and "line 19" in nested.effect

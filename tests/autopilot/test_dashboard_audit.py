@@ -13,6 +13,7 @@ from testing.auditupstream import audit_upstream, audit_workspace, open_gate
 from testing.autopilot_scene import WSREPO, run_autopilot
 from testing.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from testing.gitutil import Repo
+from testing.stackupstreams import lower_upstream, top_upstream
 from testing.workspace import run_contrib
 
 BLOB = "https://github.com/upstream-org/mini/blob"
@@ -133,3 +134,21 @@ def test_bad_audit_arch_exits_2_naming_the_line(tmp_path: Path, mini: Repo, valu
     assert result.code == 2
     assert result.err.count("\n") == 1, result.err
     assert f"contrib.toml:{number}: {words}" in result.err, result.err
+
+
+def test_a_mismatch_with_the_upstream_below_comes_first(
+        tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    fake_github.add_repo(WSREPO)
+    top = top_upstream(tmp_path / "top")
+    lower = lower_upstream(tmp_path / "lower")
+    root = audit_workspace(tmp_path, top, fake_github.url, WSREPO,
+                           extra=f'\n[upstreams.lower]\nurl = "{lower.path}"\nbranch = "main"\n')
+    _, doc = _run(root)
+    audit = _body(fake_github).split("#### mini", 1)[1].split("####", 1)[0]
+    assert "**1 mismatch with the upstream below** (admitted here, refused there):" in audit
+    line = f"- [`python/top/args.py:8`]({BLOB}/{top.head()}/python/top/args.py#L8): "
+    assert line in audit and "sm_120a crashes there" in audit
+    assert audit.index(line) < audit.index("| uncovered runtime gate |")
+    (view,) = [v for v in doc["audit"] if v["upstream"] == "mini"]
+    assert view["mismatches"][0]["below"]["function"] == "gen_comm_module"

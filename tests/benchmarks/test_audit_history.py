@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from audit_history import main, opened_names, spread
-from history_corpus import read, write
+from audit_history import Auditor, main, opened_names, spread
+from history_corpus import drops, read, write
 from history_match import measure
 from history_mine import GATE_ONLY, NEEDS_KERNEL_WORK, Opening, mine
 
@@ -16,6 +16,7 @@ from contrib.arch import parse_arch
 from contrib.audit.engine import audit_commit
 from contrib.git.repo import Git
 from testing.gitutil import Repo
+from testing.stackupstreams import lower_upstream, top_upstream
 
 JIT = '''def gen_comm_module():
     flags = ctx.get_nvcc_flags_list(
@@ -104,13 +105,36 @@ def blocks(cc):
     return (64, 64)
 '''
 
+REWRITE = '''import pytest
+
+
+def test_sink(cc):
+    if cc[0] in [11, 12]:
+        pytest.skip("not on 11 or 12")
+    assert cc
+'''
+DISPATCH = '''from pkg.arch import (
+    is_sm100_supported,
+)
+
+
+def moe(x, major):
+    if major == 12:
+        if get_cuda_version() < 13:
+            raise ValueError("needs CUDA 13")
+        return sm120_moe(x)
+    return sm100_moe(x) if is_sm100_supported() else x
+'''
+
 
 @pytest.fixture
 def history(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
     """An upstream whose main opens six gates, and makes changes that open none: prose,
     a rename of a predicate that already admitted SM12x, a deleted function with an SM12x
     refusal, a capability passed on as an argument, a CUDA toolkit check, a length of 120,
-    a faster path for archs the old test already admitted."""
+    a faster path for archs the old test already admitted, a skip rewritten to refuse
+    SM12x still (``in [11, 12]`` to ``!= 10``), an SM120 dispatch branch removed (its
+    toolkit ``raise`` is no refusal of the arch), a predicate renamed in an import list."""
     repo = Repo(tmp_path / "up")
     shas = {"base": repo.commit("base", {"pkg/jit/comm.py": JIT, "csrc/comm.cu": UNIT,
                                          "include/comm.cuh": HEADER, "pkg/gemm.py": GEMM,
@@ -143,6 +167,14 @@ def history(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
         "")})
     shas["helper"] = repo.commit("blackwell is 10 and 12", {
         "pkg/arch.py": ARCH.replace("[0] == 10", "[0] in (10, 12)")})
+    shas["quiet"] = repo.commit("a skip rewritten, an sm120 branch and an import", {
+        "tests/test_sink.py": REWRITE, "pkg/moe.py": DISPATCH})
+    shas["quiet2"] = repo.commit("still no SM12x", {
+        "tests/test_sink.py": REWRITE.replace("if cc[0] in [11, 12]:", "if cc[0] != 10:"),
+        "pkg/moe.py": DISPATCH.replace("is_sm100_supported", "is_blackwell_supported").replace(
+            "    if major == 12:\n        if get_cuda_version() < 13:\n"
+            "            raise ValueError(\"needs CUDA 13\")\n        return sm120_moe(x)\n",
+            "")})
     return repo, shas
 
 
@@ -213,7 +245,7 @@ def test_the_script_reports_figures_and_misses_from_a_pinned_corpus(
             str(corpus), "--cache", str(tmp_path / "cache"), "--json", str(out), "--quiet"]
     assert main(argv) == 0
     data = json.loads(out.read_text())["flashinfer"]
-    assert len(data["rows"]) == 6 and data["main"]["commit"] == shas["helper"]
+    assert len(data["rows"]) == 6 and data["main"]["commit"] == shas["quiet2"]
     jit = next(r for r in data["rows"] if r["opening"]["mechanism"] == "jit-list")
     assert jit["class_agrees"] and not jit["still_excluding"]
     printed = capsys.readouterr().out
@@ -232,3 +264,31 @@ def test_a_corpus_that_cannot_be_read_is_one_line_and_exit_2(
                  "--flashinfer-git", str(Repo(tmp_path / "up").path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"audit_history: {bad}: [[opening]] number 1:") and "\n" not in err
+
+
+def test_the_auditor_links_each_audit_to_the_stack_below(tmp_path: Path) -> None:
+    top, lower = top_upstream(tmp_path / "top"), lower_upstream(tmp_path / "lower")
+    stacked = Auditor(Git(top.path), "sm_120a", ("lower", Git(lower.path)))
+    gates = {g.function: g for g in stacked.gates(top.head())}
+    assert (stacked.stacked, stacked.mismatches, stacked.notes) == (1, 1, [])
+    assert gates["comm_step"].class_ == NEEDS_KERNEL_WORK and gates["norm"].class_ == GATE_ONLY
+    alone = Auditor(Git(top.path), "sm_120a")  # --no-stack
+    assert {g.function: g.class_ for g in alone.gates(top.head())}["comm_step"] == "unknown"
+
+
+def test_a_dropped_opening_stays_dropped_when_the_corpus_is_written_again(
+        history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:  # fmt: skip
+    repo, shas = history
+    found = mine(Git(repo.path), "up", "main")
+    corpus = tmp_path / "corpus.toml"
+    write(corpus, found)
+    corpus.write_text(corpus.read_text() + f'\n[[dropped]]\ncommit = "{shas["mm"][:10]}"\n'
+                      'file = "pkg/gemm.py"\nfunction = "mm"\nwhy = "a person says so"\n')
+    write(corpus, found)  # mined again: the drop holds, and is kept in the file
+    kept = read(corpus)
+    assert len(kept) == len(found) - 1 and all(o.function != "mm" for o in kept)
+    assert drops(corpus) == [{"commit": shas["mm"][:10], "file": "pkg/gemm.py",
+                              "function": "mm", "why": "a person says so"}]
+    corpus.write_text(corpus.read_text() + '\n[[dropped]]\ncommit = "abc"\n')
+    with pytest.raises(ValueError, match=r"\[\[dropped\]\] number 2: needs commit, file"):
+        drops(corpus)

@@ -1,0 +1,307 @@
+"""The stack below: an upstream's gates followed into the upstream it runs on.
+
+sglang calls flashinfer's public API (``flashinfer.comm.trtllm_allreduce_fusion``)
+at the flashinfer version its packaging pins (:mod:`contrib.audit.pins`).  The
+code behind each of sglang's runtime gates is walked to those calls
+(:mod:`contrib.audit.stackwalk`); each call is resolved to its function in the
+flashinfer tree at the pinned tag (re-exports through ``__init__`` followed by
+the same arch evaluator), and followed through flashinfer's own calls to the
+gates those functions hold, read from the flashinfer audit of that tree (the
+engine's, cached per tree).  What that yields, per upper gate:
+
+* ``below``: the lower gates its code reaches;
+* an excluding gate of class ``unknown`` takes its class from below: a lower gate
+  that excludes the target makes it ``needs-kernel-work``; a path below whose
+  gates all admit the target with real kernels makes it ``gate-only``;
+* a gate that *admits* the target while a lower gate refuses it is a
+  *mismatch*: the target is sent down a path that has nothing for it (a lower
+  gate that only falls back to a generic path is listed, not a mismatch).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import json
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contrib import __version__, environ
+from contrib.analysis.archeval import TreeEval
+from contrib.analysis.archvalues import Frame, Func, ModRef
+from contrib.analysis.gates import DECORATOR
+from contrib.analysis.tree import GitTree
+from contrib.arch import Arch
+from contrib.audit.engine import FORMAT, TreeAudit
+from contrib.audit.find import scope_of
+from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, RUNTIME, UNKNOWN, AuditGate
+from contrib.audit.stackwalk import MAX_DEPTH, Function, Outside, Skips, Walker
+from contrib.errors import ContribError
+from contrib.workspace.txn import atomic_write, check_inside
+
+MAX_BELOW = 400  # functions of the lower tree followed from one entry point
+TAKES_BRANCH = "the target takes this branch"  # effect.py's word for an admitting `if`
+_SKIP_ROOTS = frozenset({"tests", "test", "benchmarks", "docs", "examples", "scripts"})
+
+
+@dataclass
+class Lower:
+    """The lower upstream at the tag the upper pins: its tree, its audit, its package."""
+
+    name: str
+    tag: str
+    commit: str
+    audit: TreeAudit
+    tree: GitTree
+    ev: TreeEval = field(init=False)
+    roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
+    _below: dict[str, list[tuple[AuditGate, str]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        paths = [p for p in self.tree.paths() if p.endswith(".py")]
+        self.ev = TreeEval(self.tree.read_text, paths)
+        self._paths = set(paths)
+        self.roots = package_roots(paths)
+        self.skips = Skips(self.audit.gates)
+        self._held: dict[str, list[AuditGate]] = {}
+        for gate in self.audit.gates:
+            if gate.scope == RUNTIME:
+                self._held.setdefault(gate.file, []).append(gate)
+
+    def resolve(self, dotted: str) -> list[Func]:
+        """The functions of the tree that ``dotted`` (``pkg.mod.name``) names."""
+        parts = dotted.split(".")
+        prefix = self.roots.get(parts[0])
+        if prefix is None:
+            return []
+        for cut in range(len(parts), 0, -1):
+            stem = prefix + "/".join(parts[:cut])
+            path = next((p for p in (f"{stem}.py", f"{stem}/__init__.py") if p in self._paths),
+                        None)  # fmt: skip
+            if path is None:
+                continue
+            values: set[Any] = {ModRef(path)}
+            for attr in parts[cut:]:
+                values = {v for m in values if isinstance(m, ModRef)
+                          for v in self.ev.global_(attr, m.path)}  # fmt: skip
+            return [v for v in values if isinstance(v, Func)]
+        return []
+
+    def below(self, dotted: str) -> list[tuple[AuditGate, str]]:
+        """The lower gates a call of ``dotted`` reaches, each with the calls leading to it."""
+        if dotted not in self._below:
+            found: dict[tuple[str, int], tuple[AuditGate, str]] = {}
+            for func, chain in self._reached(self.resolve(dotted)):
+                for gate in self._held.get(func.path, []):
+                    if _holds(func.node, gate):
+                        found.setdefault((gate.file, gate.line), (gate, chain))
+            self._below[dotted] = sorted(found.values(), key=lambda p: (p[0].file, p[0].line))
+        return self._below[dotted]
+
+    def _reached(self, entries: list[Func]) -> list[tuple[Func, str]]:
+        seen: dict[int, tuple[Func, str]] = {}
+        queue = deque((f, f.node.name, 0) for f in entries)
+        while queue and len(seen) < MAX_BELOW:
+            func, chain, depth = queue.popleft()
+            if id(func.node) in seen:
+                continue
+            seen[id(func.node)] = (func, chain)
+            if depth >= MAX_DEPTH:
+                continue
+            frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
+            for node in self.skips.walk(func.path, func.node.body):
+                if isinstance(node, ast.Call):
+                    self.ev.cap = (0, 0)
+                    for value in self.ev.eval(node.func, frame):
+                        if isinstance(value, Func) and id(value.node) not in seen:
+                            queue.append((value, f"{chain}>{value.node.name}", depth + 1))
+        return list(seen.values())
+
+
+def package_roots(paths: Iterable[str]) -> dict[str, str]:
+    """The importable top-level packages of a tree (``flashinfer``; sglang's
+    ``python/sglang``), each with the folder it sits in."""
+    roots: dict[str, str] = {}
+    for path in paths:
+        parts = path.split("/")
+        if parts[-1] != "__init__.py" or len(parts) not in (2, 3):
+            continue
+        if len(parts) == 3 and parts[0] not in ("python", "src"):
+            continue
+        name = parts[-2]
+        if name not in _SKIP_ROOTS and name.isidentifier():
+            roots.setdefault(name, "/".join(parts[:-2]) + "/" if len(parts) == 3 else "")
+    return roots
+
+
+def _holds(node: Function, gate: AuditGate) -> bool:
+    last = node.end_lineno or node.lineno
+    return (node.lineno <= gate.line <= last
+            and gate.function.rsplit(".", 1)[-1] == node.name)  # fmt: skip
+
+
+# -- the upper side ---------------------------------------------------------------------
+
+
+_LINKED = ("below", "class_", "reason", "evidence")  # what linking changes on a gate
+
+
+def link_cached(upper: list[AuditGate], tree: GitTree, tree_sha: str, lower: Lower,
+                arch: Arch) -> list[dict[str, Any]]:  # fmt: skip
+    """:func:`link`, kept in the cache under both trees, the arch and contrib's version
+    (the gates come from the engine's cache in the same order)."""
+    below_tree = lower.audit.tree
+    key = hashlib.sha256(f"stack\0{tree_sha}\0{below_tree}\0{lower.tag}\0{arch.name}\0"
+                         f"{__version__}\0{FORMAT}".encode()).hexdigest()  # fmt: skip
+    path = environ.cache_root() / "audit" / f"stack-{key[:32]}.json"
+    kept = _load_link(path, len(upper))
+    if kept is not None:
+        changes, mismatches = kept
+        for gate, change in zip(upper, changes, strict=True):
+            for name in _LINKED:
+                setattr(gate, name, change[name])
+        return mismatches
+    mismatches = link(upper, tree, lower, arch)
+    changes = [{name: getattr(g, name) for name in _LINKED} for g in upper]
+    with contextlib.suppress(ContribError):
+        check_inside(environ.cache_root(), path)
+        atomic_write(path, json.dumps({"gates": changes, "mismatches": mismatches}))
+    return mismatches
+
+
+def _load_link(path: Path, count: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+    try:
+        check_inside(environ.cache_root(), path)
+        if path.is_symlink():
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        changes, mismatches = data["gates"], data["mismatches"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, ContribError):
+        return None
+    if not (isinstance(changes, list) and len(changes) == count and isinstance(mismatches, list)
+            and all(isinstance(c, dict) and set(c) == set(_LINKED) for c in changes)):
+        return None  # damaged or from another audit: link again
+    return changes, mismatches
+
+
+def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> list[dict[str, Any]]:
+    """Set ``below`` (and the class from below) on the upper gates; the mismatches."""
+    walker = _walker(upper, tree, lower)
+    mismatches = []
+    decisions: dict[str, list[ast.AST]] = {}
+    for gate in upper:
+        start = _start(walker, gate, decisions)
+        if start is None:
+            continue
+        reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
+        for out in walker.outside(gate.file, *start):
+            for b, chain in lower.below(out.dotted):
+                reached.setdefault((b.file, b.line), (out, b, chain))  # the first way there
+        pairs = sorted(reached.values(), key=lambda p: (p[1].file, p[1].line))
+        gate.below = [_entry(lower, out, b, chain) for out, b, chain in pairs]
+        if gate.excludes_target and gate.class_ == UNKNOWN and pairs:
+            _inherit(gate, lower, [b for _, b, _ in pairs], arch)
+        refusing = [(out, b) for out, b, _ in pairs if _refuses(b)]
+        if not gate.excludes_target and refusing:
+            mismatches.append(_mismatch(gate, lower, refusing, arch))
+    return mismatches
+
+
+def _walker(upper: list[AuditGate], tree: GitTree, lower: Lower) -> Walker:
+    paths = [p for p in tree.paths() if p.endswith(".py")]
+    ev = TreeEval(tree.read_text, paths)
+    texts: dict[str, str] = {}
+
+    def every_text() -> dict[str, str]:
+        if not texts:
+            texts.update((p, tree.read_text(p) or "") for p in paths
+                         if scope_of(p, "", "") == RUNTIME)  # fmt: skip
+        return texts
+
+    lines: dict[str, list[int]] = {}
+    for gate in upper:
+        if gate.excludes_target:
+            lines.setdefault(gate.file, []).append(gate.line)
+
+    def excluded(path: str, first: int, last: int) -> bool:
+        return any(first <= line <= last for line in lines.get(path, ()))
+
+    return Walker(ev, every_text, set(lower.roots), excluded, Skips(upper))
+
+
+def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
+           ) -> tuple[Function | None, tuple[ast.AST, ...]] | None:  # fmt: skip
+    """The code a gate decides about, and the function holding it: the body of the
+    ``if`` it tests (what admitted archs run, or the target when it takes the
+    branch), or the function a refusing decorator sits on.  ``decisions``: each
+    file's ifs, whiles and functions (kept)."""
+    if gate.scope != RUNTIME or not (gate.excludes_target or gate.effect == TAKES_BRANCH):
+        return None
+    if gate.file not in decisions:
+        module = walker.ev.module(gate.file)
+        decisions[gate.file] = [] if module is None else [
+            n for n in ast.walk(module[0]) if isinstance(n, ast.If | ast.While | Function)]
+    best: ast.If | ast.While | None = None
+    for node in decisions[gate.file]:
+        if isinstance(node, ast.If | ast.While):
+            if node.test.lineno <= gate.line <= (node.test.end_lineno or node.test.lineno):
+                best = node if best is None or node.lineno > best.lineno else best
+        elif isinstance(node, Function) and gate.parser_kind == DECORATOR and any(
+                d.lineno <= gate.line <= (d.end_lineno or d.lineno)
+                for d in node.decorator_list):  # fmt: skip
+            return node, tuple(node.body)
+    if best is None:
+        return None
+    return walker.holder(gate.file, best), tuple(best.body)
+
+
+def _refuses(gate: AuditGate) -> bool:
+    return gate.excludes_target and not gate.effect.startswith("falls back")
+
+
+def _where(gate: AuditGate) -> str:
+    return f"{gate.file}:{gate.line} {gate.function}"
+
+
+def _entry(lower: Lower, out: Outside, gate: AuditGate, chain: str) -> dict[str, Any]:
+    return {"upstream": lower.name, "tag": lower.tag, "commit": lower.commit,
+            "file": gate.file, "line": gate.line, "function": gate.function,
+            "admits": gate.admits, "excludes_target": gate.excludes_target,
+            "class": gate.class_, "effect": gate.effect, "calls": out.dotted,
+            "via": " > ".join((*out.via, out.dotted, *chain.split(">")[1:]))}  # fmt: skip
+
+
+def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) -> None:
+    """Class an excluding gate by the lower path its code reaches."""
+    at = f"{lower.name} {lower.tag}"
+    blocked = [b for b in below if b.excludes_target or b.evidence]
+    if blocked:
+        b = blocked[0]
+        gate.class_ = NEEDS_KERNEL_WORK
+        gate.evidence = [f"{lower.name}:{e}" for e in b.evidence[:20]]
+        why = f"turns {arch.name} away ({b.class_})" if b.excludes_target else (
+            f"admits {arch.name}, but its kernels are compiled out for it")  # fmt: skip
+        detail = b.reason or b.effect
+        gate.reason = f"its code reaches {at} {_where(b)}, which {why}" + (
+            f": {detail}" if detail else "")
+    else:
+        gate.class_ = GATE_ONLY
+        gate.reason = (f"its code reaches {at}, whose {len(below)} gate(s) on that path admit "
+                       f"{arch.name} with their kernels (e.g. {_where(below[0])})")  # fmt: skip
+
+
+def _mismatch(gate: AuditGate, lower: Lower, refusing: list[tuple[Outside, AuditGate]],
+              arch: Arch) -> dict[str, Any]:  # fmt: skip
+    out, b = refusing[0]
+    path = " > ".join((*out.via, out.dotted))
+    more = f" (and {len(refusing) - 1} more below)" if len(refusing) > 1 else ""
+    message = (f"{gate.file}:{gate.line} admits {arch.name} ({gate.admits}), but its code "
+               f"reaches {out.dotted} ({path}), where {lower.name} {lower.tag} {b.file}:{b.line} "
+               f"{b.function} admits {b.admits}: {b.effect}; {arch.name} crashes there{more}")
+    below = next(e for e in gate.below if e["file"] == b.file and e["line"] == b.line)
+    return {"gate": {"file": gate.file, "line": gate.line, "function": gate.function},
+            "below": below, "message": message}

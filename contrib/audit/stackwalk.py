@@ -1,0 +1,302 @@
+"""Where the code behind a gate calls into the package of another upstream.
+
+The walk starts at a gate's code and follows, breadth first and bounded:
+
+* calls resolved by the tree's arch evaluator (:class:`~contrib.analysis.archeval.
+  TreeEval`): the callee's definition, imports followed;
+* a method call the evaluator cannot resolve (``layernorm.forward_with_fusion(x)``)
+  to the tree's methods of that name, when the name is defined at most twice;
+* flags: code that sets ``obj.flag = True`` enables what the tree runs under a
+  test of ``.flag`` (an ``if`` body); a function that reads it outside a test
+  decides with it, and what its callers run after the call is followed too.
+  sglang's ``ServerArgs`` sets ``enable_flashinfer_allreduce_fusion`` behind one
+  gate and the layers read it elsewhere.
+
+An ``if`` whose test holds a gate that excludes the target is not entered from a
+flag, nor the body of an ``if`` on the arch the target does not take (the tree's
+audit says which: :class:`Skips`): the target does not go there.  Each call that lands outside the tree in
+one of the lower package's modules (``flashinfer.comm.trtllm_allreduce_fusion``)
+is kept with the steps that led to it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from contrib.analysis.archeval import TreeEval
+from contrib.analysis.archvalues import Ext, Frame, Func
+from contrib.analysis.gates import DECORATOR, KEYWORD
+from contrib.audit.model import AuditGate
+
+MAX_BLOCKS = 240  # blocks of code walked per gate
+MAX_DEPTH = 10  # steps (calls, flags, callers) below the gate
+_MAX_DEFS = 2  # a method name defined more often than this is not followed by name
+_COMMON = frozenset({"forward", "run", "apply", "get", "set", "update", "call", "build",
+                     "load", "init", "reset", "close", "start", "stop", "step", "wait"})
+
+_MAX_READERS = 40  # files reading one flag
+_MAX_CALLERS = 12  # files calling one deciding function
+_WORD = re.compile(r"[A-Za-z_]\w{3,}")
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+# What effect.py says of an `if` on the arch whose body the target does not run.
+_NOT_TAKEN = ("chooses between paths", "an earlier branch", "an elif of the chain",
+              "an early exit", "the target skips", "falls back: another branch",
+              "falls back: the generic", "falls back: the target takes the generic",
+              "falls back: the else", "the branch the target takes refuses",
+              "the else branch the target takes refuses")  # fmt: skip
+
+
+class Skips:
+    """The ``if`` tests of a tree whose body the target does not run, read from the
+    tree's audited gates: a walk for the target does not enter those bodies
+    (flashinfer's ``if is_sm12x(): sm120() elif is_sm100(): sm100()``)."""
+
+    def __init__(self, gates: Iterable[AuditGate]) -> None:
+        self._lines: dict[str, list[int]] = {}
+        for gate in gates:
+            if gate.parser_kind not in (KEYWORD, DECORATOR) and gate.effect.startswith(_NOT_TAKEN):
+                self._lines.setdefault(gate.file, []).append(gate.line)
+
+    def __call__(self, path: str, node: ast.If | ast.While) -> bool:
+        last = node.test.end_lineno or node.test.lineno
+        return any(node.test.lineno <= line <= last for line in self._lines.get(path, ()))
+
+    def walk(self, path: str, code: Iterable[ast.AST]) -> Iterator[ast.AST]:
+        """Every node of ``code`` the target may run (depth first)."""
+        todo = list(code)[::-1]
+        while todo:
+            node = todo.pop()
+            yield node
+            if isinstance(node, ast.If | ast.While) and self(path, node):
+                children: list[ast.AST] = [node.test, *node.orelse]
+            else:
+                children = list(ast.iter_child_nodes(node))
+            todo += children[::-1]
+
+
+@dataclass(frozen=True)
+class Outside:
+    """A call into the lower package, and the steps from the gate to it."""
+
+    dotted: str
+    via: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Block:
+    path: str
+    holder: Function | None
+    code: tuple[ast.AST, ...]
+    via: tuple[str, ...]
+
+
+class Walker:
+    """The walks of one tree; ``roots``: the lower package's top-level names;
+    ``excluded(path, first, last)``: whether an excluding gate of the tree sits on
+    those lines."""
+
+    def __init__(self, ev: TreeEval, texts: Callable[[], dict[str, str]], roots: set[str],
+                 excluded: Callable[[str, int, int], bool], skips: Skips) -> None:  # fmt: skip
+        self.ev, self._texts, self.roots, self.excluded = ev, texts, roots, excluded
+        self.skips = skips
+        self._parents: dict[str, dict[int, ast.AST]] = {}
+        self._flags: dict[str, list[_Block]] = {}
+        self._methods: dict[str, list[Func]] = {}
+        self._callers: dict[str, list[_Block]] = {}
+        self._words: dict[str, list[str]] | None = None  # identifier -> files naming it
+
+    def outside(self, path: str, holder: Function | None, code: Iterable[ast.AST]) -> list[Outside]:
+        """The calls into the lower package that ``code`` (in ``holder`` of ``path``) reaches."""
+        found: dict[str, Outside] = {}
+        seen: set[tuple[str, int, int]] = set()
+        queue = deque([(_Block(path, holder, tuple(code), ()), 0)])
+        walked = 0
+        while queue and walked < MAX_BLOCKS:
+            block, depth = queue.popleft()
+            walked += 1
+            for step in self._steps(block):
+                if isinstance(step, Outside):
+                    found.setdefault(step.dotted, step)
+                elif depth < MAX_DEPTH and _key(step) not in seen:
+                    seen.add(_key(step))
+                    queue.append((step, depth + 1))
+        return list(found.values())
+
+    def _steps(self, block: _Block) -> Iterator[Outside | _Block]:
+        frame = self.frame(block.path, block.holder)
+        for node in self.skips.walk(block.path, block.code):
+            if isinstance(node, ast.Call):
+                yield from self._call(block, frame, node)
+            elif isinstance(node, ast.Assign) and _truthy(node.value):
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute):
+                        via = (*block.via, f"sets {target.attr}")
+                        yield from (_Block(b.path, b.holder, b.code, via + b.via)
+                                    for b in self._readers(target.attr))  # fmt: skip
+
+    def _call(self, block: _Block, frame: Frame, call: ast.Call) -> Iterator[Outside | _Block]:
+        func = call.func.value if isinstance(call.func, ast.Subscript) else call.func
+        self.ev.cap = (0, 0)
+        values = self.ev.eval(func, frame)
+        resolved = False
+        for value in values:
+            if isinstance(value, Func):
+                resolved = True
+                yield _Block(value.path, value.node, tuple(value.node.body),
+                             (*block.via, value.node.name))  # fmt: skip
+            elif isinstance(value, Ext) and value.dotted.split(".")[0] in self.roots:
+                resolved = True
+                yield Outside(value.dotted, block.via)
+        if not resolved and isinstance(func, ast.Attribute):
+            for method in self._by_name(func.attr):
+                yield _Block(method.path, method.node, tuple(method.node.body),
+                             (*block.via, method.node.name))  # fmt: skip
+
+    def frame(self, path: str, holder: Function | None) -> Frame:
+        """The evaluator's frame for code of ``holder`` (module level when None)."""
+        if holder is None:
+            return Frame(path)
+        return Frame(path, self.ev.function_scope(holder), None, id(holder))
+
+    def parents(self, path: str) -> dict[int, ast.AST]:
+        """Each node's parent in the module at ``path`` (kept)."""
+        if path not in self._parents:
+            module = self.ev.module(path)
+            self._parents[path] = {} if module is None else {
+                id(child): node for node in ast.walk(module[0])
+                for child in ast.iter_child_nodes(node)}  # fmt: skip
+        return self._parents[path]
+
+    def holder(self, path: str, node: ast.AST) -> Function | None:
+        """The innermost function around ``node``."""
+        parents = self.parents(path)
+        up = parents.get(id(node))
+        while up is not None and not isinstance(up, Function):
+            up = parents.get(id(up))
+        return up if isinstance(up, Function) else None
+
+    # -- flags, methods and callers, found by name in the tree's texts -------------
+
+    def _modules_naming(self, word: str, pattern: re.Pattern[str],
+                        most: int) -> list[tuple[str, ast.Module]]:  # fmt: skip
+        """The parsed modules whose text matches ``pattern`` (around identifier ``word``);
+        none when more than ``most`` files name it: a name that common is no lead."""
+        if self._words is None:
+            self._words = {}
+            for path, text in self._texts().items():
+                for name in set(_WORD.findall(text)):
+                    self._words.setdefault(name, []).append(path)
+        texts = self._texts()
+        paths = [p for p in self._words.get(word, ()) if pattern.search(texts[p])]
+        if len(paths) > most:
+            return []
+        modules = [(p, self.ev.module(p)) for p in paths]
+        return [(p, m[0]) for p, m in modules if m is not None]
+
+    def _readers(self, attr: str) -> list[_Block]:
+        """What runs where the tree reads ``.attr``: the ``if`` bodies it tests, and what
+        the callers of a function deciding with it run after the call."""
+        if attr not in self._flags:
+            self._flags[attr] = []  # a flag read while its readers are found adds nothing
+            blocks: list[_Block] = []
+            pattern = re.compile(rf"\.{re.escape(attr)}\b")
+            for path, module in self._modules_naming(attr, pattern, _MAX_READERS):
+                for node in ast.walk(module):
+                    if (isinstance(node, ast.Attribute) and node.attr == attr
+                            and isinstance(node.ctx, ast.Load)):  # fmt: skip
+                        blocks += self._read_at(path, node, f"read {attr}")
+            self._flags[attr] = blocks
+        return self._flags[attr]
+
+    def _read_at(self, path: str, node: ast.AST, what: str) -> list[_Block]:
+        parents = self.parents(path)
+        child, up = node, parents.get(id(node))
+        while up is not None and not isinstance(up, Function):
+            if isinstance(up, ast.If | ast.While) and up.test is child:
+                if self.excluded(path, up.test.lineno, up.test.end_lineno or up.test.lineno):
+                    return []
+                return [_Block(path, self.holder(path, up), tuple(up.body),
+                               (f"{what} at {path}:{up.lineno}",))]  # fmt: skip
+            if isinstance(up, ast.stmt):
+                break  # read in a statement other than a test: a decision, below
+            child, up = up, parents.get(id(up))
+        decider = self.holder(path, node)
+        if decider is None:
+            return []
+        return [_Block(b.path, b.holder, b.code, (f"{what} in {decider.name}()", *b.via))
+                for b in self._callers_of(decider.name)]  # fmt: skip
+
+    def _callers_of(self, name: str) -> list[_Block]:
+        """The code that runs after each call of ``name`` in its block (and the body of
+        an ``if`` that tests the call)."""
+        if not _distinctive(name):
+            return []
+        if name not in self._callers:
+            self._callers[name] = []
+            blocks: list[_Block] = []
+            pattern = re.compile(rf"\b{re.escape(name)}\(")
+            for path, module in self._modules_naming(name, pattern, _MAX_CALLERS):
+                for node in ast.walk(module):
+                    if isinstance(node, ast.Call) and _callee(node) == name:
+                        blocks += self._after(path, node, name)
+            self._callers[name] = blocks
+        return self._callers[name]
+
+    def _after(self, path: str, call: ast.Call, name: str) -> list[_Block]:
+        parents = self.parents(path)
+        up: ast.AST = call
+        while not isinstance(up, ast.stmt) and id(up) in parents:
+            up = parents[id(up)]
+        if not isinstance(up, ast.stmt):
+            return []
+        statement = up
+        block = parents.get(id(statement))
+        for field in ("body", "orelse", "finalbody"):
+            seq = getattr(block, field, None)
+            if isinstance(seq, list) and statement in seq:
+                after = seq[seq.index(statement) + 1:]
+                code = (*getattr(statement, "body", ()), *after) if isinstance(
+                    statement, ast.If) else tuple(after)  # fmt: skip
+                via = (f"its caller at {path}:{statement.lineno}",)
+                return [_Block(path, self.holder(path, statement), tuple(code), via)]
+        return []
+
+    def _by_name(self, name: str) -> list[Func]:
+        """The tree's methods called ``name``, when it is distinctive enough to follow."""
+        if not _distinctive(name):
+            return []
+        if name not in self._methods:
+            found: list[Func] = []
+            pattern = re.compile(rf"def {re.escape(name)}\(")
+            for path, module in self._modules_naming(name, pattern, _MAX_DEFS):
+                found += [Func(path, item) for node in ast.walk(module)
+                          if isinstance(node, ast.ClassDef) for item in node.body
+                          if isinstance(item, Function) and item.name == name]  # fmt: skip
+            self._methods[name] = found if len(found) <= _MAX_DEFS else []
+        return self._methods[name]
+
+
+def _distinctive(name: str) -> bool:
+    """Whether a function name is specific enough to be followed by name alone."""
+    return name not in _COMMON and not name.startswith("__") and "_" in name.strip("_")
+
+
+def _key(block: _Block) -> tuple[str, int, int]:
+    """A block by its first statement (the syntax trees are kept, so ids are stable)."""
+    return (block.path, id(block.code[0]) if block.code else 0, len(block.code))
+
+
+def _callee(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+
+
+def _truthy(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and value.value is True

@@ -1,0 +1,186 @@
+"""Two mini upstreams stacked as sglang is on flashinfer, for the audit's stack below.
+
+``lower`` (package ``lower-lib``, import name ``lowerlib``) re-exports
+``fused_allreduce`` and ``rmsnorm`` from its ``__init__``; each loads a JIT module
+whose list is the gate.  At ``v1.0`` the comm module admits majors 9 and 10; at
+``v2.0`` it admits 12 too.  The norm module admits 12 at both.
+
+``top`` pins ``lower_lib[cu13]==VERSION`` in ``python/pyproject.toml`` and has:
+
+* ``top/args.py``: ``if is_blackwell_supported(): self.enable_fusion = True``,
+  a gate that admits SM12x (majors 10 and 12) and sets a flag;
+* ``top/layers.py``: ``allreduce`` runs ``lowerlib.fused_allreduce`` when the
+  flag is set (through a helper that imports it lazily): at ``v1.0`` the gate
+  above is a mismatch;
+* ``top/norm.py``: ``norm`` takes ``rmsnorm`` on SM100 only (excluding; the path
+  below admits SM12x: gate-only), ``comm`` takes ``lowerlib.comm.fused_allreduce``
+  on SM100 only (excluding; needs-kernel-work at ``v1.0``, gate-only at ``v2.0``);
+* ``top/gemm.py``: ``matmul`` runs ``lowerlib.gemm.gemm`` on majors 10 and 12,
+  which dispatches SM12x to its own module (admitted) and SM100 to another: the
+  branch the target does not take is no mismatch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from testing.auditupstream import KERNEL, UTILS
+from testing.gitutil import Repo, git
+
+LOWER_JIT = '''\
+from lowerlib.core import build, ctx
+
+
+def gen_comm_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions={comm})
+    return build("comm", ["comm.cu"], flags)
+
+
+def gen_norm_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10, 12])
+    return build("norm", ["norm.cu"], flags)
+
+
+def gen_gemm_sm100_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10])
+    return build("gemm_sm100", ["gemm.cu"], flags)
+
+
+def gen_gemm_sm120_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[12])
+    return build("gemm_sm120", ["gemm.cu"], flags)
+'''
+
+LOWER_GEMM = '''\
+import torch
+
+from .jit import gen_gemm_sm100_module, gen_gemm_sm120_module
+
+
+def gemm(x):
+    major = torch.cuda.get_device_capability()[0]
+    if major == 12:
+        return gen_gemm_sm120_module().run(x)
+    elif major == 10:
+        return gen_gemm_sm100_module().run(x)
+    raise ValueError("gemm: unsupported GPU")
+'''
+
+LOWER = {
+    "pyproject.toml": '[project]\nname = "Lower_Lib"\nversion = "0"\n',
+    "lowerlib/__init__.py": "from .comm import fused_allreduce\nfrom .norm import rmsnorm\n",
+    "lowerlib/core.py": "ctx = None\n\n\ndef build(name, sources, flags):\n    return name\n",
+    "lowerlib/comm.py": ("from lowerlib.jit import gen_comm_module\n\n\n"
+                         "def fused_allreduce(x):\n    return gen_comm_module().run(x)\n"),
+    "lowerlib/norm.py": ("from .jit import gen_norm_module\n\n\n"
+                         "def rmsnorm(x):\n    return gen_norm_module().run(x)\n"),
+    "lowerlib/gemm.py": LOWER_GEMM,
+    "csrc/comm.cu": KERNEL.format(name="comm"),
+    "csrc/norm.cu": KERNEL.format(name="norm"),
+    "csrc/gemm.cu": KERNEL.format(name="gemm"),
+}
+
+TOP_GEMM = '''\
+from lowerlib.gemm import gemm
+
+from top.utils import is_blackwell_supported
+
+
+def matmul(x):
+    if is_blackwell_supported():
+        return gemm(x)
+    return x
+'''
+
+TOP_UTILS = UTILS + '''
+
+def is_blackwell_supported():
+    return get_device_capability()[0] in (10, 12)
+'''
+
+ARGS = '''\
+from top.utils import is_blackwell_supported
+
+
+class Args:
+    enable_fusion = False
+
+    def adjust(self):
+        if is_blackwell_supported():
+            self.enable_fusion = True
+
+
+ARGS = Args()
+
+
+def get_args():
+    return ARGS
+'''
+
+LAYERS = '''\
+from top.args import get_args
+
+
+def allreduce(x):
+    if get_args().enable_fusion:
+        return _fused(x)
+    return x
+
+
+def _fused(x):
+    from lowerlib import fused_allreduce  # imported when first needed
+
+    return fused_allreduce(x)
+'''
+
+NORM = '''\
+import lowerlib
+import lowerlib.comm as comm
+
+from top.utils import is_sm100_supported
+
+
+def norm(x):
+    if is_sm100_supported():
+        return lowerlib.rmsnorm(x)
+    return x
+
+
+def comm_step(x):
+    if is_sm100_supported():
+        return comm.fused_allreduce(x)
+    return x
+'''
+
+
+def pyproject(requirement: str) -> str:
+    """``python/pyproject.toml`` of ``top`` requiring ``requirement``."""
+    return (f'[project]\nname = "top"\nversion = "0"\ndependencies = [\n  "click",\n'
+            f'  "{requirement}",  # keep aligned with the Dockerfile\n]\n')
+
+
+def lower_upstream(path: Path) -> Repo:
+    """``lower`` with tags ``v1.0`` (comm admits 9, 10) and ``v2.0`` (12 too) on main."""
+    repo = Repo(path)
+    repo.commit("lower 1.0", {**LOWER, "lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10]")})
+    git(path, "tag", "v1.0")
+    repo.commit("comm: admit SM12x (#7)", {"lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10, 12]")})
+    git(path, "tag", "v2.0")
+    return repo
+
+
+def top_upstream(path: Path, requirement: str = "lower_lib[cu13]==1.0") -> Repo:
+    """``top`` pinning ``requirement``, one commit on main."""
+    repo = Repo(path)
+    repo.commit("top", {
+        "python/pyproject.toml": pyproject(requirement),
+        "python/top/__init__.py": "", "python/top/utils.py": TOP_UTILS,
+        "python/top/args.py": ARGS, "python/top/layers.py": LAYERS, "python/top/norm.py": NORM,
+        "python/top/gemm.py": TOP_GEMM,
+    })  # fmt: skip
+    return repo
+
+
+def repin(repo: Repo, requirement: str) -> str:
+    """A commit of ``top`` that pins ``requirement`` instead; returns its sha."""
+    return repo.commit(f"pin {requirement}", {"python/pyproject.toml": pyproject(requirement)})

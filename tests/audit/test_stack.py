@@ -1,0 +1,146 @@
+"""`contrib audit` of an upstream stacked on another: the stack below, at the pinned version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testing.gitutil import Repo
+from testing.stackupstreams import lower_upstream, repin, top_upstream
+from testing.workspace import Result, Workspace
+
+
+@pytest.fixture
+def stacked(tmp_path: Path) -> tuple[Workspace, Repo]:
+    top = top_upstream(tmp_path / "top")
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, {"top": top, "lower": lower_upstream(tmp_path / "lower")})
+    ws.write_config()
+    return ws, top
+
+
+def _audit(ws: Workspace, *args: str) -> tuple[Result, dict[str, Any]]:
+    result = ws.run("audit", "top", "--arch", "sm_120a", "--json", *args)
+    assert result.code in (0, 1), result.err
+    data = result.json
+    assert isinstance(data, dict)
+    return result, data["upstreams"][0]
+
+
+def _gate(audit: dict[str, Any], function: str) -> dict[str, Any]:
+    return next(g for g in audit["gates"] if g["function"] == function)
+
+
+def test_a_gate_admitting_the_target_over_a_refusing_gate_below_is_a_mismatch(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    ws, _ = stacked
+    result, audit = _audit(ws)
+    assert result.code == 1
+    assert audit["stack"][0] | {"seconds": 0, "link_seconds": 0, "cached": False} == {
+        "upstream": "lower", "package": "lower-lib", "pin": "python/pyproject.toml:6",
+        "version": "1.0", "tag": "v1.0", "commit": audit["stack"][0]["commit"],
+        "seconds": 0, "link_seconds": 0, "cached": False}  # fmt: skip
+    [mismatch] = audit["mismatches"]
+    assert mismatch["gate"] == {"file": "python/top/args.py", "line": 8,
+                                "function": "Args.adjust"}  # fmt: skip
+    below = mismatch["below"]
+    assert (below["upstream"], below["tag"], below["file"], below["function"], below["admits"],
+            below["excludes_target"]) == ("lower", "v1.0", "lowerlib/jit.py", "gen_comm_module",
+                                          "majors 9, 10", True)  # fmt: skip
+    assert "sets enable_fusion > read enable_fusion at python/top/layers.py:5" in below["via"]
+    assert "lowerlib.fused_allreduce > gen_comm_module" in below["via"]
+    assert "sm_120a crashes there" in mismatch["message"]
+    admitting = _gate(audit, "Args.adjust")
+    assert not admitting["excludes_target"] and admitting["below"] == [below]
+    human = ws.run("audit", "top", "--arch", "sm_120a", "--no-fetch").out
+    assert human.index("mismatch") < human.index("class ")  # mismatches come first
+    md = ws.run("audit", "top", "--arch", "sm_120a", "--no-fetch", "--markdown").out
+    assert "**1 mismatch with the upstream below**" in md
+    assert md.index("1 mismatch") < md.index("| class |")
+
+
+def test_an_excluding_gate_takes_its_class_from_below(stacked: tuple[Workspace, Repo]) -> None:
+    ws, _ = stacked
+    _, audit = _audit(ws)
+    norm, comm = _gate(audit, "norm"), _gate(audit, "comm_step")
+    assert norm["excludes_target"] and norm["class"] == "gate-only"
+    assert "lower v1.0" in norm["reason"] and "admit sm_120a" in norm["reason"]
+    assert [b["function"] for b in norm["below"]] == ["gen_norm_module"]
+    assert comm["excludes_target"] and comm["class"] == "needs-kernel-work"
+    assert "lowerlib/jit.py:5 gen_comm_module" in comm["reason"]
+    assert "turns sm_120a away (gate-only)" in comm["reason"]
+
+
+def test_a_branch_below_the_target_does_not_take_is_not_followed(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    ws, _ = stacked
+    _, audit = _audit(ws)
+    matmul = _gate(audit, "matmul")
+    assert not matmul["excludes_target"]
+    functions = [b["function"] for b in matmul["below"]]
+    assert "gen_gemm_sm120_module" in functions and "gen_gemm_sm100_module" not in functions
+    assert all(m["gate"]["function"] != "matmul" for m in audit["mismatches"])
+
+
+def test_the_stack_at_two_pinned_versions(stacked: tuple[Workspace, Repo]) -> None:
+    ws, top = stacked
+    old = top.head()
+    new = repin(top, "lower_lib==2.0")
+    _, at_new = _audit(ws, "--at", new)
+    assert at_new["stack"][0]["tag"] == "v2.0"
+    assert at_new["mismatches"] == []
+    assert _gate(at_new, "comm_step")["class"] == "gate-only"
+    assert _gate(at_new, "Args.adjust")["below"][0]["excludes_target"] is False
+    _, at_old = _audit(ws, "--at", old, "--no-fetch")
+    assert len(at_old["mismatches"]) == 1 and at_old["stack"][0]["tag"] == "v1.0"
+    again, cached = _audit(ws, "--at", old, "--no-fetch")  # from the caches: the same answer
+    assert cached["mismatches"] == at_old["mismatches"] and cached["cached"]
+
+
+@pytest.mark.parametrize(("requirement", "says"), [
+    ("lower_lib", "'lower_lib' pins no one version of lower"),
+    ("lower-lib>=1.0", "'lower-lib>=1.0' pins no one version of lower"),
+    ("lower_lib==3.0", "pins lower 3.0, but lower's cache has no tag v3.0 or 3.0"),
+])  # fmt: skip
+def test_a_pin_the_stack_cannot_follow_is_one_note(stacked: tuple[Workspace, Repo],
+                                                   requirement: str, says: str) -> None:  # fmt: skip
+    ws, top = stacked
+    sha = repin(top, requirement)
+    result, audit = _audit(ws, "--at", sha)
+    notes = [line for line in result.err.splitlines() if "python/pyproject.toml:6" in line]
+    assert len(notes) == 1 and says in notes[0], result.err
+    assert audit["stack"] == [] and audit["mismatches"] == []
+    assert all(g["below"] == [] for g in audit["gates"])
+    assert _gate(audit, "comm_step")["class"] == "unknown"
+
+
+def test_the_package_key_names_a_lower_upstream_without_a_pyproject(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    ws, _ = stacked
+    lower = ws.upstreams["lower"]
+    lower.commit("no packaging metadata", {"pyproject.toml": None})
+    _, audit = _audit(ws)
+    assert audit["stack"] == []  # its name cannot be read: not stacked
+    ws.write_config()
+    config = (ws.root / "contrib.toml").read_text(encoding="utf-8")
+    (ws.root / "contrib.toml").write_text(
+        config.replace('[upstreams.lower]\n', '[upstreams.lower]\npackage = "lower-lib"\n'),
+        encoding="utf-8")
+    _, audit = _audit(ws)
+    assert audit["stack"][0]["package"] == "lower-lib" and len(audit["mismatches"]) == 1
+
+
+def test_a_lower_upstream_that_cannot_be_read_is_one_note(stacked: tuple[Workspace, Repo]) -> None:
+    ws, _ = stacked
+    config = (ws.root / "contrib.toml").read_text(encoding="utf-8")
+    lower = config.index("[upstreams.lower]")
+    (ws.root / "contrib.toml").write_text(
+        config[:lower] + config[lower:].replace('branch = "main"', 'branch = "nosuch"', 1),
+        encoding="utf-8")
+    result, audit = _audit(ws)
+    notes = [line for line in result.err.splitlines() if "the stack below is not audited" in line]
+    assert len(notes) == 1 and "branch 'nosuch' not found" in notes[0], result.err
+    assert audit["stack"] == [] and _gate(audit, "norm")["class"] == "unknown"
