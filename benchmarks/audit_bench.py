@@ -2,6 +2,7 @@
 
     python benchmarks/audit_bench.py [--modules 600] [--lines 300] [--compile]
     python benchmarks/audit_bench.py --gates 4000
+    python benchmarks/audit_bench.py --upstream ~/mirrors/sglang.git --rev main [--baseline main]
 
 Builds a flashinfer-shaped upstream in a temporary folder (``--modules``
 Python files of ``--lines`` lines each, one JIT gate and one predicate gate in
@@ -19,6 +20,15 @@ Targets: repeat <= 3 s, and repeat / first well under 0.2.
 of N/4 (target: 4,000 gates <= 5 s, and a ratio near 4: linear), against
 ``ast.parse`` of the same text.
 
+``--upstream GIT_DIR --rev REV [--baseline REF]`` times the audit of a real upstream
+(a bare mirror works) through the engine, first (a fresh result cache) and repeat,
+wall and CPU (user + system, workers included) with the load average, for this
+checkout and for ``REF`` of this repository (default ``main``) checked out as a
+temporary ``git worktree`` and imported instead: the ratios are against the
+previous code, measured in the same run on the same machine, and the gates of
+both are compared (identical, order included, or the count of differences).
+On a shared machine read CPU / cores as the idle-machine wall.
+
 ``--compile`` (needs nvcc) then runs ``contrib audit --compile`` twice: cold
 (every unit behind an excluding gate compiled, one nvcc per core) and warm
 (the PTX cache has every unit: no nvcc compile at all).
@@ -28,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -38,6 +50,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from contrib.git.repo import Git  # noqa: E402
 from testing.gitutil import Repo  # noqa: E402
 
 GUARDED = """#pragma once
@@ -67,8 +80,9 @@ def many_gates(count: int) -> str:
     return UTILS + "\n\n" + body
 
 
-def time_one_file(count: int) -> tuple[float, float, int]:
-    """Seconds to audit and to parse a generated file of ``count`` gates; gates found."""
+def time_one_file(count: int) -> tuple[float, float, float, int]:
+    """Wall and CPU seconds to audit, and seconds to parse, a generated file of
+    ``count`` gates; the gates found."""
     from contrib.arch import parse_arch
     from contrib.audit.find import gates_of_file
 
@@ -76,18 +90,101 @@ def time_one_file(count: int) -> tuple[float, float, int]:
     started = time.monotonic()
     ast.parse(text)
     parse = time.monotonic() - started
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     found = gates_of_file("pkg/generated.py", text, parse_arch("sm_120a"))
-    return time.monotonic() - started, parse, len(found)
+    return time.monotonic() - started, time.process_time() - cpu, parse, len(found)
 
 
 def gates_report(count: int) -> None:
     """Time linear in the gates of a file: ``count`` gates against ``count // 4``."""
-    small, small_parse, small_found = time_one_file(count // 4)
-    large, large_parse, large_found = time_one_file(count)
-    print(f"one file, {small_found} gates: {small:6.2f} s (ast.parse {small_parse:5.2f} s)")
-    print(f"one file, {large_found} gates: {large:6.2f} s (ast.parse {large_parse:5.2f} s); "
-          f"{large / small:4.1f} x the {small_found}-gate file (4.0 = linear)")
+    small, small_cpu, small_parse, small_found = time_one_file(count // 4)
+    large, large_cpu, large_parse, large_found = time_one_file(count)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"one file, {small_found} gates: {small:6.2f} s wall, {small_cpu:6.2f} s CPU "
+          f"(ast.parse {small_parse:5.2f} s)")
+    print(f"one file, {large_found} gates: {large:6.2f} s wall, {large_cpu:6.2f} s CPU "
+          f"(ast.parse {large_parse:5.2f} s); CPU {large_cpu / small_cpu:4.1f} x the "
+          f"{small_found}-gate file (4.0 = linear)")
+
+
+AUDIT_ONE = """
+import hashlib, json, os, resource, sys, time
+import contrib
+from contrib.arch import parse_arch
+from contrib.audit.engine import audit_commit
+from contrib.git.repo import Git
+
+def main():
+    git = Git(sys.argv[1])
+    commit = git.run("rev-parse", sys.argv[2]).strip()
+    started = time.monotonic()
+    done = audit_commit(git, commit, parse_arch("sm_120a"))
+    wall = time.monotonic() - started
+    gates = json.dumps([g.to_dict() for g in done.gates] + done.notes)
+    print(json.dumps({"wall": wall, "gates": len(done.gates), "cached": done.cached,
+                      "code": os.path.dirname(os.path.dirname(contrib.__file__)),
+                      "sha": hashlib.sha256(gates.encode()).hexdigest(), "json": gates}))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def audit_once(code: Path, upstream: str, rev: str, cache: Path) -> dict[str, object]:
+    """One audit in a fresh interpreter importing contrib from ``code``: its result,
+    wall seconds and CPU seconds (the process and its workers)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", AUDIT_ONE, upstream, rev], capture_output=True,
+                          text=True, cwd=code, env={**os.environ, "PYTHONPATH": str(code),
+                                                    "CONTRIB_CACHE": str(cache)})  # fmt: skip
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"audit with {code} failed: {done.stderr.strip()[-2000:]}")
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    if Path(str(result["code"])).resolve() != code.resolve():  # an editable install won
+        raise SystemExit(f"the audit imported contrib from {result['code']}, not {code}")
+    result["cpu"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    result["process_wall"] = wall
+    return result
+
+
+def upstream_report(upstream: str, rev: str, baseline: str) -> None:
+    """First audit and repeat of ``rev``, with this checkout and with ``baseline``."""
+    git = Git(REPO)
+    with tempfile.TemporaryDirectory(prefix="audit-bench-") as tmp:
+        old = Path(tmp) / "baseline"
+        git.run("worktree", "add", "--detach", str(old), baseline)
+        try:
+            rows = {name: _first_and_repeat(code, upstream, rev, Path(tmp) / name)
+                    for name, code in (("baseline", old), ("this", REPO))}  # fmt: skip
+        finally:
+            git.run("worktree", "remove", "--force", str(old))
+    print(f"{upstream} at {rev}; {os.cpu_count()} cores, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for name, (first, repeat) in rows.items():
+        print(f"{name:>8}: first {first['wall']:6.1f} s wall, {first['cpu']:6.1f} s CPU "
+              f"({first['gates']} gates); repeat {repeat['wall']:5.2f} s in the engine, "
+              f"{repeat['process_wall']:5.2f} s with Python's start")
+    (base, _), (this, again) = rows["baseline"], rows["this"]
+    print(f"   ratio: first wall {this['wall'] / base['wall']:4.2f}, CPU "  # type: ignore[operator]
+          f"{this['cpu'] / base['cpu']:4.2f} x baseline; repeat / first "  # type: ignore[operator]
+          f"{again['wall'] / this['wall']:5.3f}")  # type: ignore[operator]
+    print("   gates: " + ("identical to the baseline's, order included" if base["sha"] == this["sha"]
+                         else f"DIFFER: {_differences(base, this)}"))
+
+
+def _first_and_repeat(code: Path, upstream: str, rev: str,
+                      cache: Path) -> tuple[dict[str, object], dict[str, object]]:  # fmt: skip
+    first = audit_once(code, upstream, rev, cache)
+    return first, audit_once(code, upstream, rev, cache)
+
+
+def _differences(base: dict[str, object], this: dict[str, object]) -> str:
+    old, new = json.loads(str(base["json"])), json.loads(str(this["json"]))
+    changed = sum(a != b for a, b in zip(old, new, strict=False)) + abs(len(old) - len(new))
+    return f"{changed} of {len(old)} entries (gates and notes) changed"
 
 
 def module(n: int, lines: int) -> str:
@@ -138,7 +235,14 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also time audit --compile")
     parser.add_argument("--gates", type=int, default=0,
                         help="only time one generated file of this many gates (e.g. 4000)")
+    parser.add_argument("--upstream", help="a git directory of a real upstream (bare or not)")
+    parser.add_argument("--rev", default="HEAD", help="the commit of --upstream to audit")
+    parser.add_argument("--baseline", default="main",
+                        help="the commit of this repository to compare with (default main)")
     args = parser.parse_args()
+    if args.upstream:
+        upstream_report(args.upstream, args.rev, args.baseline)
+        return
     if args.gates:
         gates_report(args.gates)
         return

@@ -54,6 +54,7 @@ from contrib.analysis.archvalues import (
 )
 from contrib.analysis.pymodules import Binding, ModuleIndex, Reader, Scope, scope_of_body
 from contrib.analysis.pyparse import parse_python
+from contrib.analysis.pywalk import walk
 
 _DEPTH = 24  # nested calls followed
 
@@ -69,6 +70,7 @@ class TreeEval:
         self._modules: dict[str, tuple[ast.Module, Scope] | None] = {}
         self._scopes: dict[int, Scope] = {}
         self._memo: dict[tuple[Any, ...], tuple[Values, bool]] = {}
+        self._free: dict[tuple[Any, ...], Values] = {}  # what no capability changes
         self._busy: set[tuple[Any, ...]] = set()
         self.cap: Cap = (0, 0)
         self.touched = False  # whether the value being read came from the GPU
@@ -103,10 +105,11 @@ class TreeEval:
             scope = self._scopes[id(node)] = scope_of_body(body, node.args)
         return scope
 
-    def may_read_gpu(self, node: ast.expr, frame: Frame) -> bool:
+    def may_read_gpu(self, node: ast.expr, frame: Frame, nodes: list[ast.AST] | None = None) -> bool:
         """Whether ``node`` can depend on the GPU at all, from its identifiers alone
-        (a cheap test before any evaluation: most expressions never ask)."""
-        for inner in ast.walk(node):
+        (a cheap test before any evaluation: most expressions never ask); ``nodes``:
+        its walk when the caller has it already."""
+        for inner in walk(node) if nodes is None else nodes:
             if isinstance(inner, ast.Attribute) and inner.attr in SOURCES:
                 return True
             if isinstance(inner, ast.Name) and self._name_touches(inner.id, frame):
@@ -152,10 +155,16 @@ class TreeEval:
         return self._cached(key, lambda: self._eval(node, frame))
 
     def _cached(self, key: tuple[Any, ...], compute: Callable[[], Values]) -> Values:
+        """``key`` ends with the capability; a value computed without reading the GPU
+        is the same on every capability, so it is kept once for all of them (a gate is
+        read on a dozen capabilities, and most of what it names never asks)."""
         hit = self._memo.get(key)
         if hit is not None:
             self.touched |= hit[1]
             return hit[0]
+        free = self._free.get(key[:-1])
+        if free is not None:
+            return free
         if key in self._busy or self._depth > _DEPTH:
             return ANY
         before, self.touched = self.touched, False
@@ -167,6 +176,8 @@ class TreeEval:
             self._busy.discard(key)
             self._depth -= 1
         self._memo[key] = (value, self.touched)
+        if not self.touched:
+            self._free[key[:-1]] = value
         self.touched |= before
         return value
 

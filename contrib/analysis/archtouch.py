@@ -14,6 +14,7 @@ import ast
 from collections.abc import Callable
 
 from contrib.analysis.pymodules import Binding, ModuleIndex, Scope
+from contrib.analysis.pywalk import walk
 
 SOURCES = frozenset({"get_device_capability", "get_device_properties"})
 Modules = Callable[[str], "tuple[ast.Module, Scope] | None"]
@@ -75,7 +76,7 @@ class Touch:
 
     def _identifiers(self, node: ast.AST) -> tuple[frozenset[str], frozenset[str]]:
         names, attrs = set(), set()
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, ast.Name):
                 names.add(inner.id)
             elif isinstance(inner, ast.Attribute):

@@ -87,8 +87,11 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=256)
 def scan(path: str, text: str) -> Scan:
-    """Scan ``text`` into code lines, directives and #if branch structure."""
+    """Scan ``text`` into code lines, directives and #if branch structure (kept: the
+    audit's JIT gates share headers, 593 scans of 258 files at flashinfer main; a
+    :class:`Scan` is never changed after it is made)."""
     physical = strip_comments(text).split("\n")
     result = Scan(path, [""] * len(physical))
     stack: list[Branch] = []

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func, truth_of, vague
 from contrib.analysis.includes import CUDA_SUFFIXES
+from contrib.analysis.pywalk import walk
 from contrib.analysis.tree import SourceTree
 from contrib.arch import KNOWN, Arch, all_majors
 from contrib.record.finding import ERROR, INFO, Finding
@@ -189,11 +190,12 @@ class _Finder(ast.NodeVisitor):
                     self.visit(child)
 
     def _may_gate(self, node: ast.expr) -> bool:
-        if any(isinstance(n, ast.keyword) and n.arg == KEYWORD for n in ast.walk(node)):
+        nodes = walk(node)  # one walk for both questions
+        if any(isinstance(n, ast.keyword) and n.arg == KEYWORD for n in nodes):
             return True
         if isinstance(node, ast.Call) and node.args and _name_of(node.func) == "skipif":
             return self.ev.may_read_gpu(node.args[0], self.frame)
-        return self.ev.may_read_gpu(node, self.frame)
+        return self.ev.may_read_gpu(node, self.frame, nodes)
 
     def _decorator(self, node: ast.expr) -> None:
         """``@supported_compute_capability([100, 103])``: a tree function handed the
@@ -300,7 +302,7 @@ def find_gates(path: str, text: str, ev: TreeEval | None = None,
 def source_literals(function: ast.AST) -> list[str]:
     """String literals naming C/C++/CUDA files inside ``function``, in order, unique."""
     names: list[str] = []
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             value = node.value.strip()
             if value.lower().endswith(CUDA_SUFFIXES) and "\n" not in value and value not in names:
@@ -318,7 +320,7 @@ def builders(functions: dict[str, ast.AST], function: str) -> list[str]:
     found = [function]
     if node is None:
         return found
-    for call in ast.walk(node):
+    for call in walk(node):
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
             callee = functions.get(call.func.id)
             if (callee is not None and call.func.id not in found

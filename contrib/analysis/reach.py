@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func
+from contrib.analysis.pywalk import walk
 
 MAX_REACHED = 120  # chains kept per gate
 MAX_DEPTH = 6  # calls followed below the gated code
@@ -50,7 +51,7 @@ def reached(ev: TreeEval, frame: Frame, code: list[ast.AST]) -> list[str]:
 
 def _calls(nodes: Iterable[ast.AST]) -> Iterator[ast.Call]:
     for statement in nodes:
-        for node in ast.walk(statement):
+        for node in walk(statement):
             if isinstance(node, ast.Call):
                 yield node
 

@@ -71,3 +71,14 @@ def test_find_kernels_with_templates_attributes_and_declarations():
     assert kernels["k1"].body_lines == (5,)
     assert kernels["k2"].body_lines == ()
     assert kernels["k3"].body_lines == (12,)
+
+
+def test_a_scan_is_kept_per_path_and_text() -> None:
+    """The audit's JIT gates share headers: one scan per file and text, a new one when
+    either differs."""
+    text = "#if __CUDA_ARCH__ >= 900\nint x;\n#endif\n"
+    first = scan("a.cuh", text)
+    assert scan("a.cuh", text) is first
+    assert scan("b.cuh", text) is not first and scan("b.cuh", text).path == "b.cuh"
+    changed = scan("a.cuh", text.replace("900", "1000"))
+    assert changed is not first and "1000" in changed.directives[1].rest
