@@ -209,6 +209,30 @@ def hopper_only(x):
             return x * 2
     return x
 ''',
+    # a flag an object sets from the GPU and its other methods test
+    "pkg/forms/flags.py": '''\
+from pkg.utils import is_sm100_supported
+
+
+class Linear:
+    def __init__(self):
+        self.enable_fast_gemm = is_sm100_supported() and True
+        self.is_sm100 = is_sm100_supported()
+
+    def apply(self, x):
+        return fast_gemm(x) if self.enable_fast_gemm else x
+''',
+    # a benchmark that only says it skips on the target; the work is in the else
+    "benchmarks/bench_fp4.py": '''\
+from pkg.utils import is_sm100_supported
+
+if not is_sm100_supported():
+    print("Skipping FP4 GEMM benchmark")
+    if True:
+        print("FP4 needs SM100")
+else:
+    run_fp4_benchmark()
+''',
     # a Triton kernel reached two calls down
     "pkg/forms/triton_path.py": '''\
 import triton

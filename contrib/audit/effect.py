@@ -73,6 +73,12 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
         return _value(gate, arch, "chooses between two values", (parent.body,))
     if isinstance(parent, ast.Return) and node is not None:
         return _returned(gate, arch, _function_of(parent, parents))
+    flag = _flag_set(parent, node)
+    if flag == PREDICATE_VALUE:
+        return Effect(False, PREDICATE_VALUE)
+    if flag:
+        value = _value(gate, arch, f"the flag {flag} it sets", ())
+        return value._replace(why=f"{flag}: {value.why}") if value.excludes else value
     return Effect(False, "a value or argument, not a branch" + ("" if admitted else
                                                                 " (false on the target)"))
 
@@ -100,6 +106,23 @@ def _value(gate: Gate, arch: Arch, why: str, code: tuple[ast.AST, ...]) -> Effec
                         f"{', '.join(map(str, sorted(majors)))}", code)  # fmt: skip
 
 
+def _flag_set(parent: ast.AST | None, node: ast.AST | None) -> str:
+    """``self.enable_flashinfer_bmm = is_sm100_supported() and ...``: an attribute the
+    object's other methods test, which the evaluator does not follow; set from the GPU,
+    it is the decision (a module-level or local name is followed to the tests that read
+    it, and those are the gates).  An arch-named attribute (``self.is_sm100``) is a
+    predicate's value (:data:`PREDICATE_VALUE`).  Empty when ``node`` is not such a value."""
+    if isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1:
+        target: ast.expr = parent.targets[0]
+    elif isinstance(parent, ast.AnnAssign) and parent.value is node:
+        target = parent.target
+    else:
+        return ""
+    if not isinstance(target, ast.Attribute):
+        return ""
+    return PREDICATE_VALUE if _ARCH_NAMED.search(target.attr) else ast.unparse(target)
+
+
 def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
     name = getattr(function, "name", "")
     if not name or _ARCH_NAMED.search(name):
@@ -110,6 +133,9 @@ def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
 def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If]) -> Effect:
     """An ``if`` (or ``elif``) on the arch; ``above``: the ifs before it in its chain."""
     truth = _truth(found, node.test, arch.major)
+    if truth and node.orelse and _only_says(node.body) and not _only_says(node.orelse):
+        return Effect(True, "the branch the target takes only prints a message; the work "
+                            "is in the else", tuple(node.orelse), _said(node.body))  # fmt: skip
     if truth:
         return Effect(False, "the target takes this branch")
     # flashinfer's `if major >= 8: ok = True  elif major == 7 and minor >= 5: ...` never
@@ -142,6 +168,33 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If]) -> Effec
                                 f"early exit, majors {special} this branch", code)  # fmt: skip
         return Effect(False, "an early exit; the target takes the code after it", code)
     return Effect(True, "the target skips this code and has no other branch", code)
+
+
+_SAYING = frozenset({"print", "info", "warning", "warn", "error", "debug", "log",
+                     "warning_once", "info_once", "echo"})
+
+
+def _only_says(body: list[ast.stmt]) -> bool:
+    """A branch that only tells the user something (``print("Skipping ...")``, a log
+    line, an ``if`` between two messages): it does no work."""
+    def says(statement: ast.stmt) -> bool:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            func = statement.value.func
+            return getattr(func, "attr", getattr(func, "id", "")) in _SAYING
+        if isinstance(statement, ast.If):
+            return _only_says(statement.body) and (not statement.orelse
+                                                   or _only_says(statement.orelse))
+        return isinstance(statement, ast.Pass)
+    return bool(body) and all(says(s) for s in body)
+
+
+def _said(body: list[ast.stmt]) -> str:
+    """The first message a branch prints."""
+    for statement in body:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            if statement.value.args:
+                return _text_of(statement.value.args[0])
+    return ""
 
 
 def _specialised(found: Scan, node: ast.If) -> str:

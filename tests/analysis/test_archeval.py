@@ -89,3 +89,21 @@ def test_a_gate_the_target_never_reaches_excludes_nothing(tree: GitTree) -> None
     outer, nested = gates[("hopper_only", 19)], gates[("hopper_only", 20)]
     assert outer.excludes_target  # the target meets this one
     assert not nested.excludes_target and "line 19" in nested.effect
+
+
+def test_a_flag_an_object_sets_from_the_gpu_is_the_decision(tree: GitTree) -> None:
+    ev = tree_eval(tree)
+    text = tree.read_text("pkg/forms/flags.py") or ""
+    gates = {g.line: g for g in gates_of_file("pkg/forms/flags.py", text, SM120, ev)}
+    flag = gates[6]
+    assert flag.excludes_target and flag.admits == "majors 10"
+    assert flag.effect == ("self.enable_fast_gemm: falls back: false on the target, "
+                           "true on majors 10")
+    assert 7 not in gates  # `self.is_sm100`: an arch predicate's value
+
+
+def test_a_branch_that_only_says_it_skips_refuses_the_target(tree: GitTree) -> None:
+    gate = audited(tree, "benchmarks/bench_fp4.py")["<module>"]
+    assert gate.excludes_target and gate.message == "Skipping FP4 GEMM benchmark"
+    assert gate.effect.startswith("the branch the target takes only prints a message")
+    assert "run_fp4_benchmark" in gate.calls
