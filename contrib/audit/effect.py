@@ -191,9 +191,9 @@ def _only_says(body: list[ast.stmt]) -> bool:
 def _said(body: list[ast.stmt]) -> str:
     """The first message a branch prints."""
     for statement in body:
-        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
-            if statement.value.args:
-                return _text_of(statement.value.args[0])
+        if (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+                and statement.value.args):  # fmt: skip
+            return _text_of(statement.value.args[0])
     return ""
 
 
