@@ -34,6 +34,7 @@ from contrib.analysis.archvalues import (
     BUILTINS,
     IDENTITY,
     LIMIT,
+    TOOLKIT,
     UNK,
     Cap,
     Ext,
@@ -48,6 +49,7 @@ from contrib.analysis.archvalues import (
     index,
     safe,
     settled,
+    toolkit_in,
     truth_of,
     vague,
     values_of,
@@ -286,6 +288,11 @@ class TreeEval:
                        for v in self._attribute(base, node.attr))  # fmt: skip
 
     def _attribute(self, base: Any, attr: str) -> Values:
+        dotted = f"{base.dotted}.{attr}" if isinstance(base, Ext) else ""
+        if base is TOOLKIT or dotted == "torch.version.cuda":
+            return frozenset({TOOLKIT})  # its version, `.split`, `.major`: the toolkit still
+        if dotted == "torch.version.hip":
+            return frozenset({None})  # an NVIDIA GPU: torch is not a ROCm build
         if isinstance(base, Ext):
             return frozenset({Ext(f"{base.dotted}.{attr}")})
         if isinstance(base, ModRef):
@@ -376,12 +383,15 @@ class TreeEval:
              kwargs: tuple[tuple[str, Values], ...]) -> Values:  # fmt: skip
         """What calling ``callee`` returns on the current capability."""
         if isinstance(callee, Func):
-            return self.run(callee, args, kwargs) if self.touch.node(callee.path, callee.node) else ANY
+            reads = self.touch.node(callee.path, callee.node) or toolkit_in(*args)
+            return self.run(callee, args, kwargs) if reads else ANY
         if isinstance(callee, Partial):
             if not self.touch.node(callee.func.path, callee.func.node):
                 return ANY
             merged = dict(callee.kwargs) | dict(kwargs)
             return self.run(callee.func, callee.args + args, tuple(merged.items()))
+        if callee is TOOLKIT or isinstance(callee, Ext) and toolkit_in(*args, *(v for _, v in kwargs)):
+            return frozenset({TOOLKIT})  # `cuda.split(".")`, `parse(cuda)`, `map(int, ...)`
         if isinstance(callee, Ext):
             return self._external(callee.dotted, args, kwargs)
         return ANY
@@ -394,6 +404,8 @@ class TreeEval:
             return frozenset({self.cap})
         if last == "get_device_properties":
             return frozenset({Props()})
+        if dotted == "torch.cuda.is_available":
+            return frozenset({True})  # the question is a machine with the target's GPU
         if last == "partial" and args:
             return values_of(Partial(f, args[1:], kwargs) if isinstance(f, Func) else UNK
                            for f in args[0])  # fmt: skip

@@ -17,6 +17,11 @@ from contrib.analysis.pymodules import Binding, ModuleIndex, Scope
 from contrib.analysis.pywalk import walk
 
 SOURCES = frozenset({"get_device_capability", "get_device_properties"})
+# `torch.version.cuda`: the toolkit's version, which decides with the GPU (a predicate
+# `major == 12 and torch.version.cuda >= "12.8"`, a `_cuda_ok()` beside it)
+TOOLKIT_ATTRS = frozenset({"version", "cuda"})
+# `torch.cuda.is_available()` (true on the machine the audit asks about) is read as
+# such only where a function or name also reaches the GPU or the toolkit
 Modules = Callable[[str], "tuple[ast.Module, Scope] | None"]
 
 
@@ -35,7 +40,7 @@ class Touch:
         if key not in self._nodes:
             self._nodes[key] = False  # a cycle reads nothing new
             names, attrs = self._identifiers(node)
-            self._nodes[key] = bool((names | attrs) & SOURCES) or any(
+            self._nodes[key] = bool((names | attrs) & SOURCES) or TOOLKIT_ATTRS <= attrs or any(
                 self.name(n, path) for n in names)  # fmt: skip
         return self._nodes[key]
 

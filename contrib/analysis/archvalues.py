@@ -33,6 +33,12 @@ UNK = _Unknown("unknown", frozenset({True, False}))
 UNK_T = _Unknown("unknown-true", frozenset({True}))
 UNK_F = _Unknown("unknown-false", frozenset({False}))
 ANY: Values = frozenset({UNK})
+# The CUDA toolkit's version (``torch.version.cuda`` and what is computed from it).  The
+# audit asks what the GPU decides with a toolkit that can build the target, so the
+# toolkit is newer than any version the code compares it with: `cuda >= (12, 8)` is
+# true, `cuda < "12.8"` false; tests of its equality stay unknown.
+TOOLKIT = _Unknown("toolkit", frozenset({True}))
+_ORDER = {ast.Gt: True, ast.GtE: True, ast.Lt: False, ast.LtE: False}
 
 
 @dataclass(frozen=True)
@@ -152,12 +158,16 @@ def safe(op: Callable[..., Any], *operands: Any) -> Any:
 
 
 def index(base: Any, key: Any) -> Any:
+    if base is TOOLKIT:
+        return TOOLKIT  # `cuda.split(".")[:2]`
     if vague(base) or (not isinstance(key, slice) and vague(key)) or not isinstance(base, tuple | str):
         return UNK
     return safe(operator.getitem, base, key)
 
 
 def compare(op: ast.cmpop, a: Any, b: Any) -> set[bool]:
+    if (a is TOOLKIT) != (b is TOOLKIT):
+        return _toolkit_compare(op, a is TOOLKIT)
     function = CMPOPS.get(type(op))
     if function is None or vague(a) or vague(b):
         if isinstance(op, ast.Is | ast.IsNot) and (a is None) != (b is None) and not (
@@ -166,3 +176,18 @@ def compare(op: ast.cmpop, a: Any, b: Any) -> set[bool]:
         return {True, False}
     result = safe(function, a, b)
     return {True, False} if isinstance(result, _Unknown) else {bool(result)}
+
+
+def _toolkit_compare(op: ast.cmpop, toolkit_left: bool) -> set[bool]:
+    """A comparison with the toolkit's version on one side (see :data:`TOOLKIT`)."""
+    newer = _ORDER.get(type(op))
+    if newer is not None:
+        return {newer if toolkit_left else not newer}
+    if isinstance(op, ast.Is | ast.IsNot):  # `torch.version.cuda is not None`
+        return {isinstance(op, ast.IsNot)}
+    return {True, False}
+
+
+def toolkit_in(*values: Values) -> bool:
+    """Whether any of ``values`` holds the toolkit's version."""
+    return any(TOOLKIT in v for v in values)

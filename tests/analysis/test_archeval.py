@@ -107,3 +107,21 @@ def test_a_branch_that_only_says_it_skips_refuses_the_target(tree: GitTree) -> N
     assert gate.excludes_target and gate.message == "Skipping FP4 GEMM benchmark"
     assert gate.effect.startswith("the branch the target takes only prints a message")
     assert "run_fp4_benchmark" in gate.calls
+
+
+def test_the_toolkit_is_one_that_can_build_the_target(tree: GitTree) -> None:
+    """`torch.version.cuda` compared with any version is newer; `torch.cuda.is_available()`
+    is true and `torch.version.hip` None: the question is a CUDA machine with the GPU."""
+    import ast
+
+    from contrib.analysis.archvalues import Frame
+
+    ev = tree_eval(tree)
+    nodes = [ast.parse(text, mode="eval").body for text in (
+        "is_sm100_supported()", "is_blackwell_supported()",
+        'torch.cuda.get_device_capability()[0] == 12 and torch.version.cuda < "12.8"')]
+    frame = Frame("pkg/utils/common.py")
+    read = [ev.on_caps(node, frame, [(10, 0), (12, 0), (9, 0)]) for node in nodes]
+    assert read[0] == {(10, 0): {True}, (12, 0): {False}, (9, 0): {False}}
+    assert read[1] == {(10, 0): {True}, (12, 0): {True}, (9, 0): {False}}
+    assert read[2] is None or all(v == {False} for v in read[2].values())
