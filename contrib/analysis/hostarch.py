@@ -44,6 +44,11 @@ PTX_FAMILIES: dict[str, frozenset[int]] = {
     "wgmma": frozenset({9}),  # sm_90a
     "tcgen05": frozenset({10, 11}),  # sm_100a, sm_101a (now sm_110a), sm_103a; 100f/110f
 }
+# CuTe DSL's namespaces for those families (``cutlass.cute.nvgpu.tcgen05``, ``.warpgroup``
+# for wgmma): a kernel written with them has the family's archs only.
+CUTE_FAMILIES: dict[str, frozenset[int]] = {
+    "tcgen05": PTX_FAMILIES["tcgen05"], "warpgroup": PTX_FAMILIES["wgmma"],
+}  # fmt: skip
 _PTX = re.compile(r'"[^"\n]*\b(' + "|".join(PTX_FAMILIES) + r')\.')
 _SM_NAME = re.compile(r"\barch::Sm(\d{2,3})\b|\bSM(\d{2,3})_\w")  # ArchTags, CuTe atoms
 _CAP_ATTR = re.compile(r"cudaDeviceGetAttribute\s*\(\s*&\s*(\w+)\s*,\s*"

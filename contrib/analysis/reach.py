@@ -16,7 +16,9 @@ and ``targets``, what can class a gate, by identity, whatever its depth:
   holds a ``supported_major_versions`` list), with the majors the literal nvcc
   flags along its chain name (``compute_100a``: 10), if any;
 * ``triton``: a ``@triton.jit`` kernel;
-* ``cute``: a class holding ``admissible_archs`` (CuTe DSL), with its archs;
+* ``cute``: a class holding ``admissible_archs`` (CuTe DSL), with its archs; a
+  ``@cute.kernel``/``@cute.jit`` function, with the archs of the arch-specific CuTe
+  namespaces its module uses (``tcgen05``: 10, 11; ``warpgroup``: 9; none: generic);
 * ``aot``: an ahead-of-time built op, ``torch.ops.NS.op`` (its C++ is read by the judge).
 
 A target is written ``kind|path|qualified name|majors|chain`` (see :class:`Target`).
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import UNK, Ext, Frame, Func, ModRef
+from contrib.analysis.hostarch import CUTE_FAMILIES
 
 MAX_CALLS = 120  # call chains kept per gate, for the reader
 MAX_FUNCTIONS = 1500  # tree functions walked per gate (each once)
@@ -93,6 +96,7 @@ class _Graph:
         self.ev = ev
         self.known: dict[int, _Known] = {}
         self.names: dict[str, dict[int, str]] = {}
+        self.cute: dict[str, tuple[int, ...]] = {}
 
     def qualname(self, path: str, node: ast.AST) -> str:
         names = self.names.get(path)
@@ -104,12 +108,27 @@ class _Graph:
         key = id(func.node)
         if key not in self.known:
             node = func.node
-            kind = "triton" if _is_triton(node) else "jit" if _builds(node) else ""
+            kind = ("triton" if _is_triton(node) else "cute" if _is_cute(node)
+                    else "jit" if _builds(node) else "")  # fmt: skip
             frame = Frame(func.path, self.ev.function_scope(node), None, key)
             calls = [] if kind else self.resolve(frame, node.body)
-            flags = _flag_majors(self.ev, frame, node) if not kind or kind == "jit" else ()
+            flags = (_flag_majors(self.ev, frame, node) if kind in ("", "jit")
+                     else self.cute_majors(func.path) if kind == "cute" else ())  # fmt: skip
             self.known[key] = _Known(self.qualname(func.path, node), calls, kind, flags)
         return self.known[key]
+
+    def cute_majors(self, path: str) -> tuple[int, ...]:
+        """The archs of the arch-specific CuTe namespaces a module uses (empty: generic)."""
+        if path not in self.cute:
+            module = self.ev.parsed(path)
+            used = {n.attr if isinstance(n, ast.Attribute) else n.id
+                    for n in ast.walk(module) if isinstance(n, ast.Attribute | ast.Name)
+                    } if module is not None else set()  # fmt: skip
+            used |= {a.name.rsplit(".", 1)[-1] for n in (ast.walk(module) if module else ())
+                     if isinstance(n, ast.ImportFrom | ast.Import) for a in n.names}
+            self.cute[path] = tuple(sorted({m for name, majors in CUTE_FAMILIES.items()
+                                            if name in used for m in majors}))
+        return self.cute[path]
 
     def resolve(self, frame: Frame, nodes: Iterable[ast.AST]) -> list[tuple[str, list[Func | Target]]]:
         out: list[tuple[str, list[Func | Target]]] = []
@@ -128,8 +147,25 @@ class _Graph:
                 found.append(value)
             elif isinstance(value, Ext) and value.dotted.startswith("torch.ops."):
                 found.append(Target("aot", "", value.dotted.removesuffix(".default")))
-            elif value is UNK:
-                found += self._class(func, frame)
+            elif value is UNK or isinstance(value, Ext):
+                found += self._unbound(func, frame)
+        return found
+
+    def _unbound(self, func: ast.expr, frame: Frame) -> list[Func | Target]:
+        """What the evaluator leaves unknown: a function of a submodule named as an
+        attribute (``flashinfer.decode.run`` with ``decode`` not bound in the
+        package), a class of the tree, a method of an instance made from one."""
+        found = self._class(func, frame)
+        if isinstance(func, ast.Attribute):
+            for path in _modules_of(self.ev, func.value, frame):
+                found += [v for v in self.ev.global_(func.attr, path) if isinstance(v, Func)]
+            if isinstance(func.value, ast.Name) and frame.local is not None:
+                for binding in frame.local.names.get(func.value.id, []):
+                    if binding.kind == "expr" and isinstance(binding.node, ast.Call):
+                        found += [Func(path, item) for path, node in
+                                  _classes(self.ev, binding.node.func, frame)
+                                  for item in node.body if isinstance(item, ast.FunctionDef)
+                                  and item.name == func.attr]  # fmt: skip
         return found
 
     def _class(self, func: ast.expr, frame: Frame) -> list[Func | Target]:
@@ -182,8 +218,9 @@ def reach(ev: TreeEval, frame: Frame, code: list[ast.AST]) -> Reached:
                 seen.add(key)
                 walked += 1
                 if known.kind:
-                    out.targets.append(Target(known.kind, callee.path, known.qualname,
-                                              majors if known.kind == "jit" else (), chain).text())
+                    kept = majors if known.kind == "jit" else known.flags
+                    out.targets.append(Target(known.kind, callee.path, known.qualname, kept,
+                                              chain).text())  # fmt: skip
                     if known.kind == "triton":
                         shown = f"{prefix}>triton:{name}" if prefix else f"triton:{name}"
                 elif depth < MAX_DEPTH:
@@ -217,9 +254,22 @@ def _classes(ev: TreeEval, func: ast.expr, frame: Frame) -> Iterator[tuple[str, 
         if local is None:
             yield from _module_class(ev, func.id, frame.path, 0)
     elif isinstance(func, ast.Attribute):
-        for base in ev.eval(func.value, frame):
-            if isinstance(base, ModRef):
-                yield from _module_class(ev, func.attr, base.path, 0)
+        for path in _modules_of(ev, func.value, frame):
+            yield from _module_class(ev, func.attr, path, 0)
+
+
+def _modules_of(ev: TreeEval, node: ast.expr, frame: Frame, depth: int = 0) -> list[str]:
+    """The tree modules ``node`` names: a bound module, or a submodule of one named as an
+    attribute (``pkg.sub`` where the package's ``__init__`` does not bind ``sub``)."""
+    paths = [v.path for v in ev.eval(node, frame) if isinstance(v, ModRef)]
+    if paths or depth > 4 or not isinstance(node, ast.Attribute):
+        return paths
+    for base in _modules_of(ev, node.value, frame, depth + 1):
+        folder = base.rsplit("/", 1)[0] if base.endswith("/__init__.py") else ""
+        for candidate in (f"{folder}/{node.attr}.py", f"{folder}/{node.attr}/__init__.py"):
+            if folder and ev.module(candidate) is not None:
+                paths.append(candidate)
+    return paths
 
 
 def _module_class(ev: TreeEval, name: str, path: str, depth: int) -> Iterator[tuple[str, ast.ClassDef]]:
@@ -287,6 +337,11 @@ def _callee_name(call: ast.Call) -> str | None:
     func = call.func.value if isinstance(call.func, ast.Subscript) else call.func  # kernel[grid](...)
     name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
     return name if isinstance(name, str) else None
+
+
+def _is_cute(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``@cute.kernel`` / ``@cute.jit`` (CuTe DSL: compiled when first called)."""
+    return any(ast.unparse(d).startswith(("cute.kernel", "cute.jit")) for d in node.decorator_list)
 
 
 def _is_triton(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -157,14 +157,15 @@ class Behind:
         return [u for u in (find_by_name(self.tree, n) for n in names) if u]
 
     def _cute(self, target: Target) -> Verdict:
-        archs = ", ".join(f"sm_{m}x" for m in target.majors) or "none"
+        archs = ", ".join(f"sm_{m}x" for m in target.majors)
         where = f"the CuTe DSL kernel {target.name} ({target.path})"
-        if self.arch.major in target.majors:
-            return Verdict(GATE_ONLY, f"its code runs {where}, whose admissible_archs "
-                           f"admit {self.arch.name}", at_stake=False)  # fmt: skip
-        return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, whose admissible_archs "
-                       f"({archs}) omit {self.arch.name}: CuTe refuses to compile it there",
-                       [f"{target.path} admissible_archs: {archs}"])  # fmt: skip
+        if not target.majors or self.arch.major in target.majors:
+            serves = f"admits {self.arch.name}" if target.majors else "is generic"
+            return Verdict(GATE_ONLY, f"its code runs {where}, which {serves}; CuTe DSL "
+                           "compiles for the GPU it runs on", at_stake=False)  # fmt: skip
+        return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, whose archs ({archs}: its "
+                       f"admissible_archs, or the arch-specific CuTe ops its module uses) omit "
+                       f"{self.arch.name}", [f"{target.path} {target.name}: {archs} only"])
 
     def _aot(self, target: Target) -> Verdict | None:
         if self._ops is None:

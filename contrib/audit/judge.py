@@ -1,18 +1,19 @@
 """What stands behind each excluding gate: its class and the evidence for it.
 
-A JIT gate names the CUDA units its function builds.  validate's arch-guard
-analysis walks those units and their ``#include`` closure once per arch: the
-target's pass against the passes of the archs the gate admits.  An empty
-kernel or a dropped statement on the target makes the gate
-``needs-kernel-work`` (evidence: each finding's ``file:line`` and its guard's);
-none makes it ``gate-only``.  A Python gate whose gated code calls a JIT
-module's getter (``get_x_module`` / ``gen_x_module``) inherits that module's
-verdict, also one call down when the helper it calls is defined in the same
-file (``_fused() -> get_x_module()``).  An upstream comment naming the target's
-family as left out makes a gate ``intentional``; anything else is ``unknown``,
-with the reason.  What the refusal says (its ``raise``'s message) joins the reason:
-it is upstream's word, but "not supported on SM120" is the refusal itself, not a
-reason for it, so it never decides the class.
+A JIT gate names the CUDA units its function builds.  The arch-guard analysis
+walks those units and their ``#include`` closure once per arch: the target's
+pass against the passes of the archs the gate admits.  An empty kernel or a
+dropped statement on the target, device code using only ISA other archs have,
+or a host check refusing the target (:mod:`contrib.analysis.hostarch`) makes
+the gate ``needs-kernel-work`` (evidence: each finding's ``file:line`` and its
+guard's); none makes it ``gate-only``.  A Python gate takes the class of what
+its code reaches, by identity and at any depth (:mod:`contrib.audit.behind`):
+JIT modules, Triton and CuTe DSL kernels, ahead-of-time built ops; a gate in a
+decision function, of what its callers run.  An upstream comment naming the
+target's family as left out makes a gate ``intentional``; anything else is
+``unknown``, with the reason.  What the refusal says (its ``raise``'s message)
+joins the reason: it is upstream's word, but "not supported on SM120" is the
+refusal itself, not a reason for it, so it never decides the class.
 """
 
 from __future__ import annotations

@@ -146,7 +146,15 @@ def test_a_cute_kernel_whose_admissible_archs_omit_the_target_needs_kernel_work(
     gate = _audit(BASE | {"pkg/cute_kernels.py": cute, "pkg/moe.py": runner})["pkg/moe.py:moe"]
     assert gate.class_ == "needs-kernel-work"
     assert "CuTe DSL kernel GroupedGemmKernel (pkg/cute_kernels.py)" in gate.reason
-    assert "admissible_archs (sm_10x) omit sm_120a" in gate.reason
+    assert "whose archs (sm_10x: its admissible_archs" in gate.reason
+    # A @cute.kernel takes the archs of the arch-specific CuTe ops its module uses.
+    dsl = ("import cutlass.cute as cute\nfrom cutlass.cute.nvgpu import {ns}\n\n\n"
+           "@cute.kernel\ndef gemm_kernel(a):\n    {ns}.make_op(a)\n")
+    runner = runner.replace("pkg.cute_kernels import GroupedGemmKernel", "pkg.dsl import gemm_kernel")
+    runner = runner.replace("GroupedGemmKernel(128)", "gemm_kernel(1)")
+    for ns, klass in (("tcgen05", "needs-kernel-work"), ("warp", "gate-only")):
+        gate = _audit(BASE | {"pkg/dsl.py": dsl.format(ns=ns), "pkg/moe.py": runner})["pkg/moe.py:moe"]
+        assert gate.class_ == klass, (ns, gate.reason)
 
 
 TCGEN05 = ("__global__ void mma_kernel(unsigned* tmem) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000\n"
