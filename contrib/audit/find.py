@@ -155,7 +155,9 @@ class CallSites:
         if self._by_name is None:
             self._by_name = {}
             for caller, body in self.found.functions.items():
-                for call in _own_calls(body):
+                marks = [c for d in getattr(body, "decorator_list", []) for c in ast.walk(d)
+                         if isinstance(c, ast.Call)]  # `@skipif(not f())`: guards the body
+                for call in [*_own_calls(body), *marks]:
                     if isinstance(call.func, ast.Name):
                         self._by_name.setdefault(call.func.id, []).append((caller, call))
         for caller, call in self._by_name.get(getattr(node, "name", ""), []):
@@ -192,6 +194,8 @@ def _guarded_by(call: ast.Call, parents: dict[int, ast.AST]) -> list[ast.AST]:
     while parent is not None and not isinstance(parent, ast.stmt):
         negated ^= isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)
         child, parent = parent, parents.get(id(parent))
+    if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef) and child in parent.decorator_list:
+        return list(parent.body)
     if isinstance(parent, ast.If | ast.While) and parent.test is child:
         return list(parent.orelse if negated else parent.body)
     block = parents.get(id(parent)) if parent is not None else None

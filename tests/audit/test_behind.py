@@ -108,6 +108,12 @@ def test_a_decision_function_is_followed_to_the_code_its_callers_run() -> None:
     gate = gates["tests/test_x.py:_skip_if_unsupported"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "_run>fmha" in " ".join(gate.calls)
+    # A predicate a skip marker calls: the marked test's body.
+    marker = ("import pytest\nimport torch\n\nfrom pkg.api import fmha\n\n\n"
+              "def is_fa3_supported():\n    return torch.cuda.get_device_capability()[0] == 9\n\n\n"
+              "@pytest.mark.skipif(not is_fa3_supported(), reason='FA3')\ndef test_b():\n    fmha(1)\n")
+    gates = _audit(BASE | {"tests/test_y.py": marker})
+    assert gates["tests/test_y.py:is_fa3_supported"].class_ == "needs-kernel-work"
     # A boolean decision function: the branch its caller takes on it.
     runtime = ("from pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
                "def _use_fused():\n    return is_sm100_supported()\n\n\n"
