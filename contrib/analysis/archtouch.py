@@ -40,7 +40,7 @@ class Touch:
         if key not in self._nodes:
             self._nodes[key] = False  # a cycle reads nothing new
             names, attrs = self._identifiers(node)
-            self._nodes[key] = bool((names | attrs) & SOURCES) or TOOLKIT_ATTRS <= attrs or any(
+            self._nodes[key] = bool((names | attrs) & SOURCES) or attrs >= TOOLKIT_ATTRS or any(
                 self.name(n, path) for n in names)  # fmt: skip
         return self._nodes[key]
 

@@ -1,52 +1,330 @@
 """What a piece of code reaches: the functions its calls lead to, at any depth in the tree.
 
-A gate's class comes from what stands behind it: sglang's
-``if _use_fused(): out = fused_allreduce(x)`` reaches flashinfer's module getter
-three calls down, in another file.  Calls are resolved by the arch evaluator's
-bindings (the callee's definition in the tree, imports followed), breadth first;
-each reached function is written as its chain of calls, ``a>b>get_x_module``,
-and a Triton kernel (``@triton.jit``) as ``triton:name`` at the end of its chain.
+A gate's class comes from what stands behind it: a flashinfer test's
+``skipif(cc[0] != 10)`` guards ``fused_moe.cutlass_fused_moe(...)``, which calls
+``get_cutlass_fused_moe_module``, which builds ``gen_cutlass_fused_moe_sm100_module``
+three files away.  Calls are resolved by the arch evaluator's bindings (the
+callee's definition in the tree, imports followed; a class's ``__init__`` and
+``__call__``), breadth first, each function once (by identity), so a deep JIT
+module is reached however many helpers stand between.
+
+Two answers: ``calls``, the chains of call names as written (``a>b>get_x_module``,
+a Triton kernel as ``triton:name``; the first :data:`MAX_CALLS`, for the reader),
+and ``targets``, what can class a gate, by identity, whatever its depth:
+
+* ``jit``: a tree function that builds CUDA units (it names ``.cu`` sources or
+  holds a ``supported_major_versions`` list), with the majors the literal nvcc
+  flags along its chain name (``compute_100a``: 10), if any;
+* ``triton``: a ``@triton.jit`` kernel;
+* ``cute``: a class holding ``admissible_archs`` (CuTe DSL), with its archs; a
+  ``@cute.kernel``/``@cute.jit`` function, with the archs of the arch-specific CuTe
+  namespaces its module uses (``tcgen05``: 10, 11; ``warpgroup``: 9; none: generic);
+* ``aot``: an ahead-of-time built op, ``torch.ops.NS.op`` (its C++ is read by the judge).
+
+A target is written ``kind|path|qualified name|majors|chain`` (see :class:`Target`).
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 from contrib.analysis.archeval import TreeEval
-from contrib.analysis.archvalues import Frame, Func
+from contrib.analysis.archvalues import UNK, Ext, Frame, Func, ModRef
+from contrib.analysis.hostarch import CUTE_FAMILIES
 from contrib.analysis.pywalk import walk
 
-MAX_REACHED = 120  # chains kept per gate
-MAX_DEPTH = 6  # calls followed below the gated code
+MAX_CALLS = 120  # call chains kept per gate, for the reader
+MAX_FUNCTIONS = 1500  # tree functions walked per gate (each once)
+MAX_DEPTH = 16  # calls followed below the gated code
+_ARCH_FLAG = re.compile(r"\b(?:compute|sm)_(\d{2,3})[af]?\b")
+_FLAG_TEXT = re.compile(r"arch=|compute_\d")  # a string that is an nvcc arch flag
+_SOURCE = re.compile(r"\.(?:cu|cuh|cpp|cc)$")
+_KEYWORD = "supported_major_versions"
 
 
-def reached(ev: TreeEval, frame: Frame, code: list[ast.AST]) -> list[str]:
-    """The calls in ``code`` and, through the tree's definitions, everything they call."""
-    found: list[str] = []
-    seen_names: set[str] = set()
-    visited: set[int] = set()
-    queue: deque[tuple[Frame, Iterable[ast.AST], str, int]] = deque([(frame, code, "", 0)])
-    while queue and len(found) < MAX_REACHED:
-        where, nodes, prefix, depth = queue.popleft()
+@dataclass(frozen=True)
+class Target:
+    """Something reached that can class a gate; ``majors``: what its build flags name."""
+
+    kind: str  # jit, triton, cute, aot
+    path: str
+    name: str  # qualified name in ``path`` (the op's dotted name for aot)
+    majors: tuple[int, ...] = ()
+    chain: str = ""
+
+    def text(self) -> str:
+        """The form kept in the audit's JSON."""
+        return "|".join([self.kind, self.path, self.name, ",".join(map(str, self.majors)),
+                         self.chain])  # fmt: skip
+
+    @classmethod
+    def parse(cls, text: str) -> Target | None:
+        """Back from :meth:`text` (None for a malformed entry)."""
+        parts = text.split("|")
+        if len(parts) != 5:
+            return None
+        kind, path, name, majors, chain = parts
+        return cls(kind, path, name, tuple(int(m) for m in majors.split(",") if m.isdigit()), chain)
+
+
+@dataclass
+class Reached:
+    """What a piece of code reaches: call chains for the reader, targets by identity."""
+
+    calls: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Known:
+    """Per tree function: its qualified name, its resolved calls, what it is."""
+
+    qualname: str
+    calls: list[tuple[str, list[Func | Target]]]
+    kind: str  # "", jit, triton
+    flags: tuple[int, ...]
+
+
+class _Graph:
+    """The call graph of one tree, read lazily and kept for every gate of it."""
+
+    def __init__(self, ev: TreeEval) -> None:
+        self.ev = ev
+        self.known: dict[int, _Known] = {}
+        self.names: dict[str, dict[int, str]] = {}
+        self.cute: dict[str, tuple[int, ...]] = {}
+
+    def qualname(self, path: str, node: ast.AST) -> str:
+        names = self.names.get(path)
+        if names is None:
+            names = self.names[path] = _qualnames(self.ev.parsed(path))
+        return names.get(id(node), getattr(node, "name", "?"))
+
+    def function(self, func: Func) -> _Known:
+        key = id(func.node)
+        if key not in self.known:
+            node = func.node
+            kind = ("triton" if _is_triton(node) else "cute" if _is_cute(node)
+                    else "jit" if _builds(node) else "")  # fmt: skip
+            frame = Frame(func.path, self.ev.function_scope(node), None, key)
+            calls = [] if kind else self.resolve(frame, node.body)
+            flags = (_flag_majors(self.ev, frame, node) if kind in ("", "jit")
+                     else self.cute_majors(func.path) if kind == "cute" else ())  # fmt: skip
+            self.known[key] = _Known(self.qualname(func.path, node), calls, kind, flags)
+        return self.known[key]
+
+    def cute_majors(self, path: str) -> tuple[int, ...]:
+        """The archs of the arch-specific CuTe namespaces a module uses (empty: generic)."""
+        if path not in self.cute:
+            module = self.ev.parsed(path)
+            used = {n.attr if isinstance(n, ast.Attribute) else n.id
+                    for n in ast.walk(module) if isinstance(n, ast.Attribute | ast.Name)
+                    } if module is not None else set()  # fmt: skip
+            used |= {a.name.rsplit(".", 1)[-1] for n in (ast.walk(module) if module else ())
+                     if isinstance(n, ast.ImportFrom | ast.Import) for a in n.names}
+            self.cute[path] = tuple(sorted({m for name, majors in CUTE_FAMILIES.items()
+                                            if name in used for m in majors}))
+        return self.cute[path]
+
+    def resolve(self, frame: Frame, nodes: Iterable[ast.AST]) -> list[tuple[str, list[Func | Target]]]:
+        out: list[tuple[str, list[Func | Target]]] = []
         for call in _calls(nodes):
             name = _callee_name(call)
-            if name is None:
+            if name is not None:
+                out.append((name, self._callees(frame, call)))
+        return out
+
+    def _callees(self, frame: Frame, call: ast.Call) -> list[Func | Target]:
+        func = call.func.value if isinstance(call.func, ast.Subscript) else call.func
+        self.ev.cap = (0, 0)
+        found: list[Func | Target] = []
+        for value in self.ev.eval(func, frame):
+            if isinstance(value, Func):
+                found.append(value)
+            elif isinstance(value, Ext) and value.dotted.startswith("torch.ops."):
+                found.append(Target("aot", "", value.dotted.removesuffix(".default")))
+            elif value is UNK or isinstance(value, Ext):
+                found += self._unbound(func, frame)
+        return found
+
+    def _unbound(self, func: ast.expr, frame: Frame) -> list[Func | Target]:
+        """What the evaluator leaves unknown: a function of a submodule named as an
+        attribute (``flashinfer.decode.run`` with ``decode`` not bound in the
+        package), a class of the tree, a method of an instance made from one."""
+        found = self._class(func, frame)
+        if isinstance(func, ast.Attribute):
+            for path in _modules_of(self.ev, func.value, frame):
+                found += [v for v in self.ev.global_(func.attr, path) if isinstance(v, Func)]
+            if isinstance(func.value, ast.Name) and frame.local is not None:
+                for binding in frame.local.names.get(func.value.id, []):
+                    if binding.kind == "expr" and isinstance(binding.node, ast.Call):
+                        found += [Func(path, item) for path, node in
+                                  _classes(self.ev, binding.node.func, frame)
+                                  for item in node.body if isinstance(item, ast.FunctionDef)
+                                  and item.name == func.attr]  # fmt: skip
+        return found
+
+    def _class(self, func: ast.expr, frame: Frame) -> list[Func | Target]:
+        """A class of the tree called: its CuTe ``admissible_archs``, else its
+        ``__init__`` and ``__call__`` (what constructing and calling it run)."""
+        found: list[Func | Target] = []
+        for path, node in _classes(self.ev, func, frame):
+            archs = _admissible(node)
+            if archs is not None:
+                found.append(Target("cute", path, self.qualname(path, node), archs))
                 continue
+            found += [Func(path, item) for item in node.body
+                      if isinstance(item, ast.FunctionDef) and item.name in ("__init__", "__call__")]
+        return found
+
+
+_GRAPHS: weakref.WeakKeyDictionary[TreeEval, _Graph] = weakref.WeakKeyDictionary()
+
+
+def _graph(ev: TreeEval) -> _Graph:
+    graph = _GRAPHS.get(ev)
+    if graph is None:
+        graph = _GRAPHS[ev] = _Graph(ev)
+    return graph
+
+
+def reach(ev: TreeEval, frame: Frame, code: list[ast.AST]) -> Reached:
+    """The calls in ``code`` and, through the tree's definitions, what they lead to."""
+    graph = _graph(ev)
+    out = Reached()
+    seen: set[tuple[int, tuple[int, ...]]] = set()
+    queue: deque[tuple[list[tuple[str, list[Func | Target]]], str, int, tuple[int, ...]]] = deque(
+        [(graph.resolve(frame, code), "", 0, ())])
+    walked = 0
+    while queue and walked < MAX_FUNCTIONS:
+        calls, prefix, depth, flags = queue.popleft()
+        for name, callees in calls:
             chain = f"{prefix}>{name}" if prefix else name
-            if chain in seen_names:
-                continue
-            seen_names.add(chain)
-            for func in _callees(ev, where, call):
-                if _is_triton(func.node):
-                    chain = f"{prefix}>triton:{name}" if prefix else f"triton:{name}"
-                elif id(func.node) not in visited and depth < MAX_DEPTH:
-                    visited.add(id(func.node))
-                    inner = Frame(func.path, ev.function_scope(func.node), None, id(func.node))
-                    queue.append((inner, func.node.body, chain, depth + 1))
-            found.append(chain)
-    return found[:MAX_REACHED]
+            shown = chain
+            for callee in callees:
+                if isinstance(callee, Target):
+                    out.targets.append(Target(callee.kind, callee.path, callee.name,
+                                              callee.majors, chain).text())  # fmt: skip
+                    continue
+                known = graph.function(callee)
+                majors = flags + tuple(m for m in known.flags if m not in flags)
+                key = (id(callee.node), majors if known.kind == "jit" else ())
+                if key in seen:
+                    continue
+                seen.add(key)
+                walked += 1
+                if known.kind:
+                    kept = majors if known.kind == "jit" else known.flags
+                    out.targets.append(Target(known.kind, callee.path, known.qualname, kept,
+                                              chain).text())  # fmt: skip
+                    if known.kind == "triton":
+                        shown = f"{prefix}>triton:{name}" if prefix else f"triton:{name}"
+                elif depth < MAX_DEPTH:
+                    queue.append((known.calls, chain, depth + 1, majors))
+            if len(out.calls) < MAX_CALLS and shown not in out.calls:
+                out.calls.append(shown)
+    return out
+
+
+def _qualnames(module: ast.Module | None) -> dict[int, str]:
+    """Every function and class of ``module`` by node id, named as the gate finder names
+    them (``Outer.method``)."""
+    names: dict[int, str] = {}
+    stack: list[tuple[ast.AST, str]] = [(module, "")] if module is not None else []
+    while stack:
+        node, prefix = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}.{child.name}" if prefix else child.name
+                names[id(child)] = name
+                stack.append((child, name))
+            elif not isinstance(child, ast.expr):
+                stack.append((child, prefix))
+    return names
+
+
+def _classes(ev: TreeEval, func: ast.expr, frame: Frame) -> Iterator[tuple[str, ast.ClassDef]]:
+    """The tree classes ``func`` (a name, or ``module.Name``) is bound to."""
+    if isinstance(func, ast.Name):
+        local = frame.local.names.get(func.id) if frame.local is not None else None
+        if local is None:
+            yield from _module_class(ev, func.id, frame.path, 0)
+    elif isinstance(func, ast.Attribute):
+        for path in _modules_of(ev, func.value, frame):
+            yield from _module_class(ev, func.attr, path, 0)
+
+
+def _modules_of(ev: TreeEval, node: ast.expr, frame: Frame, depth: int = 0) -> list[str]:
+    """The tree modules ``node`` names: a bound module, or a submodule of one named as an
+    attribute (``pkg.sub`` where the package's ``__init__`` does not bind ``sub``)."""
+    paths = [v.path for v in ev.eval(node, frame) if isinstance(v, ModRef)]
+    if paths or depth > 4 or not isinstance(node, ast.Attribute):
+        return paths
+    for base in _modules_of(ev, node.value, frame, depth + 1):
+        folder = base.rsplit("/", 1)[0] if base.endswith("/__init__.py") else ""
+        for candidate in (f"{folder}/{node.attr}.py", f"{folder}/{node.attr}/__init__.py"):
+            if folder and ev.module(candidate) is not None:
+                paths.append(candidate)
+    return paths
+
+
+def _module_class(ev: TreeEval, name: str, path: str, depth: int) -> Iterator[tuple[str, ast.ClassDef]]:
+    module = ev.module(path)
+    if module is None or depth > 6:
+        return
+    for binding in module[1].names.get(name, []):
+        if binding.kind == "class" and isinstance(binding.node, ast.ClassDef):
+            yield path, binding.node
+        elif binding.kind == "import" and binding.attr:
+            target = ev.index.find(binding.module, path, binding.level)
+            if target is not None:
+                yield from _module_class(ev, binding.attr, target, depth + 1)
+
+
+def _admissible(node: ast.ClassDef) -> tuple[int, ...] | None:
+    """The majors of a CuTe DSL class's ``admissible_archs = ["sm_100a", ...]``."""
+    for item in node.body:
+        targets = item.targets if isinstance(item, ast.Assign) else (
+            [item.target] if isinstance(item, ast.AnnAssign) else [])  # fmt: skip
+        if any(isinstance(t, ast.Name) and t.id == "admissible_archs" for t in targets):
+            value = getattr(item, "value", None)
+            found = [int(m) // 10 for c in ast.walk(value) if isinstance(c, ast.Constant)
+                     and isinstance(c.value, str) for m in _ARCH_FLAG.findall(c.value)] if value else []
+            return tuple(sorted(set(found)))
+    return None
+
+
+def _flag_majors(ev: TreeEval, frame: Frame, node: ast.AST) -> tuple[int, ...]:
+    """The majors the literal nvcc arch flags a function names (``compute_100a``),
+    its own strings and the names it reads (``sm100a_nvcc_flags``)."""
+    found: set[int] = set()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+            if _FLAG_TEXT.search(inner.value):
+                found |= {int(m) // 10 for m in _ARCH_FLAG.findall(inner.value)}
+        elif isinstance(inner, ast.Name) and "flag" in inner.id.lower():
+            ev.cap = (0, 0)
+            for value in ev.eval(inner, frame):
+                for text in value if isinstance(value, tuple) else (value,):
+                    if isinstance(text, str) and _FLAG_TEXT.search(text):
+                        found |= {int(m) // 10 for m in _ARCH_FLAG.findall(text)}
+    return tuple(sorted(found))
+
+
+def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a function builds CUDA units: it names a source or holds a JIT list."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.keyword) and inner.arg == _KEYWORD:
+            return True
+        if (isinstance(inner, ast.Constant) and isinstance(inner.value, str)
+                and "\n" not in inner.value and _SOURCE.search(inner.value.strip())):  # fmt: skip
+            return True
+    return False
 
 
 def _calls(nodes: Iterable[ast.AST]) -> Iterator[ast.Call]:
@@ -62,10 +340,9 @@ def _callee_name(call: ast.Call) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _callees(ev: TreeEval, frame: Frame, call: ast.Call) -> list[Func]:
-    func = call.func.value if isinstance(call.func, ast.Subscript) else call.func
-    ev.cap = (0, 0)
-    return [v for v in ev.eval(func, frame) if isinstance(v, Func)]
+def _is_cute(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``@cute.kernel`` / ``@cute.jit`` (CuTe DSL: compiled when first called)."""
+    return any(ast.unparse(d).startswith(("cute.kernel", "cute.jit")) for d in node.decorator_list)
 
 
 def _is_triton(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

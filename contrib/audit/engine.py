@@ -37,7 +37,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FORMAT = 15  # bump when the analysis changes what it finds at the same contrib version
+FORMAT = 17  # bump when the analysis changes what it finds at the same contrib version
 # Which files may hold a gate: a cheap superset of what the gate parser looks for
 # (substrings of the lowered text, then one short regex).  One case-blind regex with
 # every alternative ran at 7 MB/s: 9.4 s of a 20 s first audit of sglang's 66 MB.
@@ -108,13 +108,12 @@ def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> Found:
     files = [p for p in tree.paths() if p.endswith(".py")]
     every = {p: tree.read_text(p) or "" for p in files}
     wanted = [p for p in files if may_gate(every[p])]
-    texts = {p: every[p] for p in wanted}
-    texts.update((p, every[p]) for p in files if p.endswith("/__init__.py"))
+    readable = set(wanted) | {p for p in files if p.endswith("/__init__.py")}
     # One counter, one unit: Python files parsed, of those that may hold a gate.
     if step is not None:
         step(0, len(wanted), f"Python files parsed ({len(files)} in the tree)")
     if len(wanted) < _PARALLEL_FROM or (os.cpu_count() or 1) < 2:
-        _start(texts, files)
+        _start(every, readable, files)
         with collector_paused():
             return _chunk((wanted, arch))
     workers = min(os.cpu_count() or 2, 8)
@@ -122,7 +121,7 @@ def find_all(tree: GitTree, arch: Arch, step: Step | None = None) -> Found:
     found: list[AuditGate] = []
     notes: list[str] = []
     parsed = 0
-    pool = _pool(workers, texts, files)
+    pool = _pool(workers, every, readable, files)
     try:
         for (chunk, _), (part, why) in zip(chunks, pool.imap(_chunk, chunks), strict=True):
             found += part
@@ -146,7 +145,7 @@ def _runs(paths: list[str], count: int) -> list[list[str]]:
     return [paths[n:n + size] for n in range(0, len(paths), size)]
 
 
-def _pool(workers: int, texts: dict[str, str], files: list[str]) -> Any:
+def _pool(workers: int, texts: dict[str, str], readable: set[str], files: list[str]) -> Any:
     """A spawn pool whose workers ignore Ctrl-C from their first instruction: they
     start with SIGINT ignored (an ignored signal survives exec, and Python then
     installs no KeyboardInterrupt handler), so an interrupt while they import
@@ -154,12 +153,12 @@ def _pool(workers: int, texts: dict[str, str], files: list[str]) -> Any:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return get_context("spawn").Pool(workers, initializer=_worker_start,
-                                         initargs=(texts, files))
+                                         initargs=(texts, readable, files))
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
-def _worker_start(texts: dict[str, str], files: list[str]) -> None:
+def _worker_start(texts: dict[str, str], readable: set[str], files: list[str]) -> None:
     """In a worker: Ctrl-C is the parent's to handle (it stops the pool), so a worker
     never prints a KeyboardInterrupt traceback of its own; then the tree.  The cycle
     collector stays off for the worker's life: what it holds (syntax trees, the
@@ -167,30 +166,32 @@ def _worker_start(texts: dict[str, str], files: list[str]) -> None:
     after each file walked all of it again (45% of a first audit of flashinfer)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.disable()
-    _start(texts, files)
+    _start(texts, readable, files)
 
 
 _TREE: dict[str, object] = {}  # this process's texts and evaluator (one tree at a time)
 
 
-def _start(texts: dict[str, str], files: list[str]) -> None:
-    """Give this process the tree's Python texts and a fresh evaluator over them
-    (``files``: every Python path, so an import of a module it does not read
-    resolves to an unknown instead of a name from outside)."""
+def _start(texts: dict[str, str], readable: set[str], files: list[str]) -> None:
+    """Give this process the tree's Python texts, a fresh evaluator over the
+    ``readable`` ones (``files``: every Python path, so an import of a module it
+    does not read resolves to an unknown instead of a name from outside), and one
+    over every file for following calls (a module getter names no capability)."""
     _TREE["texts"] = texts
-    _TREE["ev"] = TreeEval(texts.get, files)
+    _TREE["ev"] = TreeEval(lambda path: texts.get(path) if path in readable else None, files)
+    _TREE["wide"] = TreeEval(texts.get, files)
 
 
 def _chunk(job: tuple[list[str], Arch]) -> Found:
     paths, arch = job
     texts = _TREE["texts"]
-    ev = _TREE["ev"]
-    assert isinstance(texts, dict) and isinstance(ev, TreeEval)
+    ev, wide = _TREE["ev"], _TREE["wide"]
+    assert isinstance(texts, dict) and isinstance(ev, TreeEval) and isinstance(wide, TreeEval)
     gates: list[AuditGate] = []
     notes: list[str] = []
     for path in paths:
         try:
-            gates += gates_of_file(path, texts[path], arch, ev)
+            gates += gates_of_file(path, texts[path], arch, ev, wide)
         except PARSE_ERRORS as exc:  # hostile nesting: MemoryError, RecursionError
             notes.append(f"{unparsable(path, exc)}; not audited")
     return gates, notes

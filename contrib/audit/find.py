@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 
 from contrib.analysis.archeval import TreeEval
+from contrib.analysis.archvalues import Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.pywalk import parents as node_parents
-from contrib.analysis.reach import reached
+from contrib.analysis.reach import Reached, reach
 from contrib.arch import Arch
 from contrib.audit.effect import PREDICATE_VALUE
 from contrib.audit.effect import effect as gate_effect
@@ -69,9 +70,11 @@ def scope_of(path: str, function: str, text: str) -> str:
     return RUNTIME
 
 
-def gates_of_file(path: str, text: str, arch: Arch, ev: TreeEval | None = None) -> list[AuditGate]:
+def gates_of_file(path: str, text: str, arch: Arch, ev: TreeEval | None = None,
+                  wide: TreeEval | None = None) -> list[AuditGate]:  # fmt: skip
     """The audited gates of one Python file; ``ev``: the tree's evaluator, shared by the
-    files of one tree.  A file that does not parse raises one of
+    files of one tree; ``wide``: one that reads every file, to follow calls (``ev``
+    when None).  A file that does not parse raises one of
     :data:`~contrib.analysis.pyparse.PARSE_ERRORS`: the engine notes it as not audited."""
     with collector_paused():
         found = scan(path, text, ev, arch)
@@ -79,7 +82,10 @@ def gates_of_file(path: str, text: str, arch: Arch, ev: TreeEval | None = None) 
             return []
         parents = node_parents(found.module)
         lines = text.splitlines()
-        audited = [_audited(found, gate, parents, lines, arch) for gate in found.gates]
+        follow = wide or found.ev
+        follow.add_module(path, found.module)
+        sites = CallSites(found, follow)
+        audited = [_audited(found, gate, parents, lines, arch, sites) for gate in found.gates]
     return [g for g in audited if g.effect != PREDICATE_VALUE]
 
 
@@ -100,12 +106,15 @@ def collector_paused() -> Iterator[None]:
 
 
 def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[str],
-             arch: Arch) -> AuditGate:  # fmt: skip
+             arch: Arch, sites: CallSites) -> AuditGate:  # fmt: skip
     path = gate.file
     function = found.functions.get(gate.function)
     effect = gate_effect(found, gate, parents, arch)
     jit = gate.kind == KEYWORD and function is not None
     frame = found.frames.get(gate.function, found.frames["<module>"])
+    behind = reach(sites.follow, frame, list(effect.code))
+    if effect.excludes and not behind.targets:
+        behind = _from_callers(found, gate.function, parents, behind, sites)
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
         admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
@@ -113,9 +122,91 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
         units=built_sources(found.functions, gate.function) if jit else [],
         builders=builders(found.functions, gate.function)[1:] if jit else [],
-        calls=reached(found.ev, frame, list(effect.code)), index=gate.index,
+        calls=behind.calls, reached=behind.targets, index=gate.index,
         parser_kind=gate.kind, end_line=gate.end_line,
     )  # fmt: skip
+
+
+def _from_callers(found: Scan, function: str, parents: dict[int, ast.AST],
+                  own: Reached, sites: CallSites) -> Reached:  # fmt: skip
+    """A gate in a decision function (``_skip_if_unsupported()``, ``def _use_fused():
+    return is_sm100()``) guards what its callers run: the code after each call in the
+    caller's block, or the branch an ``if`` on it takes (the else of ``if not f():``).
+    The callers of its file, resolved by identity; a test function is no decision."""
+    node = found.functions.get(function)
+    if node is None or any(p.startswith("test") for p in function.split(".")):
+        return own
+    out = Reached(list(own.calls), list(own.targets))
+    for caller, code in sites.of(node, parents):
+        frame = found.frames.get(caller, found.frames["<module>"])
+        more = reach(sites.follow, frame, code)
+        out.calls += [f"{caller}>{c}" for c in more.calls if f"{caller}>{c}" not in out.calls]
+        out.targets += [t for t in more.targets if t not in out.targets]
+    return out
+
+
+class CallSites:
+    """The calls of one file by callee name, each with the function it is written in
+    (its innermost one): built once, on the first decision function of the file."""
+
+    def __init__(self, found: Scan, follow: TreeEval) -> None:
+        self.found, self.follow = found, follow
+        self._by_name: dict[str, list[tuple[str, ast.Call]]] | None = None
+
+    def of(self, node: ast.AST, parents: dict[int, ast.AST]) -> Iterator[tuple[str, list[ast.AST]]]:
+        """Each function of the file that calls ``node``, and the code that call guards."""
+        if self._by_name is None:
+            self._by_name = {}
+            for caller, body in self.found.functions.items():
+                marks = [c for d in getattr(body, "decorator_list", []) for c in ast.walk(d)
+                         if isinstance(c, ast.Call)]  # `@skipif(not f())`: guards the body
+                for call in [*_own_calls(body), *marks]:
+                    if isinstance(call.func, ast.Name):
+                        self._by_name.setdefault(call.func.id, []).append((caller, call))
+        for caller, call in self._by_name.get(getattr(node, "name", ""), []):
+            if _resolves_to(self.found, self.follow, caller, call, node):
+                yield caller, _guarded_by(call, parents)
+
+
+def _own_calls(function: ast.AST) -> Iterator[ast.Call]:
+    """The calls in a function's body, not in the functions or classes nested in it."""
+    stack = list(getattr(function, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Call):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _resolves_to(found: Scan, follow: TreeEval, caller: str, call: ast.Call, node: ast.AST) -> bool:
+    frame = found.frames.get(caller, found.frames["<module>"])
+    follow.cap = (0, 0)
+    line, name = getattr(node, "lineno", 0), getattr(node, "name", "")
+    return any(isinstance(v, Func) and v.path == frame.path and v.node.lineno == line
+               and v.node.name == name for v in follow.eval(call.func, frame))  # fmt: skip
+
+
+def _guarded_by(call: ast.Call, parents: dict[int, ast.AST]) -> list[ast.AST]:
+    """What a call of a decision function decides: the branch of the ``if`` it tests
+    (the else when it is negated), else the statements after it in its block."""
+    child: ast.AST = call
+    parent = parents.get(id(call))
+    negated = False
+    while parent is not None and not isinstance(parent, ast.stmt):
+        negated ^= isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)
+        child, parent = parent, parents.get(id(parent))
+    if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef) and child in parent.decorator_list:
+        return list(parent.body)
+    if isinstance(parent, ast.If | ast.While) and parent.test is child:
+        return list(parent.orelse if negated else parent.body)
+    block = parents.get(id(parent)) if parent is not None else None
+    for field_name in ("body", "orelse", "finalbody"):
+        statements = getattr(block, field_name, None)
+        if isinstance(statements, list) and parent in statements:
+            return list(statements[statements.index(parent) + 1:])
+    return []
 
 
 def _kind(gate: Gate) -> str:

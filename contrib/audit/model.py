@@ -41,6 +41,7 @@ class AuditGate:
     units: list[str] = field(default_factory=list)  # CUDA units its function builds
     builders: list[str] = field(default_factory=list)  # same-file functions it builds through
     calls: list[str] = field(default_factory=list)  # functions the gated code calls
+    reached: list[str] = field(default_factory=list)  # what can class it (analysis.reach.Target)
     index: int = 0  # ordinal among the gates of one function and parser kind
     end_line: int = 0  # last line of the gate's expression
     parser_kind: str = ""  # validate's: supported_major_versions, condition, skip-condition

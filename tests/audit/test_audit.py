@@ -45,8 +45,9 @@ def test_audit_judges_each_kind_of_gate(mini: tuple[Workspace, Repo]) -> None:
     # A helper defined in the same file loads the JIT module: its verdict, one call down.
     allreduce = gates["allreduce:predicate"]
     assert allreduce["excludes_target"] is True and allreduce["class"] == "needs-kernel-work"
-    assert allreduce["reason"].startswith("its code loads gen_comm_module through "
-                                          "_comm_allreduce() (pkg/jit.py:10)")
+    assert allreduce["reason"].startswith("its code loads gen_comm_module (pkg/jit.py:10), "
+                                          "whose gate admits majors 9, 10")
+    assert allreduce["reason"].endswith("(reached through _comm_allreduce>gen_comm_module)")
     assert allreduce["units"] == ["csrc/comm.cu"]
     assert gates["test_fusion:predicate"]["scope"] == "test"
     assert gates["test_fusion:predicate"]["excludes_target"] is True

@@ -1,0 +1,216 @@
+"""What C/C++ says about an architecture beyond its ``#if`` guards.
+
+The guard analysis (:mod:`contrib.analysis.cuda_arch`) sees code compiled out.
+Two other ways a unit can have nothing for the target, read here in one linear
+pass over each file (comments stripped):
+
+* **ISA only other archs have.**  Device code compiled for the target that uses
+  instructions of arch-specific families the target lacks, and nothing for the
+  target or generic: inline PTX ``wgmma.*`` (PTX ISA 8.0+, ``sm_90a`` only) or
+  ``tcgen05.*`` (PTX ISA 8.6+, ``sm_100a``/``sm_101a``/``sm_103a``/``sm_110a`` and
+  the ``sm_100f``/``sm_110f`` families; not ``sm_120a``/``sm_121a``), per the PTX
+  ISA's "Target ISA notes" of each instruction
+  (https://docs.nvidia.com/cuda/parallel-thread-execution/); and CUTLASS/CuTe
+  names that carry their SM in the name (``cutlass::arch::Sm100``,
+  ``SM90_64x128x16_F16F16F16_SS``, ``SM100_MMA_F16BF16_SS``).  A name of SM 9.0
+  or newer is arch-specific (the ``a`` features); an older one (``Sm80``, ``SM80_``)
+  runs on every newer GPU, so it counts as generic.
+* **A host check refusing the target.**  A capability read from the runtime
+  (``cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ...)``,
+  ``sm = getSMVersion()``) and then checked: ``TVM_FFI_ICHECK_EQ(major, 10)``,
+  ``TORCH_CHECK(sm == 90 || sm == 100)``, ``if (sm < 90) { throw ... }``.  The
+  check's expression is evaluated on the target and on the admitted majors
+  (only when it names nothing but the capability); false on the target and true
+  on one of them is a refusal in the kernel's own C++.
+
+Only ISA facts are tabled here (which PTX families which arch has), never an
+upstream's predicates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from contrib.analysis.cexpr import ExprError, Macro, evaluate
+from contrib.analysis.cscan import strip_comments
+from contrib.analysis.cuda_arch import Pass
+from contrib.arch import Arch
+from contrib.record.finding import ERROR, Finding
+
+# PTX instruction families and the majors whose arch-specific targets have them.
+PTX_FAMILIES: dict[str, frozenset[int]] = {
+    "wgmma": frozenset({9}),  # sm_90a
+    "tcgen05": frozenset({10, 11}),  # sm_100a, sm_101a (now sm_110a), sm_103a; 100f/110f
+}
+# CuTe DSL's namespaces for those families (``cutlass.cute.nvgpu.tcgen05``, ``.warpgroup``
+# for wgmma): a kernel written with them has the family's archs only.
+CUTE_FAMILIES: dict[str, frozenset[int]] = {
+    "tcgen05": PTX_FAMILIES["tcgen05"], "warpgroup": PTX_FAMILIES["wgmma"],
+}  # fmt: skip
+_PTX = re.compile(r'"[^"\n]*\b(' + "|".join(PTX_FAMILIES) + r')\.')
+_SM_NAME = re.compile(r"\barch::Sm(\d{2,3})\b|\bSM(\d{2,3})_\w")  # ArchTags, CuTe atoms
+_CAP_ATTR = re.compile(r"cudaDeviceGetAttribute\s*\(\s*&\s*(\w+)\s*,\s*"
+                       r"cudaDevAttrComputeCapability(Major|Minor)")
+_SM_CALL = re.compile(r"\b(\w+)\s*=\s*(?:[\w:]+::)?(?:getSMVersion|get_sm_version|getSmVersion|"
+                      r"GetSMVersion)\s*\(")  # fmt: skip
+_SM_SUM = re.compile(r"\b(\w+)\s*=\s*(\w+)\s*\*\s*10\s*\+\s*(\w+)\b")
+_CHECK = re.compile(r"\b(?:TVM_FFI_ICHECK|ICHECK|TORCH_CHECK|TLLM_CHECK(?:_WITH_INFO)?|"
+                    r"FLASHINFER_CHECK|CHECK)(_EQ|_NE|_GE|_GT|_LE|_LT)?\s*\(")  # fmt: skip
+_IF_THROW = re.compile(r"\bif\s*\(")
+_THROWS = re.compile(r"^\s*\{?\s*(?:throw\b|\w*THROW\w*\s*\(|(?:TORCH|TLLM)_CHECK\w*\s*\(\s*false)")
+_OPS = {"_EQ": "==", "_NE": "!=", "_GE": ">=", "_GT": ">", "_LE": "<=", "_LT": "<"}
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+@dataclass(frozen=True)
+class _Use:
+    line: int
+    majors: frozenset[int]
+    what: str
+
+
+def arch_findings(files: Mapping[str, str], target_pass: Pass | None, arch: Arch,
+                  admitted: Iterable[int]) -> list[Finding]:  # fmt: skip
+    """Errors for a closure whose device code has only ISA other archs have, and for
+    each host check that refuses ``arch`` while it passes an admitted major."""
+    admitted = sorted(set(admitted) - {arch.major})
+    findings: list[Finding] = []
+    uses: list[tuple[str, _Use]] = []
+    for path, text in sorted(files.items()):
+        code = strip_comments(text)
+        uses += [(path, u) for u in _isa_uses(code)
+                 if target_pass is None or target_pass.compiled(path, u.line)]
+        if admitted:
+            findings += _host_checks(path, code, arch, admitted)
+    findings += _isa_finding(uses, arch)
+    return findings
+
+
+def _isa_uses(code: str) -> list[_Use]:
+    uses: list[_Use] = []
+    for number, line in enumerate(code.splitlines(), 1):
+        for match in _PTX.finditer(line):
+            uses.append(_Use(number, PTX_FAMILIES[match[1]], f"{match[1]} PTX"))
+        for match in _SM_NAME.finditer(line):
+            sm = int(match[1] or match[2])
+            uses.append(_Use(number, frozenset({sm // 10}), match[0][:-2] if match[2] else match[0]))
+    return uses
+
+
+def _isa_finding(uses: list[tuple[str, _Use]], arch: Arch) -> list[Finding]:
+    """One error when the target's device code uses only arch-specific ISA of others."""
+    foreign = [(p, u) for p, u in uses if arch.major not in u.majors and min(u.majors) >= 9]
+    serves = [u for _, u in uses if arch.major in u.majors or max(u.majors) < 9]
+    if not foreign or serves:
+        return []
+    path, first = foreign[0]
+    majors = sorted({m for _, u in foreign for m in u.majors})
+    names = sorted({u.what for _, u in foreign})[:4]
+    return [Finding("foreign-isa", ERROR, path, first.line,
+                    f"device code compiled for {arch.name} uses only ISA of majors "
+                    f"{', '.join(map(str, majors))} ({', '.join(names)}; {len(foreign)} uses), "
+                    f"which {arch.name} lacks, and nothing for it")]  # fmt: skip
+
+
+def _capability_names(code: str) -> dict[str, str]:
+    """Names holding the runtime capability: ``major``, ``minor`` or ``sm`` (major*10+minor)."""
+    names = {m[1]: m[2].lower() for m in _CAP_ATTR.finditer(code)}
+    names.update((m[1], "sm") for m in _SM_CALL.finditer(code))
+    for m in _SM_SUM.finditer(code):
+        if names.get(m[2]) == "major" and names.get(m[3]) == "minor":
+            names[m[1]] = "sm"
+    return names
+
+
+def _host_checks(path: str, code: str, arch: Arch, admitted: list[int]) -> list[Finding]:
+    names = _capability_names(code)
+    if not names:
+        return []
+    findings = []
+    for line, expression, shown in _checks(code):
+        idents = set(_IDENT.findall(expression))
+        if not idents or not idents <= set(names):
+            continue
+        on_target = _value(expression, names, arch.major, arch.minor)
+        passing = [m for m in admitted if _value(expression, names, m, 0)]
+        if on_target is False and passing:
+            findings.append(Finding(
+                "host-refusal", ERROR, path, line,
+                f"`{shown}` refuses {arch.name} at run time; majors "
+                f"{', '.join(map(str, passing))} pass it"))  # fmt: skip
+    return findings
+
+
+def _checks(code: str) -> list[tuple[int, str, str]]:
+    """Each check on a condition: (line, the condition that must hold, its text)."""
+    found = []
+    for match in _CHECK.finditer(code):
+        args = _arguments(code, match.end())
+        if args is None:
+            continue
+        op = _OPS.get(match[1] or "")
+        if op and len(args) >= 2:
+            expression = f"({args[0]}) {op} ({args[1]})"
+        elif not op and args:
+            expression = args[0]
+        else:
+            continue
+        found.append((code.count("\n", 0, match.start()) + 1, expression,
+                      " ".join(code[match.start():match.end()].split()) + ", ".join(args[:2]) + ")"))
+    for match in _IF_THROW.finditer(code):
+        args = _arguments(code, match.end())
+        if args is None or len(args) != 1:
+            continue
+        after = code[match.end():match.end() + 400]
+        close = _close(after)
+        if close is not None and _THROWS.match(after[close + 1:]):
+            found.append((code.count("\n", 0, match.start()) + 1, f"!({args[0]})",
+                          f"if ({' '.join(args[0].split())}) throw"))
+    return found
+
+
+def _close(text: str) -> int | None:
+    """The index of the parenthesis closing an opened one (``text`` starts inside it)."""
+    depth = 1
+    for index, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+    return None
+
+
+def _arguments(code: str, start: int) -> list[str] | None:
+    """The top-level comma-separated arguments of a call whose ``(`` ends at ``start``."""
+    end = _close(code[start:start + 2000])
+    if end is None:
+        return None
+    inner = code[start:start + end]
+    args: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in inner:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            args.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    args.append("".join(current).strip())
+    return args
+
+
+def _value(expression: str, names: dict[str, str], major: int, minor: int) -> bool | None:
+    values = {"major": major, "minor": minor, "sm": major * 10 + minor}
+    macros = {name: Macro(name, str(values[kind])) for name, kind in names.items()}
+    try:
+        return evaluate(expression, macros).true
+    except ExprError:
+        return None

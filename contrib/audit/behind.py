@@ -1,0 +1,213 @@
+"""The class of what a Python gate's code reaches, by identity, at any depth.
+
+:mod:`contrib.analysis.reach` hands each gate the targets its code reaches
+(``jit``, ``triton``, ``cute``, ``aot``: tree path and qualified name, or the
+op's name).  Each is judged once per tree:
+
+* a JIT function holding a ``supported_major_versions`` gate takes that gate's
+  verdict; a module builder without one is judged by its units against the
+  majors its literal nvcc flags name (``sm100a_nvcc_flags``), and one whose flags
+  name none builds for the GPU it runs on (it admits the target);
+* a CuTe DSL class whose ``admissible_archs`` omit the target's major has no
+  kernel for it: ``needs-kernel-work``;
+* an ahead-of-time op (``torch.ops.sgl_kernel.X``) is found by its registration in
+  the tree's C++ and judged by its unit, as a JIT module's;
+* a Triton kernel compiles for the GPU it runs on: ``gate-only``.
+
+Which one speaks for the gate: what the target is kept from.  A module that
+omits the target (its gate, its flags, its admissible archs) is at stake; among
+those the worst class wins (``needs-kernel-work`` over ``gate-only``: behind one
+dispatch an sm90 and an sm100 module, lifting the gate lets the target into
+both, and the one that needs kernels decides what the lift costs).  Only when
+nothing reached omits the target do the modules that build for it, Triton
+kernels and ops speak: lifting the gate lets the target run code that already
+serves it, ``gate-only``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from contrib.analysis import aotops
+from contrib.analysis.cuda_arch import analyze
+from contrib.analysis.gates import built_sources
+from contrib.analysis.hostarch import arch_findings
+from contrib.analysis.includes import IncludeResolver, find_by_name, include_closure
+from contrib.analysis.pyparse import PARSE_ERRORS
+from contrib.analysis.reach import Target
+from contrib.analysis.tree import SourceTree
+from contrib.arch import Arch, admitted_archs
+from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate
+from contrib.record.finding import ERROR
+from contrib.ui import counted
+
+
+@dataclass
+class Verdict:
+    """A class, its evidence and reason, the units judged, and whether the target is
+    kept from it (``at_stake``)."""
+
+    class_: str
+    reason: str
+    evidence: list[str] = field(default_factory=list)
+    units: list[str] = field(default_factory=list)
+    at_stake: bool = True
+
+
+def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
+                  majors: Iterable[int], arch: Arch) -> Verdict:  # fmt: skip
+    """The class of building ``units`` for ``arch`` where ``majors`` were admitted: the
+    guard analysis (kernels or statements compiled out), then the C/C++ reading of
+    :mod:`contrib.analysis.hostarch` (ISA the target lacks, a host check refusing it)."""
+    closure = include_closure(tree, units, resolver)
+    files = {path: tree.read_text(path) or "" for path in closure.files}
+    majors = sorted(set(majors))
+    analysis = analyze(files, units, arch, admitted_archs(majors), resolver)
+    errors = [f for f in analysis.findings if f.severity == ERROR]
+    errors += arch_findings(files, analysis.passes.get(arch.name), arch, majors)
+    if errors:
+        evidence = [_evidence(f.location, f.kind, f.guard, f.message) for f in errors]
+        return Verdict(NEEDS_KERNEL_WORK, f"{counted(len(errors), 'kernel or statement', 'kernels or statements')} "
+                       f"compiled out or refused for {arch.name}", evidence, units)  # fmt: skip
+    return Verdict(GATE_ONLY, f"nothing in {counted(len(units), 'unit')} and "
+                   f"{counted(len(closure.files), 'file')} is compiled out for {arch.name}",
+                   [], units)  # fmt: skip
+
+
+def _evidence(location: str, kind: str, guard: str | None, message: str) -> str:
+    return f"{location} {kind}" + (f" (guard {guard})" if guard else "") + f": {message}"
+
+
+_RANK = {NEEDS_KERNEL_WORK: 0, GATE_ONLY: 1}
+
+
+class Behind:
+    """Verdicts of the targets of one tree, each computed once."""
+
+    def __init__(self, tree: SourceTree, resolver: IncludeResolver, arch: Arch,
+                 gates: dict[tuple[str, str], AuditGate]) -> None:  # fmt: skip
+        self.tree, self.resolver, self.arch, self.gates = tree, resolver, arch, gates
+        self._done: dict[str, Verdict | None] = {}
+        self._functions: dict[str, dict[str, ast.AST]] = {}
+        self._ops: aotops.OpIndex | None = None
+
+    def of(self, reached: Iterable[str]) -> Verdict | None:
+        """The verdict that speaks for a gate whose code reaches ``reached``."""
+        best: tuple[int, int, int, Verdict] | None = None
+        for order, text in enumerate(reached):
+            target = Target.parse(text)
+            if target is None:
+                continue
+            key = text.rsplit("|", 1)[0]
+            if key not in self._done:
+                self._done[key] = self._judge(target)
+            verdict = self._done[key]
+            if verdict is None or verdict.class_ not in _RANK:
+                continue
+            rank = (0 if verdict.at_stake else 1, _RANK[verdict.class_], order)
+            if best is None or rank < best[:3]:
+                best = (*rank, _via(verdict, target))
+        return best[3] if best else None
+
+    def _judge(self, target: Target) -> Verdict | None:
+        if target.kind == "jit":
+            return self._jit(target)
+        if target.kind == "triton":
+            return Verdict(GATE_ONLY, f"its code runs the Triton kernel {target.name} "
+                           f"({target.path}); Triton compiles for the GPU it runs on",
+                           at_stake=False)  # fmt: skip
+        if target.kind == "cute":
+            return self._cute(target)
+        if target.kind == "aot":
+            return self._aot(target)
+        return None
+
+    def _jit(self, target: Target) -> Verdict | None:
+        gate = self.gates.get((target.path, target.name))
+        where = f"{target.name} ({target.path})"
+        if gate is not None and not gate.excludes_target:
+            return Verdict(GATE_ONLY, f"its code loads {where}, whose gate at line {gate.line} "
+                           f"admits {self.arch.name}", at_stake=False)  # fmt: skip
+        if gate is not None:
+            if gate.class_ not in _RANK:
+                return None
+            return Verdict(gate.class_ or "", f"its code loads {target.name} ({target.path}:"
+                           f"{gate.line}), whose gate admits {gate.admits}: {gate.reason}",
+                           list(gate.evidence),
+                           list(gate.units), gate.excludes_target)  # fmt: skip
+        units = self._units(target)
+        if not units:
+            return None
+        omits = bool(target.majors) and self.arch.major not in target.majors
+        majors = target.majors if omits else ()
+        verdict = units_verdict(self.tree, self.resolver, units, majors, self.arch)
+        built = (f"built for majors {', '.join(map(str, target.majors))} by its nvcc flags"
+                 if omits else "built for the GPU it runs on")
+        verdict.reason = f"its code loads {where}, {built}: {verdict.reason}"
+        verdict.at_stake = omits
+        return verdict
+
+    def _units(self, target: Target) -> list[str]:
+        functions = self._functions.get(target.path)
+        if functions is None:
+            functions = self._functions[target.path] = _functions(self.tree, target.path)
+        names = built_sources(functions, target.name)
+        return [u for u in (find_by_name(self.tree, n) for n in names) if u]
+
+    def _cute(self, target: Target) -> Verdict:
+        archs = ", ".join(f"sm_{m}x" for m in target.majors)
+        where = f"the CuTe DSL kernel {target.name} ({target.path})"
+        if not target.majors or self.arch.major in target.majors:
+            serves = f"admits {self.arch.name}" if target.majors else "is generic"
+            return Verdict(GATE_ONLY, f"its code runs {where}, which {serves}; CuTe DSL "
+                           "compiles for the GPU it runs on", at_stake=False)  # fmt: skip
+        return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, whose archs ({archs}: its "
+                       f"admissible_archs, or the arch-specific CuTe ops its module uses) omit "
+                       f"{self.arch.name}", [f"{target.path} {target.name}: {archs} only"])
+
+    def _aot(self, target: Target) -> Verdict | None:
+        if self._ops is None:
+            self._ops = aotops.OpIndex(self.tree)
+        op = self._ops.find(target.name)
+        if op is None:
+            return None
+        majors = [m for m in op.majors if m != self.arch.major]
+        verdict = units_verdict(self.tree, self.resolver, [op.unit], majors, self.arch)
+        builds = ("its build lists " + ", ".join(f"sm_{m}x" for m in op.majors)
+                  if op.majors else "its build's arch list is not read")
+        verdict.reason = (f"its code calls the built op {target.name}, {op.function} in "
+                          f"{op.unit} ({builds}): {verdict.reason}")  # fmt: skip
+        verdict.at_stake = bool(op.majors) and self.arch.major not in op.majors
+        return verdict
+
+
+def _via(verdict: Verdict, target: Target) -> Verdict:
+    """The verdict with the call chain that reaches it in its reason."""
+    if not target.chain:
+        return verdict
+    return Verdict(verdict.class_, f"{verdict.reason} (reached through {target.chain})",
+                   verdict.evidence, verdict.units, verdict.at_stake)  # fmt: skip
+
+
+def _functions(tree: SourceTree, path: str) -> dict[str, ast.AST]:
+    """The functions of a Python file by qualified name (empty when it does not parse)."""
+    text = tree.read_text(path)
+    try:
+        module = ast.parse(text or "", filename=path)
+    except (SyntaxError, ValueError, *PARSE_ERRORS):
+        return {}
+    found: dict[str, ast.AST] = {}
+    stack: list[tuple[ast.AST, str]] = [(module, "")]
+    while stack:
+        node, prefix = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}.{child.name}" if prefix else child.name
+                if not isinstance(child, ast.ClassDef):
+                    found[name] = child
+                stack.append((child, name))
+            elif isinstance(child, ast.stmt):
+                stack.append((child, prefix))
+    return found

@@ -1,0 +1,194 @@
+"""The class of a gate from what stands behind it: reached by identity, at any depth."""
+
+from __future__ import annotations
+
+from contrib.analysis.cuda_arch import analyze
+from contrib.analysis.hostarch import arch_findings
+from contrib.analysis.tree import DictTree
+from contrib.arch import parse_arch
+from contrib.audit.engine import find_all
+from contrib.audit.judge import judge
+from contrib.audit.model import AuditGate
+
+SM120 = parse_arch("sm_120a")
+
+UTILS = '''\
+import torch
+
+
+def cap():
+    return torch.cuda.get_device_capability()
+
+
+def is_sm100_supported():
+    return cap()[0] == 10
+'''
+JIT = '''\
+from pkg.core import build, ctx
+
+
+def gen_fmha_sm100_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10])
+    return build("fmha", ["fmha.cu"], flags)
+
+
+def gen_fmha_sm90_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9])
+    return build("fmha90", ["fmha90.cu"], flags)
+'''
+LOADER = '''\
+import functools
+
+from pkg.jit import gen_fmha_sm100_module, gen_fmha_sm90_module
+
+
+@functools.cache
+def get_fmha_module(backend):
+    if backend == "100":
+        return gen_fmha_sm100_module().build_and_load()
+    elif backend == "90":
+        return gen_fmha_sm90_module().build_and_load()
+    raise ValueError(backend)
+'''
+API = '''\
+import torch
+
+from .loader import get_fmha_module
+
+
+def fmha(q):
+    major, minor = torch.cuda.get_device_capability()
+    return get_fmha_module(f"{major}{minor}").run(q)
+'''
+KERNEL = "__global__ void {name}_kernel(float* out) {{\n  out[threadIdx.x] = 1.0f;\n}}\n"
+GUARDED = ("__global__ void fmha_kernel(float* out) {\n"
+           "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1200\n  out[threadIdx.x] = 1.0f;\n"
+           "#endif\n}\n")  # fmt: skip
+BASE = {
+    "pkg/__init__.py": "", "pkg/core.py": "ctx = None\n\n\ndef build(n, s, f):\n    return n\n",
+    "pkg/utils.py": UTILS, "pkg/jit.py": JIT, "pkg/loader.py": LOADER, "pkg/api.py": API,
+    "csrc/fmha.cu": GUARDED, "csrc/fmha90.cu": KERNEL.format(name="fmha90"),
+}  # fmt: skip
+
+
+def _audit(files: dict[str, str]) -> dict[str, AuditGate]:
+    tree = DictTree(files)
+    gates, _ = find_all(tree, SM120)
+    judge(tree, gates, SM120)
+    return {f"{g.file}:{g.function}": g for g in gates if g.excludes_target}
+
+
+def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
+    """skipif -> pkg.api.fmha -> pkg.loader.get_fmha_module -> pkg.jit.gen_fmha_sm100_module:
+    no name of the chain matches the module's; identity does.  Behind the dispatch an
+    sm90 and an sm100 module: the worse (kernels compiled out) speaks."""
+    test = ("import pytest\nimport torch\n\nfrom pkg.api import fmha\n\n\n"
+            "@pytest.mark.skipif(torch.cuda.get_device_capability()[0] != 10, reason='SM100')\n"
+            "def test_fmha():\n    fmha(1)\n")  # fmt: skip
+    gates = _audit(BASE | {"tests/test_fmha.py": test})
+    gate = gates["tests/test_fmha.py:test_fmha"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert gate.reason.startswith("its code loads gen_fmha_sm100_module (pkg/jit.py:5)")
+    assert "reached through fmha>get_fmha_module>gen_fmha_sm100_module" in gate.reason
+    assert gate.units == ["csrc/fmha.cu"] and gate.evidence
+    kinds = {r.split("|")[2] for r in gate.reached}
+    assert kinds == {"gen_fmha_sm100_module", "gen_fmha_sm90_module"}
+    # With the sm100 unit fixed, both modules behind the dispatch are gate-only.
+    fixed = _audit(BASE | {"tests/test_fmha.py": test, "csrc/fmha.cu": KERNEL.format(name="fmha")})
+    assert fixed["tests/test_fmha.py:test_fmha"].class_ == "gate-only"
+
+
+def test_a_decision_function_is_followed_to_the_code_its_callers_run() -> None:
+    test = ("import pytest\n\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+            "def _skip_if_unsupported():\n    if not is_sm100_supported():\n"
+            "        pytest.skip('needs SM100')\n\n\n"
+            "def _run(q):\n    _skip_if_unsupported()\n    return fmha(q)\n\n\n"
+            "def test_a():\n    _run(1)\n")  # fmt: skip
+    gates = _audit(BASE | {"tests/test_x.py": test})
+    gate = gates["tests/test_x.py:_skip_if_unsupported"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "_run>fmha" in " ".join(gate.calls)
+    # A predicate a skip marker calls: the marked test's body.
+    marker = ("import pytest\nimport torch\n\nfrom pkg.api import fmha\n\n\n"
+              "def is_fa3_supported():\n    return torch.cuda.get_device_capability()[0] == 9\n\n\n"
+              "@pytest.mark.skipif(not is_fa3_supported(), reason='FA3')\ndef test_b():\n    fmha(1)\n")
+    gates = _audit(BASE | {"tests/test_y.py": marker})
+    assert gates["tests/test_y.py:is_fa3_supported"].class_ == "needs-kernel-work"
+    # A boolean decision function: the branch its caller takes on it.
+    runtime = ("from pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+               "def _use_fused():\n    return is_sm100_supported()\n\n\n"
+               "def attend(q):\n    if not _use_fused():\n        return q\n    return fmha(q)\n\n\n"
+               "def attend2(q):\n    if _use_fused():\n        return fmha(q)\n    return q\n")
+    gates = _audit(BASE | {"pkg/attend.py": runtime})
+    assert gates["pkg/attend.py:_use_fused"].class_ == "needs-kernel-work"
+
+
+def test_a_built_op_is_judged_by_its_registered_unit_and_build_list() -> None:
+    ops = ("import torch\n\nfrom pkg.utils import is_sm100_supported\n\n\n"
+           "def scaled_mm(a):\n    if not is_sm100_supported():\n        raise ValueError(a)\n"
+           "    return torch.ops.mykernel.scaled_mm.default(a)\n")  # fmt: skip
+    files = BASE | {
+        "pkg/ops.py": ops,
+        "kernel/csrc/ext.cc": ('TORCH_LIBRARY_FRAGMENT(mykernel, m) {\n  m.def("scaled_mm(Tensor a) -> '
+                               'Tensor");\n  m.impl("scaled_mm", torch::kCUDA, &scaled_mm);\n}\n'),
+        "kernel/csrc/gemm/scaled_mm.cu": GUARDED.replace("fmha", "mm") + (
+            "torch::Tensor scaled_mm(torch::Tensor a) {\n  return a;\n}\n"),
+        "kernel/CMakeLists.txt": 'set(FLAGS "-gencode=arch=compute_90a,code=sm_90a" '
+                                 '"-gencode=arch=compute_100a,code=sm_100a")\n',
+    }  # fmt: skip
+    gate = _audit(files)["pkg/ops.py:scaled_mm"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "the built op torch.ops.mykernel.scaled_mm, scaled_mm in kernel/csrc/gemm/scaled_mm.cu" \
+        in gate.reason
+    assert "its build lists sm_9x, sm_10x" in gate.reason
+
+
+def test_a_cute_kernel_whose_admissible_archs_omit_the_target_needs_kernel_work() -> None:
+    cute = ("class GroupedGemmKernel:\n    admissible_archs = ['sm_100a', 'sm_103a']\n\n"
+            "    def __init__(self, tile):\n        self.tile = tile\n")  # fmt: skip
+    runner = ("from pkg.cute_kernels import GroupedGemmKernel\nfrom pkg.utils import is_sm100_supported\n\n\n"
+              "def moe(x):\n    if not is_sm100_supported():\n        raise RuntimeError('SM100 only')\n"
+              "    return GroupedGemmKernel(128)\n")  # fmt: skip
+    gate = _audit(BASE | {"pkg/cute_kernels.py": cute, "pkg/moe.py": runner})["pkg/moe.py:moe"]
+    assert gate.class_ == "needs-kernel-work"
+    assert "CuTe DSL kernel GroupedGemmKernel (pkg/cute_kernels.py)" in gate.reason
+    assert "whose archs (sm_10x: its admissible_archs" in gate.reason
+    # A @cute.kernel takes the archs of the arch-specific CuTe ops its module uses.
+    dsl = ("import cutlass.cute as cute\nfrom cutlass.cute.nvgpu import {ns}\n\n\n"
+           "@cute.kernel\ndef gemm_kernel(a):\n    {ns}.make_op(a)\n")
+    runner = runner.replace("pkg.cute_kernels import GroupedGemmKernel", "pkg.dsl import gemm_kernel")
+    runner = runner.replace("GroupedGemmKernel(128)", "gemm_kernel(1)")
+    for ns, klass in (("tcgen05", "needs-kernel-work"), ("warp", "gate-only")):
+        gate = _audit(BASE | {"pkg/dsl.py": dsl.format(ns=ns), "pkg/moe.py": runner})["pkg/moe.py:moe"]
+        assert gate.class_ == klass, (ns, gate.reason)
+
+
+TCGEN05 = ("__global__ void mma_kernel(unsigned* tmem) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000\n"
+           '  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(tmem[0]));\n'
+           "#endif\n}\n")  # fmt: skip
+HOST = ("void launch(int device) {\n  int major = 0, minor = 0;\n"
+        "  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);\n"
+        "  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);\n"
+        '  TVM_FFI_ICHECK_EQ(major, 10) << "needs SM100";\n  TVM_FFI_ICHECK(minor >= 0);\n}\n')
+
+
+def test_a_unit_with_sm100_only_isa_or_a_host_check_needs_kernel_work_on_sm120() -> None:
+    gate = _audit(BASE | {"csrc/fmha.cu": TCGEN05, "tests/test_fmha.py": (
+        "import pytest\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+        "@pytest.mark.skipif(not is_sm100_supported(), reason='x')\ndef test_a():\n    fmha(1)\n")})
+    only = gate["tests/test_fmha.py:test_a"]
+    assert only.class_ == "needs-kernel-work", only.reason
+    assert any("foreign-isa" in e and "tcgen05 PTX" in e for e in only.evidence), only.evidence
+    # The same reading, alone: tcgen05 compiled for sm_120a; a host check refusing it.
+    files = {"a.cu": TCGEN05, "b.cu": HOST}
+    analysis = analyze(files, ["a.cu", "b.cu"], SM120, [parse_arch("sm_100a")])
+    found = arch_findings(files, analysis.passes[SM120.name], SM120, [10])
+    assert [(f.kind, f.file, f.line) for f in found] == [("host-refusal", "b.cu", 5),
+                                                         ("foreign-isa", "a.cu", 3)]
+    assert "`TVM_FFI_ICHECK_EQ(major, 10)` refuses sm_120a at run time" in found[0].message
+    # Generic code beside it (an SM80 atom) serves the target: no ISA finding; a check
+    # the target passes is none either.
+    generic = {"a.cu": TCGEN05 + "using Atom = SM80_16x8x16_F32F16F16F32_TN;\n",
+               "b.cu": HOST.replace("ICHECK_EQ(major, 10)", "ICHECK_GE(major, 10)")}
+    analysis = analyze(generic, ["a.cu", "b.cu"], SM120, [parse_arch("sm_100a")])
+    assert arch_findings(generic, analysis.passes[SM120.name], SM120, [10]) == []
