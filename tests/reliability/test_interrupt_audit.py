@@ -22,8 +22,9 @@ def step(done, total, what):
         print("started", flush=True)
 
 if __name__ == "__main__":
-    body = "def gen(major):\\n" + "    if major >= 9:\\n        x = 1\\n" * 3000
-    tree = DictTree({f"pkg/m{n}.py": body for n in range(48)})
+    body = "import torch\\ndef gen():\\n" + (
+        "    if torch.cuda.get_device_capability()[0] >= 9:\\n        x = 1\\n" * 3000)
+    tree = DictTree({f"pkg/m{n}.py": body for n in range(96)})
     try:
         find_all(tree, parse_arch("sm_120a"), step)
     except KeyboardInterrupt:
@@ -41,7 +42,7 @@ def test_ctrl_c_stops_the_workers_without_a_traceback(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
-    time.sleep(3)  # the spawned workers are importing or parsing by now
+    time.sleep(2)  # the spawned workers are importing or parsing by now
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
