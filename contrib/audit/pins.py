@@ -105,12 +105,14 @@ def _line_of(text: str, requirement: str) -> int:
 
 
 def _toml(tree: SourceTree, path: str) -> dict[str, object] | None:
+    """The parsed file; None when absent or unreadable (bad TOML, or nesting so deep
+    that the parser recurses out: a hostile pyproject in the tree pins nothing)."""
     text = tree.read_text(path)
     if text is None:
         return None
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError, MemoryError):
         return None
 
 

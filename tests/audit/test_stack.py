@@ -144,3 +144,15 @@ def test_a_lower_upstream_that_cannot_be_read_is_one_note(stacked: tuple[Workspa
     notes = [line for line in result.err.splitlines() if "the stack below is not audited" in line]
     assert len(notes) == 1 and "branch 'nosuch' not found" in notes[0], result.err
     assert audit["stack"] == [] and _gate(audit, "norm")["class"] == "unknown"
+
+
+def test_a_pyproject_nested_past_the_parser_pins_nothing() -> None:
+    """A hostile ``pyproject.toml`` (nesting that makes tomllib recurse out) is read as
+    no metadata: the audit goes on without the stack, with no traceback."""
+    from contrib.analysis.tree import DictTree
+    from contrib.audit.pins import find_pin, package_name, required_names
+
+    deep = "a = " + "[" * 100_000 + "]" * 100_000 + "\n"
+    tree = DictTree({"pyproject.toml": deep, "python/pyproject.toml": deep})
+    assert find_pin(tree, "flashinfer-python") is None
+    assert required_names(tree) == set() and package_name(tree) is None
