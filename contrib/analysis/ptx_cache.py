@@ -17,7 +17,7 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -226,8 +226,3 @@ def exit_only_functions(sass: str) -> list[str]:
         if op and name is not None:
             ops.append(op.group(1).split(".")[0])
     return found
-
-
-def flags_digest(flags: Iterable[str]) -> str:
-    """A short digest of a flag list, for the record."""
-    return hashlib.sha256("\0".join(flags).encode()).hexdigest()[:12]
