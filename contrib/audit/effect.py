@@ -74,11 +74,12 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
     if isinstance(parent, ast.Return) and node is not None:
         return _returned(gate, arch, _function_of(parent, parents))
     flag = _flag_set(parent, node)
-    if flag == PREDICATE_VALUE:
-        return Effect(False, PREDICATE_VALUE)
-    if flag:
-        value = _value(gate, arch, f"the flag {flag} it sets", ())
-        return value._replace(why=f"{flag}: {value.why}") if value.excludes else value
+    if flag is not None and _ARCH_NAMED.search(flag.attr):
+        return Effect(False, PREDICATE_VALUE)  # `self.is_sm100 = ...`
+    if flag is not None:
+        name = ast.unparse(flag)
+        value = _value(gate, arch, f"the flag {name} it sets", ())
+        return value._replace(why=f"{name}: {value.why}") if value.excludes else value
     return Effect(False, "a value or argument, not a branch" + ("" if admitted else
                                                                 " (false on the target)"))
 
@@ -106,21 +107,18 @@ def _value(gate: Gate, arch: Arch, why: str, code: tuple[ast.AST, ...]) -> Effec
                         f"{', '.join(map(str, sorted(majors)))}", code)  # fmt: skip
 
 
-def _flag_set(parent: ast.AST | None, node: ast.AST | None) -> str:
-    """``self.enable_flashinfer_bmm = is_sm100_supported() and ...``: an attribute the
-    object's other methods test, which the evaluator does not follow; set from the GPU,
-    it is the decision (a module-level or local name is followed to the tests that read
-    it, and those are the gates).  An arch-named attribute (``self.is_sm100``) is a
-    predicate's value (:data:`PREDICATE_VALUE`).  Empty when ``node`` is not such a value."""
+def _flag_set(parent: ast.AST | None, node: ast.AST | None) -> ast.Attribute | None:
+    """The attribute ``node`` is assigned to (``self.enable_flashinfer_bmm =
+    is_sm100_supported() and ...``): one the object's other methods test, which the
+    evaluator does not follow, so set from the GPU it is the decision (a module-level or
+    local name is followed to the tests that read it, and those are the gates)."""
     if isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1:
         target: ast.expr = parent.targets[0]
     elif isinstance(parent, ast.AnnAssign) and parent.value is node:
         target = parent.target
     else:
-        return ""
-    if not isinstance(target, ast.Attribute):
-        return ""
-    return PREDICATE_VALUE if _ARCH_NAMED.search(target.attr) else ast.unparse(target)
+        return None
+    return target if isinstance(target, ast.Attribute) else None
 
 
 def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
