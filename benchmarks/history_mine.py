@@ -13,8 +13,9 @@ by hunk, at the parent's line numbers, for one of these openings:
 * ``cuda-guard``: a ``__CUDA_ARCH__ < 1200`` guard dropped from device code.
 
 What the opening commit had to do gives the expected class: device code (a
-``.cu``/``.cuh``/``.h``/``.jinja`` file outside the tests) changed too means
-``needs-kernel-work``, only Python and gate lines means ``gate-only``.  An
+``.cu``/``.cuh``/``.h``/``.jinja`` file outside the tests, or a CuTe DSL or Triton
+kernel written in Python) changed too means ``needs-kernel-work``, only host
+Python and gate lines means ``gate-only``.  An
 opening is identified by commit, file and the enclosing function at the parent;
 it carries paths, line numbers and shas only, never upstream text.
 """
@@ -32,7 +33,7 @@ from unidiff.patch import PatchSet
 
 from contrib.git.repo import Git
 
-MINER_VERSION = 4  # bump when what counts as an opening changes
+MINER_VERSION = 5  # bump when what counts as an opening, or its class, changes
 GATE_ONLY, NEEDS_KERNEL_WORK = "gate-only", "needs-kernel-work"
 DEVICE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cuh.jinja", ".cu.jinja", ".jinja")
 PATHS = ("*.py", *(f"*{s}" for s in DEVICE_SUFFIXES))
@@ -134,7 +135,8 @@ def openings_of(git: Git, upstream: str, commit: str, parent: str, date: str,
         patch = PatchSet(diff)
     except UnidiffParseError:
         return []
-    device = sorted(_path(f.path) for f in patch if _is_device(_path(f.path)) and _real_change(f))
+    device = sorted(_path(f.path) for f in patch if _is_device(_path(f.path)) and _real_change(f)
+                    or _python_kernel_change(git, commit, f))  # fmt: skip
     expected = NEEDS_KERNEL_WORK if device else GATE_ONLY
     out: dict[tuple[str, str, str], Opening] = {}
     for patched in patch:
@@ -375,6 +377,33 @@ def _is_device(path: str) -> bool:
     parts = path.lower().split("/")
     in_tests = any(p in ("tests", "test", "benchmarks") for p in parts[:-1])
     return path.lower().endswith(DEVICE_SUFFIXES) and not in_tests
+
+
+_KERNEL_DECORATOR = re.compile(r"^\s*@\s*(?:cute\.kernel|cute\.jit|triton\.jit|triton\.autotune)\b")
+
+
+def _python_kernel_change(git: Git, commit: str, patched: Any) -> bool:
+    """Whether a Python file's diff (outside the tests) changes device code written in
+    Python: a line added inside a ``@cute.kernel``/``@cute.jit`` (CuTe DSL) or
+    ``@triton.jit`` function, or a new file defining one.  Such kernels are compiled
+    for the GPU as a ``.cu`` file is: an opening that had to write them needed kernel
+    work (flashinfer's SM120 CuTe DSL MoE and delta-rule kernels are Python files)."""
+    path = _path(patched.path)
+    parts = path.lower().split("/")
+    if not path.endswith(".py") or any(p in ("tests", "test", "benchmarks") for p in parts[:-1]):
+        return False
+    added = [ln for hunk in patched for ln in hunk if ln.is_added]
+    if patched.is_added_file:
+        return any(_KERNEL_DECORATOR.match(ln.value) for ln in added)
+    module = parse(_blob(git, commit, path))
+    if module is None:
+        return False
+    spans = [(min([n.lineno, *(d.lineno for d in n.decorator_list)]), n.end_lineno or n.lineno)
+             for n in ast.walk(module) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+             and any(_KERNEL_DECORATOR.match("@" + ast.unparse(d)) for d in n.decorator_list)]
+    return any(first <= ln.target_line_no <= last for ln in added
+               if ln.value.strip() and not ln.value.strip().startswith("#")
+               for first, last in spans)  # fmt: skip
 
 
 def _real_change(patched: Any) -> bool:

@@ -40,6 +40,12 @@ class OpIndex:
         self._registered: dict[str, str] | None = None
         self._sources: dict[str, str] = {}
 
+    def registered(self, dotted: str) -> str | None:
+        """The C++ function the op ``torch.ops.NS.name`` is registered as (None: nowhere)."""
+        if self._registered is None:
+            self._registered = self._read()
+        return self._registered.get(dotted.rsplit(".", 1)[-1])
+
     def find(self, dotted: str) -> Op | None:
         """The op ``torch.ops.NS.name`` (or ``NS.name``) of the tree; None when not found."""
         if self._registered is None:

@@ -299,15 +299,55 @@ def find_gates(path: str, text: str, ev: TreeEval | None = None,
     found = scan(path, text, ev, arch)
     return found.gates, found.functions
 
+TEMPLATE_SUFFIXES = (".jinja", ".j2")  # rendered into generated units at build time
+
+
 def source_literals(function: ast.AST) -> list[str]:
-    """String literals naming C/C++/CUDA files inside ``function``, in order, unique."""
+    """The C/C++/CUDA files ``function`` names, in order, unique: string literals, and
+    the templates it renders into generated units (``f"{prefix}_sm100_kernel_inst.jinja"``
+    for each ``prefix`` of a literal list it loops over), whose ``#include`` closure is
+    what those units compile."""
     names: list[str] = []
+    loops = _literal_loops(function)
     for node in walk(function):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            value = node.value.strip()
-            if value.lower().endswith(CUDA_SUFFIXES) and "\n" not in value and value not in names:
+            values = [node.value.strip()]
+        elif isinstance(node, ast.JoinedStr):
+            values = [v for v in _expanded(node, loops) if v.endswith(TEMPLATE_SUFFIXES)]
+        else:
+            continue
+        for value in values:
+            if (value.lower().endswith(CUDA_SUFFIXES + TEMPLATE_SUFFIXES) and "\n" not in value
+                    and value not in names):  # fmt: skip
                 names.append(value)
     return names
+
+
+def _literal_loops(function: ast.AST) -> dict[str, list[str]]:
+    """``for name in ["a", "b"]`` in ``function``: each loop name's literal strings."""
+    loops: dict[str, list[str]] = {}
+    for node in walk(function):
+        if (isinstance(node, ast.For) and isinstance(node.target, ast.Name)
+                and isinstance(node.iter, ast.List | ast.Tuple)):  # fmt: skip
+            items = [e.value for e in node.iter.elts
+                     if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            if items and len(items) == len(node.iter.elts):
+                loops.setdefault(node.target.id, []).extend(items)
+    return loops
+
+
+def _expanded(node: ast.JoinedStr, loops: dict[str, list[str]]) -> list[str]:
+    """An f-string's texts when each of its fields is a loop name of ``loops``."""
+    texts = [""]
+    for part in node.values:
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            texts = [t + part.value for t in texts]
+        elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+              and part.value.id in loops and part.format_spec is None):  # fmt: skip
+            texts = [t + v for t in texts for v in loops[part.value.id]]
+        else:
+            return []
+    return texts
 
 
 def builders(functions: dict[str, ast.AST], function: str) -> list[str]:

@@ -34,9 +34,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from contrib.analysis.archeval import TreeEval
-from contrib.analysis.archvalues import UNK, Ext, Frame, Func, ModRef
+from contrib.analysis.archvalues import UNK, Cap, Ext, Frame, Func, ModRef, truth_of
 from contrib.analysis.hostarch import CUTE_FAMILIES
-from contrib.analysis.pywalk import walk
 
 MAX_CALLS = 120  # call chains kept per gate, for the reader
 MAX_FUNCTIONS = 1500  # tree functions walked per gate (each once)
@@ -91,10 +90,12 @@ class _Known:
 
 
 class _Graph:
-    """The call graph of one tree, read lazily and kept for every gate of it."""
+    """The call graph of one tree as one GPU runs it, read lazily and kept for every
+    gate of it: an ``if`` the GPU decides (``if is_sm120a_supported(dev): ... else:
+    ...``) is followed into the branch ``cap`` takes only (None: every branch)."""
 
-    def __init__(self, ev: TreeEval) -> None:
-        self.ev = ev
+    def __init__(self, ev: TreeEval, cap: Cap | None = None) -> None:
+        self.ev, self.cap = ev, cap
         self.known: dict[int, _Known] = {}
         self.names: dict[str, dict[int, str]] = {}
         self.cute: dict[str, tuple[int, ...]] = {}
@@ -133,11 +134,64 @@ class _Graph:
 
     def resolve(self, frame: Frame, nodes: Iterable[ast.AST]) -> list[tuple[str, list[Func | Target]]]:
         out: list[tuple[str, list[Func | Target]]] = []
-        for call in _calls(nodes):
+        for call in self._calls(frame, nodes):
             name = _callee_name(call)
-            if name is not None:
+            if name is None:
+                continue
+            table = self._table(call.func, frame) if isinstance(call.func, ast.Subscript) else []
+            if table:  # `modules[backend]()`: ``name[]`` in the chain, one entry per GPU
+                out.append((f"{name}[]", table))
+            else:
                 out.append((name, self._callees(frame, call)))
         return out
+
+    def _calls(self, frame: Frame, nodes: Iterable[ast.AST]) -> Iterator[ast.Call]:
+        """The calls of ``nodes`` (each statement breadth first, as :func:`walk`), the
+        branches the GPU of ``cap`` does not take left out."""
+        for statement in self._block(frame, list(nodes)):
+            out = [statement]
+            for current in out:  # grows while it is read
+                if isinstance(current, ast.Call):
+                    yield current
+                if isinstance(current, ast.If | ast.IfExp) and self.cap is not None:
+                    taken = self._taken(current.test, frame)
+                    if taken is not None and not _refuses(current.body if taken else current.orelse):
+                        branch = current.body if taken else current.orelse
+                        out += [current.test, *(self._block(frame, branch)
+                                                if isinstance(branch, list) else [branch])]
+                        continue
+                for name in current._fields:
+                    value = getattr(current, name, None)
+                    if isinstance(value, ast.AST):
+                        out.append(value)
+                    elif isinstance(value, list):
+                        out += self._block(frame, [v for v in value if isinstance(v, ast.AST)])
+
+    def _block(self, frame: Frame, statements: list[ast.AST]) -> list[ast.AST]:
+        """A block's statements up to an ``if`` the GPU of ``cap`` takes into a branch
+        that returns: what follows it is other GPUs' path.  A branch that refuses
+        (raises, skips, exits) is another gate, not a path: the code after it is what
+        lifting that gate too would run, so it is followed."""
+        if self.cap is None:
+            return statements
+        for n, statement in enumerate(statements):
+            if isinstance(statement, ast.If):
+                taken = self._taken(statement.test, frame)
+                branch = statement.body if taken else statement.orelse
+                if taken is not None and branch and isinstance(branch[-1], ast.Return) \
+                        and not _refuses(branch):
+                    return statements[:n + 1]
+        return statements
+
+    def _taken(self, test: ast.expr, frame: Frame) -> bool | None:
+        """Whether the GPU of ``cap`` takes an ``if``'s body (None: not the GPU's to say)."""
+        if self.cap is None or not self.ev.may_read_gpu(test, frame):
+            return None
+        self.ev.cap, self.ev.touched = self.cap, False
+        truth = truth_of(self.ev.eval(test, frame))
+        if not self.ev.touched or len(truth) != 1:
+            return None
+        return next(iter(truth))
 
     def _callees(self, frame: Frame, call: ast.Call) -> list[Func | Target]:
         func = call.func.value if isinstance(call.func, ast.Subscript) else call.func
@@ -150,6 +204,30 @@ class _Graph:
                 found.append(Target("aot", "", value.dotted.removesuffix(".default")))
             elif value is UNK or isinstance(value, Ext):
                 found += self._unbound(func, frame)
+        return found
+
+    def _table(self, func: ast.Subscript, frame: Frame) -> list[Func | Target]:
+        """A dispatch table called: ``backend_modules[backend]()`` where
+        ``backend_modules`` is a dict literal of functions or classes.  The entry the
+        key names when the key is known, else every entry (each is a path some GPU takes)."""
+        if not isinstance(func.value, ast.Name):
+            return []
+        name = func.value.id
+        local = frame.local.names.get(name) if frame.local is not None else None
+        if local is None:
+            module = self.ev.module(frame.path)
+            local = module[1].names.get(name, []) if module is not None else []
+        tables = [b.node for b in local if b.kind == "expr" and isinstance(b.node, ast.Dict)]
+        if not tables:
+            return []
+        keys = self.ev.eval(func.slice, frame)
+        found: list[Func | Target] = []
+        for table in tables:
+            entries = [(k, v) for k, v in zip(table.keys, table.values, strict=True) if k is not None]
+            chosen = [v for k, v in entries if isinstance(k, ast.Constant) and k.value in keys]
+            for value in chosen or [v for _, v in entries]:
+                found += [v for v in self.ev.eval(value, frame) if isinstance(v, Func)]
+                found += self._class(value, frame)
         return found
 
     def _unbound(self, func: ast.expr, frame: Frame) -> list[Func | Target]:
@@ -183,19 +261,21 @@ class _Graph:
         return found
 
 
-_GRAPHS: weakref.WeakKeyDictionary[TreeEval, _Graph] = weakref.WeakKeyDictionary()
+_GRAPHS: weakref.WeakKeyDictionary[TreeEval, dict[Cap | None, _Graph]] = weakref.WeakKeyDictionary()
 
 
-def _graph(ev: TreeEval) -> _Graph:
-    graph = _GRAPHS.get(ev)
+def _graph(ev: TreeEval, cap: Cap | None) -> _Graph:
+    graphs = _GRAPHS.setdefault(ev, {})
+    graph = graphs.get(cap)
     if graph is None:
-        graph = _GRAPHS[ev] = _Graph(ev)
+        graph = graphs[cap] = _Graph(ev, cap)
     return graph
 
 
-def reach(ev: TreeEval, frame: Frame, code: list[ast.AST]) -> Reached:
-    """The calls in ``code`` and, through the tree's definitions, what they lead to."""
-    graph = _graph(ev)
+def reach(ev: TreeEval, frame: Frame, code: list[ast.AST], cap: Cap | None = None) -> Reached:
+    """The calls in ``code`` and, through the tree's definitions, what they lead to;
+    ``cap``: the GPU that runs it (the branches it does not take are not followed)."""
+    graph = _graph(ev, cap)
     out = Reached()
     seen: set[tuple[int, tuple[int, ...]]] = set()
     queue: deque[tuple[list[tuple[str, list[Func | Target]]], str, int, tuple[int, ...]]] = deque(
@@ -327,11 +407,23 @@ def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
-def _calls(nodes: Iterable[ast.AST]) -> Iterator[ast.Call]:
-    for statement in nodes:
-        for node in walk(statement):
-            if isinstance(node, ast.Call):
-                yield node
+_REFUSALS = frozenset({"skip", "exit", "_exit", "abort", "fail", "xfail"})
+
+
+def _refuses(branch: ast.AST | list[ast.stmt]) -> bool:
+    """A branch that only refuses: it ends raising, or calling ``pytest.skip``,
+    ``sys.exit`` and the like, or returning nothing (None, False: "not here")."""
+    if not isinstance(branch, list) or not branch:
+        return False
+    last = branch[-1]
+    if isinstance(last, ast.Raise):
+        return True
+    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+        return _callee_name(last.value) in _REFUSALS
+    if isinstance(last, ast.Return):
+        return last.value is None or (isinstance(last.value, ast.Constant)
+                                      and last.value.value in (None, False))  # fmt: skip
+    return False
 
 
 def _callee_name(call: ast.Call) -> str | None:

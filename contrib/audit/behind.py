@@ -90,19 +90,26 @@ class Behind:
                  gates: dict[tuple[str, str], AuditGate]) -> None:  # fmt: skip
         self.tree, self.resolver, self.arch, self.gates = tree, resolver, arch, gates
         self._done: dict[str, Verdict | None] = {}
+        self._unread: dict[str, str] = {}  # a target judged None: why
         self._functions: dict[str, dict[str, ast.AST]] = {}
         self._ops: aotops.OpIndex | None = None
 
     def of(self, reached: Iterable[str]) -> Verdict | None:
         """The verdict that speaks for a gate whose code reaches ``reached``."""
         best: tuple[int, int, int, Verdict] | None = None
-        for order, text in enumerate(reached):
-            target = Target.parse(text)
-            if target is None:
+        targets = [t for t in map(Target.parse, reached) if t is not None]
+        # A dispatch table (``modules[backend]()``, ``name[]`` in the chain) with an entry
+        # built for the target serves it: its other entries are other GPUs' paths.
+        served = {_table_of(t.chain) for t in targets if _table_of(t.chain) and self._serves(t)}
+        for order, target in enumerate(targets):
+            if _table_of(target.chain) in served and not self._serves(target):
                 continue
+            text = target.text()
             key = text.rsplit("|", 1)[0]
             if key not in self._done:
                 self._done[key] = self._judge(target)
+                if self._done[key] is None:
+                    self._unread[key] = self._why_unread(target)
             verdict = self._done[key]
             if verdict is None or verdict.class_ not in _RANK:
                 continue
@@ -110,6 +117,39 @@ class Behind:
             if best is None or rank < best[:3]:
                 best = (*rank, _via(verdict, target))
         return best[3] if best else None
+
+    def unread(self, reached: Iterable[str]) -> str:
+        """Why the targets ``reached`` class nothing (after :meth:`of` found no verdict):
+        the first few, each with its reason; "" when nothing was reached."""
+        why = [self._unread[key] for key in dict.fromkeys(t.rsplit("|", 1)[0] for t in reached)
+               if key in self._unread]  # fmt: skip
+        shown = "; ".join(dict.fromkeys(why))
+        return shown if len(why) <= 3 else f"{shown} (and {len(why) - 3} more)"
+
+    def _serves(self, target: Target) -> bool:
+        """A JIT builder built for the target: its flags name its major, or its gate admits it."""
+        if target.kind != "jit":
+            return False
+        gate = self.gates.get((target.path, target.name))
+        if gate is not None:
+            return not gate.excludes_target and gate.class_ != NEEDS_KERNEL_WORK
+        return self.arch.major in target.majors
+
+    def _why_unread(self, target: Target) -> str:
+        where = f"{target.name} ({target.path})" if target.path else target.name
+        if target.kind == "jit":
+            gate = self.gates.get((target.path, target.name))
+            if gate is not None:
+                return f"the JIT module {where}, whose own class is {gate.class_ or 'not read'}"
+            return f"the JIT builder {where}, which names no CUDA unit of the tree"
+        if target.kind == "aot":
+            assert self._ops is not None
+            registered = self._ops.registered(target.name)
+            if registered is None:
+                return f"the built op {target.name}, registered nowhere in the tree's C++"
+            return (f"the built op {target.name}, registered as {registered}, whose definition "
+                    "is not in the tree (a dependency fetched at build time)")
+        return f"{target.kind} {where}"
 
     def _judge(self, target: Target) -> Verdict | None:
         if target.kind == "jit":
@@ -128,6 +168,10 @@ class Behind:
         gate = self.gates.get((target.path, target.name))
         where = f"{target.name} ({target.path})"
         if gate is not None and not gate.excludes_target:
+            if gate.class_ == NEEDS_KERNEL_WORK and not __import__("os").environ.get("NOADMIT"):  # admitted into units with nothing for it
+                return Verdict(NEEDS_KERNEL_WORK, f"its code loads {where}, whose gate at line "
+                               f"{gate.line} admits {self.arch.name}, but {gate.reason}",
+                               list(gate.evidence), list(gate.units))  # fmt: skip
             return Verdict(GATE_ONLY, f"its code loads {where}, whose gate at line {gate.line} "
                            f"admits {self.arch.name}", at_stake=False)  # fmt: skip
         if gate is not None:
@@ -144,7 +188,8 @@ class Behind:
         majors = target.majors if omits else ()
         verdict = units_verdict(self.tree, self.resolver, units, majors, self.arch)
         built = (f"built for majors {', '.join(map(str, target.majors))} by its nvcc flags"
-                 if omits else "built for the GPU it runs on")
+                 if omits else f"built for {self.arch.name} by its nvcc flags" if target.majors
+                 else "built for the GPU it runs on")  # fmt: skip
         verdict.reason = f"its code loads {where}, {built}: {verdict.reason}"
         verdict.at_stake = omits
         return verdict
@@ -181,6 +226,12 @@ class Behind:
                           f"{op.unit} ({builds}): {verdict.reason}")  # fmt: skip
         verdict.at_stake = bool(op.majors) and self.arch.major not in op.majors
         return verdict
+
+
+def _table_of(chain: str) -> str:
+    """The call chain up to its last dispatch table (``a>modules[]``), or ""."""
+    end = chain.rfind("[]")
+    return chain[:end + 2] if end >= 0 else ""
 
 
 def _via(verdict: Verdict, target: Target) -> Verdict:

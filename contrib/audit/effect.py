@@ -257,18 +257,33 @@ def _chain_above(node: ast.If, parents: dict[int, ast.AST]) -> list[ast.If]:
 def _denied_code(node: ast.expr | None, parent: ast.AST | None,
                  parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:  # fmt: skip
     """What a skip keeps from the target: the statements after ``if cond: raise`` in its
-    block, or the body of the function a ``skipif(cond)`` marks."""
+    block and in the blocks around it, up to its function (``if backend == "cutlass":
+    if not ok: raise ...`` keeps from the target what the function does after the
+    check), or the body of the function a ``skipif(cond)`` marks."""
     if isinstance(parent, ast.If) and parent.test is node:
-        block = parents.get(id(parent))
-        for name in ("body", "orelse", "finalbody"):
-            statements = getattr(block, name, None)
-            if isinstance(statements, list) and parent in statements:
-                return tuple(statements[statements.index(parent) + 1:])
-        return ()
+        return tuple(_after(parent, parents))
     marked = _function_of(parent, parents) if isinstance(parent, ast.Call) else None
     if marked is None and isinstance(parent, ast.Call):
         return _module_tests(parent, parents)
     return tuple(getattr(marked, "body", ()))
+
+
+def _after(statement: ast.AST, parents: dict[int, ast.AST]) -> list[ast.AST]:
+    """The statements that run after ``statement`` completes: the rest of its block,
+    then of each enclosing block, up to its function or module."""
+    out: list[ast.AST] = []
+    child, block = statement, parents.get(id(statement))
+    while block is not None:
+        for name in ("body", "orelse", "finalbody"):
+            statements = getattr(block, name, None)
+            if isinstance(statements, list) and child in statements:
+                out += statements[statements.index(child) + 1:]
+                break
+        if isinstance(block, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                      | ast.Module | ast.Lambda):  # fmt: skip
+            break
+        child, block = block, parents.get(id(block))
+    return out
 
 
 def _module_tests(call: ast.Call, parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 
 from contrib.analysis.archeval import TreeEval
-from contrib.analysis.archvalues import Func
+from contrib.analysis.archvalues import Cap, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.pywalk import parents as node_parents
 from contrib.analysis.reach import Reached, reach
@@ -84,7 +84,7 @@ def gates_of_file(path: str, text: str, arch: Arch, ev: TreeEval | None = None,
         lines = text.splitlines()
         follow = wide or found.ev
         follow.add_module(path, found.module)
-        sites = CallSites(found, follow)
+        sites = CallSites(found, follow, (arch.major, arch.minor))
         audited = [_audited(found, gate, parents, lines, arch, sites) for gate in found.gates]
     return [g for g in audited if g.effect != PREDICATE_VALUE]
 
@@ -112,7 +112,7 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
     effect = gate_effect(found, gate, parents, arch)
     jit = gate.kind == KEYWORD and function is not None
     frame = found.frames.get(gate.function, found.frames["<module>"])
-    behind = reach(sites.follow, frame, list(effect.code))
+    behind = reach(sites.follow, frame, list(effect.code), (arch.major, arch.minor))
     if effect.excludes and not behind.targets:
         behind = _from_callers(found, gate.function, parents, behind, sites)
     return AuditGate(
@@ -139,7 +139,7 @@ def _from_callers(found: Scan, function: str, parents: dict[int, ast.AST],
     out = Reached(list(own.calls), list(own.targets))
     for caller, code in sites.of(node, parents):
         frame = found.frames.get(caller, found.frames["<module>"])
-        more = reach(sites.follow, frame, code)
+        more = reach(sites.follow, frame, code, sites.cap)
         out.calls += [f"{caller}>{c}" for c in more.calls if f"{caller}>{c}" not in out.calls]
         out.targets += [t for t in more.targets if t not in out.targets]
     return out
@@ -149,8 +149,8 @@ class CallSites:
     """The calls of one file by callee name, each with the function it is written in
     (its innermost one): built once, on the first decision function of the file."""
 
-    def __init__(self, found: Scan, follow: TreeEval) -> None:
-        self.found, self.follow = found, follow
+    def __init__(self, found: Scan, follow: TreeEval, cap: Cap | None = None) -> None:
+        self.found, self.follow, self.cap = found, follow, cap
         self._by_name: dict[str, list[tuple[str, ast.Call]]] | None = None
 
     def of(self, node: ast.AST, parents: dict[int, ast.AST]) -> Iterator[tuple[str, list[ast.AST]]]:

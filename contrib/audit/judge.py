@@ -72,6 +72,10 @@ def _inherit(gate: AuditGate, behind: Behind) -> None:
     verdict = behind.of(gate.reached)
     if verdict is None:
         gate.class_ = UNKNOWN
+        unread = behind.unread(gate.reached)
+        if unread:
+            gate.reason = f"a Python condition; what its code reaches cannot be classed here: {unread}"
+            return
         gate.reason = ("a Python condition; no JIT module, Triton or CuTe kernel or built op "
                        f"is reached by the code it guards ({counted(len(gate.calls), 'call')} "
                        "followed)")  # fmt: skip

@@ -192,3 +192,80 @@ def test_a_unit_with_sm100_only_isa_or_a_host_check_needs_kernel_work_on_sm120()
                "b.cu": HOST.replace("ICHECK_EQ(major, 10)", "ICHECK_GE(major, 10)")}
     analysis = analyze(generic, ["a.cu", "b.cu"], SM120, [parse_arch("sm_100a")])
     assert arch_findings(generic, analysis.passes[SM120.name], SM120, [10]) == []
+
+
+def test_a_dispatch_table_of_builders_is_followed_and_an_entry_for_the_target_serves_it() -> None:
+    """``backend_modules[backend]()`` (flashinfer's fp4 quantization): every entry is a
+    path some GPU takes; one built with the target's flags serves it."""
+    jit = JIT + ('\n\ndef gen_fmha_sm120_module():\n'
+                 '    return build("fmha120", ["fmha120.cu"], ["-gencode=arch=compute_120a,code=sm_120a"])\n')
+    loader = ("from pkg.jit import gen_fmha_sm100_module, gen_fmha_sm120_module\n\n\n"
+              "def get_fmha_module(backend):\n"
+              "    table = {'100': gen_fmha_sm100_module, '120': gen_fmha_sm120_module}\n"
+              "    return table[backend]().build_and_load()\n")
+    test = ("import pytest\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+            "@pytest.mark.skipif(not is_sm100_supported(), reason='x')\ndef test_a():\n    fmha(1)\n")
+    files = BASE | {"pkg/jit.py": jit, "pkg/loader.py": loader, "tests/test_a.py": test,
+                    "csrc/fmha120.cu": KERNEL.format(name="fmha120")}  # fmt: skip
+    gate = _audit(files)["tests/test_a.py:test_a"]
+    assert {r.split("|")[2] for r in gate.reached} >= {"gen_fmha_sm100_module", "gen_fmha_sm120_module"}
+    assert gate.class_ == "gate-only", gate.reason
+    assert gate.reason.startswith("its code loads gen_fmha_sm120_module (pkg/jit.py), built for "
+                                  "sm_120a by its nvcc flags"), gate.reason
+
+
+def test_an_arch_branch_behind_the_gate_is_followed_where_the_target_goes() -> None:
+    """Behind the gate, ``if is_sm120(): sm120 module else: sm100 module``: the target
+    runs the first only, so the sm100 module's kernels compiled out do not class it."""
+    utils = UTILS + "\n\ndef is_sm120_supported():\n    return cap()[0] == 12\n"
+    jit = JIT.replace("gen_fmha_sm90_module", "gen_fmha_sm120_module").replace(
+        "[9]", "[12]").replace("fmha90", "fmha120")  # fmt: skip
+    api = ("from pkg.jit import gen_fmha_sm100_module, gen_fmha_sm120_module\n"
+           "from pkg.utils import is_sm120_supported\n\n\n"
+           "def fmha(q):\n    if is_sm120_supported():\n        return gen_fmha_sm120_module()\n"
+           "    return gen_fmha_sm100_module()\n")  # fmt: skip
+    test = ("import pytest\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+            "@pytest.mark.skipif(not is_sm100_supported(), reason='x')\ndef test_a():\n    fmha(1)\n")
+    files = BASE | {"pkg/utils.py": utils, "pkg/jit.py": jit, "pkg/api.py": api,
+                    "tests/test_a.py": test, "csrc/fmha120.cu": KERNEL.format(name="fmha120")}
+    gate = _audit(files)["tests/test_a.py:test_a"]
+    assert {r.split("|")[2] for r in gate.reached} == {"gen_fmha_sm120_module"}, gate.reached
+    assert gate.class_ == "gate-only", gate.reason
+
+
+def test_a_refusal_nested_in_a_backend_branch_keeps_the_rest_of_the_function() -> None:
+    """``if backend == "cutlass": if not is_sm100(): raise`` guards what the function
+    does after the check, beyond the backend ``if`` (flashinfer's gemm_fp8_nt_groupwise)."""
+    api = ("from pkg.jit import gen_fmha_sm100_module\nfrom pkg.utils import is_sm100_supported\n\n\n"
+           "def fmha(q, backend):\n    if backend == 'cutlass':\n        if not is_sm100_supported():\n"
+           "            raise ValueError('SM100 only')\n"
+           "    if backend == 'cutlass':\n        return gen_fmha_sm100_module()\n    return q\n")
+    gate = _audit(BASE | {"pkg/api.py": api})["pkg/api.py:fmha"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "gen_fmha_sm100_module" in gate.reason
+
+
+def test_a_jit_gate_that_admits_the_target_into_units_with_nothing_for_it_needs_kernel_work() -> None:
+    """The story's lesson one level down: a Python gate keeps the target from a module
+    whose own gate admits it, but whose units have only SM100 code (a CUTLASS ``Sm100``
+    ArchTag, read from a template the builder renders into its generated units)."""
+    jit = ("from pkg.core import build, ctx\n\n\n"
+           "def gen_gemm_module():\n    sources = []\n"
+           "    for prefix in ['gemm', 'group_gemm']:\n"
+           "        template = open(f'{prefix}_sm100_kernel_inst.jinja').read()\n"
+           "        sources.append(template)\n"
+           "    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10, 12])\n"
+           "    return build('gemm', sources, flags)\n")  # fmt: skip
+    api = ("from pkg.jit import gen_gemm_module\nfrom pkg.utils import is_sm100_supported\n\n\n"
+           "def gemm(a):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
+           "    return gen_gemm_module()\n")  # fmt: skip
+    header = ("#pragma once\nusing ArchTag = cutlass::arch::Sm100;\n"
+              "template <int N> void gemm_sm100() {}\n")  # fmt: skip
+    files = BASE | {"pkg/jit.py": jit, "pkg/api.py": api, "include/gemm_sm100.cuh": header,
+                    "csrc/gemm_sm100_kernel_inst.jinja": ('#include "../include/gemm_sm100.cuh"\n'
+                                                         "template void gemm_sm100<{{ n }}>();\n"),
+                    "csrc/group_gemm_sm100_kernel_inst.jinja": "// none\n"}  # fmt: skip
+    gate = _audit(files)["pkg/api.py:gemm"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "whose gate at line 9 admits sm_120a, but" in gate.reason, gate.reason
+    assert any("arch::Sm100" in e for e in gate.evidence), gate.evidence

@@ -292,3 +292,29 @@ def test_a_dropped_opening_stays_dropped_when_the_corpus_is_written_again(
     corpus.write_text(corpus.read_text() + '\n[[dropped]]\ncommit = "abc"\n')
     with pytest.raises(ValueError, match=r"\[\[dropped\]\] number 2: needs commit, file"):
         drops(corpus)
+
+
+def test_a_kernel_written_in_python_is_device_code_for_the_expected_class(tmp_path: Path) -> None:
+    """CuTe DSL and Triton kernels are Python files compiled for the GPU: an opening whose
+    commit writes one needed kernel work; host Python beside it, or a kernel in the
+    tests, does not."""
+    gate = ("def run(x):\n    if not is_sm100_supported():\n        raise ValueError('SM100')\n"
+            "    return x\n")
+    triton = ("import triton\n\n\n@triton.jit\ndef k(x_ptr):\n    pass\n\n\n"
+              "def host(x):\n    return x\n")
+    repo = Repo(tmp_path / "up")
+    repo.commit("base", {"pkg/a.py": gate, "pkg/b.py": gate, "pkg/c.py": gate,
+                         "pkg/tri.py": triton})  # fmt: skip
+    opened = gate.replace("is_sm100_supported()", "(is_sm100_supported() or is_sm120_supported())")
+    cute = ("import cutlass.cute as cute\n\n\nclass Sm120Kernel:\n    @cute.kernel\n"
+            "    def kernel(self, a):\n        pass\n")
+    dsl = repo.commit("a: with a CuTe DSL kernel", {"pkg/a.py": opened, "pkg/sm120_dsl.py": cute})
+    host = repo.commit("b: host python and a test kernel", {
+        "pkg/b.py": opened, "pkg/tri.py": triton.replace("return x", "return x + 0"),
+        "tests/kernels.py": cute})  # fmt: skip
+    body = repo.commit("c: a line inside a triton kernel", {
+        "pkg/c.py": opened, "pkg/tri.py": triton.replace("    pass\n", "    x = 1\n", 1)})
+    found = {o.commit: (o.expected, o.device_files) for o in mine(Git(repo.path), "up", "main")}
+    assert found[dsl] == (NEEDS_KERNEL_WORK, ["pkg/sm120_dsl.py"])
+    assert found[host] == (GATE_ONLY, [])
+    assert found[body] == (NEEDS_KERNEL_WORK, ["pkg/tri.py"])
