@@ -157,7 +157,7 @@ class _Graph:
                     taken = self._taken(current.test, frame)
                     if taken is not None and not _refuses(current.body if taken else current.orelse):
                         branch = current.body if taken else current.orelse
-                        out += [current.test, *(self._block(frame, branch)
+                        out += [current.test, *(self._block(frame, list(branch))
                                                 if isinstance(branch, list) else [branch])]
                         continue
                 for name in current._fields:
