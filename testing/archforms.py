@@ -233,6 +233,30 @@ if not is_sm100_supported():
 else:
     run_fp4_benchmark()
 ''',
+    # a test helper whose branch for the target is `pass` and whose else skips; a skip
+    # whose condition refuses 12.1 but not the 12.0 audited
+    "tests/test_gdn.py": '''\
+import pytest
+import torch
+
+
+def _cc():
+    return torch.cuda.get_device_capability()
+
+
+def _skip_if_unsupported():
+    if _cc()[0] == 10:
+        pass
+    elif _cc() == (12, 0) or _cc()[0] == 9:
+        pass
+    else:
+        pytest.skip("GDN needs SM90, SM100 or SM120")
+
+
+def _skip_if_cp_unsupported():
+    if not (_cc()[0] == 9 or _cc() == (12, 0)):
+        pytest.skip("CP GDN needs SM90 or SM120")
+''',
     # a Triton kernel reached two calls down
     "pkg/forms/triton_path.py": '''\
 import triton

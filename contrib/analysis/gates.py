@@ -112,8 +112,8 @@ class Scan:
 class _Finder(ast.NodeVisitor):
     """One pass of a module: each outermost expression whose truth the GPU decides."""
 
-    def __init__(self, path: str, ev: TreeEval, caps: list[Cap]) -> None:
-        self.path, self.ev, self.caps = path, ev, caps
+    def __init__(self, path: str, ev: TreeEval, caps: list[Cap], target: Cap | None = None) -> None:
+        self.path, self.ev, self.caps, self.target = path, ev, caps, target
         self.scope: list[str] = []
         self.frame = Frame(path)
         self.frames: dict[str, Frame] = {"<module>": self.frame}
@@ -225,17 +225,20 @@ class _Finder(ast.NodeVisitor):
         per_cap = [truth_of(v) for v in truths.values()]
         if all(t == per_cap[0] for t in per_cap):
             return False  # the GPU is read, but does not change the outcome
-        majors = frozenset(cap[0] for cap, t in zip(truths, per_cap, strict=True) if True in t)
+        # The target's major is read on the target itself: `not (is_sm90a() or
+        # is_sm120a())` skips 12.1, not the 12.0 being audited.
+        read = [(cap, t) for cap, t in zip(truths, per_cap, strict=True)
+                if self.target is None or cap[0] != self.target[0] or cap == self.target]
+        majors = frozenset(cap[0] for cap, t in read if True in t)
         self.majors[id(node)] = majors
-        unsure = {cap[0] for cap, t in zip(truths, per_cap, strict=True) if False in t}
+        unsure = {cap[0] for cap, t in read if False in t}
         self.sure[id(node)] = majors - unsure  # every minor read of the major: true
         if id(node) in self.skips:
             # `skipif(cond)` / `if cond: raise|skip|return`: the code runs where cond is false.
             # It runs where the skip may not fire; `clear`: where it never fires (then
             # `fp8 and is_sm12x()` refuses SM12x, which SM100 never is, for FP8).
-            runs = frozenset(cap[0] for cap, t in zip(truths, per_cap, strict=True) if False in t)
-            clear = frozenset(all_majors()) - frozenset(
-                cap[0] for cap, t in zip(truths, per_cap, strict=True) if True in t)
+            runs = frozenset(cap[0] for cap, t in read if False in t)
+            clear = frozenset(all_majors()) - frozenset(cap[0] for cap, t in read if True in t)
             self._add(node, "skip-condition", "skipped when " + ast.unparse(node), runs, clear)
         else:
             self._add(node, "condition", ast.unparse(node), majors)
@@ -287,7 +290,7 @@ def scan(path: str, text: str, ev: TreeEval | None = None, arch: Arch | None = N
     if module is None:
         module = ast.parse(text, filename=path)
         ev.add_module(path, module)
-    finder = _Finder(path, ev, caps_for(arch))
+    finder = _Finder(path, ev, caps_for(arch), (arch.major, arch.minor) if arch else None)
     finder.visit(module)
     return Scan(finder.gates, finder.functions, finder.majors, finder.frames, module, ev,
                 finder.sure)

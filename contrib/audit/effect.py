@@ -131,7 +131,8 @@ def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
 def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If]) -> Effect:
     """An ``if`` (or ``elif``) on the arch; ``above``: the ifs before it in its chain."""
     truth = _truth(found, node.test, arch.major)
-    if truth and node.orelse and _only_says(node.body) and not _only_says(node.orelse):
+    if truth and node.orelse and _only_says(node.body) and not _passes(node.body) \
+            and not _only_says(node.orelse) and not _refusal(node.orelse):
         return Effect(True, "the branch the target takes only prints a message; the work "
                             "is in the else", tuple(node.orelse), _said(node.body))  # fmt: skip
     if truth:
@@ -340,6 +341,19 @@ def _chain(orelse: list[ast.stmt]) -> Iterator[ast.If | list[ast.stmt]]:
 
 def _exits(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], ast.Return | ast.Continue | ast.Break)
+
+
+def _passes(body: list[ast.stmt]) -> bool:
+    """A branch of ``pass`` alone: the target goes on, with nothing said."""
+    return all(isinstance(s, ast.Pass) for s in body)
+
+
+def _refusal(body: list[ast.stmt]) -> bool:
+    """A branch that refuses in any way: it raises, exits or skips (``pytest.skip``)."""
+    return _bails(body) or any(
+        isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+        and getattr(s.value.func, "attr", getattr(s.value.func, "id", "")) in ("skip", "exit")
+        for s in body)  # fmt: skip
 
 
 def _bails(body: list[ast.stmt]) -> bool:

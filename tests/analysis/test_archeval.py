@@ -109,6 +109,21 @@ def test_a_branch_that_only_says_it_skips_refuses_the_target(tree: GitTree) -> N
     assert "run_fp4_benchmark" in gate.calls
 
 
+def test_a_pass_for_the_target_and_the_minor_it_is(tree: GitTree) -> None:
+    """A branch of ``pass`` the target takes, before an else that skips, runs it (it
+    "only says" nothing); a skip of everything but 12.0 and SM90 refuses 12.1, not the
+    sm_120a audited (flashinfer's GDN tests at the commits that opened them)."""
+    gates = {(g.function, g.line): g for g in gates_of_file(
+        "tests/test_gdn.py", tree.read_text("tests/test_gdn.py") or "", SM120, tree_eval(tree))}
+    assert not gates[("_skip_if_unsupported", 12)].excludes_target
+    assert gates[("_skip_if_unsupported", 12)].effect == "the target takes this branch"
+    cp = gates[("_skip_if_cp_unsupported", 19)]
+    assert cp.admits == "majors 9, 12" and not cp.excludes_target
+    spark = {g.line: g for g in gates_of_file("tests/test_gdn.py", tree.read_text(
+        "tests/test_gdn.py") or "", parse_arch("sm_121a"), tree_eval(tree))}
+    assert spark[19].excludes_target
+
+
 def test_the_toolkit_is_one_that_can_build_the_target(tree: GitTree) -> None:
     """`torch.version.cuda` compared with any version is newer; `torch.cuda.is_available()`
     is true and `torch.version.hip` None: the question is a CUDA machine with the GPU."""
