@@ -14,7 +14,11 @@ whose list is the gate.  At ``v1.0`` the comm module admits majors 9 and 10; at
   above is a mismatch;
 * ``top/norm.py``: ``norm`` takes ``rmsnorm`` on SM100 only (excluding; the path
   below admits SM12x: gate-only), ``comm`` takes ``lowerlib.comm.fused_allreduce``
-  on SM100 only (excluding; needs-kernel-work at ``v1.0``, gate-only at ``v2.0``);
+  on SM100 only (excluding; gate-only at both tags: at ``v1.0`` the comm gate below
+  turns SM12x away from a kernel it compiles, so lifting both gates is the change);
+* ``top/attn.py``: ``Backend.__init__`` picks ``backend = "cutlass"`` on SM100 only
+  and hands it to ``lowerlib.attn.AttnWrapper``, whose ``run`` builds a module with
+  literal SM100 flags and no gate: the class comes from what that path builds;
 * ``top/gemm.py``: ``matmul`` runs ``lowerlib.gemm.gemm`` on majors 10 and 12,
   which dispatches SM12x to its own module (admitted) and SM100 to another: the
   branch the target does not take is no mismatch.
@@ -66,6 +70,36 @@ def gemm(x):
     raise ValueError("gemm: unsupported GPU")
 '''
 
+LOWER_ATTN = '''\
+from lowerlib.core import build
+
+
+def gen_attn_module():
+    return build("attn", ["attn.cu"], ["-gencode=arch=compute_100a,code=sm_100a"])
+
+
+class AttnWrapper:
+    def __init__(self, backend="auto"):
+        self.backend = backend
+
+    def run(self, x):
+        return gen_attn_module().run(x)
+'''
+
+TOP_ATTN = '''\
+import lowerlib.attn as attn
+
+from top.utils import is_sm100_supported
+
+
+class Backend:
+    def __init__(self):
+        backend = "auto"
+        if is_sm100_supported():
+            backend = "cutlass"
+        self.wrapper = attn.AttnWrapper(backend=backend)
+'''
+
 LOWER = {
     "pyproject.toml": '[project]\nname = "Lower_Lib"\nversion = "0"\n',
     "lowerlib/__init__.py": "from .comm import fused_allreduce\nfrom .norm import rmsnorm\n",
@@ -75,6 +109,8 @@ LOWER = {
     "lowerlib/norm.py": ("from .jit import gen_norm_module\n\n\n"
                          "def rmsnorm(x):\n    return gen_norm_module().run(x)\n"),
     "lowerlib/gemm.py": LOWER_GEMM,
+    "lowerlib/attn.py": LOWER_ATTN,
+    "csrc/attn.cu": KERNEL.format(name="attn"),
     "csrc/comm.cu": KERNEL.format(name="comm"),
     "csrc/norm.cu": KERNEL.format(name="norm"),
     "csrc/gemm.cu": KERNEL.format(name="gemm"),
@@ -176,7 +212,7 @@ def top_upstream(path: Path, requirement: str = "lower_lib[cu13]==1.0") -> Repo:
         "python/pyproject.toml": pyproject(requirement),
         "python/top/__init__.py": "", "python/top/utils.py": TOP_UTILS,
         "python/top/args.py": ARGS, "python/top/layers.py": LAYERS, "python/top/norm.py": NORM,
-        "python/top/gemm.py": TOP_GEMM,
+        "python/top/gemm.py": TOP_GEMM, "python/top/attn.py": TOP_ATTN,
     })  # fmt: skip
     return repo
 

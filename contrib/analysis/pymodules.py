@@ -146,6 +146,10 @@ class ModuleIndex:
         found = self._by_name.get(name)
         return min(found, key=len) if found else None
 
+    def paths(self) -> list[str]:
+        """Every module file of the tree, sorted."""
+        return sorted(self._paths())
+
     def _paths(self) -> set[str]:
         cached: set[str] | None = getattr(self, "_all", None)
         if cached is None:

@@ -40,6 +40,10 @@ from contrib.analysis.hostarch import CUTE_FAMILIES
 MAX_CALLS = 120  # call chains kept per gate, for the reader
 MAX_FUNCTIONS = 1500  # tree functions walked per gate (each once)
 MAX_DEPTH = 16  # calls followed below the gated code
+MAX_DEFS = 2  # a method name defined more often than this is not followed by name
+_COMMON = frozenset({"forward", "run", "apply", "get", "set", "update", "call", "build",
+                     "load", "init", "reset", "close", "start", "stop", "step", "wait"})
+_DEF = re.compile(r"^\s+(?:async\s+)?def\s+(\w+)\s*\(", re.MULTILINE)  # an indented def
 _ARCH_FLAG = re.compile(r"\b(?:compute|sm)_(\d{2,3})[af]?\b")
 _FLAG_TEXT = re.compile(r"arch=|compute_\d")  # a string that is an nvcc arch flag
 _SOURCE = re.compile(r"\.(?:cu|cuh|cpp|cc)$")
@@ -99,6 +103,8 @@ class _Graph:
         self.known: dict[int, _Known] = {}
         self.names: dict[str, dict[int, str]] = {}
         self.cute: dict[str, tuple[int, ...]] = {}
+        self._defs: dict[str, list[str]] | None = None  # def name -> the files defining it
+        self._methods: dict[str, list[Func]] = {}
 
     def qualname(self, path: str, node: ast.AST) -> str:
         names = self.names.get(path)
@@ -245,7 +251,31 @@ class _Graph:
                                   _classes(self.ev, binding.node.func, frame)
                                   for item in node.body if isinstance(item, ast.FunctionDef)
                                   and item.name == func.attr]  # fmt: skip
+            if not found:
+                found += self.methods(func.attr)
         return found
+
+    def methods(self, name: str) -> list[Func]:
+        """The tree's methods called ``name`` (``self.norm.forward_with_fusion(x)``, the
+        object's class unknown), when the name is distinctive and defined at most
+        :data:`MAX_DEFS` times: a name that common is no lead."""
+        if not distinctive(name):
+            return []
+        if self._defs is None:
+            self._defs = {}
+            for path in self.ev.index.paths():
+                for found in set(_DEF.findall(self.ev.read(path) or "")):
+                    self._defs.setdefault(found, []).append(path)
+        if name not in self._methods:
+            out: list[Func] = []
+            for path in self._defs.get(name, [])[:MAX_DEFS + 1]:
+                module = self.ev.module(path)
+                out += [Func(path, item) for node in ast.walk(module[0]) if module
+                        and isinstance(node, ast.ClassDef) for item in node.body
+                        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                        and item.name == name] if module else []  # fmt: skip
+            self._methods[name] = out if len(out) <= MAX_DEFS else []
+        return self._methods[name]
 
     def _class(self, func: ast.expr, frame: Frame) -> list[Func | Target]:
         """A class of the tree called: its CuTe ``admissible_archs``, else its
@@ -405,6 +435,11 @@ def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
                 and "\n" not in inner.value and _SOURCE.search(inner.value.strip())):  # fmt: skip
             return True
     return False
+
+
+def distinctive(name: str) -> bool:
+    """Whether a function name is specific enough to be followed by name alone."""
+    return name not in _COMMON and not name.startswith("__") and "_" in name.strip("_")
 
 
 _REFUSALS = frozenset({"skip", "exit", "_exit", "abort", "fail", "xfail"})

@@ -68,7 +68,7 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
             return Effect(False, "an assert")
         return Effect(True, "an assert the target fails", message=_text_of(parent.msg))
     if isinstance(parent, ast.If) and parent.test is node:
-        return _branch(found, parent, arch, _chain_above(parent, parents))
+        return _branch(found, parent, arch, _chain_above(parent, parents), parents)
     if isinstance(parent, ast.IfExp) and parent.test is node:
         return _value(gate, arch, "chooses between two values", (parent.body,))
     if isinstance(parent, ast.Return) and node is not None:
@@ -78,7 +78,7 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
         return Effect(False, PREDICATE_VALUE)  # `self.is_sm100 = ...`
     if flag is not None:
         name = ast.unparse(flag)
-        value = _value(gate, arch, f"the flag {name} it sets", ())
+        value = _value(gate, arch, f"the flag {name} it sets", _flag_readers(flag, parents))
         return value._replace(why=f"{name}: {value.why}") if value.excludes else value
     return Effect(False, "a value or argument, not a branch" + ("" if admitted else
                                                                 " (false on the target)"))
@@ -128,7 +128,8 @@ def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
     return _value(gate, arch, f"the value {name}() returns", ())
 
 
-def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If]) -> Effect:
+def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
+            parents: dict[int, ast.AST]) -> Effect:  # fmt: skip
     """An ``if`` (or ``elif``) on the arch; ``above``: the ifs before it in its chain."""
     truth = _truth(found, node.test, arch.major)
     if truth and node.orelse and _only_says(node.body) and not _passes(node.body) \
@@ -144,7 +145,7 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If]) -> Effec
     if above and _truth(found, above[-1].test, arch.major) is not None:
         return Effect(False, f"an elif of the chain at line {above[-1].lineno}, "
                              "which is judged there")  # fmt: skip
-    code = tuple(node.body)
+    code = tuple(node.body) + readers_after(node, parents)
     special = _specialised(found, node)
     for branch in _chain(node.orelse):
         if isinstance(branch, ast.If):
@@ -239,6 +240,74 @@ def _is_elif(node: ast.If, parents: dict[int, ast.AST]) -> bool:
     return isinstance(parent, ast.If) and parent.orelse == [node]
 
 
+def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:
+    """The statements after ``node`` (in its block and the blocks around it, up to its
+    function) that read a name or ``self`` attribute its body assigns or imports: a branch that
+    picks a value (``fmha_backend = "cutlass"`` on SM100) decides what those run
+    (``Wrapper(..., backend=fmha_backend)``)."""
+    names: set[str] = set()
+    for inner in ast.walk(ast.Module(body=list(node.body), type_ignores=[])):
+        if isinstance(inner, ast.Import | ast.ImportFrom):  # `if ok: from x import fast`
+            names |= {(a.asname or a.name).split(".")[0] for a in inner.names if a.name != "*"}
+        targets = inner.targets if isinstance(inner, ast.Assign) else (
+            [inner.target] if isinstance(inner, ast.AnnAssign | ast.AugAssign) else [])
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Name):
+                    names.add(t.id)
+                elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
+                        and t.value.id == "self":
+                    names.add("self." + t.attr)
+    if not names:
+        return ()
+
+    def reads(n: ast.AST) -> bool:
+        return (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names
+                or isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+                and isinstance(n.value, ast.Name) and f"{n.value.id}.{n.attr}" in names)
+
+    out: list[ast.AST] = []
+    for statement in runs_after(node, parents):
+        if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if any(reads(n) for n in ast.walk(statement)):
+                out.append(statement)
+            continue
+        # A function defined after it reads the name where it runs: the statements
+        # holding the read, not the whole function.
+        out += [inner for inner in ast.walk(statement) if isinstance(inner, ast.stmt)
+                and not isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and any(reads(n) for n in ast.iter_child_nodes(inner)
+                        if not isinstance(n, ast.stmt) for n in ast.walk(n))]  # fmt: skip
+    return tuple(out)
+
+
+def _flag_readers(flag: ast.Attribute, parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:
+    """What a flag set on ``self`` decides: the code its class runs where the flag is
+    true (an ``if self.flag:`` body, the else of ``if not self.flag:``, the value of
+    ``a if self.flag else b``), in every method of the class."""
+    if not (isinstance(flag.value, ast.Name) and flag.value.id == "self"):
+        return ()
+    holder: ast.AST | None = flag
+    while holder is not None and not isinstance(holder, ast.ClassDef):
+        holder = parents.get(id(holder))
+    if holder is None:
+        return ()
+    code: list[ast.AST] = []
+    for node in ast.walk(holder):
+        if not isinstance(node, ast.If | ast.IfExp):
+            continue
+        test, negated = node.test, False
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, not negated
+        reads = any(isinstance(t, ast.Attribute) and t.attr == flag.attr
+                    and isinstance(t.value, ast.Name) and t.value.id == "self"
+                    for t in ast.walk(test))  # fmt: skip
+        if reads:
+            branch = node.orelse if negated else node.body
+            code += branch if isinstance(branch, list) else [branch]
+    return tuple(code)
+
+
 def _function_of(node: ast.AST | None, parents: dict[int, ast.AST]) -> ast.AST | None:
     while node is not None and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         node = parents.get(id(node))
@@ -262,14 +331,14 @@ def _denied_code(node: ast.expr | None, parent: ast.AST | None,
     if not ok: raise ...`` keeps from the target what the function does after the
     check), or the body of the function a ``skipif(cond)`` marks."""
     if isinstance(parent, ast.If) and parent.test is node:
-        return tuple(_after(parent, parents))
+        return tuple(runs_after(parent, parents))
     marked = _function_of(parent, parents) if isinstance(parent, ast.Call) else None
     if marked is None and isinstance(parent, ast.Call):
         return _module_tests(parent, parents)
     return tuple(getattr(marked, "body", ()))
 
 
-def _after(statement: ast.AST, parents: dict[int, ast.AST]) -> list[ast.AST]:
+def runs_after(statement: ast.AST, parents: dict[int, ast.AST]) -> list[ast.AST]:
     """The statements that run after ``statement`` completes: the rest of its block,
     then of each enclosing block, up to its function or module."""
     out: list[ast.AST] = []

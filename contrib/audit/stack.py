@@ -34,11 +34,15 @@ from contrib import __version__, environ
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func, ModRef
 from contrib.analysis.gates import DECORATOR
+from contrib.analysis.includes import IncludeResolver
+from contrib.analysis.reach import reach
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
+from contrib.audit.behind import Behind, Verdict
+from contrib.audit.effect import readers_after, runs_after
 from contrib.audit.engine import FORMAT, TreeAudit
 from contrib.audit.find import scope_of
-from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, RUNTIME, UNKNOWN, AuditGate
+from contrib.audit.model import GATE_ONLY, JIT, NEEDS_KERNEL_WORK, RUNTIME, UNKNOWN, AuditGate
 from contrib.audit.stackwalk import MAX_DEPTH, Function, Outside, Skips, Walker
 from contrib.errors import ContribError
 from contrib.workspace.txn import atomic_write, check_inside
@@ -60,6 +64,8 @@ class Lower:
     ev: TreeEval = field(init=False)
     roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
     _below: dict[str, list[tuple[AuditGate, str]]] = field(default_factory=dict)
+    _targets: dict[str, list[str]] = field(default_factory=dict)
+    _behind: Behind | None = None
 
     def __post_init__(self) -> None:
         paths = [p for p in self.tree.paths() if p.endswith(".py")]
@@ -72,7 +78,24 @@ class Lower:
             if gate.scope == RUNTIME:
                 self._held.setdefault(gate.file, []).append(gate)
 
-    def resolve(self, dotted: str) -> list[Func]:
+    def behind(self, dotted: str, arch: Arch) -> Verdict | None:
+        """The class of what a call of ``dotted`` reaches in the lower tree when no gate
+        of it stands on the path (``flashinfer.BatchPrefillWithRaggedKVCacheWrapper``:
+        a class, whose methods build the JIT modules): judged as a gate of the lower
+        tree is (:class:`~contrib.audit.behind.Behind`), on the target's branches."""
+        if self._behind is None:
+            jit = {(g.file, g.function): g for g in self.audit.gates if g.kind == JIT}
+            self._behind = Behind(self.tree, IncludeResolver(self.tree), arch, jit)
+        if dotted not in self._targets:
+            targets: list[str] = []
+            for func in self.resolve(dotted, methods=True):
+                frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
+                found = reach(self.ev, frame, list(func.node.body), (arch.major, arch.minor))
+                targets += [t for t in found.targets if t not in targets]
+            self._targets[dotted] = targets
+        return self._behind.of(self._targets[dotted])
+
+    def resolve(self, dotted: str, methods: bool = False) -> list[Func]:
         """The functions of the tree that ``dotted`` (``pkg.mod.name``) names."""
         parts = dotted.split(".")
         prefix = self.roots.get(parts[0])
@@ -88,7 +111,30 @@ class Lower:
             for attr in parts[cut:]:
                 values = {v for m in values if isinstance(m, ModRef)
                           for v in self.ev.global_(attr, m.path)}  # fmt: skip
-            return [v for v in values if isinstance(v, Func)]
+            found = [v for v in values if isinstance(v, Func)]
+            if methods and not found and cut < len(parts):
+                found = self._methods(path, parts[cut:])
+            return found
+        return []
+
+    def _methods(self, path: str, names: list[str]) -> list[Func]:
+        """The methods of a class ``names`` leads to from the module at ``path`` (imports
+        followed): a wrapper constructed above runs them all (``plan``, ``run``)."""
+        for _ in range(6):
+            module = self.ev.module(path)
+            if module is None or len(names) != 1:
+                return []
+            bindings = module[1].names.get(names[0], [])
+            for binding in bindings:
+                if binding.kind == "class" and isinstance(binding.node, ast.ClassDef):
+                    return [Func(path, item) for item in binding.node.body
+                            if isinstance(item, Function) and not item.name.startswith("_")
+                            or isinstance(item, Function) and item.name in ("__init__", "__call__")]
+            imported = next((b for b in bindings if b.kind == "import" and b.attr), None)
+            target = self.ev.index.find(imported.module, path, imported.level) if imported else None
+            if imported is None or target is None:
+                return []
+            path, names = target, [imported.attr]
         return []
 
     def below(self, dotted: str) -> list[tuple[AuditGate, str]]:
@@ -198,13 +244,16 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
         if start is None:
             continue
         reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
-        for out in walker.outside(gate.file, *start):
+        calls = list(walker.outside(gate.file, *start))
+        for out in calls:
             for b, chain in lower.below(out.dotted):
                 reached.setdefault((b.file, b.line), (out, b, chain))  # the first way there
         pairs = sorted(reached.values(), key=lambda p: (p[1].file, p[1].line))
         gate.below = [_entry(lower, out, b, chain) for out, b, chain in pairs]
         if gate.excludes_target and gate.class_ == UNKNOWN and pairs:
             _inherit(gate, lower, [b for _, b, _ in pairs], arch)
+        elif gate.excludes_target and gate.class_ == UNKNOWN:
+            _from_code_below(gate, lower, calls, arch)
         refusing = [(out, b) for out, b, _ in pairs if _refuses(b)]
         if not gate.excludes_target and refusing:
             mismatches.append(_mismatch(gate, lower, refusing, arch))
@@ -254,9 +303,36 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
                 d.lineno <= gate.line <= (d.end_lineno or d.lineno)
                 for d in node.decorator_list):  # fmt: skip
             return node, tuple(node.body)
+    parents = walker.parents(gate.file)
     if best is None:
+        return _rest_of_function(walker, gate, parents)
+    if gate.parser_kind == "skip-condition" and gate.excludes_target:
+        code = tuple(runs_after(best, parents))  # `if not ok: raise`: what runs past it
+    else:
+        code = tuple(best.body)
+        if isinstance(best, ast.If):
+            code += readers_after(best, parents)
+    return walker.holder(gate.file, best), code
+
+
+def _rest_of_function(walker: Walker, gate: AuditGate, parents: dict[int, ast.AST]
+                      ) -> tuple[Function | None, tuple[ast.AST, ...]] | None:  # fmt: skip
+    """A gate that is no ``if`` test (``if cond: raise`` read as a refusal, an assert,
+    a returned value): what its function runs after the gate's statement."""
+    module = walker.ev.module(gate.file)
+    if module is None or not gate.excludes_target:
         return None
-    return walker.holder(gate.file, best), tuple(best.body)
+    statement = next((n for n in ast.walk(module[0]) if isinstance(n, ast.stmt)
+                      and not isinstance(n, Function | ast.ClassDef)
+                      and n.lineno <= gate.line <= (n.end_lineno or n.lineno)
+                      and isinstance(parents.get(id(n)), Function)), None)  # fmt: skip
+    if statement is None:
+        return None
+    holder = parents.get(id(statement))
+    body = list(getattr(holder, "body", []))
+    if statement not in body:
+        return None
+    return walker.holder(gate.file, statement), tuple(body[body.index(statement):])
 
 
 def _refuses(gate: AuditGate) -> bool:
@@ -276,11 +352,16 @@ def _entry(lower: Lower, out: Outside, gate: AuditGate, chain: str) -> dict[str,
 
 
 def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) -> None:
-    """Class an excluding gate by the lower path its code reaches."""
+    """Class an excluding gate by the lower path its code reaches: kernels missing there
+    (a lower gate of class needs-kernel-work, or one admitting the target into code
+    compiled out for it) make it needs-kernel-work; lower gates that only turn the
+    target away from kernels it can run make it gate-only (each gate on the path is
+    lifted, nothing else); a path whose lower gates cannot be classed leaves it."""
     at = f"{lower.name} {lower.tag}"
-    blocked = [b for b in below if b.excludes_target or b.evidence]
-    if blocked:
-        b = blocked[0]
+    hollow = [b for b in below if (b.excludes_target and b.class_ == NEEDS_KERNEL_WORK)
+              or (not b.excludes_target and b.evidence)]  # fmt: skip
+    if hollow:
+        b = hollow[0]
         gate.class_ = NEEDS_KERNEL_WORK
         gate.evidence = [f"{lower.name}:{e}" for e in b.evidence[:20]]
         why = f"turns {arch.name} away ({b.class_})" if b.excludes_target else (
@@ -288,10 +369,40 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
         detail = b.reason or b.effect
         gate.reason = f"its code reaches {at} {_where(b)}, which {why}" + (
             f": {detail}" if detail else "")
-    else:
+        return
+    gated = [b for b in below if b.excludes_target]
+    if any(b.class_ not in (GATE_ONLY, None) for b in gated):
+        return  # a lower gate of unknown class: the path's cost is not known
+    if gated:
+        b = gated[0]
         gate.class_ = GATE_ONLY
-        gate.reason = (f"its code reaches {at}, whose {len(below)} gate(s) on that path admit "
-                       f"{arch.name} with their kernels (e.g. {_where(below[0])})")  # fmt: skip
+        gate.reason = (f"its code reaches {at} {_where(b)}, which turns {arch.name} away from "
+                       f"kernels it can run ({b.class_}): lifting both gates is the change"
+                       + (f"; there {b.reason}" if b.reason else ""))  # fmt: skip
+        return
+    gate.class_ = GATE_ONLY
+    gate.reason = (f"its code reaches {at}, whose {len(below)} gate(s) on that path admit "
+                   f"{arch.name} with their kernels (e.g. {_where(below[0])})")  # fmt: skip
+
+
+def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside], arch: Arch) -> None:
+    """Class an excluding gate whose calls into the lower upstream meet no gate there by
+    what those calls reach (its JIT modules, kernels), the worst first."""
+    worst: tuple[int, Verdict, Outside] | None = None
+    for out in dict.fromkeys(calls):
+        verdict = lower.behind(out.dotted, arch)
+        if verdict is None:
+            continue
+        rank = (0 if verdict.class_ == NEEDS_KERNEL_WORK else 1)
+        if worst is None or rank < worst[0]:
+            worst = (rank, verdict, out)
+    if worst is None:
+        return
+    _, verdict, out = worst
+    gate.class_ = verdict.class_
+    gate.evidence = [f"{lower.name}:{e}" for e in verdict.evidence[:20]]
+    gate.reason = (f"its code calls {lower.name} {lower.tag} {out.dotted}, on a path with no "
+                   f"gate; there {verdict.reason}")
 
 
 def _mismatch(gate: AuditGate, lower: Lower, refusing: list[tuple[Outside, AuditGate]],

@@ -30,13 +30,11 @@ from dataclasses import dataclass
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Ext, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD
+from contrib.analysis.reach import MAX_DEFS, distinctive
 from contrib.audit.model import AuditGate
 
 MAX_BLOCKS = 240  # blocks of code walked per gate
 MAX_DEPTH = 10  # steps (calls, flags, callers) below the gate
-_MAX_DEFS = 2  # a method name defined more often than this is not followed by name
-_COMMON = frozenset({"forward", "run", "apply", "get", "set", "update", "call", "build",
-                     "load", "init", "reset", "close", "start", "stop", "step", "wait"})
 
 _MAX_READERS = 40  # files reading one flag
 _MAX_CALLERS = 12  # files calling one deciding function
@@ -236,7 +234,7 @@ class Walker:
     def _callers_of(self, name: str) -> list[_Block]:
         """The code that runs after each call of ``name`` in its block (and the body of
         an ``if`` that tests the call)."""
-        if not _distinctive(name):
+        if not distinctive(name):
             return []
         if name not in self._callers:
             self._callers[name] = []
@@ -270,22 +268,17 @@ class Walker:
 
     def _by_name(self, name: str) -> list[Func]:
         """The tree's methods called ``name``, when it is distinctive enough to follow."""
-        if not _distinctive(name):
+        if not distinctive(name):
             return []
         if name not in self._methods:
             found: list[Func] = []
             pattern = re.compile(rf"def {re.escape(name)}\(")
-            for path, module in self._modules_naming(name, pattern, _MAX_DEFS):
+            for path, module in self._modules_naming(name, pattern, MAX_DEFS):
                 found += [Func(path, item) for node in ast.walk(module)
                           if isinstance(node, ast.ClassDef) for item in node.body
                           if isinstance(item, Function) and item.name == name]  # fmt: skip
-            self._methods[name] = found if len(found) <= _MAX_DEFS else []
+            self._methods[name] = found if len(found) <= MAX_DEFS else []
         return self._methods[name]
-
-
-def _distinctive(name: str) -> bool:
-    """Whether a function name is specific enough to be followed by name alone."""
-    return name not in _COMMON and not name.startswith("__") and "_" in name.strip("_")
 
 
 def _key(block: _Block) -> tuple[str, int, int]:

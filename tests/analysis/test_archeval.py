@@ -100,6 +100,7 @@ def test_a_flag_an_object_sets_from_the_gpu_is_the_decision(tree: GitTree) -> No
     assert flag.effect == ("self.enable_fast_gemm: falls back: false on the target, "
                            "true on majors 10")
     assert 7 not in gates  # `self.is_sm100`: an arch predicate's value
+    assert "fast_gemm" in flag.calls  # what the class runs where the flag is true
 
 
 def test_a_branch_that_only_says_it_skips_refuses_the_target(tree: GitTree) -> None:

@@ -69,9 +69,51 @@ def test_an_excluding_gate_takes_its_class_from_below(stacked: tuple[Workspace, 
     assert norm["excludes_target"] and norm["class"] == "gate-only"
     assert "lower v1.0" in norm["reason"] and "admit sm_120a" in norm["reason"]
     assert [b["function"] for b in norm["below"]] == ["gen_norm_module"]
-    assert comm["excludes_target"] and comm["class"] == "needs-kernel-work"
+    # The comm module below turns the target away from kernels it compiles: lifting
+    # both gates is the whole change.
+    assert comm["excludes_target"] and comm["class"] == "gate-only"
     assert "lowerlib/jit.py:5 gen_comm_module" in comm["reason"]
-    assert "turns sm_120a away (gate-only)" in comm["reason"]
+    assert "turns sm_120a away from kernels it can run (gate-only)" in comm["reason"]
+
+
+def test_a_value_handed_below_takes_its_class_from_the_path_it_builds(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """``backend = "cutlass"`` on SM100 only, then ``AttnWrapper(backend=backend)``: the
+    statement reading the value is what the gate decides; below, no gate stands on the
+    wrapper's path, and the module it builds (SM100 flags) compiles for the target."""
+    ws, _ = stacked
+    _, audit = _audit(ws)
+    gate = _gate(audit, "Backend.__init__")
+    assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
+    assert "lowerlib.attn.AttnWrapper, on a path with no gate" in gate["reason"]
+    assert "gen_attn_module" in gate["reason"] and "built for majors 10" in gate["reason"]
+
+
+def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
+    """Kernels missing below (a lower gate of class needs-kernel-work, or one admitting
+    the target into code compiled out) make the upper gate needs-kernel-work; a lower
+    gate of unknown class leaves it unknown."""
+    from contrib.arch import parse_arch
+    from contrib.audit.model import AuditGate
+    from contrib.audit.stack import _inherit
+
+    class _Lower:
+        name, tag = "lower", "v1.0"
+
+    def lower(excludes: bool, class_: str | None, evidence: list[str]) -> AuditGate:
+        return AuditGate("lowerlib/jit.py", 5, "gen_comm_module", "jit", "majors 9, 10",
+                         excludes, class_=class_, evidence=evidence, reason="why")
+    for below, expected in (
+        ([lower(True, "needs-kernel-work", ["csrc/comm.cu:3 compiled out"])], "needs-kernel-work"),
+        ([lower(False, None, ["csrc/comm.cu:3 compiled out"])], "needs-kernel-work"),
+        ([lower(True, "gate-only", [])], "gate-only"),
+        ([lower(True, "unknown", [])], "unknown"),
+        ([lower(False, None, [])], "gate-only"),
+    ):
+        gate = AuditGate("top/layer.py", 9, "step", "capability", "majors 9, 10", True,
+                         class_="unknown")
+        _inherit(gate, _Lower(), below, parse_arch("sm_120a"))  # type: ignore[arg-type]
+        assert gate.class_ == expected, (below, gate.reason)
 
 
 def test_a_branch_below_the_target_does_not_take_is_not_followed(
