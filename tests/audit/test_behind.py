@@ -269,3 +269,22 @@ def test_a_jit_gate_that_admits_the_target_into_units_with_nothing_for_it_needs_
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "whose gate at line 9 admits sm_120a, but" in gate.reason, gate.reason
     assert any("arch::Sm100" in e for e in gate.evidence), gate.evidence
+
+
+def test_a_method_of_an_unknown_object_is_followed_by_its_distinctive_name() -> None:
+    """``self.layer.forward_with_fusion(x)``: the object's class is not known, the
+    method's name is defined once in the tree (twice at most), so it is followed; a
+    common name (``forward``) is not."""
+    layer = ("from pkg.api import fmha\n\n\nclass Norm:\n"
+             "    def forward_with_fusion(self, x):\n        return fmha(x)\n\n"
+             "    def forward(self, x):\n        return fmha(x)\n")  # fmt: skip
+    user = ("from pkg.utils import is_sm100_supported\n\n\nclass Block:\n"
+            "    def __init__(self, layer):\n        self.layer = layer\n\n"
+            "    def run(self, x):\n        if is_sm100_supported():\n"
+            "            return self.layer.{name}(x)\n        return x\n")  # fmt: skip
+    gates = _audit(BASE | {"pkg/layer.py": layer, "pkg/block.py": user.format(name="forward_with_fusion")})
+    gate = gates["pkg/block.py:Block.run"]
+    assert "forward_with_fusion>fmha" in " ".join(gate.calls), gate.calls
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    common = _audit(BASE | {"pkg/layer.py": layer, "pkg/block.py": user.format(name="forward")})
+    assert common["pkg/block.py:Block.run"].class_ == "unknown"
