@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,8 @@ from contrib.audit.engine import find_all
 def step(done, total, what):
     if done == 0:
         print("started", flush=True)
+    elif done < total:
+        print("parsing", flush=True)  # the pool is up and working
 
 if __name__ == "__main__":
     body = "import torch\\ndef gen():\\n" + (
@@ -42,7 +43,10 @@ def test_ctrl_c_stops_the_workers_without_a_traceback(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
-    time.sleep(2)  # the spawned workers are importing or parsing by now
+    # Once the first run of files is back, the workers are parsing the others (a
+    # fixed sleep could land while the pool is being spawned, when the parent
+    # ignores SIGINT so its workers start ignoring it too).
+    assert proc.stdout.readline().strip() == "parsing"
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)
