@@ -23,6 +23,10 @@ def step(done, total, what):
         print("parsing", flush=True)  # the pool is up and working
 
 if __name__ == "__main__":
+    import signal
+    # A process started with SIGINT ignored (a pytest-xdist worker's child, a
+    # background job) gets no KeyboardInterrupt: a terminal's Ctrl-C is the question.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     body = "import torch\\ndef gen():\\n" + (
         "    if torch.cuda.get_device_capability()[0] >= 9:\\n        x = 1\\n" * 3000)
     tree = DictTree({f"pkg/m{n}.py": body for n in range(48)})
