@@ -143,7 +143,8 @@ class Behind:
                 return f"the JIT module {where}, whose own class is {gate.class_ or 'not read'}"
             return f"the JIT builder {where}, which names no CUDA unit of the tree"
         if target.kind == "aot":
-            assert self._ops is not None
+            if self._ops is None:
+                self._ops = aotops.OpIndex(self.tree)
             registered = self._ops.registered(target.name)
             if registered is None:
                 return f"the built op {target.name}, registered nowhere in the tree's C++"
@@ -168,7 +169,7 @@ class Behind:
         gate = self.gates.get((target.path, target.name))
         where = f"{target.name} ({target.path})"
         if gate is not None and not gate.excludes_target:
-            if gate.class_ == NEEDS_KERNEL_WORK and not __import__("os").environ.get("NOADMIT"):  # admitted into units with nothing for it
+            if gate.class_ == NEEDS_KERNEL_WORK:  # admitted into units with nothing for it
                 return Verdict(NEEDS_KERNEL_WORK, f"its code loads {where}, whose gate at line "
                                f"{gate.line} admits {self.arch.name}, but {gate.reason}",
                                list(gate.evidence), list(gate.units))  # fmt: skip

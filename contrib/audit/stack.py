@@ -47,6 +47,7 @@ from contrib.audit.stackwalk import MAX_DEPTH, Function, Outside, Skips, Walker
 from contrib.errors import ContribError
 from contrib.workspace.txn import atomic_write, check_inside
 
+_RUN_ON_USE = ("__init__", "__call__")  # private methods constructing or calling runs
 MAX_BELOW = 400  # functions of the lower tree followed from one entry point
 TAKES_BRANCH = "the target takes this branch"  # effect.py's word for an admitting `if`
 _SKIP_ROOTS = frozenset({"tests", "test", "benchmarks", "docs", "examples", "scripts"})
@@ -128,8 +129,8 @@ class Lower:
             for binding in bindings:
                 if binding.kind == "class" and isinstance(binding.node, ast.ClassDef):
                     return [Func(path, item) for item in binding.node.body
-                            if isinstance(item, Function) and not item.name.startswith("_")
-                            or isinstance(item, Function) and item.name in ("__init__", "__call__")]
+                            if isinstance(item, Function) and (not item.name.startswith("_")
+                                                               or item.name in _RUN_ON_USE)]
             imported = next((b for b in bindings if b.kind == "import" and b.attr), None)
             target = self.ev.index.find(imported.module, path, imported.level) if imported else None
             if imported is None or target is None:
