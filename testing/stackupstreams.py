@@ -188,6 +188,34 @@ def comm_step(x):
     return x
 '''
 
+# sglang's fp8_utils: a Blackwell block defining wrappers (whose locals are their own),
+# and a dispatcher whose SM90-only backend refuses other archs before it calls below.
+FP8 = '''\
+from lowerlib import fused_allreduce
+
+from top.utils import is_blackwell_supported, is_sm90_supported
+
+if is_blackwell_supported():
+    def blackwell_gemm(x):
+        scale = 2
+        return x * scale
+
+
+def run_backend(backend, x):
+    scale = 1
+    if backend == "hopper":
+        if not is_sm90_supported():
+            raise RuntimeError("--gemm-backend hopper requires SM90")
+        return fused_allreduce(x * scale)
+    return blackwell_gemm(x)
+
+
+def dispatch(backend, x):
+    if is_blackwell_supported():
+        return run_backend(backend, x)
+    return x
+'''
+
 
 def pyproject(requirement: str) -> str:
     """``python/pyproject.toml`` of ``top`` requiring ``requirement``."""
@@ -213,6 +241,7 @@ def top_upstream(path: Path, requirement: str = "lower_lib[cu13]==1.0") -> Repo:
         "python/top/__init__.py": "", "python/top/utils.py": TOP_UTILS,
         "python/top/args.py": ARGS, "python/top/layers.py": LAYERS, "python/top/norm.py": NORM,
         "python/top/gemm.py": TOP_GEMM, "python/top/attn.py": TOP_ATTN,
+        "python/top/fp8.py": FP8,
     })  # fmt: skip
     return repo
 

@@ -19,7 +19,16 @@ and ``targets``, what can class a gate, by identity, whatever its depth:
 * ``cute``: a class holding ``admissible_archs`` (CuTe DSL), with its archs; a
   ``@cute.kernel``/``@cute.jit`` function, with the archs of the arch-specific CuTe
   namespaces its module uses (``tcgen05``: 10, 11; ``warpgroup``: 9; none: generic);
-* ``aot``: an ahead-of-time built op, ``torch.ops.NS.op`` (its C++ is read by the judge).
+* ``aot``: an ahead-of-time built op, ``torch.ops.NS.op`` (its C++ is read by the judge);
+* ``lib``: a call into a vendor library that brings kernels of its own for every
+  architecture its release supports (:data:`VENDOR_LIBRARIES`: cuDNN's Python
+  frontend): no kernel of the tree does that work.
+
+A walk may also follow one backend of a registry (``key``): flashinfer's
+``@backend_requirement({"cudnn": _cudnn_requirement, "cutlass": ...})`` checks
+each backend's archs, and the function it decorates tests the backend's name
+(``if backend == "cudnn"``, ``if "cutlass" in runner_names``); a test against the
+registry's names is decided by the backend followed.
 
 A target is written ``kind|path|qualified name|majors|chain`` (see :class:`Target`).
 """
@@ -48,6 +57,11 @@ _ARCH_FLAG = re.compile(r"\b(?:compute|sm)_(\d{2,3})[af]?\b")
 _FLAG_TEXT = re.compile(r"arch=|compute_\d")  # a string that is an nvcc arch flag
 _SOURCE = re.compile(r"\.(?:cu|cuh|cpp|cc)$")
 _KEYWORD = "supported_major_versions"
+# Libraries with kernels of their own for every architecture of their release, named
+# by their top-level Python module (a fact about the library, not an upstream's).
+VENDOR_LIBRARIES = {"cudnn": "NVIDIA cuDNN"}
+
+Key = tuple[str, frozenset[str]]  # the backend followed, and every name of its registry
 
 
 @dataclass(frozen=True)
@@ -98,8 +112,8 @@ class _Graph:
     gate of it: an ``if`` the GPU decides (``if is_sm120a_supported(dev): ... else:
     ...``) is followed into the branch ``cap`` takes only (None: every branch)."""
 
-    def __init__(self, ev: TreeEval, cap: Cap | None = None) -> None:
-        self.ev, self.cap = ev, cap
+    def __init__(self, ev: TreeEval, cap: Cap | None = None, key: Key | None = None) -> None:
+        self.ev, self.cap, self.key = ev, cap, key
         self.known: dict[int, _Known] = {}
         self.names: dict[str, dict[int, str]] = {}
         self.cute: dict[str, tuple[int, ...]] = {}
@@ -159,6 +173,11 @@ class _Graph:
             for current in out:  # grows while it is read
                 if isinstance(current, ast.Call):
                     yield current
+                if isinstance(current, ast.Dict) and self.key is not None:
+                    entries = keyed_entries(current, *self.key)
+                    if entries is not None:  # `{"cutlass": lambda: ..., "cudnn": ...}`
+                        out += entries
+                        continue
                 if isinstance(current, ast.If | ast.IfExp) and self.cap is not None:
                     taken = self._taken(current.test, frame)
                     if taken is not None and not _refuses(current.body if taken else current.orelse):
@@ -190,7 +209,12 @@ class _Graph:
         return statements
 
     def _taken(self, test: ast.expr, frame: Frame) -> bool | None:
-        """Whether the GPU of ``cap`` takes an ``if``'s body (None: not the GPU's to say)."""
+        """Whether the GPU of ``cap`` takes an ``if``'s body (None: not the GPU's to say);
+        a test of the backend followed is decided by its name."""
+        if self.key is not None:
+            chosen = backend_test(test, *self.key)
+            if chosen is not None:
+                return chosen
         if self.cap is None or not self.ev.may_read_gpu(test, frame):
             return None
         self.ev.cap, self.ev.touched = self.cap, False
@@ -208,6 +232,8 @@ class _Graph:
                 found.append(value)
             elif isinstance(value, Ext) and value.dotted.startswith("torch.ops."):
                 found.append(Target("aot", "", value.dotted.removesuffix(".default")))
+            elif isinstance(value, Ext) and value.dotted.split(".")[0] in VENDOR_LIBRARIES:
+                found.append(Target("lib", "", value.dotted))
             elif value is UNK or isinstance(value, Ext):
                 found += self._unbound(func, frame)
         return found
@@ -229,7 +255,9 @@ class _Graph:
         keys = self.ev.eval(func.slice, frame)
         found: list[Func | Target] = []
         for table in tables:
-            entries = [(k, v) for k, v in zip(table.keys, table.values, strict=True) if k is not None]
+            kept = keyed_entries(table, *self.key) if self.key is not None else None
+            entries = [(k, v) for k, v in zip(table.keys, table.values, strict=True)
+                       if k is not None and (kept is None or v in kept)]  # fmt: skip
             chosen = [v for k, v in entries if isinstance(k, ast.Constant) and k.value in keys]
             for value in chosen or [v for _, v in entries]:
                 found += [v for v in self.ev.eval(value, frame) if isinstance(v, Func)]
@@ -291,21 +319,25 @@ class _Graph:
         return found
 
 
-_GRAPHS: weakref.WeakKeyDictionary[TreeEval, dict[Cap | None, _Graph]] = weakref.WeakKeyDictionary()
+_GRAPHS: weakref.WeakKeyDictionary[TreeEval, dict[tuple[Cap | None, Key | None], _Graph]] = (
+    weakref.WeakKeyDictionary())
 
 
-def _graph(ev: TreeEval, cap: Cap | None) -> _Graph:
+def _graph(ev: TreeEval, cap: Cap | None, key: Key | None) -> _Graph:
     graphs = _GRAPHS.setdefault(ev, {})
-    graph = graphs.get(cap)
+    graph = graphs.get((cap, key))
     if graph is None:
-        graph = graphs[cap] = _Graph(ev, cap)
+        graph = graphs[(cap, key)] = _Graph(ev, cap, key)
     return graph
 
 
-def reach(ev: TreeEval, frame: Frame, code: list[ast.AST], cap: Cap | None = None) -> Reached:
+def reach(ev: TreeEval, frame: Frame, code: list[ast.AST], cap: Cap | None = None,
+          key: Key | None = None) -> Reached:  # fmt: skip
     """The calls in ``code`` and, through the tree's definitions, what they lead to;
-    ``cap``: the GPU that runs it (the branches it does not take are not followed)."""
-    graph = _graph(ev, cap)
+    ``cap``: the GPU that runs it (the branches it does not take are not followed);
+    ``key``: the backend of a registry the walk follows (tests of the others' names
+    are not taken)."""
+    graph = _graph(ev, cap, key)
     out = Reached()
     seen: set[tuple[int, tuple[int, ...]]] = set()
     queue: deque[tuple[list[tuple[str, list[Func | Target]]], str, int, tuple[int, ...]]] = deque(
@@ -323,10 +355,10 @@ def reach(ev: TreeEval, frame: Frame, code: list[ast.AST], cap: Cap | None = Non
                     continue
                 known = graph.function(callee)
                 majors = flags + tuple(m for m in known.flags if m not in flags)
-                key = (id(callee.node), majors if known.kind == "jit" else ())
-                if key in seen:
+                visit = (id(callee.node), majors if known.kind == "jit" else ())
+                if visit in seen:
                     continue
-                seen.add(key)
+                seen.add(visit)
                 walked += 1
                 if known.kind:
                     kept = majors if known.kind == "jit" else known.flags
@@ -435,6 +467,51 @@ def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
                 and "\n" not in inner.value and _SOURCE.search(inner.value.strip())):  # fmt: skip
             return True
     return False
+
+
+def backend_test(test: ast.expr, chosen: str, names: frozenset[str]) -> bool | None:
+    """Whether ``test`` holds when the backend is ``chosen``: a comparison with string
+    literals of which one is a name of the registry (``backend == "cudnn"``,
+    ``backend in ("cutlass", "tgv")``, ``"cudnn" in runner_names``), and ``not``,
+    ``and``, ``or`` of such.  None when the test is not about the registry's names."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = backend_test(test.operand, chosen, names)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [backend_test(v, chosen, names) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)  # True decides an `or`, False an `and`
+        if decisive in parts:
+            return decisive
+        return None if None in parts else not decisive
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    op, sides = test.ops[0], (test.left, test.comparators[0])
+    for side in sides:
+        literals = _literals(side)
+        if literals and literals & names:
+            if isinstance(op, ast.Eq | ast.In):
+                return chosen in literals
+            if isinstance(op, ast.NotEq | ast.NotIn):
+                return chosen not in literals
+    return None
+
+
+def keyed_entries(table: ast.Dict, chosen: str, names: frozenset[str]) -> list[ast.expr] | None:
+    """The values of a dict literal keyed by the registry's names that the backend
+    ``chosen`` uses (its own entry, and those not keyed by a string); None when the
+    dict is not keyed by those names."""
+    strings = {k.value for k in table.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    if not strings & names:
+        return None
+    return [v for k, v in zip(table.keys, table.values, strict=True)
+            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)) or k.value == chosen]
+
+
+def _literals(node: ast.expr) -> set[str]:
+    """The strings of a string literal, or of a tuple, list or set of them."""
+    items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    found = {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+    return found if len(found) == len(items) else set()
 
 
 def distinctive(name: str) -> bool:

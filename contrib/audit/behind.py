@@ -36,7 +36,7 @@ from contrib.analysis.gates import built_sources
 from contrib.analysis.hostarch import arch_findings
 from contrib.analysis.includes import IncludeResolver, find_by_name, include_closure
 from contrib.analysis.pyparse import PARSE_ERRORS
-from contrib.analysis.reach import Target
+from contrib.analysis.reach import VENDOR_LIBRARIES, Target
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch, admitted_archs
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate
@@ -163,6 +163,11 @@ class Behind:
             return self._cute(target)
         if target.kind == "aot":
             return self._aot(target)
+        if target.kind == "lib":
+            library = VENDOR_LIBRARIES.get(target.name.split(".")[0], target.name)
+            return Verdict(GATE_ONLY, f"its code calls {target.name} of {library}, which brings "
+                           "kernels of its own for the architectures of its release: no kernel "
+                           "of the tree does that work", at_stake=False)  # fmt: skip
         return None
 
     def _jit(self, target: Target) -> Verdict | None:

@@ -125,7 +125,14 @@ def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
     name = getattr(function, "name", "")
     if not name or _ARCH_NAMED.search(name):
         return Effect(False, PREDICATE_VALUE)
-    return _value(gate, arch, f"the value {name}() returns", ())
+    value = _value(gate, arch, f"the value {name}() returns", ())
+    return value._replace(why=value.why + returned_by(name)) if value.excludes else value
+
+
+def returned_by(name: str) -> str:
+    """How an excluding gate that is a function's returned value ends its effect: the
+    judge finds the gates testing that function's calls by it."""
+    return f"; it is what {name}() returns"
 
 
 def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
@@ -246,7 +253,10 @@ def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, .
     picks a value (``fmha_backend = "cutlass"`` on SM100) decides what those run
     (``Wrapper(..., backend=fmha_backend)``)."""
     names: set[str] = set()
-    for inner in ast.walk(ast.Module(body=list(node.body), type_ignores=[])):
+    for inner in _own_statements(node.body):
+        if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(inner.name)  # `if ok: def fast(): ...`; its locals are its own
+            continue
         if isinstance(inner, ast.Import | ast.ImportFrom):  # `if ok: from x import fast`
             names |= {(a.asname or a.name).split(".")[0] for a in inner.names if a.name != "*"}
         targets = inner.targets if isinstance(inner, ast.Assign) else (
@@ -279,6 +289,21 @@ def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, .
                 and any(reads(n) for n in ast.iter_child_nodes(inner)
                         if not isinstance(n, ast.stmt) for n in ast.walk(n))]  # fmt: skip
     return tuple(out)
+
+
+def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of ``body`` and of the blocks nested in it, not those of the
+    functions and classes it defines (which are yielded, their bodies not)."""
+    todo = list(body)
+    while todo:
+        statement = todo.pop()
+        yield statement
+        if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            todo += [c for c in ast.iter_child_nodes(statement) if isinstance(c, ast.stmt)]
+            for handler in getattr(statement, "handlers", ()):
+                todo += handler.body
+            for case in getattr(statement, "cases", ()):
+                todo += case.body
 
 
 def _flag_readers(flag: ast.Attribute, parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:

@@ -20,7 +20,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.pywalk import parents as node_parents
-from contrib.analysis.reach import Reached, reach
+from contrib.analysis.reach import Key, Reached, reach
 from contrib.arch import Arch
 from contrib.audit.effect import PREDICATE_VALUE
 from contrib.audit.effect import effect as gate_effect
@@ -115,6 +115,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
     behind = reach(sites.follow, frame, list(effect.code), (arch.major, arch.minor))
     if effect.excludes and not behind.targets:
         behind = _from_callers(found, gate.function, parents, behind, sites)
+    if effect.excludes and not behind.targets:
+        behind = _from_registrations(found, gate.function, behind, sites)
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
         admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
@@ -145,6 +147,22 @@ def _from_callers(found: Scan, function: str, parents: dict[int, ast.AST],
     return out
 
 
+def _from_registrations(found: Scan, function: str, own: Reached, sites: CallSites) -> Reached:
+    """A check handed to the decorator of another function of its file guards that
+    function: flashinfer's ``@backend_requirement({"cutlass": _cutlass_requirement},
+    common_check=_check_problem_size)`` on ``mm_bf16``.  Under a backend's name it
+    guards what the function runs for that backend (tests of the registry's names
+    decided by it); as a plain argument, the whole function."""
+    out = Reached(list(own.calls), list(own.targets))
+    for decorated, key in sites.registered(function):
+        node = sites.found.functions.get(decorated)
+        frame = found.frames.get(decorated, found.frames["<module>"])
+        more = reach(sites.follow, frame, list(getattr(node, "body", [])), sites.cap, key)
+        out.calls += [f"{decorated}>{c}" for c in more.calls if f"{decorated}>{c}" not in out.calls]
+        out.targets += [t for t in more.targets if t not in out.targets]
+    return out
+
+
 class CallSites:
     """The calls of one file by callee name, each with the function it is written in
     (its innermost one): built once, on the first decision function of the file."""
@@ -152,6 +170,21 @@ class CallSites:
     def __init__(self, found: Scan, follow: TreeEval, cap: Cap | None = None) -> None:
         self.found, self.follow, self.cap = found, follow, cap
         self._by_name: dict[str, list[tuple[str, ast.Call]]] | None = None
+        self._registered: dict[str, list[tuple[str, Key | None]]] | None = None
+
+    def registered(self, function: str) -> list[tuple[str, Key | None]]:
+        """The functions of the file whose decorators are handed ``function`` (a top-level
+        one) as a value, each with the registry key it is handed under, if any."""
+        if self._registered is None:
+            self._registered = {}
+            for decorated, node in self.found.functions.items():
+                for mark in getattr(node, "decorator_list", []):
+                    if not isinstance(mark, ast.Call):
+                        continue
+                    for value in [*mark.args, *(k.value for k in mark.keywords)]:
+                        for name, key in _handed(value):
+                            self._registered.setdefault(name, []).append((decorated, key))
+        return self._registered.get(function, [])
 
     def of(self, node: ast.AST, parents: dict[int, ast.AST]) -> Iterator[tuple[str, list[ast.AST]]]:
         """Each function of the file that calls ``node``, and the code that call guards."""
@@ -166,6 +199,21 @@ class CallSites:
         for caller, call in self._by_name.get(getattr(node, "name", ""), []):
             if _resolves_to(self.found, self.follow, caller, call, node):
                 yield caller, _guarded_by(call, parents)
+
+
+def _handed(value: ast.expr) -> Iterator[tuple[str, Key | None]]:
+    """The function names a decorator argument hands over: a name, or the values of a
+    dict keyed by string literals (each with its key and the dict's keys)."""
+    if isinstance(value, ast.Name):
+        yield value.id, None
+    elif isinstance(value, ast.Dict):
+        names = frozenset(k.value for k in value.keys
+                          if isinstance(k, ast.Constant) and isinstance(k.value, str))  # fmt: skip
+        for k, v in zip(value.keys, value.values, strict=True):
+            if isinstance(v, ast.Name):
+                literal = isinstance(k, ast.Constant) and isinstance(k.value, str)
+                yield v.id, (str(k.value), names) if literal and isinstance(k, ast.Constant) \
+                    else None
 
 
 def _own_calls(function: ast.AST) -> Iterator[ast.Call]:

@@ -18,15 +18,26 @@ refusal itself, not a reason for it, so it never decides the class.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 
 from contrib.analysis.includes import IncludeResolver, find_by_name
+from contrib.analysis.reach import distinctive
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
 from contrib.audit.behind import Behind, units_verdict
+from contrib.audit.effect import returned_by
 from contrib.audit.find import says_intentional
-from contrib.audit.model import INTENTIONAL, JIT, UNKNOWN, AuditGate, admitted_majors
+from contrib.audit.model import (
+    GATE_ONLY,
+    INTENTIONAL,
+    JIT,
+    NEEDS_KERNEL_WORK,
+    UNKNOWN,
+    AuditGate,
+    admitted_majors,
+)
 from contrib.ui import counted
 
 Step = Callable[[int, int, str], None]
@@ -53,6 +64,56 @@ def judge(tree: SourceTree, gates: list[AuditGate], arch: Arch, step: Step | Non
             _inherit(gate, behind)
         if gate.message and gate.class_ != INTENTIONAL:
             gate.reason += f"; it refuses with “{gate.message}”"
+    from_testers(tree, gates)
+
+
+_MAX_TESTERS = 8  # gates named in a reason
+
+
+def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
+    """A function returning an arch value (``def _mnnvl_supported(): return
+    is_sm90_supported() and ...``) decides nothing itself: the gates whose tests call
+    it do, in any file of the tree.  Such a gate, excluding and ``unknown``, takes the
+    class of those gates (``needs-kernel-work`` when one has it), and chains of them
+    (``_can_use()`` returning ``_available() and ...``) are followed until nothing
+    changes.  A name too common to be followed by name stays ``unknown``."""
+    pending = {id(g): g for g in gates if g.excludes_target and g.class_ == UNKNOWN
+               and distinctive(_name(g)) and g.effect.endswith(returned_by(_name(g)))}
+    if not pending:
+        return
+    texts: dict[str, list[str]] = {}
+
+    def spans(gate: AuditGate) -> str:
+        if gate.file not in texts:
+            texts[gate.file] = (tree.read_text(gate.file) or "").splitlines()
+        return "\n".join(texts[gate.file][gate.line - 1:max(gate.end_line, gate.line)])
+
+    excluding = [g for g in gates if g.excludes_target]
+    changed = True
+    while changed and pending:
+        changed = False
+        known = [g for g in excluding if g.class_ in (GATE_ONLY, NEEDS_KERNEL_WORK)]
+        for key, gate in list(pending.items()):
+            call = re.compile(rf"\b{re.escape(_name(gate))}\(")
+            testers = [g for g in known if g is not gate and call.search(spans(g))]
+            if not testers:
+                continue
+            gate.class_ = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in testers)
+                           else GATE_ONLY)  # fmt: skip
+            named = ", ".join(f"{g.file}:{g.line} {g.function} ({g.class_})"
+                              for g in testers[:_MAX_TESTERS])  # fmt: skip
+            more = len(testers) - _MAX_TESTERS
+            gate.reason = (f"{_name(gate)}() returns an arch value and decides nothing itself; "
+                           f"the gates testing it do: {named}"
+                           + (f" and {more} more" if more > 0 else ""))  # fmt: skip
+            gate.evidence = list(dict.fromkeys(
+                e for g in testers if g.class_ == gate.class_ for e in g.evidence))
+            del pending[key]
+            changed = True
+
+
+def _name(gate: AuditGate) -> str:
+    return gate.function.rsplit(".", 1)[-1]
 
 
 def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arch: Arch) -> None:

@@ -10,9 +10,11 @@ gates those functions hold, read from the flashinfer audit of that tree (the
 engine's, cached per tree).  What that yields, per upper gate:
 
 * ``below``: the lower gates its code reaches;
-* an excluding gate of class ``unknown`` takes its class from below: a lower gate
-  that excludes the target makes it ``needs-kernel-work``; a path below whose
-  gates all admit the target with real kernels makes it ``gate-only``;
+* an excluding gate of class ``unknown`` takes its class from below: kernels missing
+  below (a lower gate of class ``needs-kernel-work``, or one admitting the target
+  into code compiled out for it) make it ``needs-kernel-work``; lower gates of
+  class ``gate-only``, or a path below whose gates all admit the target with real
+  kernels, make it ``gate-only``;
 * a gate that *admits* the target while a lower gate refuses it is a
   *mismatch*: the target is sent down a path that has nothing for it (a lower
   gate that only falls back to a generic path is listed, not a mismatch).
@@ -42,6 +44,7 @@ from contrib.audit.behind import Behind, Verdict
 from contrib.audit.effect import readers_after, runs_after
 from contrib.audit.engine import FORMAT, TreeAudit
 from contrib.audit.find import scope_of
+from contrib.audit.judge import from_testers
 from contrib.audit.model import GATE_ONLY, JIT, NEEDS_KERNEL_WORK, RUNTIME, UNKNOWN, AuditGate
 from contrib.audit.stackwalk import MAX_DEPTH, Function, Outside, Skips, Walker
 from contrib.errors import ContribError
@@ -195,6 +198,7 @@ def _holds(node: Function, gate: AuditGate) -> bool:
 
 
 _LINKED = ("below", "class_", "reason", "evidence")  # what linking changes on a gate
+LINK_FORMAT = 3  # bump when linking changes what it finds over the same audits
 
 
 def link_cached(upper: list[AuditGate], tree: GitTree, tree_sha: str, lower: Lower,
@@ -203,7 +207,7 @@ def link_cached(upper: list[AuditGate], tree: GitTree, tree_sha: str, lower: Low
     (the gates come from the engine's cache in the same order)."""
     below_tree = lower.audit.tree
     key = hashlib.sha256(f"stack\0{tree_sha}\0{below_tree}\0{lower.tag}\0{arch.name}\0"
-                         f"{__version__}\0{FORMAT}".encode()).hexdigest()  # fmt: skip
+                         f"{__version__}\0{FORMAT}\0{LINK_FORMAT}".encode()).hexdigest()  # fmt: skip
     path = environ.cache_root() / "audit" / f"stack-{key[:32]}.json"
     kept = _load_link(path, len(upper))
     if kept is not None:
@@ -245,7 +249,7 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
         if start is None:
             continue
         reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
-        calls = list(walker.outside(gate.file, *start))
+        calls = list(walker.outside(gate.file, *start, target=not gate.excludes_target))
         for out in calls:
             for b, chain in lower.below(out.dotted):
                 reached.setdefault((b.file, b.line), (out, b, chain))  # the first way there
@@ -258,6 +262,7 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
         refusing = [(out, b) for out, b, _ in pairs if _refuses(b)]
         if not gate.excludes_target and refusing:
             mismatches.append(_mismatch(gate, lower, refusing, arch))
+    from_testers(tree, upper)  # returned values whose testers took a class from below
     return mismatches
 
 

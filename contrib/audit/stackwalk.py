@@ -49,33 +49,71 @@ _NOT_TAKEN = ("chooses between paths", "an earlier branch", "an elif of the chai
               "falls back: the generic", "falls back: the target takes the generic",
               "falls back: the else", "the branch the target takes refuses",
               "the else branch the target takes refuses")  # fmt: skip
+# ... and of a statement that refuses the target outright.
+_REFUSES = ("refused on the target", "an assert the target fails",
+            "the branch the target takes refuses", "the else branch the target takes refuses")
 
 
 class Skips:
     """The ``if`` tests of a tree whose body the target does not run, read from the
     tree's audited gates: a walk for the target does not enter those bodies
-    (flashinfer's ``if is_sm12x(): sm120() elif is_sm100(): sm100()``)."""
+    (flashinfer's ``if is_sm12x(): sm120() elif is_sm100(): sm100()``).  And the
+    statements that refuse the target (``if not is_sm90(): raise``, an assert it
+    fails): a walk of what the target runs ends at them."""
 
     def __init__(self, gates: Iterable[AuditGate]) -> None:
         self._lines: dict[str, list[int]] = {}
+        self._refusals: dict[str, list[int]] = {}
         for gate in gates:
-            if gate.parser_kind not in (KEYWORD, DECORATOR) and gate.effect.startswith(_NOT_TAKEN):
+            if gate.parser_kind in (KEYWORD, DECORATOR):
+                continue
+            if gate.effect.startswith(_NOT_TAKEN):
                 self._lines.setdefault(gate.file, []).append(gate.line)
+            if gate.excludes_target and gate.effect.startswith(_REFUSES):
+                self._refusals.setdefault(gate.file, []).append(gate.line)
 
     def __call__(self, path: str, node: ast.If | ast.While) -> bool:
         last = node.test.end_lineno or node.test.lineno
         return any(node.test.lineno <= line <= last for line in self._lines.get(path, ()))
 
-    def walk(self, path: str, code: Iterable[ast.AST]) -> Iterator[ast.AST]:
-        """Every node of ``code`` the target may run (depth first)."""
-        todo = list(code)[::-1]
+    def refuses(self, path: str, node: ast.stmt) -> bool:
+        """Whether the target is refused at ``node``: its test, or the assert, is a
+        refusing gate's."""
+        if isinstance(node, ast.If | ast.While):
+            first, last = node.test.lineno, node.test.end_lineno or node.test.lineno
+        elif isinstance(node, ast.Assert):
+            first, last = node.lineno, node.end_lineno or node.lineno
+        else:
+            return False
+        return any(first <= line <= last for line in self._refusals.get(path, ()))
+
+    def walk(self, path: str, code: Iterable[ast.AST], target: bool = False) -> Iterator[ast.AST]:
+        """Every node of ``code`` the target may run (depth first).  ``target``: the
+        walk is of what the target itself runs (an admitting gate's code), so a
+        statement that refuses it ends its block; a walk of what admitted archs run
+        goes on past it."""
+
+        def runs(nodes: Iterable[ast.AST]) -> list[ast.AST]:
+            kept: list[ast.AST] = []
+            for node in nodes:
+                kept.append(node)
+                if target and isinstance(node, ast.stmt) and self.refuses(path, node):
+                    break
+            return kept
+
+        todo = runs(code)[::-1]
         while todo:
             node = todo.pop()
             yield node
             if isinstance(node, ast.If | ast.While) and self(path, node):
-                children: list[ast.AST] = [node.test, *node.orelse]
+                children: list[ast.AST] = [node.test, *runs(node.orelse)]
             else:
-                children = list(ast.iter_child_nodes(node))
+                children = []
+                for _, value in ast.iter_fields(node):
+                    if isinstance(value, list):
+                        children += runs(v for v in value if isinstance(v, ast.AST))
+                    elif isinstance(value, ast.AST):
+                        children.append(value)
             todo += children[::-1]
 
 
@@ -104,14 +142,18 @@ class Walker:
                  excluded: Callable[[str, int, int], bool], skips: Skips) -> None:  # fmt: skip
         self.ev, self._texts, self.roots, self.excluded = ev, texts, roots, excluded
         self.skips = skips
+        self._target = False  # the walk under way is of the target's own way
         self._parents: dict[str, dict[int, ast.AST]] = {}
         self._flags: dict[str, list[_Block]] = {}
         self._methods: dict[str, list[Func]] = {}
         self._callers: dict[str, list[_Block]] = {}
         self._words: dict[str, list[str]] | None = None  # identifier -> files naming it
 
-    def outside(self, path: str, holder: Function | None, code: Iterable[ast.AST]) -> list[Outside]:
-        """The calls into the lower package that ``code`` (in ``holder`` of ``path``) reaches."""
+    def outside(self, path: str, holder: Function | None, code: Iterable[ast.AST], *,
+                target: bool = False) -> list[Outside]:  # fmt: skip
+        """The calls into the lower package that ``code`` (in ``holder`` of ``path``)
+        reaches; ``target``: on the target's own way, which ends where it is refused."""
+        self._target = target
         found: dict[str, Outside] = {}
         seen: set[tuple[str, int, int]] = set()
         queue = deque([(_Block(path, holder, tuple(code), ()), 0)])
@@ -129,7 +171,7 @@ class Walker:
 
     def _steps(self, block: _Block) -> Iterator[Outside | _Block]:
         frame = self.frame(block.path, block.holder)
-        for node in self.skips.walk(block.path, block.code):
+        for node in self.skips.walk(block.path, block.code, self._target):
             if isinstance(node, ast.Call):
                 yield from self._call(block, frame, node)
             elif isinstance(node, ast.Assign) and _truthy(node.value):

@@ -288,3 +288,125 @@ def test_a_method_of_an_unknown_object_is_followed_by_its_distinctive_name() -> 
     assert gate.class_ == "needs-kernel-work", gate.reason
     common = _audit(BASE | {"pkg/layer.py": layer, "pkg/block.py": user.format(name="forward")})
     assert common["pkg/block.py:Block.run"].class_ == "unknown"
+
+
+def test_a_returned_arch_value_takes_the_class_of_the_gates_testing_it_in_any_file() -> None:
+    """``_fused_available()`` returns the GPU's answer, ``can_use_fused()`` returns it
+    with a shape test, and only another file branches on the latter: each returned
+    value decides nothing itself, so each takes the class of the gates testing its
+    call, down the chain."""
+    flags = ("from pkg.utils import is_sm100_supported\n\n\n"
+             "def _fused_available():\n    return is_sm100_supported()\n\n\n"
+             "def can_use_fused(n):\n    return n > 0 and _fused_available()\n")
+    # (The engine parses only files naming a GPU word: "major" in the comment.)
+    attend = ("from pkg.api import fmha\nfrom pkg.flags import can_use_fused\n\n\n"
+              "def attend(q):\n    # The fused path where the GPU's major allows it.\n"
+              "    if can_use_fused(q):\n        return fmha(q)\n    return q\n")
+    gates = _audit(BASE | {"pkg/flags.py": flags, "pkg/attend.py": attend})
+    assert gates["pkg/attend.py:attend"].class_ == "needs-kernel-work"
+    outer, inner = gates["pkg/flags.py:can_use_fused"], gates["pkg/flags.py:_fused_available"]
+    assert outer.effect.endswith("; it is what can_use_fused() returns"), outer.effect
+    assert outer.class_ == "needs-kernel-work", outer.reason
+    assert outer.reason == ("can_use_fused() returns an arch value and decides nothing itself; "
+                            "the gates testing it do: pkg/attend.py:7 attend (needs-kernel-work)")
+    assert outer.evidence == gates["pkg/attend.py:attend"].evidence != []
+    assert inner.class_ == "needs-kernel-work", inner.reason
+    assert "pkg/flags.py:9 can_use_fused (needs-kernel-work)" in inner.reason
+    # Nobody tests it: it stays unknown, with the reason it had.
+    alone = _audit(BASE | {"pkg/flags.py": flags})
+    assert alone["pkg/flags.py:can_use_fused"].class_ == "unknown"
+    assert alone["pkg/flags.py:can_use_fused"].reason.startswith("a Python condition")
+
+
+REGISTRY = '''\
+import torch
+
+try:
+    import cudnn
+except ImportError:
+    cudnn = None
+
+from pkg.jit import gen_fmha_sm100_module
+
+
+def supported_compute_capability(ccs):
+    def mark(func):
+        func.ccs = ccs
+        return func
+    return mark
+
+
+def backend_requirement(checks, common_check=None):
+    def mark(func):
+        return func
+    return mark
+
+
+@supported_compute_capability([100])
+def _cutlass_mm_requirement(a, backend="cudnn"):
+    return True
+
+
+@supported_compute_capability([90, 100])
+def _cudnn_mm_requirement(a, backend="cudnn"):
+    return True
+
+
+@supported_compute_capability([100])
+def _check_mm_problem_size(a, backend="cudnn"):
+    return a.shape[0] > 0
+
+
+@backend_requirement(
+    {"cudnn": _cudnn_mm_requirement, "cutlass": _cutlass_mm_requirement},
+    common_check=_check_mm_problem_size,
+)
+def mm(a, backend="cudnn"):
+    runners = []
+    if "cudnn" in [backend]:
+        with cudnn.graph(a) as graph:
+            runners.append(graph)
+    if backend == "cutlass":
+        runners.append(gen_fmha_sm100_module().run(a))
+    return runners
+
+
+@supported_compute_capability([100])
+def _cutlass_bmm_requirement(a, backend="cudnn"):
+    return True
+
+
+@supported_compute_capability([90, 100])
+def _cudnn_bmm_requirement(a, backend="cudnn"):
+    return True
+
+
+@backend_requirement({"cudnn": _cudnn_bmm_requirement, "cutlass": _cutlass_bmm_requirement})
+def bmm(a, backend="cudnn"):
+    factory = {
+        "cudnn": lambda: cudnn.graph(a),
+        "cutlass": lambda: gen_fmha_sm100_module().run(a),
+    }
+    return [factory[name]() for name in [backend]]
+'''
+
+
+def test_a_backend_requirement_guards_what_its_backend_runs_in_the_function_it_decorates() -> None:
+    """flashinfer's ``@backend_requirement({"cudnn": ..., "cutlass": ...})``: each
+    requirement's capability list guards the decorated function for its backend only
+    (tests of the other backends' names not taken).  cuDNN brings its own kernels, so
+    its requirement is gate-only; the CUTLASS one reaches the SM100 module whose unit
+    is compiled out for the target; the common check guards every backend."""
+    gates = _audit(BASE | {"pkg/mm.py": REGISTRY})
+    cudnn = gates["pkg/mm.py:_cudnn_mm_requirement"]
+    assert cudnn.class_ == "gate-only", cudnn.reason
+    assert cudnn.reason.startswith("its code calls cudnn.graph of NVIDIA cuDNN"), cudnn.reason
+    assert all("gen_fmha_sm100_module" not in c for c in cudnn.calls), cudnn.calls
+    cutlass = gates["pkg/mm.py:_cutlass_mm_requirement"]
+    assert cutlass.class_ == "needs-kernel-work", cutlass.reason
+    assert "mm>gen_fmha_sm100_module" in cutlass.calls, cutlass.calls
+    common = gates["pkg/mm.py:_check_mm_problem_size"]
+    assert common.class_ == "needs-kernel-work", common.reason
+    # A table of runners keyed by the backends' names: the backend's own entry.
+    assert gates["pkg/mm.py:_cudnn_bmm_requirement"].class_ == "gate-only"
+    assert gates["pkg/mm.py:_cutlass_bmm_requirement"].class_ == "needs-kernel-work"

@@ -127,6 +127,24 @@ def test_a_branch_below_the_target_does_not_take_is_not_followed(
     assert all(m["gate"]["function"] != "matmul" for m in audit["mismatches"])
 
 
+def test_the_targets_way_ends_where_the_upper_tree_refuses_it(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """sglang's fp8_utils: ``dispatch`` admits the target into ``run_backend``, whose
+    SM90-only backend raises for it before calling below.  The target is refused above,
+    with a message; it never reaches the lower gate, so there is no mismatch.  The
+    Blackwell block's wrappers read locals of their own: those are no names the block
+    hands to later code."""
+    ws, _ = stacked
+    _, audit = _audit(ws)
+    flagged = {m["gate"]["function"] for m in audit["mismatches"]}
+    assert flagged == {"Args.adjust"}  # the real one, through the fusion flag
+    refusal = next(g for g in audit["gates"]
+                   if g["file"] == "python/top/fp8.py" and g["function"] == "run_backend")
+    assert refusal["excludes_target"] and refusal["effect"] == "refused on the target"
+    # What SM90 runs past it still reaches the lower gate.
+    assert [b["function"] for b in refusal["below"]] == ["gen_comm_module"]
+
+
 def test_the_stack_at_two_pinned_versions(stacked: tuple[Workspace, Repo]) -> None:
     ws, top = stacked
     old = top.head()

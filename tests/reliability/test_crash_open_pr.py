@@ -71,6 +71,8 @@ class Trials:
 
     def verify(self, ws: Path, outcome: str) -> str:
         fake, fork = self.fakes[ws], ws.parent / f"{ws.name}-fork.git"
+        if outcome != "final":
+            _receive_side_survives(fork)
         prs = fake.pulls(UPSTREAM)
         assert len(prs) <= 1, prs  # never two PRs
         tip = _tip(fork)
@@ -93,6 +95,17 @@ class Trials:
         # The one intermediate state: the push is recorded, the PR not yet.
         assert tip == self.tip and f'pushed = "{self.tip}"' in meta, meta
         return "pushed"
+
+
+def _receive_side_survives(fork: Path) -> None:
+    """The bare fork stands in for GitHub, but its receive-pack runs in the killed
+    client's process group and dies with it, leaving the ref lock it held
+    (``refs/heads/contrib/sm120.lock``).  GitHub's receive side is not killed with
+    the client and never leaves one, so a lock here is the harness's, not
+    contrib's: it goes, as git itself would after a receive-pack that ended."""
+    for lock in (fork / "refs").rglob("*.lock"):
+        lock.unlink()
+    (fork / "packed-refs.lock").unlink(missing_ok=True)
 
 
 def _post_pr(fake: FakeGitHub, pr: dict[str, Any]) -> None:
