@@ -113,7 +113,7 @@ def measure(opening: Opening, parent: Sequence[AuditGate], commit: Sequence[Audi
     opened, via = matching(opening, parent, names)
     pick = next((g for g in opened if g.excludes_target), opened[0] if opened else None)
     later = after(opening, opened, commit)
-    still = next((g for g in later if g.excludes_target), None)
+    still = None if _opens(opening, commit) else next((g for g in later if g.excludes_target), None)
     return Row(
         opening=opening, found=pick is not None,
         excluding=bool(pick and pick.excludes_target),
@@ -122,6 +122,20 @@ def measure(opening: Opening, parent: Sequence[AuditGate], commit: Sequence[Audi
         reason=pick.reason if pick else "",
         still_excluding=still is not None, after_gate=_where(still), via=via,
     )  # fmt: skip
+
+
+def _opens(opening: Opening, gates: Sequence[AuditGate]) -> bool:
+    """Whether the opening commit's own hunk holds a gate of the function that admits
+    the target: flashinfer's test_bmm_mxfp8 kept ``cap[0] != 10`` for its cudnn backend
+    and added ``cap[0] != 12`` for cutlass.  The first still excludes the target, rightly
+    (cudnn has nothing for it); the opening is the second.  A partial opening is read
+    as opened, its gate left for the other configuration as excluding."""
+    if opening.mechanism == "cuda-guard" or not opening.new_lines:
+        return False
+    first, last = opening.new_lines
+    return any(g.file == opening.file and g.function == opening.function
+               and first <= g.line <= last and not g.excludes_target
+               and g.admits not in ("", "unknown") for g in gates)  # fmt: skip
 
 
 def _span(gate: AuditGate) -> range:

@@ -320,3 +320,22 @@ def test_a_kernel_written_in_python_is_device_code_for_the_expected_class(tmp_pa
     assert found[dsl] == (NEEDS_KERNEL_WORK, ["pkg/sm120_dsl.py"])
     assert found[host] == (GATE_ONLY, [])
     assert found[body] == (NEEDS_KERNEL_WORK, ["pkg/tri.py"])
+
+
+def test_a_partial_opening_is_opened_while_its_other_configuration_still_excludes() -> None:
+    """flashinfer 7b83d0c54: test_bmm_mxfp8 kept ``cap[0] != 10`` for cudnn and added
+    ``cap[0] != 12`` for cutlass.  The kept gate still excludes the target, rightly; the
+    opening is the gate the commit added in its hunk, which admits it."""
+    from contrib.audit.model import AuditGate
+
+    opening = Opening("flashinfer", "c" * 40, "p" * 40, "2026-05-19", "tests/test_bmm.py",
+                      "test_bmm", "condition", GATE_ONLY, [3], [1, 6], [1, 9])
+    def gate(line: int, index: int, admits: str, excludes: bool) -> AuditGate:
+        return AuditGate("tests/test_bmm.py", line, "test_bmm", "capability", admits, excludes,
+                         class_=GATE_ONLY if excludes else None, parser_kind="skip-condition",
+                         index=index, end_line=line)  # fmt: skip
+    parent = [gate(3, 0, "majors 10, 11", True)]
+    cudnn, cutlass = gate(3, 0, "majors 10", True), gate(5, 1, "majors 12", False)
+    assert not measure(opening, parent, [cudnn, cutlass]).still_excluding
+    only = measure(opening, parent, [cudnn])  # nothing in the hunk admits it: not opened
+    assert only.still_excluding and only.after_gate.startswith("tests/test_bmm.py:3")
