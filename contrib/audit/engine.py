@@ -146,25 +146,50 @@ def _runs(paths: list[str], count: int) -> list[list[str]]:
 
 
 def _pool(workers: int, texts: dict[str, str], readable: set[str], files: list[str]) -> Any:
-    """A spawn pool whose workers ignore Ctrl-C from their first instruction: they
-    start with SIGINT ignored (an ignored signal survives exec, and Python then
-    installs no KeyboardInterrupt handler), so an interrupt while they import
-    prints nothing either.  Each worker holds the tree's texts and one evaluator."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """A spawn pool whose workers never see Ctrl-C: it is the parent's to handle (it
+    stops the pool), so no worker prints a KeyboardInterrupt traceback of its own.
+    Each worker holds the tree's texts and one evaluator.
+
+    SIGINT is blocked in this thread while the workers start: they inherit the block
+    across exec, so a Ctrl-C cannot reach them while they import, and they ignore it
+    from their initializer on.  The parent keeps its handler, so a Ctrl-C meanwhile
+    is not lost: another thread takes it, or it waits for the unblocking; the pool
+    just made is then stopped and the KeyboardInterrupt goes on.  Where signal masks
+    do not exist, SIGINT is ignored while the workers start (an ignored signal
+    survives exec, and Python then installs no KeyboardInterrupt handler)."""
+    masks = hasattr(signal, "pthread_sigmask")
+    previous = None
+    if masks:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    else:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pool = None
     try:
-        return get_context("spawn").Pool(workers, initializer=_worker_start,
+        pool = get_context("spawn").Pool(workers, initializer=_worker_start,
                                          initargs=(texts, readable, files))
     finally:
-        signal.signal(signal.SIGINT, previous)
+        try:
+            if masks:  # a Ctrl-C held meanwhile is raised here
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            else:
+                signal.signal(signal.SIGINT, previous)
+        except BaseException:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+            raise
+    return pool
 
 
 def _worker_start(texts: dict[str, str], readable: set[str], files: list[str]) -> None:
-    """In a worker: Ctrl-C is the parent's to handle (it stops the pool), so a worker
-    never prints a KeyboardInterrupt traceback of its own; then the tree.  The cycle
-    collector stays off for the worker's life: what it holds (syntax trees, the
-    evaluator's caches) is acyclic and lives until the pool ends, and a collection
+    """In a worker: Ctrl-C is the parent's to handle, so it is ignored here (a Ctrl-C
+    held since the worker started is dropped with it) and unblocked; then the tree.
+    The cycle collector stays off for the worker's life: what it holds (syntax trees,
+    the evaluator's caches) is acyclic and lives until the pool ends, and a collection
     after each file walked all of it again (45% of a first audit of flashinfer)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     gc.disable()
     _start(texts, readable, files)
 

@@ -56,3 +56,29 @@ def test_ctrl_c_stops_the_workers_without_a_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 130, (out, err)
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.strip() == "contrib: interrupted"
+
+
+def test_a_ctrl_c_while_the_workers_start_is_raised_once_they_stand(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The parent ignores SIGINT while it spawns the workers (so they start ignoring
+    it); a Ctrl-C in that window was lost.  It is held now, and raised once the pool
+    stands, the pool stopped."""
+    import multiprocessing
+
+    from contrib.audit import engine
+
+    real = engine.get_context
+
+    class Context:
+        def Pool(self, *args: object, **kwargs: object) -> object:  # multiprocessing's name
+            os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, as the workers start
+            return real("spawn").Pool(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "get_context", lambda method: Context())
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            engine._pool(1, {}, set(), [])
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    assert multiprocessing.active_children() == []
