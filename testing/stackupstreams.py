@@ -100,6 +100,49 @@ class Backend:
         self.wrapper = attn.AttnWrapper(backend=backend)
 '''
 
+# flashinfer's @backend_requirement: one function, a backend chosen by name.
+LOWER_MM = '''\
+from lowerlib.jit import gen_norm_module
+
+
+def backend_requirement(checks):
+    def mark(fn):
+        return fn
+    return mark
+
+
+def _fused_requirement(x, backend="fused"):
+    return True
+
+
+def _plain_requirement(x, backend="fused"):
+    return True
+
+
+@backend_requirement({"fused": _fused_requirement, "plain": _plain_requirement})
+def mm(x, backend="fused"):
+    if backend == "fused":
+        return gen_norm_module().run(x)
+    return x
+'''
+
+# A decode module admitting SM100 only, its kernel compiled out for SM12x.
+LOWER_DECODE = '''\
+from lowerlib.core import build, ctx
+
+
+def gen_decode_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10])
+    return build("decode", ["decode.cu"], flags)
+
+
+def decode(x):
+    return gen_decode_module().run(x)
+'''
+DECODE_UNIT = ("__global__ void decode_kernel(float* out) {\n"
+               "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1200\n  out[threadIdx.x] = 1.0f;\n"
+               "#endif\n}\n")  # fmt: skip
+
 LOWER = {
     "pyproject.toml": '[project]\nname = "Lower_Lib"\nversion = "0"\n',
     "lowerlib/__init__.py": "from .comm import fused_allreduce\nfrom .norm import rmsnorm\n",
@@ -110,6 +153,9 @@ LOWER = {
                          "def rmsnorm(x):\n    return gen_norm_module().run(x)\n"),
     "lowerlib/gemm.py": LOWER_GEMM,
     "lowerlib/attn.py": LOWER_ATTN,
+    "lowerlib/mm.py": LOWER_MM,
+    "lowerlib/decode.py": LOWER_DECODE,
+    "csrc/decode.cu": DECODE_UNIT,
     "csrc/attn.cu": KERNEL.format(name="attn"),
     "csrc/comm.cu": KERNEL.format(name="comm"),
     "csrc/norm.cu": KERNEL.format(name="norm"),
@@ -216,6 +262,83 @@ def dispatch(backend, x):
     return x
 '''
 
+# sglang's attention registry and a model override choosing a backend by name on
+# SM100: the backend's methods call below.
+BACKENDS = '''\
+import lowerlib
+
+REGISTRY = {}
+
+
+def register_norm_backend(name):
+    def mark(fn):
+        REGISTRY[name] = fn
+        return fn
+    return mark
+
+
+class LowerNorm:
+    def __init__(self, runner):
+        self.runner = runner
+
+    def forward_norm(self, x):
+        return lowerlib.rmsnorm(x)
+
+
+@register_norm_backend("lower_norm")
+def create_lower_norm(runner):
+    return LowerNorm(runner)
+'''
+
+TOP_MM = '''\
+from lowerlib.mm import mm
+
+from top.utils import is_blackwell_supported
+
+
+def plain_mm(x):
+    if is_blackwell_supported():
+        return mm(x, backend="plain")
+    return x
+
+
+def fused_mm(x):
+    if is_blackwell_supported():
+        return mm(x, backend="fused")
+    return x
+'''
+
+# A Triton page-table helper above, the attention kernel below.
+TOP_DECODE = '''\
+import triton
+
+import lowerlib.decode as dec
+
+from top.utils import is_sm100_supported
+
+
+@triton.jit
+def _page_table_kernel(x):
+    pass
+
+
+def attend(x):
+    if is_sm100_supported():
+        _page_table_kernel[(1,)](x)
+        return dec.decode(x)
+    return x
+'''
+
+OVERRIDES = '''\
+from top.utils import is_sm100_supported
+
+
+def model_overrides(args):
+    if is_sm100_supported():
+        return {"norm_backend": "lower_norm"}
+    return {}
+'''
+
 
 def pyproject(requirement: str) -> str:
     """``python/pyproject.toml`` of ``top`` requiring ``requirement``."""
@@ -241,7 +364,9 @@ def top_upstream(path: Path, requirement: str = "lower_lib[cu13]==1.0") -> Repo:
         "python/top/__init__.py": "", "python/top/utils.py": TOP_UTILS,
         "python/top/args.py": ARGS, "python/top/layers.py": LAYERS, "python/top/norm.py": NORM,
         "python/top/gemm.py": TOP_GEMM, "python/top/attn.py": TOP_ATTN,
-        "python/top/fp8.py": FP8,
+        "python/top/fp8.py": FP8, "python/top/backends.py": BACKENDS,
+        "python/top/overrides.py": OVERRIDES, "python/top/mm.py": TOP_MM,
+        "python/top/decode.py": TOP_DECODE,
     })  # fmt: skip
     return repo
 

@@ -123,14 +123,27 @@ def scope_of_body(body: list[ast.stmt], args: ast.arguments | None = None) -> Sc
 
 
 class ModuleIndex:
-    """Which file of the tree holds a dotted module name."""
+    """Which file of the tree holds a dotted module name.
+
+    The tree's source roots are not known (``python/``, ``src/``, the top), so a
+    module is found by the tail of its path: ``sglang.srt.utils`` is
+    ``python/sglang/srt/utils/__init__.py``.  A tail that starts inside a package
+    is no absolute name, though: ``import flashinfer`` in sglang is the installed
+    package, not ``python/sglang/srt/layers/moe/token_dispatcher/flashinfer.py``,
+    whose folder holds an ``__init__.py``.  Such a file answers only an importer
+    at or below the folder the tail starts in, as a script's or a test's own
+    folder is on ``sys.path`` (``from utils import x`` in ``tests/attention``)."""
 
     def __init__(self, paths: Iterable[str]) -> None:
-        self._by_name: dict[str, list[str]] = {}
-        for path in paths:
-            if path.endswith(".py"):
-                for name in _suffix_names(path):
-                    self._by_name.setdefault(name, []).append(path)
+        self._by_name: dict[str, list[tuple[str, str | None]]] = {}
+        files = [p for p in paths if p.endswith(".py")]
+        packages = {str(PurePosixPath(p).parent) for p in files if p.endswith("/__init__.py")}
+        for path in files:
+            for name, start in _suffix_names(path):
+                # `start`: the folder the name starts in, when that folder is a package.
+                self._by_name.setdefault(name, []).append(
+                    (path, start if start in packages else None))
+        self._all = set(files)
 
     def find(self, name: str, importer: str = "", level: int = 0) -> str | None:
         """The file of module ``name`` (relative to ``importer`` for ``level`` > 0)."""
@@ -140,31 +153,34 @@ class ModuleIndex:
                 base = base.parent
             stem = (base / name.replace(".", "/")) if name else base
             for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
-                if candidate in self._paths():
+                if candidate in self._all:
                     return candidate
             return None
         found = self._by_name.get(name)
-        return min(found, key=len) if found else None
+        if not found:
+            return None
+        absolute = [p for p, inside in found if inside is None]
+        if absolute:
+            return min(absolute, key=len)
+        here = str(PurePosixPath(importer).parent)
+        local = [p for p, inside in found if inside is not None
+                 and (here == inside or here.startswith(inside + "/"))]  # fmt: skip
+        return min(local, key=len) if local else None
 
     def paths(self) -> list[str]:
         """Every module file of the tree, sorted."""
-        return sorted(self._paths())
-
-    def _paths(self) -> set[str]:
-        cached: set[str] | None = getattr(self, "_all", None)
-        if cached is None:
-            cached = {p for ps in self._by_name.values() for p in ps}
-            self._all = cached
-        return cached
+        return sorted(self._all)
 
 
-def _suffix_names(path: str) -> list[str]:
-    """``python/sglang/srt/utils/common.py`` -> ``common``, ``utils.common``, ...;
-    a package's ``__init__.py`` is named after its folder."""
+def _suffix_names(path: str) -> list[tuple[str, str]]:
+    """``python/sglang/srt/utils/common.py`` -> ``common``, ``utils.common``, ..., each
+    with the folder it starts in (``python/sglang/srt/utils``, ...); a package's
+    ``__init__.py`` is named after its folder."""
     parts = list(PurePosixPath(path).with_suffix("").parts)
     if parts and parts[-1] == "__init__":
         parts.pop()
-    return [".".join(parts[n:]) for n in range(len(parts)) if parts[n:]]
+    return [(".".join(parts[n:]), "/".join(parts[:n]) or ".") for n in range(len(parts))
+            if parts[n:]]  # fmt: skip
 
 
 def bound_names(node: ast.stmt) -> set[str]:

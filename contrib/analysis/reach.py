@@ -24,6 +24,12 @@ and ``targets``, what can class a gate, by identity, whatever its depth:
   architecture its release supports (:data:`VENDOR_LIBRARIES`: cuDNN's Python
   frontend): no kernel of the tree does that work.
 
+A name handed on as a value (``server_args.attention_backend = "trtllm_mha"``,
+``return {"attention_backend": "triton"}``) leads to what a decorator registers
+under it anywhere in the tree (``@register_attention_backend("trtllm_mha")`` on
+the factory), and to the methods of the class that factory returns: what the
+backend runs once chosen (:class:`Registry`, shared with the stack's walk).
+
 A walk may also follow one backend of a registry (``key``): flashinfer's
 ``@backend_requirement({"cudnn": _cudnn_requirement, "cutlass": ...})`` checks
 each backend's archs, and the function it decorates tests the backend's name
@@ -155,6 +161,11 @@ class _Graph:
     def resolve(self, frame: Frame, nodes: Iterable[ast.AST]) -> list[tuple[str, list[Func | Target]]]:
         out: list[tuple[str, list[Func | Target]]] = []
         for call in self._calls(frame, nodes):
+            if isinstance(call, str):  # a name handed on: what is registered under it
+                entries = registry(self.ev).of(call)
+                if entries:
+                    out.append((f'"{call}"', list(entries)))
+                continue
             name = _callee_name(call)
             if name is None:
                 continue
@@ -165,14 +176,18 @@ class _Graph:
                 out.append((name, self._callees(frame, call)))
         return out
 
-    def _calls(self, frame: Frame, nodes: Iterable[ast.AST]) -> Iterator[ast.Call]:
+    def _calls(self, frame: Frame, nodes: Iterable[ast.AST]) -> Iterator[ast.Call | str]:
         """The calls of ``nodes`` (each statement breadth first, as :func:`walk`), the
-        branches the GPU of ``cap`` does not take left out."""
+        branches the GPU of ``cap`` does not take left out; and the names handed on
+        as values (:func:`value_literals`)."""
         for statement in self._block(frame, list(nodes)):
+            if isinstance(statement, ast.expr):  # the value a gate chooses
+                yield from spread_literals(statement)
             out = [statement]
             for current in out:  # grows while it is read
                 if isinstance(current, ast.Call):
                     yield current
+                yield from value_literals(current)
                 if isinstance(current, ast.Dict) and self.key is not None:
                     entries = keyed_entries(current, *self.key)
                     if entries is not None:  # `{"cutlass": lambda: ..., "cudnn": ...}`
@@ -396,6 +411,12 @@ def _classes(ev: TreeEval, func: ast.expr, frame: Frame) -> Iterator[tuple[str, 
         local = frame.local.names.get(func.id) if frame.local is not None else None
         if local is None:
             yield from _module_class(ev, func.id, frame.path, 0)
+            return
+        for binding in local:  # `from .triton_backend import TritonAttnBackend` in the function
+            if binding.kind == "import" and binding.attr:
+                target = ev.index.find(binding.module, frame.path, binding.level)
+                if target is not None:
+                    yield from _module_class(ev, binding.attr, target, 1)
     elif isinstance(func, ast.Attribute):
         for path in _modules_of(ev, func.value, frame):
             yield from _module_class(ev, func.attr, path, 0)
@@ -469,9 +490,98 @@ def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
+_REGISTERS = re.compile(r"^[ \t]*@[\w.]+\(\s*[\"']([\w.\-]{3,})[\"']", re.MULTILINE)
+MAX_REGISTERED = 3  # a name registered by more decorators than this is no lead
+
+
+class Registry:
+    """What the tree's decorators register under a string (``@register_attention_backend(
+    "trtllm_mha")`` on ``create_trtllm_mha_backend``): the decorated function, and
+    the methods of the classes it returns (``return TRTLLMHAAttnBackend(runner)``: a
+    backend object is used through its methods).  Files are found by one regex over
+    the tree's texts, parsed only when they register the name asked for."""
+
+    def __init__(self, ev: TreeEval) -> None:
+        self.ev = ev
+        self._files: dict[str, list[str]] | None = None
+        self._found: dict[str, tuple[Func, ...]] = {}
+
+    def of(self, name: str) -> tuple[Func, ...]:
+        if self._files is None:
+            self._files = {}
+            for path in self.ev.index.paths():
+                text = self.ev.read(path) or ""
+                if "@" in text:
+                    for found in set(_REGISTERS.findall(text)):
+                        self._files.setdefault(found, []).append(path)
+        if name not in self._found:
+            entries: list[Func] = []
+            for path in self._files.get(name, [])[:MAX_REGISTERED + 1]:
+                module = self.ev.module(path)
+                for node in ast.walk(module[0]) if module is not None else ():
+                    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                            isinstance(d, ast.Call) and d.args and isinstance(d.args[0], ast.Constant)
+                            and d.args[0].value == name for d in node.decorator_list):  # fmt: skip
+                        entries.append(Func(path, node))
+            if len(entries) > MAX_REGISTERED:
+                entries = []
+            self._found[name] = tuple(entries) + tuple(
+                m for f in entries for m in self._returned_methods(f))  # fmt: skip
+        return self._found[name]
+
+    def _returned_methods(self, func: Func) -> list[Func]:
+        frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
+        out: list[Func] = []
+        for node in ast.walk(func.node):
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
+                for path, cls in _classes(self.ev, node.value.func, frame):
+                    out += [Func(path, item) for item in cls.body
+                            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                            and not (item.name.startswith("__") and item.name != "__init__")]
+        return out
+
+
+_REGISTRIES: weakref.WeakKeyDictionary[TreeEval, Registry] = weakref.WeakKeyDictionary()
+
+
+def registry(ev: TreeEval) -> Registry:
+    """The tree's :class:`Registry` (kept with its evaluator)."""
+    found = _REGISTRIES.get(ev)
+    if found is None:
+        found = _REGISTRIES[ev] = Registry(ev)
+    return found
+
+
+def value_literals(node: ast.AST) -> list[str]:
+    """The strings ``node`` hands on as values: what it assigns, returns or passes as a
+    keyword (through dicts, lists, ``a if c else b``, ``x or "y"``), not what it
+    compares, formats or indexes with."""
+    if isinstance(node, ast.Assign | ast.AnnAssign | ast.Return | ast.keyword):
+        return spread_literals(node.value) if node.value is not None else []
+    return []
+
+
+def spread_literals(value: ast.expr) -> list[str]:
+    """The strings of a value: a literal, or those of a dict's values, a list or
+    tuple, both sides of ``a if c else b`` and the operands of ``or``/``and``."""
+    if isinstance(value, ast.Constant):
+        return [value.value] if isinstance(value.value, str) else []
+    parts: list[ast.expr] = []
+    if isinstance(value, ast.Dict):
+        parts = [v for v in value.values if v is not None]
+    elif isinstance(value, ast.List | ast.Tuple):
+        parts = list(value.elts)
+    elif isinstance(value, ast.IfExp):
+        parts = [value.body, value.orelse]
+    elif isinstance(value, ast.BoolOp):
+        parts = list(value.values)
+    return [s for part in parts for s in spread_literals(part)]
+
+
 def backend_test(test: ast.expr, chosen: str, names: frozenset[str]) -> bool | None:
     """Whether ``test`` holds when the backend is ``chosen``: a comparison with string
-    literals of which one is a name of the registry (``backend == "cudnn"``,
+    literals of which one is a name of the registry or a variant of one
+    (``"cutlass_sm12x"``) (``backend == "cudnn"``,
     ``backend in ("cutlass", "tgv")``, ``"cudnn" in runner_names``), and ``not``,
     ``and``, ``or`` of such.  None when the test is not about the registry's names."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -488,12 +598,33 @@ def backend_test(test: ast.expr, chosen: str, names: frozenset[str]) -> bool | N
     op, sides = test.ops[0], (test.left, test.comparators[0])
     for side in sides:
         literals = _literals(side)
-        if literals and literals & names:
+        if literals and any(_variant(lit, name) for lit in literals for name in names):
+            hit = any(_variant(lit, chosen) for lit in literals)
             if isinstance(op, ast.Eq | ast.In):
-                return chosen in literals
+                return hit
             if isinstance(op, ast.NotEq | ast.NotIn):
-                return chosen not in literals
+                return not hit
     return None
+
+
+def _variant(literal: str, name: str) -> bool:
+    """Whether ``literal`` names backend ``name`` or a variant of it (flashinfer's
+    ``"cutlass_sm10x"`` runner of the ``"cutlass"`` backend)."""
+    return literal == name or literal.startswith(name + "_")
+
+
+def decorator_keys(node: ast.AST) -> frozenset[str]:
+    """The names of the registries a function's decorators are handed: the string keys
+    of dict literals among their arguments (``@backend_requirement({"cudnn": ...,
+    "cutlass": ...})``)."""
+    names: set[str] = set()
+    for mark in getattr(node, "decorator_list", []):
+        if isinstance(mark, ast.Call):
+            for value in [*mark.args, *(k.value for k in mark.keywords)]:
+                if isinstance(value, ast.Dict):
+                    names |= {k.value for k in value.keys
+                              if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    return frozenset(names)
 
 
 def keyed_entries(table: ast.Dict, chosen: str, names: frozenset[str]) -> list[ast.expr] | None:

@@ -101,6 +101,7 @@ class Behind:
         # A dispatch table (``modules[backend]()``, ``name[]`` in the chain) with an entry
         # built for the target serves it: its other entries are other GPUs' paths.
         served = {_table_of(t.chain) for t in targets if _table_of(t.chain) and self._serves(t)}
+        unread = False
         for order, target in enumerate(targets):
             if _table_of(target.chain) in served and not self._serves(target):
                 continue
@@ -111,11 +112,14 @@ class Behind:
                 if self._done[key] is None:
                     self._unread[key] = self._why_unread(target)
             verdict = self._done[key]
+            unread = unread or verdict is None
             if verdict is None or verdict.class_ not in _RANK:
                 continue
             rank = (0 if verdict.at_stake else 1, _RANK[verdict.class_], order)
             if best is None or rank < best[:3]:
                 best = (*rank, _via(verdict, target))
+        if best is not None and best[3].class_ == GATE_ONLY and unread:
+            return None  # gate-only says nothing needs kernel work; what is unread may
         return best[3] if best else None
 
     def unread(self, reached: Iterable[str]) -> str:

@@ -37,7 +37,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func, ModRef
 from contrib.analysis.gates import DECORATOR
 from contrib.analysis.includes import IncludeResolver
-from contrib.analysis.reach import reach
+from contrib.analysis.reach import Key, decorator_keys, reach
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict
@@ -67,8 +67,9 @@ class Lower:
     tree: GitTree
     ev: TreeEval = field(init=False)
     roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
-    _below: dict[str, list[tuple[AuditGate, str]]] = field(default_factory=dict)
-    _targets: dict[str, list[str]] = field(default_factory=dict)
+    _below: dict[tuple[str, tuple[str, ...]], list[tuple[AuditGate, str]]] = field(
+        default_factory=dict)
+    _targets: dict[tuple[str, tuple[str, ...]], list[str]] = field(default_factory=dict)
     _behind: Behind | None = None
 
     def __post_init__(self) -> None:
@@ -82,7 +83,7 @@ class Lower:
             if gate.scope == RUNTIME:
                 self._held.setdefault(gate.file, []).append(gate)
 
-    def behind(self, dotted: str, arch: Arch) -> Verdict | None:
+    def behind(self, dotted: str, arch: Arch, keys: tuple[str, ...] = ()) -> Verdict | None:
         """The class of what a call of ``dotted`` reaches in the lower tree when no gate
         of it stands on the path (``flashinfer.BatchPrefillWithRaggedKVCacheWrapper``:
         a class, whose methods build the JIT modules): judged as a gate of the lower
@@ -90,14 +91,15 @@ class Lower:
         if self._behind is None:
             jit = {(g.file, g.function): g for g in self.audit.gates if g.kind == JIT}
             self._behind = Behind(self.tree, IncludeResolver(self.tree), arch, jit)
-        if dotted not in self._targets:
+        if (dotted, keys) not in self._targets:
             targets: list[str] = []
             for func in self.resolve(dotted, methods=True):
                 frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
-                found = reach(self.ev, frame, list(func.node.body), (arch.major, arch.minor))
+                found = reach(self.ev, frame, list(func.node.body), (arch.major, arch.minor),
+                              _chosen(func, keys))  # fmt: skip
                 targets += [t for t in found.targets if t not in targets]
-            self._targets[dotted] = targets
-        return self._behind.of(self._targets[dotted])
+            self._targets[(dotted, keys)] = targets
+        return self._behind.of(self._targets[(dotted, keys)])
 
     def resolve(self, dotted: str, methods: bool = False) -> list[Func]:
         """The functions of the tree that ``dotted`` (``pkg.mod.name``) names."""
@@ -141,35 +143,46 @@ class Lower:
             path, names = target, [imported.attr]
         return []
 
-    def below(self, dotted: str) -> list[tuple[AuditGate, str]]:
-        """The lower gates a call of ``dotted`` reaches, each with the calls leading to it."""
-        if dotted not in self._below:
+    def below(self, dotted: str, keys: tuple[str, ...] = ()) -> list[tuple[AuditGate, str]]:
+        """The lower gates a call of ``dotted`` reaches, each with the calls leading to it;
+        ``keys``: the strings the call passes by keyword, one of which may choose a
+        backend of the callee's registry (``bmm_fp8(..., backend="cublas")``)."""
+        if (dotted, keys) not in self._below:
             found: dict[tuple[str, int], tuple[AuditGate, str]] = {}
-            for func, chain in self._reached(self.resolve(dotted)):
+            for func, chain in self._reached(self.resolve(dotted), keys):
                 for gate in self._held.get(func.path, []):
                     if _holds(func.node, gate):
                         found.setdefault((gate.file, gate.line), (gate, chain))
-            self._below[dotted] = sorted(found.values(), key=lambda p: (p[0].file, p[0].line))
-        return self._below[dotted]
+            self._below[(dotted, keys)] = sorted(found.values(),
+                                                 key=lambda p: (p[0].file, p[0].line))
+        return self._below[(dotted, keys)]
 
-    def _reached(self, entries: list[Func]) -> list[tuple[Func, str]]:
+    def _reached(self, entries: list[Func], keys: tuple[str, ...] = ()) -> list[tuple[Func, str]]:
         seen: dict[int, tuple[Func, str]] = {}
-        queue = deque((f, f.node.name, 0) for f in entries)
+        queue = deque((f, f.node.name, 0, _chosen(f, keys)) for f in entries)
         while queue and len(seen) < MAX_BELOW:
-            func, chain, depth = queue.popleft()
+            func, chain, depth, key = queue.popleft()
             if id(func.node) in seen:
                 continue
             seen[id(func.node)] = (func, chain)
             if depth >= MAX_DEPTH:
                 continue
             frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
-            for node in self.skips.walk(func.path, func.node.body):
+            for node in self.skips.walk(func.path, func.node.body, key=key):
                 if isinstance(node, ast.Call):
                     self.ev.cap = (0, 0)
                     for value in self.ev.eval(node.func, frame):
                         if isinstance(value, Func) and id(value.node) not in seen:
-                            queue.append((value, f"{chain}>{value.node.name}", depth + 1))
+                            queue.append((value, f"{chain}>{value.node.name}", depth + 1, key))
         return list(seen.values())
+
+
+def _chosen(func: Func, keys: tuple[str, ...]) -> Key | None:
+    """The backend a call chooses of the callee's registry: the first string it passes by
+    keyword that names one (the registry read from the callee's decorators)."""
+    names = decorator_keys(func.node) if keys else frozenset()
+    chosen = next((k for k in keys if k in names), None)
+    return (chosen, names) if chosen is not None else None
 
 
 def package_roots(paths: Iterable[str]) -> dict[str, str]:
@@ -251,14 +264,21 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
         reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
         calls = list(walker.outside(gate.file, *start, target=not gate.excludes_target))
         for out in calls:
-            for b, chain in lower.below(out.dotted):
+            for b, chain in lower.below(out.dotted, out.keys):
                 reached.setdefault((b.file, b.line), (out, b, chain))  # the first way there
         pairs = sorted(reached.values(), key=lambda p: (p[1].file, p[1].line))
         gate.below = [_entry(lower, out, b, chain) for out, b, chain in pairs]
-        if gate.excludes_target and gate.class_ == UNKNOWN and pairs:
-            _inherit(gate, lower, [b for _, b, _ in pairs], arch)
-        elif gate.excludes_target and gate.class_ == UNKNOWN:
-            _from_code_below(gate, lower, calls, arch)
+        if gate.excludes_target and gate.class_ in (UNKNOWN, GATE_ONLY):
+            # gate-only above is an absence of kernel work in this tree: kernels missing
+            # below still make it needs-kernel-work (a Triton helper above is not the
+            # attention kernel flashinfer runs); nothing else below changes it.
+            kept = (gate.class_, gate.reason, list(gate.evidence))
+            if pairs:
+                _inherit(gate, lower, [b for _, b, _ in pairs], arch)
+            else:
+                _from_code_below(gate, lower, calls, arch)
+            if kept[0] == GATE_ONLY and gate.class_ != NEEDS_KERNEL_WORK:
+                gate.class_, gate.reason, gate.evidence = kept
         refusing = [(out, b) for out, b, _ in pairs if _refuses(b)]
         if not gate.excludes_target and refusing:
             mismatches.append(_mismatch(gate, lower, refusing, arch))
@@ -396,7 +416,7 @@ def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside], arch: 
     what those calls reach (its JIT modules, kernels), the worst first."""
     worst: tuple[int, Verdict, Outside] | None = None
     for out in dict.fromkeys(calls):
-        verdict = lower.behind(out.dotted, arch)
+        verdict = lower.behind(out.dotted, arch, out.keys)
         if verdict is None:
             continue
         rank = (0 if verdict.class_ == NEEDS_KERNEL_WORK else 1)

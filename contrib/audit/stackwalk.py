@@ -6,6 +6,8 @@ The walk starts at a gate's code and follows, breadth first and bounded:
   TreeEval`): the callee's definition, imports followed;
 * a method call the evaluator cannot resolve (``layernorm.forward_with_fusion(x)``)
   to the tree's methods of that name, when the name is defined at most twice;
+* a backend's name handed on as a value (``args.attention_backend = "trtllm_mha"``)
+  to what the tree registers under it (:class:`~contrib.analysis.reach.Registry`);
 * flags: code that sets ``obj.flag = True`` enables what the tree runs under a
   test of ``.flag`` (an ``if`` body); a function that reads it outside a test
   decides with it, and what its callers run after the call is followed too.
@@ -30,7 +32,16 @@ from dataclasses import dataclass
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Ext, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD
-from contrib.analysis.reach import MAX_DEFS, distinctive
+from contrib.analysis.reach import (
+    MAX_DEFS,
+    Key,
+    backend_test,
+    distinctive,
+    keyed_entries,
+    registry,
+    spread_literals,
+    value_literals,
+)
 from contrib.audit.model import AuditGate
 
 MAX_BLOCKS = 240  # blocks of code walked per gate
@@ -87,11 +98,14 @@ class Skips:
             return False
         return any(first <= line <= last for line in self._refusals.get(path, ()))
 
-    def walk(self, path: str, code: Iterable[ast.AST], target: bool = False) -> Iterator[ast.AST]:
+    def walk(self, path: str, code: Iterable[ast.AST], target: bool = False,
+             key: Key | None = None) -> Iterator[ast.AST]:  # fmt: skip
         """Every node of ``code`` the target may run (depth first).  ``target``: the
         walk is of what the target itself runs (an admitting gate's code), so a
         statement that refuses it ends its block; a walk of what admitted archs run
-        goes on past it."""
+        goes on past it.  ``key``: the backend the caller chose by name (``bmm_fp8(...,
+        backend="cublas")``): tests of the registry's names, and tables keyed by them,
+        go its way."""
 
         def runs(nodes: Iterable[ast.AST]) -> list[ast.AST]:
             kept: list[ast.AST] = []
@@ -105,8 +119,14 @@ class Skips:
         while todo:
             node = todo.pop()
             yield node
-            if isinstance(node, ast.If | ast.While) and self(path, node):
-                children: list[ast.AST] = [node.test, *runs(node.orelse)]
+            chosen = backend_test(node.test, *key) if key and isinstance(node, ast.If) else None
+            entries = keyed_entries(node, *key) if key and isinstance(node, ast.Dict) else None
+            if chosen is not None and isinstance(node, ast.If):
+                children: list[ast.AST] = [node.test, *runs(node.body if chosen else node.orelse)]
+            elif entries is not None:
+                children = list(entries)
+            elif isinstance(node, ast.If | ast.While) and self(path, node):
+                children = [node.test, *runs(node.orelse)]
             else:
                 children = []
                 for _, value in ast.iter_fields(node):
@@ -123,6 +143,7 @@ class Outside:
 
     dotted: str
     via: tuple[str, ...]
+    keys: tuple[str, ...] = ()  # the strings it is passed by keyword (``backend="cublas"``)
 
 
 @dataclass(frozen=True)
@@ -154,7 +175,7 @@ class Walker:
         """The calls into the lower package that ``code`` (in ``holder`` of ``path``)
         reaches; ``target``: on the target's own way, which ends where it is refused."""
         self._target = target
-        found: dict[str, Outside] = {}
+        found: dict[tuple[str, tuple[str, ...]], Outside] = {}
         seen: set[tuple[str, int, int]] = set()
         queue = deque([(_Block(path, holder, tuple(code), ()), 0)])
         walked = 0
@@ -163,7 +184,7 @@ class Walker:
             walked += 1
             for step in self._steps(block):
                 if isinstance(step, Outside):
-                    found.setdefault(step.dotted, step)
+                    found.setdefault((step.dotted, step.keys), step)
                 elif depth < MAX_DEPTH and _key(step) not in seen:
                     seen.add(_key(step))
                     queue.append((step, depth + 1))
@@ -172,6 +193,12 @@ class Walker:
     def _steps(self, block: _Block) -> Iterator[Outside | _Block]:
         frame = self.frame(block.path, block.holder)
         for node in self.skips.walk(block.path, block.code, self._target):
+            names = spread_literals(node) if isinstance(node, ast.expr) and node in block.code \
+                else value_literals(node)
+            for name in names:  # a backend's name handed on: what is registered under it
+                for entry in registry(self.ev).of(name):
+                    yield _Block(entry.path, entry.node, tuple(entry.node.body),
+                                 (*block.via, f'"{name}"', entry.node.name))  # fmt: skip
             if isinstance(node, ast.Call):
                 yield from self._call(block, frame, node)
             elif isinstance(node, ast.Assign) and _truthy(node.value):
@@ -193,7 +220,9 @@ class Walker:
                              (*block.via, value.node.name))  # fmt: skip
             elif isinstance(value, Ext) and value.dotted.split(".")[0] in self.roots:
                 resolved = True
-                yield Outside(value.dotted, block.via)
+                yield Outside(value.dotted, block.via, tuple(
+                    k.value.value for k in call.keywords if isinstance(k.value, ast.Constant)
+                    and isinstance(k.value.value, str)))  # fmt: skip
         if not resolved and isinstance(func, ast.Attribute):
             for method in self._by_name(func.attr):
                 yield _Block(method.path, method.node, tuple(method.node.body),

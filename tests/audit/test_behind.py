@@ -410,3 +410,80 @@ def test_a_backend_requirement_guards_what_its_backend_runs_in_the_function_it_d
     # A table of runners keyed by the backends' names: the backend's own entry.
     assert gates["pkg/mm.py:_cudnn_bmm_requirement"].class_ == "gate-only"
     assert gates["pkg/mm.py:_cutlass_bmm_requirement"].class_ == "needs-kernel-work"
+
+
+BACKENDS = '''\
+BACKENDS = {}
+
+
+def register_backend(name):
+    def mark(fn):
+        BACKENDS[name] = fn
+        return fn
+    return mark
+
+
+@register_backend("triton_attn")
+def create_triton_backend(runner):
+    from pkg.triton_attn import TritonAttn  # imported where it is made, as sglang does
+
+    return TritonAttn(runner)
+'''
+TRITON_ATTN = '''\
+import triton
+
+
+@triton.jit
+def _attn_kernel(x):
+    pass
+
+
+class TritonAttn:
+    def __init__(self, runner):
+        self.runner = runner
+
+    def forward_decode(self, q):
+        _attn_kernel[(1,)](q)
+        return q
+'''
+
+
+def test_a_backend_name_handed_on_leads_to_what_the_tree_registers_under_it() -> None:
+    """sglang's model overrides: ``args.attention_backend = "triton_attn"`` on SM100
+    only, or a default chosen by ``"triton_attn" if is_sm100_supported() else ...``.
+    The name leads to the factory registered under it and the methods of the class
+    it returns: a Triton kernel, so lifting the gate is the whole change."""
+    args = ("from pkg.utils import is_sm100_supported\n\n\n"
+            "def adjust(args):\n    if is_sm100_supported():\n"
+            "        args.attention_backend = 'triton_attn'\n    return args\n\n\n"
+            "def default(args):\n"
+            "    args.attention_backend = 'triton_attn' if is_sm100_supported() else 'torch'\n")
+    gates = _audit(BASE | {"pkg/backends.py": BACKENDS, "pkg/triton_attn.py": TRITON_ATTN,
+                           "pkg/args.py": args})
+    for function in ("adjust", "default"):
+        gate = gates[f"pkg/args.py:{function}"]
+        assert gate.class_ == "gate-only", (function, gate.effect, gate.reason)
+        assert '"triton_attn">triton:_attn_kernel' in gate.calls, gate.calls
+        assert "the Triton kernel _attn_kernel" in gate.reason, gate.reason
+    # A name compared, not handed on, leads nowhere.
+    tested = ("from pkg.utils import is_sm100_supported\n\n\n"
+              "def check(args):\n    if is_sm100_supported():\n"
+              "        return args.attention_backend == 'triton_attn'\n    return False\n")
+    gates = _audit(BASE | {"pkg/backends.py": BACKENDS, "pkg/triton_attn.py": TRITON_ATTN,
+                           "pkg/args.py": tested})
+    assert gates["pkg/args.py:check"].class_ == "unknown"
+
+
+def test_gate_only_is_not_said_over_what_cannot_be_read() -> None:
+    """A Triton helper and a built op registered nowhere: gate-only says nothing needs
+    kernel work, which the op, unread, may; the gate stays unknown and names it."""
+    ops = ("import torch\nimport triton\n\nfrom pkg.utils import is_sm100_supported\n\n\n"
+           "@triton.jit\ndef _helper(x):\n    pass\n\n\n"
+           "def attend(q):\n    if is_sm100_supported():\n        _helper[(1,)](q)\n"
+           "        return torch.ops.vendor_attn.fwd.default(q)\n    return q\n")
+    gates = _audit(BASE | {"pkg/ops.py": ops})
+    gate = gates["pkg/ops.py:attend"]
+    assert gate.class_ == "unknown", gate.reason
+    assert "torch.ops.vendor_attn.fwd" in gate.reason and "registered nowhere" in gate.reason
+    alone = ops.replace("        return torch.ops.vendor_attn.fwd.default(q)\n", "")
+    assert _audit(BASE | {"pkg/ops.py": alone})["pkg/ops.py:attend"].class_ == "gate-only"

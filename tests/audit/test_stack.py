@@ -145,6 +145,45 @@ def test_the_targets_way_ends_where_the_upper_tree_refuses_it(
     assert [b["function"] for b in refusal["below"]] == ["gen_comm_module"]
 
 
+def test_a_backend_chosen_by_name_takes_its_class_from_the_path_below(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """A model override sets ``norm_backend`` to ``"lower_norm"`` on SM100 only; the
+    tree registers that name on a factory whose class calls ``lowerlib.rmsnorm``."""
+    ws, _ = stacked
+    _, audit = _audit(ws)
+    gate = _gate(audit, "model_overrides")
+    assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
+    [below] = gate["below"]
+    assert below["function"] == "gen_norm_module"
+    assert '"lower_norm" > forward_norm' in below["via"], below["via"]
+
+
+def test_a_backend_passed_by_name_below_is_followed_its_own_way(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """sglang's ``bmm_fp8(..., backend="cublas")`` into flashinfer's
+    ``@backend_requirement`` function: the lower function's tests of its registry's
+    names go the chosen backend's way: ``backend="plain"`` never reaches the module
+    the fused backend builds."""
+    ws, _ = stacked
+    _, audit = _audit(ws)
+    plain, fused = _gate(audit, "plain_mm"), _gate(audit, "fused_mm")
+    assert not plain["excludes_target"] and plain["below"] == []
+    [below] = fused["below"]
+    assert below["function"] == "gen_norm_module" and not below["excludes_target"]
+    assert "lowerlib.mm.mm > gen_norm_module" in below["via"], below["via"]
+
+
+def test_kernels_missing_below_outweigh_a_helper_above(stacked: tuple[Workspace, Repo]) -> None:
+    """sglang's trtllm_mha backend runs a Triton page-table helper of its own and the
+    attention kernel of flashinfer: read alone the helper says gate-only, but the
+    module below compiles its kernel out for the target."""
+    ws, _ = stacked
+    _, audit = _audit(ws)
+    gate = _gate(audit, "attend")
+    assert gate["excludes_target"] and gate["class"] == "needs-kernel-work", gate["reason"]
+    assert "lowerlib/decode.py" in gate["reason"] and "gen_decode_module" in gate["reason"]
+
+
 def test_the_stack_at_two_pinned_versions(stacked: tuple[Workspace, Repo]) -> None:
     ws, top = stacked
     old = top.head()
