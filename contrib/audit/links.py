@@ -77,6 +77,12 @@ def _blob(git: Git, base: str, path: str) -> str | None:
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
+def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's first line, its decorators included (``@supported_compute_capability``
+    is a gate of the function it decorates)."""
+    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
+
+
 def _enclosing(path: str, text: str | None, lines: set[int]) -> set[str]:
     """Qualified names of the innermost functions holding ``lines`` in ``text``."""
     if not text or not lines:
@@ -89,7 +95,7 @@ def _enclosing(path: str, text: str | None, lines: set[int]) -> set[str]:
     for line in lines:
         holders = [(node.lineno, name) for name, node in functions.items()
                    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                   and node.lineno <= line <= (node.end_lineno or node.lineno)]  # fmt: skip
+                   and _first_line(node) <= line <= (node.end_lineno or node.lineno)]  # fmt: skip
         found.add(max(holders)[1] if holders else "<module>")
     return found
 
