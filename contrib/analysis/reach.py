@@ -613,29 +613,51 @@ def _variant(literal: str, name: str) -> bool:
     return literal == name or literal.startswith(name + "_")
 
 
-def decorator_keys(node: ast.AST) -> frozenset[str]:
-    """The names of the registries a function's decorators are handed: the string keys
-    of dict literals among their arguments (``@backend_requirement({"cudnn": ...,
-    "cutlass": ...})``)."""
-    names: set[str] = set()
+def decorator_arguments(node: ast.AST) -> Iterator[ast.expr]:
+    """The arguments of a function's decorator calls, keywords' values included."""
     for mark in getattr(node, "decorator_list", []):
         if isinstance(mark, ast.Call):
-            for value in [*mark.args, *(k.value for k in mark.keywords)]:
-                if isinstance(value, ast.Dict):
-                    names |= {k.value for k in value.keys
-                              if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-    return frozenset(names)
+            yield from mark.args
+            yield from (k.value for k in mark.keywords)
+
+
+def handed(value: ast.expr) -> Iterator[tuple[str, Key | None]]:
+    """The function names a decorator argument hands over: a name, or the values of a
+    dict keyed by string literals, each with its key and the dict's keys (the
+    registry ``@backend_requirement({"cudnn": _cudnn_requirement, ...})`` builds)."""
+    if isinstance(value, ast.Name):
+        yield value.id, None
+    elif isinstance(value, ast.Dict):
+        names = string_keys(value)
+        for k, v in zip(value.keys, value.values, strict=True):
+            if isinstance(v, ast.Name):
+                keyed = isinstance(k, ast.Constant) and isinstance(k.value, str)
+                yield v.id, (str(k.value), names) if keyed and isinstance(k, ast.Constant) \
+                    else None
+
+
+def decorator_keys(node: ast.AST) -> frozenset[str]:
+    """The names of the registries a function's decorators are handed: the string keys
+    of dict literals among their arguments."""
+    return frozenset().union(*(string_keys(v) for v in decorator_arguments(node)
+                               if isinstance(v, ast.Dict)))  # fmt: skip
+
+
+def string_keys(table: ast.Dict) -> frozenset[str]:
+    """The string literals keying a dict literal."""
+    return frozenset(k.value for k in table.keys
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str))  # fmt: skip
 
 
 def keyed_entries(table: ast.Dict, chosen: str, names: frozenset[str]) -> list[ast.expr] | None:
-    """The values of a dict literal keyed by the registry's names that the backend
-    ``chosen`` uses (its own entry, and those not keyed by a string); None when the
-    dict is not keyed by those names."""
-    strings = {k.value for k in table.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-    if not strings & names:
+    """The values of a dict literal keyed by the registry's names (or their variants)
+    that the backend ``chosen`` uses: its own entries, and those not keyed by a
+    string; None when the dict is not keyed by those names."""
+    if not any(_variant(k, name) for k in string_keys(table) for name in names):
         return None
     return [v for k, v in zip(table.keys, table.values, strict=True)
-            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)) or k.value == chosen]
+            if not (isinstance(k, ast.Constant) and isinstance(k.value, str))
+            or _variant(k.value, chosen)]  # fmt: skip
 
 
 def _literals(node: ast.expr) -> set[str]:

@@ -20,7 +20,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.pywalk import parents as node_parents
-from contrib.analysis.reach import Key, Reached, reach
+from contrib.analysis.reach import Key, Reached, decorator_arguments, handed, reach
 from contrib.arch import Arch
 from contrib.audit.effect import PREDICATE_VALUE
 from contrib.audit.effect import effect as gate_effect
@@ -178,12 +178,9 @@ class CallSites:
         if self._registered is None:
             self._registered = {}
             for decorated, node in self.found.functions.items():
-                for mark in getattr(node, "decorator_list", []):
-                    if not isinstance(mark, ast.Call):
-                        continue
-                    for value in [*mark.args, *(k.value for k in mark.keywords)]:
-                        for name, key in _handed(value):
-                            self._registered.setdefault(name, []).append((decorated, key))
+                for value in decorator_arguments(node):
+                    for name, key in handed(value):
+                        self._registered.setdefault(name, []).append((decorated, key))
         return self._registered.get(function, [])
 
     def of(self, node: ast.AST, parents: dict[int, ast.AST]) -> Iterator[tuple[str, list[ast.AST]]]:
@@ -199,21 +196,6 @@ class CallSites:
         for caller, call in self._by_name.get(getattr(node, "name", ""), []):
             if _resolves_to(self.found, self.follow, caller, call, node):
                 yield caller, _guarded_by(call, parents)
-
-
-def _handed(value: ast.expr) -> Iterator[tuple[str, Key | None]]:
-    """The function names a decorator argument hands over: a name, or the values of a
-    dict keyed by string literals (each with its key and the dict's keys)."""
-    if isinstance(value, ast.Name):
-        yield value.id, None
-    elif isinstance(value, ast.Dict):
-        names = frozenset(k.value for k in value.keys
-                          if isinstance(k, ast.Constant) and isinstance(k.value, str))  # fmt: skip
-        for k, v in zip(value.keys, value.values, strict=True):
-            if isinstance(v, ast.Name):
-                literal = isinstance(k, ast.Constant) and isinstance(k.value, str)
-                yield v.id, (str(k.value), names) if literal and isinstance(k, ast.Constant) \
-                    else None
 
 
 def _own_calls(function: ast.AST) -> Iterator[ast.Call]:

@@ -81,21 +81,21 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
                and distinctive(_name(g)) and g.effect.endswith(returned_by(_name(g)))}
     if not pending:
         return
-    texts: dict[str, list[str]] = {}
-
-    def spans(gate: AuditGate) -> str:
-        if gate.file not in texts:
-            texts[gate.file] = (tree.read_text(gate.file) or "").splitlines()
-        return "\n".join(texts[gate.file][gate.line - 1:max(gate.end_line, gate.line)])
-
+    lines: dict[str, list[str]] = {}
+    spans: dict[int, str] = {}  # each excluding gate's source lines, read once
+    for g in gates:
+        if g.excludes_target:
+            if g.file not in lines:
+                lines[g.file] = (tree.read_text(g.file) or "").splitlines()
+            spans[id(g)] = "\n".join(lines[g.file][g.line - 1:max(g.end_line, g.line)])
+    calls = {key: re.compile(rf"\b{re.escape(_name(g))}\(") for key, g in pending.items()}
     excluding = [g for g in gates if g.excludes_target]
     changed = True
     while changed and pending:
         changed = False
         known = [g for g in excluding if g.class_ in (GATE_ONLY, NEEDS_KERNEL_WORK)]
         for key, gate in list(pending.items()):
-            call = re.compile(rf"\b{re.escape(_name(gate))}\(")
-            testers = [g for g in known if g is not gate and call.search(spans(g))]
+            testers = [g for g in known if g is not gate and calls[key].search(spans[id(g)])]
             if not testers:
                 continue
             gate.class_ = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in testers)

@@ -192,13 +192,14 @@ class Walker:
 
     def _steps(self, block: _Block) -> Iterator[Outside | _Block]:
         frame = self.frame(block.path, block.holder)
+        chosen = [s for node in block.code if isinstance(node, ast.expr)  # the value a gate picks
+                  for s in spread_literals(node)]  # fmt: skip
         for node in self.skips.walk(block.path, block.code, self._target):
-            names = spread_literals(node) if isinstance(node, ast.expr) and node in block.code \
-                else value_literals(node)
-            for name in names:  # a backend's name handed on: what is registered under it
+            for name in [*chosen, *value_literals(node)]:  # a backend's name handed on
                 for entry in registry(self.ev).of(name):
                     yield _Block(entry.path, entry.node, tuple(entry.node.body),
                                  (*block.via, f'"{name}"', entry.node.name))  # fmt: skip
+            chosen = []
             if isinstance(node, ast.Call):
                 yield from self._call(block, frame, node)
             elif isinstance(node, ast.Assign) and _truthy(node.value):
