@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 import subprocess
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
 from testing.fake_github_base import RecordedRequest
+from testing.httpserve import FakeServer
 
 
 class FakeGitHost:
@@ -26,8 +27,7 @@ class FakeGitHost:
         self.token = token
         self.requests: list[RecordedRequest] = []
         handler = type("GitHandler", (_GitHandler,), {"host": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
+        self._server = FakeServer(("127.0.0.1", 0), handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     @property

@@ -27,7 +27,7 @@ import secrets
 import subprocess
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -45,6 +45,7 @@ from testing.fake_github_faults import (
     RawBody,
 )
 from testing.fake_github_issues import IssueEndpoints
+from testing.httpserve import FakeServer
 
 PULLS_DOC = "https://docs.github.com/rest/pulls/pulls"
 
@@ -69,7 +70,7 @@ class FakeGitHub(FaultKnobs, IssueEndpoints):
         self._prs: dict[str, list[PR]] = {}
         self._ids = iter(range(1000, 10**9))
         self._lock = threading.RLock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: FakeServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------
@@ -77,8 +78,7 @@ class FakeGitHub(FaultKnobs, IssueEndpoints):
     def start(self) -> None:
         """Serve on 127.0.0.1, a random free port, in a daemon thread."""
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True  # a delayed handler must not block stop()
+        self._server = FakeServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
