@@ -14,6 +14,8 @@ from pathlib import Path
 from testing.gitutil import Repo
 
 COMMON = '''\
+import os
+
 import torch
 from functools import lru_cache, partial
 
@@ -21,6 +23,11 @@ from functools import lru_cache, partial
 @lru_cache(maxsize=1)
 def is_cuda():
     return torch.cuda.is_available() and torch.version.cuda is not None
+
+
+@lru_cache(maxsize=1)
+def is_hip():
+    return torch.version.hip is not None
 
 
 def _check_cuda_device_version(device_capability_majors, cuda_version):
@@ -39,6 +46,10 @@ is_sm100_supported = lru_cache(maxsize=1)(
     partial(_check_cuda_device_version, device_capability_majors=[10], cuda_version=(12, 8)))
 is_sm90_supported = lru_cache(maxsize=1)(
     partial(_check_cuda_device_version, device_capability_majors=[9], cuda_version=(12, 3)))
+
+
+def get_bool_env_var(name):
+    return os.environ.get(name, "false").lower() in ("1", "true")
 
 
 def get_compute_capability(device=None):
@@ -65,7 +76,7 @@ def supported_compute_capability(supported_ccs):
 FORMS = {
     # the story's gate: a decision function over module-level cached values
     "pkg/forms/fusion.py": '''\
-from pkg.utils import is_cuda, is_sm90_supported, is_sm100_supported
+from pkg.utils import get_bool_env_var, is_cuda, is_hip, is_sm90_supported, is_sm100_supported
 
 _is_cuda = is_cuda()
 _is_sm90_supported = _is_cuda and is_sm90_supported()
@@ -77,6 +88,16 @@ def apply_fusion(batch_size):
         (_is_sm90_supported or _is_sm100_supported)
         and batch_size > 0
     )
+
+
+_use_rocm_fusion = get_bool_env_var("USE_ROCM_FUSION") and is_hip()
+
+
+def forward(x, residual):
+    # a ROCm operand beside the GPU test: false on every NVIDIA GPU
+    if (_use_rocm_fusion or apply_fusion(x.shape[0])) and residual is not None:
+        return fused_allreduce_norm(x, residual)
+    return norm(allreduce(x)), residual
 ''',
     # a predicate read from its definition: admits 10, 11 and 12
     "pkg/forms/blackwell.py": '''\

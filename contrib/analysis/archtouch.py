@@ -20,6 +20,9 @@ SOURCES = frozenset({"get_device_capability", "get_device_properties"})
 # `torch.version.cuda`: the toolkit's version, which decides with the GPU (a predicate
 # `major == 12 and torch.version.cuda >= "12.8"`, a `_cuda_ok()` beside it)
 TOOLKIT_ATTRS = frozenset({"version", "cuda"})
+# `torch.version.hip`: None on an NVIDIA GPU, so `is_hip()` is false there and a ROCm
+# operand (`_use_aiter and ...`) no longer leaves an `or` beside a GPU test undecided
+PLATFORM_ATTRS = frozenset({"version", "hip"})
 # `torch.cuda.is_available()` (true on the machine the audit asks about) is read as
 # such only where a function or name also reaches the GPU or the toolkit
 Modules = Callable[[str], "tuple[ast.Module, Scope] | None"]
@@ -40,8 +43,9 @@ class Touch:
         if key not in self._nodes:
             self._nodes[key] = False  # a cycle reads nothing new
             names, attrs = self._identifiers(node)
-            self._nodes[key] = bool((names | attrs) & SOURCES) or attrs >= TOOLKIT_ATTRS or any(
-                self.name(n, path) for n in names)  # fmt: skip
+            self._nodes[key] = (bool((names | attrs) & SOURCES) or attrs >= TOOLKIT_ATTRS
+                                or attrs >= PLATFORM_ATTRS
+                                or any(self.name(n, path) for n in names))  # fmt: skip
         return self._nodes[key]
 
     def name(self, name: str, path: str, depth: int = 0) -> bool:

@@ -34,6 +34,17 @@ def test_the_decision_over_cached_predicates_falls_back_on_the_target(tree: GitT
     assert gate.effect.startswith("falls back: false on the target")
 
 
+def test_a_rocm_operand_beside_the_gpu_test_is_false_on_nvidia(tree: GitTree) -> None:
+    """`is_hip()` reads `torch.version.hip`, None on an NVIDIA GPU: `(_use_rocm or
+    apply_fusion(n)) and ...` is decided by the fusion's gate, and the `if` is one
+    (sglang's communicator tests `apply_aiter_all_reduce_fusion(x) or ...`)."""
+    gate = audited(tree, "pkg/forms/fusion.py")["forward"]
+    assert gate.admits == "majors 9, 10" and gate.excludes_target
+    assert gate.effect.startswith("falls back: the target takes the generic code")
+    assert "fused_allreduce_norm" in gate.calls
+    assert "is_hip" not in audited(tree, "pkg/utils/common.py")  # not a GPU's value itself
+
+
 def test_a_predicate_means_what_its_definition_says(tree: GitTree) -> None:
     gate = audited(tree, "pkg/forms/blackwell.py")["pick"]
     assert gate.admits == "majors 10, 11, 12" and not gate.excludes_target
