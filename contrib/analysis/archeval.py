@@ -348,6 +348,12 @@ class TreeEval:
         # Bound nowhere in the tree: a builtin or a name from outside (``torch``).
         return ANY if scope.stars and name[:1] == "_" else frozenset({Ext(name)})
 
+    def _binds(self, name: str, path: str) -> bool:
+        """Whether the module at ``path`` binds ``name`` (or may, through a star import):
+        ``from pkg import config`` is the submodule where ``pkg/__init__.py`` does not."""
+        module = self.module(path)
+        return module is None or name in module[1].names or bool(module[1].stars)
+
     def _bound(self, bindings: list[Binding], frame: Frame) -> Values:
         return values_of(v for b in bindings for v in self._binding(b, frame))
 
@@ -367,7 +373,7 @@ class TreeEval:
         target = self.index.find(binding.module, importer, binding.level)
         if not binding.attr:
             return frozenset({ModRef(target) if target else Ext(binding.module)})
-        if target is not None:
+        if target is not None and self._binds(binding.attr, target):
             found = self.global_(binding.attr, target)
             if found != ANY:
                 return found

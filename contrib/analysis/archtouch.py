@@ -78,10 +78,10 @@ class Touch:
         target = self.index.find(binding.module, path, binding.level)
         if not binding.attr:
             return target is not None  # a tree module used by attribute: cannot tell
-        if target is not None:
-            return self.name(binding.attr, target)
+        if target is not None and self.name(binding.attr, target):
+            return True
         sub = self.index.find(f"{binding.module}.{binding.attr}".strip("."), path, binding.level)
-        return sub is not None or binding.attr in SOURCES
+        return sub is not None or (target is None and binding.attr in SOURCES)
 
     def _identifiers(self, node: ast.AST) -> tuple[frozenset[str], frozenset[str]]:
         names, attrs = set(), set()

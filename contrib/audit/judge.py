@@ -18,11 +18,13 @@ refusal itself, not a reason for it, so it never decides the class.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from dataclasses import replace
 
 from contrib.analysis.includes import IncludeResolver, find_by_name
+from contrib.analysis.pyparse import parse_python
 from contrib.analysis.reach import distinctive
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
@@ -64,10 +66,96 @@ def judge(tree: SourceTree, gates: list[AuditGate], arch: Arch, step: Step | Non
             _inherit(gate, behind)
         if gate.message and gate.class_ != INTENTIONAL:
             gate.reason += f"; it refuses with “{gate.message}”"
+    from_sources(tree, gates)
     from_testers(tree, gates)
 
 
 _MAX_TESTERS = 8  # gates named in a reason
+_WORDS = re.compile(r"[A-Za-z_]\w*")
+
+
+def from_sources(tree: SourceTree, gates: list[AuditGate]) -> None:
+    """A value the target's GPU makes false because upstream left the target out on
+    purpose carries that intent to every gate testing it.  sglang's
+    ``_compute_enable_deep_gemm()`` returns False on SM120 ("DeepGEMM requires
+    TMEM/tcgen05 ..., not available on SM120": an ``intentional`` gate); the module
+    sets ``ENABLE_JIT_DEEPGEMM`` from it and ``DEEPGEMM_SCALE_UE8M0`` from that, and
+    dozens of gates elsewhere test those names.  Each such gate, excluding and
+    ``unknown``, is ``intentional`` with the source named.  The names followed: the
+    intentional gate's function (called), and names assigned, at a gate of the tree,
+    from a followed one (module-level names by name when distinctive; a function's
+    locals in that function only)."""
+    seeds = [g for g in gates if g.excludes_target and g.class_ == INTENTIONAL]
+    pending = [g for g in gates if g.excludes_target and g.class_ == UNKNOWN]
+    if not seeds or not pending:
+        return
+    spans: dict[str, list[tuple[int, int, str]]] = {}
+
+    def assigned(gate: AuditGate) -> str | None:
+        """The name the statement holding ``gate`` assigns (``NAME = <gate's value>``)."""
+        if gate.file not in spans:
+            spans[gate.file] = _assignments(tree, gate.file)
+        inside = [s for s in spans[gate.file] if s[0] <= gate.line <= s[1]]
+        return max(inside)[2] if inside else None  # the innermost: it starts last
+
+    def scope(gate: AuditGate, name: str) -> tuple[str, ...]:
+        """Where ``name`` assigned at ``gate`` is seen: everywhere (a module's distinctive
+        name), or in the gate's own function."""
+        if gate.function == "<module>":
+            return (name,) if distinctive(name) else ()
+        return (gate.file, gate.function, name)
+
+    sources: dict[tuple[str, ...], AuditGate] = {}  # a followed name -> the intentional gate
+    for seed in seeds:
+        name = assigned(seed) if seed.function == "<module>" else _name(seed)
+        if name and distinctive(name):
+            sources[(name,)] = seed
+    values = [g for g in gates if g.class_ in (None, UNKNOWN)]
+    changed = True
+    while changed:
+        changed = False
+        for gate in values:
+            name = assigned(gate)
+            key = scope(gate, name) if name else ()
+            if not key or key in sources:
+                continue
+            source = _source_of(gate, sources)
+            if source is not None:
+                sources[key] = source
+                changed = True
+    for gate in pending:
+        source = _source_of(gate, sources)
+        if source is None or source is gate:
+            continue
+        gate.class_, gate.evidence = INTENTIONAL, [f"{source.file}:{source.line}"]
+        gate.reason = (f"the value it tests is false on the target because {source.file}:"
+                       f"{source.line} {source.function} leaves it out on purpose: {source.reason}")
+
+
+def _assignments(tree: SourceTree, path: str) -> list[tuple[int, int, str]]:
+    """The lines of each value a module assigns to a plain name, with the name."""
+    module = parse_python(path, tree.read_text(path) or "")
+    if not isinstance(module, ast.Module):
+        return []
+    found = []
+    for node in ast.walk(module):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            found.append((value.lineno, value.end_lineno or value.lineno, target.id))
+    return found
+
+
+def _source_of(gate: AuditGate, sources: dict[tuple[str, ...], AuditGate]) -> AuditGate | None:
+    for word in dict.fromkeys(_WORDS.findall(gate.text)):
+        found = sources.get((word,)) or sources.get((gate.file, gate.function, word))
+        if found is not None:
+            return found
+    return None
 
 
 def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:

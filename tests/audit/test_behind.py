@@ -318,6 +318,40 @@ def test_a_returned_arch_value_takes_the_class_of_the_gates_testing_it_in_any_fi
     assert alone["pkg/flags.py:can_use_fused"].reason.startswith("a Python condition")
 
 
+def test_a_value_left_out_on_purpose_carries_the_intent_to_the_gates_testing_it() -> None:
+    """sglang's DeepGEMM switch: ``_compute_enable()`` refuses SM120 with a comment
+    saying the hardware lacks what DeepGEMM needs; ``ENABLE_JIT`` is set from it,
+    ``SCALE_UE8M0`` from that, and gates in other files (and a local assigned from
+    it) test them.  Each is ``intentional``, with the refusal named; a gate over an
+    unrelated value stays ``unknown``."""
+    config = ("from pkg.utils import cap, is_sm100_supported\n\n\n"
+              "def _compute_enable():\n    major = cap()[0]  # the GPU's major\n    if major < 9:\n"
+              "        return False\n"
+              "    # DeepGEMM needs TMEM/tcgen05, which SM120 does not have\n"
+              "    if major == 12:\n        return False\n    return True\n\n\n"
+              "ENABLE_JIT = _compute_enable()\n"
+              "SCALE_UE8M0 = ENABLE_JIT and is_sm100_supported()\n")
+    user = ("from pkg import config\nfrom pkg.utils import is_sm100_supported\n\n\n"
+            "def run(x, n):\n    # the GPU major decides\n"
+            "    if config.ENABLE_JIT:\n        return x * 2\n"
+            "    packed = config.SCALE_UE8M0 and n % 4 == 0\n"
+            "    if packed:\n        return x * 3\n"
+            "    if is_sm100_supported():\n        return x * 4\n    return x\n")
+    tree = DictTree(BASE | {"pkg/config.py": config, "pkg/user.py": user})
+    found, _ = find_all(tree, SM120)
+    judge(tree, found, SM120)
+    by_line = {(g.file, g.line): g for g in found if g.excludes_target}
+    seed = by_line[("pkg/config.py", 9)]
+    assert seed.class_ == "intentional", seed.reason
+    for line in (7, 10):
+        gate = by_line[("pkg/user.py", line)]
+        assert gate.class_ == "intentional", (line, gate.reason)
+        assert gate.reason.startswith("the value it tests is false on the target because "
+                                      "pkg/config.py:9 _compute_enable leaves it out on purpose")
+        assert gate.evidence == ["pkg/config.py:9"]
+    assert by_line[("pkg/user.py", 12)].class_ == "unknown"  # is_sm100_supported(): no intent
+
+
 REGISTRY = '''\
 import torch
 
