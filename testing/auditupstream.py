@@ -8,7 +8,7 @@
 * ``gen_mma_module``: a JIT gate whose unit looks gate-only to the guard analysis
   but does not compile for SM12x (``#error`` in its device pass): not-buildable
   with ``--compile``;
-* ``gen_moe_sm100_module``: a JIT gate that builds through a helper of its file
+* ``gen_moe_dense_module``: a JIT gate that builds through a helper of its file
   (``_gen_moe_module`` lists the unit and a flag the unit needs), gate-only;
 * ``pick_backend``: a predicate gate in runtime code that leaves SM120 no path,
   and ``tile_size``: a choice between paths that serves SM120;
@@ -52,7 +52,7 @@ def gen_mma_module():
     return build("mma", ["mma.cu"], flags)
 
 
-def gen_moe_sm100_module():
+def gen_moe_dense_module():
     flags = ctx.get_nvcc_flags_list(supported_major_versions=[10])
     return _gen_moe_module(flags, "100")
 

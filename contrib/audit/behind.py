@@ -27,6 +27,7 @@ serves it, ``gate-only``.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -57,10 +58,17 @@ class Verdict:
 
 
 def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
-                  majors: Iterable[int], arch: Arch) -> Verdict:  # fmt: skip
+                  majors: Iterable[int], arch: Arch, named: Iterable[str] = ()) -> Verdict:  # fmt: skip
     """The class of building ``units`` for ``arch`` where ``majors`` were admitted: the
     guard analysis (kernels or statements compiled out), then the C/C++ reading of
-    :mod:`contrib.analysis.hostarch` (ISA the target lacks, a host check refusing it)."""
+    :mod:`contrib.analysis.hostarch` (ISA the target lacks, a host check refusing it).
+
+    Where nothing is compiled out but the module is built only for other majors and
+    its builder (``named``) or its units are named for another architecture
+    (``gen_cutlass_fused_moe_sm100_module``, ``selective_state_update_sm90.cu``) and
+    never for the target's, its kernels were written for that architecture: no guard
+    hides them, yet nothing in them is the target's, so it needs kernel work (what
+    flashinfer's own openings of such modules to SM12x added)."""
     closure = include_closure(tree, units, resolver)
     files = {path: tree.read_text(path) or "" for path in closure.files}
     majors = sorted(set(majors))
@@ -71,9 +79,42 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
         evidence = [_evidence(f.location, f.kind, f.guard, f.message) for f in errors]
         return Verdict(NEEDS_KERNEL_WORK, f"{counted(len(errors), 'kernel or statement', 'kernels or statements')} "
                        f"compiled out or refused for {arch.name}", evidence, units)  # fmt: skip
-    return Verdict(GATE_ONLY, f"nothing in {counted(len(units), 'unit')} and "
-                   f"{counted(len(closure.files), 'file')} is compiled out for {arch.name}",
-                   [], units)  # fmt: skip
+    nothing = (f"nothing in {counted(len(units), 'unit')} and "
+               f"{counted(len(closure.files), 'file')} is compiled out for {arch.name}")
+    written = _written_for([*named, *units]) if majors and arch.major not in majors else {}
+    if written and arch.major not in written:
+        names = sorted({n for ns in written.values() for n in ns})
+        archs = ", ".join(f"sm_{m}x" for m in sorted(written))
+        return Verdict(NEEDS_KERNEL_WORK, f"{nothing}, but its code is written for {archs} "
+                       f"(named so: {', '.join(names[:4])}) and nothing in it for {arch.name}",
+                       [f"{n}: named for {archs}" for n in names[:10]], units)  # fmt: skip
+    return Verdict(GATE_ONLY, nothing, [], units)
+
+
+_ARCH_NAMED = re.compile(r"(?<![A-Za-z0-9])sm_?(\d{1,2}x|\d{2,3})[af]?(?![0-9])")
+
+
+def _key(target: Target) -> str:
+    """A target's verdict is its own and its builders' (not the rest of the chain)."""
+    return target.text().rsplit("|", 1)[0] + "|" + ",".join(_builders(target))
+
+
+def _builders(target: Target) -> list[str]:
+    """The JIT builders on the way to ``target`` and itself (``gen_x_sm100_module`` passing
+    its flags to ``gen_x_module``): the names its code is known by."""
+    return list(dict.fromkeys(n for n in (*target.chain.split(">"), target.name)
+                              if n.startswith("gen_")))  # fmt: skip
+
+
+def _written_for(names: Iterable[str]) -> dict[int, list[str]]:
+    """The majors ``names`` (functions, unit paths) are named for: ``sm100`` and
+    ``sm_100a`` -> 10, ``sm90`` -> 9, ``sm10x`` -> 10, ``sm120`` -> 12."""
+    found: dict[int, list[str]] = {}
+    for name in names:
+        base = name.rsplit("/", 1)[-1]
+        for tag in _ARCH_NAMED.findall(base):
+            found.setdefault(int(tag[:-1]), []).append(base)  # the minor digit, or x, dropped
+    return found
 
 
 def _evidence(location: str, kind: str, guard: str | None, message: str) -> str:
@@ -105,8 +146,7 @@ class Behind:
         for order, target in enumerate(targets):
             if _table_of(target.chain) in served and not self._serves(target):
                 continue
-            text = target.text()
-            key = text.rsplit("|", 1)[0]
+            key = _key(target)
             if key not in self._done:
                 self._done[key] = self._judge(target)
                 if self._done[key] is None:
@@ -125,8 +165,8 @@ class Behind:
     def unread(self, reached: Iterable[str]) -> str:
         """Why the targets ``reached`` class nothing (after :meth:`of` found no verdict):
         the first few, each with its reason; "" when nothing was reached."""
-        why = [self._unread[key] for key in dict.fromkeys(t.rsplit("|", 1)[0] for t in reached)
-               if key in self._unread]  # fmt: skip
+        keys = (_key(t) for t in map(Target.parse, reached) if t is not None)
+        why = [self._unread[key] for key in dict.fromkeys(keys) if key in self._unread]
         shown = "; ".join(dict.fromkeys(why))
         return shown if len(why) <= 3 else f"{shown} (and {len(why) - 3} more)"
 
@@ -196,7 +236,8 @@ class Behind:
             return None
         omits = bool(target.majors) and self.arch.major not in target.majors
         majors = target.majors if omits else ()
-        verdict = units_verdict(self.tree, self.resolver, units, majors, self.arch)
+        verdict = units_verdict(self.tree, self.resolver, units, majors, self.arch,
+                                _builders(target))  # fmt: skip
         built = (f"built for majors {', '.join(map(str, target.majors))} by its nvcc flags"
                  if omits else f"built for {self.arch.name} by its nvcc flags" if target.majors
                  else "built for the GPU it runs on")  # fmt: skip

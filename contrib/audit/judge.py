@@ -212,7 +212,8 @@ def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arc
         gate.class_ = UNKNOWN
         gate.reason = f"{gate.function} names no CUDA unit of the tree"
         return
-    verdict = units_verdict(tree, resolver, units, admitted_majors(gate.admits), arch)
+    verdict = units_verdict(tree, resolver, units, admitted_majors(gate.admits), arch,
+                            [gate.function])  # fmt: skip
     gate.class_, gate.evidence, gate.reason = verdict.class_, verdict.evidence, verdict.reason
 
 

@@ -45,7 +45,15 @@ from contrib.audit.effect import readers_after, runs_after
 from contrib.audit.engine import FORMAT, TreeAudit
 from contrib.audit.find import scope_of
 from contrib.audit.judge import from_testers
-from contrib.audit.model import GATE_ONLY, JIT, NEEDS_KERNEL_WORK, RUNTIME, UNKNOWN, AuditGate
+from contrib.audit.model import (
+    GATE_ONLY,
+    INTENTIONAL,
+    JIT,
+    NEEDS_KERNEL_WORK,
+    RUNTIME,
+    UNKNOWN,
+    AuditGate,
+)
 from contrib.audit.stackwalk import MAX_DEPTH, Function, Outside, Skips, Walker
 from contrib.errors import ContribError
 from contrib.workspace.txn import atomic_write, check_inside
@@ -397,6 +405,17 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
             f": {detail}" if detail else "")
         return
     gated = [b for b in below if b.excludes_target]
+    # A lower gate that leaves the target out on purpose (flashinfer's MNNVL allreduce,
+    # beside the single-node one that admits it) is one way the path does not take;
+    # where it is the only way, the intent is upstream's below.
+    chosen = [b for b in gated if b.class_ != INTENTIONAL]
+    if gated and not chosen and len(gated) == len(below):
+        b = gated[0]
+        gate.class_, gate.evidence = INTENTIONAL, [f"{lower.name}:{b.file}:{b.line}"]
+        gate.reason = (f"its code reaches {at} {_where(b)}, which leaves {arch.name} out on "
+                       f"purpose: {b.reason}")  # fmt: skip
+        return
+    gated = chosen
     if any(b.class_ not in (GATE_ONLY, None) for b in gated):
         return  # a lower gate of unknown class: the path's cost is not known
     if gated:
@@ -406,9 +425,10 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
                        f"kernels it can run ({b.class_}): lifting both gates is the change"
                        + (f"; there {b.reason}" if b.reason else ""))  # fmt: skip
         return
+    admitting = [b for b in below if not b.excludes_target]
     gate.class_ = GATE_ONLY
-    gate.reason = (f"its code reaches {at}, whose {len(below)} gate(s) on that path admit "
-                   f"{arch.name} with their kernels (e.g. {_where(below[0])})")  # fmt: skip
+    gate.reason = (f"its code reaches {at}, whose {len(admitting)} gate(s) on that path admit "
+                   f"{arch.name} with their kernels (e.g. {_where(admitting[0])})")  # fmt: skip
 
 
 def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside], arch: Arch) -> None:

@@ -30,7 +30,7 @@ def test_audit_judges_each_kind_of_gate(mini: tuple[Workspace, Repo]) -> None:
     assert any(e.startswith("csrc/comm.cuh:2 empty-kernel (guard csrc/comm.cuh:3)")
                for e in comm["evidence"]), comm["evidence"]
     # The units and flags of a helper of the same file the gate's function builds through.
-    moe = gates["gen_moe_sm100_module:jit"]
+    moe = gates["gen_moe_dense_module:jit"]
     assert moe["class"] == "gate-only" and moe["units"] == ["csrc/moe.cu"], moe
     assert moe["builders"] == ["_gen_moe_module"]
     mnnvl = gates["gen_mnnvl_module:jit"]

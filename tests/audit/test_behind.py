@@ -93,9 +93,21 @@ def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
     assert gate.units == ["csrc/fmha.cu"] and gate.evidence
     kinds = {r.split("|")[2] for r in gate.reached}
     assert kinds == {"gen_fmha_sm100_module", "gen_fmha_sm90_module"}
-    # With the sm100 unit fixed, both modules behind the dispatch are gate-only.
-    fixed = _audit(BASE | {"tests/test_fmha.py": test, "csrc/fmha.cu": KERNEL.format(name="fmha")})
-    assert fixed["tests/test_fmha.py:test_fmha"].class_ == "gate-only"
+    # With the unit's guard gone, nothing is compiled out, but both modules are built
+    # only for majors 10 and 9 from code named for them: kernels written for those.
+    unguarded = BASE | {"tests/test_fmha.py": test, "csrc/fmha.cu": KERNEL.format(name="fmha")}
+    written = _audit(unguarded)["tests/test_fmha.py:test_fmha"]
+    assert written.class_ == "needs-kernel-work", written.reason
+    assert "but its code is written for sm_10x (named so: gen_fmha_sm100_module)" in written.reason
+    assert written.evidence == ["gen_fmha_sm100_module: named for sm_10x"]
+    # Named for no architecture, the same builders are gate-only: lift the gate.
+    generic = {path: text.replace("_sm100_", "_dense_").replace("_sm90_", "_paged_")
+               for path, text in unguarded.items()}  # fmt: skip
+    assert _audit(generic)["tests/test_fmha.py:test_fmha"].class_ == "gate-only"
+    # A unit named for the target's family beside it: something in it is the target's.
+    target = generic | {"pkg/jit.py": generic["pkg/jit.py"].replace('"fmha.cu"', '"fmha_sm120.cu"'),
+                        "csrc/fmha_sm120.cu": KERNEL.format(name="fmha")}  # fmt: skip
+    assert _audit(target)["tests/test_fmha.py:test_fmha"].class_ == "gate-only"
 
 
 def test_a_decision_function_is_followed_to_the_code_its_callers_run() -> None:

@@ -57,7 +57,7 @@ def test_compile_confirms_refutes_and_caches(mini: tuple[Workspace, Repo], tmp_p
     assert "error: #error \"mma_kernel needs tcgen05" in mma["evidence"][0]
     assert gates["gen_mnnvl_module"]["class"] == "intentional"  # not compiled: on purpose
     # moe.cu is listed by the helper its gate builds through, which adds -DMOE_BUILD.
-    assert gates["gen_moe_sm100_module"]["evidence"] == [
+    assert gates["gen_moe_dense_module"]["evidence"] == [
         "csrc/moe.cu: compiled for sm_120a: 1 entry, none empty (moe_kernel)"]
     made = first.json["upstreams"][0]["compile"]
     assert (made["units"], made["compiled"], made["cached"]) == (4, 4, 0)

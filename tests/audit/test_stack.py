@@ -92,7 +92,9 @@ def test_a_value_handed_below_takes_its_class_from_the_path_it_builds(
 def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
     """Kernels missing below (a lower gate of class needs-kernel-work, or one admitting
     the target into code compiled out) make the upper gate needs-kernel-work; a lower
-    gate of unknown class leaves it unknown."""
+    gate of unknown class leaves it unknown.  A lower gate leaving the target out on
+    purpose (flashinfer's MNNVL allreduce) is a way not taken beside one that admits
+    it; alone on the path, the intent is the class."""
     from contrib.arch import parse_arch
     from contrib.audit.model import AuditGate
     from contrib.audit.stack import _inherit
@@ -109,6 +111,9 @@ def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
         ([lower(True, "gate-only", [])], "gate-only"),
         ([lower(True, "unknown", [])], "unknown"),
         ([lower(False, None, [])], "gate-only"),
+        ([lower(True, "intentional", []), lower(False, None, [])], "gate-only"),
+        ([lower(True, "intentional", [])], "intentional"),
+        ([lower(True, "intentional", []), lower(True, "unknown", [])], "unknown"),
     ):
         gate = AuditGate("top/layer.py", 9, "step", "capability", "majors 9, 10", True,
                          class_="unknown")
