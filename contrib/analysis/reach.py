@@ -161,6 +161,11 @@ class _Graph:
     def resolve(self, frame: Frame, nodes: Iterable[ast.AST]) -> list[tuple[str, list[Func | Target]]]:
         out: list[tuple[str, list[Func | Target]]] = []
         for call in self._calls(frame, nodes):
+            if isinstance(call, ast.FunctionDef | ast.AsyncFunctionDef):
+                # a function written at module level (a test, a method): its own names
+                inner = Frame(frame.path, self.ev.function_scope(call), None, id(call))
+                out += self.resolve(inner, call.body)
+                continue
             if isinstance(call, str):  # a name handed on: what is registered under it
                 entries = registry(self.ev).of(call)
                 if entries:
@@ -174,17 +179,41 @@ class _Graph:
                 out.append((f"{name}[]", table))
             else:
                 out.append((name, self._callees(frame, call)))
+            out += self._handed_functions(frame, call)
         return out
 
-    def _calls(self, frame: Frame, nodes: Iterable[ast.AST]) -> Iterator[ast.Call | str]:
+    def _handed_functions(self, frame: Frame, call: ast.Call) -> list[tuple[str, list[Func | Target]]]:
+        """The tree's functions a call is handed by name (``Runner(forward_impl=_impl)``,
+        ``choose_one(..., _run)``): whoever takes one runs it.  Only module-level names
+        are read (a local is a value, not a function of the tree)."""
+        out: list[tuple[str, list[Func | Target]]] = []
+        for arg in (*call.args, *(k.value for k in call.keywords)):
+            if not isinstance(arg, ast.Name) or not distinctive(arg.id):
+                continue
+            if frame.local is not None and arg.id in frame.local.names:
+                continue
+            found: list[Func | Target] = [v for v in self.ev.global_(arg.id, frame.path)
+                                          if isinstance(v, Func)]  # fmt: skip
+            if found:
+                out.append((arg.id, found))
+        return out
+
+    def _calls(self, frame: Frame, nodes: Iterable[ast.AST]
+               ) -> Iterator[ast.Call | str | ast.FunctionDef | ast.AsyncFunctionDef]:  # fmt: skip
         """The calls of ``nodes`` (each statement breadth first, as :func:`walk`), the
         branches the GPU of ``cap`` does not take left out; and the names handed on
-        as values (:func:`value_literals`)."""
+        as values (:func:`value_literals`).  Read at module level, a function's
+        definition is handed back whole, to be read in its own frame (its local
+        imports: ``from flashinfer import fused_moe`` inside a test)."""
         for statement in self._block(frame, list(nodes)):
             if isinstance(statement, ast.expr):  # the value a gate chooses
                 yield from spread_literals(statement)
             out = [statement]
             for current in out:  # grows while it is read
+                if frame.local is None and isinstance(current, ast.FunctionDef
+                                                      | ast.AsyncFunctionDef):  # fmt: skip
+                    yield current
+                    continue
                 if isinstance(current, ast.Call):
                     yield current
                 yield from value_literals(current)

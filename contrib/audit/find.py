@@ -117,6 +117,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         behind = _from_callers(found, gate.function, parents, behind, sites)
     if effect.excludes and not behind.targets:
         behind = _from_registrations(found, gate.function, behind, sites)
+    if effect.excludes and not behind.targets and gate.function.endswith(".__init__"):
+        behind = _from_methods(found, gate.function, behind, sites)
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
         admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
@@ -159,6 +161,23 @@ def _from_registrations(found: Scan, function: str, own: Reached, sites: CallSit
         frame = found.frames.get(decorated, found.frames["<module>"])
         more = reach(sites.follow, frame, list(getattr(node, "body", [])), sites.cap, key)
         out.calls += [f"{decorated}>{c}" for c in more.calls if f"{decorated}>{c}" not in out.calls]
+        out.targets += [t for t in more.targets if t not in out.targets]
+    return out
+
+
+def _from_methods(found: Scan, function: str, own: Reached, sites: CallSites) -> Reached:
+    """A gate refusing in a class's ``__init__`` (flashinfer's
+    ``@supported_compute_capability([100, 103])`` on ``CuteDslMoEWrapper.__init__``)
+    guards every method of the object it would make: what those run stands behind it."""
+    owner = function.rsplit(".", 1)[0]
+    out = Reached(list(own.calls), list(own.targets))
+    for name, node in found.functions.items():
+        if name == function or name.rsplit(".", 1)[0] != owner:
+            continue
+        frame = found.frames.get(name, found.frames["<module>"])
+        more = reach(sites.follow, frame, list(getattr(node, "body", [])), sites.cap)
+        method = name.rsplit(".", 1)[1]
+        out.calls += [f"{method}>{c}" for c in more.calls if f"{method}>{c}" not in out.calls]
         out.targets += [t for t in more.targets if t not in out.targets]
     return out
 

@@ -364,6 +364,37 @@ def test_a_value_left_out_on_purpose_carries_the_intent_to_the_gates_testing_it(
     assert by_line[("pkg/user.py", 12)].class_ == "unknown"  # is_sm100_supported(): no intent
 
 
+def test_functions_handed_on_methods_of_a_refused_class_and_tests_own_imports() -> None:
+    """Three ways flashinfer's CuTe DSL MoE hides its kernels from a walk: the API
+    hands its implementation to a runner (``Runner(forward_impl=_impl)``), the
+    capability decorator sits on the wrapper's ``__init__`` (its other methods run
+    the kernel), and the module-level skip of a test file guards test methods that
+    import the API inside themselves.  Each reaches the sm100 module."""
+    moe = ("from pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+           "class Runner:\n    def __init__(self, forward_impl):\n"
+           "        self.forward_impl = forward_impl\n\n\n"
+           "def _moe_impl(x):\n    return fmha(x)\n\n\n"
+           "def fused_moe(x):\n    # the GPU major decides\n"
+           "    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
+           "    return Runner(forward_impl=_moe_impl)\n\n\n"
+           "class MoeWrapper:\n    def __init__(self, n):\n        # the GPU major decides\n"
+           "        if not is_sm100_supported():\n            raise ValueError('SM100 only')\n"
+           "        self.n = n\n\n    def run(self, x):\n        return fmha(x)\n")
+    test = ("import pytest\nimport torch\n\n"
+            "pytestmark = pytest.mark.skipif(\n"
+            "    torch.cuda.get_device_capability()[0] != 10, reason='SM100')\n\n\n"
+            "class TestMoe:\n    def test_run(self):\n        from pkg.moe import fused_moe\n"
+            "        fused_moe(1)\n")
+    gates = _audit(BASE | {"pkg/moe.py": moe, "tests/test_moe.py": test})
+    for name in ("pkg/moe.py:fused_moe", "pkg/moe.py:MoeWrapper.__init__",
+                 "tests/test_moe.py:<module>"):
+        gate = gates[name]
+        assert gate.class_ == "needs-kernel-work", (name, gate.reason)
+        assert "gen_fmha_sm100_module" in gate.reason, (name, gate.reason)
+    assert "_moe_impl>fmha" in gates["pkg/moe.py:fused_moe"].reason
+    assert "run>fmha" in gates["pkg/moe.py:MoeWrapper.__init__"].calls
+
+
 REGISTRY = '''\
 import torch
 
