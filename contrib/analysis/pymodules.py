@@ -25,7 +25,8 @@ class Binding:
     ``kind``: ``expr`` (``node`` is the value, ``index`` picks an element of a
     tuple target), ``def`` (a function), ``class``, ``import`` (``module`` and
     ``attr``; attr empty for ``import x.y as z``), ``unknown`` (a loop target, an
-    augmented assignment, a parameter)."""
+    augmented assignment, a parameter; a `with` target keeps its context expression
+    as ``node``)."""
 
     kind: str
     node: ast.AST | None = None
@@ -96,14 +97,15 @@ def _bind_statement(scope: Scope, node: ast.stmt) -> list[list[ast.stmt]]:
 
 
 def _bind_unknown(scope: Scope, node: ast.stmt) -> None:
-    targets: list[ast.expr] = []
+    targets: list[tuple[ast.expr, ast.expr | None]] = []
     if isinstance(node, ast.AugAssign | ast.For | ast.AsyncFor):
-        targets = [node.target]
-    elif isinstance(node, ast.With | ast.AsyncWith):
-        targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
-    for target in targets:
+        targets = [(node.target, None)]
+    elif isinstance(node, ast.With | ast.AsyncWith):  # the context it comes from is kept
+        targets = [(i.optional_vars, i.context_expr) for i in node.items
+                   if i.optional_vars is not None]  # fmt: skip
+    for target, source in targets:
         for name, _ in targets_of(target):
-            scope.add(name, Binding("unknown", line=node.lineno))
+            scope.add(name, Binding("unknown", node=source, line=node.lineno))
 
 
 def scope_of_body(body: list[ast.stmt], args: ast.arguments | None = None) -> Scope:
@@ -163,6 +165,8 @@ class ModuleIndex:
         if absolute:
             return min(absolute, key=len)
         here = str(PurePosixPath(importer).parent)
+        if f"{here}/__init__.py" in self._all:
+            return None  # a package's module imports absolutely: `import cudnn` is cuDNN's
         local = [p for p, inside in found if inside is not None
                  and (here == inside or here.startswith(inside + "/"))]  # fmt: skip
         return min(local, key=len) if local else None

@@ -167,6 +167,8 @@ class _Graph:
                 out += self.resolve(inner, call.body)
                 continue
             if isinstance(call, str):  # a name handed on: what is registered under it
+                if self.key is not None and of_registry(call, self.key):
+                    continue  # the followed registry's own name: its way is the key's
                 entries = registry(self.ev).of(call)
                 if entries:
                     out.append((f'"{call}"', list(entries)))
@@ -205,6 +207,7 @@ class _Graph:
         as values (:func:`value_literals`).  Read at module level, a function's
         definition is handed back whole, to be read in its own frame (its local
         imports: ``from flashinfer import fused_moe`` inside a test)."""
+        handed_out: set[int] = set()  # keywords of calls into other libraries
         for statement in self._block(frame, list(nodes)):
             if isinstance(statement, ast.expr):  # the value a gate chooses
                 yield from spread_literals(statement)
@@ -216,7 +219,10 @@ class _Graph:
                     continue
                 if isinstance(current, ast.Call):
                     yield current
-                yield from value_literals(current)
+                    if self._outside(frame, current):  # `graph.tensor(name="bias")`
+                        handed_out.update(id(k) for k in current.keywords)
+                if id(current) not in handed_out:
+                    yield from value_literals(current)
                 if isinstance(current, ast.Dict) and self.key is not None:
                     entries = keyed_entries(current, *self.key)
                     if entries is not None:  # `{"cutlass": lambda: ..., "cudnn": ...}`
@@ -235,6 +241,29 @@ class _Graph:
                         out.append(value)
                     elif isinstance(value, list):
                         out += self._block(frame, [v for v in value if isinstance(v, ast.AST)])
+
+    def _outside(self, frame: Frame, call: ast.Call) -> bool:
+        """Whether ``call`` goes to a library outside the tree (``cudnn``, ``torch``): the
+        strings it is passed by keyword are that library's words, not backends here."""
+        if not any(isinstance(k.value, ast.Constant) for k in call.keywords):
+            return False
+        return self._rooted_outside(call.func, frame, 0)
+
+    def _rooted_outside(self, node: ast.expr, frame: Frame, depth: int) -> bool:
+        """Whether ``node`` (``graph.tensor``) hangs off a name bound outside the tree: an
+        import of another library, or a local made by a call hanging off one
+        (``graph = cudnn.pygraph(...)``, ``with cudnn.graph(h) as (graph, _)``)."""
+        while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+            node = node.func if isinstance(node, ast.Call) else node.value
+        if not isinstance(node, ast.Name) or depth > 3:
+            return False
+        local = frame.local.names.get(node.id) if frame.local is not None else None
+        if local:
+            return all(b.kind in ("expr", "unknown") and isinstance(b.node, ast.Call)
+                       and self._rooted_outside(b.node.func, frame, depth + 1) for b in local)
+        self.ev.cap = (0, 0)
+        values = self.ev.global_(node.id, frame.path)
+        return bool(values) and all(isinstance(v, Ext) for v in values)
 
     def _block(self, frame: Frame, statements: list[ast.AST]) -> list[ast.AST]:
         """A block's statements up to an ``if`` the GPU of ``cap`` takes into a branch
@@ -634,6 +663,13 @@ def backend_test(test: ast.expr, chosen: str, names: frozenset[str]) -> bool | N
             if isinstance(op, ast.NotEq | ast.NotIn):
                 return not hit
     return None
+
+
+def of_registry(literal: str, key: Key) -> bool:
+    """Whether ``literal`` is a name (or a variant of one) of the registry ``key``
+    follows: inside ``mm_bf16``'s cudnn path, ``backends = ["cudnn"]`` is that
+    registry's own name, not a lead into another registry that also says "cudnn"."""
+    return any(_variant(literal, name) for name in key[1])
 
 
 def _variant(literal: str, name: str) -> bool:
