@@ -166,6 +166,11 @@ class _Graph:
                 inner = Frame(frame.path, self.ev.function_scope(call), None, id(call))
                 out += self.resolve(inner, call.body)
                 continue
+            if isinstance(call, tuple):  # `return Mxfp4MoEMethod(...)`: the caller uses it
+                methods = object_methods(self.ev, call[1].func, frame)
+                if methods:
+                    out.append((f"{_callee_name(call[1]) or 'object'}.*", list(methods)))
+                continue
             if isinstance(call, str):  # a name handed on: what is registered under it
                 if self.key is not None and of_registry(call, self.key):
                     continue  # the followed registry's own name: its way is the key's
@@ -200,8 +205,8 @@ class _Graph:
                 out.append((arg.id, found))
         return out
 
-    def _calls(self, frame: Frame, nodes: Iterable[ast.AST]
-               ) -> Iterator[ast.Call | str | ast.FunctionDef | ast.AsyncFunctionDef]:  # fmt: skip
+    def _calls(self, frame: Frame, nodes: Iterable[ast.AST]) -> Iterator[
+            ast.Call | str | ast.FunctionDef | ast.AsyncFunctionDef | tuple[str, ast.Call]]:
         """The calls of ``nodes`` (each statement breadth first, as :func:`walk`), the
         branches the GPU of ``cap`` does not take left out; and the names handed on
         as values (:func:`value_literals`).  Read at module level, a function's
@@ -217,6 +222,8 @@ class _Graph:
                                                       | ast.AsyncFunctionDef):  # fmt: skip
                     yield current
                     continue
+                if isinstance(current, ast.Return) and isinstance(current.value, ast.Call):
+                    yield ("object", current.value)  # an object handed on: its methods run
                 if isinstance(current, ast.Call):
                     yield current
                     if self._outside(frame, current):  # `graph.tensor(name="bias")`
@@ -592,11 +599,24 @@ class Registry:
         out: list[Func] = []
         for node in ast.walk(func.node):
             if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
-                for path, cls in _classes(self.ev, node.value.func, frame):
-                    out += [Func(path, item) for item in cls.body
-                            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-                            and not (item.name.startswith("__") and item.name != "__init__")]
+                out += object_methods(self.ev, node.value.func, frame)
         return out
+
+
+def constructed(ev: TreeEval, func: ast.expr, frame: Frame) -> list[Func]:
+    """What calling the tree class ``func`` names runs: its ``__init__`` and ``__call__``."""
+    return [Func(path, item) for path, cls in _classes(ev, func, frame) for item in cls.body
+            if isinstance(item, ast.FunctionDef) and item.name in ("__init__", "__call__")]
+
+
+def object_methods(ev: TreeEval, func: ast.expr, frame: Frame) -> list[Func]:
+    """The methods of the tree class ``func`` names, as an object of it handed on runs
+    them (a factory's ``return TritonAttnBackend(runner)``, sglang's
+    ``get_quant_method`` returning ``Mxfp4MoEMethod(...)``): its own methods, not its
+    bases', ``__init__`` included, other dunders not."""
+    return [Func(path, item) for path, cls in _classes(ev, func, frame) for item in cls.body
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+            and not (item.name.startswith("__") and item.name != "__init__")]
 
 
 _REGISTRIES: weakref.WeakKeyDictionary[TreeEval, Registry] = weakref.WeakKeyDictionary()

@@ -36,8 +36,10 @@ from contrib.analysis.reach import (
     MAX_DEFS,
     Key,
     backend_test,
+    constructed,
     distinctive,
     keyed_entries,
+    object_methods,
     registry,
     spread_literals,
     value_literals,
@@ -200,6 +202,10 @@ class Walker:
                     yield _Block(entry.path, entry.node, tuple(entry.node.body),
                                  (*block.via, f'"{name}"', entry.node.name))  # fmt: skip
             chosen = []
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
+                for method in object_methods(self.ev, node.value.func, frame):  # handed on
+                    yield _Block(method.path, method.node, tuple(method.node.body),
+                                 (*block.via, method.node.name))  # fmt: skip
             if isinstance(node, ast.Call):
                 yield from self._call(block, frame, node)
             elif isinstance(node, ast.Assign) and _truthy(node.value):
@@ -224,6 +230,11 @@ class Walker:
                 yield Outside(value.dotted, block.via, tuple(
                     k.value.value for k in call.keywords if isinstance(k.value, ast.Constant)
                     and isinstance(k.value.value, str)))  # fmt: skip
+        if not resolved:  # a class of the tree made: what constructing it runs
+            for method in constructed(self.ev, func, frame):
+                resolved = True
+                yield _Block(method.path, method.node, tuple(method.node.body),
+                             (*block.via, method.node.name))  # fmt: skip
         if not resolved and isinstance(func, ast.Attribute):
             for method in self._by_name(func.attr):
                 yield _Block(method.path, method.node, tuple(method.node.body),
