@@ -344,7 +344,10 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
         code = tuple(runs_after(best, parents))  # `if not ok: raise`: what runs past it
     else:
         code = tuple(best.body)
-        if isinstance(best, ast.If):
+        if isinstance(best, ast.If) and gate.excludes_target:
+            # what admitted archs run: the body, and the code reading what it binds.  The
+            # target's own way is the body: a function reading a name it imported runs
+            # only where it is called, and that call's own gate is the one to read
             code += readers_after(best, parents)
     return walker.holder(gate.file, best), code
 

@@ -104,8 +104,9 @@ class Skips:
              key: Key | None = None) -> Iterator[ast.AST]:  # fmt: skip
         """Every node of ``code`` the target may run (depth first).  ``target``: the
         walk is of what the target itself runs (an admitting gate's code), so a
-        statement that refuses it ends its block; a walk of what admitted archs run
-        goes on past it.  ``key``: the backend the caller chose by name (``bmm_fp8(...,
+        statement that refuses it ends its block, and a function or class defined there
+        is not entered (it runs where it is called, on that caller's way); a walk of
+        what admitted archs run goes on past both.  ``key``: the backend the caller chose by name (``bmm_fp8(...,
         backend="cublas")``): tests of the registry's names, and tables keyed by them,
         go its way."""
 
@@ -121,6 +122,8 @@ class Skips:
         while todo:
             node = todo.pop()
             yield node
+            if target and isinstance(node, Function | ast.ClassDef):
+                continue  # defined, not run: whoever calls it runs it, on its own way
             chosen = backend_test(node.test, *key) if key and isinstance(node, ast.If) else None
             entries = keyed_entries(node, *key) if key and isinstance(node, ast.Dict) else None
             if chosen is not None and isinstance(node, ast.If):
@@ -206,6 +209,12 @@ class Walker:
                 for method in object_methods(self.ev, node.value.func, frame):  # handed on
                     yield _Block(method.path, method.node, tuple(method.node.body),
                                  (*block.via, method.node.name))  # fmt: skip
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Name | ast.Attribute):
+                self.ev.cap = (0, 0)  # `return flashinfer_gemm_linear`: its caller runs it
+                for value in self.ev.eval(node.value, frame):
+                    if isinstance(value, Func):
+                        yield _Block(value.path, value.node, tuple(value.node.body),
+                                     (*block.via, value.node.name))  # fmt: skip
             if isinstance(node, ast.Call):
                 yield from self._call(block, frame, node)
             elif isinstance(node, ast.Assign) and _truthy(node.value):

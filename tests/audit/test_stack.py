@@ -62,6 +62,49 @@ def test_a_gate_admitting_the_target_over_a_refusing_gate_below_is_a_mismatch(
     assert md.index("1 mismatch") < md.index("| class |")
 
 
+WRAPPERS = """\
+from top.utils import is_blackwell_supported
+
+if is_blackwell_supported():
+    from lowerlib import fused_allreduce
+
+    def fused_step(x):
+        return fused_allreduce(x)
+"""
+DISPATCH = """\
+from top.utils import is_blackwell_supported
+from top.wrappers import fused_step
+
+
+def plain_step(x):
+    return x
+
+
+def pick_step():
+    if is_blackwell_supported():
+        return fused_step
+    return plain_step
+"""
+
+
+def test_a_definition_is_not_a_run_and_a_function_handed_back_is(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """sglang's ``fp8_utils`` defines flashinfer wrappers under ``if
+    is_blackwell_supported():``: defining runs nothing, so that block is no mismatch
+    (its callers ask flashinfer first).  The dispatcher that hands the wrapper back
+    for the target to call is one, at its own line."""
+    ws, top = stacked
+    top.commit("wrappers", {"python/top/wrappers.py": WRAPPERS})
+    _, audit = _audit(ws)
+    assert [m["gate"]["function"] for m in audit["mismatches"]] == ["Args.adjust"]
+    top.commit("dispatch", {"python/top/dispatch.py": DISPATCH})
+    _, audit = _audit(ws)
+    found = {m["gate"]["function"]: m for m in audit["mismatches"]}
+    assert sorted(found) == ["Args.adjust", "pick_step"]
+    assert found["pick_step"]["gate"]["line"] == 10
+    assert "fused_step" in found["pick_step"]["below"]["via"]
+
+
 def test_an_excluding_gate_takes_its_class_from_below(stacked: tuple[Workspace, Repo]) -> None:
     ws, _ = stacked
     _, audit = _audit(ws)
