@@ -395,6 +395,21 @@ def test_functions_handed_on_methods_of_a_refused_class_and_tests_own_imports() 
     assert "run>fmha" in gates["pkg/moe.py:MoeWrapper.__init__"].calls
 
 
+def test_an_object_returned_is_handed_on_and_its_methods_run() -> None:
+    """sglang's ``get_quant_method`` returns a method object the layer calls later: what
+    its methods run stands behind the gate choosing it."""
+    quant = ("from pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+             "class FusedMethod:\n    def __init__(self, n):\n        self.n = n\n\n"
+             "    def apply(self, x):\n        return fmha(x)\n\n\n"
+             "class PlainMethod:\n    def apply(self, x):\n        return x\n\n\n"
+             "def get_quant_method(n):\n    # the GPU major decides\n"
+             "    if is_sm100_supported():\n        return FusedMethod(n)\n"
+             "    return PlainMethod()\n")
+    gate = _audit(BASE | {"pkg/quant.py": quant})["pkg/quant.py:get_quant_method"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "FusedMethod.*>fmha" in gate.calls  # `apply`, run by whoever takes the object
+
+
 REGISTRY = '''\
 import torch
 
