@@ -271,6 +271,10 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
             continue
         reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
         calls = list(walker.outside(gate.file, *start, target=not gate.excludes_target))
+        if gate.excludes_target and gate.function.endswith(".__init__"):
+            for method in _sibling_methods(start[0], walker.parents(gate.file)):
+                calls += [c for c in walker.outside(gate.file, method, method.body)
+                          if c not in calls]  # the object it would make runs them
         for out in calls:
             for b, chain in lower.below(out.dotted, out.keys):
                 reached.setdefault((b.file, b.line), (out, b, chain))  # the first way there
@@ -350,6 +354,14 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
             # only where it is called, and that call's own gate is the one to read
             code += readers_after(best, parents)
     return walker.holder(gate.file, best), code
+
+
+def _sibling_methods(init: Function | None, parents: dict[int, ast.AST]) -> list[Function]:
+    """The other methods of the class whose ``__init__`` is ``init``."""
+    owner = parents.get(id(init)) if init is not None else None
+    if not isinstance(owner, ast.ClassDef):
+        return []
+    return [n for n in owner.body if isinstance(n, Function) and n is not init]
 
 
 def _rest_of_function(walker: Walker, gate: AuditGate, parents: dict[int, ast.AST]

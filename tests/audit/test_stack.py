@@ -105,6 +105,35 @@ def test_a_definition_is_not_a_run_and_a_function_handed_back_is(
     assert "fused_step" in found["pick_step"]["below"]["via"]
 
 
+METHOD = """\
+import lowerlib
+
+from top.utils import is_sm100_supported
+
+
+class NormMethod:
+    def __init__(self, eps):
+        if not is_sm100_supported():
+            raise ValueError("NormMethod needs SM100")
+        self.eps = eps
+
+    def apply(self, x):
+        return lowerlib.rmsnorm(x)
+"""
+
+
+def test_a_refusal_in_init_takes_its_class_from_what_the_methods_reach_below(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """sglang's ``ModelOptNvFp4FusedMoEMethod.__init__`` refuses; the flashinfer calls
+    are in its other methods, which the object it would make runs."""
+    ws, top = stacked
+    top.commit("method", {"python/top/method.py": METHOD})
+    _, audit = _audit(ws)
+    gate = _gate(audit, "NormMethod.__init__")
+    assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
+    assert [b["function"] for b in gate["below"]] == ["gen_norm_module"]
+
+
 def test_an_excluding_gate_takes_its_class_from_below(stacked: tuple[Workspace, Repo]) -> None:
     ws, _ = stacked
     _, audit = _audit(ws)
