@@ -81,7 +81,7 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
                        f"compiled out or refused for {arch.name}", evidence, units)  # fmt: skip
     nothing = (f"nothing in {counted(len(units), 'unit')} and "
                f"{counted(len(closure.files), 'file')} is compiled out for {arch.name}")
-    written = _written_for([*named, *units]) if majors and arch.major not in majors else {}
+    written = written_for([*named, *units]) if majors and arch.major not in majors else {}
     if written and arch.major not in written:
         names = sorted({n for ns in written.values() for n in ns})
         archs = ", ".join(f"sm_{m}x" for m in sorted(written))
@@ -106,7 +106,7 @@ def _builders(target: Target) -> list[str]:
                               if n.startswith("gen_")))  # fmt: skip
 
 
-def _written_for(names: Iterable[str]) -> dict[int, list[str]]:
+def written_for(names: Iterable[str]) -> dict[int, list[str]]:
     """The majors ``names`` (functions, unit paths) are named for: ``sm100`` and
     ``sm_100a`` -> 10, ``sm90`` -> 9, ``sm10x`` -> 10, ``sm120`` -> 12."""
     found: dict[int, list[str]] = {}

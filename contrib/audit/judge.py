@@ -28,7 +28,7 @@ from contrib.analysis.pyparse import parse_python
 from contrib.analysis.reach import distinctive
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
-from contrib.audit.behind import Behind, units_verdict
+from contrib.audit.behind import Behind, Verdict, units_verdict, written_for
 from contrib.audit.effect import returned_by
 from contrib.audit.find import says_intentional
 from contrib.audit.model import (
@@ -204,6 +204,24 @@ def _name(gate: AuditGate) -> str:
     return gate.function.rsplit(".", 1)[-1]
 
 
+def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
+    """A gate admitting only the majors its own code is named for (``_validate_sm90_arch``
+    in ``moe_ep/backends/mega/kernel/sm90/...``), never the target's, guards code written
+    for them: what stands behind it needs kernel work, though nothing behind it could
+    be read (the same reading as a JIT module named so: :func:`units_verdict`)."""
+    if gate.reached:
+        return None
+    written = written_for([*gate.file.split("/"), *gate.function.split(".")])
+    admits = set(admitted_majors(gate.admits))
+    if not written or arch.major in written or not admits or not admits <= set(written):
+        return None
+    names = sorted({n for ns in written.values() for n in ns})
+    archs = ", ".join(f"sm_{m}x" for m in sorted(written))
+    return Verdict(NEEDS_KERNEL_WORK, f"a Python condition admitting only what its code is "
+                   f"named for: {archs} ({', '.join(names[:3])}), never {arch.name}",
+                   [f"{gate.file}: named for {archs}"])  # fmt: skip
+
+
 def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arch: Arch) -> None:
     """Classify a JIT gate by the arch-guard analysis of the units it builds."""
     units = [u for u in (find_by_name(tree, name) for name in gate.units) if u]
@@ -219,7 +237,7 @@ def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arc
 
 def _inherit(gate: AuditGate, behind: Behind) -> None:
     """A Python gate takes the class of what its code reaches (see :mod:`contrib.audit.behind`)."""
-    verdict = behind.of(gate.reached)
+    verdict = behind.of(gate.reached) or _named_for(gate, behind.arch)
     if verdict is None:
         gate.class_ = UNKNOWN
         unread = behind.unread(gate.reached)

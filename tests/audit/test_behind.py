@@ -410,6 +410,24 @@ def test_an_object_returned_is_handed_on_and_its_methods_run() -> None:
     assert "FusedMethod.*>fmha" in gate.calls  # `apply`, run by whoever takes the object
 
 
+def test_a_gate_admitting_only_what_its_code_is_named_for_needs_kernel_work() -> None:
+    """flashinfer's ``moe_ep/backends/mega/kernel/sm90/.../backend.py`` checks for SM90
+    before code written for it: nothing behind the check can be read, but it admits
+    only the architecture its code is named for.  A check admitting more than that
+    name says nothing so."""
+    check = ("from pkg.utils import cap  # the GPU major\n\n\n"
+             "def _validate_sm90_arch():\n    if cap()[0] != 9:\n"
+             "        raise RuntimeError('this backend needs SM90')\n\n\n"
+             "def _validate_hopper_or_blackwell():\n    if cap()[0] not in (9, 10):\n"
+             "        raise RuntimeError('needs SM90 or SM100')\n")
+    gates = _audit(BASE | {"pkg/mega/sm90/backend.py": check})
+    named = gates["pkg/mega/sm90/backend.py:_validate_sm90_arch"]
+    assert named.class_ == "needs-kernel-work", named.reason
+    assert "named for: sm_9x" in named.reason
+    assert named.evidence == ["pkg/mega/sm90/backend.py: named for sm_9x"]
+    assert gates["pkg/mega/sm90/backend.py:_validate_hopper_or_blackwell"].class_ == "unknown"
+
+
 REGISTRY = '''\
 import torch
 
