@@ -10,8 +10,10 @@ guard's); none makes it ``gate-only``.  A Python gate takes the class of what
 its code reaches, by identity and at any depth (:mod:`contrib.audit.behind`):
 JIT modules, Triton and CuTe DSL kernels, ahead-of-time built ops; a gate in a
 decision function, of what its callers run.  An upstream comment naming the
-target's family as left out makes a gate ``intentional``; anything else is
-``unknown``, with the reason.  What the refusal says (its ``raise``'s message)
+target's family as left out makes a gate ``intentional``, and every gate testing a
+value that gate makes false (:func:`from_sources`); a gate admitting only the
+architecture its own code is named for (``.../sm90/backend.py``) guards code
+written for it; anything else is ``unknown``, with the reason.  What the refusal says (its ``raise``'s message)
 joins the reason: it is upstream's word, but "not supported on SM120" is the
 refusal itself, not a reason for it, so it never decides the class.
 """
