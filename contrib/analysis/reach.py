@@ -29,6 +29,11 @@ A name handed on as a value (``server_args.attention_backend = "trtllm_mha"``,
 under it anywhere in the tree (``@register_attention_backend("trtllm_mha")`` on
 the factory), and to the methods of the class that factory returns: what the
 backend runs once chosen (:class:`Registry`, shared with the stack's walk).
+Strings passed by keyword to another library (``graph.tensor(name="bias")``) are
+its words, not leads.  What is handed on runs too: a tree function passed by name
+(``Runner(forward_impl=_impl)``), and the methods of an object returned
+(``return Mxfp4MoEMethod(...)``: :func:`object_methods`).  A function met at
+module level (a test, a method of a test class) is read in its own frame.
 
 A walk may also follow one backend of a registry (``key``): flashinfer's
 ``@backend_requirement({"cudnn": _cudnn_requirement, "cutlass": ...})`` checks
@@ -394,8 +399,7 @@ class _Graph:
             if archs is not None:
                 found.append(Target("cute", path, self.qualname(path, node), archs))
                 continue
-            found += [Func(path, item) for item in node.body
-                      if isinstance(item, ast.FunctionDef) and item.name in ("__init__", "__call__")]
+            found += _on_making(path, node)
         return found
 
 
@@ -604,8 +608,13 @@ class Registry:
 
 
 def constructed(ev: TreeEval, func: ast.expr, frame: Frame) -> list[Func]:
-    """What calling the tree class ``func`` names runs: its ``__init__`` and ``__call__``."""
-    return [Func(path, item) for path, cls in _classes(ev, func, frame) for item in cls.body
+    """What calling the tree class ``func`` names runs."""
+    return [f for path, cls in _classes(ev, func, frame) for f in _on_making(path, cls)]
+
+
+def _on_making(path: str, cls: ast.ClassDef) -> list[Func]:
+    """What making (and calling) an object of ``cls`` runs: its ``__init__``, ``__call__``."""
+    return [Func(path, item) for item in cls.body
             if isinstance(item, ast.FunctionDef) and item.name in ("__init__", "__call__")]
 
 
