@@ -54,13 +54,12 @@ from contrib.audit.model import (
     UNKNOWN,
     AuditGate,
 )
-from contrib.audit.stackwalk import MAX_DEPTH, Function, Outside, Skips, Walker
+from contrib.audit.stackwalk import MAX_DEPTH, TAKES_BRANCH, Function, Outside, Skips, Walker
 from contrib.errors import ContribError
 from contrib.workspace.txn import atomic_write, check_inside
 
 _RUN_ON_USE = ("__init__", "__call__")  # private methods constructing or calling runs
 MAX_BELOW = 400  # functions of the lower tree followed from one entry point
-TAKES_BRANCH = "the target takes this branch"  # effect.py's word for an admitting `if`
 _SKIP_ROOTS = frozenset({"tests", "test", "benchmarks", "docs", "examples", "scripts"})
 
 

@@ -62,6 +62,9 @@ _NOT_TAKEN = ("chooses between paths", "an earlier branch", "an elif of the chai
               "falls back: the generic", "falls back: the target takes the generic",
               "falls back: the else", "the branch the target takes refuses",
               "the else branch the target takes refuses")  # fmt: skip
+TAKES_BRANCH = "the target takes this branch"  # ... and of an `if` whose body the target runs
+_FLAG_TRUE = re.compile(r"the flag self\.(\w+) it sets; true on the target")  # ... and of flags
+_FLAG_FALSE = re.compile(r"self\.(\w+): falls back: false on the target")
 # ... and of a statement that refuses the target outright.
 _REFUSES = ("refused on the target", "an assert the target fails",
             "the branch the target takes refuses", "the else branch the target takes refuses")
@@ -70,24 +73,48 @@ _REFUSES = ("refused on the target", "an assert the target fails",
 class Skips:
     """The ``if`` tests of a tree whose body the target does not run, read from the
     tree's audited gates: a walk for the target does not enter those bodies
-    (flashinfer's ``if is_sm12x(): sm120() elif is_sm100(): sm100()``).  And the
+    (flashinfer's ``if is_sm12x(): sm120() elif is_sm100(): sm100()``), and a walk of
+    the target's own way does not enter the else of an ``if`` it takes.  And the
     statements that refuse the target (``if not is_sm90(): raise``, an assert it
     fails): a walk of what the target runs ends at them."""
 
     def __init__(self, gates: Iterable[AuditGate]) -> None:
         self._lines: dict[str, list[int]] = {}
+        self._taken: dict[str, list[int]] = {}
+        self._flags: dict[str, dict[str, bool]] = {}  # `self.flag` set from the GPU, per file
         self._refusals: dict[str, list[int]] = {}
         for gate in gates:
             if gate.parser_kind in (KEYWORD, DECORATOR):
                 continue
             if gate.effect.startswith(_NOT_TAKEN):
                 self._lines.setdefault(gate.file, []).append(gate.line)
+            if gate.effect == TAKES_BRANCH:
+                self._taken.setdefault(gate.file, []).append(gate.line)
+            flag = _FLAG_TRUE.match(gate.effect) or _FLAG_FALSE.match(gate.effect)
+            if flag is not None:
+                self._flags.setdefault(gate.file, {})[flag.group(1)] = flag.re is _FLAG_TRUE
             if gate.excludes_target and gate.effect.startswith(_REFUSES):
                 self._refusals.setdefault(gate.file, []).append(gate.line)
 
     def __call__(self, path: str, node: ast.If | ast.While) -> bool:
         last = node.test.end_lineno or node.test.lineno
         return any(node.test.lineno <= line <= last for line in self._lines.get(path, ()))
+
+    def taken(self, path: str, node: ast.If) -> bool | None:
+        """Whether the target takes ``node``'s body (True: its else is other archs' way;
+        False: its body is), by the tree's gates: a test the target passes, or a test
+        of a flag its class sets from the GPU (``if self._use_mxfp8_act_scaling:``)."""
+        last = node.test.end_lineno or node.test.lineno
+        if any(node.test.lineno <= line <= last for line in self._taken.get(path, ())):
+            return True
+        test, negated = node.test, False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, True
+        if (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name)
+                and test.value.id == "self"):  # fmt: skip
+            value = self._flags.get(path, {}).get(test.attr)
+            return None if value is None else value != negated
+        return None
 
     def refuses(self, path: str, node: ast.stmt) -> bool:
         """Whether the target is refused at ``node``: its test, or the assert, is a
@@ -116,6 +143,10 @@ class Skips:
                 kept.append(node)
                 if target and isinstance(node, ast.stmt) and self.refuses(path, node):
                     break
+                if (target and isinstance(node, ast.If) and node.body
+                        and isinstance(node.body[-1], ast.Return | ast.Raise)
+                        and self.taken(path, node)):  # fmt: skip
+                    break  # the target returns in the branch it takes: the rest is not its
             return kept
 
         todo = runs(code)[::-1]
@@ -132,6 +163,9 @@ class Skips:
                 children = list(entries)
             elif isinstance(node, ast.If | ast.While) and self(path, node):
                 children = [node.test, *runs(node.orelse)]
+            elif (taken := self.taken(path, node) if target and isinstance(node, ast.If)
+                  else None) is not None and isinstance(node, ast.If):  # fmt: skip
+                children = [node.test, *runs(node.body if taken else node.orelse)]
             else:
                 children = []
                 for _, value in ast.iter_fields(node):

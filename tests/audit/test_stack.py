@@ -134,6 +134,46 @@ def test_a_refusal_in_init_takes_its_class_from_what_the_methods_reach_below(
     assert [b["function"] for b in gate["below"]] == ["gen_norm_module"]
 
 
+FLAGGED = """\
+import lowerlib
+import lowerlib.comm as comm
+
+from top.utils import is_blackwell_supported, is_sm120_supported
+
+
+class Method:
+    def __init__(self):
+        self._native = is_sm120_supported()
+
+    def apply(self, x):
+        if self._native:
+            return lowerlib.rmsnorm(x)
+        return comm.fused_allreduce(x)
+
+
+def get_method():
+    if is_blackwell_supported():
+        return Method()
+    return None
+"""
+
+
+def test_the_targets_way_through_an_object_goes_where_its_flags_send_it(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """sglang's ``Mxfp4FlashinferCutlassMoEMethod`` sets ``self._use_mxfp8_act_scaling =
+    is_sm120_supported()`` and its weight loading takes the SM90 interleave only in the
+    else: the object a Blackwell gate hands on runs the target's branch, not that one."""
+    ws, top = stacked
+    top.commit("flagged", {"python/top/flagged.py": FLAGGED})
+    _, audit = _audit(ws)
+    assert [m["gate"]["function"] for m in audit["mismatches"]] == ["Args.adjust"]
+    flipped = FLAGGED.replace("is_sm120_supported()\n\n", "not is_sm120_supported()\n\n")
+    top.commit("flipped", {"python/top/flagged.py": flipped})
+    _, audit = _audit(ws)
+    assert sorted(m["gate"]["function"] for m in audit["mismatches"]) == ["Args.adjust",
+                                                                          "get_method"]
+
+
 def test_an_excluding_gate_takes_its_class_from_below(stacked: tuple[Workspace, Repo]) -> None:
     ws, _ = stacked
     _, audit = _audit(ws)
