@@ -117,7 +117,7 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         behind = _from_callers(found, gate.function, parents, behind, sites)
     if effect.excludes and not behind.targets:
         behind = _from_registrations(found, gate.function, behind, sites)
-    if effect.excludes and not behind.targets and gate.function.endswith(".__init__"):
+    if effect.excludes and not behind.targets and refuses_making(function, gate.line, gate.kind):
         behind = _from_methods(found, gate.function, behind, sites)
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
@@ -163,6 +163,20 @@ def _from_registrations(found: Scan, function: str, own: Reached, sites: CallSit
         out.calls += [f"{decorated}>{c}" for c in more.calls if f"{decorated}>{c}" not in out.calls]
         out.targets += [t for t in more.targets if t not in out.targets]
     return out
+
+
+def refuses_making(function: ast.AST | None, line: int, kind: str) -> bool:
+    """Whether a gate at ``line`` refuses making any object of the class whose
+    ``__init__`` is ``function``: a decorator on it, or a statement of its own body (not
+    one nested in a branch of it: ``if backend.is_cutlass(): assert is_sm90()`` refuses
+    one configuration, not the object)."""
+    if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or function.name != "__init__":
+        return False
+    if kind == DECORATOR:
+        return True
+    holding = [n for n in ast.walk(function) if isinstance(n, ast.stmt) and n is not function
+               and n.lineno <= line <= (n.end_lineno or n.lineno)]  # fmt: skip
+    return bool(holding) and max(holding, key=lambda n: n.lineno) in function.body
 
 
 def _from_methods(found: Scan, function: str, own: Reached, sites: CallSites) -> Reached:

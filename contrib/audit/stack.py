@@ -43,7 +43,7 @@ from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict
 from contrib.audit.effect import readers_after, runs_after
 from contrib.audit.engine import FORMAT, TreeAudit
-from contrib.audit.find import scope_of
+from contrib.audit.find import refuses_making, scope_of
 from contrib.audit.judge import from_testers
 from contrib.audit.model import (
     GATE_ONLY,
@@ -270,7 +270,7 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
             continue
         reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
         calls = list(walker.outside(gate.file, *start, target=not gate.excludes_target))
-        if gate.excludes_target and gate.function.endswith(".__init__"):
+        if gate.excludes_target and refuses_making(start[0], gate.line, gate.parser_kind):
             for method in _sibling_methods(start[0], walker.parents(gate.file)):
                 calls += [c for c in walker.outside(gate.file, method, method.body)
                           if c not in calls]  # the object it would make runs them

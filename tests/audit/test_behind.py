@@ -379,7 +379,11 @@ def test_functions_handed_on_methods_of_a_refused_class_and_tests_own_imports() 
            "    return Runner(forward_impl=_moe_impl)\n\n\n"
            "class MoeWrapper:\n    def __init__(self, n):\n        # the GPU major decides\n"
            "        if not is_sm100_supported():\n            raise ValueError('SM100 only')\n"
-           "        self.n = n\n\n    def run(self, x):\n        return fmha(x)\n")
+           "        self.n = n\n\n    def run(self, x):\n        return fmha(x)\n\n\n"
+           "class MultiMethod:\n    def __init__(self, mode):\n"
+           "        if mode == 'fused':\n            # the GPU major decides\n"
+           "            assert is_sm100_supported(), 'fused needs SM100'\n"
+           "        self.mode = mode\n\n    def run(self, x):\n        return fmha(x)\n")
     test = ("import pytest\nimport torch\n\n"
             "pytestmark = pytest.mark.skipif(\n"
             "    torch.cuda.get_device_capability()[0] != 10, reason='SM100')\n\n\n"
@@ -393,6 +397,9 @@ def test_functions_handed_on_methods_of_a_refused_class_and_tests_own_imports() 
         assert "gen_fmha_sm100_module" in gate.reason, (name, gate.reason)
     assert "_moe_impl>fmha" in gates["pkg/moe.py:fused_moe"].reason
     assert "run>fmha" in gates["pkg/moe.py:MoeWrapper.__init__"].calls
+    # A refusal of one configuration (nested in a branch of __init__) is not one of the
+    # object: the class's other methods are not what it guards.
+    assert gates["pkg/moe.py:MultiMethod.__init__"].class_ == "unknown"
 
 
 def test_an_object_returned_is_handed_on_and_its_methods_run() -> None:
