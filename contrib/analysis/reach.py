@@ -200,13 +200,8 @@ class _Graph:
         are read (a local is a value, not a function of the tree)."""
         out: list[tuple[str, list[Func | Target]]] = []
         for arg in (*call.args, *(k.value for k in call.keywords)):
-            if not isinstance(arg, ast.Name) or not distinctive(arg.id):
-                continue
-            if frame.local is not None and arg.id in frame.local.names:
-                continue
-            found: list[Func | Target] = [v for v in self.ev.global_(arg.id, frame.path)
-                                          if isinstance(v, Func)]  # fmt: skip
-            if found:
+            found: list[Func | Target] = list(named_functions(self.ev, arg, frame))
+            if found and isinstance(arg, ast.Name):
                 out.append((arg.id, found))
         return out
 
@@ -605,6 +600,17 @@ class Registry:
             if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
                 out += object_methods(self.ev, node.value.func, frame)
         return out
+
+
+def named_functions(ev: TreeEval, node: ast.expr, frame: Frame) -> list[Func]:
+    """The tree's functions ``node`` hands on by name (an argument, a returned value):
+    a distinctive module-level name bound to one.  A local is a value, not a function
+    of the tree, and is not evaluated."""
+    if not isinstance(node, ast.Name) or not distinctive(node.id):
+        return []
+    if frame.local is not None and node.id in frame.local.names:
+        return []
+    return [v for v in ev.global_(node.id, frame.path) if isinstance(v, Func)]
 
 
 def constructed(ev: TreeEval, func: ast.expr, frame: Frame) -> list[Func]:

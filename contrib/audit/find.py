@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 
 from contrib.analysis.archeval import TreeEval
-from contrib.analysis.archvalues import Cap, Func
+from contrib.analysis.archvalues import Cap, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.pywalk import parents as node_parents
 from contrib.analysis.reach import Key, Reached, decorator_arguments, handed, reach
@@ -118,7 +118,7 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
     if effect.excludes and not behind.targets:
         behind = _from_registrations(found, gate.function, behind, sites)
     if effect.excludes and not behind.targets and refuses_making(function, gate.line, gate.kind):
-        behind = _from_methods(found, gate.function, behind, sites)
+        behind = _from_methods(found, function, parents, behind, sites)
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
         admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
@@ -179,19 +179,29 @@ def refuses_making(function: ast.AST | None, line: int, kind: str) -> bool:
     return bool(holding) and max(holding, key=lambda n: n.lineno) in function.body
 
 
-def _from_methods(found: Scan, function: str, own: Reached, sites: CallSites) -> Reached:
+def sibling_methods(init: ast.AST | None, parents: dict[int, ast.AST]
+                    ) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:  # fmt: skip
+    """The other methods of the class whose ``__init__`` is ``init``: what the object it
+    makes runs."""
+    owner = parents.get(id(init)) if init is not None else None
+    if not isinstance(owner, ast.ClassDef):
+        return []
+    return [n for n in owner.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n is not init]
+
+
+def _from_methods(found: Scan, function: ast.AST | None, parents: dict[int, ast.AST],
+                  own: Reached, sites: CallSites) -> Reached:  # fmt: skip
     """A gate refusing in a class's ``__init__`` (flashinfer's
     ``@supported_compute_capability([100, 103])`` on ``CuteDslMoEWrapper.__init__``)
     guards every method of the object it would make: what those run stands behind it."""
-    owner = function.rsplit(".", 1)[0]
     out = Reached(list(own.calls), list(own.targets))
-    for name, node in found.functions.items():
-        if name == function or name.rsplit(".", 1)[0] != owner:
-            continue
-        frame = found.frames.get(name, found.frames["<module>"])
-        more = reach(sites.follow, frame, list(getattr(node, "body", [])), sites.cap)
-        method = name.rsplit(".", 1)[1]
-        out.calls += [f"{method}>{c}" for c in more.calls if f"{method}>{c}" not in out.calls]
+    for method in sibling_methods(function, parents):
+        path = found.frames["<module>"].path
+        frame = Frame(path, sites.follow.function_scope(method), None, id(method))
+        more = reach(sites.follow, frame, list(method.body), sites.cap)
+        out.calls += [f"{method.name}>{c}" for c in more.calls
+                      if f"{method.name}>{c}" not in out.calls]  # fmt: skip
         out.targets += [t for t in more.targets if t not in out.targets]
     return out
 

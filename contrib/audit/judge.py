@@ -117,12 +117,12 @@ def from_sources(tree: SourceTree, gates: list[AuditGate]) -> None:
     while changed:
         changed = False
         for gate in values:
+            source = _source_of(gate, sources)  # its text first: a file is parsed only then
+            if source is None:
+                continue
             name = assigned(gate)
             key = scope(gate, name) if name else ()
-            if not key or key in sources:
-                continue
-            source = _source_of(gate, sources)
-            if source is not None:
+            if key and key not in sources:
                 sources[key] = source
                 changed = True
     for gate in pending:

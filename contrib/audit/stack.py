@@ -43,7 +43,7 @@ from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict
 from contrib.audit.effect import readers_after, runs_after
 from contrib.audit.engine import FORMAT, TreeAudit
-from contrib.audit.find import refuses_making, scope_of
+from contrib.audit.find import refuses_making, scope_of, sibling_methods
 from contrib.audit.judge import from_testers
 from contrib.audit.model import (
     GATE_ONLY,
@@ -271,7 +271,7 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
         reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
         calls = list(walker.outside(gate.file, *start, target=not gate.excludes_target))
         if gate.excludes_target and refuses_making(start[0], gate.line, gate.parser_kind):
-            for method in _sibling_methods(start[0], walker.parents(gate.file)):
+            for method in sibling_methods(start[0], walker.parents(gate.file)):
                 calls += [c for c in walker.outside(gate.file, method, method.body)
                           if c not in calls]  # the object it would make runs them
         for out in calls:
@@ -355,14 +355,6 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
     return walker.holder(gate.file, best), code
 
 
-def _sibling_methods(init: Function | None, parents: dict[int, ast.AST]) -> list[Function]:
-    """The other methods of the class whose ``__init__`` is ``init``."""
-    owner = parents.get(id(init)) if init is not None else None
-    if not isinstance(owner, ast.ClassDef):
-        return []
-    return [n for n in owner.body if isinstance(n, Function) and n is not init]
-
-
 def _rest_of_function(walker: Walker, gate: AuditGate, parents: dict[int, ast.AST]
                       ) -> tuple[Function | None, tuple[ast.AST, ...]] | None:  # fmt: skip
     """A gate that is no ``if`` test (``if cond: raise`` read as a refusal, an assert,
@@ -422,14 +414,14 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
     # A lower gate that leaves the target out on purpose (flashinfer's MNNVL allreduce,
     # beside the single-node one that admits it) is one way the path does not take;
     # where it is the only way, the intent is upstream's below.
-    chosen = [b for b in gated if b.class_ != INTENTIONAL]
-    if gated and not chosen and len(gated) == len(below):
+    others = [b for b in gated if b.class_ != INTENTIONAL]
+    if gated and not others and len(gated) == len(below):
         b = gated[0]
         gate.class_, gate.evidence = INTENTIONAL, [f"{lower.name}:{b.file}:{b.line}"]
         gate.reason = (f"its code reaches {at} {_where(b)}, which leaves {arch.name} out on "
                        f"purpose: {b.reason}")  # fmt: skip
         return
-    gated = chosen
+    gated = others
     if any(b.class_ not in (GATE_ONLY, None) for b in gated):
         return  # a lower gate of unknown class: the path's cost is not known
     if gated:

@@ -39,6 +39,7 @@ from contrib.analysis.reach import (
     constructed,
     distinctive,
     keyed_entries,
+    named_functions,
     object_methods,
     registry,
     spread_literals,
@@ -157,14 +158,14 @@ class Skips:
                 continue  # defined, not run: whoever calls it runs it, on its own way
             chosen = backend_test(node.test, *key) if key and isinstance(node, ast.If) else None
             entries = keyed_entries(node, *key) if key and isinstance(node, ast.Dict) else None
+            taken = self.taken(path, node) if target and isinstance(node, ast.If) else None
             if chosen is not None and isinstance(node, ast.If):
                 children: list[ast.AST] = [node.test, *runs(node.body if chosen else node.orelse)]
             elif entries is not None:
                 children = list(entries)
             elif isinstance(node, ast.If | ast.While) and self(path, node):
                 children = [node.test, *runs(node.orelse)]
-            elif (taken := self.taken(path, node) if target and isinstance(node, ast.If)
-                  else None) is not None and isinstance(node, ast.If):  # fmt: skip
+            elif taken is not None and isinstance(node, ast.If):  # the target's own branch
                 children = [node.test, *runs(node.body if taken else node.orelse)]
             else:
                 children = []
@@ -239,16 +240,15 @@ class Walker:
                     yield _Block(entry.path, entry.node, tuple(entry.node.body),
                                  (*block.via, f'"{name}"', entry.node.name))  # fmt: skip
             chosen = []
-            if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
-                for method in object_methods(self.ev, node.value.func, frame):  # handed on
-                    yield _Block(method.path, method.node, tuple(method.node.body),
-                                 (*block.via, method.node.name))  # fmt: skip
-            if isinstance(node, ast.Return) and isinstance(node.value, ast.Name | ast.Attribute):
-                self.ev.cap = (0, 0)  # `return flashinfer_gemm_linear`: its caller runs it
-                for value in self.ev.eval(node.value, frame):
-                    if isinstance(value, Func):
-                        yield _Block(value.path, value.node, tuple(value.node.body),
-                                     (*block.via, value.node.name))  # fmt: skip
+            if isinstance(node, ast.Return) and node.value is not None:
+                # handed back, run by the caller: an object's methods (`return Method()`),
+                # a function (`return flashinfer_gemm_linear`)
+                handed = (object_methods(self.ev, node.value.func, frame)
+                          if isinstance(node.value, ast.Call)
+                          else named_functions(self.ev, node.value, frame))  # fmt: skip
+                for func in handed:
+                    yield _Block(func.path, func.node, tuple(func.node.body),
+                                 (*block.via, func.node.name))  # fmt: skip
             if isinstance(node, ast.Call):
                 yield from self._call(block, frame, node)
             elif isinstance(node, ast.Assign) and _truthy(node.value):
