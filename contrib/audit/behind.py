@@ -83,8 +83,7 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
                f"{counted(len(closure.files), 'file')} is compiled out for {arch.name}")
     written = written_for([*named, *units]) if majors and arch.major not in majors else {}
     if written and arch.major not in written:
-        names = sorted({n for ns in written.values() for n in ns})
-        archs = ", ".join(f"sm_{m}x" for m in sorted(written))
+        archs, names = named_so(written)
         return Verdict(NEEDS_KERNEL_WORK, f"{nothing}, but its code is written for {archs} "
                        f"(named so: {', '.join(names[:4])}) and nothing in it for {arch.name}",
                        [f"{n}: named for {archs}" for n in names[:10]], units)  # fmt: skip
@@ -104,6 +103,13 @@ def _builders(target: Target) -> list[str]:
     its flags to ``gen_x_module``): the names its code is known by."""
     return list(dict.fromkeys(n for n in (*target.chain.split(">"), target.name)
                               if n.startswith("gen_")))  # fmt: skip
+
+
+def named_so(written: dict[int, list[str]]) -> tuple[str, list[str]]:
+    """The architectures of a :func:`written_for` reading (``sm_9x, sm_10x``) and the
+    names that say so, sorted."""
+    return (", ".join(f"sm_{m}x" for m in sorted(written)),
+            sorted({n for names in written.values() for n in names}))
 
 
 def written_for(names: Iterable[str]) -> dict[int, list[str]]:

@@ -30,7 +30,7 @@ from contrib.analysis.pyparse import parse_python
 from contrib.analysis.reach import distinctive
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
-from contrib.audit.behind import Behind, Verdict, units_verdict, written_for
+from contrib.audit.behind import Behind, Verdict, named_so, units_verdict, written_for
 from contrib.audit.effect import returned_by
 from contrib.audit.find import says_intentional
 from contrib.audit.model import (
@@ -217,8 +217,7 @@ def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
     admits = set(admitted_majors(gate.admits))
     if not written or arch.major in written or not admits or not admits <= set(written):
         return None
-    names = sorted({n for ns in written.values() for n in ns})
-    archs = ", ".join(f"sm_{m}x" for m in sorted(written))
+    archs, names = named_so(written)
     return Verdict(NEEDS_KERNEL_WORK, f"a Python condition admitting only what its code is "
                    f"named for: {archs} ({', '.join(names[:3])}), never {arch.name}",
                    [f"{gate.file}: named for {archs}"])  # fmt: skip
