@@ -171,10 +171,11 @@ class _Graph:
                 inner = Frame(frame.path, self.ev.function_scope(call), None, id(call))
                 out += self.resolve(inner, call.body)
                 continue
-            if isinstance(call, tuple):  # `return Mxfp4MoEMethod(...)`: the caller uses it
-                methods = object_methods(self.ev, call[1].func, frame)
-                if methods:
-                    out.append((f"{_callee_name(call[1]) or 'object'}.*", list(methods)))
+            if isinstance(call, ast.Return):  # `return Mxfp4MoEMethod(...)`: the caller uses it
+                if isinstance(call.value, ast.Call):
+                    methods = object_methods(self.ev, call.value.func, frame)
+                    if methods:
+                        out.append((f"{_callee_name(call.value) or 'object'}.*", list(methods)))
                 continue
             if isinstance(call, str):  # a name handed on: what is registered under it
                 if self.key is not None and of_registry(call, self.key):
@@ -206,7 +207,7 @@ class _Graph:
         return out
 
     def _calls(self, frame: Frame, nodes: Iterable[ast.AST]) -> Iterator[
-            ast.Call | str | ast.FunctionDef | ast.AsyncFunctionDef | tuple[str, ast.Call]]:
+            ast.Call | str | ast.FunctionDef | ast.AsyncFunctionDef | ast.Return]:
         """The calls of ``nodes`` (each statement breadth first, as :func:`walk`), the
         branches the GPU of ``cap`` does not take left out; and the names handed on
         as values (:func:`value_literals`).  Read at module level, a function's
@@ -223,7 +224,7 @@ class _Graph:
                     yield current
                     continue
                 if isinstance(current, ast.Return) and isinstance(current.value, ast.Call):
-                    yield ("object", current.value)  # an object handed on: its methods run
+                    yield current  # an object handed on: its methods run
                 if isinstance(current, ast.Call):
                     yield current
                     if self._outside(frame, current):  # `graph.tensor(name="bias")`
