@@ -71,6 +71,27 @@ class _Use:
     what: str
 
 
+_ARCH_NAMED = re.compile(r"(?<![A-Za-z0-9])sm_?(\d{1,2}x|\d{2,3})[af]?(?![0-9])")
+
+
+def named_so(written: dict[int, list[str]]) -> tuple[str, list[str]]:
+    """The architectures of a :func:`written_for` reading (``sm_9x, sm_10x``) and the
+    names that say so, sorted."""
+    return (", ".join(f"sm_{m}x" for m in sorted(written)),
+            sorted({n for names in written.values() for n in names}))
+
+
+def written_for(names: Iterable[str]) -> dict[int, list[str]]:
+    """The majors ``names`` (functions, unit paths) are named for: ``sm100`` and
+    ``sm_100a`` -> 10, ``sm90`` -> 9, ``sm10x`` -> 10, ``sm120`` -> 12."""
+    found: dict[int, list[str]] = {}
+    for name in names:
+        base = name.rsplit("/", 1)[-1]
+        for tag in _ARCH_NAMED.findall(base):
+            found.setdefault(int(tag[:-1]), []).append(base)  # the minor digit, or x, dropped
+    return found
+
+
 def arch_findings(files: Mapping[str, str], target_pass: Pass | None, arch: Arch,
                   admitted: Iterable[int]) -> list[Finding]:  # fmt: skip
     """Errors for a closure whose device code has only ISA other archs have, and for

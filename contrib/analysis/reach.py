@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import UNK, Cap, Ext, Frame, Func, ModRef, truth_of
-from contrib.analysis.hostarch import CUTE_FAMILIES
+from contrib.analysis.hostarch import CUTE_FAMILIES, written_for
 
 MAX_CALLS = 120  # call chains kept per gate, for the reader
 MAX_FUNCTIONS = 1500  # tree functions walked per gate (each once)
@@ -296,13 +296,14 @@ class _Graph:
             chosen = backend_test(test, *self.key)
             if chosen is not None:
                 return chosen
-        if self.cap is None or not self.ev.may_read_gpu(test, frame):
+        if self.cap is None:
             return None
-        self.ev.cap, self.ev.touched = self.cap, False
-        truth = truth_of(self.ev.eval(test, frame))
-        if not self.ev.touched or len(truth) != 1:
-            return None
-        return next(iter(truth))
+        if self.ev.may_read_gpu(test, frame):
+            self.ev.cap, self.ev.touched = self.cap, False
+            truth = truth_of(self.ev.eval(test, frame))
+            if self.ev.touched and len(truth) == 1:
+                return next(iter(truth))
+        return named_choice(test, self.cap[0])
 
     def _callees(self, frame: Frame, call: ast.Call) -> list[Func | Target]:
         func = call.func.value if isinstance(call.func, ast.Subscript) else call.func
@@ -698,6 +699,33 @@ def backend_test(test: ast.expr, chosen: str, names: frozenset[str]) -> bool | N
                 return hit
             if isinstance(op, ast.NotEq | ast.NotIn):
                 return not hit
+    return None
+
+
+def named_choice(test: ast.expr, major: int) -> bool | None:
+    """Whether a GPU of ``major`` takes a test of a name written for other archs:
+    ``"cutlass_sm10x" in runner_names``, ``backend == "vsa_sm100_blk64"`` (a runner,
+    backend or kernel its code names for SM 10.x).  Such a name is chosen where its
+    arch is, so the test is false elsewhere (``!=``, ``not in``: true).  Only names of
+    SM 9.0 or newer say so: those are arch-specific (the ``a`` features); ``"sm80"``
+    code runs on every newer GPU, and a name of the target's own major says nothing
+    (None: not the names' to say)."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    left, right, op = test.left, test.comparators[0], test.ops[0]
+    literal = next((side.value for side in (left, right) if isinstance(side, ast.Constant)
+                    and isinstance(side.value, str)), None)  # fmt: skip
+    if literal is None or all(isinstance(side, ast.Constant) for side in (left, right)):
+        return None
+    if isinstance(op, ast.In | ast.NotIn) and literal is not getattr(left, "value", None):
+        return None  # `x in "text"`: a substring test, not a name chosen
+    majors = written_for([literal])
+    if not majors or major in majors or min(majors) < 9:
+        return None
+    if isinstance(op, ast.Eq | ast.In):
+        return False
+    if isinstance(op, ast.NotEq | ast.NotIn):
+        return True
     return None
 
 

@@ -27,14 +27,13 @@ serves it, ``gate-only``.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from contrib.analysis import aotops
 from contrib.analysis.cuda_arch import analyze
 from contrib.analysis.gates import built_sources
-from contrib.analysis.hostarch import arch_findings
+from contrib.analysis.hostarch import arch_findings, named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_by_name, include_closure
 from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.analysis.reach import VENDOR_LIBRARIES, Target
@@ -90,9 +89,6 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
     return Verdict(GATE_ONLY, nothing, [], units)
 
 
-_ARCH_NAMED = re.compile(r"(?<![A-Za-z0-9])sm_?(\d{1,2}x|\d{2,3})[af]?(?![0-9])")
-
-
 def _key(target: Target) -> str:
     """A target's verdict is its own and its builders' (not the rest of the chain)."""
     return target.text().rsplit("|", 1)[0] + "|" + ",".join(_builders(target))
@@ -103,24 +99,6 @@ def _builders(target: Target) -> list[str]:
     its flags to ``gen_x_module``): the names its code is known by."""
     return list(dict.fromkeys(n for n in (*target.chain.split(">"), target.name)
                               if n.startswith("gen_")))  # fmt: skip
-
-
-def named_so(written: dict[int, list[str]]) -> tuple[str, list[str]]:
-    """The architectures of a :func:`written_for` reading (``sm_9x, sm_10x``) and the
-    names that say so, sorted."""
-    return (", ".join(f"sm_{m}x" for m in sorted(written)),
-            sorted({n for names in written.values() for n in names}))
-
-
-def written_for(names: Iterable[str]) -> dict[int, list[str]]:
-    """The majors ``names`` (functions, unit paths) are named for: ``sm100`` and
-    ``sm_100a`` -> 10, ``sm90`` -> 9, ``sm10x`` -> 10, ``sm120`` -> 12."""
-    found: dict[int, list[str]] = {}
-    for name in names:
-        base = name.rsplit("/", 1)[-1]
-        for tag in _ARCH_NAMED.findall(base):
-            found.setdefault(int(tag[:-1]), []).append(base)  # the minor digit, or x, dropped
-    return found
 
 
 def _evidence(location: str, kind: str, guard: str | None, message: str) -> str:

@@ -25,12 +25,13 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
+from contrib.analysis.hostarch import named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_by_name
 from contrib.analysis.pyparse import parse_python
 from contrib.analysis.reach import distinctive
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
-from contrib.audit.behind import Behind, Verdict, named_so, units_verdict, written_for
+from contrib.audit.behind import Behind, Verdict, units_verdict
 from contrib.audit.effect import returned_by
 from contrib.audit.find import says_intentional
 from contrib.audit.model import (

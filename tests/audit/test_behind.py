@@ -245,6 +245,38 @@ def test_an_arch_branch_behind_the_gate_is_followed_where_the_target_goes() -> N
     assert gate.class_ == "gate-only", gate.reason
 
 
+def test_a_runner_named_for_another_arch_is_not_the_targets_way() -> None:
+    """flashinfer's ``fp8_gemm_sm100(..., runner_names)``: ``if "cutlass_sm10x" in
+    runner_names`` and ``if "cutlass_sm12x" in runner_names``, the names chosen by a
+    heuristic the walk does not bind.  A name written for SM 10.x is not chosen on
+    SM 12.0, so only the SM 12.x runner's module stands behind the gate.  A name of an
+    older arch (``sm80``: its code runs on newer GPUs) or of none is followed."""
+    jit = JIT.replace("gen_fmha_sm90_module", "gen_fmha_sm120_module").replace(
+        "[9]", "[12]").replace("fmha90", "fmha120")  # fmt: skip
+    api = ("from pkg.jit import gen_fmha_sm100_module, gen_fmha_sm120_module\n\n\n"
+           "def fmha(q, runner_names):\n    runners = []\n"
+           "    if 'cutlass_sm10x' in runner_names:\n        runners.append(gen_fmha_sm100_module())\n"
+           "    if 'cutlass_sm12x' in runner_names:\n        runners.append(gen_fmha_sm120_module())\n"
+           "    return runners\n")  # fmt: skip
+    test = ("import pytest\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+            "@pytest.mark.skipif(not is_sm100_supported(), reason='x')\n"
+            "def test_a():\n    fmha(1, pick())\n")  # fmt: skip
+    files = BASE | {"pkg/jit.py": jit, "pkg/api.py": api, "tests/test_a.py": test,
+                    "csrc/fmha120.cu": KERNEL.format(name="fmha120")}  # fmt: skip
+    gate = _audit(files)["tests/test_a.py:test_a"]
+    assert {r.split("|")[2] for r in gate.reached} == {"gen_fmha_sm120_module"}, gate.reached
+    assert gate.class_ == "gate-only", gate.reason
+    # `!=` and `not in` read the other way: the body is every other GPU's.
+    negated = api.replace("'cutlass_sm10x' in", "'cutlass_sm10x' not in")
+    reached = _audit(files | {"pkg/api.py": negated})["tests/test_a.py:test_a"].reached
+    assert {r.split("|")[2] for r in reached} == {"gen_fmha_sm100_module", "gen_fmha_sm120_module"}
+    # An SM 8.0 runner's code runs on SM 12.0 too: its name decides nothing.
+    older = api.replace("cutlass_sm12x", "cutlass_sm80")
+    gate = _audit(files | {"pkg/api.py": older})["tests/test_a.py:test_a"]
+    assert {r.split("|")[2] for r in gate.reached} == {"gen_fmha_sm120_module"}
+    assert gate.class_ == "gate-only", gate.reason
+
+
 def test_a_refusal_nested_in_a_backend_branch_keeps_the_rest_of_the_function() -> None:
     """``if backend == "cutlass": if not is_sm100(): raise`` guards what the function
     does after the check, beyond the backend ``if`` (flashinfer's gemm_fp8_nt_groupwise)."""
