@@ -95,6 +95,7 @@ class Opening:
     hunk: list[int]  # first and last line of the changed hunk at the parent
     new_lines: list[int] = field(default_factory=list)  # the same hunk at the commit
     device_files: list[str] = field(default_factory=list)
+    mined_as: str = ""  # the miner's class, where a person relabelled it (``expected``: theirs)
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -547,13 +547,31 @@ def _flag_majors(ev: TreeEval, frame: Frame, node: ast.AST) -> tuple[int, ...]:
 
 def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether a function builds CUDA units: it names a source or holds a JIT list."""
-    for inner in ast.walk(node):
+    return builds([node])
+
+
+def builds(code: Iterable[ast.AST]) -> bool:
+    """Whether ``code`` builds CUDA units: it names a source or holds a JIT list."""
+    for inner in (n for node in code for n in ast.walk(node)):
         if isinstance(inner, ast.keyword) and inner.arg == _KEYWORD:
             return True
         if (isinstance(inner, ast.Constant) and isinstance(inner.value, str)
                 and "\n" not in inner.value and _SOURCE.search(inner.value.strip())):  # fmt: skip
             return True
     return False
+
+
+def own_build(ev: TreeEval, frame: Frame, function: ast.AST | None, qualname: str,
+              code: list[ast.AST]) -> str | None:
+    """The JIT module a gate inside its builder guards: sglang's
+    ``_jit_qprep_bf16_fp8_module`` refuses unless major 9, then ``return load_jit("...",
+    cuda_files=["qprep_bf16_fp8_sm90/entry.cuh"])``.  The code the gate guards names
+    the sources itself, so the build is the function's own and no call leads to it;
+    the target (:meth:`Target.text`) of that function, or None."""
+    if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or not builds(code):
+        return None
+    majors = _flag_majors(ev, frame, function)
+    return Target("jit", frame.path, qualname, majors, qualname).text()
 
 
 _REGISTERS = re.compile(r"^[ \t]*@[\w.]+\(\s*[\"']([\w.\-]{3,})[\"']", re.MULTILINE)

@@ -20,7 +20,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.pywalk import parents as node_parents
-from contrib.analysis.reach import Key, Reached, decorator_arguments, handed, reach
+from contrib.analysis.reach import Key, Reached, decorator_arguments, handed, own_build, reach
 from contrib.arch import Arch
 from contrib.audit.effect import PREDICATE_VALUE
 from contrib.audit.effect import effect as gate_effect
@@ -113,6 +113,10 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
     jit = gate.kind == KEYWORD and function is not None
     frame = found.frames.get(gate.function, found.frames["<module>"])
     behind = reach(sites.follow, frame, list(effect.code), (arch.major, arch.minor))
+    own = own_build(sites.follow, frame, function, gate.function, list(effect.code)) \
+        if effect.excludes and not jit else None
+    if own is not None:  # a gate in a JIT builder: the build it guards is its function's
+        behind = Reached(behind.calls, [own, *behind.targets])
     if effect.excludes and not behind.targets:
         behind = _from_callers(found, gate.function, parents, behind, sites)
     if effect.excludes and not behind.targets:

@@ -206,6 +206,26 @@ def test_a_unit_with_sm100_only_isa_or_a_host_check_needs_kernel_work_on_sm120()
     assert arch_findings(generic, analysis.passes[SM120.name], SM120, [10]) == []
 
 
+def test_a_gate_inside_a_jit_builder_guards_the_build_it_makes() -> None:
+    """sglang's ``_jit_qprep_bf16_fp8_module``: ``if cap[0] != 9: raise``, then ``return
+    load_jit("qprep", cuda_files=["qprep/entry.cuh"])``.  No call leads to a builder,
+    the guarded code is the build: the function's own units class the gate."""
+    builder = ("import torch\n\nfrom pkg.loader import load_jit\n\n\n"
+               "def _jit_qprep_module():\n"
+               "    if torch.cuda.get_device_capability()[0] != 10:\n"
+               "        raise RuntimeError('qprep needs SM100')\n"
+               "    return load_jit('qprep', cuda_files=['qprep/entry.cuh'])\n")  # fmt: skip
+    loader = "def load_jit(name, cuda_files):\n    return compile_all(name, cuda_files)\n"
+    files = {"pkg/__init__.py": "", "pkg/loader.py": loader, "pkg/qprep.py": builder,
+             "csrc/qprep/entry.cuh": TCGEN05}  # fmt: skip
+    gate = _audit(files)["pkg/qprep.py:_jit_qprep_module"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert gate.reason.startswith("its code loads _jit_qprep_module (pkg/qprep.py)"), gate.reason
+    assert gate.reached[0].startswith("jit|pkg/qprep.py|_jit_qprep_module|")
+    generic = files | {"csrc/qprep/entry.cuh": KERNEL.format(name="qprep")}
+    assert _audit(generic)["pkg/qprep.py:_jit_qprep_module"].class_ == "gate-only"
+
+
 def test_a_dispatch_table_of_builders_is_followed_and_an_entry_for_the_target_serves_it() -> None:
     """``backend_modules[backend]()`` (flashinfer's fp4 quantization): every entry is a
     path some GPU takes; one built with the target's flags serves it."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from audit_history import Auditor, main, opened_names, spread
-from history_corpus import drops, read, write
+from history_corpus import drops, read, relabelled, relabels, write
 from history_match import measure
 from history_mine import GATE_ONLY, NEEDS_KERNEL_WORK, Opening, mine
 
@@ -294,6 +294,34 @@ def test_a_dropped_opening_stays_dropped_when_the_corpus_is_written_again(
     corpus.write_text(corpus.read_text() + '\n[[dropped]]\ncommit = "abc"\n')
     with pytest.raises(ValueError, match=r"\[\[dropped\]\] number 2: needs commit, file"):
         drops(corpus)
+
+
+def test_a_relabelled_opening_keeps_the_miners_class_beside_the_hands(
+        history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:  # fmt: skip
+    """``[[relabelled]]``: the class a person read from the upstream's later history
+    (the gate taken back, the kernels in a follow-up) replaces the miner's, which is
+    kept in ``mined_as``; the section survives the corpus being written again."""
+    repo, shas = history
+    found = mine(Git(repo.path), "up", "main")
+    corpus = tmp_path / "corpus.toml"
+    write(corpus, found)
+    mm = next(o for o in found if o.function == "mm")
+    other = NEEDS_KERNEL_WORK if mm.expected == GATE_ONLY else GATE_ONLY
+    corpus.write_text(corpus.read_text() + f'\n[[relabelled]]\ncommit = "{shas["mm"][:10]}"\n'
+                      f'file = "pkg/gemm.py"\nfunction = "mm"\nexpected = "{other}"\n'
+                      'why = "taken back two days later"\n')  # fmt: skip
+    write(corpus, found)  # mined again: the hand's section is kept
+    entries = relabels(corpus)
+    assert [e["why"] for e in entries] == ["taken back two days later"]
+    pinned = relabelled(read(corpus), entries)
+    again = next(o for o in pinned if o.function == "mm")
+    assert (again.expected, again.mined_as) == (other, mm.expected)
+    assert all(o.mined_as == "" for o in pinned if o.function != "mm")
+    assert "mined_as" not in corpus.read_text()  # the file keeps the miner's labels
+    head, _, tail = corpus.read_text().rpartition(f'expected = "{other}"')  # the hand's entry
+    corpus.write_text(f'{head}expected = "maybe"{tail}')
+    with pytest.raises(ValueError, match=r"\[\[relabelled\]\] number 1: expected must be one of"):
+        relabels(corpus)
 
 
 def test_a_kernel_written_in_python_is_device_code_for_the_expected_class(tmp_path: Path) -> None:
