@@ -125,7 +125,10 @@ def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
     name = getattr(function, "name", "")
     if not name or _ARCH_NAMED.search(name):
         return Effect(False, PREDICATE_VALUE)
-    value = _value(gate, arch, f"the value {name}() returns", ())
+    # `return _fused_gemm(a, b)`: the call returned is what runs (a value whose arch
+    # comes from a refusal below it), so its code stands behind the gate
+    runs = (gate.node,) if isinstance(gate.node, ast.Call) else ()
+    value = _value(gate, arch, f"the value {name}() returns", runs)
     return value._replace(why=value.why + returned_by(name)) if value.excludes else value
 
 

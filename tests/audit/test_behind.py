@@ -382,6 +382,23 @@ def test_a_returned_arch_value_takes_the_class_of_the_gates_testing_it_in_any_fi
     assert alone["pkg/flags.py:can_use_fused"].reason.startswith("a Python condition")
 
 
+def test_a_returned_call_whose_value_depends_on_the_gpu_is_what_runs() -> None:
+    """flashinfer's ``..._nvfp4(a, b)`` is ``return _fusion(a, b)``, and ``_fusion``
+    refuses all but major 10 before its kernel: the evaluator reads the returned value
+    as the GPU's.  The call returned is what runs behind that value, so its module
+    classes it, as it classes the refusal inside."""
+    wrapper = ("import torch\n\nfrom pkg.api import fmha\n\n\n"
+               "def _fused(q):\n    major, minor = torch.cuda.get_device_capability()\n"
+               "    if major != 10:\n        raise ValueError('needs SM100')\n    return fmha(q)\n\n\n"
+               "def fused_nvfp4(q):\n    return _fused(q)\n")  # fmt: skip
+    gates = _audit(BASE | {"pkg/wrapper.py": wrapper})
+    outer, inner = gates["pkg/wrapper.py:fused_nvfp4"], gates["pkg/wrapper.py:_fused"]
+    assert outer.effect.endswith("; it is what fused_nvfp4() returns"), outer.effect
+    assert outer.calls[0] == "_fused" and outer.reached, outer.calls
+    assert outer.class_ == inner.class_ == "needs-kernel-work", outer.reason
+    assert outer.reason.startswith("its code loads gen_fmha_sm100_module (pkg/jit.py:5)")
+
+
 def test_a_value_left_out_on_purpose_carries_the_intent_to_the_gates_testing_it() -> None:
     """sglang's DeepGEMM switch: ``_compute_enable()`` refuses SM120 with a comment
     saying the hardware lacks what DeepGEMM needs; ``ENABLE_JIT`` is set from it,
