@@ -123,6 +123,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         behind = _from_registrations(found, gate.function, behind, sites)
     if effect.excludes and not behind.targets and refuses_making(function, gate.line, gate.kind):
         behind = _from_methods(found, function, parents, behind, sites)
+    elif effect.excludes and not behind.targets:
+        behind = _from_configuration(found, function, gate.line, parents, behind, sites)
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
         admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
@@ -204,6 +206,42 @@ def _from_methods(found: Scan, function: ast.AST | None, parents: dict[int, ast.
         path = found.frames["<module>"].path
         frame = Frame(path, sites.follow.function_scope(method), None, id(method))
         more = reach(sites.follow, frame, list(method.body), sites.cap)
+        out.calls += [f"{method.name}>{c}" for c in more.calls
+                      if f"{method.name}>{c}" not in out.calls]  # fmt: skip
+        out.targets += [t for t in more.targets if t not in out.targets]
+    return out
+
+
+def configuration_tests(init: ast.AST | None, line: int) -> list[ast.expr]:
+    """The tests of the branches of ``__init__`` that hold the statement at ``line``
+    (``if get_moe_runner_backend().is_cutlass(): assert is_sm90_supported()``): the
+    configuration a refusal there is about."""
+    if not isinstance(init, ast.FunctionDef | ast.AsyncFunctionDef) or init.name != "__init__":
+        return []
+    return [n.test for n in ast.walk(init) if isinstance(n, ast.If)
+            and any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in n.body)]
+
+
+def _from_configuration(found: Scan, init: ast.AST | None, line: int,
+                        parents: dict[int, ast.AST], own: Reached,
+                        sites: CallSites) -> Reached:  # fmt: skip
+    """A refusal in ``__init__`` under a configuration (sglang's ``Fp8MoEMethod``: ``if
+    get_moe_runner_backend().is_cutlass(): assert is_sm100_supported() or
+    is_sm90_supported()``) guards what the object's other methods run under the same
+    test (``apply``'s ``if get_moe_runner_backend().is_cutlass(): cutlass_fused_experts_fp8(...)``):
+    the object made in that configuration runs those branches."""
+    tests = {ast.dump(t) for t in configuration_tests(init, line)}
+    if not tests:
+        return own
+    out = Reached(list(own.calls), list(own.targets))
+    path = found.frames["<module>"].path
+    for method in sibling_methods(init, parents):
+        branches = [n.body for n in ast.walk(method) if isinstance(n, ast.If)
+                    and ast.dump(n.test) in tests]  # fmt: skip
+        if not branches:
+            continue
+        frame = Frame(path, sites.follow.function_scope(method), None, id(method))
+        more = reach(sites.follow, frame, [s for body in branches for s in body], sites.cap)
         out.calls += [f"{method.name}>{c}" for c in more.calls
                       if f"{method.name}>{c}" not in out.calls]  # fmt: skip
         out.targets += [t for t in more.targets if t not in out.targets]

@@ -471,6 +471,27 @@ def test_functions_handed_on_methods_of_a_refused_class_and_tests_own_imports() 
     assert gates["pkg/moe.py:MultiMethod.__init__"].class_ == "unknown"
 
 
+def test_a_refusal_of_one_configuration_guards_that_configurations_branches() -> None:
+    """sglang's ``Fp8MoEMethod.__init__``: ``if get_backend().is_cutlass(): assert
+    is_sm100_supported()``; ``apply`` runs the cutlass kernel under the same test.  The
+    object made in that configuration runs that branch, and only that one."""
+    moe = ("from pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+           "def get_backend():\n    return BACKEND\n\n\n"
+           "def generic(x):\n    return x\n\n\n"
+           "class Fp8MoEMethod:\n    def __init__(self):\n"
+           "        if get_backend().is_cutlass():\n            # the GPU major decides\n"
+           "            assert is_sm100_supported(), 'cutlass MoE needs SM100'\n\n"
+           "    def apply(self, x):\n        if get_backend().is_cutlass():\n"
+           "            return fmha(x)\n        return generic(x)\n")  # fmt: skip
+    gate = _audit(BASE | {"pkg/moe.py": moe})["pkg/moe.py:Fp8MoEMethod.__init__"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "apply>fmha" in gate.calls and "apply>generic" not in gate.calls, gate.calls
+    # Another test in apply is another configuration: nothing of it stands behind.
+    other = moe.replace("    def apply(self, x):\n        if get_backend().is_cutlass():",
+                        "    def apply(self, x):\n        if get_backend().is_triton():")
+    assert _audit(BASE | {"pkg/moe.py": other})["pkg/moe.py:Fp8MoEMethod.__init__"].class_ == "unknown"
+
+
 def test_an_object_returned_is_handed_on_and_its_methods_run() -> None:
     """sglang's ``get_quant_method`` returns a method object the layer calls later: what
     its methods run stands behind the gate choosing it."""
