@@ -26,6 +26,7 @@ from contrib.audit.effect import PREDICATE_VALUE
 from contrib.audit.effect import effect as gate_effect
 from contrib.audit.model import (
     BENCHMARK,
+    EXAMPLE,
     CAPABILITY,
     JIT,
     PREDICATE,
@@ -53,9 +54,13 @@ def family_pattern(arch: Arch) -> re.Pattern[str]:
 
 
 def scope_of(path: str, function: str, text: str) -> str:
-    """``test``, ``benchmark`` or ``runtime``: by path, then by test function or skip marker."""
+    """``test``, ``benchmark``, ``example`` or ``runtime``: by path, then by test function
+    or skip marker.  An example (``examples/pytorch/flashinfer_modules.py``) is sample
+    code for users beside the package, not what the package runs."""
     parts = [p.lower() for p in PurePosixPath(path).parts]
     name = parts[-1]
+    if any(p in ("examples", "example") for p in parts[:-1]):
+        return EXAMPLE
     if any(p in ("benchmarks", "benchmark", "bench") for p in parts[:-1]) or name.startswith(
         ("bench_", "benchmark_")
     ):

@@ -12,8 +12,8 @@ INTENTIONAL = "intentional"
 UNKNOWN = "unknown"
 CLASSES = (NEEDS_KERNEL_WORK, NOT_BUILDABLE, GATE_ONLY, INTENTIONAL, UNKNOWN)
 
-RUNTIME, TEST, BENCHMARK = "runtime", "test", "benchmark"
-SCOPES = (RUNTIME, TEST, BENCHMARK)
+RUNTIME, TEST, BENCHMARK, EXAMPLE = "runtime", "test", "benchmark", "example"
+SCOPES = (RUNTIME, TEST, BENCHMARK, EXAMPLE)
 
 JIT = "jit"  # supported_major_versions=[...]
 PREDICATE = "predicate"  # is_sm90_supported(), _is_hopper, ...

@@ -55,7 +55,7 @@ def test_audit_judges_each_kind_of_gate(mini: tuple[Workspace, Repo]) -> None:
     tiles = [g for g in result.json["upstreams"][0]["gates"] if g["function"] == "tile_size"]
     assert len(tiles) == 2 and not any(g["excludes_target"] for g in tiles)
     order = [g["scope"] for g in result.json["upstreams"][0]["gates"]]
-    assert order == sorted(order, key=["runtime", "test", "benchmark"].index)
+    assert order == sorted(order, key=["runtime", "test", "benchmark", "example"].index)
     # Admitting the target's major, every gate lets sm_100a in.
     assert ws.run("audit", "--arch", "sm_100a", "--json").code == 0
 
@@ -297,3 +297,15 @@ def test_audit_runs_while_another_contrib_holds_the_workspace(
         assert _gates(result)["gen_comm_module:jit"]["class"] == "needs-kernel-work"
     finally:
         holder.communicate("")
+
+
+def test_scope_by_path_function_and_marker() -> None:
+    """Sample code under ``examples/`` is not the package's runtime; benchmarks and
+    tests are read by path, test functions and skip markers anywhere else."""
+    from contrib.audit.find import scope_of
+
+    assert scope_of("examples/pytorch/flashinfer_modules.py", "_check", "sm == 90") == "example"
+    assert scope_of("flashinfer/gemm/gemm_base.py", "mm", "major == 10") == "runtime"
+    assert scope_of("benchmarks/bench_mm.py", "<module>", "major == 10") == "benchmark"
+    assert scope_of("flashinfer/utils.py", "TestX.test_a", "major == 10") == "test"
+    assert scope_of("flashinfer/utils.py", "f", "pytest.skip('x')") == "test"
