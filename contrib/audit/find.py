@@ -26,8 +26,8 @@ from contrib.audit.effect import PREDICATE_VALUE
 from contrib.audit.effect import effect as gate_effect
 from contrib.audit.model import (
     BENCHMARK,
-    EXAMPLE,
     CAPABILITY,
+    EXAMPLE,
     JIT,
     PREDICATE,
     RUNTIME,
