@@ -574,7 +574,9 @@ def own_build(ev: TreeEval, frame: Frame, function: ast.AST | None, qualname: st
     return Target("jit", frame.path, qualname, majors, qualname).text()
 
 
-_REGISTERS = re.compile(r"^[ \t]*@[\w.]+\(\s*[\"']([\w.\-]{3,})[\"']", re.MULTILINE)
+_REGISTERS = re.compile(r"^[ \t]*@[\w.]+\(\s*[\"']([\w.\-]{3,})[\"']((?:\s*,\s*[\"'][\w.\-]+[\"'])*)",
+                        re.MULTILINE)  # fmt: skip
+_MORE = re.compile(r"[\"']([\w.\-]+)[\"']")
 MAX_REGISTERED = 3  # a name registered by more decorators than this is no lead
 
 
@@ -596,7 +598,9 @@ class Registry:
             for path in self.ev.index.paths():
                 text = self.ev.read(path) or ""
                 if "@" in text:
-                    for found in set(_REGISTERS.findall(text)):
+                    names = {n for first, more in _REGISTERS.findall(text)
+                             for n in _names([first, *_MORE.findall(more)])}
+                    for found in names:
                         self._files.setdefault(found, []).append(path)
         if name not in self._found:
             entries: list[Func] = []
@@ -604,8 +608,7 @@ class Registry:
                 module = self.ev.module(path)
                 for node in ast.walk(module[0]) if module is not None else ():
                     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
-                            isinstance(d, ast.Call) and d.args and isinstance(d.args[0], ast.Constant)
-                            and d.args[0].value == name for d in node.decorator_list):  # fmt: skip
+                            name in registered_names(d) for d in node.decorator_list):
                         entries.append(Func(path, node))
             if len(entries) > MAX_REGISTERED:
                 entries = []
@@ -620,6 +623,25 @@ class Registry:
             if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
                 out += object_methods(self.ev, node.value.func, frame)
         return out
+
+
+def registered_names(decorator: ast.expr) -> list[str]:
+    """The names a decorator call registers its function under, from its leading string
+    arguments: the one (``@register_attention_backend("trtllm_mha")``), or of several
+    the distinctive ones (``@register_fused_func("none", "flashinfer_trtllm")``: the
+    dispatcher's ``"none"`` is a key many share, the runner's name is this one's)."""
+    if not isinstance(decorator, ast.Call):
+        return []
+    strings: list[str] = []
+    for arg in decorator.args:
+        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+            break
+        strings.append(arg.value)
+    return _names(strings)
+
+
+def _names(strings: list[str]) -> list[str]:
+    return strings if len(strings) == 1 else [s for s in strings if distinctive(s)]
 
 
 def named_functions(ev: TreeEval, node: ast.expr, frame: Frame) -> list[Func]:

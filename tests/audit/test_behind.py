@@ -679,6 +679,23 @@ def test_a_backend_name_handed_on_leads_to_what_the_tree_registers_under_it() ->
     gates = _audit(BASE | {"pkg/backends.py": BACKENDS, "pkg/triton_attn.py": TRITON_ATTN,
                            "pkg/args.py": tested})
     assert gates["pkg/args.py:check"].class_ == "unknown"
+    # A runner registered under a dispatcher's key and its own name
+    # (``@register_fused_func("none", "triton_moe")``): the name handed on leads to it;
+    # the shared key, not distinctive, leads nowhere.
+    fused = ("from pkg.backends import register_backend\nfrom pkg.triton_attn import _attn_kernel\n\n\n"
+             "def register_fused_func(a2a, runner):\n    return register_backend(runner)\n\n\n"
+             "@register_fused_func('none', 'triton_moe')\ndef fused_triton_moe(x):\n"
+             "    _attn_kernel[(1,)](x)\n")  # fmt: skip
+    moe = args.replace("attention_backend", "moe_runner_backend").replace("triton_attn", "triton_moe")
+    gates = _audit(BASE | {"pkg/backends.py": BACKENDS, "pkg/triton_attn.py": TRITON_ATTN,
+                           "pkg/fused.py": fused, "pkg/args.py": moe})  # fmt: skip
+    gate = gates["pkg/args.py:adjust"]
+    assert gate.class_ == "gate-only", gate.reason
+    assert '"triton_moe">triton:_attn_kernel' in gate.calls, gate.calls
+    none = moe.replace("'triton_moe'", "'none'")
+    gates = _audit(BASE | {"pkg/backends.py": BACKENDS, "pkg/triton_attn.py": TRITON_ATTN,
+                           "pkg/fused.py": fused, "pkg/args.py": none})  # fmt: skip
+    assert gates["pkg/args.py:adjust"].class_ == "unknown"
 
 
 def test_gate_only_is_not_said_over_what_cannot_be_read() -> None:
