@@ -291,11 +291,13 @@ class _Graph:
 
     def _taken(self, test: ast.expr, frame: Frame) -> bool | None:
         """Whether the GPU of ``cap`` takes an ``if``'s body (None: not the GPU's to say);
-        a test of the backend followed is decided by its name."""
+        a test of the backend followed is decided by its name, and of that backend's
+        variants (``"cutlass_sm10x"``, ``"cutlass_sm12x"``) by the arch they are named for."""
+        named = named_choice(test, self.cap[0]) if self.cap is not None else None
         if self.key is not None:
             chosen = backend_test(test, *self.key)
             if chosen is not None:
-                return chosen
+                return chosen if named is None else named
         if self.cap is None:
             return None
         if self.ev.may_read_gpu(test, frame):
@@ -303,7 +305,7 @@ class _Graph:
             truth = truth_of(self.ev.eval(test, frame))
             if self.ev.touched and len(truth) == 1:
                 return next(iter(truth))
-        return named_choice(test, self.cap[0])
+        return named
 
     def _callees(self, frame: Frame, call: ast.Call) -> list[Func | Target]:
         func = call.func.value if isinstance(call.func, ast.Subscript) else call.func

@@ -295,6 +295,18 @@ def test_a_runner_named_for_another_arch_is_not_the_targets_way() -> None:
     gate = _audit(files | {"pkg/api.py": older})["tests/test_a.py:test_a"]
     assert {r.split("|")[2] for r in gate.reached} == {"gen_fmha_sm120_module"}
     assert gate.class_ == "gate-only", gate.reason
+    # Following the "cutlass" backend of a registry, both are its variants: the arch
+    # each is named for still decides.
+    variants = REGISTRY.replace(
+        "from pkg.jit import gen_fmha_sm100_module",
+        "from pkg.jit import gen_fmha_sm100_module, gen_fmha_sm120_module").replace(
+        '    if backend == "cutlass":\n        runners.append(gen_fmha_sm100_module().run(a))\n',
+        '    if "cutlass_sm10x" in names(backend):\n        runners.append(gen_fmha_sm100_module().run(a))\n'
+        '    if "cutlass_sm12x" in names(backend):\n        runners.append(gen_fmha_sm120_module().run(a))\n')
+    assert "cutlass_sm12x" in variants
+    keyed = _audit(files | {"pkg/mm.py": variants})["pkg/mm.py:_cutlass_mm_requirement"]
+    assert {r.split("|")[2] for r in keyed.reached} == {"gen_fmha_sm120_module"}, keyed.reached
+    assert keyed.class_ == "gate-only", keyed.reason
 
 
 def test_a_refusal_nested_in_a_backend_branch_keeps_the_rest_of_the_function() -> None:
