@@ -130,6 +130,7 @@ class _Graph:
         self.cute: dict[str, tuple[int, ...]] = {}
         self._defs: dict[str, list[str]] | None = None  # def name -> the files defining it
         self._methods: dict[str, list[Func]] = {}
+        self._operands: dict[int, frozenset[str]] = {}  # per frame: see backend_test
 
     def qualname(self, path: str, node: ast.AST) -> str:
         names = self.names.get(path)
@@ -165,6 +166,9 @@ class _Graph:
 
     def resolve(self, frame: Frame, nodes: Iterable[ast.AST]) -> list[tuple[str, list[Func | Target]]]:
         out: list[tuple[str, list[Func | Target]]] = []
+        if self.key is not None and frame.key and frame.key not in self._operands:
+            nodes = list(nodes)
+            self._operands[frame.key] = keyed_operands(nodes, self.key[1])
         for call in self._calls(frame, nodes):
             if isinstance(call, ast.FunctionDef | ast.AsyncFunctionDef):
                 # a function written at module level (a test, a method): its own names
@@ -295,7 +299,7 @@ class _Graph:
         variants (``"cutlass_sm10x"``, ``"cutlass_sm12x"``) by the arch they are named for."""
         named = named_choice(test, self.cap[0]) if self.cap is not None else None
         if self.key is not None:
-            chosen = backend_test(test, *self.key)
+            chosen = backend_test(test, *self.key, self._operands.get(frame.key, frozenset()))
             if chosen is not None:
                 return chosen if named is None else named
         if self.cap is None:
@@ -715,17 +719,22 @@ def spread_literals(value: ast.expr) -> list[str]:
     return [s for part in parts for s in spread_literals(part)]
 
 
-def backend_test(test: ast.expr, chosen: str, names: frozenset[str]) -> bool | None:
+def backend_test(test: ast.expr, chosen: str, names: frozenset[str],
+                 operands: frozenset[str] = frozenset()) -> bool | None:  # fmt: skip
     """Whether ``test`` holds when the backend is ``chosen``: a comparison with string
     literals of which one is a name of the registry or a variant of one
     (``"cutlass_sm12x"``) (``backend == "cudnn"``,
     ``backend in ("cutlass", "tgv")``, ``"cudnn" in runner_names``), and ``not``,
-    ``and``, ``or`` of such.  None when the test is not about the registry's names."""
+    ``and``, ``or`` of such.  ``operands``: the expressions (``ast.dump``) the function
+    compares with the registry's names: under the backend followed they hold its
+    names only, so another literal tested against one (``"tgv" in runner_names``
+    beside ``"cudnn" in runner_names``) is not chosen either.  None when the test is
+    not about the registry's names."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = backend_test(test.operand, chosen, names)
+        inner = backend_test(test.operand, chosen, names, operands)
         return None if inner is None else not inner
     if isinstance(test, ast.BoolOp):
-        parts = [backend_test(v, chosen, names) for v in test.values]
+        parts = [backend_test(v, chosen, names, operands) for v in test.values]
         decisive = isinstance(test.op, ast.Or)  # True decides an `or`, False an `and`
         if decisive in parts:
             return decisive
@@ -733,15 +742,30 @@ def backend_test(test: ast.expr, chosen: str, names: frozenset[str]) -> bool | N
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     op, sides = test.ops[0], (test.left, test.comparators[0])
-    for side in sides:
+    for side, other in (sides, sides[::-1]):
         literals = _literals(side)
-        if literals and any(_variant(lit, name) for lit in literals for name in names):
+        if literals and (any(_variant(lit, name) for lit in literals for name in names)
+                         or ast.dump(other) in operands):  # fmt: skip
             hit = any(_variant(lit, chosen) for lit in literals)
             if isinstance(op, ast.Eq | ast.In):
                 return hit
             if isinstance(op, ast.NotEq | ast.NotIn):
                 return not hit
     return None
+
+
+def keyed_operands(code: Iterable[ast.AST], names: frozenset[str]) -> frozenset[str]:
+    """The expressions ``code`` compares with a name of the registry (``runner_names`` in
+    ``"cudnn" in runner_names``), as :func:`ast.dump` strings."""
+    found: set[str] = set()
+    for node in (n for c in code for n in ast.walk(c)):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            sides = (node.left, node.comparators[0])
+            for side, other in (sides, sides[::-1]):
+                if any(_variant(lit, name) for lit in _literals(side) for name in names) \
+                        and not _literals(other):
+                    found.add(ast.dump(other))
+    return frozenset(found)
 
 
 def named_choice(test: ast.expr, major: int) -> bool | None:

@@ -307,6 +307,14 @@ def test_a_runner_named_for_another_arch_is_not_the_targets_way() -> None:
     keyed = _audit(files | {"pkg/mm.py": variants})["pkg/mm.py:_cutlass_mm_requirement"]
     assert {r.split("|")[2] for r in keyed.reached} == {"gen_fmha_sm120_module"}, keyed.reached
     assert keyed.class_ == "gate-only", keyed.reason
+    # A runner of no registry tested on the same names (flashinfer's `"tgv" in
+    # runner_names` beside `"cudnn" in runner_names`) is not the followed backend's.
+    other = variants.replace('    if "cutlass_sm12x" in names(backend):',
+                             '    if "tinygemm" in names(backend):\n'
+                             '        runners.append(gen_fmha_sm100_module().run(a))\n'
+                             '    if "cutlass_sm12x" in names(backend):')  # fmt: skip
+    keyed = _audit(files | {"pkg/mm.py": other})["pkg/mm.py:_cutlass_mm_requirement"]
+    assert {r.split("|")[2] for r in keyed.reached} == {"gen_fmha_sm120_module"}, keyed.reached
 
 
 def test_a_refusal_nested_in_a_backend_branch_keeps_the_rest_of_the_function() -> None:
