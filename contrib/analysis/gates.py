@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func, truth_of, vague
+from contrib.analysis.hostarch import written_for
 from contrib.analysis.includes import CUDA_SUFFIXES
 from contrib.analysis.pywalk import walk
 from contrib.analysis.tree import SourceTree
@@ -305,14 +306,21 @@ def find_gates(path: str, text: str, ev: TreeEval | None = None,
 TEMPLATE_SUFFIXES = (".jinja", ".j2")  # rendered into generated units at build time
 
 
-def source_literals(function: ast.AST) -> list[str]:
+def source_literals(function: ast.AST, major: int | None = None) -> list[str]:
     """The C/C++/CUDA files ``function`` names, in order, unique: string literals, and
     the templates it renders into generated units (``f"{prefix}_sm100_kernel_inst.jinja"``
     for each ``prefix`` of a literal list it loops over), whose ``#include`` closure is
-    what those units compile."""
+    what those units compile.  For a build for ``major``: a unit named for other archs
+    (SM 9.0 or newer) that the builder adds only under an ``if`` is that arch's build's
+    (flashinfer's xqa appends ``xqa/mha_sm90.cu`` when ``has_sm90``), not this one's."""
     names: list[str] = []
     loops = _literal_loops(function)
+    elsewhere = _conditional(function) if major is not None else set()
     for node in walk(function):
+        if id(node) in elsewhere and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            written = written_for([node.value.strip()])
+            if written and major not in written and min(written) >= 9:
+                continue
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             values = [node.value.strip()]
         elif isinstance(node, ast.JoinedStr):
@@ -324,6 +332,15 @@ def source_literals(function: ast.AST) -> list[str]:
                     and value not in names):  # fmt: skip
                 names.append(value)
     return names
+
+
+def _conditional(function: ast.AST) -> set[int]:
+    """The nodes of ``function`` inside a branch of an ``if`` (by id)."""
+    inside: set[int] = set()
+    for node in walk(function):
+        if isinstance(node, ast.If):
+            inside |= {id(n) for statement in (*node.body, *node.orelse) for n in ast.walk(statement)}
+    return inside
 
 
 def _literal_loops(function: ast.AST) -> dict[str, list[str]]:
@@ -372,12 +389,14 @@ def builders(functions: dict[str, ast.AST], function: str) -> list[str]:
     return found
 
 
-def built_sources(functions: dict[str, ast.AST], function: str) -> list[str]:
-    """CUDA file names a gate's function builds, its own and its builders', in order."""
+def built_sources(functions: dict[str, ast.AST], function: str,
+                  major: int | None = None) -> list[str]:  # fmt: skip
+    """CUDA file names a gate's function builds, its own and its builders', in order
+    (for a build for ``major``: see :func:`source_literals`)."""
     names: list[str] = []
     for name in builders(functions, function):
         node = functions.get(name)
-        names += [n for n in source_literals(node) if n not in names] if node else []
+        names += [n for n in source_literals(node, major) if n not in names] if node else []
     return names
 
 

@@ -233,7 +233,7 @@ class Behind:
         functions = self._functions.get(target.path)
         if functions is None:
             functions = self._functions[target.path] = _functions(self.tree, target.path)
-        names = built_sources(functions, target.name)
+        names = built_sources(functions, target.name, self.arch.major)
         return [u for u in (find_by_name(self.tree, n) for n in names) if u]
 
     def _cute(self, target: Target) -> Verdict:

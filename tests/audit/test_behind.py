@@ -355,6 +355,34 @@ def test_a_jit_gate_that_admits_the_target_into_units_with_nothing_for_it_needs_
     assert any("arch::Sm100" in e for e in gate.evidence), gate.evidence
 
 
+def test_a_unit_an_arch_build_adds_under_an_if_is_that_archs() -> None:
+    """flashinfer's ``gen_xqa_module`` admits 9 to 12 and appends ``xqa/mha_sm90.cu``
+    only ``if has_sm90``: that unit, named for SM90 and compiled out elsewhere, is the
+    SM90 build's, so the target's build of the module has its kernels.  Added with no
+    condition, it is the target's too."""
+    jit = ("from pkg.core import build, ctx\n\n\n"
+           "def gen_xqa_module(archs):\n    sources = ['xqa/mha.cu']\n"
+           "    if any(major == 9 for major, minor in archs):\n"
+           "        sources.append('xqa/mha_sm90.cu')\n"
+           "    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10, 12])\n"
+           "    return build('xqa', sources, flags)\n")  # fmt: skip
+    api = ("from pkg.jit import gen_xqa_module\nfrom pkg.utils import is_sm100_supported\n\n\n"
+           "def xqa(a):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
+           "    return gen_xqa_module([(10, 0)])\n")  # fmt: skip
+    sm90 = ("__global__ void mha_sm90_kernel(float* out) {\n"
+            "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900\n  out[threadIdx.x] = 1.0f;\n"
+            "#endif\n}\n")  # fmt: skip
+    files = BASE | {"pkg/jit.py": jit, "pkg/api.py": api, "csrc/xqa/mha.cu": KERNEL.format(name="mha"),
+                    "csrc/xqa/mha_sm90.cu": sm90}  # fmt: skip
+    gates = _audit(files)
+    assert gates["pkg/api.py:xqa"].class_ == "gate-only", gates["pkg/api.py:xqa"].reason
+    always = jit.replace("    if any(major == 9 for major, minor in archs):\n        sources.append",
+                         "    sources.append")
+    gate = _audit(files | {"pkg/jit.py": always})["pkg/api.py:xqa"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert any("mha_sm90.cu" in e for e in gate.evidence), gate.evidence
+
+
 def test_a_method_of_an_unknown_object_is_followed_by_its_distinctive_name() -> None:
     """``self.layer.forward_with_fusion(x)``: the object's class is not known, the
     method's name is defined once in the tree (twice at most), so it is followed; a
