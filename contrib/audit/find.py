@@ -176,12 +176,16 @@ def _from_registrations(found: Scan, function: str, own: Reached, sites: CallSit
     return out
 
 
+_MAKES = ("__init__", "setUp", "setUpClass")  # what runs before any other method does
+
+
 def refuses_making(function: ast.AST | None, line: int, kind: str) -> bool:
     """Whether a gate at ``line`` refuses making any object of the class whose
-    ``__init__`` is ``function``: a decorator on it, or a statement of its own body (not
-    one nested in a branch of it: ``if backend.is_cutlass(): assert is_sm90()`` refuses
-    one configuration, not the object)."""
-    if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or function.name != "__init__":
+    ``__init__`` is ``function``, or running any test of the test case whose ``setUp``
+    or ``setUpClass`` it is (``raise unittest.SkipTest(...)``): a decorator on it, or a
+    statement of its own body (not one nested in a branch of it: ``if
+    backend.is_cutlass(): assert is_sm90()`` refuses one configuration, not the object)."""
+    if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or function.name not in _MAKES:
         return False
     if kind == DECORATOR:
         return True

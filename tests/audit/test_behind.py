@@ -517,6 +517,14 @@ def test_functions_handed_on_methods_of_a_refused_class_and_tests_own_imports() 
     # A refusal of one configuration (nested in a branch of __init__) is not one of the
     # object: the class's other methods are not what it guards.
     assert gates["pkg/moe.py:MultiMethod.__init__"].class_ == "unknown"
+    # A test case's setUpClass that skips unless SM100 guards every test of the case.
+    case = ("import unittest\n\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+            "class TestFmha(unittest.TestCase):\n    @classmethod\n    def setUpClass(cls):\n"
+            "        if not is_sm100_supported():\n            raise unittest.SkipTest('SM100 only')\n\n"
+            "    def test_run(self):\n        fmha(1)\n")  # fmt: skip
+    gate = _audit(BASE | {"tests/test_case.py": case})["tests/test_case.py:TestFmha.setUpClass"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "test_run>fmha" in gate.calls, gate.calls
 
 
 def test_a_refusal_of_one_configuration_guards_that_configurations_branches() -> None:
