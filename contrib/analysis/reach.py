@@ -323,8 +323,16 @@ class _Graph:
             elif isinstance(value, Ext) and value.dotted.split(".")[0] in VENDOR_LIBRARIES:
                 found.append(Target("lib", "", value.dotted))
             elif value is UNK or isinstance(value, Ext):
-                found += self._unbound(func, frame)
+                found += self._unbound(func, frame) or self._wrapped(func, frame)
         return found
+
+    def _wrapped(self, func: ast.expr, frame: Frame) -> list[Func | Target]:
+        """A method of a decorated tree function called (``benchmark.run(...)`` on a
+        ``@triton.testing.perf_report(...)`` function): the wrapper runs the function."""
+        if not isinstance(func, ast.Attribute):
+            return []
+        return [v for v in self.ev.eval(func.value, frame)
+                if isinstance(v, Func) and getattr(v.node, "decorator_list", None)]
 
     def _table(self, func: ast.Subscript, frame: Frame) -> list[Func | Target]:
         """A dispatch table called: ``backend_modules[backend]()`` where
@@ -898,9 +906,13 @@ def _is_cute(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def _is_triton(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """``@triton.jit`` / ``@triton.autotune(...)`` / ``@jit`` from triton."""
+    """``@triton.jit`` / ``@triton.autotune(...)`` / ``@triton.heuristics(...)`` / ``@jit``
+    from triton (``@triton.testing.perf_report`` marks a benchmark, not a kernel)."""
     for decorator in node.decorator_list:
         text = ast.unparse(decorator)
-        if text.startswith(("triton.", "tl.")) or text in ("jit", "triton_jit"):
+        if text.startswith(_TRITON_KERNEL) or text in ("jit", "triton_jit"):
             return True
     return False
+
+
+_TRITON_KERNEL = ("triton.jit", "triton.autotune", "triton.heuristics")

@@ -383,6 +383,20 @@ def test_a_unit_an_arch_build_adds_under_an_if_is_that_archs() -> None:
     assert any("mha_sm90.cu" in e for e in gate.evidence), gate.evidence
 
 
+def test_a_method_of_a_decorated_function_runs_the_function() -> None:
+    """sglang's benchmark scripts: ``@triton.testing.perf_report(...)`` on ``benchmark``,
+    then ``benchmark.run(...)`` under the script's capability check: the wrapper runs
+    the function, so its kernels stand behind the check."""
+    bench = ("import triton\n\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+             "@triton.testing.perf_report(triton.testing.Benchmark(x_names=['n']))\n"
+             "def benchmark(n):\n    return fmha(n)\n\n\n"
+             "if __name__ == '__main__':\n    if not is_sm100_supported():\n"
+             "        print('Skipping')\n    else:\n        benchmark.run(print_data=True)\n")  # fmt: skip
+    gate = _audit(BASE | {"benchmarks/bench_fmha.py": bench})["benchmarks/bench_fmha.py:<module>"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "run>fmha" in gate.calls, gate.calls
+
+
 def test_a_method_of_an_unknown_object_is_followed_by_its_distinctive_name() -> None:
     """``self.layer.forward_with_fusion(x)``: the object's class is not known, the
     method's name is defined once in the tree (twice at most), so it is followed; a
