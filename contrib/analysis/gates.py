@@ -15,8 +15,9 @@ satisfiable either way.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func, truth_of, vague
@@ -108,6 +109,11 @@ class Scan:
     module: ast.Module
     ev: TreeEval
     sure: dict[int, frozenset[int]] = field(default_factory=dict)  # majors where always true
+
+    @cached_property
+    def strings(self) -> dict[str, list[str]]:
+        """The module's tables of string literals (:func:`module_strings`)."""
+        return module_strings(self.module)
 
 
 class _Finder(ast.NodeVisitor):
@@ -306,17 +312,27 @@ def find_gates(path: str, text: str, ev: TreeEval | None = None,
 TEMPLATE_SUFFIXES = (".jinja", ".j2")  # rendered into generated units at build time
 
 
-def source_literals(function: ast.AST, major: int | None = None) -> list[str]:
+def source_literals(function: ast.AST, major: int | None = None,
+                    constants: Mapping[str, list[str]] | None = None) -> list[str]:
     """The C/C++/CUDA files ``function`` names, in order, unique: string literals, and
-    the templates it renders into generated units (``f"{prefix}_sm100_kernel_inst.jinja"``
-    for each ``prefix`` of a literal list it loops over), whose ``#include`` closure is
-    what those units compile.  For a build for ``major``: a unit named for other archs
-    (SM 9.0 or newer) that the builder adds only under an ``if`` is that arch's build's
-    (flashinfer's xqa appends ``xqa/mha_sm90.cu`` when ``has_sm90``), not this one's."""
+    f-strings whose fields are known (``f"{prefix}_sm100_kernel_inst.jinja"`` for each
+    ``prefix`` of a literal list it loops over; ``f"{_STEMS[variant]}_binding.cu"`` for
+    each value of a module-level table of literals in ``constants``): the templates it
+    renders into generated units, whose ``#include`` closure is what those units
+    compile, and the units themselves.  A field nothing here knows is a wildcard
+    (``f"cake_router_gemm_m{tokens}_k{hidden}_device.cu"``: every such unit of the tree,
+    see :func:`contrib.analysis.includes.find_units`) when a stem of its own starts the
+    name.  For a build for ``major``: a unit named for other archs (SM 9.0 or newer)
+    that the builder adds only under an ``if`` is that arch's build's (flashinfer's xqa
+    appends ``xqa/mha_sm90.cu`` when ``has_sm90``), not this one's."""
     names: list[str] = []
-    loops = _literal_loops(function)
+    loops = {**(constants or {}), **_literal_loops(function)}
     elsewhere = _conditional(function) if major is not None else set()
-    for node in walk(function):
+    nodes = walk(function)
+    parts = {id(p) for n in nodes if isinstance(n, ast.JoinedStr) for p in n.values}
+    for node in nodes:
+        if id(node) in parts:  # a piece of an f-string: the f-string names the file
+            continue
         if id(node) in elsewhere and isinstance(node, ast.Constant) and isinstance(node.value, str):
             written = written_for([node.value.strip()])
             if written and major not in written and min(written) >= 9:
@@ -324,7 +340,7 @@ def source_literals(function: ast.AST, major: int | None = None) -> list[str]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             values = [node.value.strip()]
         elif isinstance(node, ast.JoinedStr):
-            values = [v for v in _expanded(node, loops) if v.endswith(TEMPLATE_SUFFIXES)]
+            values = [v for v in _expanded(node, loops) if _named_unit(v)]
         else:
             continue
         for value in values:
@@ -332,6 +348,41 @@ def source_literals(function: ast.AST, major: int | None = None) -> list[str]:
                     and value not in names):  # fmt: skip
                 names.append(value)
     return names
+
+
+WILDCARD = "*"
+_STEM = 6  # the fewest characters a wildcard name's own stem has
+
+
+def _named_unit(value: str) -> bool:
+    """An f-string's text that names a file: no wildcard, or a stem of at least
+    :data:`_STEM` characters before the first (``*_binding.cu`` names nothing)."""
+    if WILDCARD not in value:
+        return True
+    stem = value.split(WILDCARD, 1)[0].rsplit("/", 1)[-1]
+    return len(stem) >= _STEM and any(c.isalpha() for c in stem)
+
+
+def module_strings(module: ast.AST) -> dict[str, list[str]]:
+    """The module-level names bound to string literals, lists, tuples or sets of them,
+    or tables whose values are all string literals: each name's strings."""
+    found: dict[str, list[str]] = {}
+    for statement in getattr(module, "body", []):
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target, value = statement.targets[0], statement.value
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            target, value = statement.target, statement.value
+        else:
+            continue
+        if not isinstance(target, ast.Name):
+            continue
+        items = (value.values if isinstance(value, ast.Dict)
+                 else value.elts if isinstance(value, ast.List | ast.Tuple | ast.Set)
+                 else [value])  # fmt: skip
+        strings = [e.value for e in items if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if strings and len(strings) == len(items):
+            found[target.id] = strings
+    return found
 
 
 def _conditional(function: ast.AST) -> set[int]:
@@ -356,21 +407,24 @@ def _literal_loops(function: ast.AST) -> dict[str, list[str]]:
     return loops
 
 
-def _expanded(node: ast.JoinedStr, loops: dict[str, list[str]]) -> list[str]:
-    """An f-string's texts when each of its fields is a loop name of ``loops``."""
+def _expanded(node: ast.JoinedStr, loops: Mapping[str, list[str]]) -> list[str]:
+    """An f-string's texts: a field that is a name of ``loops`` (or a subscript of one)
+    takes each of its strings; any other field is a :data:`WILDCARD`."""
     texts = [""]
     for part in node.values:
         if isinstance(part, ast.Constant) and isinstance(part.value, str):
             texts = [t + part.value for t in texts]
-        elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
-              and part.value.id in loops and part.format_spec is None):  # fmt: skip
-            texts = [t + v for t in texts for v in loops[part.value.id]]
-        else:
+            continue
+        if not isinstance(part, ast.FormattedValue) or part.format_spec is not None:
             return []
+        value = part.value.value if isinstance(part.value, ast.Subscript) else part.value
+        known = loops.get(value.id) if isinstance(value, ast.Name) else None
+        texts = [t + v for t in texts for v in known] if known else [t + WILDCARD for t in texts]
     return texts
 
 
-def builders(functions: dict[str, ast.AST], function: str) -> list[str]:
+def builders(functions: dict[str, ast.AST], function: str,
+             constants: Mapping[str, list[str]] | None = None) -> list[str]:
     """``function`` and the module-level functions of its file it calls that name CUDA
     sources: what a JIT gate's function builds through.  flashinfer's
     ``gen_cutlass_fused_moe_sm100_module`` gates its flags and hands them to
@@ -384,19 +438,20 @@ def builders(functions: dict[str, ast.AST], function: str) -> list[str]:
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
             callee = functions.get(call.func.id)
             if (callee is not None and call.func.id not in found
-                    and source_literals(callee)):  # fmt: skip
+                    and source_literals(callee, None, constants)):  # fmt: skip
                 found.append(call.func.id)
     return found
 
 
-def built_sources(functions: dict[str, ast.AST], function: str,
-                  major: int | None = None) -> list[str]:  # fmt: skip
+def built_sources(functions: dict[str, ast.AST], function: str, major: int | None = None,
+                  constants: Mapping[str, list[str]] | None = None) -> list[str]:
     """CUDA file names a gate's function builds, its own and its builders', in order
-    (for a build for ``major``: see :func:`source_literals`)."""
+    (for a build for ``major``, and the module tables ``constants``: see
+    :func:`source_literals`)."""
     names: list[str] = []
-    for name in builders(functions, function):
+    for name in builders(functions, function, constants):
         node = functions.get(name)
-        names += [n for n in source_literals(node, major) if n not in names] if node else []
+        names += [n for n in source_literals(node, major, constants) if n not in names] if node else []
     return names
 
 
@@ -407,15 +462,15 @@ def touched_gates(path: str, before: str | None, after: str, changed: Iterable[i
     ``trees``: the evaluators of the trees before and after the patch, so names the
     file imports mean what they mean there (without them the file is read alone)."""
     changed = set(changed)
-    gates_after, functions = find_gates(path, after, trees[1])
+    found = scan(path, after, trees[1])
     old = {g.key: g for g in find_gates(path, before, trees[0])[0]} if before is not None else {}
     touched = []
-    for gate in gates_after:
+    for gate in found.gates:
         if not changed & set(range(gate.line, gate.end_line + 1)):
             continue
         touched.append(TouchedGate(gate, old.get(gate.key),
-                                   built_sources(functions, gate.function),
-                                   builders(functions, gate.function)))
+                                   built_sources(found.functions, gate.function, None, found.strings),
+                                   builders(found.functions, gate.function, found.strings)))
     return touched
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from collections.abc import Iterable
@@ -44,6 +45,36 @@ def find_by_name(tree: SourceTree, name: str) -> str | None:
     if not hits:
         return None
     return min(hits, key=lambda p: (not p.startswith("csrc/"), "/csrc/" not in p, p.count("/"), p))
+
+
+_MAX_MATCHES = 64  # a wildcard name matching more names no family of units
+
+
+def find_units(tree: SourceTree, names: Iterable[str]) -> list[str]:
+    """The repo paths of the units a build names, in order, unique: each name as
+    :func:`find_by_name` resolves it; a name with ``*`` (an f-string's unknown field,
+    :func:`contrib.analysis.gates.source_literals`) is every file whose path ends so,
+    in the folder the best of them is in (nothing when more than a family match)."""
+    found: list[str] = []
+    for name in names:
+        if "*" not in name:
+            hits = [hit] if (hit := find_by_name(tree, name)) else []
+        else:
+            hits = _matching(tree, posixpath.normpath(name.replace("\\", "/")).lstrip("./"))
+        found += [h for h in hits if h not in found]
+    return found
+
+
+def _matching(tree: SourceTree, pattern: str) -> list[str]:
+    folder, _, base = pattern.rpartition("/")
+    hits = [p for p in tree.paths()
+            if fnmatch.fnmatchcase(posixpath.basename(p), base)
+            and (not folder or fnmatch.fnmatchcase(posixpath.dirname(p), f"*{folder}"))]
+    if not hits:
+        return []
+    best = min(hits, key=lambda p: (not p.startswith("csrc/"), "/csrc/" not in p, p.count("/"), p))
+    family = sorted(p for p in hits if posixpath.dirname(p) == posixpath.dirname(best))
+    return family if len(family) <= _MAX_MATCHES else []
 
 
 class IncludeResolver:

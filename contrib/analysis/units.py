@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from contrib.analysis.includes import IncludeGraph, find_by_name, is_cuda_source
+from contrib.analysis.includes import IncludeGraph, find_units, is_cuda_source
 from contrib.analysis.tree import SourceTree
 
 UNIT_SUFFIXES = (".cu",)
@@ -39,7 +39,8 @@ def units_at_stake(tree: SourceTree, gate_sources: Iterable[tuple[str, str]],
             units[path] = Unit(path, why, gate)
 
     for function, name in gate_sources:
-        add(find_by_name(tree, name), f"built by {function}", True)
+        for path in find_units(tree, [name]):
+            add(path, f"built by {function}", True)
     for path in listed:
         add(path, "listed in validation.ptx_sources", True)
     changed = [c for c in changed if is_cuda_source(c)]

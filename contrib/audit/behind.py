@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 from contrib.analysis import aotops
 from contrib.analysis.cuda_arch import analyze
-from contrib.analysis.gates import built_sources
+from contrib.analysis.gates import built_sources, module_strings
 from contrib.analysis.hostarch import arch_findings, named_so, written_for
-from contrib.analysis.includes import IncludeResolver, find_by_name, include_closure
+from contrib.analysis.includes import IncludeResolver, find_units, include_closure
 from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.analysis.reach import VENDOR_LIBRARIES, Target
 from contrib.analysis.tree import SourceTree
@@ -116,7 +116,7 @@ class Behind:
         self.tree, self.resolver, self.arch, self.gates = tree, resolver, arch, gates
         self._done: dict[str, Verdict | None] = {}
         self._unread: dict[str, str] = {}  # a target judged None: why
-        self._functions: dict[str, dict[str, ast.AST]] = {}
+        self._functions: dict[str, tuple[dict[str, ast.AST], dict[str, list[str]]]] = {}
         self._ops: aotops.OpIndex | None = None
 
     def of(self, reached: Iterable[str]) -> Verdict | None:
@@ -230,11 +230,11 @@ class Behind:
         return verdict
 
     def _units(self, target: Target) -> list[str]:
-        functions = self._functions.get(target.path)
-        if functions is None:
-            functions = self._functions[target.path] = _functions(self.tree, target.path)
-        names = built_sources(functions, target.name, self.arch.major)
-        return [u for u in (find_by_name(self.tree, n) for n in names) if u]
+        read = self._functions.get(target.path)
+        if read is None:
+            read = self._functions[target.path] = _functions(self.tree, target.path)
+        functions, strings = read
+        return find_units(self.tree, built_sources(functions, target.name, self.arch.major, strings))
 
     def _cute(self, target: Target) -> Verdict:
         archs = ", ".join(f"sm_{m}x" for m in target.majors)
@@ -277,13 +277,14 @@ def _via(verdict: Verdict, target: Target) -> Verdict:
                    verdict.evidence, verdict.units, verdict.at_stake)  # fmt: skip
 
 
-def _functions(tree: SourceTree, path: str) -> dict[str, ast.AST]:
-    """The functions of a Python file by qualified name (empty when it does not parse)."""
+def _functions(tree: SourceTree, path: str) -> tuple[dict[str, ast.AST], dict[str, list[str]]]:
+    """The functions of a Python file by qualified name, and its tables of string
+    literals (:func:`contrib.analysis.gates.module_strings`); empty when it does not parse."""
     text = tree.read_text(path)
     try:
         module = ast.parse(text or "", filename=path)
     except (SyntaxError, ValueError, *PARSE_ERRORS):
-        return {}
+        return {}, {}
     found: dict[str, ast.AST] = {}
     stack: list[tuple[ast.AST, str]] = [(module, "")]
     while stack:
@@ -296,4 +297,4 @@ def _functions(tree: SourceTree, path: str) -> dict[str, ast.AST]:
                 stack.append((child, name))
             elif isinstance(child, ast.stmt):
                 stack.append((child, prefix))
-    return found
+    return found, module_strings(module)

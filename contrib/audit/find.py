@@ -135,8 +135,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
         effect=effect.why, message=effect.message,
         scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
-        units=built_sources(found.functions, gate.function, arch.major) if jit else [],
-        builders=builders(found.functions, gate.function)[1:] if jit else [],
+        units=built_sources(found.functions, gate.function, arch.major, found.strings) if jit else [],
+        builders=builders(found.functions, gate.function, found.strings)[1:] if jit else [],
         calls=behind.calls, reached=behind.targets, index=gate.index,
         parser_kind=gate.kind, end_line=gate.end_line,
     )  # fmt: skip

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from contrib.analysis.hostarch import named_so, written_for
-from contrib.analysis.includes import IncludeResolver, find_by_name
+from contrib.analysis.includes import IncludeResolver, find_units
 from contrib.analysis.pyparse import parse_python
 from contrib.analysis.reach import distinctive
 from contrib.analysis.tree import SourceTree
@@ -226,7 +226,7 @@ def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
 
 def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arch: Arch) -> None:
     """Classify a JIT gate by the arch-guard analysis of the units it builds."""
-    units = [u for u in (find_by_name(tree, name) for name in gate.units) if u]
+    units = find_units(tree, gate.units)
     gate.units = units
     if not units:
         gate.class_ = UNKNOWN

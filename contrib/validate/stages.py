@@ -192,12 +192,11 @@ def _resolve_sources(ctx: Context) -> tuple[list[Finding], list[str]]:
     tree = ctx.after
     for gate in ctx.touched:
         for name in gate.sources:
-            path = includes.find_by_name(tree, name)
-            if path is None:
+            paths = includes.find_units(tree, [name])
+            if not paths:
                 findings.append(Finding("missing-source", INFO, gate.after.file, gate.after.line,
                                         f"{gate.after.function} names {name!r}, not found in the tree"))  # fmt: skip
-            elif path not in sources:
-                sources.append(path)
+            sources += [p for p in paths if p not in sources]
     extra = ctx.inputs.settings.sources + [
         c.path for c in ctx.changes if includes.is_cuda_source(c.path)
     ]

@@ -383,6 +383,42 @@ def test_a_unit_an_arch_build_adds_under_an_if_is_that_archs() -> None:
     assert any("mha_sm90.cu" in e for e in gate.evidence), gate.evidence
 
 
+def test_units_named_by_fstrings_of_module_tables_and_of_unknown_fields() -> None:
+    """flashinfer's FlashKDA builder names ``f"{_STEMS[variant]}_binding.cu"`` from a
+    module table of literals; cake_router_gemm names
+    ``f"cake_router_gemm_m{tokens}_k{hidden}_device.cu"``: every unit of that family in
+    the tree.  A wildcard with no stem of its own (``f"{name}_binding.cu"``) names none."""
+    jit = ("from pkg.core import build, ctx\n\n_STEMS = {'m64': 'kda_m64', 'm128': 'kda_m128'}\n\n\n"
+           "def gen_kda_module(variant):\n"
+           "    binding = f'{_STEMS[variant]}_binding.cu'\n"
+           "    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10])\n"
+           "    return build('kda', [binding], flags)\n\n\n"
+           "def gen_router_module(tokens, hidden):\n"
+           "    source = f'router_gemm_m{tokens}_k{hidden}_device.cu'\n"
+           "    return build('router', [source], ['-gencode=arch=compute_100a,code=sm_100a'])\n")  # fmt: skip
+    api = ("from pkg.jit import gen_kda_module, gen_router_module\n"
+           "from pkg.utils import is_sm100_supported\n\n\n"
+           "def kda(a):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
+           "    return gen_kda_module('m64')\n\n\n"
+           "def router(a):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
+           "    return gen_router_module(4, 6144)\n")  # fmt: skip
+    files = BASE | {"pkg/jit.py": jit, "pkg/api.py": api,
+                    "csrc/kda/kda_m64_binding.cu": GUARDED, "csrc/kda/kda_m128_binding.cu": GUARDED,
+                    "csrc/router/router_gemm_m4_k6144_device.cu": GUARDED,
+                    "csrc/router/router_gemm_m8_k7168_device.cu": KERNEL.format(name="r8")}  # fmt: skip
+    gates = _audit(files)
+    kda = gates["pkg/api.py:kda"]
+    assert kda.class_ == "needs-kernel-work", kda.reason
+    assert any("kda_m64_binding.cu" in e for e in kda.evidence), kda.evidence
+    router = gates["pkg/api.py:router"]
+    assert router.class_ == "needs-kernel-work", router.reason
+    assert any("router_gemm_m4_k6144_device.cu" in e for e in router.evidence), router.evidence
+    bare = jit.replace("f'{_STEMS[variant]}_binding.cu'", "f'{variant}_binding.cu'")
+    gate = _audit(files | {"pkg/jit.py": bare})["pkg/api.py:kda"]
+    assert gate.class_ == "unknown", gate.reason
+    assert "gen_kda_module" in gate.reason and not gate.evidence, gate.reason
+
+
 def test_a_method_of_a_decorated_function_runs_the_function() -> None:
     """sglang's benchmark scripts: ``@triton.testing.perf_report(...)`` on ``benchmark``,
     then ``benchmark.run(...)`` under the script's capability check: the wrapper runs
