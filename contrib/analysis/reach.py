@@ -368,13 +368,7 @@ class _Graph:
         if isinstance(func, ast.Attribute):
             for path in _modules_of(self.ev, func.value, frame):
                 found += [v for v in self.ev.global_(func.attr, path) if isinstance(v, Func)]
-            if isinstance(func.value, ast.Name) and frame.local is not None:
-                for binding in frame.local.names.get(func.value.id, []):
-                    if binding.kind == "expr" and isinstance(binding.node, ast.Call):
-                        found += [Func(path, item) for path, node in
-                                  _classes(self.ev, binding.node.func, frame)
-                                  for item in node.body if isinstance(item, ast.FunctionDef)
-                                  and item.name == func.attr]  # fmt: skip
+            found += instance_methods(self.ev, func, frame)
             if not found:
                 found += self.methods(func.attr)
         return found
@@ -678,6 +672,49 @@ def _on_making(path: str, cls: ast.ClassDef) -> list[Func]:
     """What making (and calling) an object of ``cls`` runs: its ``__init__``, ``__call__``."""
     return [Func(path, item) for item in cls.body
             if isinstance(item, ast.FunctionDef) and item.name in ("__init__", "__call__")]
+
+
+def instance_methods(ev: TreeEval, func: ast.Attribute, frame: Frame) -> list[Func]:
+    """``obj.method`` where the function's ``obj`` is made by a call: the method of the
+    tree class the call makes (``obj = Manager(...)``) or that the called function's
+    return annotation names (``obj = _get_workspace_manager(...)`` with ``->
+    FlashInferWorkspaceManager``, sglang's allreduce-fusion workspace)."""
+    if not isinstance(func.value, ast.Name) or frame.local is None:
+        return []
+    found: list[Func] = []
+    for binding in frame.local.names.get(func.value.id, []):
+        if binding.kind == "expr" and isinstance(binding.node, ast.Call):
+            found += [Func(path, item) for path, node in made_classes(ev, binding.node, frame)
+                      for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                      and item.name == func.attr]  # fmt: skip
+    return found
+
+
+def made_classes(ev: TreeEval, call: ast.Call, frame: Frame) -> list[tuple[str, ast.ClassDef]]:
+    """The tree classes of what ``call`` returns: the class it calls, or the class the
+    return annotation of the tree function it calls names (``Optional[X]``, ``"X"``)."""
+    found = list(_classes(ev, call.func, frame))
+    if found:
+        return found
+    for value in ev.eval(call.func, frame):
+        if isinstance(value, Func) and isinstance(value.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            named = _annotated(value.node.returns)
+            if named is not None:
+                found += _classes(ev, named, Frame(value.path))
+    return found
+
+
+def _annotated(node: ast.expr | None) -> ast.expr | None:
+    """The class an annotation names: ``X``, ``mod.X``, ``"X"``, ``Optional[X]``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name | ast.Attribute):
+        outer = node.value.attr if isinstance(node.value, ast.Attribute) else node.value.id
+        return _annotated(node.slice) if outer == "Optional" else None
+    return node if isinstance(node, ast.Name | ast.Attribute) else None
 
 
 def object_methods(ev: TreeEval, func: ast.expr, frame: Frame) -> list[Func]:

@@ -155,7 +155,7 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
     if above and _truth(found, above[-1].test, arch.major) is not None:
         return Effect(False, f"an elif of the chain at line {above[-1].lineno}, "
                              "which is judged there")  # fmt: skip
-    code = tuple(node.body) + readers_after(node, parents)
+    code = tuple(node.body) + readers_after(node, parents) + producers(node, parents)
     special = _specialised(found, node)
     for branch in _chain(node.orelse):
         if isinstance(branch, ast.If):
@@ -248,6 +248,27 @@ def _sent_elsewhere(found: Scan, node: ast.AST | None, parents: dict[int, ast.AS
 def _is_elif(node: ast.If, parents: dict[int, ast.AST]) -> bool:
     parent = parents.get(id(node))
     return isinstance(parent, ast.If) and parent.orelse == [node]
+
+
+def producers(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:
+    """The calls whose results the test of ``node`` reads through local names, each
+    name's nearest binding above it in its function: sglang's ``fused =
+    flashinfer_allreduce_residual_rmsnorm(...)`` then ``if fused[0] is not None: return
+    fused``; the call decides (its refusal gives ``None`` on the target), so its code
+    is the specialised path the admitted archs take."""
+    function = _function_of(node, parents)
+    read = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    if function is None or not read:
+        return ()
+    nearest: dict[str, ast.Call] = {}
+    for statement in sorted(_own_statements(getattr(function, "body", [])), key=lambda s: s.lineno):
+        if statement.lineno >= node.lineno:
+            break
+        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+                and statement.targets[0].id in read and isinstance(statement.value, ast.Call)):  # fmt: skip
+            nearest[statement.targets[0].id] = statement.value
+    return tuple(nearest.values())
 
 
 def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:

@@ -41,7 +41,7 @@ from contrib.analysis.reach import Key, decorator_keys, reach
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict
-from contrib.audit.effect import readers_after, runs_after
+from contrib.audit.effect import producers, readers_after, runs_after
 from contrib.audit.engine import FORMAT, TreeAudit
 from contrib.audit.find import refuses_making, scope_of, sibling_methods
 from contrib.audit.judge import from_testers
@@ -351,7 +351,7 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
             # what admitted archs run: the body, and the code reading what it binds.  The
             # target's own way is the body: a function reading a name it imported runs
             # only where it is called, and that call's own gate is the one to read
-            code += readers_after(best, parents)
+            code += readers_after(best, parents) + producers(best, parents)
     return walker.holder(gate.file, best), code
 
 

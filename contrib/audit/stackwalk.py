@@ -38,6 +38,7 @@ from contrib.analysis.reach import (
     backend_test,
     constructed,
     distinctive,
+    instance_methods,
     keyed_entries,
     named_functions,
     object_methods,
@@ -275,6 +276,11 @@ class Walker:
                     and isinstance(k.value.value, str)))  # fmt: skip
         if not resolved:  # a class of the tree made: what constructing it runs
             for method in constructed(self.ev, func, frame):
+                resolved = True
+                yield _Block(method.path, method.node, tuple(method.node.body),
+                             (*block.via, method.node.name))  # fmt: skip
+        if not resolved and isinstance(func, ast.Attribute):  # a method of an object made here
+            for method in instance_methods(self.ev, func, frame):
                 resolved = True
                 yield _Block(method.path, method.node, tuple(method.node.body),
                              (*block.via, method.node.name))  # fmt: skip

@@ -372,3 +372,72 @@ def test_a_pyproject_nested_past_the_parser_pins_nothing() -> None:
     tree = DictTree({"pyproject.toml": deep, "python/pyproject.toml": deep})
     assert find_pin(tree, "flashinfer-python") is None
     assert required_names(tree) == set() and package_name(tree) is None
+
+
+WORKSPACE = '''\
+import lowerlib
+
+from top.utils import is_sm100_supported
+
+_decode = None
+if lowerlib is not None:
+    import lowerlib.decode as dec
+
+    _decode = dec.decode
+
+
+class Manager:
+    def prepare(self, x):
+        return _decode(x)
+
+
+class Other:
+    def prepare(self, x):
+        return x
+
+
+class Third:
+    def prepare(self, x):
+        return x
+
+
+def _manager() -> "Manager":
+    return Manager()
+
+
+def run_decode(x):
+    if not is_sm100_supported():
+        return None
+    manager = _manager()
+    return manager.prepare(x)
+
+
+def fused_decode(x):
+    if not is_sm100_supported():
+        return None, None
+    return _decode(x), x
+
+
+def forward(x):
+    fused = fused_decode(x)
+    if fused[0] is not None:
+        return fused
+    return x
+'''
+
+
+def test_an_object_a_factory_annotates_and_a_result_a_gate_tests_lead_below(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """sglang's allreduce fusion: ``_create_workspace = comm.create_...`` bound at module
+    level under an ``if``, called from a method of the object ``_get_workspace_manager()
+    -> FlashInferWorkspaceManager`` returns (a method name the tree defines thrice);
+    and ``fused = flashinfer_allreduce_residual_rmsnorm(...)`` then ``if fused[0] is not
+    None: return fused``: the call the test reads is the path the admitted archs take.
+    Below, the decode module admits SM100 only, its kernel compiled out for SM12x."""
+    ws, top = stacked
+    top.commit("workspace", {"python/top/workspace.py": WORKSPACE})
+    _, audit = _audit(ws)
+    for function in ("run_decode", "forward"):
+        gate = _gate(audit, function)
+        assert gate["excludes_target"] and gate["class"] == "needs-kernel-work", gate["reason"]
+        assert [b["function"] for b in gate["below"]] == ["gen_decode_module"], gate["below"]
