@@ -175,6 +175,11 @@ class _Graph:
                 inner = Frame(frame.path, self.ev.function_scope(call), None, id(call))
                 out += self.resolve(inner, call.body)
                 continue
+            if isinstance(call, ast.Assign):  # a function of the tree bound to another name
+                handed = named_functions(self.ev, call.value, frame) if isinstance(call.value, ast.Name) else []
+                if handed and isinstance(call.value, ast.Name):
+                    out.append((call.value.id, list(handed)))
+                continue
             if isinstance(call, ast.Return):  # `return Mxfp4MoEMethod(...)`: the caller uses it
                 if isinstance(call.value, ast.Call):
                     methods = object_methods(self.ev, call.value.func, frame)
@@ -211,7 +216,7 @@ class _Graph:
         return out
 
     def _calls(self, frame: Frame, nodes: Iterable[ast.AST]) -> Iterator[
-            ast.Call | str | ast.FunctionDef | ast.AsyncFunctionDef | ast.Return]:
+            ast.Call | str | ast.FunctionDef | ast.AsyncFunctionDef | ast.Return | ast.Assign]:
         """The calls of ``nodes`` (each statement breadth first, as :func:`walk`), the
         branches the GPU of ``cap`` does not take left out; and the names handed on
         as values (:func:`value_literals`).  Read at module level, a function's
@@ -229,6 +234,8 @@ class _Graph:
                     continue
                 if isinstance(current, ast.Return) and isinstance(current.value, ast.Call):
                     yield current  # an object handed on: its methods run
+                if isinstance(current, ast.Assign) and isinstance(current.value, ast.Name):
+                    yield current  # `_gemm = cutedsl_gemm`: who calls the name runs it
                 if isinstance(current, ast.Call):
                     yield current
                     if self._outside(frame, current):  # `graph.tensor(name="bias")`
@@ -653,13 +660,17 @@ def _names(strings: list[str]) -> list[str]:
 
 
 def named_functions(ev: TreeEval, node: ast.expr, frame: Frame) -> list[Func]:
-    """The tree's functions ``node`` hands on by name (an argument, a returned value):
-    a distinctive module-level name bound to one.  A local is a value, not a function
-    of the tree, and is not evaluated."""
+    """The tree's functions ``node`` hands on by name (an argument, a returned value, a
+    name it is bound to): a distinctive module-level name bound to one, or a local the
+    function imports (``from ...cutedsl_bf16_gemm import cutedsl_bf16_gemm``).  Any
+    other local is a value, not a function of the tree, and is not evaluated."""
     if not isinstance(node, ast.Name) or not distinctive(node.id):
         return []
     if frame.local is not None and node.id in frame.local.names:
-        return []
+        bindings = frame.local.names[node.id]
+        if not all(b.kind == "import" for b in bindings):
+            return []
+        return [v for b in bindings for v in ev.imported(b, frame.path) if isinstance(v, Func)]
     return [v for v in ev.global_(node.id, frame.path) if isinstance(v, Func)]
 
 

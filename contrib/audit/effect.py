@@ -275,7 +275,7 @@ def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, .
     """The statements after ``node`` (in its block and the blocks around it, up to its
     function) that read a name or ``self`` attribute its body assigns or imports: a branch that
     picks a value (``fmha_backend = "cutlass"`` on SM100) decides what those run
-    (``Wrapper(..., backend=fmha_backend)``)."""
+    (``Wrapper(..., backend=fmha_backend)``), and what reads a name assigned from it."""
     names: set[str] = set()
     for inner in _own_statements(node.body):
         if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -305,6 +305,11 @@ def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, .
         if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             if any(reads(n) for n in ast.walk(statement)):
                 out.append(statement)
+                # a value made from it is the choice too: `backend = Backend(backend_str)`,
+                # then `if backend.is_cutedsl(): ...`
+                derived = statement.targets if isinstance(statement, ast.Assign) else (
+                    [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+                names |= {t.id for t in derived if isinstance(t, ast.Name)}
             continue
         # A function defined after it reads the name where it runs: the statements
         # holding the read, not the whole function.

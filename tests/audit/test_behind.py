@@ -71,11 +71,15 @@ BASE = {
 }  # fmt: skip
 
 
-def _audit(files: dict[str, str]) -> dict[str, AuditGate]:
+def _audit_all(files: dict[str, str]) -> list[AuditGate]:
     tree = DictTree(files)
     gates, _ = find_all(tree, SM120)
     judge(tree, gates, SM120)
-    return {f"{g.file}:{g.function}": g for g in gates if g.excludes_target}
+    return gates
+
+
+def _audit(files: dict[str, str]) -> dict[str, AuditGate]:
+    return {f"{g.file}:{g.function}": g for g in _audit_all(files) if g.excludes_target}
 
 
 def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
@@ -173,6 +177,33 @@ def test_a_cute_kernel_whose_admissible_archs_omit_the_target_needs_kernel_work(
     for ns, klass in (("tcgen05", "needs-kernel-work"), ("warp", "gate-only")):
         gate = _audit(BASE | {"pkg/dsl.py": dsl.format(ns=ns), "pkg/moe.py": runner})["pkg/moe.py:moe"]
         assert gate.class_ == klass, (ns, gate.reason)
+
+
+def test_a_kernel_imported_and_bound_to_a_name_after_a_choice_stands_behind_it() -> None:
+    """sglang's ``initialize_bf16_gemm_config``: ``backend_str = "cutedsl"`` on SM100
+    only, ``backend = Backend(backend_str)``, and ``if backend.is_cutedsl():`` the
+    function imports the CuTe DSL gemm and binds it to a module name its callers run
+    (``_gemm = cutedsl_gemm``); after ``if not is_sm100_supported(): raise`` too."""
+    dsl = ("import cutlass.cute as cute\nfrom cutlass.cute.nvgpu import tcgen05\n\n\n"
+           "@cute.kernel\ndef cutedsl_gemm(a):\n    tcgen05.make_op(a)\n")
+    config = ("from pkg.utils import is_sm100_supported\n\n_gemm = None\n\n\n"
+              "class Backend:\n    def __init__(self, name):\n        self.name = name\n\n"
+              "    def is_cutedsl(self):\n        return self.name == 'cutedsl'\n\n\n"
+              "def configure(requested):\n    global _gemm\n    backend_str = requested\n"
+              "    if backend_str == 'auto' and is_sm100_supported():\n"
+              "        backend_str = 'cutedsl'\n"
+              "    backend = Backend(backend_str)\n"
+              "    if backend.is_cutedsl():\n"
+              "        if not is_sm100_supported():\n"
+              "            raise ValueError('cutedsl requires SM10x')\n"
+              "        from pkg.dsl import cutedsl_gemm\n\n"
+              "        _gemm = cutedsl_gemm\n")  # fmt: skip
+    found = {g.line: g for g in _audit_all(BASE | {"pkg/dsl.py": dsl, "pkg/config.py": config})
+             if g.file == "pkg/config.py" and g.excludes_target}  # fmt: skip
+    assert sorted(found) == [17, 21], found
+    for gate in found.values():
+        assert gate.class_ == "needs-kernel-work", (gate.line, gate.reason)
+        assert "CuTe DSL kernel cutedsl_gemm" in gate.reason, gate.reason
 
 
 TCGEN05 = ("__global__ void mma_kernel(unsigned* tmem) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000\n"
