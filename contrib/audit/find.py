@@ -130,6 +130,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         behind = _from_methods(found, function, parents, behind, sites)
     elif effect.excludes and not behind.targets:
         behind = _from_configuration(found, function, gate.line, parents, behind, sites)
+    if effect.excludes and not behind.targets and gate.node is not None:
+        behind = _from_named_backends(gate.node, frame, behind, sites)
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
         admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
@@ -255,6 +257,32 @@ def _from_configuration(found: Scan, init: ast.AST | None, line: int,
                       if f"{method.name}>{c}" not in out.calls]  # fmt: skip
         out.targets += [t for t in more.targets if t not in out.targets]
     return out
+
+
+def _from_named_backends(test: ast.expr, frame: Frame, own: Reached, sites: CallSites) -> Reached:
+    """A gate whose test also names a backend (sglang's ``if prefill_backend ==
+    "trtllm_mha" and not is_sm100_supported(): raise``, ``--mamba-backend triton``)
+    turns the target away from that backend: what the tree registers under the name
+    stands behind it, as when the name is handed on."""
+    named = [ast.Constant(value) for value in dict.fromkeys(tested_names(test))]
+    if not named:
+        return own
+    more = reach(sites.follow, frame, list(named), sites.cap)
+    return Reached([*own.calls, *(c for c in more.calls if c not in own.calls)],
+                   [*own.targets, *(t for t in more.targets if t not in own.targets)])
+
+
+def tested_names(test: ast.expr) -> Iterator[str]:
+    """The strings ``test`` asks a value to be, in the terms that must all hold
+    (``x == "a"``, ``x in ("a", "b")``, joined by ``and``), not those it asks it not to be."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        for value in test.values:
+            yield from tested_names(value)
+    elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq | ast.In):
+        for side in (test.left, test.comparators[0]):
+            items = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]
+            yield from (i.value for i in items
+                        if isinstance(i, ast.Constant) and isinstance(i.value, str))  # fmt: skip
 
 
 class CallSites:

@@ -206,6 +206,31 @@ def test_a_kernel_imported_and_bound_to_a_name_after_a_choice_stands_behind_it()
         assert "CuTe DSL kernel cutedsl_gemm" in gate.reason, gate.reason
 
 
+def test_a_refusal_whose_test_names_a_backend_guards_what_is_registered_under_it() -> None:
+    """sglang's ``ServerArgs``: ``if prefill_backend == "trtllm_mha" and not
+    is_sm100_supported(): raise``: the target is turned away from the backend the test
+    names, so what the tree registers under that name stands behind the refusal; a
+    name it tests the value not to be (``!= "auto"``) names nothing."""
+    backends = ("from pkg.jit import gen_fmha_sm100_module\n\n\n"
+                "def register_attention_backend(name):\n    return lambda fn: fn\n\n\n"
+                "class FancyBackend:\n    def forward(self, x):\n"
+                "        return gen_fmha_sm100_module().run(x)\n\n\n"
+                "@register_attention_backend('fancy_mha')\ndef create_fancy_backend(runner):\n"
+                "    return FancyBackend()\n")  # fmt: skip
+    args = ("from pkg.utils import is_sm100_supported\n\n\n"
+            "class Args:\n    def check(self, prefill_backend):\n"
+            "        if prefill_backend == 'fancy_mha' and not is_sm100_supported():\n"
+            "            raise ValueError('fancy_mha needs SM100')\n"
+            "        return prefill_backend\n")  # fmt: skip
+    files = BASE | {"pkg/backends.py": backends, "pkg/args.py": args}
+    gate = _audit(files)["pkg/args.py:Args.check"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "gen_fmha_sm100_module" in gate.reason, gate.reason
+    negated = args.replace("prefill_backend == 'fancy_mha'", "prefill_backend != 'fancy_mha'")
+    gate = _audit(files | {"pkg/args.py": negated})["pkg/args.py:Args.check"]
+    assert gate.class_ == "unknown", gate.reason
+
+
 TCGEN05 = ("__global__ void mma_kernel(unsigned* tmem) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000\n"
            '  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(tmem[0]));\n'
            "#endif\n}\n")  # fmt: skip

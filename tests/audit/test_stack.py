@@ -441,3 +441,30 @@ def test_an_object_a_factory_annotates_and_a_result_a_gate_tests_lead_below(
         gate = _gate(audit, function)
         assert gate["excludes_target"] and gate["class"] == "needs-kernel-work", gate["reason"]
         assert [b["function"] for b in gate["below"]] == ["gen_decode_module"], gate["below"]
+
+
+CHECKS = '''\
+from top.utils import is_sm100_supported
+
+
+class Checks:
+    def check(self, norm_backend):
+        if norm_backend == "lower_norm" and not is_sm100_supported():
+            raise ValueError("lower_norm needs SM100")
+        return norm_backend
+'''
+
+
+def test_a_refusal_naming_a_backend_takes_its_class_from_that_backend_below(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """sglang's ``if prefill_backend == "trtllm_mha" and not is_sm100_supported():
+    raise``: the backend registered under the name calls below, whose norm module
+    admits the target: lifting the refusal is the change."""
+    ws, top = stacked
+    top.commit("checks", {"python/top/checks.py": CHECKS})
+    _, audit = _audit(ws)
+    gate = _gate(audit, "Checks.check")
+    assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
+    [below] = gate["below"]
+    assert below["function"] == "gen_norm_module"
+    assert '"lower_norm" > forward_norm' in below["via"], below["via"]
