@@ -20,7 +20,16 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.pywalk import parents as node_parents
-from contrib.analysis.reach import Key, Reached, decorator_arguments, handed, own_build, reach
+from contrib.analysis.reach import (
+    Key,
+    Reached,
+    decorator_arguments,
+    distinctive,
+    handed,
+    own_build,
+    reach,
+    spread_literals,
+)
 from contrib.arch import Arch
 from contrib.audit.effect import PREDICATE_VALUE
 from contrib.audit.effect import effect as gate_effect
@@ -132,6 +141,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         behind = _from_configuration(found, function, gate.line, parents, behind, sites)
     if effect.excludes and not behind.targets and gate.node is not None:
         behind = _from_named_backends(gate.node, frame, behind, sites)
+    if effect.excludes and not behind.targets and function is not None:
+        behind = _from_chosen_returns(path, function, list(effect.code), behind, sites)
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
         admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
@@ -270,6 +281,99 @@ def _from_named_backends(test: ast.expr, frame: Frame, own: Reached, sites: Call
     more = reach(sites.follow, frame, list(named), sites.cap)
     return Reached([*own.calls, *(c for c in more.calls if c not in own.calls)],
                    [*own.targets, *(t for t in more.targets if t not in own.targets)])
+
+
+_MAX_CALLER_FILES = 12  # files calling one chooser
+
+
+def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own: Reached,
+                         sites: CallSites) -> Reached:  # fmt: skip
+    """A gate choosing the string its function returns (flashinfer's
+    ``determine_gemm_backend``: ``if major == 9 and ...: return "sm90"`` else
+    ``"sm80"``) guards what its callers run for that string: each caller, in any file
+    of the tree, that binds the call's result to a name (``backend =
+    determine_gemm_backend(x.device)``, ``self._backend = ...``) and tests that name
+    for the string (``if backend == "sm90":``, in the function or, for an attribute of
+    ``self``, in the class's methods) runs that branch's body for it."""
+    name = getattr(function, "name", "")
+    chosen = {s for c in code if isinstance(c, ast.Return) and c.value is not None
+              for s in spread_literals(c.value)}  # fmt: skip
+    if not chosen or not distinctive(name):
+        return own
+    ev, pattern = sites.follow, re.compile(rf"\b{re.escape(name)}\(")
+    files = [p for p in ev.index.paths() if pattern.search(ev.read(p) or "")]
+    if len(files) > _MAX_CALLER_FILES:
+        return own
+    line = getattr(function, "lineno", 0)
+    out = Reached(list(own.calls), list(own.targets))
+    for caller_path in files:
+        module = ev.module(caller_path)
+        if module is None:
+            continue
+        parents = node_parents(module[0])
+        for holder in ast.walk(module[0]):
+            if not isinstance(holder, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            frame = Frame(caller_path, ev.function_scope(holder), None, id(holder))
+            for bound in _bound_from(holder, name, frame, ev, (path, line)):
+                places = ([holder] if isinstance(bound, str)
+                          else [holder, *sibling_methods(holder, parents)])  # fmt: skip
+                for place in places:
+                    bodies: list[ast.AST] = [s for n in ast.walk(place) if isinstance(n, ast.If)
+                              and _tests_for(n.test, bound, chosen) for s in n.body]  # fmt: skip
+                    if not bodies:
+                        continue
+                    inner = Frame(caller_path, ev.function_scope(place), None, id(place))
+                    more = reach(ev, inner, bodies, sites.cap)
+                    where = f"{holder.name}>{place.name}" if place is not holder else holder.name
+                    out.calls += [f"{where}>{c}" for c in more.calls if f"{where}>{c}" not in out.calls]
+                    out.targets += [t for t in more.targets if t not in out.targets]
+    return out
+
+
+def _bound_from(holder: ast.AST, name: str, frame: Frame, ev: TreeEval,
+                defined: tuple[str, int]) -> Iterator[str | ast.Attribute]:  # fmt: skip
+    """The names ``holder`` binds to a call of the function ``name`` defined at
+    ``defined`` (path, line): a local (its name) or an attribute of ``self``."""
+    for node in _own_statements(holder):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.value, ast.Call)):  # fmt: skip
+            continue
+        func = node.value.func
+        if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) != name:
+            continue
+        ev.cap = (0, 0)
+        if not any(isinstance(v, Func) and (v.path, v.node.lineno) == defined
+                   for v in ev.eval(func, frame)):  # fmt: skip
+            continue
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            yield target.id
+        elif (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+              and target.value.id == "self"):  # fmt: skip
+            yield target
+
+
+def _own_statements(function: ast.AST) -> Iterator[ast.stmt]:
+    stack = list(getattr(function, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        yield node
+        stack.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt))
+        for handler in getattr(node, "handlers", ()):
+            stack.extend(handler.body)
+
+
+def _tests_for(test: ast.expr, bound: str | ast.Attribute, chosen: set[str]) -> bool:
+    """Whether ``test`` asks the bound name to be one of the ``chosen`` strings."""
+    if not chosen & set(tested_names(test)):
+        return False
+    if isinstance(bound, str):
+        return any(isinstance(n, ast.Name) and n.id == bound for n in ast.walk(test))
+    return any(isinstance(n, ast.Attribute) and n.attr == bound.attr
+               and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(test))
 
 
 def tested_names(test: ast.expr) -> Iterator[str]:

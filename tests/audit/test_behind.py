@@ -231,6 +231,35 @@ def test_a_refusal_whose_test_names_a_backend_guards_what_is_registered_under_it
     assert gate.class_ == "unknown", gate.reason
 
 
+def test_a_chosen_return_guards_what_callers_run_for_that_string() -> None:
+    """flashinfer's ``determine_gemm_backend`` returns ``"sm90"`` on Hopper, else
+    ``"sm80"``; ``SegmentGEMMWrapper.run`` binds ``backend = determine_gemm_backend(...)``
+    and runs the SM90 module under ``if backend == "sm90":``, another file's wrapper
+    keeps it on ``self._backend`` and tests it in another method.  A caller binding a
+    function of the same name from elsewhere is not that function's."""
+    utils = UTILS + ("\n\ndef determine_gemm_backend(device):\n    if cap()[0] == 9:\n"
+                     "        return 'sm90'\n    else:\n        return 'sm80'\n")  # fmt: skip
+    gemm = ("from pkg.jit import gen_fmha_sm90_module\nfrom pkg.utils import determine_gemm_backend\n\n\n"
+            "def run(x):\n    backend = determine_gemm_backend(x.device)\n"
+            "    if backend == 'sm90':\n        return gen_fmha_sm90_module().run(x)\n"
+            "    return x\n")  # fmt: skip
+    files = BASE | {"pkg/utils.py": utils, "pkg/gemm.py": gemm}
+    gate = _audit(files)["pkg/utils.py:determine_gemm_backend"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert any("gen_fmha_sm90_module" in r for r in gate.reached), gate.reached
+    wrapper = ("from pkg.jit import gen_fmha_sm90_module\nfrom pkg import utils\n\n\n"
+               "class Wrapper:\n    def plan(self, x):\n"
+               "        self._backend = utils.determine_gemm_backend(x.device)\n\n"
+               "    def run(self, x):\n        if self._backend == 'sm90':\n"
+               "            return gen_fmha_sm90_module().run(x)\n        return x\n")  # fmt: skip
+    gate = _audit(files | {"pkg/gemm.py": wrapper})["pkg/utils.py:determine_gemm_backend"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    other = gemm.replace("from pkg.utils import determine_gemm_backend",
+                         "def determine_gemm_backend(device):\n    return 'sm90'")
+    gate = _audit(files | {"pkg/gemm.py": other})["pkg/utils.py:determine_gemm_backend"]
+    assert gate.class_ == "unknown" and not gate.reached, gate.reason
+
+
 TCGEN05 = ("__global__ void mma_kernel(unsigned* tmem) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000\n"
            '  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(tmem[0]));\n'
            "#endif\n}\n")  # fmt: skip
