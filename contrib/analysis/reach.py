@@ -689,15 +689,20 @@ def instance_methods(ev: TreeEval, func: ast.Attribute, frame: Frame) -> list[Fu
     """``obj.method`` where the function's ``obj`` is made by a call: the method of the
     tree class the call makes (``obj = Manager(...)``) or that the called function's
     return annotation names (``obj = _get_workspace_manager(...)`` with ``->
-    FlashInferWorkspaceManager``, sglang's allreduce-fusion workspace)."""
-    if not isinstance(func.value, ast.Name) or frame.local is None:
-        return []
-    found: list[Func] = []
+    FlashInferWorkspaceManager``, sglang's allreduce-fusion workspace); and
+    ``Class.method`` of a tree class (``CuteDSLPagedMQALogitsRunner.forward(...)``)."""
+    def named(classes: Iterable[tuple[str, ast.ClassDef]]) -> list[Func]:
+        return [Func(path, item) for path, node in classes for item in node.body
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                and item.name == func.attr]  # fmt: skip
+
+    # `Runner.forward(...)`: a classmethod or staticmethod of a tree class
+    found = named(_classes(ev, func.value, frame)) if isinstance(func.value, ast.Name | ast.Attribute) else []
+    if found or not isinstance(func.value, ast.Name) or frame.local is None:
+        return found
     for binding in frame.local.names.get(func.value.id, []):
         if binding.kind == "expr" and isinstance(binding.node, ast.Call):
-            found += [Func(path, item) for path, node in made_classes(ev, binding.node, frame)
-                      for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-                      and item.name == func.attr]  # fmt: skip
+            found += named(made_classes(ev, binding.node, frame))
     return found
 
 

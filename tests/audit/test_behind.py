@@ -260,6 +260,21 @@ def test_a_chosen_return_guards_what_callers_run_for_that_string() -> None:
     assert gate.class_ == "unknown" and not gate.reached, gate.reason
 
 
+def test_a_classmethod_of_a_tree_class_is_followed() -> None:
+    """sglang's ``cute_dsl_fp8_paged_mqa_logits`` refuses but SM100, then runs
+    ``CuteDSLPagedMQALogitsRunner.forward(...)``, a classmethod that makes the kernel."""
+    cute = ("class LogitsKernel:\n    admissible_archs = ['sm_100a']\n\n"
+            "    def __init__(self, tile):\n        self.tile = tile\n")  # fmt: skip
+    runner = ("from pkg.cute_kernels import LogitsKernel\nfrom pkg.utils import is_sm100_supported\n\n\n"
+              "class Runner:\n    @classmethod\n    def forward(cls, x):\n"
+              "        return LogitsKernel(128)\n\n\n"
+              "def logits(x):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
+              "    return Runner.forward(x)\n")  # fmt: skip
+    gate = _audit(BASE | {"pkg/cute_kernels.py": cute, "pkg/logits.py": runner})["pkg/logits.py:logits"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "CuTe DSL kernel LogitsKernel" in gate.reason, gate.reason
+
+
 TCGEN05 = ("__global__ void mma_kernel(unsigned* tmem) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000\n"
            '  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(tmem[0]));\n'
            "#endif\n}\n")  # fmt: skip
