@@ -274,8 +274,10 @@ def _from_named_backends(test: ast.expr, frame: Frame, own: Reached, sites: Call
     """A gate whose test also names a backend (sglang's ``if prefill_backend ==
     "trtllm_mha" and not is_sm100_supported(): raise``, ``--mamba-backend triton``)
     turns the target away from that backend: what the tree registers under the name
-    stands behind it, as when the name is handed on."""
-    named = [ast.Constant(value) for value in dict.fromkeys(tested_names(test))]
+    stands behind it, as when the name is handed on.  Only a compound name is followed
+    (:func:`compound`): ``--mamba-backend triton`` is not the attention backend
+    ``"triton"``."""
+    named = [ast.Constant(value) for value in dict.fromkeys(tested_names(test)) if compound(value)]
     if not named:
         return own
     more = reach(sites.follow, frame, list(named), sites.cap)
@@ -374,6 +376,12 @@ def _tests_for(test: ast.expr, bound: str | ast.Attribute, chosen: set[str]) -> 
         return any(isinstance(n, ast.Name) and n.id == bound for n in ast.walk(test))
     return any(isinstance(n, ast.Attribute) and n.attr == bound.attr
                and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(test))
+
+
+def compound(name: str) -> bool:
+    """A backend name specific enough to name one backend (``"trtllm_mha"``, ``"fa4"``):
+    a plain word (``"triton"``, ``"flashinfer"``) names one in several registries."""
+    return any(c in name for c in "_-") or any(c.isdigit() for c in name)
 
 
 def tested_names(test: ast.expr) -> Iterator[str]:

@@ -210,7 +210,8 @@ def test_a_refusal_whose_test_names_a_backend_guards_what_is_registered_under_it
     """sglang's ``ServerArgs``: ``if prefill_backend == "trtllm_mha" and not
     is_sm100_supported(): raise``: the target is turned away from the backend the test
     names, so what the tree registers under that name stands behind the refusal; a
-    name it tests the value not to be (``!= "auto"``) names nothing."""
+    name it tests the value not to be (``!= "auto"``) names nothing, nor does a plain
+    word."""
     backends = ("from pkg.jit import gen_fmha_sm100_module\n\n\n"
                 "def register_attention_backend(name):\n    return lambda fn: fn\n\n\n"
                 "class FancyBackend:\n    def forward(self, x):\n"
@@ -228,6 +229,11 @@ def test_a_refusal_whose_test_names_a_backend_guards_what_is_registered_under_it
     assert "gen_fmha_sm100_module" in gate.reason, gate.reason
     negated = args.replace("prefill_backend == 'fancy_mha'", "prefill_backend != 'fancy_mha'")
     gate = _audit(files | {"pkg/args.py": negated})["pkg/args.py:Args.check"]
+    assert gate.class_ == "unknown", gate.reason
+    # a plain word names a backend in several registries (`--mamba-backend triton`)
+    plain = {"pkg/backends.py": backends.replace("fancy_mha", "fancy"),
+             "pkg/args.py": args.replace("fancy_mha", "fancy")}  # fmt: skip
+    gate = _audit(files | plain)["pkg/args.py:Args.check"]
     assert gate.class_ == "unknown", gate.reason
 
 
