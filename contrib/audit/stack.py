@@ -218,7 +218,7 @@ def _holds(node: Function, gate: AuditGate) -> bool:
 
 
 _LINKED = ("below", "class_", "reason", "evidence")  # what linking changes on a gate
-LINK_FORMAT = 3  # bump when linking changes what it finds over the same audits
+LINK_FORMAT = 4  # bump when linking changes what it finds over the same audits
 
 
 def link_cached(upper: list[AuditGate], tree: GitTree, tree_sha: str, lower: Lower,
