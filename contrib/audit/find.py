@@ -133,6 +133,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         behind = Reached(behind.calls, [own, *behind.targets])
     if effect.excludes and not behind.targets:
         behind = _from_callers(found, gate.function, parents, behind, sites)
+    if effect.excludes and not behind.targets and function is not None and _decides(gate.function):
+        behind = _from_other_callers(path, function, behind, sites)
     if effect.excludes and not behind.targets:
         behind = _from_registrations(found, gate.function, behind, sites)
     if effect.excludes and not behind.targets and refuses_making(function, gate.line, gate.kind):
@@ -153,6 +155,12 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         calls=behind.calls, reached=behind.targets, index=gate.index,
         parser_kind=gate.kind, end_line=gate.end_line,
     )  # fmt: skip
+
+
+def _decides(function: str) -> bool:
+    """Whether a function may be a decision function: no test, no method (a method's
+    callers are an object's, found through the object)."""
+    return "." not in function and not function.startswith("test") and function != "<module>"
 
 
 def _from_callers(found: Scan, function: str, parents: dict[int, ast.AST],
@@ -302,13 +310,9 @@ def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own:
               for s in spread_literals(c.value)}  # fmt: skip
     if not chosen or not distinctive(name):
         return own
-    ev, pattern = sites.follow, re.compile(rf"\b{re.escape(name)}\(")
-    files = [p for p in ev.index.paths() if pattern.search(ev.read(p) or "")]
-    if len(files) > _MAX_CALLER_FILES:
-        return own
-    line = getattr(function, "lineno", 0)
+    ev, line = sites.follow, getattr(function, "lineno", 0)
     out = Reached(list(own.calls), list(own.targets))
-    for caller_path in files:
+    for caller_path in calling_files(ev, name):
         module = ev.module(caller_path)
         if module is None:
             continue
@@ -331,6 +335,55 @@ def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own:
                     out.calls += [f"{where}>{c}" for c in more.calls if f"{where}>{c}" not in out.calls]
                     out.targets += [t for t in more.targets if t not in out.targets]
     return out
+
+
+def calling_files(ev: TreeEval, name: str, leave_out: str = "") -> list[str]:
+    """The tree's files (but ``leave_out``) that call something named ``name``; none
+    when more than :data:`_MAX_CALLER_FILES` do (a name that common is no lead)."""
+    pattern = re.compile(rf"\b{re.escape(name)}\(")
+    files = [p for p in ev.index.paths() if p != leave_out and pattern.search(ev.read(p) or "")]
+    return files if len(files) <= _MAX_CALLER_FILES else []
+
+
+def _from_other_callers(path: str, node: ast.AST, own: Reached, sites: CallSites) -> Reached:
+    """A decision function's callers in the tree's other files (sglang's
+    ``should_enable_swap_ab()`` in ``fused_moe_triton_kernels.py``, called where the
+    kernel is launched), by identity: what each call guards (:func:`_guarded_by`)."""
+    name, line = getattr(node, "name", ""), getattr(node, "lineno", 0)
+    if not distinctive(name):
+        return own
+    ev = sites.follow
+    out = Reached(list(own.calls), list(own.targets))
+    for caller_path in calling_files(ev, name, path):
+        module = ev.module(caller_path)
+        if module is None:
+            continue
+        parents = node_parents(module[0])
+        for call in ast.walk(module[0]):
+            if not isinstance(call, ast.Call):
+                continue
+            func = call.func
+            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) != name:
+                continue
+            holder = _holder(call, parents)
+            frame = (Frame(caller_path, ev.function_scope(holder), None, id(holder))
+                     if holder is not None else Frame(caller_path))  # fmt: skip
+            ev.cap = (0, 0)
+            if not any(isinstance(v, Func) and (v.path, v.node.lineno) == (path, line)
+                       for v in ev.eval(func, frame)):  # fmt: skip
+                continue
+            more = reach(ev, frame, _guarded_by(call, parents), sites.cap)
+            where = f"{caller_path}:{getattr(holder, 'name', '<module>')}"
+            out.calls += [f"{where}>{c}" for c in more.calls if f"{where}>{c}" not in out.calls]
+            out.targets += [t for t in more.targets if t not in out.targets]
+    return out
+
+
+def _holder(node: ast.AST, parents: dict[int, ast.AST]) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    current = parents.get(id(node))
+    while current is not None and not isinstance(current, ast.FunctionDef | ast.AsyncFunctionDef):
+        current = parents.get(id(current))
+    return current
 
 
 def _bound_from(holder: ast.AST, name: str, frame: Frame, ev: TreeEval,

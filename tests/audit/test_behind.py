@@ -281,6 +281,24 @@ def test_a_classmethod_of_a_tree_class_is_followed() -> None:
     assert "CuTe DSL kernel LogitsKernel" in gate.reason, gate.reason
 
 
+def test_a_decision_function_takes_the_class_of_what_callers_in_other_files_run() -> None:
+    """sglang's ``should_enable_swap_ab()`` (``return is_sm90_supported() and ...``) is
+    called where the MoE kernel is launched, in another file: what that call guards
+    stands behind the returned value."""
+    decide = ("import torch\n\n\n"
+              "def should_swap_rows(block):\n"
+              "    return torch.cuda.get_device_capability()[0] == 9 and block < 64\n")  # fmt: skip
+    launch = ("from pkg.cute_kernels import SwapKernel\nfrom pkg.decide import should_swap_rows\n\n\n"
+              "def launch(x, block):\n    if should_swap_rows(block):\n"
+              "        return SwapKernel(block)\n    return x\n")  # fmt: skip
+    cute = ("class SwapKernel:\n    admissible_archs = ['sm_90a']\n\n"
+            "    def __init__(self, tile):\n        self.tile = tile\n")  # fmt: skip
+    files = BASE | {"pkg/decide.py": decide, "pkg/launch.py": launch, "pkg/cute_kernels.py": cute}
+    gate = _audit(files)["pkg/decide.py:should_swap_rows"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert any("SwapKernel" in r for r in gate.reached), gate.reached
+
+
 TCGEN05 = ("__global__ void mma_kernel(unsigned* tmem) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000\n"
            '  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(tmem[0]));\n'
            "#endif\n}\n")  # fmt: skip
