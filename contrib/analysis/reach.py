@@ -746,6 +746,22 @@ def object_methods(ev: TreeEval, func: ast.expr, frame: Frame) -> list[Func]:
 _REGISTRIES: weakref.WeakKeyDictionary[TreeEval, Registry] = weakref.WeakKeyDictionary()
 
 
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
+_NAMING: weakref.WeakKeyDictionary[TreeEval, dict[str, list[str]]] = weakref.WeakKeyDictionary()
+
+
+def files_calling(ev: TreeEval, name: str) -> list[str]:
+    """The tree's files in which something named ``name`` is called (``name(`` in the
+    text), from one index of every file built once per evaluator."""
+    index = _NAMING.get(ev)
+    if index is None:
+        index = _NAMING[ev] = {}
+        for path in ev.index.paths():
+            for called in set(_CALLED.findall(ev.read(path) or "")):
+                index.setdefault(called, []).append(path)
+    return index.get(name, [])
+
+
 def registry(ev: TreeEval) -> Registry:
     """The tree's :class:`Registry` (kept with its evaluator)."""
     found = _REGISTRIES.get(ev)

@@ -13,6 +13,7 @@ import ast
 import contextlib
 import gc
 import re
+import weakref
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 
@@ -25,6 +26,7 @@ from contrib.analysis.reach import (
     Reached,
     decorator_arguments,
     distinctive,
+    files_calling,
     handed,
     own_build,
     reach,
@@ -340,8 +342,7 @@ def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own:
 def calling_files(ev: TreeEval, name: str, leave_out: str = "") -> list[str]:
     """The tree's files (but ``leave_out``) that call something named ``name``; none
     when more than :data:`_MAX_CALLER_FILES` do (a name that common is no lead)."""
-    pattern = re.compile(rf"\b{re.escape(name)}\(")
-    files = [p for p in ev.index.paths() if p != leave_out and pattern.search(ev.read(p) or "")]
+    files = [p for p in files_calling(ev, name) if p != leave_out]
     return files if len(files) <= _MAX_CALLER_FILES else []
 
 
@@ -355,16 +356,12 @@ def _from_other_callers(path: str, node: ast.AST, own: Reached, sites: CallSites
     ev = sites.follow
     out = Reached(list(own.calls), list(own.targets))
     for caller_path in calling_files(ev, name, path):
-        module = ev.module(caller_path)
-        if module is None:
+        calls = sites.calls_in(caller_path)
+        if calls is None:
             continue
-        parents = node_parents(module[0])
-        for call in ast.walk(module[0]):
-            if not isinstance(call, ast.Call):
-                continue
+        parents, by_name = calls
+        for call in by_name.get(name, []):
             func = call.func
-            if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) != name:
-                continue
             holder = _holder(call, parents)
             frame = (Frame(caller_path, ev.function_scope(holder), None, id(holder))
                      if holder is not None else Frame(caller_path))  # fmt: skip
@@ -450,6 +447,10 @@ def tested_names(test: ast.expr) -> Iterator[str]:
                         if isinstance(i, ast.Constant) and isinstance(i.value, str))  # fmt: skip
 
 
+_Calls = tuple[dict[int, ast.AST], dict[str, list[ast.Call]]]
+_ELSEWHERE: weakref.WeakKeyDictionary[TreeEval, dict[str, _Calls | None]] = weakref.WeakKeyDictionary()
+
+
 class CallSites:
     """The calls of one file by callee name, each with the function it is written in
     (its innermost one): built once, on the first decision function of the file."""
@@ -458,6 +459,23 @@ class CallSites:
         self.found, self.follow, self.cap = found, follow, cap
         self._by_name: dict[str, list[tuple[str, ast.Call]]] | None = None
         self._registered: dict[str, list[tuple[str, Key | None]]] | None = None
+        self._elsewhere = _ELSEWHERE.setdefault(follow, {})  # shared by the tree's files
+
+    def calls_in(self, path: str) -> _Calls | None:
+        """Another file's parents and its calls by the name called (kept)."""
+        if path not in self._elsewhere:
+            module = self.follow.module(path)
+            if module is None:
+                self._elsewhere[path] = None
+            else:
+                by_name: dict[str, list[ast.Call]] = {}
+                for node in ast.walk(module[0]):
+                    if isinstance(node, ast.Call):
+                        func = node.func
+                        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                        by_name.setdefault(called, []).append(node)
+                self._elsewhere[path] = (node_parents(module[0]), by_name)
+        return self._elsewhere[path]
 
     def registered(self, function: str) -> list[tuple[str, Key | None]]:
         """The functions of the file whose decorators are handed ``function`` (a top-level
