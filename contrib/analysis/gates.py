@@ -23,7 +23,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func, truth_of, vague
 from contrib.analysis.hostarch import written_for
 from contrib.analysis.includes import CUDA_SUFFIXES
-from contrib.analysis.pywalk import walk
+from contrib.analysis.pywalk import single_assignment, walk
 from contrib.analysis.tree import SourceTree
 from contrib.arch import KNOWN, Arch, all_majors
 from contrib.record.finding import ERROR, INFO, Finding
@@ -368,12 +368,10 @@ def module_strings(module: ast.AST) -> dict[str, list[str]]:
     or tables whose values are all string literals: each name's strings."""
     found: dict[str, list[str]] = {}
     for statement in getattr(module, "body", []):
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-            target, value = statement.targets[0], statement.value
-        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-            target, value = statement.target, statement.value
-        else:
+        pair = single_assignment(statement)
+        if pair is None:
             continue
+        target, value = pair
         if not isinstance(target, ast.Name):
             continue
         items = (value.values if isinstance(value, ast.Dict)

@@ -49,3 +49,12 @@ def parents(module: ast.AST) -> dict[int, ast.AST]:
                     if isinstance(item, _AST):
                         found[id(item)] = node
     return found
+
+
+def single_assignment(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
+    """``(target, value)`` of ``x = v`` (one target) or ``x: T = v``; None otherwise."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        return node.targets[0], node.value
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return node.target, node.value
+    return None

@@ -28,6 +28,7 @@ from dataclasses import replace
 from contrib.analysis.hostarch import named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_units
 from contrib.analysis.pyparse import parse_python
+from contrib.analysis.pywalk import single_assignment
 from contrib.analysis.reach import distinctive
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
@@ -142,12 +143,10 @@ def _assignments(tree: SourceTree, path: str) -> list[tuple[int, int, str]]:
         return []
     found = []
     for node in ast.walk(module):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
+        pair = single_assignment(node)
+        if pair is None:
             continue
+        target, value = pair
         if isinstance(target, ast.Name):
             found.append((value.lineno, value.end_lineno or value.lineno, target.id))
     return found
