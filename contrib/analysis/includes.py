@@ -44,7 +44,12 @@ def find_by_name(tree: SourceTree, name: str) -> str | None:
     hits = [p for p in tree.paths() if p == clean or p.endswith("/" + clean)]
     if not hits:
         return None
-    return min(hits, key=lambda p: (not p.startswith("csrc/"), "/csrc/" not in p, p.count("/"), p))
+    return min(hits, key=_preferred)
+
+
+def _preferred(path: str) -> tuple[bool, bool, int, str]:
+    """Of several files a build's name may mean: ``csrc/`` first, then the shallowest."""
+    return (not path.startswith("csrc/"), "/csrc/" not in path, path.count("/"), path)
 
 
 _MAX_MATCHES = 64  # a wildcard name matching more names no family of units
@@ -72,7 +77,7 @@ def _matching(tree: SourceTree, pattern: str) -> list[str]:
             and (not folder or fnmatch.fnmatchcase(posixpath.dirname(p), f"*{folder}"))]
     if not hits:
         return []
-    best = min(hits, key=lambda p: (not p.startswith("csrc/"), "/csrc/" not in p, p.count("/"), p))
+    best = min(hits, key=_preferred)
     family = sorted(p for p in hits if posixpath.dirname(p) == posixpath.dirname(best))
     return family if len(family) <= _MAX_MATCHES else []
 

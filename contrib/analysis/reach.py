@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import UNK, Cap, Ext, Frame, Func, ModRef, truth_of
 from contrib.analysis.hostarch import CUTE_FAMILIES, written_for
+from contrib.analysis.pyparse import PARSE_ERRORS
 
 MAX_CALLS = 120  # call chains kept per gate, for the reader
 MAX_FUNCTIONS = 1500  # tree functions walked per gate (each once)
@@ -175,10 +176,10 @@ class _Graph:
                 inner = Frame(frame.path, self.ev.function_scope(call), None, id(call))
                 out += self.resolve(inner, call.body)
                 continue
-            if isinstance(call, ast.Assign):  # a function of the tree bound to another name
-                handed = named_functions(self.ev, call.value, frame) if isinstance(call.value, ast.Name) else []
-                if handed and isinstance(call.value, ast.Name):
-                    out.append((call.value.id, list(handed)))
+            if isinstance(call, ast.Assign):  # `_gemm = cutedsl_gemm` (:meth:`_calls`)
+                handed = named_functions(self.ev, call.value, frame)
+                if handed:
+                    out.append((ast.unparse(call.value), list(handed)))
                 continue
             if isinstance(call, ast.Return):  # `return Mxfp4MoEMethod(...)`: the caller uses it
                 if isinstance(call.value, ast.Call):
@@ -725,7 +726,7 @@ def _annotated(node: ast.expr | None) -> ast.expr | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
             node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
+        except PARSE_ERRORS:  # an annotation string that is no expression
             return None
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name | ast.Attribute):
         outer = node.value.attr if isinstance(node.value, ast.Attribute) else node.value.id

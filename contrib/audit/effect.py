@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan
+from contrib.analysis.pywalk import single_assignment
 from contrib.arch import Arch, all_majors
 
 _GENERIC = frozenset(m for m in all_majors() if m < 9)  # who takes the generic path
@@ -72,7 +73,7 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
     if isinstance(parent, ast.IfExp) and parent.test is node:
         return _value(gate, arch, "chooses between two values", (parent.body,))
     if isinstance(parent, ast.Return) and node is not None:
-        return _returned(gate, arch, _function_of(parent, parents))
+        return _returned(gate, arch, function_of(parent, parents))
     flag = _flag_set(parent, node)
     if flag is not None and _ARCH_NAMED.search(flag.attr):
         return Effect(False, PREDICATE_VALUE)  # `self.is_sm100 = ...`
@@ -91,7 +92,7 @@ def _listed(gate: Gate, admitted: bool | None, arch: Arch,
         return Effect(False, f"a {what} contrib cannot read")
     code: tuple[ast.AST, ...] = ()
     if gate.kind == DECORATOR:
-        holder = _function_of(gate.node, parents) if gate.node is not None else None
+        holder = function_of(gate.node, parents) if gate.node is not None else None
         code = tuple(getattr(holder, "body", ()))
     return Effect(not admitted, f"the {what} " + ("admits" if admitted else "omits")
                   + f" major {arch.major}", code)  # fmt: skip
@@ -256,7 +257,7 @@ def producers(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:
     flashinfer_allreduce_residual_rmsnorm(...)`` then ``if fused[0] is not None: return
     fused``; the call decides (its refusal gives ``None`` on the target), so its code
     is the specialised path the admitted archs take."""
-    function = _function_of(node, parents)
+    function = function_of(node, parents)
     read = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     if function is None or not read:
         return ()
@@ -264,10 +265,9 @@ def producers(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:
     for statement in sorted(_own_statements(getattr(function, "body", [])), key=lambda s: s.lineno):
         if statement.lineno >= node.lineno:
             break
-        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Name)
-                and statement.targets[0].id in read and isinstance(statement.value, ast.Call)):  # fmt: skip
-            nearest[statement.targets[0].id] = statement.value
+        pair = single_assignment(statement)
+        if pair and isinstance(pair[0], ast.Name) and pair[0].id in read and isinstance(pair[1], ast.Call):
+            nearest[pair[0].id] = pair[1]
     return tuple(nearest.values())
 
 
@@ -362,7 +362,8 @@ def _flag_readers(flag: ast.Attribute, parents: dict[int, ast.AST]) -> tuple[ast
     return tuple(code)
 
 
-def _function_of(node: ast.AST | None, parents: dict[int, ast.AST]) -> ast.AST | None:
+def function_of(node: ast.AST | None, parents: dict[int, ast.AST]) -> ast.AST | None:
+    """The function holding ``node`` (``node`` itself when it is one); None at module level."""
     while node is not None and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         node = parents.get(id(node))
     return node
@@ -386,7 +387,7 @@ def _denied_code(node: ast.expr | None, parent: ast.AST | None,
     check), or the body of the function a ``skipif(cond)`` marks."""
     if isinstance(parent, ast.If) and parent.test is node:
         return tuple(runs_after(parent, parents))
-    marked = _function_of(parent, parents) if isinstance(parent, ast.Call) else None
+    marked = function_of(parent, parents) if isinstance(parent, ast.Call) else None
     if marked is None and isinstance(parent, ast.Call):
         return _module_tests(parent, parents)
     return tuple(getattr(marked, "body", ()))

@@ -21,6 +21,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.pywalk import parents as node_parents
+from contrib.analysis.pywalk import single_assignment
 from contrib.analysis.reach import (
     Key,
     Reached,
@@ -33,7 +34,7 @@ from contrib.analysis.reach import (
     spread_literals,
 )
 from contrib.arch import Arch
-from contrib.audit.effect import PREDICATE_VALUE
+from contrib.audit.effect import PREDICATE_VALUE, function_of
 from contrib.audit.effect import effect as gate_effect
 from contrib.audit.model import (
     BENCHMARK,
@@ -177,9 +178,7 @@ def _from_callers(found: Scan, function: str, parents: dict[int, ast.AST],
     out = Reached(list(own.calls), list(own.targets))
     for caller, code in sites.of(node, parents):
         frame = found.frames.get(caller, found.frames["<module>"])
-        more = reach(sites.follow, frame, code, sites.cap)
-        out.calls += [f"{caller}>{c}" for c in more.calls if f"{caller}>{c}" not in out.calls]
-        out.targets += [t for t in more.targets if t not in out.targets]
+        _join(out, reach(sites.follow, frame, code, sites.cap), caller)
     return out
 
 
@@ -193,9 +192,8 @@ def _from_registrations(found: Scan, function: str, own: Reached, sites: CallSit
     for decorated, key in sites.registered(function):
         node = sites.found.functions.get(decorated)
         frame = found.frames.get(decorated, found.frames["<module>"])
-        more = reach(sites.follow, frame, list(getattr(node, "body", [])), sites.cap, key)
-        out.calls += [f"{decorated}>{c}" for c in more.calls if f"{decorated}>{c}" not in out.calls]
-        out.targets += [t for t in more.targets if t not in out.targets]
+        _join(out, reach(sites.follow, frame, list(getattr(node, "body", [])), sites.cap, key),
+              decorated)
     return out
 
 
@@ -237,10 +235,7 @@ def _from_methods(found: Scan, function: ast.AST | None, parents: dict[int, ast.
     for method in sibling_methods(function, parents):
         path = found.frames["<module>"].path
         frame = Frame(path, sites.follow.function_scope(method), None, id(method))
-        more = reach(sites.follow, frame, list(method.body), sites.cap)
-        out.calls += [f"{method.name}>{c}" for c in more.calls
-                      if f"{method.name}>{c}" not in out.calls]  # fmt: skip
-        out.targets += [t for t in more.targets if t not in out.targets]
+        _join(out, reach(sites.follow, frame, list(method.body), sites.cap), method.name)
     return out
 
 
@@ -273,29 +268,25 @@ def _from_configuration(found: Scan, init: ast.AST | None, line: int,
         if not branches:
             continue
         frame = Frame(path, sites.follow.function_scope(method), None, id(method))
-        more = reach(sites.follow, frame, [s for body in branches for s in body], sites.cap)
-        out.calls += [f"{method.name}>{c}" for c in more.calls
-                      if f"{method.name}>{c}" not in out.calls]  # fmt: skip
-        out.targets += [t for t in more.targets if t not in out.targets]
+        _join(out, reach(sites.follow, frame, [s for body in branches for s in body], sites.cap),
+              method.name)
     return out
 
 
 def _from_named_backends(test: ast.expr, frame: Frame, own: Reached, sites: CallSites) -> Reached:
     """A gate whose test also names a backend (sglang's ``if prefill_backend ==
-    "trtllm_mha" and not is_sm100_supported(): raise``, ``--mamba-backend triton``)
-    turns the target away from that backend: what the tree registers under the name
-    stands behind it, as when the name is handed on.  Only a compound name is followed
-    (:func:`compound`): ``--mamba-backend triton`` is not the attention backend
-    ``"triton"``."""
-    named = [ast.Constant(value) for value in dict.fromkeys(tested_names(test)) if compound(value)]
+    "trtllm_mha" and not is_sm100_supported(): raise``) turns the target away from that
+    backend: what the tree registers under the name stands behind it, as when the name
+    is handed on (:func:`named_backends`)."""
+    named = named_backends(test)
     if not named:
         return own
-    more = reach(sites.follow, frame, list(named), sites.cap)
-    return Reached([*own.calls, *(c for c in more.calls if c not in own.calls)],
-                   [*own.targets, *(t for t in more.targets if t not in own.targets)])
+    out = Reached(list(own.calls), list(own.targets))
+    _join(out, reach(sites.follow, frame, list(named), sites.cap))
+    return out
 
 
-_MAX_CALLER_FILES = 12  # files calling one chooser
+_MAX_CALLER_FILES = 12  # files calling one function, at most, for its callers to be read
 
 
 def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own: Reached,
@@ -307,35 +298,31 @@ def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own:
     determine_gemm_backend(x.device)``, ``self._backend = ...``) and tests that name
     for the string (``if backend == "sm90":``, in the function or, for an attribute of
     ``self``, in the class's methods) runs that branch's body for it."""
-    name = getattr(function, "name", "")
     chosen = {s for c in code if isinstance(c, ast.Return) and c.value is not None
               for s in spread_literals(c.value)}  # fmt: skip
-    if not chosen or not distinctive(name):
+    if not chosen:
         return own
-    ev, line = sites.follow, getattr(function, "lineno", 0)
     out = Reached(list(own.calls), list(own.targets))
-    for caller_path in calling_files(ev, name):
-        module = ev.module(caller_path)
-        if module is None:
+    for caller_path, call, holder, parents in _calls_to(sites, path, function):
+        statement = parents.get(id(call))
+        pair = single_assignment(statement) if statement is not None else None
+        if holder is None or pair is None or pair[1] is not call:
             continue
-        parents = node_parents(module[0])
-        for holder in ast.walk(module[0]):
-            if not isinstance(holder, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            frame = Frame(caller_path, ev.function_scope(holder), None, id(holder))
-            for bound in _bound_from(holder, name, frame, ev, (path, line)):
-                places = ([holder] if isinstance(bound, str)
-                          else [holder, *sibling_methods(holder, parents)])  # fmt: skip
-                for place in places:
-                    bodies: list[ast.AST] = [s for n in ast.walk(place) if isinstance(n, ast.If)
-                              and _tests_for(n.test, bound, chosen) for s in n.body]  # fmt: skip
-                    if not bodies:
-                        continue
-                    inner = Frame(caller_path, ev.function_scope(place), None, id(place))
-                    more = reach(ev, inner, bodies, sites.cap)
-                    where = f"{holder.name}>{place.name}" if place is not holder else holder.name
-                    out.calls += [f"{where}>{c}" for c in more.calls if f"{where}>{c}" not in out.calls]
-                    out.targets += [t for t in more.targets if t not in out.targets]
+        bound = pair[0]
+        if isinstance(bound, ast.Name):
+            places: list[ast.FunctionDef | ast.AsyncFunctionDef] = [holder]
+        elif (isinstance(bound, ast.Attribute) and isinstance(bound.value, ast.Name)
+              and bound.value.id == "self"):  # fmt: skip
+            places = [holder, *sibling_methods(holder, parents)]
+        else:
+            continue
+        for place in places:
+            bodies: list[ast.AST] = [s for n in ast.walk(place) if isinstance(n, ast.If)
+                                     and _tests_for(n.test, bound, chosen) for s in n.body]  # fmt: skip
+            if bodies:
+                frame = Frame(caller_path, sites.follow.function_scope(place), None, id(place))
+                where = holder.name if place is holder else f"{holder.name}>{place.name}"
+                _join(out, reach(sites.follow, frame, bodies, sites.cap), where)
     return out
 
 
@@ -346,92 +333,68 @@ def calling_files(ev: TreeEval, name: str, leave_out: str = "") -> list[str]:
     return files if len(files) <= _MAX_CALLER_FILES else []
 
 
-def _from_other_callers(path: str, node: ast.AST, own: Reached, sites: CallSites) -> Reached:
-    """A decision function's callers in the tree's other files (sglang's
-    ``should_enable_swap_ab()`` in ``fused_moe_triton_kernels.py``, called where the
-    kernel is launched), by identity: what each call guards (:func:`_guarded_by`)."""
-    name, line = getattr(node, "name", ""), getattr(node, "lineno", 0)
+def _calls_to(sites: CallSites, path: str, function: ast.AST, leave_out: str = ""
+              ) -> Iterator[tuple[str, ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None,
+                                  dict[int, ast.AST]]]:  # fmt: skip
+    """The calls of the tree function ``function`` (defined in ``path``) in the files
+    naming it (but ``leave_out``), by identity: each with its file, the function it is
+    written in (None at module level) and that file's parents."""
+    name, line = getattr(function, "name", ""), getattr(function, "lineno", 0)
     if not distinctive(name):
-        return own
+        return
     ev = sites.follow
-    out = Reached(list(own.calls), list(own.targets))
-    for caller_path in calling_files(ev, name, path):
+    for caller_path in calling_files(ev, name, leave_out):
         calls = sites.calls_in(caller_path)
         if calls is None:
             continue
         parents, by_name = calls
         for call in by_name.get(name, []):
-            func = call.func
-            holder = _holder(call, parents)
+            found = function_of(call, parents)
+            holder = found if isinstance(found, ast.FunctionDef | ast.AsyncFunctionDef) else None
             frame = (Frame(caller_path, ev.function_scope(holder), None, id(holder))
                      if holder is not None else Frame(caller_path))  # fmt: skip
             ev.cap = (0, 0)
-            if not any(isinstance(v, Func) and (v.path, v.node.lineno) == (path, line)
-                       for v in ev.eval(func, frame)):  # fmt: skip
-                continue
-            more = reach(ev, frame, _guarded_by(call, parents), sites.cap)
-            where = f"{caller_path}:{getattr(holder, 'name', '<module>')}"
-            out.calls += [f"{where}>{c}" for c in more.calls if f"{where}>{c}" not in out.calls]
-            out.targets += [t for t in more.targets if t not in out.targets]
+            if any(isinstance(v, Func) and (v.path, v.node.lineno) == (path, line)
+                   for v in ev.eval(call.func, frame)):  # fmt: skip
+                yield caller_path, call, holder, parents
+
+
+def _from_other_callers(path: str, node: ast.AST, own: Reached, sites: CallSites) -> Reached:
+    """A decision function's callers in the tree's other files (sglang's
+    ``should_enable_swap_ab()`` in ``fused_moe_triton_kernels.py``, called where the
+    kernel is launched), by identity: what each call guards (:func:`_guarded_by`)."""
+    out = Reached(list(own.calls), list(own.targets))
+    for caller_path, call, holder, parents in _calls_to(sites, path, node, path):
+        frame = (Frame(caller_path, sites.follow.function_scope(holder), None, id(holder))
+                 if holder is not None else Frame(caller_path))  # fmt: skip
+        more = reach(sites.follow, frame, _guarded_by(call, parents), sites.cap)
+        _join(out, more, f"{caller_path}:{getattr(holder, 'name', '<module>')}")
     return out
 
 
-def _holder(node: ast.AST, parents: dict[int, ast.AST]) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    current = parents.get(id(node))
-    while current is not None and not isinstance(current, ast.FunctionDef | ast.AsyncFunctionDef):
-        current = parents.get(id(current))
-    return current
+def _join(out: Reached, more: Reached, prefix: str = "") -> None:
+    """Add what ``more`` reached to ``out``, its calls under ``prefix`` (``prefix>call``)."""
+    calls = [f"{prefix}>{c}" if prefix else c for c in more.calls]
+    out.calls += [c for c in calls if c not in out.calls]
+    out.targets += [t for t in more.targets if t not in out.targets]
 
 
-def _bound_from(holder: ast.AST, name: str, frame: Frame, ev: TreeEval,
-                defined: tuple[str, int]) -> Iterator[str | ast.Attribute]:  # fmt: skip
-    """The names ``holder`` binds to a call of the function ``name`` defined at
-    ``defined`` (path, line): a local (its name) or an attribute of ``self``."""
-    for node in _own_statements(holder):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.value, ast.Call)):  # fmt: skip
-            continue
-        func = node.value.func
-        if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) != name:
-            continue
-        ev.cap = (0, 0)
-        if not any(isinstance(v, Func) and (v.path, v.node.lineno) == defined
-                   for v in ev.eval(func, frame)):  # fmt: skip
-            continue
-        target = node.targets[0]
-        if isinstance(target, ast.Name):
-            yield target.id
-        elif (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-              and target.value.id == "self"):  # fmt: skip
-            yield target
-
-
-def _own_statements(function: ast.AST) -> Iterator[ast.stmt]:
-    stack = list(getattr(function, "body", []))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            continue
-        yield node
-        stack.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt))
-        for handler in getattr(node, "handlers", ()):
-            stack.extend(handler.body)
-
-
-def _tests_for(test: ast.expr, bound: str | ast.Attribute, chosen: set[str]) -> bool:
-    """Whether ``test`` asks the bound name to be one of the ``chosen`` strings."""
+def _tests_for(test: ast.expr, bound: ast.expr, chosen: set[str]) -> bool:
+    """Whether ``test`` asks the bound name (a local or ``self.attr``) to be one of the
+    ``chosen`` strings."""
     if not chosen & set(tested_names(test)):
         return False
-    if isinstance(bound, str):
-        return any(isinstance(n, ast.Name) and n.id == bound for n in ast.walk(test))
-    return any(isinstance(n, ast.Attribute) and n.attr == bound.attr
-               and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(test))
+    want = ast.dump(bound, annotate_fields=False).replace("Store()", "Load()")
+    return any(ast.dump(n, annotate_fields=False) == want for n in ast.walk(test))
 
 
-def compound(name: str) -> bool:
-    """A backend name specific enough to name one backend (``"trtllm_mha"``, ``"fa4"``):
-    a plain word (``"triton"``, ``"flashinfer"``) names one in several registries."""
-    return any(c in name for c in "_-") or any(c.isdigit() for c in name)
+def named_backends(test: ast.expr) -> list[ast.Constant]:
+    """The backend names ``test`` asks a value to be (:func:`tested_names`), as literals
+    to follow: only a compound name (``"trtllm_mha"``, ``"fa4"``); a plain word
+    (``"triton"``, ``"flashinfer"``) names one backend in each of several registries
+    (``--mamba-backend triton`` is not the attention backend ``"triton"``)."""
+    return [ast.Constant(name) for name in dict.fromkeys(tested_names(test))
+            if any(c in name for c in "_-") or any(c.isdigit() for c in name)]
 
 
 def tested_names(test: ast.expr) -> Iterator[str]:

@@ -43,7 +43,7 @@ from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict
 from contrib.audit.effect import producers, readers_after, runs_after
 from contrib.audit.engine import FORMAT, TreeAudit
-from contrib.audit.find import compound, refuses_making, scope_of, sibling_methods, tested_names
+from contrib.audit.find import named_backends, refuses_making, scope_of, sibling_methods
 from contrib.audit.judge import from_testers
 from contrib.audit.model import (
     GATE_ONLY,
@@ -346,8 +346,7 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
     if gate.parser_kind == "skip-condition" and gate.excludes_target:
         code = tuple(runs_after(best, parents))  # `if not ok: raise`: what runs past it
         # and the backend its test names (`if backend == "trtllm_mha" and not is_sm100()`)
-        code += tuple(ast.Constant(name) for name in dict.fromkeys(tested_names(best.test))
-                      if compound(name))
+        code += tuple(named_backends(best.test))
     else:
         code = tuple(best.body)
         if isinstance(best, ast.If) and gate.excludes_target:

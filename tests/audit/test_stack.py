@@ -87,6 +87,15 @@ def pick_step():
 """
 
 
+def _assert_gate_only_over_lower_norm(gate: dict[str, Any]) -> None:
+    """An excluding gate over the backend registered as ``"lower_norm"``, whose norm
+    module below admits the target: gate-only, reached through the backend's method."""
+    assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
+    [below] = gate["below"]
+    assert below["function"] == "gen_norm_module"
+    assert '"lower_norm" > forward_norm' in below["via"], below["via"]
+
+
 def test_a_definition_is_not_a_run_and_a_function_handed_back_is(
         stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
     """sglang's ``fp8_utils`` defines flashinfer wrappers under ``if
@@ -268,11 +277,7 @@ def test_a_backend_chosen_by_name_takes_its_class_from_the_path_below(
     tree registers that name on a factory whose class calls ``lowerlib.rmsnorm``."""
     ws, _ = stacked
     _, audit = _audit(ws)
-    gate = _gate(audit, "model_overrides")
-    assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
-    [below] = gate["below"]
-    assert below["function"] == "gen_norm_module"
-    assert '"lower_norm" > forward_norm' in below["via"], below["via"]
+    _assert_gate_only_over_lower_norm(_gate(audit, "model_overrides"))
 
 
 def test_a_backend_passed_by_name_below_is_followed_its_own_way(
@@ -463,8 +468,4 @@ def test_a_refusal_naming_a_backend_takes_its_class_from_that_backend_below(
     ws, top = stacked
     top.commit("checks", {"python/top/checks.py": CHECKS})
     _, audit = _audit(ws)
-    gate = _gate(audit, "Checks.check")
-    assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
-    [below] = gate["below"]
-    assert below["function"] == "gen_norm_module"
-    assert '"lower_norm" > forward_norm' in below["via"], below["via"]
+    _assert_gate_only_over_lower_norm(_gate(audit, "Checks.check"))
