@@ -17,8 +17,11 @@ whose list is the gate.  At ``v1.0`` the comm module admits majors 9 and 10; at
   on SM100 only (excluding; gate-only at both tags: at ``v1.0`` the comm gate below
   turns SM12x away from a kernel it compiles, so lifting both gates is the change);
 * ``top/attn.py``: ``Backend.__init__`` picks ``backend = "cutlass"`` on SM100 only
-  and hands it to ``lowerlib.attn.AttnWrapper``, whose ``run`` builds a module with
-  literal SM100 flags and no gate: the class comes from what that path builds;
+  and hands it to ``lowerlib.attn.AttnWrapper``, whose ``run`` builds, for that
+  backend, a module with literal SM100 flags and no gate: the class comes from what
+  that path builds, not from the FA2 module (SM100 only, compiled out for SM12x) the
+  wrapper's other backends build; ``MlaBackend.__init__`` picks ``"fmha"`` into an
+  attribute, whose module admits SM12x into a kernel compiled out for it;
 * ``top/gemm.py``: ``matmul`` runs ``lowerlib.gemm.gemm`` on majors 10 and 12,
   which dispatches SM12x to its own module (admitted) and SM100 to another: the
   branch the target does not take is no mismatch.
@@ -71,19 +74,39 @@ def gemm(x):
 '''
 
 LOWER_ATTN = '''\
-from lowerlib.core import build
+from lowerlib.core import build, ctx
 
 
 def gen_attn_module():
     return build("attn", ["attn.cu"], ["-gencode=arch=compute_100a,code=sm_100a"])
 
 
+def gen_fmha_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10, 12])
+    return build("fmha", ["fmha.cu"], flags)
+
+
+def gen_fa2_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10])
+    return build("fa2", ["decode.cu"], flags)
+
+
+def pick_backend():
+    return "fa2"
+
+
 class AttnWrapper:
     def __init__(self, backend="auto"):
-        self.backend = backend
+        self._backend = backend
 
     def run(self, x):
-        return gen_attn_module().run(x)
+        if self._backend == "auto":
+            self._backend = pick_backend()
+        if self._backend == "cutlass":
+            return gen_attn_module().run(x)
+        if self._backend == "fmha":
+            return gen_fmha_module().run(x)
+        return gen_fa2_module().run(x)
 '''
 
 TOP_ATTN = '''\
@@ -98,6 +121,14 @@ class Backend:
         if is_sm100_supported():
             backend = "cutlass"
         self.wrapper = attn.AttnWrapper(backend=backend)
+
+
+class MlaBackend:
+    def __init__(self):
+        self.fmha_backend = "auto"
+        if is_sm100_supported():
+            self.fmha_backend = "fmha"
+        self.wrapper = attn.AttnWrapper(backend=self.fmha_backend)
 '''
 
 # flashinfer's @backend_requirement: one function, a backend chosen by name.
@@ -156,6 +187,7 @@ LOWER = {
     "lowerlib/mm.py": LOWER_MM,
     "lowerlib/decode.py": LOWER_DECODE,
     "csrc/decode.cu": DECODE_UNIT,
+    "csrc/fmha.cu": DECODE_UNIT.replace("decode", "fmha"),
     "csrc/attn.cu": KERNEL.format(name="attn"),
     "csrc/comm.cu": KERNEL.format(name="comm"),
     "csrc/norm.cu": KERNEL.format(name="norm"),

@@ -916,6 +916,76 @@ def decorator_keys(node: ast.AST) -> frozenset[str]:
                                if isinstance(v, ast.Dict)))  # fmt: skip
 
 
+def parameter_key(module: ast.Module | None, func: ast.FunctionDef | ast.AsyncFunctionDef,
+                  passed: Iterable[tuple[str, str]]) -> Key | None:  # fmt: skip
+    """The backend a call chooses by a string it passes for a parameter of the callee:
+    flashinfer's ``BatchPrefillWithRaggedKVCacheWrapper(..., backend="cutlass")``, whose
+    ``__init__`` stores ``self._backend = backend`` and whose ``plan`` runs the CUTLASS
+    module under ``if self._backend == "cutlass":``.  The parameter is ``func``'s own, or
+    its class's ``__init__``'s when ``func`` is a method (``module``: the file holding
+    it); its operands are the parameter and the attributes ``__init__`` stores it in;
+    the registry's names are the string literals the function (or the class) compares
+    them with.  A value the code replaces when it holds it (``if self._backend ==
+    "auto": self._backend = determine_attention_backend(...)``) chooses nothing: what
+    runs is picked later.  None when no string passed is one the code tests for."""
+    owner = _class_holding(module, func) if module is not None else None
+    scope = [f for f in owner.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+             ] if owner is not None else [func]  # fmt: skip
+    init = next((f for f in scope if f.name == "__init__"), None) if owner is not None else func
+    if init is None:
+        return None
+    arguments = init.args
+    params = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    for name, value in passed:
+        if name not in params or name == "self":
+            continue
+        operands = {name} | {ast.unparse(t) for node in ast.walk(init)
+                             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+                             and node.value.id == name for t in node.targets
+                             if isinstance(t, ast.Attribute)}  # fmt: skip
+        names: set[str] = set()
+        replaced: set[str] = set()
+        for node in (n for f in scope for n in ast.walk(f)):
+            tested = _tested_literals(node, operands)
+            names |= tested
+            if tested and isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.Eq):
+                replaced |= tested & _replaced_under(scope, node, operands)
+        if any(_variant(value, n) for n in names) and value not in replaced:
+            return value, frozenset(names)
+    return None
+
+
+def _tested_literals(node: ast.AST, operands: set[str]) -> set[str]:
+    """The strings ``node`` compares one of ``operands`` with (``==``, ``!=``, ``in``)."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.Eq | ast.NotEq | ast.In | ast.NotIn)):  # fmt: skip
+        return set()
+    sides = (node.left, node.comparators[0])
+    for side, other in (sides, sides[::-1]):
+        if ast.unparse(other) in operands and _literals(side):
+            return _literals(side)
+    return set()
+
+
+def _replaced_under(scope: list[ast.FunctionDef | ast.AsyncFunctionDef], test: ast.Compare,
+                    operands: set[str]) -> set[str]:  # fmt: skip
+    """The literals of ``test`` when the ``if`` it heads assigns one of ``operands``."""
+    for node in (n for f in scope for n in ast.walk(f)):
+        if isinstance(node, ast.If) and node.test is test and any(
+                isinstance(a, ast.Assign) and any(ast.unparse(t) in operands for t in a.targets)
+                for s in node.body for a in ast.walk(s)):  # fmt: skip
+            return _tested_literals(test, operands)
+    return set()
+
+
+def _class_holding(module: ast.Module, func: ast.AST) -> ast.ClassDef | None:
+    """The class whose body defines ``func`` (None for a function of no class)."""
+    for node in ast.walk(module):
+        if isinstance(node, ast.ClassDef) and func in node.body:
+            return node
+    return None
+
+
 def string_keys(table: ast.Dict) -> frozenset[str]:
     """The string literals keying a dict literal."""
     return frozenset(k.value for k in table.keys

@@ -202,7 +202,9 @@ class Behind:
         gate = self.gates.get((target.path, target.name))
         where = f"{target.name} ({target.path})"
         if gate is not None and not gate.excludes_target:
-            if gate.class_ == NEEDS_KERNEL_WORK:  # admitted into units with nothing for it
+            if gate.class_ == NEEDS_KERNEL_WORK or gate.evidence:
+                # admitted into units with nothing for it: its kernels are compiled out
+                # (the evidence an admitting gate carries), the target is kept from them
                 return Verdict(NEEDS_KERNEL_WORK, f"its code loads {where}, whose gate at line "
                                f"{gate.line} admits {self.arch.name}, but {gate.reason}",
                                list(gate.evidence), list(gate.units))  # fmt: skip

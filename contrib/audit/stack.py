@@ -37,7 +37,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func, ModRef
 from contrib.analysis.gates import DECORATOR
 from contrib.analysis.includes import IncludeResolver
-from contrib.analysis.reach import Key, decorator_keys, reach
+from contrib.analysis.reach import Key, decorator_keys, parameter_key, reach
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict
@@ -74,9 +74,9 @@ class Lower:
     tree: GitTree
     ev: TreeEval = field(init=False)
     roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
-    _below: dict[tuple[str, tuple[str, ...]], list[tuple[AuditGate, str]]] = field(
+    _below: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[AuditGate, str]]] = field(
         default_factory=dict)
-    _targets: dict[tuple[str, tuple[str, ...]], list[str]] = field(default_factory=dict)
+    _targets: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = field(default_factory=dict)
     _behind: Behind | None = None
 
     def __post_init__(self) -> None:
@@ -90,7 +90,7 @@ class Lower:
             if gate.scope == RUNTIME:
                 self._held.setdefault(gate.file, []).append(gate)
 
-    def behind(self, dotted: str, arch: Arch, keys: tuple[str, ...] = ()) -> Verdict | None:
+    def behind(self, dotted: str, arch: Arch, keys: tuple[tuple[str, str], ...] = ()) -> Verdict | None:
         """The class of what a call of ``dotted`` reaches in the lower tree when no gate
         of it stands on the path (``flashinfer.BatchPrefillWithRaggedKVCacheWrapper``:
         a class, whose methods build the JIT modules): judged as a gate of the lower
@@ -103,7 +103,7 @@ class Lower:
             for func in self.resolve(dotted, methods=True):
                 frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
                 found = reach(self.ev, frame, list(func.node.body), (arch.major, arch.minor),
-                              _chosen(func, keys))  # fmt: skip
+                              self._key(func, keys))  # fmt: skip
                 targets += [t for t in found.targets if t not in targets]
             self._targets[(dotted, keys)] = targets
         return self._behind.of(self._targets[(dotted, keys)])
@@ -150,7 +150,21 @@ class Lower:
             path, names = target, [imported.attr]
         return []
 
-    def below(self, dotted: str, keys: tuple[str, ...] = ()) -> list[tuple[AuditGate, str]]:
+    def _key(self, func: Func, keys: tuple[tuple[str, str], ...]) -> Key | None:
+        """The backend a call chooses of the callee's registry: the first string it
+        passes by keyword that names one (the registry read from the callee's
+        decorators), else a string passed for a parameter its code (its class's) tests
+        (:func:`~contrib.analysis.reach.parameter_key`)."""
+        if not keys:
+            return None
+        names = decorator_keys(func.node)
+        chosen = next((v for _, v in keys if v in names), None)
+        if chosen is not None:
+            return chosen, names
+        module = self.ev.module(func.path)
+        return parameter_key(module[0] if module else None, func.node, keys)
+
+    def below(self, dotted: str, keys: tuple[tuple[str, str], ...] = ()) -> list[tuple[AuditGate, str]]:
         """The lower gates a call of ``dotted`` reaches, each with the calls leading to it;
         ``keys``: the strings the call passes by keyword, one of which may choose a
         backend of the callee's registry (``bmm_fp8(..., backend="cublas")``)."""
@@ -164,9 +178,9 @@ class Lower:
                                                  key=lambda p: (p[0].file, p[0].line))
         return self._below[(dotted, keys)]
 
-    def _reached(self, entries: list[Func], keys: tuple[str, ...] = ()) -> list[tuple[Func, str]]:
+    def _reached(self, entries: list[Func], keys: tuple[tuple[str, str], ...] = ()) -> list[tuple[Func, str]]:
         seen: dict[int, tuple[Func, str]] = {}
-        queue = deque((f, f.node.name, 0, _chosen(f, keys)) for f in entries)
+        queue = deque((f, f.node.name, 0, self._key(f, keys)) for f in entries)
         while queue and len(seen) < MAX_BELOW:
             func, chain, depth, key = queue.popleft()
             if id(func.node) in seen:
@@ -182,14 +196,6 @@ class Lower:
                         if isinstance(value, Func) and id(value.node) not in seen:
                             queue.append((value, f"{chain}>{value.node.name}", depth + 1, key))
         return list(seen.values())
-
-
-def _chosen(func: Func, keys: tuple[str, ...]) -> Key | None:
-    """The backend a call chooses of the callee's registry: the first string it passes by
-    keyword that names one (the registry read from the callee's decorators)."""
-    names = decorator_keys(func.node) if keys else frozenset()
-    chosen = next((k for k in keys if k in names), None)
-    return (chosen, names) if chosen is not None else None
 
 
 def package_roots(paths: Iterable[str]) -> dict[str, str]:
@@ -218,7 +224,7 @@ def _holds(node: Function, gate: AuditGate) -> bool:
 
 
 _LINKED = ("below", "class_", "reason", "evidence")  # what linking changes on a gate
-LINK_FORMAT = 4  # bump when linking changes what it finds over the same audits
+LINK_FORMAT = 5  # bump when linking changes what it finds over the same audits
 
 
 def link_cached(upper: list[AuditGate], tree: GitTree, tree_sha: str, lower: Lower,

@@ -184,7 +184,10 @@ class Outside:
 
     dotted: str
     via: tuple[str, ...]
-    keys: tuple[str, ...] = ()  # the strings it is passed by keyword (``backend="cublas"``)
+    # the strings it is passed by keyword, with their keywords (``backend="cublas"``; a
+    # name the walk saw bound to a string: ``fmha_backend = "cutlass"`` then
+    # ``Wrapper(backend=fmha_backend)``)
+    keys: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -216,7 +219,7 @@ class Walker:
         """The calls into the lower package that ``code`` (in ``holder`` of ``path``)
         reaches; ``target``: on the target's own way, which ends where it is refused."""
         self._target = target
-        found: dict[tuple[str, tuple[str, ...]], Outside] = {}
+        found: dict[tuple[str, tuple[tuple[str, str], ...]], Outside] = {}
         seen: set[tuple[str, int, int]] = set()
         queue = deque([(_Block(path, holder, tuple(code), ()), 0)])
         walked = 0
@@ -235,7 +238,12 @@ class Walker:
         frame = self.frame(block.path, block.holder)
         chosen = [s for node in block.code if isinstance(node, ast.expr)  # the value a gate picks
                   for s in spread_literals(node)]  # fmt: skip
+        bound: dict[str, str] = {}  # names and attributes the walk saw set to a string
         for node in self.skips.walk(block.path, block.code, self._target):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)):  # fmt: skip
+                bound.update((ast.unparse(t), node.value.value) for t in node.targets
+                             if isinstance(t, ast.Name | ast.Attribute))  # fmt: skip
             for name in [*chosen, *value_literals(node)]:  # a backend's name handed on
                 for entry in registry(self.ev).of(name):
                     yield _Block(entry.path, entry.node, tuple(entry.node.body),
@@ -251,7 +259,7 @@ class Walker:
                     yield _Block(func.path, func.node, tuple(func.node.body),
                                  (*block.via, func.node.name))  # fmt: skip
             if isinstance(node, ast.Call):
-                yield from self._call(block, frame, node)
+                yield from self._call(block, frame, node, bound)
             elif isinstance(node, ast.Assign) and _truthy(node.value):
                 for target in node.targets:
                     if isinstance(target, ast.Attribute):
@@ -259,7 +267,8 @@ class Walker:
                         yield from (_Block(b.path, b.holder, b.code, via + b.via)
                                     for b in self._readers(target.attr))  # fmt: skip
 
-    def _call(self, block: _Block, frame: Frame, call: ast.Call) -> Iterator[Outside | _Block]:
+    def _call(self, block: _Block, frame: Frame, call: ast.Call,
+              bound: dict[str, str]) -> Iterator[Outside | _Block]:  # fmt: skip
         func = call.func.value if isinstance(call.func, ast.Subscript) else call.func
         self.ev.cap = (0, 0)
         values = self.ev.eval(func, frame)
@@ -271,9 +280,7 @@ class Walker:
                              (*block.via, value.node.name))  # fmt: skip
             elif isinstance(value, Ext) and value.dotted.split(".")[0] in self.roots:
                 resolved = True
-                yield Outside(value.dotted, block.via, tuple(
-                    k.value.value for k in call.keywords if isinstance(k.value, ast.Constant)
-                    and isinstance(k.value.value, str)))  # fmt: skip
+                yield Outside(value.dotted, block.via, _passed(call, bound))
         if not resolved:  # a class of the tree made: what constructing it runs
             for method in constructed(self.ev, func, frame):
                 resolved = True
@@ -416,6 +423,17 @@ class Walker:
 def _key(block: _Block) -> tuple[str, int, int]:
     """A block by its first statement (the syntax trees are kept, so ids are stable)."""
     return (block.path, id(block.code[0]) if block.code else 0, len(block.code))
+
+
+def _passed(call: ast.Call, bound: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The strings ``call`` passes by keyword: literals, and names ``bound`` to one."""
+    passed = []
+    for k in call.keywords:
+        value = (k.value.value if isinstance(k.value, ast.Constant)
+                 else bound.get(ast.unparse(k.value)))  # fmt: skip
+        if k.arg is not None and isinstance(value, str):
+            passed.append((k.arg, value))
+    return tuple(passed)
 
 
 def _callee(call: ast.Call) -> str | None:

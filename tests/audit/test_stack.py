@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from testing.gitutil import Repo
-from testing.stackupstreams import lower_upstream, repin, top_upstream
+from testing.stackupstreams import LOWER_ATTN, LOWER_MM, lower_upstream, repin, top_upstream
 from testing.workspace import Result, Workspace
 
 
@@ -208,6 +208,44 @@ def test_a_value_handed_below_takes_its_class_from_the_path_it_builds(
     assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
     assert "lowerlib.attn.AttnWrapper, on a path with no gate" in gate["reason"]
     assert "gen_attn_module" in gate["reason"] and "built for majors 10" in gate["reason"]
+
+
+def test_a_value_passed_for_a_parameter_below_goes_that_backends_way(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """sglang's MLA backend: ``self.fmha_backend = "cutlass"`` on SM100 only, then
+    ``BatchPrefillWithRaggedKVCacheWrapper(..., backend=self.fmha_backend)``, whose
+    ``plan`` tests ``self._backend``: the CUTLASS path's module admits SM12x, but its
+    kernel is compiled out for it (flashinfer's SM100-only CUTLASS FMHA), so lifting
+    the gate needs kernels; the wrapper's FA2 path is not what the gate chose."""
+    ws, _ = stacked
+    _, audit = _audit(ws)
+    gate = _gate(audit, "MlaBackend.__init__")
+    assert gate["excludes_target"] and gate["class"] == "needs-kernel-work", gate["reason"]
+    assert "gen_fmha_module" in gate["reason"] and "admits sm_120a, but" in gate["reason"]
+    assert "gen_fa2_module" not in gate["reason"]
+
+
+def test_a_string_passed_for_a_parameter_chooses_among_what_the_callee_tests() -> None:
+    """A keyword's string is a backend of the callee when the callee (its class, through
+    what ``__init__`` stores) compares that parameter with it; a value the code replaces
+    when it holds it (``"auto"``) chooses nothing."""
+    import ast
+
+    from contrib.analysis.reach import parameter_key
+
+    module = ast.parse(LOWER_ATTN)
+    wrapper = next(n for n in module.body if isinstance(n, ast.ClassDef))
+    run = wrapper.body[1]
+    assert isinstance(run, ast.FunctionDef)
+    names = frozenset({"auto", "cutlass", "fmha"})
+    assert parameter_key(module, run, [("backend", "cutlass")]) == ("cutlass", names)
+    assert parameter_key(module, run, [("other", "cutlass"), ("backend", "fmha")]) == (
+        "fmha", names)
+    assert parameter_key(module, run, [("backend", "auto")]) is None
+    assert parameter_key(module, run, [("backend", "fa3")]) is None
+    mm = next(n for n in ast.parse(LOWER_MM).body
+              if isinstance(n, ast.FunctionDef) and n.name == "mm")
+    assert parameter_key(None, mm, [("backend", "fused")]) == ("fused", frozenset({"fused"}))
 
 
 def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
