@@ -286,12 +286,7 @@ def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, .
         targets = inner.targets if isinstance(inner, ast.Assign) else (
             [inner.target] if isinstance(inner, ast.AnnAssign | ast.AugAssign) else [])
         for target in targets:
-            for t in ast.walk(target):
-                if isinstance(t, ast.Name):
-                    names.add(t.id)
-                elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
-                        and t.value.id == "self":
-                    names.add("self." + t.attr)
+            names |= _bound(target)
     if not names:
         return ()
 
@@ -318,6 +313,26 @@ def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, .
                 and any(reads(n) for n in ast.iter_child_nodes(inner)
                         if not isinstance(n, ast.stmt) for n in ast.walk(n))]  # fmt: skip
     return tuple(out)
+
+
+def _bound(target: ast.expr) -> set[str]:
+    """What assigning to ``target`` binds: a name, ``self.attr``, the names of a tuple
+    unpacked, and the container an item is stored in (``cfg["k"] = v``: ``cfg``).  Not
+    the ``self`` of ``self.attr = v``: code after it reading other attributes of
+    ``self`` reads nothing the branch chose."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Attribute):
+        if isinstance(target.value, ast.Name) and target.value.id == "self":
+            return {"self." + target.attr}
+        return set()
+    if isinstance(target, ast.Tuple | ast.List):
+        return set().union(*(_bound(e) for e in target.elts))
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        return {target.value.id}
+    return set()
 
 
 def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:

@@ -941,3 +941,22 @@ def test_gate_only_is_not_said_over_what_cannot_be_read() -> None:
     assert "torch.ops.vendor_attn.fwd" in gate.reason and "registered nowhere" in gate.reason
     alone = ops.replace("        return torch.ops.vendor_attn.fwd.default(q)\n", "")
     assert _audit(BASE | {"pkg/ops.py": alone})["pkg/ops.py:attend"].class_ == "gate-only"
+
+
+def test_code_after_a_branch_setting_an_attribute_reads_that_attribute_only() -> None:
+    """sglang's ``ServerArgs._handle_model_specific_adjustments``: ``if
+    is_sm100_supported(): self.enable_fusion = True``, then code testing other
+    attributes of ``self`` (``if self.model == "nsa": ...``): that code is no reader of
+    what the branch chose; code testing ``self.enable_fusion`` is."""
+    args = ("from pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
+            "class Args:\n    def adjust(self):\n        if is_sm100_supported():\n"
+            "            self.enable_fusion = True\n"
+            "        if self.model == 'nsa':\n            fmha(1)\n\n"
+            "    def fuse(self):\n        if is_sm100_supported():\n"
+            "            self.enable_fusion = True\n"
+            "        if self.enable_fusion:\n            fmha(1)\n")  # fmt: skip
+    gates = _audit(BASE | {"pkg/args.py": args})
+    adjust, fuse = gates["pkg/args.py:Args.adjust"], gates["pkg/args.py:Args.fuse"]
+    assert adjust.class_ == "unknown" and not adjust.reached, adjust.reached
+    assert fuse.class_ == "needs-kernel-work", fuse.reason
+    assert any("gen_fmha_sm100_module" in t for t in fuse.reached), fuse.reached
