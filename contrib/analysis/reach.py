@@ -955,6 +955,54 @@ def parameter_key(module: ast.Module | None, func: ast.FunctionDef | ast.AsyncFu
     return None
 
 
+def configuration_key(function: ast.AST, around: ast.If) -> Key | None:
+    """The backend ``around`` configures (found by :func:`configuring_if`): sglang's ``if
+    self.attention_backend == "trtllm_mla" or self.decode_attention_backend ==
+    "trtllm_mla": if not is_sm100_supported(): raise ...``.  What the function runs past
+    that refusal runs with that backend chosen, so its tests of the same operands go
+    that backend's way (the registry's names: every string ``function`` compares
+    those operands with)."""
+    chosen = _configured(around.test)
+    if chosen is None:
+        return None
+    literal, operands = chosen
+    names = set().union(*(_tested_literals(n, operands) for n in ast.walk(function)))
+    return literal, frozenset(names)
+
+
+def configuring_if(function: ast.AST, node: ast.AST, parents: dict[int, ast.AST]) -> ast.If | None:
+    """The innermost ``if`` of ``function`` holding ``node`` in its body whose test
+    chooses one backend by name: one literal, compared with ``==`` or ``in``, or an
+    ``or`` of such comparisons with the same literal; None when there is none."""
+    child, up = node, parents.get(id(node))
+    while up is not None and up is not function:
+        if isinstance(up, ast.If) and child in up.body and _configured(up.test) is not None:
+            return up
+        child, up = up, parents.get(id(up))
+    return None
+
+
+def _configured(test: ast.expr) -> tuple[str, set[str]] | None:
+    """``x == "lit"`` (or ``x in ("lit",)``), or an ``or`` of such with one literal:
+    the literal and the operands compared with it."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+    literal: str | None = None
+    operands: set[str] = set()
+    for part in parts:
+        if not (isinstance(part, ast.Compare) and len(part.ops) == 1
+                and isinstance(part.ops[0], ast.Eq | ast.In)):  # fmt: skip
+            return None
+        sides = (part.left, part.comparators[0])
+        found = next(((lits, other) for side, other in (sides, sides[::-1])
+                      if len(lits := _literals(side)) == 1
+                      and isinstance(other, ast.Name | ast.Attribute)), None)  # fmt: skip
+        if found is None or (literal is not None and found[0] != {literal}):
+            return None
+        literal = next(iter(found[0]))
+        operands.add(ast.unparse(found[1]))
+    return (literal, operands) if literal is not None else None
+
+
 def _tested_literals(node: ast.AST, operands: set[str]) -> set[str]:
     """The strings ``node`` compares one of ``operands`` with (``==``, ``!=``, ``in``)."""
     if not (isinstance(node, ast.Compare) and len(node.ops) == 1

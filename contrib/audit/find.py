@@ -25,6 +25,8 @@ from contrib.analysis.pywalk import single_assignment
 from contrib.analysis.reach import (
     Key,
     Reached,
+    configuration_key,
+    configuring_if,
     decorator_arguments,
     distinctive,
     files_calling,
@@ -129,7 +131,13 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
     effect = gate_effect(found, gate, parents, arch)
     jit = gate.kind == KEYWORD and function is not None
     frame = found.frames.get(gate.function, found.frames["<module>"])
-    behind = reach(sites.follow, frame, list(effect.code), (arch.major, arch.minor))
+    # a gate inside a backend's branch (`if backend == "trtllm_mla": if not sm100: raise`)
+    # guards what runs with that backend: the rest of the function goes its way
+    configured, key = None, None
+    if effect.excludes and function is not None and gate.node is not None:
+        configured = configuring_if(function, gate.node, parents)
+        key = configuration_key(function, configured) if configured is not None else None
+    behind = reach(sites.follow, frame, list(effect.code), (arch.major, arch.minor), key)
     own = own_build(sites.follow, frame, function, gate.function, list(effect.code)) \
         if effect.excludes and not jit else None
     if own is not None:  # a gate in a JIT builder: the build it guards is its function's
@@ -146,6 +154,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         behind = _from_configuration(found, function, gate.line, parents, behind, sites)
     if effect.excludes and not behind.targets and gate.node is not None:
         behind = _from_named_backends(gate.node, frame, behind, sites)
+    if effect.excludes and not behind.targets and configured is not None:  # what it runs
+        behind = _from_named_backends(configured.test, frame, behind, sites)
     if effect.excludes and not behind.targets and function is not None:
         behind = _from_chosen_returns(path, function, list(effect.code), behind, sites)
     return AuditGate(
@@ -403,6 +413,9 @@ def tested_names(test: ast.expr) -> Iterator[str]:
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         for value in test.values:
             yield from tested_names(value)
+    elif isinstance(test, ast.BoolOp):  # `a == "x" or b == "x"`: what every term asks
+        common = set.intersection(*(set(tested_names(v)) for v in test.values))
+        yield from (name for name in tested_names(test.values[0]) if name in common)
     elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq | ast.In):
         for side in (test.left, test.comparators[0]):
             items = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]

@@ -37,7 +37,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func, ModRef
 from contrib.analysis.gates import DECORATOR
 from contrib.analysis.includes import IncludeResolver
-from contrib.analysis.reach import Key, decorator_keys, parameter_key, reach
+from contrib.analysis.reach import Key, configuring_if, decorator_keys, parameter_key, reach
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict
@@ -353,6 +353,9 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
         code = tuple(runs_after(best, parents))  # `if not ok: raise`: what runs past it
         # and the backend its test names (`if backend == "trtllm_mha" and not is_sm100()`)
         code += tuple(named_backends(best.test))
+        function = walker.holder(gate.file, best)  # and the backend it is the refusal of
+        around = configuring_if(function, best, parents) if function is not None else None
+        code += tuple(named_backends(around.test)) if around is not None else ()
     else:
         code = tuple(best.body)
         if isinstance(best, ast.If) and gate.excludes_target:

@@ -960,3 +960,28 @@ def test_code_after_a_branch_setting_an_attribute_reads_that_attribute_only() ->
     assert adjust.class_ == "unknown" and not adjust.reached, adjust.reached
     assert fuse.class_ == "needs-kernel-work", fuse.reason
     assert any("gen_fmha_sm100_module" in t for t in fuse.reached), fuse.reached
+
+
+def test_a_refusal_inside_a_backends_branch_guards_that_backend_and_its_way_on() -> None:
+    """sglang's ``_handle_attention_backend_compatibility``: ``if self.attention_backend
+    == "fancy_mla" or self.decode_backend == "fancy_mla": if not is_sm100_supported():
+    raise``: behind the refusal stands what the tree registers under ``fancy_mla``
+    (a Triton kernel: gate-only), and what the function runs past it goes that
+    backend's way: another backend's branch further down (an SM100 module with its
+    kernel compiled out for the target) is not what the refusal keeps the target from."""
+    backends = ("import triton\n\n\n"
+                "def register_attention_backend(name):\n    return lambda fn: fn\n\n\n"
+                "@triton.jit\ndef fancy_kernel(x):\n    pass\n\n\n"
+                "@register_attention_backend('fancy_mla')\ndef create_fancy_backend(runner):\n"
+                "    return fancy_kernel(runner)\n")  # fmt: skip
+    args = ("from pkg.jit import gen_fmha_sm100_module\nfrom pkg.utils import is_sm100_supported\n\n\n"
+            "class Args:\n    def check(self):\n"
+            "        if self.attention_backend == 'fancy_mla' or self.decode_backend == 'fancy_mla':\n"
+            "            if not is_sm100_supported():\n"
+            "                raise ValueError('fancy_mla needs SM100')\n"
+            "            self.page_size = 64\n"
+            "        if self.attention_backend == 'other_fa':\n"
+            "            self.module = gen_fmha_sm100_module()\n")  # fmt: skip
+    gate = _audit(BASE | {"pkg/backends.py": backends, "pkg/args.py": args})["pkg/args.py:Args.check"]
+    assert gate.class_ == "gate-only", gate.reason
+    assert "fancy_kernel" in gate.reason and "gen_fmha" not in " ".join(gate.reached), gate.reached
