@@ -37,7 +37,8 @@ def default_cache() -> Path:
 def load(args: argparse.Namespace, gits: Mapping[str, Git]) -> list[Opening]:
     """The openings of the upstreams in ``gits``: pinned, unless ``--mine`` (or no file)."""
     if not args.mine and args.corpus.is_file():
-        pinned = [o for o in read(args.corpus) if o.upstream in gits]
+        pinned = without_drops([o for o in read(args.corpus) if o.upstream in gits],
+                               drops(args.corpus))  # fmt: skip
         return relabelled(pinned, relabels(args.corpus))
     found: list[Opening] = []
     for name, git in gits.items():

@@ -3,12 +3,13 @@ expected class, and how each opening pairs with the audit's gate before and afte
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import pytest
 from audit_history import Auditor, main, opened_names, spread
-from history_corpus import drops, read, relabelled, relabels, write
+from history_corpus import drops, load, read, relabelled, relabels, write
 from history_match import measure
 from history_mine import GATE_ONLY, NEEDS_KERNEL_WORK, Opening, mine
 
@@ -367,3 +368,16 @@ def test_a_partial_opening_is_opened_while_its_other_configuration_still_exclude
     assert not measure(opening, parent, [cudnn, cutlass]).still_excluding
     only = measure(opening, parent, [cudnn])  # nothing in the hunk admits it: not opened
     assert only.still_excluding and only.after_gate.startswith("tests/test_bmm.py:3")
+
+
+def test_a_drop_written_by_hand_into_a_pinned_corpus_holds_when_it_is_loaded(
+        history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:  # fmt: skip
+    repo, shas = history
+    found = mine(Git(repo.path), "up", "main")
+    corpus = tmp_path / "corpus.toml"
+    write(corpus, found)
+    corpus.write_text(corpus.read_text() + f'\n[[dropped]]\ncommit = "{shas["mm"][:10]}"\n'
+                      'file = "pkg/gemm.py"\nfunction = "mm"\nwhy = "not an arch gate"\n')
+    assert any(o.function == "mm" for o in read(corpus))  # still pinned in the file
+    loaded = load(argparse.Namespace(corpus=corpus, mine=False), {"up": Git(repo.path)})
+    assert len(loaded) == len(found) - 1 and all(o.function != "mm" for o in loaded)
