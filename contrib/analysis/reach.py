@@ -74,13 +74,14 @@ _KEYWORD = "supported_major_versions"
 VENDOR_LIBRARIES = {"cudnn": "NVIDIA cuDNN"}
 
 Key = tuple[str, frozenset[str]]  # the backend followed, and every name of its registry
+CHECKS = "checks"  # a Target kind: the code behind a gate only checks (asserts, raises)
 
 
 @dataclass(frozen=True)
 class Target:
     """Something reached that can class a gate; ``majors``: what its build flags name."""
 
-    kind: str  # jit, triton, cute, aot
+    kind: str  # jit, triton, cute, aot, lib, checks
     path: str
     name: str  # qualified name in ``path`` (the op's dotted name for aot)
     majors: tuple[int, ...] = ()

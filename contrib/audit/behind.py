@@ -36,7 +36,7 @@ from contrib.analysis.gates import built_sources, module_strings
 from contrib.analysis.hostarch import arch_findings, named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_units, include_closure
 from contrib.analysis.pyparse import PARSE_ERRORS
-from contrib.analysis.reach import VENDOR_LIBRARIES, Target
+from contrib.analysis.reach import CHECKS, VENDOR_LIBRARIES, Target
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch, admitted_archs
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate
@@ -191,6 +191,10 @@ class Behind:
             return self._cute(target)
         if target.kind == "aot":
             return self._aot(target)
+        if target.kind == CHECKS:
+            return Verdict(GATE_ONLY, "what it guards only checks (asserts, raises, log lines): "
+                           "it runs no kernel, so admitting the target changes gate lines only",
+                           at_stake=False)  # fmt: skip
         if target.kind == "lib":
             library = VENDOR_LIBRARIES.get(target.name.split(".")[0], target.name)
             return Verdict(GATE_ONLY, f"its code calls {target.name} of {library}, which brings "

@@ -14,7 +14,7 @@ import contextlib
 import gc
 import re
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import PurePosixPath
 
 from contrib.analysis.archeval import TreeEval
@@ -23,8 +23,10 @@ from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, bui
 from contrib.analysis.pywalk import parents as node_parents
 from contrib.analysis.pywalk import single_assignment
 from contrib.analysis.reach import (
+    CHECKS,
     Key,
     Reached,
+    Target,
     configuration_key,
     configuring_if,
     decorator_arguments,
@@ -158,6 +160,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         behind = _from_named_backends(configured.test, frame, behind, sites)
     if effect.excludes and not behind.targets and function is not None:
         behind = _from_chosen_returns(path, function, list(effect.code), behind, sites)
+    if effect.excludes and not behind.targets and only_checks(effect.code):
+        behind = Reached(behind.calls, [Target(CHECKS, path, gate.function).text()])
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
         admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
@@ -168,6 +172,41 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         calls=behind.calls, reached=behind.targets, index=gate.index,
         parser_kind=gate.kind, end_line=gate.end_line,
     )  # fmt: skip
+
+
+_LOG_CALLS = frozenset({"debug", "info", "warning", "warn", "warning_once", "info_once",
+                        "error", "critical", "print"})  # fmt: skip
+
+
+def only_checks(code: Iterable[ast.AST]) -> bool:
+    """Whether ``code`` (what a gate keeps from the target) only checks: asserts,
+    raises and log lines, in ``if`` branches or not (sglang's ``if is_blackwell():
+    assert attention_backend == "triton", "..."``).  It runs no kernel, so admitting
+    the target to it is a change of gate lines only."""
+    statements = list(code)
+    if not statements:
+        return False
+    for statement in statements:
+        if isinstance(statement, ast.Assert | ast.Raise | ast.Pass):
+            continue
+        if isinstance(statement, ast.If) and only_checks(statement.body) and (
+                not statement.orelse or only_checks(statement.orelse)):  # fmt: skip
+            continue
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue
+        if (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+                and _logs(statement.value)):  # fmt: skip
+            continue
+        return False
+    return True
+
+
+def _logs(call: ast.Call) -> bool:
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(
+        func, ast.Attribute) else ""  # fmt: skip
+    return name in _LOG_CALLS and not any(isinstance(n, ast.Call) for a in call.args
+                                          for n in ast.walk(a))  # fmt: skip
 
 
 def _decides(function: str) -> bool:

@@ -985,3 +985,21 @@ def test_a_refusal_inside_a_backends_branch_guards_that_backend_and_its_way_on()
     gate = _audit(BASE | {"pkg/backends.py": backends, "pkg/args.py": args})["pkg/args.py:Args.check"]
     assert gate.class_ == "gate-only", gate.reason
     assert "fancy_kernel" in gate.reason and "gen_fmha" not in " ".join(gate.reached), gate.reached
+
+
+def test_a_gate_keeping_only_checks_from_the_target_is_gate_only() -> None:
+    """sglang's attention registry: ``if is_blackwell(): assert backend == "triton",
+    "..."`` and a log line: what the gate keeps from the target runs no kernel, so
+    admitting it changes gate lines only.  A branch that also sets a value is not
+    only checks: what reads it is not known here."""
+    registry = ("import logging\n\nfrom pkg.utils import is_sm100_supported\n\n"
+                "logger = logging.getLogger(__name__)\n\n\n"
+                "def pick(backend):\n    if is_sm100_supported():\n"
+                "        assert backend == 'triton', 'triton only on SM100'\n"
+                "        logger.info('checked %s', backend)\n    return backend\n\n\n"
+                "def tune(config):\n    if is_sm100_supported():\n"
+                "        assert config\n        config.block = 128\n    return config\n")  # fmt: skip
+    gates = _audit(BASE | {"pkg/registry.py": registry})
+    pick, tune = gates["pkg/registry.py:pick"], gates["pkg/registry.py:tune"]
+    assert pick.class_ == "gate-only" and "only checks" in pick.reason, pick.reason
+    assert tune.class_ == "unknown", tune.reason
