@@ -382,17 +382,20 @@ def calling_files(ev: TreeEval, name: str, leave_out: str = "") -> list[str]:
     return files if len(files) <= _MAX_CALLER_FILES else []
 
 
-def _calls_to(sites: CallSites, path: str, function: ast.AST, leave_out: str = ""
-              ) -> Iterator[tuple[str, ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None,
-                                  dict[int, ast.AST]]]:  # fmt: skip
+def _calls_to(sites: CallSites, path: str, function: ast.AST, leave_out: str = "",
+              depth: int = 0) -> Iterator[tuple[str, ast.Call, ast.FunctionDef
+                                                | ast.AsyncFunctionDef | None,
+                                                dict[int, ast.AST]]]:  # fmt: skip
     """The calls of the tree function ``function`` (defined in ``path``) in the files
     naming it (but ``leave_out``), by identity: each with its file, the function it is
-    written in (None at module level) and that file's parents."""
+    written in (None at module level) and that file's parents.  A function that only
+    hands the result back (``return f(...)``) is passed through: its own calls, in any
+    file, stand for it (:data:`_MAX_PASSED` deep)."""
     name, line = getattr(function, "name", ""), getattr(function, "lineno", 0)
     if not distinctive(name):
         return
     ev = sites.follow
-    for caller_path in calling_files(ev, name, leave_out):
+    for caller_path in calling_files(ev, name):
         calls = sites.calls_in(caller_path)
         if calls is None:
             continue
@@ -403,8 +406,12 @@ def _calls_to(sites: CallSites, path: str, function: ast.AST, leave_out: str = "
             frame = (Frame(caller_path, ev.function_scope(holder), None, id(holder))
                      if holder is not None else Frame(caller_path))  # fmt: skip
             ev.cap = (0, 0)
-            if any(isinstance(v, Func) and (v.path, v.node.lineno) == (path, line)
-                   for v in ev.eval(call.func, frame)):  # fmt: skip
+            if not any(isinstance(v, Func) and (v.path, v.node.lineno) == (path, line)
+                       for v in ev.eval(call.func, frame)):  # fmt: skip
+                continue
+            if holder is not None and passes_on(call, parents) and depth < _MAX_PASSED:
+                yield from _calls_to(sites, caller_path, holder, "", depth + 1)
+            elif caller_path != leave_out:  # a wrapper there is passed through, all the same
                 yield caller_path, call, holder, parents
 
 
@@ -503,8 +510,11 @@ class CallSites:
                         self._registered.setdefault(name, []).append((decorated, key))
         return self._registered.get(function, [])
 
-    def of(self, node: ast.AST, parents: dict[int, ast.AST]) -> Iterator[tuple[str, list[ast.AST]]]:
-        """Each function of the file that calls ``node``, and the code that call guards."""
+    def of(self, node: ast.AST, parents: dict[int, ast.AST],
+           depth: int = 0) -> Iterator[tuple[str, list[ast.AST]]]:  # fmt: skip
+        """Each function of the file that calls ``node``, and the code that call guards;
+        a caller that only hands the result back (``return f(...)``) is passed through
+        to its own callers (:data:`_MAX_PASSED` deep)."""
         if self._by_name is None:
             self._by_name = {}
             for caller, body in self.found.functions.items():
@@ -514,8 +524,24 @@ class CallSites:
                     if isinstance(call.func, ast.Name):
                         self._by_name.setdefault(call.func.id, []).append((caller, call))
         for caller, call in self._by_name.get(getattr(node, "name", ""), []):
-            if _resolves_to(self.found, self.follow, caller, call, node):
+            if not _resolves_to(self.found, self.follow, caller, call, node):
+                continue
+            outer = self.found.functions.get(caller)
+            if passes_on(call, parents) and outer is not None and depth < _MAX_PASSED:
+                # `return _resolve_backend(...)`: its own callers run what it decides
+                yield from ((f"{caller}>{c}", code) for c, code in
+                            self.of(outer, parents, depth + 1))  # fmt: skip
+            else:
                 yield caller, _guarded_by(call, parents)
+
+
+_MAX_PASSED = 2  # callers handing a result back, followed to their own callers
+
+
+def passes_on(call: ast.Call, parents: dict[int, ast.AST]) -> bool:
+    """Whether ``call`` is what its function returns, whole (``return f(x)``)."""
+    statement = parents.get(id(call))
+    return isinstance(statement, ast.Return) and statement.value is call
 
 
 def _own_calls(function: ast.AST) -> Iterator[ast.Call]:

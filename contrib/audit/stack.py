@@ -276,6 +276,12 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
             continue
         reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
         calls = list(walker.outside(gate.file, *start, target=not gate.excludes_target))
+        holder = start[0]
+        if (gate.excludes_target and not calls and holder is not None
+                and isinstance(walker.parents(gate.file).get(id(holder)), ast.Module)):  # fmt: skip
+            # a decision function of the module (`_resolve_backend()` refuses the target):
+            # what its callers run with its answer is what it keeps from the target
+            calls = walker.through_callers(holder)
         if gate.excludes_target and refuses_making(start[0], gate.line, gate.parser_kind):
             for method in sibling_methods(start[0], walker.parents(gate.file)):
                 calls += [c for c in walker.outside(gate.file, method, method.body)

@@ -370,6 +370,18 @@ class Walker:
         return [_Block(b.path, b.holder, b.code, (f"{what} in {decider.name}()", *b.via))
                 for b in self._callers_of(decider.name)]  # fmt: skip
 
+    def through_callers(self, holder: Function, *, target: bool = False) -> list[Outside]:
+        """The calls into the lower package that the callers of the decision function
+        ``holder`` run with what it decides (the code after each call, the branch an
+        ``if`` on it takes; a caller handing the result back is passed through)."""
+        found: list[Outside] = []
+        for block in self._callers_of(holder.name):
+            for out in self.outside(block.path, block.holder, block.code, target=target):
+                led = Outside(out.dotted, (*block.via, *out.via), out.keys)
+                if all(o.dotted != led.dotted or o.keys != led.keys for o in found):
+                    found.append(led)
+        return found
+
     def _callers_of(self, name: str) -> list[_Block]:
         """The code that runs after each call of ``name`` in its block (and the body of
         an ``if`` that tests the call)."""
@@ -394,6 +406,11 @@ class Walker:
         if not isinstance(up, ast.stmt):
             return []
         statement = up
+        holder = self.holder(path, statement)
+        if isinstance(statement, ast.Return) and statement.value is call and holder is not None:
+            # `return _resolve_backend(...)`: what its own callers run with the result
+            return [_Block(b.path, b.holder, b.code, (f"returned by {holder.name}()", *b.via))
+                    for b in self._callers_of(holder.name)]  # fmt: skip
         block = parents.get(id(statement))
         for field in ("body", "orelse", "finalbody"):
             seq = getattr(block, field, None)

@@ -1003,3 +1003,22 @@ def test_a_gate_keeping_only_checks_from_the_target_is_gate_only() -> None:
     pick, tune = gates["pkg/registry.py:pick"], gates["pkg/registry.py:tune"]
     assert pick.class_ == "gate-only" and "only checks" in pick.reason, pick.reason
     assert tune.class_ == "unknown", tune.reason
+
+
+def test_a_caller_handing_a_decision_back_is_passed_through_to_its_own_callers() -> None:
+    """``_check()`` refuses the target; ``check()`` only returns it (``return
+    _check()``): what ``check``'s callers run after it, in the file and in others, is
+    what the refusal keeps from the target."""
+    api = ("from pkg.jit import gen_fmha_sm100_module\nfrom pkg.utils import is_sm100_supported\n\n\n"
+           "def _check_fmha():\n    if not is_sm100_supported():\n"
+           "        raise ValueError('SM100 only')\n    return 'fast'\n\n\n"
+           "def check_fmha():\n    return _check_fmha()\n\n\n"
+           "def run(x):\n    mode = check_fmha()\n    return gen_fmha_sm100_module().run(x)\n")
+    gate = _audit(BASE | {"pkg/api.py": api})["pkg/api.py:_check_fmha"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert any("gen_fmha_sm100_module" in t for t in gate.reached), gate.reached
+    other = ("from pkg.api import check_fmha\nfrom pkg.jit import gen_fmha_sm100_module\n\n\n"
+             "def launch(x):\n    check_fmha()\n    return gen_fmha_sm100_module().run(x)\n")
+    lone = api.replace("def run(x):\n    mode = check_fmha()\n    return gen_fmha_sm100_module().run(x)\n", "")
+    gate = _audit(BASE | {"pkg/api.py": lone, "pkg/other.py": other})["pkg/api.py:_check_fmha"]
+    assert gate.class_ == "needs-kernel-work", gate.reason

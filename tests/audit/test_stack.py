@@ -344,6 +344,46 @@ def test_kernels_missing_below_outweigh_a_helper_above(stacked: tuple[Workspace,
     assert "lowerlib/decode.py" in gate["reason"] and "gen_decode_module" in gate["reason"]
 
 
+FUSION = '''\
+import lowerlib
+
+from top.utils import is_sm100_supported
+
+
+def _resolve_backend(backend):
+    if not is_sm100_supported():
+        raise ValueError("the fusion needs SM100")
+    return backend
+
+
+def resolve_fusion_backend(args):
+    return _resolve_backend(args.backend)
+
+
+def ensure_fused(x, args):
+    backend = resolve_fusion_backend(args)
+    if backend is None:
+        return x
+    return lowerlib.fused_allreduce(x)
+'''
+
+
+def test_a_refusing_decision_function_takes_its_class_from_what_its_callers_run_below(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """sglang's ``flashinfer_comm_fusion._resolve_backend`` refuses the target; a
+    function hands its answer back (``return _resolve_backend(...)``) and its caller
+    runs flashinfer's fusion with it: that is what the refusal keeps from the target
+    (at v1.0 a gate below that turns SM12x from a kernel it compiles: gate-only)."""
+    ws, top = stacked
+    top.commit("fusion", {"python/top/fusion.py": FUSION})
+    _, audit = _audit(ws)
+    gate = _gate(audit, "_resolve_backend")
+    assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
+    [below] = gate["below"]
+    assert below["function"] == "gen_comm_module", below
+    assert "returned by resolve_fusion_backend()" in below["via"], below["via"]
+
+
 def test_the_stack_at_two_pinned_versions(stacked: tuple[Workspace, Repo]) -> None:
     ws, top = stacked
     old = top.head()
