@@ -947,10 +947,11 @@ def parameter_key(module: ast.Module | None, func: ast.FunctionDef | ast.AsyncFu
         names: set[str] = set()
         replaced: set[str] = set()
         for node in (n for f in scope for n in ast.walk(f)):
-            tested = _tested_literals(node, operands)
-            names |= tested
-            if tested and isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.Eq):
-                replaced |= tested & _replaced_under(scope, node, operands)
+            names |= _tested_literals(node, operands)
+            if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+                    and isinstance(node.test.ops[0], ast.Eq)
+                    and _assigns(node.body, operands)):  # fmt: skip
+                replaced |= _tested_literals(node.test, operands)
         if any(_variant(value, n) for n in names) and value not in replaced:
             return value, frozenset(names)
     return None
@@ -1016,15 +1017,10 @@ def _tested_literals(node: ast.AST, operands: set[str]) -> set[str]:
     return set()
 
 
-def _replaced_under(scope: list[ast.FunctionDef | ast.AsyncFunctionDef], test: ast.Compare,
-                    operands: set[str]) -> set[str]:  # fmt: skip
-    """The literals of ``test`` when the ``if`` it heads assigns one of ``operands``."""
-    for node in (n for f in scope for n in ast.walk(f)):
-        if isinstance(node, ast.If) and node.test is test and any(
-                isinstance(a, ast.Assign) and any(ast.unparse(t) in operands for t in a.targets)
-                for s in node.body for a in ast.walk(s)):  # fmt: skip
-            return _tested_literals(test, operands)
-    return set()
+def _assigns(body: list[ast.stmt], operands: set[str]) -> bool:
+    """Whether ``body`` assigns one of ``operands`` (``self._backend = pick(...)``)."""
+    return any(isinstance(a, ast.Assign) and any(ast.unparse(t) in operands for t in a.targets)
+               for s in body for a in ast.walk(s))  # fmt: skip
 
 
 def _class_holding(module: ast.Module, func: ast.AST) -> ast.ClassDef | None:
