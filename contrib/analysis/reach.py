@@ -22,7 +22,9 @@ and ``targets``, what can class a gate, by identity, whatever its depth:
 * ``aot``: an ahead-of-time built op, ``torch.ops.NS.op`` (its C++ is read by the judge);
 * ``lib``: a call into a vendor library that brings kernels of its own for every
   architecture its release supports (:data:`VENDOR_LIBRARIES`: cuDNN's Python
-  frontend): no kernel of the tree does that work.
+  frontend; ``triton_kernels``, Triton kernels compiled for the GPU they run on): no
+  kernel of the tree does that work;
+* ``checks``: the code behind the gate only checks (asserts, raises, log lines).
 
 A name handed on as a value (``server_args.attention_backend = "trtllm_mha"``,
 ``return {"attention_backend": "triton"}``) leads to what a decorator registers
@@ -71,7 +73,8 @@ _SOURCE = re.compile(r"\.(?:cu|cuh|cpp|cc)$")
 _KEYWORD = "supported_major_versions"
 # Libraries with kernels of their own for every architecture of their release, named
 # by their top-level Python module (a fact about the library, not an upstream's).
-VENDOR_LIBRARIES = {"cudnn": "NVIDIA cuDNN"}
+VENDOR_LIBRARIES = {"cudnn": "NVIDIA cuDNN",
+                    "triton_kernels": "Triton's triton_kernels (Triton, compiled for the GPU)"}
 
 Key = tuple[str, frozenset[str]]  # the backend followed, and every name of its registry
 CHECKS = "checks"  # a Target kind: the code behind a gate only checks (asserts, raises)

@@ -1022,3 +1022,18 @@ def test_a_caller_handing_a_decision_back_is_passed_through_to_its_own_callers()
     lone = api.replace("def run(x):\n    mode = check_fmha()\n    return gen_fmha_sm100_module().run(x)\n", "")
     gate = _audit(BASE | {"pkg/api.py": lone, "pkg/other.py": other})["pkg/api.py:_check_fmha"]
     assert gate.class_ == "needs-kernel-work", gate.reason
+
+
+def test_a_call_into_triton_kernels_is_a_library_of_triton_kernels() -> None:
+    """sglang's ``_swizzle_mxfp4``: ``if _is_sm100_supported:
+    opt_flags.update_opt_flags_constraints(...)`` into OpenAI's ``triton_kernels``:
+    Triton kernels compiled for the GPU they run on, no kernel of the tree."""
+    swizzle = ("from pkg.utils import is_sm100_supported\n\n\n"
+               "def swizzle(w):\n"
+               "    import triton_kernels.matmul_ogs_details.opt_flags as opt_flags\n\n"
+               "    if is_sm100_supported():\n"
+               "        opt_flags.update_opt_flags_constraints({'is_persistent': True})\n"
+               "    return w\n")  # fmt: skip
+    gate = _audit(BASE | {"pkg/swizzle.py": swizzle})["pkg/swizzle.py:swizzle"]
+    assert gate.class_ == "gate-only", gate.reason
+    assert "triton_kernels" in gate.reason, gate.reason
