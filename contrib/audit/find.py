@@ -38,7 +38,7 @@ from contrib.analysis.reach import (
     spread_literals,
 )
 from contrib.arch import Arch
-from contrib.audit.effect import PREDICATE_VALUE, function_of
+from contrib.audit.effect import PREDICATE_VALUE, function_of, runs_after
 from contrib.audit.effect import effect as gate_effect
 from contrib.audit.model import (
     BENCHMARK,
@@ -566,7 +566,8 @@ def _resolves_to(found: Scan, follow: TreeEval, caller: str, call: ast.Call, nod
 
 def _guarded_by(call: ast.Call, parents: dict[int, ast.AST]) -> list[ast.AST]:
     """What a call of a decision function decides: the branch of the ``if`` it tests
-    (the else when it is negated), else the statements after it in its block."""
+    (the else when it is negated), else the statements that run after it in its
+    function."""
     child: ast.AST = call
     parent = parents.get(id(call))
     negated = False
@@ -577,12 +578,9 @@ def _guarded_by(call: ast.Call, parents: dict[int, ast.AST]) -> list[ast.AST]:
         return list(parent.body)
     if isinstance(parent, ast.If | ast.While) and parent.test is child:
         return list(parent.orelse if negated else parent.body)
-    block = parents.get(id(parent)) if parent is not None else None
-    for field_name in ("body", "orelse", "finalbody"):
-        statements = getattr(block, field_name, None)
-        if isinstance(statements, list) and parent in statements:
-            return list(statements[statements.index(parent) + 1:])
-    return []
+    # the statements that run after it: the rest of its block, then of the blocks
+    # around it (`if use_cp: _skip_if_cp_unsupported()`, then the test's kernel calls)
+    return runs_after(parent, parents) if isinstance(parent, ast.stmt) else []
 
 
 def _kind(gate: Gate) -> str:

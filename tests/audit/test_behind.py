@@ -1037,3 +1037,18 @@ def test_a_call_into_triton_kernels_is_a_library_of_triton_kernels() -> None:
     gate = _audit(BASE | {"pkg/swizzle.py": swizzle})["pkg/swizzle.py:swizzle"]
     assert gate.class_ == "gate-only", gate.reason
     assert "triton_kernels" in gate.reason, gate.reason
+
+
+def test_a_skip_helper_called_in_an_if_guards_what_the_test_runs_after_the_if() -> None:
+    """flashinfer's ``test_prefill_delta_rule``: ``if use_cp: _skip_if_cp_unsupported()``,
+    then the kernel calls: what runs after the helper's call is the rest of the
+    function, past the ``if`` it sits in."""
+    test = ("import pytest\n\nfrom pkg.jit import gen_fmha_sm100_module\n"
+            "from pkg.utils import is_sm100_supported\n\n\n"
+            "def _skip_if_cp_unsupported():\n    if not is_sm100_supported():\n"
+            "        pytest.skip('CP needs SM100')\n\n\n"
+            "def test_prefill(use_cp):\n    if use_cp:\n        _skip_if_cp_unsupported()\n"
+            "    gen_fmha_sm100_module().run(1)\n")  # fmt: skip
+    gate = _audit(BASE | {"tests/test_prefill.py": test})["tests/test_prefill.py:_skip_if_cp_unsupported"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "gen_fmha_sm100_module" in gate.reason, gate.reason
