@@ -279,7 +279,7 @@ def test_the_auditor_links_each_audit_to_the_stack_below(tmp_path: Path) -> None
     assert {g.function: g.class_ for g in alone.gates(top.head())}["comm_step"] == "unknown"
 
 
-def test_a_dropped_opening_stays_dropped_when_the_corpus_is_written_again(
+def test_a_dropped_opening_stays_dropped_when_loaded_or_written_again(
         history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:  # fmt: skip
     repo, shas = history
     found = mine(Git(repo.path), "up", "main")
@@ -287,6 +287,9 @@ def test_a_dropped_opening_stays_dropped_when_the_corpus_is_written_again(
     write(corpus, found)
     corpus.write_text(corpus.read_text() + f'\n[[dropped]]\ncommit = "{shas["mm"][:10]}"\n'
                       'file = "pkg/gemm.py"\nfunction = "mm"\nwhy = "a person says so"\n')
+    assert any(o.function == "mm" for o in read(corpus))  # pinned in the file still,
+    loaded = load(argparse.Namespace(corpus=corpus, mine=False), {"up": Git(repo.path)})
+    assert len(loaded) == len(found) - 1 and all(o.function != "mm" for o in loaded)  # not loaded
     write(corpus, found)  # mined again: the drop holds, and is kept in the file
     kept = read(corpus)
     assert len(kept) == len(found) - 1 and all(o.function != "mm" for o in kept)
@@ -369,15 +372,3 @@ def test_a_partial_opening_is_opened_while_its_other_configuration_still_exclude
     only = measure(opening, parent, [cudnn])  # nothing in the hunk admits it: not opened
     assert only.still_excluding and only.after_gate.startswith("tests/test_bmm.py:3")
 
-
-def test_a_drop_written_by_hand_into_a_pinned_corpus_holds_when_it_is_loaded(
-        history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:  # fmt: skip
-    repo, shas = history
-    found = mine(Git(repo.path), "up", "main")
-    corpus = tmp_path / "corpus.toml"
-    write(corpus, found)
-    corpus.write_text(corpus.read_text() + f'\n[[dropped]]\ncommit = "{shas["mm"][:10]}"\n'
-                      'file = "pkg/gemm.py"\nfunction = "mm"\nwhy = "not an arch gate"\n')
-    assert any(o.function == "mm" for o in read(corpus))  # still pinned in the file
-    loaded = load(argparse.Namespace(corpus=corpus, mine=False), {"up": Git(repo.path)})
-    assert len(loaded) == len(found) - 1 and all(o.function != "mm" for o in loaded)
