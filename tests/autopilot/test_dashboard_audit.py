@@ -49,8 +49,8 @@ def test_audit_section_tracks_the_upstream(tmp_path: Path, mini: Repo, fake_gith
     audit = body.split("## Audit", 1)[1].split("## Needs you", 1)[0]
     assert "### `sm_120a`" in audit
     assert f"#### mini at [`{first[:7]}`]({COMMIT}/{first})" in audit
-    assert ("9 gates turn `sm_120a` away (2 needs-kernel-work, 3 gate-only, 1 intentional, "
-            "3 unknown); 8 at runtime that no patchset covers.") in audit
+    assert ("9 gates turn `sm_120a` away (2 needs-kernel-work, 4 gate-only, 1 intentional, "
+            "2 unknown); 8 at runtime that no patchset covers.") in audit
     assert (f"| [`pkg/fusion.py:7`]({BLOB}/{first}/pkg/fusion.py#L7) | `pick_backend` | "
             "unknown |") in audit
     assert "test_fusion" not in audit  # a test gate is counted, not listed
