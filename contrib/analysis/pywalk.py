@@ -58,3 +58,10 @@ def single_assignment(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
     if isinstance(node, ast.AnnAssign) and node.value is not None:
         return node.target, node.value
     return None
+
+
+def passes_on(call: ast.Call, parents: dict[int, ast.AST]) -> bool:
+    """Whether ``call`` is what its function returns, whole (``return f(x)``): the
+    function hands the callee's answer to its own callers."""
+    statement = parents.get(id(call))
+    return isinstance(statement, ast.Return) and statement.value is call

@@ -21,7 +21,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.pywalk import parents as node_parents
-from contrib.analysis.pywalk import single_assignment
+from contrib.analysis.pywalk import passes_on, single_assignment
 from contrib.analysis.reach import (
     CHECKS,
     Key,
@@ -182,22 +182,20 @@ def only_checks(code: Iterable[ast.AST]) -> bool:
     """Whether ``code`` (what a gate keeps from the target) only checks: asserts,
     raises and log lines, in ``if`` branches or not (sglang's ``if is_blackwell():
     assert attention_backend == "triton", "..."``).  It runs no kernel, so admitting
-    the target to it is a change of gate lines only."""
-    statements = list(code)
-    if not statements:
+    the target to it is a change of gate lines only.  Read without recursion (an
+    ``elif`` chain is one ``if`` nested in the next)."""
+    todo = list(code)
+    if not todo:
         return False
-    for statement in statements:
-        if isinstance(statement, ast.Assert | ast.Raise | ast.Pass):
-            continue
-        if isinstance(statement, ast.If) and only_checks(statement.body) and (
-                not statement.orelse or only_checks(statement.orelse)):  # fmt: skip
-            continue
-        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
-            continue
-        if (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
-                and _logs(statement.value)):  # fmt: skip
-            continue
-        return False
+    while todo:
+        statement = todo.pop()
+        if isinstance(statement, ast.If):
+            todo += [*statement.body, *statement.orelse]
+        elif not (isinstance(statement, ast.Assert | ast.Raise | ast.Pass)
+                  or isinstance(statement, ast.Expr) and (
+                      isinstance(statement.value, ast.Constant)
+                      or isinstance(statement.value, ast.Call) and _logs(statement.value))):  # fmt: skip
+            return False
     return True
 
 
@@ -460,8 +458,8 @@ def tested_names(test: ast.expr) -> Iterator[str]:
         for value in test.values:
             yield from tested_names(value)
     elif isinstance(test, ast.BoolOp):  # `a == "x" or b == "x"`: what every term asks
-        common = set.intersection(*(set(tested_names(v)) for v in test.values))
-        yield from (name for name in tested_names(test.values[0]) if name in common)
+        first, *rest = (list(tested_names(v)) for v in test.values)
+        yield from (name for name in first if all(name in other for other in rest))
     elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq | ast.In):
         for side in (test.left, test.comparators[0]):
             items = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]
@@ -536,12 +534,6 @@ class CallSites:
 
 
 _MAX_PASSED = 2  # callers handing a result back, followed to their own callers
-
-
-def passes_on(call: ast.Call, parents: dict[int, ast.AST]) -> bool:
-    """Whether ``call`` is what its function returns, whole (``return f(x)``)."""
-    statement = parents.get(id(call))
-    return isinstance(statement, ast.Return) and statement.value is call
 
 
 def _own_calls(function: ast.AST) -> Iterator[ast.Call]:

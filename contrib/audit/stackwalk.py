@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Ext, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD
+from contrib.analysis.pywalk import passes_on
 from contrib.analysis.reach import (
     MAX_DEFS,
     Key,
@@ -407,7 +408,7 @@ class Walker:
             return []
         statement = up
         holder = self.holder(path, statement)
-        if isinstance(statement, ast.Return) and statement.value is call and holder is not None:
+        if holder is not None and passes_on(call, parents):
             # `return _resolve_backend(...)`: what its own callers run with the result
             return [_Block(b.path, b.holder, b.code, (f"returned by {holder.name}()", *b.via))
                     for b in self._callers_of(holder.name)]  # fmt: skip

@@ -1052,3 +1052,16 @@ def test_a_skip_helper_called_in_an_if_guards_what_the_test_runs_after_the_if() 
     gate = _audit(BASE | {"tests/test_prefill.py": test})["tests/test_prefill.py:_skip_if_cp_unsupported"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "gen_fmha_sm100_module" in gate.reason, gate.reason
+
+
+def test_only_checks_reads_a_long_elif_chain() -> None:
+    """An ``elif`` chain is one ``if`` nested in the next: read without recursion, as
+    deep as the parser goes."""
+    import ast
+
+    from contrib.audit.find import only_checks
+
+    chain = "if x == 0:\n    assert a\n" + "".join(f"elif x == {n}:\n    assert a\n"
+                                                  for n in range(1, 900))  # fmt: skip
+    assert only_checks(ast.parse(chain).body)
+    assert not only_checks(ast.parse(chain + "else:\n    y = 1\n").body)
