@@ -920,19 +920,18 @@ def decorator_keys(node: ast.AST) -> frozenset[str]:
                                if isinstance(v, ast.Dict)))  # fmt: skip
 
 
-def parameter_key(module: ast.Module | None, func: ast.FunctionDef | ast.AsyncFunctionDef,
+def parameter_key(owner: ast.ClassDef | None, func: ast.FunctionDef | ast.AsyncFunctionDef,
                   passed: Iterable[tuple[str, str]]) -> Key | None:  # fmt: skip
     """The backend a call chooses by a string it passes for a parameter of the callee:
     flashinfer's ``BatchPrefillWithRaggedKVCacheWrapper(..., backend="cutlass")``, whose
     ``__init__`` stores ``self._backend = backend`` and whose ``plan`` runs the CUTLASS
     module under ``if self._backend == "cutlass":``.  The parameter is ``func``'s own, or
-    its class's ``__init__``'s when ``func`` is a method (``module``: the file holding
-    it); its operands are the parameter and the attributes ``__init__`` stores it in;
+    its class's ``__init__``'s when ``func`` is a method (``owner``: the class whose
+    body defines it, :func:`classes_of`); its operands are the parameter and the attributes ``__init__`` stores it in;
     the registry's names are the string literals the function (or the class) compares
     them with.  A value the code replaces when it holds it (``if self._backend ==
     "auto": self._backend = determine_attention_backend(...)``) chooses nothing: what
     runs is picked later.  None when no string passed is one the code tests for."""
-    owner = _class_holding(module, func) if module is not None else None
     scope = [f for f in owner.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
              ] if owner is not None else [func]  # fmt: skip
     init = next((f for f in scope if f.name == "__init__"), None) if owner is not None else func
@@ -1026,12 +1025,10 @@ def _assigns(body: list[ast.stmt], operands: set[str]) -> bool:
                for s in body for a in ast.walk(s))  # fmt: skip
 
 
-def _class_holding(module: ast.Module, func: ast.AST) -> ast.ClassDef | None:
-    """The class whose body defines ``func`` (None for a function of no class)."""
-    for node in ast.walk(module):
-        if isinstance(node, ast.ClassDef) and func in node.body:
-            return node
-    return None
+def classes_of(module: ast.Module) -> dict[int, ast.ClassDef]:
+    """Each function defined in a class body of ``module`` (by id), with its class."""
+    return {id(item): node for node in ast.walk(module) if isinstance(node, ast.ClassDef)
+            for item in node.body}  # fmt: skip
 
 
 def string_keys(table: ast.Dict) -> frozenset[str]:

@@ -37,7 +37,14 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func, ModRef
 from contrib.analysis.gates import DECORATOR
 from contrib.analysis.includes import IncludeResolver
-from contrib.analysis.reach import Key, configuring_if, decorator_keys, parameter_key, reach
+from contrib.analysis.reach import (
+    Key,
+    classes_of,
+    configuring_if,
+    decorator_keys,
+    parameter_key,
+    reach,
+)
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict
@@ -86,6 +93,7 @@ class Lower:
         self.roots = package_roots(paths)
         self.skips = Skips(self.audit.gates)
         self._held: dict[str, list[AuditGate]] = {}
+        self._owners: dict[str, dict[int, ast.ClassDef]] = {}  # per file: function -> class
         for gate in self.audit.gates:
             if gate.scope == RUNTIME:
                 self._held.setdefault(gate.file, []).append(gate)
@@ -161,8 +169,10 @@ class Lower:
         chosen = next((v for _, v in keys if v in names), None)
         if chosen is not None:
             return chosen, names
-        module = self.ev.module(func.path)
-        return parameter_key(module[0] if module else None, func.node, keys)
+        if func.path not in self._owners:
+            module = self.ev.module(func.path)
+            self._owners[func.path] = classes_of(module[0]) if module else {}
+        return parameter_key(self._owners[func.path].get(id(func.node)), func.node, keys)
 
     def below(self, dotted: str, keys: tuple[tuple[str, str], ...] = ()) -> list[tuple[AuditGate, str]]:
         """The lower gates a call of ``dotted`` reaches, each with the calls leading to it;

@@ -231,18 +231,20 @@ def test_a_string_passed_for_a_parameter_chooses_among_what_the_callee_tests() -
     when it holds it (``"auto"``) chooses nothing."""
     import ast
 
-    from contrib.analysis.reach import parameter_key
+    from contrib.analysis.reach import classes_of, parameter_key
 
     module = ast.parse(LOWER_ATTN)
     wrapper = next(n for n in module.body if isinstance(n, ast.ClassDef))
     run = wrapper.body[1]
     assert isinstance(run, ast.FunctionDef)
+    owner = classes_of(module).get(id(run))
+    assert owner is wrapper
     names = frozenset({"auto", "cutlass", "fmha"})
-    assert parameter_key(module, run, [("backend", "cutlass")]) == ("cutlass", names)
-    assert parameter_key(module, run, [("other", "cutlass"), ("backend", "fmha")]) == (
+    assert parameter_key(owner, run, [("backend", "cutlass")]) == ("cutlass", names)
+    assert parameter_key(owner, run, [("other", "cutlass"), ("backend", "fmha")]) == (
         "fmha", names)
-    assert parameter_key(module, run, [("backend", "auto")]) is None
-    assert parameter_key(module, run, [("backend", "fa3")]) is None
+    assert parameter_key(owner, run, [("backend", "auto")]) is None
+    assert parameter_key(owner, run, [("backend", "fa3")]) is None
     mm = next(n for n in ast.parse(LOWER_MM).body
               if isinstance(n, ast.FunctionDef) and n.name == "mm")
     assert parameter_key(None, mm, [("backend", "fused")]) == ("fused", frozenset({"fused"}))
