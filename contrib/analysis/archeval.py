@@ -64,8 +64,12 @@ _DEPTH = 24  # nested calls followed
 class TreeEval:
     """The arch evaluator of one tree; modules are parsed on first use and kept."""
 
-    def __init__(self, read: Reader, paths: Iterable[str]) -> None:
+    def __init__(self, read: Reader, paths: Iterable[str],
+                 trees: dict[str, ast.Module | None] | None = None) -> None:
+        """``trees``: the parsed modules by path, shared with other evaluators of the
+        same texts (a module is parsed once for all of them)."""
         self.read = read
+        self._trees = trees if trees is not None else {}
         self.index = ModuleIndex(paths)
         self.touch = Touch(self.module, self.index)
         self._local_touch: dict[tuple[int, str], bool] = {}
@@ -82,20 +86,28 @@ class TreeEval:
 
     def add_module(self, path: str, module: ast.Module) -> None:
         """Use an already parsed module (the file being audited)."""
-        if path not in self._modules:
+        if self._modules.get(path) is None:
+            self._trees.setdefault(path, module)
             self._modules[path] = (module, scope_of_body(module.body))
 
     def parsed(self, path: str) -> ast.Module | None:
-        """The module at ``path`` if it was parsed already."""
+        """The module at ``path`` if it was parsed already (by this evaluator or another
+        sharing its ``trees``)."""
         entry = self._modules.get(path)
+        if entry is None and self._trees.get(path) is not None:
+            entry = self.module(path)
         return entry[0] if entry is not None else None
 
     def module(self, path: str) -> tuple[ast.Module, Scope] | None:
         """The parsed module at ``path`` and its top-level bindings (None: unreadable)."""
         if path not in self._modules:
             text = self.read(path)
-            parsed = parse_python(path, text) if text is not None else None
-            tree = parsed if isinstance(parsed, ast.Module) else None  # unreadable: unknown
+            tree = None  # unreadable: unknown
+            if text is not None:
+                if path not in self._trees:
+                    parsed = parse_python(path, text)
+                    self._trees[path] = parsed if isinstance(parsed, ast.Module) else None
+                tree = self._trees[path]
             self._modules[path] = None if tree is None else (tree, scope_of_body(tree.body))
         return self._modules[path]
 

@@ -52,39 +52,27 @@ class Scan:
         return [i + 1 for i, text in enumerate(self.code) if text.strip()]
 
 
+# What a C scanner steps over as one unit, leftmost first: a ``//`` comment (ended by a
+# newline, or by a backslash-newline whose backslash it takes), a ``/* */`` comment
+# (to the end when unclosed), a string or character literal (to its quote, or to the
+# newline that ends it unclosed; a backslash escapes the next character, a newline too).
+_UNITS = re.compile(r"""//(?:[^\n\\]|\\(?!\n))*\\?|/\*.*?(?:\*/|\Z)"""
+                    r"""|"(?:[^"\\\n]|\\.|\\\Z)*["\n]?|'(?:[^'\\\n]|\\.|\\\Z)*['\n]?""",
+                    re.DOTALL)
+_NOT_NEWLINE = re.compile(r"[^\n]")
+
+
+def _blank(match: re.Match[str]) -> str:
+    unit = match.group()
+    if unit[0] in "\"'":
+        return unit  # a literal is kept
+    return _NOT_NEWLINE.sub(" ", unit) if unit[1] == "*" else " " * len(unit)
+
+
 @functools.lru_cache(maxsize=256)
 def strip_comments(text: str) -> str:
     """Replace comments by spaces, keeping newlines and string literals intact."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if text.startswith("//", i):
-            while i < n and text[i] != "\n":
-                # A backslash-newline continues a // comment in C, keep the newline.
-                if text.startswith("\\\n", i):
-                    out.append(" ")
-                    i += 1
-                    break
-                out.append(" ")
-                i += 1
-            continue
-        if text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:end]))
-            i = end
-            continue
-        if ch in "\"'":
-            j = i + 1
-            while j < n and text[j] != ch and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i : j + 1])
-            i = j + 1
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+    return _UNITS.sub(_blank, text)
 
 
 @functools.lru_cache(maxsize=256)

@@ -52,13 +52,14 @@ import ast
 import re
 import weakref
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import UNK, Cap, Ext, Frame, Func, ModRef, truth_of
 from contrib.analysis.hostarch import CUTE_FAMILIES, written_for
 from contrib.analysis.pyparse import PARSE_ERRORS
+from contrib.analysis.pywalk import walk
 
 MAX_CALLS = 120  # call chains kept per gate, for the reader
 MAX_FUNCTIONS = 1500  # tree functions walked per gate (each once)
@@ -66,7 +67,7 @@ MAX_DEPTH = 16  # calls followed below the gated code
 MAX_DEFS = 2  # a method name defined more often than this is not followed by name
 _COMMON = frozenset({"forward", "run", "apply", "get", "set", "update", "call", "build",
                      "load", "init", "reset", "close", "start", "stop", "step", "wait"})
-_DEF = re.compile(r"^\s+(?:async\s+)?def\s+(\w+)\s*\(", re.MULTILINE)  # an indented def
+_DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)\s*\(", re.MULTILINE)  # a def, at any depth
 _ARCH_FLAG = re.compile(r"\b(?:compute|sm)_(\d{2,3})[af]?\b")
 _FLAG_TEXT = re.compile(r"arch=|compute_\d")  # a string that is an nvcc arch flag
 _SOURCE = re.compile(r"\.(?:cu|cuh|cpp|cc)$")
@@ -123,6 +124,53 @@ class _Known:
     flags: tuple[int, ...]
 
 
+class _Facts:
+    """What a tree's functions and modules are whatever GPU runs them (a function's
+    kind, its nvcc flags' majors, qualified names, a module's CuTe namespaces): kept
+    with the evaluator, so the walks for each GPU and backend read each once."""
+
+    def __init__(self, ev: TreeEval) -> None:
+        self.ev = ev
+        self.names: dict[str, dict[int, str]] = {}
+        self.cute: dict[str, tuple[int, ...]] = {}
+        self.kinds: dict[int, tuple[str, tuple[int, ...]]] = {}
+
+    def qualname(self, path: str, node: ast.AST) -> str:
+        names = self.names.get(path)
+        if names is None:
+            names = self.names[path] = _qualnames(self.ev.parsed(path))
+        return names.get(id(node), getattr(node, "name", "?"))
+
+    def kind(self, func: Func, frame: Frame) -> tuple[str, tuple[int, ...]]:
+        """``jit``, ``triton``, ``cute`` or "" (a plain function), and its majors."""
+        found = self.kinds.get(id(func.node))
+        if found is None:
+            node = func.node
+            kind = ("triton" if _is_triton(node) else "cute" if _is_cute(node)
+                    else "jit" if _builds(node) else "")  # fmt: skip
+            flags = (_flag_majors(self.ev, frame, node) if kind in ("", "jit")
+                     else self.cute_majors(func.path) if kind == "cute" else ())  # fmt: skip
+            found = self.kinds[id(node)] = (kind, flags)
+        return found
+
+    def cute_majors(self, path: str) -> tuple[int, ...]:
+        """The archs of the arch-specific CuTe namespaces a module uses (empty: generic)."""
+        if path not in self.cute:
+            module = self.ev.parsed(path)
+            used: set[str] = set()
+            for n in walk(module) if module is not None else ():
+                if isinstance(n, ast.Attribute | ast.Name):
+                    used.add(n.attr if isinstance(n, ast.Attribute) else n.id)
+                elif isinstance(n, ast.ImportFrom | ast.Import):
+                    used |= {a.name.rsplit(".", 1)[-1] for a in n.names}
+            self.cute[path] = tuple(sorted({m for name, majors in CUTE_FAMILIES.items()
+                                            if name in used for m in majors}))
+        return self.cute[path]
+
+
+_FACTS: weakref.WeakKeyDictionary[TreeEval, _Facts] = weakref.WeakKeyDictionary()
+
+
 class _Graph:
     """The call graph of one tree as one GPU runs it, read lazily and kept for every
     gate of it: an ``if`` the GPU decides (``if is_sm120a_supported(dev): ... else:
@@ -131,43 +179,22 @@ class _Graph:
     def __init__(self, ev: TreeEval, cap: Cap | None = None, key: Key | None = None) -> None:
         self.ev, self.cap, self.key = ev, cap, key
         self.known: dict[int, _Known] = {}
-        self.names: dict[str, dict[int, str]] = {}
-        self.cute: dict[str, tuple[int, ...]] = {}
-        self._defs: dict[str, list[str]] | None = None  # def name -> the files defining it
-        self._methods: dict[str, list[Func]] = {}
         self._operands: dict[int, frozenset[str]] = {}  # per frame: see backend_test
+        facts = _FACTS.get(ev)
+        self.facts = _FACTS[ev] = facts if facts is not None else _Facts(ev)
 
     def qualname(self, path: str, node: ast.AST) -> str:
-        names = self.names.get(path)
-        if names is None:
-            names = self.names[path] = _qualnames(self.ev.parsed(path))
-        return names.get(id(node), getattr(node, "name", "?"))
+        return self.facts.qualname(path, node)
 
     def function(self, func: Func) -> _Known:
         key = id(func.node)
         if key not in self.known:
             node = func.node
-            kind = ("triton" if _is_triton(node) else "cute" if _is_cute(node)
-                    else "jit" if _builds(node) else "")  # fmt: skip
             frame = Frame(func.path, self.ev.function_scope(node), None, key)
+            kind, flags = self.facts.kind(func, frame)
             calls = [] if kind else self.resolve(frame, node.body)
-            flags = (_flag_majors(self.ev, frame, node) if kind in ("", "jit")
-                     else self.cute_majors(func.path) if kind == "cute" else ())  # fmt: skip
             self.known[key] = _Known(self.qualname(func.path, node), calls, kind, flags)
         return self.known[key]
-
-    def cute_majors(self, path: str) -> tuple[int, ...]:
-        """The archs of the arch-specific CuTe namespaces a module uses (empty: generic)."""
-        if path not in self.cute:
-            module = self.ev.parsed(path)
-            used = {n.attr if isinstance(n, ast.Attribute) else n.id
-                    for n in ast.walk(module) if isinstance(n, ast.Attribute | ast.Name)
-                    } if module is not None else set()  # fmt: skip
-            used |= {a.name.rsplit(".", 1)[-1] for n in (ast.walk(module) if module else ())
-                     if isinstance(n, ast.ImportFrom | ast.Import) for a in n.names}
-            self.cute[path] = tuple(sorted({m for name, majors in CUTE_FAMILIES.items()
-                                            if name in used for m in majors}))
-        return self.cute[path]
 
     def resolve(self, frame: Frame, nodes: Iterable[ast.AST]) -> list[tuple[str, list[Func | Target]]]:
         out: list[tuple[str, list[Func | Target]]] = []
@@ -387,25 +414,8 @@ class _Graph:
 
     def methods(self, name: str) -> list[Func]:
         """The tree's methods called ``name`` (``self.norm.forward_with_fusion(x)``, the
-        object's class unknown), when the name is distinctive and defined at most
-        :data:`MAX_DEFS` times: a name that common is no lead."""
-        if not distinctive(name):
-            return []
-        if self._defs is None:
-            self._defs = {}
-            for path in self.ev.index.paths():
-                for found in set(_DEF.findall(self.ev.read(path) or "")):
-                    self._defs.setdefault(found, []).append(path)
-        if name not in self._methods:
-            out: list[Func] = []
-            for path in self._defs.get(name, [])[:MAX_DEFS + 1]:
-                module = self.ev.module(path)
-                out += [Func(path, item) for node in ast.walk(module[0]) if module
-                        and isinstance(node, ast.ClassDef) for item in node.body
-                        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-                        and item.name == name] if module else []  # fmt: skip
-            self._methods[name] = out if len(out) <= MAX_DEFS else []
-        return self._methods[name]
+        object's class unknown): see :class:`Methods`."""
+        return methods(self.ev).named(name)
 
     def _class(self, func: ast.expr, frame: Frame) -> list[Func | Target]:
         """A class of the tree called: its CuTe ``admissible_archs``, else its
@@ -542,7 +552,7 @@ def _admissible(node: ast.ClassDef) -> tuple[int, ...] | None:
             [item.target] if isinstance(item, ast.AnnAssign) else [])  # fmt: skip
         if any(isinstance(t, ast.Name) and t.id == "admissible_archs" for t in targets):
             value = getattr(item, "value", None)
-            found = [int(m) // 10 for c in ast.walk(value) if isinstance(c, ast.Constant)
+            found = [int(m) // 10 for c in walk(value) if isinstance(c, ast.Constant)
                      and isinstance(c.value, str) for m in _ARCH_FLAG.findall(c.value)] if value else []
             return tuple(sorted(set(found)))
     return None
@@ -552,7 +562,7 @@ def _flag_majors(ev: TreeEval, frame: Frame, node: ast.AST) -> tuple[int, ...]:
     """The majors the literal nvcc arch flags a function names (``compute_100a``),
     its own strings and the names it reads (``sm100a_nvcc_flags``)."""
     found: set[int] = set()
-    for inner in ast.walk(node):
+    for inner in walk(node):
         if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
             if _FLAG_TEXT.search(inner.value):
                 found |= {int(m) // 10 for m in _ARCH_FLAG.findall(inner.value)}
@@ -572,7 +582,7 @@ def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 def builds(code: Iterable[ast.AST]) -> bool:
     """Whether ``code`` builds CUDA units: it names a source or holds a JIT list."""
-    for inner in (n for node in code for n in ast.walk(node)):
+    for inner in (n for node in code for n in walk(node)):
         if isinstance(inner, ast.keyword) and inner.arg == _KEYWORD:
             return True
         if (isinstance(inner, ast.Constant) and isinstance(inner.value, str)
@@ -626,7 +636,7 @@ class Registry:
             entries: list[Func] = []
             for path in self._files.get(name, [])[:MAX_REGISTERED + 1]:
                 module = self.ev.module(path)
-                for node in ast.walk(module[0]) if module is not None else ():
+                for node in walk(module[0]) if module is not None else ():
                     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
                             name in registered_names(d) for d in node.decorator_list):
                         entries.append(Func(path, node))
@@ -639,7 +649,7 @@ class Registry:
     def _returned_methods(self, func: Func) -> list[Func]:
         frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
         out: list[Func] = []
-        for node in ast.walk(func.node):
+        for node in walk(func.node):
             if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
                 out += object_methods(self.ev, node.value.func, frame)
         return out
@@ -751,6 +761,61 @@ def object_methods(ev: TreeEval, func: ast.expr, frame: Frame) -> list[Func]:
 _REGISTRIES: weakref.WeakKeyDictionary[TreeEval, Registry] = weakref.WeakKeyDictionary()
 
 
+class Methods:
+    """The tree's methods by name, for a call whose object's class is unknown: one regex
+    pass over ``texts`` (the files whose definitions count; read on first use) and one
+    walk of each module that defines a name asked for, shared by every walk that keeps
+    this index (each GPU, each backend followed).  A name is followed when it is
+    distinctive, defined (as a method or a function) in at most :data:`MAX_DEFS` of
+    those files, and as a method at most :data:`MAX_DEFS` times: a name that common is
+    no lead."""
+
+    def __init__(self, ev: TreeEval, texts: Callable[[], Mapping[str, str]]) -> None:
+        self.ev, self._texts = ev, texts
+        self._files: dict[str, list[str]] | None = None  # def name -> the files defining it
+        self._modules: dict[str, dict[str, list[Func]]] = {}  # path -> method name -> methods
+        self._found: dict[str, list[Func]] = {}
+
+    def named(self, name: str) -> list[Func]:
+        if not distinctive(name):
+            return []
+        if self._files is None:
+            self._files = {}
+            for path, text in self._texts().items():
+                for found in set(_DEF.findall(text)):
+                    self._files.setdefault(found, []).append(path)
+        if name not in self._found:
+            paths = self._files.get(name, [])
+            out = [f for path in paths for f in self._of_module(path).get(name, [])
+                   ] if len(paths) <= MAX_DEFS else []  # fmt: skip
+            self._found[name] = out if len(out) <= MAX_DEFS else []
+        return self._found[name]
+
+    def _of_module(self, path: str) -> dict[str, list[Func]]:
+        """Every method of the module's classes (nested ones too) by name, in one walk."""
+        if path not in self._modules:
+            module = self.ev.module(path)
+            table: dict[str, list[Func]] = {}
+            for node in walk(module[0]) if module is not None else ():
+                if isinstance(node, ast.ClassDef):
+                    for item in node.body:
+                        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                            table.setdefault(item.name, []).append(Func(path, item))
+            self._modules[path] = table
+        return self._modules[path]
+
+
+_METHODS: weakref.WeakKeyDictionary[TreeEval, Methods] = weakref.WeakKeyDictionary()
+
+
+def methods(ev: TreeEval) -> Methods:
+    """The :class:`Methods` of every file of the evaluator's tree (kept with it)."""
+    found = _METHODS.get(ev)
+    if found is None:
+        found = _METHODS[ev] = Methods(ev, lambda: {p: ev.read(p) or "" for p in ev.index.paths()})
+    return found
+
+
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
 _NAMING: weakref.WeakKeyDictionary[TreeEval, dict[str, list[str]]] = weakref.WeakKeyDictionary()
 
@@ -840,7 +905,7 @@ def keyed_operands(code: Iterable[ast.AST], names: frozenset[str]) -> frozenset[
     """The expressions ``code`` compares with a name of the registry (``runner_names`` in
     ``"cudnn" in runner_names``), as :func:`ast.dump` strings."""
     found: set[str] = set()
-    for node in (n for c in code for n in ast.walk(c)):
+    for node in (n for c in code for n in walk(c)):
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             sides = (node.left, node.comparators[0])
             for side, other in (sides, sides[::-1]):
@@ -942,13 +1007,13 @@ def parameter_key(owner: ast.ClassDef | None, func: ast.FunctionDef | ast.AsyncF
     for name, value in passed:
         if name not in params or name == "self":
             continue
-        operands = {name} | {ast.unparse(t) for node in ast.walk(init)
+        operands = {name} | {ast.unparse(t) for node in walk(init)
                              if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
                              and node.value.id == name for t in node.targets
                              if isinstance(t, ast.Attribute)}  # fmt: skip
         names: set[str] = set()
         replaced: set[str] = set()
-        for node in (n for f in scope for n in ast.walk(f)):
+        for node in (n for f in scope for n in walk(f)):
             names |= _tested_literals(node, operands)
             if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
                     and isinstance(node.test.ops[0], ast.Eq)
@@ -970,7 +1035,7 @@ def configuration_key(function: ast.AST, around: ast.If) -> Key | None:
     if chosen is None:
         return None
     literal, operands = chosen
-    names = set().union(*(_tested_literals(n, operands) for n in ast.walk(function)))
+    names = set().union(*(_tested_literals(n, operands) for n in walk(function)))
     return literal, frozenset(names)
 
 
@@ -1022,12 +1087,12 @@ def _tested_literals(node: ast.AST, operands: set[str]) -> set[str]:
 def _assigns(body: list[ast.stmt], operands: set[str]) -> bool:
     """Whether ``body`` assigns one of ``operands`` (``self._backend = pick(...)``)."""
     return any(isinstance(a, ast.Assign) and any(ast.unparse(t) in operands for t in a.targets)
-               for s in body for a in ast.walk(s))  # fmt: skip
+               for s in body for a in walk(s))  # fmt: skip
 
 
 def classes_of(module: ast.Module) -> dict[int, ast.ClassDef]:
     """Each function defined in a class body of ``module`` (by id), with its class."""
-    return {id(item): node for node in ast.walk(module) if isinstance(node, ast.ClassDef)
+    return {id(item): node for node in walk(module) if isinstance(node, ast.ClassDef)
             for item in node.body}  # fmt: skip
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan
-from contrib.analysis.pywalk import single_assignment
+from contrib.analysis.pywalk import single_assignment, walk
 from contrib.arch import Arch, all_majors
 
 _GENERIC = frozenset(m for m in all_majors() if m < 9)  # who takes the generic path
@@ -258,7 +258,7 @@ def producers(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:
     fused``; the call decides (its refusal gives ``None`` on the target), so its code
     is the specialised path the admitted archs take."""
     function = function_of(node, parents)
-    read = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    read = {n.id for n in walk(node.test) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     if function is None or not read:
         return ()
     nearest: dict[str, ast.Call] = {}
@@ -298,7 +298,7 @@ def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, .
     out: list[ast.AST] = []
     for statement in runs_after(node, parents):
         if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            if any(reads(n) for n in ast.walk(statement)):
+            if any(reads(n) for n in walk(statement)):
                 out.append(statement)
                 # a value made from it is the choice too: `backend = Backend(backend_str)`,
                 # then `if backend.is_cutedsl(): ...`
@@ -308,10 +308,10 @@ def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, .
             continue
         # A function defined after it reads the name where it runs: the statements
         # holding the read, not the whole function.
-        out += [inner for inner in ast.walk(statement) if isinstance(inner, ast.stmt)
+        out += [inner for inner in walk(statement) if isinstance(inner, ast.stmt)
                 and not isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
                 and any(reads(n) for n in ast.iter_child_nodes(inner)
-                        if not isinstance(n, ast.stmt) for n in ast.walk(n))]  # fmt: skip
+                        if not isinstance(n, ast.stmt) for n in walk(n))]  # fmt: skip
     return tuple(out)
 
 
@@ -362,7 +362,7 @@ def _flag_readers(flag: ast.Attribute, parents: dict[int, ast.AST]) -> tuple[ast
     if holder is None:
         return ()
     code: list[ast.AST] = []
-    for node in ast.walk(holder):
+    for node in walk(holder):
         if not isinstance(node, ast.If | ast.IfExp):
             continue
         test, negated = node.test, False
@@ -370,7 +370,7 @@ def _flag_readers(flag: ast.Attribute, parents: dict[int, ast.AST]) -> tuple[ast
             test, negated = test.operand, not negated
         reads = any(isinstance(t, ast.Attribute) and t.attr == flag.attr
                     and isinstance(t.value, ast.Name) and t.value.id == "self"
-                    for t in ast.walk(test))  # fmt: skip
+                    for t in walk(test))  # fmt: skip
         if reads:
             branch = node.orelse if negated else node.body
             code += branch if isinstance(branch, list) else [branch]

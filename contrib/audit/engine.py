@@ -11,6 +11,7 @@ JSON read.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import gc
 import hashlib
@@ -203,8 +204,10 @@ def _start(texts: dict[str, str], readable: set[str], files: list[str]) -> None:
     does not read resolves to an unknown instead of a name from outside), and one
     over every file for following calls (a module getter names no capability)."""
     _TREE["texts"] = texts
-    _TREE["ev"] = TreeEval(lambda path: texts.get(path) if path in readable else None, files)
-    _TREE["wide"] = TreeEval(texts.get, files)
+    trees: dict[str, ast.Module | None] = {}  # each module parsed once for both
+    _TREE["ev"] = TreeEval(lambda path: texts.get(path) if path in readable else None, files,
+                           trees)
+    _TREE["wide"] = TreeEval(texts.get, files, trees)
 
 
 def _chunk(job: tuple[list[str], Arch]) -> Found:

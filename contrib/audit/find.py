@@ -21,7 +21,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
 from contrib.analysis.pywalk import parents as node_parents
-from contrib.analysis.pywalk import passes_on, single_assignment
+from contrib.analysis.pywalk import passes_on, single_assignment, walk
 from contrib.analysis.reach import (
     CHECKS,
     Key,
@@ -204,7 +204,7 @@ def _logs(call: ast.Call) -> bool:
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(
         func, ast.Attribute) else ""  # fmt: skip
     return name in _LOG_CALLS and not any(isinstance(n, ast.Call) for a in call.args
-                                          for n in ast.walk(a))  # fmt: skip
+                                          for n in walk(a))  # fmt: skip
 
 
 def _decides(function: str) -> bool:
@@ -257,7 +257,7 @@ def refuses_making(function: ast.AST | None, line: int, kind: str) -> bool:
         return False
     if kind == DECORATOR:
         return True
-    holding = [n for n in ast.walk(function) if isinstance(n, ast.stmt) and n is not function
+    holding = [n for n in walk(function) if isinstance(n, ast.stmt) and n is not function
                and n.lineno <= line <= (n.end_lineno or n.lineno)]  # fmt: skip
     return bool(holding) and max(holding, key=lambda n: n.lineno) in function.body
 
@@ -292,7 +292,7 @@ def configuration_tests(init: ast.AST | None, line: int) -> list[ast.expr]:
     configuration a refusal there is about."""
     if not isinstance(init, ast.FunctionDef | ast.AsyncFunctionDef) or init.name != "__init__":
         return []
-    return [n.test for n in ast.walk(init) if isinstance(n, ast.If)
+    return [n.test for n in walk(init) if isinstance(n, ast.If)
             and any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in n.body)]
 
 
@@ -310,7 +310,7 @@ def _from_configuration(found: Scan, init: ast.AST | None, line: int,
     out = Reached(list(own.calls), list(own.targets))
     path = found.frames["<module>"].path
     for method in sibling_methods(init, parents):
-        branches = [n.body for n in ast.walk(method) if isinstance(n, ast.If)
+        branches = [n.body for n in walk(method) if isinstance(n, ast.If)
                     and ast.dump(n.test) in tests]  # fmt: skip
         if not branches:
             continue
@@ -364,7 +364,7 @@ def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own:
         else:
             continue
         for place in places:
-            bodies: list[ast.AST] = [s for n in ast.walk(place) if isinstance(n, ast.If)
+            bodies: list[ast.AST] = [s for n in walk(place) if isinstance(n, ast.If)
                                      and _tests_for(n.test, bound, chosen) for s in n.body]  # fmt: skip
             if bodies:
                 frame = Frame(caller_path, sites.follow.function_scope(place), None, id(place))
@@ -439,7 +439,7 @@ def _tests_for(test: ast.expr, bound: ast.expr, chosen: set[str]) -> bool:
     if not chosen & set(tested_names(test)):
         return False
     want = ast.dump(bound, annotate_fields=False).replace("Store()", "Load()")
-    return any(ast.dump(n, annotate_fields=False) == want for n in ast.walk(test))
+    return any(ast.dump(n, annotate_fields=False) == want for n in walk(test))
 
 
 def named_backends(test: ast.expr) -> list[ast.Constant]:
@@ -489,7 +489,7 @@ class CallSites:
                 self._elsewhere[path] = None
             else:
                 by_name: dict[str, list[ast.Call]] = {}
-                for node in ast.walk(module[0]):
+                for node in walk(module[0]):
                     if isinstance(node, ast.Call):
                         func = node.func
                         called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -516,7 +516,7 @@ class CallSites:
         if self._by_name is None:
             self._by_name = {}
             for caller, body in self.found.functions.items():
-                marks = [c for d in getattr(body, "decorator_list", []) for c in ast.walk(d)
+                marks = [c for d in getattr(body, "decorator_list", []) for c in walk(d)
                          if isinstance(c, ast.Call)]  # `@skipif(not f())`: guards the body
                 for call in [*_own_calls(body), *marks]:
                     if isinstance(call.func, ast.Name):

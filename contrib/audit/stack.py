@@ -37,6 +37,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func, ModRef
 from contrib.analysis.gates import DECORATOR
 from contrib.analysis.includes import IncludeResolver
+from contrib.analysis.pywalk import walk
 from contrib.analysis.reach import (
     Key,
     classes_of,
@@ -352,7 +353,7 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
     if gate.file not in decisions:
         module = walker.ev.module(gate.file)
         decisions[gate.file] = [] if module is None else [
-            n for n in ast.walk(module[0]) if isinstance(n, ast.If | ast.While | Function)]
+            n for n in walk(module[0]) if isinstance(n, ast.If | ast.While | Function)]
     best: ast.If | ast.While | None = None
     for node in decisions[gate.file]:
         if isinstance(node, ast.If | ast.While):
@@ -389,7 +390,7 @@ def _rest_of_function(walker: Walker, gate: AuditGate, parents: dict[int, ast.AS
     module = walker.ev.module(gate.file)
     if module is None or not gate.excludes_target:
         return None
-    statement = next((n for n in ast.walk(module[0]) if isinstance(n, ast.stmt)
+    statement = next((n for n in walk(module[0]) if isinstance(n, ast.stmt)
                       and not isinstance(n, Function | ast.ClassDef)
                       and n.lineno <= gate.line <= (n.end_lineno or n.lineno)
                       and isinstance(parents.get(id(n)), Function)), None)  # fmt: skip

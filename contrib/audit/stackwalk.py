@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Ext, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD
-from contrib.analysis.pywalk import passes_on
+from contrib.analysis.pywalk import parents, passes_on, walk
 from contrib.analysis.reach import (
-    MAX_DEFS,
     Key,
+    Methods,
     backend_test,
     constructed,
     distinctive,
@@ -171,7 +171,8 @@ class Skips:
                 children = [node.test, *runs(node.body if taken else node.orelse)]
             else:
                 children = []
-                for _, value in ast.iter_fields(node):
+                for name in node._fields:
+                    value = getattr(node, name, None)
                     if isinstance(value, list):
                         children += runs(v for v in value if isinstance(v, ast.AST))
                     elif isinstance(value, ast.AST):
@@ -211,9 +212,9 @@ class Walker:
         self._target = False  # the walk under way is of the target's own way
         self._parents: dict[str, dict[int, ast.AST]] = {}
         self._flags: dict[str, list[_Block]] = {}
-        self._methods: dict[str, list[Func]] = {}
         self._callers: dict[str, list[_Block]] = {}
         self._words: dict[str, list[str]] | None = None  # identifier -> files naming it
+        self._methods = Methods(ev, texts)  # methods by name, of the files walked
 
     def outside(self, path: str, holder: Function | None, code: Iterable[ast.AST], *,
                 target: bool = False) -> list[Outside]:  # fmt: skip
@@ -293,7 +294,7 @@ class Walker:
                 yield _Block(method.path, method.node, tuple(method.node.body),
                              (*block.via, method.node.name))  # fmt: skip
         if not resolved and isinstance(func, ast.Attribute):
-            for method in self._by_name(func.attr):
+            for method in self._methods.named(func.attr):
                 yield _Block(method.path, method.node, tuple(method.node.body),
                              (*block.via, method.node.name))  # fmt: skip
 
@@ -307,9 +308,7 @@ class Walker:
         """Each node's parent in the module at ``path`` (kept)."""
         if path not in self._parents:
             module = self.ev.module(path)
-            self._parents[path] = {} if module is None else {
-                id(child): node for node in ast.walk(module[0])
-                for child in ast.iter_child_nodes(node)}  # fmt: skip
+            self._parents[path] = {} if module is None else parents(module[0])
         return self._parents[path]
 
     def holder(self, path: str, node: ast.AST) -> Function | None:
@@ -346,7 +345,7 @@ class Walker:
             blocks: list[_Block] = []
             pattern = re.compile(rf"\.{re.escape(attr)}\b")
             for path, module in self._modules_naming(attr, pattern, _MAX_READERS):
-                for node in ast.walk(module):
+                for node in walk(module):
                     if (isinstance(node, ast.Attribute) and node.attr == attr
                             and isinstance(node.ctx, ast.Load)):  # fmt: skip
                         blocks += self._read_at(path, node, f"read {attr}")
@@ -393,7 +392,7 @@ class Walker:
             blocks: list[_Block] = []
             pattern = re.compile(rf"\b{re.escape(name)}\(")
             for path, module in self._modules_naming(name, pattern, _MAX_CALLERS):
-                for node in ast.walk(module):
+                for node in walk(module):
                     if isinstance(node, ast.Call) and _callee(node) == name:
                         blocks += self._after(path, node, name)
             self._callers[name] = blocks
@@ -422,20 +421,6 @@ class Walker:
                 via = (f"its caller at {path}:{statement.lineno}",)
                 return [_Block(path, self.holder(path, statement), tuple(code), via)]
         return []
-
-    def _by_name(self, name: str) -> list[Func]:
-        """The tree's methods called ``name``, when it is distinctive enough to follow."""
-        if not distinctive(name):
-            return []
-        if name not in self._methods:
-            found: list[Func] = []
-            pattern = re.compile(rf"def {re.escape(name)}\(")
-            for path, module in self._modules_naming(name, pattern, MAX_DEFS):
-                found += [Func(path, item) for node in ast.walk(module)
-                          if isinstance(node, ast.ClassDef) for item in node.body
-                          if isinstance(item, Function) and item.name == name]  # fmt: skip
-            self._methods[name] = found if len(found) <= MAX_DEFS else []
-        return self._methods[name]
 
 
 def _key(block: _Block) -> tuple[str, int, int]:

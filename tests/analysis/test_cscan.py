@@ -1,6 +1,43 @@
 from __future__ import annotations
 
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from contrib.analysis.cscan import find_kernels, scan, strip_comments
+
+
+def _stepwise(text: str) -> str:
+    """The scanner read one character at a time: the oracle of the one-regex reading."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                if text.startswith("\\\n", i):  # the backslash goes, the newline ends it
+                    out.append(" ")
+                    i += 1
+                    break
+                out.append(" ")
+                i += 1
+            continue
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:end]))
+            i = end
+            continue
+        if text[i] in "\"'":
+            j = i + 1
+            while j < n and text[j] != text[i] and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
 
 
 def test_strip_comments_keeps_lines_and_strings():
@@ -12,6 +49,26 @@ def test_strip_comments_keeps_lines_and_strings():
     assert lines[1].strip() == "b"
     assert lines[2].strip() == "d"
     assert lines[3].strip() == '"// not a comment"'
+
+
+def test_strip_comments_edges():
+    cases = {
+        "a // c \\\nb": "a" + " " * 7 + "\nb",  # a backslash-newline ends the comment here
+        "x /* open": "x        ",  # unclosed: to the end
+        "/*/ y */z": "        z",  # `/*/` does not close itself
+        '"a\\"b" // c': '"a\\"b"     ',  # an escaped quote stays inside the string
+        "'a\nb // c": "'a\nb     ",  # an unclosed literal ends at the newline
+        '"tail\\': '"tail\\',  # a lone backslash at the end
+        "s = \"/* no */\";": "s = \"/* no */\";",
+    }
+    for text, expected in cases.items():
+        assert strip_comments(text) == expected == _stepwise(text), text
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab/*\"'\\\n ", max_size=60))
+def test_strip_comments_reads_as_the_stepwise_scanner(text):
+    assert strip_comments(text) == _stepwise(text)
 
 
 def test_scan_directives_continuations_and_branches():
