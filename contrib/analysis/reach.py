@@ -54,6 +54,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import UNK, Cap, Ext, Frame, Func, ModRef, truth_of
@@ -169,6 +170,16 @@ class _Facts:
 
 
 _FACTS: weakref.WeakKeyDictionary[TreeEval, _Facts] = weakref.WeakKeyDictionary()
+_T = TypeVar("_T")
+
+
+def _kept(store: weakref.WeakKeyDictionary[TreeEval, _T], ev: TreeEval,
+          make: Callable[[TreeEval], _T]) -> _T:  # fmt: skip
+    """What ``store`` keeps with ``ev`` (made on first use, gone with the evaluator)."""
+    found = store.get(ev)
+    if found is None:
+        found = store[ev] = make(ev)
+    return found
 
 
 class _Graph:
@@ -180,8 +191,7 @@ class _Graph:
         self.ev, self.cap, self.key = ev, cap, key
         self.known: dict[int, _Known] = {}
         self._operands: dict[int, frozenset[str]] = {}  # per frame: see backend_test
-        facts = _FACTS.get(ev)
-        self.facts = _FACTS[ev] = facts if facts is not None else _Facts(ev)
+        self.facts = _kept(_FACTS, ev, _Facts)
 
     def qualname(self, path: str, node: ast.AST) -> str:
         return self.facts.qualname(path, node)
@@ -810,10 +820,8 @@ _METHODS: weakref.WeakKeyDictionary[TreeEval, Methods] = weakref.WeakKeyDictiona
 
 def methods(ev: TreeEval) -> Methods:
     """The :class:`Methods` of every file of the evaluator's tree (kept with it)."""
-    found = _METHODS.get(ev)
-    if found is None:
-        found = _METHODS[ev] = Methods(ev, lambda: {p: ev.read(p) or "" for p in ev.index.paths()})
-    return found
+    return _kept(_METHODS, ev, lambda ev: Methods(
+        ev, lambda: {p: ev.read(p) or "" for p in ev.index.paths()}))
 
 
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
@@ -823,21 +831,20 @@ _NAMING: weakref.WeakKeyDictionary[TreeEval, dict[str, list[str]]] = weakref.Wea
 def files_calling(ev: TreeEval, name: str) -> list[str]:
     """The tree's files in which something named ``name`` is called (``name(`` in the
     text), from one index of every file built once per evaluator."""
-    index = _NAMING.get(ev)
-    if index is None:
-        index = _NAMING[ev] = {}
-        for path in ev.index.paths():
-            for called in set(_CALLED.findall(ev.read(path) or "")):
-                index.setdefault(called, []).append(path)
-    return index.get(name, [])
+    return _kept(_NAMING, ev, _calls_index).get(name, [])
+
+
+def _calls_index(ev: TreeEval) -> dict[str, list[str]]:
+    index: dict[str, list[str]] = {}
+    for path in ev.index.paths():
+        for called in set(_CALLED.findall(ev.read(path) or "")):
+            index.setdefault(called, []).append(path)
+    return index
 
 
 def registry(ev: TreeEval) -> Registry:
     """The tree's :class:`Registry` (kept with its evaluator)."""
-    found = _REGISTRIES.get(ev)
-    if found is None:
-        found = _REGISTRIES[ev] = Registry(ev)
-    return found
+    return _kept(_REGISTRIES, ev, Registry)
 
 
 def value_literals(node: ast.AST) -> list[str]:
