@@ -50,11 +50,9 @@ from __future__ import annotations
 
 import ast
 import re
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import UNK, Cap, Ext, Frame, Func, ModRef, truth_of
@@ -169,19 +167,6 @@ class _Facts:
         return self.cute[path]
 
 
-_FACTS: weakref.WeakKeyDictionary[TreeEval, _Facts] = weakref.WeakKeyDictionary()
-_T = TypeVar("_T")
-
-
-def _kept(store: weakref.WeakKeyDictionary[TreeEval, _T], ev: TreeEval,
-          make: Callable[[TreeEval], _T]) -> _T:  # fmt: skip
-    """What ``store`` keeps with ``ev`` (made on first use, gone with the evaluator)."""
-    found = store.get(ev)
-    if found is None:
-        found = store[ev] = make(ev)
-    return found
-
-
 class _Graph:
     """The call graph of one tree as one GPU runs it, read lazily and kept for every
     gate of it: an ``if`` the GPU decides (``if is_sm120a_supported(dev): ... else:
@@ -191,7 +176,7 @@ class _Graph:
         self.ev, self.cap, self.key = ev, cap, key
         self.known: dict[int, _Known] = {}
         self._operands: dict[int, frozenset[str]] = {}  # per frame: see backend_test
-        self.facts = _kept(_FACTS, ev, _Facts)
+        self.facts = ev.kept("reach.facts", lambda: _Facts(ev))
 
     def qualname(self, path: str, node: ast.AST) -> str:
         return self.facts.qualname(path, node)
@@ -419,13 +404,8 @@ class _Graph:
                 found += [v for v in self.ev.global_(func.attr, path) if isinstance(v, Func)]
             found += instance_methods(self.ev, func, frame)
             if not found:
-                found += self.methods(func.attr)
+                found += methods(self.ev).named(func.attr)  # the object's class unknown
         return found
-
-    def methods(self, name: str) -> list[Func]:
-        """The tree's methods called ``name`` (``self.norm.forward_with_fusion(x)``, the
-        object's class unknown): see :class:`Methods`."""
-        return methods(self.ev).named(name)
 
     def _class(self, func: ast.expr, frame: Frame) -> list[Func | Target]:
         """A class of the tree called: its CuTe ``admissible_archs``, else its
@@ -440,12 +420,8 @@ class _Graph:
         return found
 
 
-_GRAPHS: weakref.WeakKeyDictionary[TreeEval, dict[tuple[Cap | None, Key | None], _Graph]] = (
-    weakref.WeakKeyDictionary())
-
-
 def _graph(ev: TreeEval, cap: Cap | None, key: Key | None) -> _Graph:
-    graphs = _GRAPHS.setdefault(ev, {})
+    graphs: dict[tuple[Cap | None, Key | None], _Graph] = ev.kept("reach.graphs", dict)
     graph = graphs.get((cap, key))
     if graph is None:
         graph = graphs[(cap, key)] = _Graph(ev, cap, key)
@@ -768,9 +744,6 @@ def object_methods(ev: TreeEval, func: ast.expr, frame: Frame) -> list[Func]:
             and not (item.name.startswith("__") and item.name != "__init__")]
 
 
-_REGISTRIES: weakref.WeakKeyDictionary[TreeEval, Registry] = weakref.WeakKeyDictionary()
-
-
 class Methods:
     """The tree's methods by name, for a call whose object's class is unknown: one regex
     pass over ``texts`` (the files whose definitions count; read on first use) and one
@@ -815,23 +788,19 @@ class Methods:
         return self._modules[path]
 
 
-_METHODS: weakref.WeakKeyDictionary[TreeEval, Methods] = weakref.WeakKeyDictionary()
-
-
 def methods(ev: TreeEval) -> Methods:
     """The :class:`Methods` of every file of the evaluator's tree (kept with it)."""
-    return _kept(_METHODS, ev, lambda ev: Methods(
+    return ev.kept("reach.methods", lambda: Methods(
         ev, lambda: {p: ev.read(p) or "" for p in ev.index.paths()}))
 
 
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
-_NAMING: weakref.WeakKeyDictionary[TreeEval, dict[str, list[str]]] = weakref.WeakKeyDictionary()
 
 
 def files_calling(ev: TreeEval, name: str) -> list[str]:
     """The tree's files in which something named ``name`` is called (``name(`` in the
     text), from one index of every file built once per evaluator."""
-    return _kept(_NAMING, ev, _calls_index).get(name, [])
+    return ev.kept("reach.calls", lambda: _calls_index(ev)).get(name, [])
 
 
 def _calls_index(ev: TreeEval) -> dict[str, list[str]]:
@@ -844,7 +813,7 @@ def _calls_index(ev: TreeEval) -> dict[str, list[str]]:
 
 def registry(ev: TreeEval) -> Registry:
     """The tree's :class:`Registry` (kept with its evaluator)."""
-    return _kept(_REGISTRIES, ev, Registry)
+    return ev.kept("reach.registry", lambda: Registry(ev))
 
 
 def value_literals(node: ast.AST) -> list[str]:

@@ -13,7 +13,6 @@ import ast
 import contextlib
 import gc
 import re
-import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import PurePosixPath
 
@@ -468,7 +467,6 @@ def tested_names(test: ast.expr) -> Iterator[str]:
 
 
 _Calls = tuple[dict[int, ast.AST], dict[str, list[ast.Call]]]
-_ELSEWHERE: weakref.WeakKeyDictionary[TreeEval, dict[str, _Calls | None]] = weakref.WeakKeyDictionary()
 
 
 class CallSites:
@@ -479,7 +477,8 @@ class CallSites:
         self.found, self.follow, self.cap = found, follow, cap
         self._by_name: dict[str, list[tuple[str, ast.Call]]] | None = None
         self._registered: dict[str, list[tuple[str, Key | None]]] | None = None
-        self._elsewhere = _ELSEWHERE.setdefault(follow, {})  # shared by the tree's files
+        # shared by the tree's files
+        self._elsewhere: dict[str, _Calls | None] = follow.kept("find.elsewhere", dict)
 
     def calls_in(self, path: str) -> _Calls | None:
         """Another file's parents and its calls by the name called (kept)."""
