@@ -133,6 +133,18 @@ class _Facts:
         self.names: dict[str, dict[int, str]] = {}
         self.cute: dict[str, tuple[int, ...]] = {}
         self.kinds: dict[int, tuple[str, tuple[int, ...]]] = {}
+        self.owners: dict[str, dict[int, ast.ClassDef]] = {}
+
+    def owner(self, path: str, key: int) -> ast.ClassDef | None:
+        """The class whose method is the function ``key`` (its node's id) of ``path``."""
+        owners = self.owners.get(path)
+        if owners is None:
+            module = self.ev.parsed(path)
+            owners = self.owners[path] = {
+                id(item): node for node in (walk(module) if module is not None else ())
+                if isinstance(node, ast.ClassDef) for item in node.body
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)}  # fmt: skip
+        return owners.get(key)
 
     def qualname(self, path: str, node: ast.AST) -> str:
         names = self.names.get(path)
@@ -353,7 +365,8 @@ class _Graph:
             if isinstance(value, Func):
                 found.append(value)
             elif isinstance(value, Ext) and value.dotted.startswith("torch.ops."):
-                found.append(Target("aot", "", value.dotted.removesuffix(".default")))
+                op = value.dotted.removesuffix(".default")
+                found += py_ops(self.ev).of(op) or [Target("aot", "", op)]
             elif isinstance(value, Ext) and value.dotted.split(".")[0] in VENDOR_LIBRARIES:
                 found.append(Target("lib", "", value.dotted))
             elif value is UNK or isinstance(value, Ext):
@@ -400,12 +413,31 @@ class _Graph:
         package), a class of the tree, a method of an instance made from one."""
         found = self._class(func, frame)
         if isinstance(func, ast.Attribute):
+            own = self._own(func, frame)
+            if own:
+                return found + own
             for path in _modules_of(self.ev, func.value, frame):
                 found += [v for v in self.ev.global_(func.attr, path) if isinstance(v, Func)]
             found += instance_methods(self.ev, func, frame)
             if not found:
                 found += methods(self.ev).named(func.attr)  # the object's class unknown
         return found
+
+    def _own(self, func: ast.Attribute, frame: Frame) -> list[Func | Target]:
+        """``self.method(...)`` / ``cls.method(...)`` in a method of a tree class: that
+        class's method, or the one its nearest tree base defines (what Python's lookup
+        finds on an object of the class itself; a subclass may override it)."""
+        if not isinstance(func.value, ast.Name) or not frame.key:
+            return []
+        owner = self.facts.owner(frame.path, frame.key)
+        method = next((m for m in owner.body if id(m) == frame.key), None) if owner else None
+        if owner is None or not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+            return []
+        params = [*method.args.posonlyargs, *method.args.args]
+        static = any(ast.unparse(d) == "staticmethod" for d in method.decorator_list)
+        if static or not params or params[0].arg != func.value.id:
+            return []
+        return list(_lookup(self.ev, frame.path, owner, func.attr))
 
     def _class(self, func: ast.expr, frame: Frame) -> list[Func | Target]:
         """A class of the tree called: its CuTe ``admissible_archs``, else its
@@ -531,6 +563,22 @@ def _module_class(ev: TreeEval, name: str, path: str, depth: int) -> Iterator[tu
                 yield from _module_class(ev, binding.attr, target, depth + 1)
 
 
+def _lookup(ev: TreeEval, path: str, cls: ast.ClassDef, name: str,
+            depth: int = 0) -> list[Func]:  # fmt: skip
+    """The method ``name`` of the tree class ``cls`` (at ``path``) as Python's attribute
+    lookup finds it: in the class's own body, else in its tree bases, left to right."""
+    own = [Func(path, item) for item in cls.body
+           if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == name]
+    if own or depth > 6:
+        return own
+    for base in cls.bases:
+        for base_path, node in _classes(ev, base, Frame(path)):
+            found = _lookup(ev, base_path, node, name, depth + 1)
+            if found:
+                return found
+    return []
+
+
 def _admissible(node: ast.ClassDef) -> tuple[int, ...] | None:
     """The majors of a CuTe DSL class's ``admissible_archs = ["sm_100a", ...]``."""
     for item in node.body:
@@ -588,6 +636,82 @@ def own_build(ev: TreeEval, frame: Frame, function: ast.AST | None, qualname: st
         return None
     majors = _flag_majors(ev, frame, function)
     return Target("jit", frame.path, qualname, majors, qualname).text()
+
+
+class PyOps:
+    """The ops the tree registers with torch in Python, by op name: a function decorated
+    by a ``custom_op`` maker (``@torch.library.custom_op("sglang::name", ...)``,
+    sglang's ``@register_custom_op(op_name=...)``, named after the function when no
+    name is given), or handed to one (``direct_register_custom_op(op_name="name",
+    op_func=_run)``).  ``torch.ops.sglang.name(...)`` runs that function: Python, not
+    an ahead-of-time build.  Files are found by a substring, parsed once."""
+
+    def __init__(self, ev: TreeEval) -> None:
+        self.ev = ev
+        self._ops: dict[str, list[Func]] | None = None
+
+    def of(self, op: str) -> list[Func]:
+        """The functions registered as ``op`` (``torch.ops.NS.name``: NS and name)."""
+        if self._ops is None:
+            self._ops = {}
+            for path in self.ev.index.paths():
+                if path.endswith(".py") and "custom_op" in (self.ev.read(path) or ""):
+                    self._index(path)
+        namespace, _, name = op.removeprefix("torch.ops.").rpartition(".")
+        found = self._ops.get(f"{namespace}::{name}") or self._ops.get(f"::{name}", [])
+        return found if len(found) <= MAX_REGISTERED else []
+
+    def _index(self, path: str) -> None:
+        assert self._ops is not None
+        module = self.ev.module(path)
+        if module is None:
+            return
+        frame = Frame(path)
+        for node in walk(module[0]):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for decorator in node.decorator_list:
+                    name = _op_name(decorator, node.name)
+                    if name:
+                        self._ops.setdefault(name, []).append(Func(path, node))
+            elif isinstance(node, ast.Call) and _is_op_maker(node.func):
+                first = node.args[0] if node.args else None
+                handed: ast.expr | None = first
+                if isinstance(first, ast.Name):  # `register_custom_op(_run, op_name=...)`
+                    name = _op_name(node, first.id)
+                else:
+                    name = _op_name(node, "")
+                    handed = node.args[1] if len(node.args) > 1 else next(
+                        (k.value for k in node.keywords if k.arg in ("op_func", "fn")), None)
+                if name and handed is not None:
+                    self.ev.cap = (0, 0)
+                    for value in self.ev.eval(handed, frame):
+                        if isinstance(value, Func):
+                            self._ops.setdefault(name, []).append(value)
+
+
+def _is_op_maker(func: ast.expr) -> bool:
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return isinstance(name, str) and "custom_op" in name
+
+
+def _op_name(node: ast.expr, default: str) -> str:
+    """``NS::name`` (or ``::name`` when the namespace is the maker's own) of a
+    ``custom_op`` maker's call or decorator; ``default`` named bare, "" for none."""
+    if isinstance(node, ast.Call):
+        if not _is_op_maker(node.func):
+            return ""
+        first = node.args[0] if node.args and isinstance(node.args[0], ast.Constant) else None
+        given = next((k.value for k in node.keywords if k.arg in ("op_name", "name")), first)
+        if isinstance(given, ast.Constant) and isinstance(given.value, str):
+            namespace, _, name = given.value.rpartition("::")
+            return f"{namespace}::{name}" if name else ""
+        return f"::{default}" if default and given is None else ""
+    return f"::{default}" if default and _is_op_maker(node) else ""
+
+
+def py_ops(ev: TreeEval) -> PyOps:
+    """The :class:`PyOps` of the evaluator's tree (kept with it)."""
+    return ev.kept("reach.pyops", lambda: PyOps(ev))
 
 
 _REGISTERS = re.compile(r"^[ \t]*@[\w.]+\(\s*[\"']([\w.\-]{3,})[\"']((?:\s*,\s*[\"'][\w.\-]+[\"'])*)",
@@ -1126,9 +1250,13 @@ def _callee_name(call: ast.Call) -> str | None:
     return name if isinstance(name, str) else None
 
 
+_CUTE_DECORATOR = re.compile(r"(?:cutlass\.)?cute(?:\.experimental)?\.(?:kernel|jit)\b")
+
+
 def _is_cute(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """``@cute.kernel`` / ``@cute.jit`` (CuTe DSL: compiled when first called)."""
-    return any(ast.unparse(d).startswith(("cute.kernel", "cute.jit")) for d in node.decorator_list)
+    """``@cute.kernel`` / ``@cute.jit``, and their ``cute.experimental`` forms (CuTe DSL:
+    compiled when first called)."""
+    return any(_CUTE_DECORATOR.match(ast.unparse(d)) for d in node.decorator_list)
 
 
 def _is_triton(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

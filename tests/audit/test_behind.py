@@ -281,6 +281,65 @@ def test_a_classmethod_of_a_tree_class_is_followed() -> None:
     assert "CuTe DSL kernel LogitsKernel" in gate.reason, gate.reason
 
 
+def test_a_method_called_on_self_or_cls_is_the_classs_own_or_its_bases() -> None:
+    """sglang's runner: ``forward`` (a classmethod) calls ``cls._compile(...)``, which makes
+    the kernel; ``_compile`` is defined in many files, so its name alone leads nowhere,
+    but ``cls`` is the runner class.  A method a base defines is found there; a
+    subclass's override of another class does not count; a staticmethod has no ``cls``."""
+    dsl = ("import cutlass.cute as cute\nfrom cutlass.cute.nvgpu import tcgen05\n\n\n"
+           "class LogitsKernel:\n    def __init__(self, tile):\n        self.tile = tile\n\n"
+           "    @cute.jit\n    def __call__(self, a):\n        tcgen05.make_op(a)\n")  # fmt: skip
+    other = ("class Other:\n    def _compile(self, x):\n        return x\n\n\n"
+             "class Third:\n    def _compile(self, x):\n        return x\n")  # fmt: skip
+    runner = ("from pkg.dsl import LogitsKernel\nfrom pkg.utils import is_sm100_supported\n\n\n"
+              "class Base:\n    def _compile(self, key):\n        return LogitsKernel(key)\n\n\n"
+              "class Runner(Base):\n    @classmethod\n    def forward(cls, x):\n"
+              "        return cls._compile(x)\n\n\n"
+              "def logits(x):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
+              "    return Runner.forward(x)\n")  # fmt: skip
+    files = BASE | {"pkg/dsl.py": dsl, "pkg/other.py": other, "pkg/logits.py": runner}
+    gate = _audit(files)["pkg/logits.py:logits"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "CuTe DSL kernel LogitsKernel.__call__" in gate.reason, gate.reason
+    assert "forward>_compile>LogitsKernel" in gate.reason, gate.reason
+    # the runner's own method comes before its base's
+    own = runner.replace("        return cls._compile(x)\n",
+                         "        return cls._compile(x)\n\n    def _compile(self, key):\n"
+                         "        return key\n")  # fmt: skip
+    gate = _audit(files | {"pkg/logits.py": own})["pkg/logits.py:logits"]
+    assert gate.class_ == "unknown" and not gate.reached, gate.reason
+    # a staticmethod's first parameter is no instance: its name alone decides
+    static = runner.replace("    @classmethod\n    def forward(cls, x):",
+                            "    @staticmethod\n    def forward(cls, x):")
+    gate = _audit(files | {"pkg/logits.py": static})["pkg/logits.py:logits"]
+    assert gate.class_ == "unknown" and not gate.reached, gate.reason
+
+
+def test_an_op_registered_in_python_runs_its_function() -> None:
+    """``torch.ops.sglang.cutedsl_tgv_bf16_gemm(...)`` runs the function sglang handed to
+    ``direct_register_custom_op(op_name=..., op_func=...)``; the ``torch.library
+    .custom_op("sglang::...")`` decorator and sglang's ``@register_custom_op`` (named
+    after the function) register theirs.  Its kernel is a ``@cute.experimental.jit``."""
+    dsl = ("import cutlass.cute as cute\nfrom cutlass.cute.nvgpu import tcgen05\n\n\n"
+           "@cute.experimental.jit\ndef _bmm(a):\n    tcgen05.make_op(a)\n\n\n"
+           "def _run(x):\n    return _bmm(x)\n\n\n"
+           "direct_register_custom_op(op_name='tgv_gemm', op_func=_run, mutates_args=[])\n\n\n"
+           "@torch.library.custom_op('sglang::tgv_logits', mutates_args=())\n"
+           "def tgv_logits(x):\n    return _bmm(x)\n\n\n"
+           "@register_custom_op(mutates_args=['x'])\ndef tgv_inplace(x):\n    _bmm(x)\n")  # fmt: skip
+    for op in ("tgv_gemm", "tgv_logits", "tgv_inplace"):
+        caller = ("import torch\nfrom pkg.utils import is_sm100_supported\n\n\n"
+                  "def gemm(x):\n    if not is_sm100_supported():\n        raise RuntimeError('SM10x')\n"
+                  f"    return torch.ops.sglang.{op}(x)\n")  # fmt: skip
+        gate = _audit(BASE | {"pkg/dsl.py": "import torch\n" + dsl, "pkg/gemm.py": caller})["pkg/gemm.py:gemm"]
+        assert gate.class_ == "needs-kernel-work", (op, gate.reason)
+        assert "CuTe DSL kernel _bmm (pkg/dsl.py)" in gate.reason, (op, gate.reason)
+    # an op no Python registers stays a built op, read in the tree's C++
+    caller = caller.replace("tgv_inplace", "tgv_elsewhere")
+    gate = _audit(BASE | {"pkg/dsl.py": "import torch\n" + dsl, "pkg/gemm.py": caller})["pkg/gemm.py:gemm"]
+    assert gate.class_ == "unknown" and "registered nowhere in the tree's C++" in gate.reason
+
+
 def test_a_decision_function_takes_the_class_of_what_callers_in_other_files_run() -> None:
     """sglang's ``should_enable_swap_ab()`` (``return is_sm90_supported() and ...``) is
     called where the MoE kernel is launched, in another file: what that call guards
