@@ -3,6 +3,7 @@
     python benchmarks/audit_bench.py [--modules 600] [--lines 300] [--compile]
     python benchmarks/audit_bench.py --gates 4000
     python benchmarks/audit_bench.py --upstream ~/mirrors/sglang.git --rev main [--baseline main]
+        [--below ~/mirrors/flashinfer.git]
 
 Builds a flashinfer-shaped upstream in a temporary folder (``--modules``
 Python files of ``--lines`` lines each, one JIT gate and one predicate gate in
@@ -20,14 +21,17 @@ Targets: repeat <= 3 s, and repeat / first well under 0.2.
 of N/4 (target: 4,000 gates <= 5 s, and a ratio near 4: linear), against
 ``ast.parse`` of the same text.
 
-``--upstream GIT_DIR --rev REV [--baseline REF]`` times the audit of a real upstream
+``--upstream GIT_DIR --rev REV [--baseline REF] [--below GIT_DIR]`` times the audit of a real upstream
 (a bare mirror works) through the engine, first (a fresh result cache) and repeat,
 wall and CPU (user + system, workers included) with the load average, for this
 checkout and for ``REF`` of this repository (default ``main``) checked out as a
 temporary ``git worktree`` and imported instead: the ratios are against the
 previous code, measured in the same run on the same machine, and the gates of
 both are compared (identical, order included, or the count of differences).
-On a shared machine read CPU / cores as the idle-machine wall.
+On a shared machine read CPU / cores as the idle-machine wall.  With ``--below``, each
+audit is linked to that upstream at the version REV pins (sglang on flashinfer: the
+stack below, as ``contrib audit`` does in a workspace carrying both), the lower
+upstream's audit and the link timed with it (goal: 90 s for sglang's first).
 
 ``--compile`` (needs nvcc) then runs ``contrib audit --compile`` twice: cold
 (every unit behind an excluding gate compiled, one nvcc per core) and warm
@@ -114,13 +118,32 @@ from contrib.arch import parse_arch
 from contrib.audit.engine import audit_commit
 from contrib.git.repo import Git
 
+def below(git, commit, done, lower_dir):
+    # link the audit to the lower upstream at the version it pins: its mismatches
+    from contrib.analysis.tree import GitTree
+    from contrib.audit.pins import find_pin, package_name, tag_of
+    from contrib.audit import stack
+    lower = Git(lower_dir)
+    package = package_name(GitTree(lower, lower.run("rev-parse", "HEAD").strip()))
+    tree = GitTree(git, commit)
+    pin = find_pin(tree, package)
+    tag, at = tag_of(lower, pin.version)
+    arch = parse_arch("sm_120a")
+    if hasattr(stack, "audit_and_link"):
+        return stack.audit_and_link(done.gates, tree, done.tree, lower, "lower", tag, at,
+                                    arch).mismatches
+    lower_audit = audit_commit(lower, at, arch)  # the code before the link overlapped
+    return stack.link_cached(done.gates, tree, done.tree, stack.Lower(
+        "lower", tag, at, lower_audit, GitTree(lower, at)), arch)
+
 def main():
     git = Git(sys.argv[1])
     commit = git.run("rev-parse", sys.argv[2]).strip()
     started = time.monotonic()
     done = audit_commit(git, commit, parse_arch("sm_120a"))
+    mismatches = below(git, commit, done, sys.argv[3]) if len(sys.argv) > 3 else []
     wall = time.monotonic() - started
-    gates = json.dumps([g.to_dict() for g in done.gates] + done.notes)
+    gates = json.dumps([g.to_dict() for g in done.gates] + done.notes + mismatches)
     print(json.dumps({"wall": wall, "gates": len(done.gates), "cached": done.cached,
                       "code": os.path.dirname(os.path.dirname(contrib.__file__)),
                       "sha": hashlib.sha256(gates.encode()).hexdigest(), "json": gates}))
@@ -130,12 +153,15 @@ if __name__ == "__main__":
 """
 
 
-def audit_once(code: Path, upstream: str, rev: str, cache: Path) -> dict[str, object]:
-    """One audit in a fresh interpreter importing contrib from ``code``: its result,
-    wall seconds and CPU seconds (the process and its workers)."""
+def audit_once(code: Path, upstream: str, rev: str, cache: Path,
+               lower: str | None = None) -> dict[str, object]:  # fmt: skip
+    """One audit in a fresh interpreter importing contrib from ``code`` (with ``lower``,
+    linked to that upstream at the version ``rev`` pins): its result, wall seconds and
+    CPU seconds (the process and its workers)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", AUDIT_ONE, upstream, rev], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", AUDIT_ONE, upstream, rev,
+                           *([lower] if lower else [])], capture_output=True,
                           text=True, cwd=code, env={**os.environ, "PYTHONPATH": str(code),
                                                     "CONTRIB_CACHE": str(cache)})  # fmt: skip
     wall = time.monotonic() - started
@@ -150,18 +176,20 @@ def audit_once(code: Path, upstream: str, rev: str, cache: Path) -> dict[str, ob
     return result
 
 
-def upstream_report(upstream: str, rev: str, baseline: str) -> None:
-    """First audit and repeat of ``rev``, with this checkout and with ``baseline``."""
+def upstream_report(upstream: str, rev: str, baseline: str, lower: str | None = None) -> None:
+    """First audit and repeat of ``rev``, with this checkout and with ``baseline``; with
+    ``lower``, each linked to that upstream at the version ``rev`` pins (the stack below)."""
     git = Git(REPO)
     with tempfile.TemporaryDirectory(prefix="audit-bench-") as tmp:
         old = Path(tmp) / "baseline"
         git.run("worktree", "add", "--detach", str(old), baseline)
         try:
-            rows = {name: _first_and_repeat(code, upstream, rev, Path(tmp) / name)
+            rows = {name: _first_and_repeat(code, upstream, rev, Path(tmp) / name, lower)
                     for name, code in (("baseline", old), ("this", REPO))}  # fmt: skip
         finally:
             git.run("worktree", "remove", "--force", str(old))
-    print(f"{upstream} at {rev}; {os.cpu_count()} cores, load average "
+    print(f"{upstream} at {rev}" + (f" with {lower} below" if lower else "")
+          + f"; {os.cpu_count()} cores, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name, (first, repeat) in rows.items():
         print(f"{name:>8}: first {first['wall']:6.1f} s wall, {first['cpu']:6.1f} s CPU "
@@ -175,10 +203,10 @@ def upstream_report(upstream: str, rev: str, baseline: str) -> None:
                          else f"DIFFER: {_differences(base, this)}"))
 
 
-def _first_and_repeat(code: Path, upstream: str, rev: str,
-                      cache: Path) -> tuple[dict[str, object], dict[str, object]]:  # fmt: skip
-    first = audit_once(code, upstream, rev, cache)
-    return first, audit_once(code, upstream, rev, cache)
+def _first_and_repeat(code: Path, upstream: str, rev: str, cache: Path,
+                      lower: str | None) -> tuple[dict[str, object], dict[str, object]]:  # fmt: skip
+    first = audit_once(code, upstream, rev, cache, lower)
+    return first, audit_once(code, upstream, rev, cache, lower)
 
 
 def _differences(base: dict[str, object], this: dict[str, object]) -> str:
@@ -237,11 +265,13 @@ def main() -> None:
                         help="only time one generated file of this many gates (e.g. 4000)")
     parser.add_argument("--upstream", help="a git directory of a real upstream (bare or not)")
     parser.add_argument("--rev", default="HEAD", help="the commit of --upstream to audit")
+    parser.add_argument("--below", metavar="GIT_DIR",
+                        help="with --upstream: link to this upstream at the version --rev pins")
     parser.add_argument("--baseline", default="main",
                         help="the commit of this repository to compare with (default main)")
     args = parser.parse_args()
     if args.upstream:
-        upstream_report(args.upstream, args.rev, args.baseline)
+        upstream_report(args.upstream, args.rev, args.baseline, args.below)
         return
     if args.gates:
         gates_report(args.gates)

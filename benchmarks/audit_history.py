@@ -97,7 +97,7 @@ class Auditor:
     def _stack(self, commit: str, tree_sha: str, gates: list[AuditGate]) -> None:
         from contrib.analysis.tree import GitTree
         from contrib.audit.pins import find_pin, package_name, tag_of
-        from contrib.audit.stack import Lower, link_cached
+        from contrib.audit.stack import audit_and_link
 
         assert self.below is not None
         name, lower = self.below
@@ -109,11 +109,10 @@ class Auditor:
             self.notes.append(f"{commit[:10]}: no {name} pin it can follow"
                               + (f" ({pin.where}: {pin.requirement})" if pin else ""))
             return
-        below = self._audit(lower, tag[1], self.arch)  # its time counts in the caller's
-        mismatches = link_cached(gates, tree, tree_sha, Lower(name, *tag, below,
-                                                               GitTree(lower, tag[1])), self.arch)
+        # its time counts in the caller's
+        linked = audit_and_link(gates, tree, tree_sha, lower, name, *tag, self.arch)
         self.stacked += 1
-        self.mismatches += len(mismatches)
+        self.mismatches += len(linked.mismatches)
 
 
 def opened_names(git: Git, opening: Opening) -> list[str]:

@@ -644,25 +644,34 @@ class PyOps:
     sglang's ``@register_custom_op(op_name=...)``, named after the function when no
     name is given), or handed to one (``direct_register_custom_op(op_name="name",
     op_func=_run)``).  ``torch.ops.sglang.name(...)`` runs that function: Python, not
-    an ahead-of-time build.  Files are found by a substring, parsed once."""
+    an ahead-of-time build.  The files that may register a name are found by a regex
+    over the texts naming ``custom_op``; one is parsed when a name it may register
+    is asked for."""
 
     def __init__(self, ev: TreeEval) -> None:
         self.ev = ev
-        self._ops: dict[str, list[Func]] | None = None
+        self._files: dict[str, list[str]] | None = None  # op name -> files that may register it
+        self._ops: dict[str, list[Func]] = {}  # NS::name or ::name -> functions
+        self._read: set[str] = set()
 
     def of(self, op: str) -> list[Func]:
         """The functions registered as ``op`` (``torch.ops.NS.name``: NS and name)."""
-        if self._ops is None:
-            self._ops = {}
+        if self._files is None:
+            self._files = {}
             for path in self.ev.index.paths():
-                if path.endswith(".py") and "custom_op" in (self.ev.read(path) or ""):
-                    self._index(path)
+                text = self.ev.read(path) or "" if path.endswith(".py") else ""
+                if "custom_op" in text:
+                    for name in {n for found in _OP_NAMES.findall(text) for n in found if n}:
+                        self._files.setdefault(name, []).append(path)
         namespace, _, name = op.removeprefix("torch.ops.").rpartition(".")
+        for path in self._files.get(name, [])[:MAX_REGISTERED + 1]:
+            if path not in self._read:
+                self._read.add(path)
+                self._index(path)
         found = self._ops.get(f"{namespace}::{name}") or self._ops.get(f"::{name}", [])
         return found if len(found) <= MAX_REGISTERED else []
 
     def _index(self, path: str) -> None:
-        assert self._ops is not None
         module = self.ev.module(path)
         if module is None:
             return
@@ -687,6 +696,13 @@ class PyOps:
                     for value in self.ev.eval(handed, frame):
                         if isinstance(value, Func):
                             self._ops.setdefault(name, []).append(value)
+
+
+# What may name an op registered in Python: a string a custom_op maker is given, or
+# the name of a function defined within a few lines of a decorator naming one.
+_OP_NAMES = re.compile(r"custom_op\(\s*[\"'](?:\w+::)?(\w+)[\"']|\bop_name\s*=\s*[\"'](?:\w+::)?(\w+)"
+                       r"|^[ \t]*@[\w.]*custom_op\b(?:.*\n){0,12}?[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)",
+                       re.MULTILINE)  # fmt: skip
 
 
 def _is_op_maker(func: ast.expr) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 from packaging.utils import canonicalize_name
 
@@ -14,7 +13,7 @@ from contrib.audit.links import mark_covered, mark_history, patch_coverage
 from contrib.audit.pins import find_pin, package_name, required_names, tag_of
 from contrib.audit.ptxcheck import compile_gates
 from contrib.audit.report import UpstreamAudit
-from contrib.audit.stack import Lower, link_cached
+from contrib.audit.stack import audit_and_link
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
@@ -103,15 +102,13 @@ def _link(audit: UpstreamAudit, mirror: Mirror, other: str, lower: tuple[str, st
           tree_sha: str, arch: Arch, step: Step | None) -> None:  # fmt: skip
     """Audit ``other`` at the pinned tag and link the upper audit's gates to it."""
     tag, commit = lower
-    below = audit_commit(mirror.git, commit, arch, step)
-    started = time.monotonic()
-    found = Lower(other, tag, commit, below, GitTree(mirror.git, commit))
-    audit.mismatches += link_cached(audit.gates, tree, tree_sha, found, arch)
-    linked = time.monotonic() - started
-    audit.seconds += below.seconds + linked
+    linked = audit_and_link(audit.gates, tree, tree_sha, mirror.git, other, tag, commit, arch, step)
+    below = linked.below
+    audit.mismatches += linked.mismatches
+    audit.seconds += below.seconds + linked.seconds
     audit.stack.append({"upstream": other, "tag": tag, "commit": commit,
                         "seconds": round(below.seconds, 2), "cached": below.cached,
-                        "link_seconds": round(linked, 2)})  # fmt: skip
+                        "link_seconds": round(linked.seconds, 2)})  # fmt: skip
     audit.notes += [f"{other} {tag}: {n}" for n in below.notes]
 
 

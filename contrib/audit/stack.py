@@ -26,11 +26,13 @@ import ast
 import contextlib
 import hashlib
 import json
+import threading
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from contrib import __version__, environ
 from contrib.analysis.archeval import TreeEval
@@ -50,7 +52,7 @@ from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict
 from contrib.audit.effect import producers, readers_after, runs_after
-from contrib.audit.engine import FORMAT, TreeAudit
+from contrib.audit.engine import FORMAT, Step, TreeAudit, audit_commit
 from contrib.audit.find import named_backends, refuses_making, scope_of, sibling_methods
 from contrib.audit.judge import from_testers
 from contrib.audit.model import (
@@ -64,6 +66,7 @@ from contrib.audit.model import (
 )
 from contrib.audit.stackwalk import MAX_DEPTH, TAKES_BRANCH, Function, Outside, Skips, Walker
 from contrib.errors import ContribError
+from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
 _RUN_ON_USE = ("__init__", "__call__")  # private methods constructing or calling runs
@@ -238,27 +241,76 @@ _LINKED = ("below", "class_", "reason", "evidence")  # what linking changes on a
 LINK_FORMAT = 5  # bump when linking changes what it finds over the same audits
 
 
-def link_cached(upper: list[AuditGate], tree: GitTree, tree_sha: str, lower: Lower,
-                arch: Arch) -> list[dict[str, Any]]:  # fmt: skip
-    """:func:`link`, kept in the cache under both trees, the arch and contrib's version
-    (the gates come from the engine's cache in the same order)."""
-    below_tree = lower.audit.tree
-    key = hashlib.sha256(f"stack\0{tree_sha}\0{below_tree}\0{lower.tag}\0{arch.name}\0"
+@dataclass
+class Linked:
+    """The lower audit a link read, the mismatches, and the link's own seconds."""
+
+    below: TreeAudit
+    mismatches: list[dict[str, Any]]
+    seconds: float
+    cached: bool
+
+
+def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Git, name: str,
+                   tag: str, commit: str, arch: Arch, step: Step | None = None) -> Linked:  # fmt: skip
+    """Audit the lower upstream ``name`` at ``tag`` (``commit`` of ``git``) and link the
+    upper gates to it (:func:`link`), kept in the cache under both trees, the arch and
+    contrib's version.  Not cached, the upper tree's half of the link
+    (:func:`upper_calls`) runs in a thread while the lower tree is audited, whose
+    workers are other processes: the two overlap."""
+    below_tree = git.run("rev-parse", f"{commit}^{{tree}}").strip()
+    key = hashlib.sha256(f"stack\0{tree_sha}\0{below_tree}\0{tag}\0{arch.name}\0"
                          f"{__version__}\0{FORMAT}\0{LINK_FORMAT}".encode()).hexdigest()  # fmt: skip
     path = environ.cache_root() / "audit" / f"stack-{key[:32]}.json"
     kept = _load_link(path, len(upper))
+    lower_tree = GitTree(git, commit)
+    walk: _Background[list[list[Outside] | None]] | None = None
+    if kept is None:
+        roots = package_roots(p for p in lower_tree.paths() if p.endswith(".py"))
+        walk = _Background(lambda: upper_calls(upper, tree, roots))
+    below = audit_commit(git, commit, arch, step)
+    started = time.monotonic()
     if kept is not None:
         changes, mismatches = kept
         for gate, change in zip(upper, changes, strict=True):
-            for name in _LINKED:
-                setattr(gate, name, change[name])
-        return mismatches
-    mismatches = link(upper, tree, lower, arch)
-    changes = [{name: getattr(g, name) for name in _LINKED} for g in upper]
+            for field_name in _LINKED:
+                setattr(gate, field_name, change[field_name])
+        return Linked(below, mismatches, time.monotonic() - started, True)
+    assert walk is not None
+    lower = Lower(name, tag, commit, below, lower_tree)
+    mismatches = link(upper, tree, lower, arch, walk.result())
+    changes = [{field_name: getattr(g, field_name) for field_name in _LINKED} for g in upper]
     with contextlib.suppress(ContribError):
         check_inside(environ.cache_root(), path)
         atomic_write(path, json.dumps({"gates": changes, "mismatches": mismatches}))
-    return mismatches
+    return Linked(below, mismatches, time.monotonic() - started, False)
+
+
+_T = TypeVar("_T")
+
+
+class _Background(Generic[_T]):
+    """``make()`` run in a daemon thread (an interrupt of the main thread does not wait
+    for it); :meth:`result` waits, and raises what it raised."""
+
+    def __init__(self, make: Callable[[], _T]) -> None:
+        self._make = make
+        self._value: _T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="contrib-link", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._make()
+        except BaseException as exc:  # handed to the caller of result()
+            self._error = exc
+
+    def result(self) -> _T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return cast(_T, self._value)
 
 
 def _load_link(path: Path, count: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
@@ -276,28 +328,18 @@ def _load_link(path: Path, count: int) -> tuple[list[dict[str, Any]], list[dict[
     return changes, mismatches
 
 
-def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> list[dict[str, Any]]:
-    """Set ``below`` (and the class from below) on the upper gates; the mismatches."""
-    walker = _walker(upper, tree, lower)
+def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch,
+         calls: list[list[Outside] | None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Set ``below`` (and the class from below) on the upper gates; the mismatches.
+    ``calls``: :func:`upper_calls` of these gates, when walked already."""
+    if calls is None:
+        calls = upper_calls(upper, tree, lower.roots)
     mismatches = []
-    decisions: dict[str, list[ast.AST]] = {}
-    for gate in upper:
-        start = _start(walker, gate, decisions)
-        if start is None:
+    for gate, out_calls in zip(upper, calls, strict=True):
+        if out_calls is None:
             continue
         reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
-        calls = list(walker.outside(gate.file, *start, target=not gate.excludes_target))
-        holder = start[0]
-        if (gate.excludes_target and not calls and holder is not None
-                and isinstance(walker.parents(gate.file).get(id(holder)), ast.Module)):  # fmt: skip
-            # a decision function of the module (`_resolve_backend()` refuses the target):
-            # what its callers run with its answer is what it keeps from the target
-            calls = walker.through_callers(holder)
-        if gate.excludes_target and refuses_making(start[0], gate.line, gate.parser_kind):
-            for method in sibling_methods(start[0], walker.parents(gate.file)):
-                calls += [c for c in walker.outside(gate.file, method, method.body)
-                          if c not in calls]  # the object it would make runs them
-        for out in calls:
+        for out in out_calls:
             for b, chain in lower.below(out.dotted, out.keys):
                 reached.setdefault((b.file, b.line), (out, b, chain))  # the first way there
         pairs = sorted(reached.values(), key=lambda p: (p[1].file, p[1].line))
@@ -310,7 +352,7 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
             if pairs:
                 _inherit(gate, lower, [b for _, b, _ in pairs], arch)
             else:
-                _from_code_below(gate, lower, calls, arch)
+                _from_code_below(gate, lower, out_calls, arch)
             if kept[0] == GATE_ONLY and gate.class_ != NEEDS_KERNEL_WORK:
                 gate.class_, gate.reason, gate.evidence = kept
         refusing = [(out, b) for out, b, _ in pairs if _refuses(b)]
@@ -320,7 +362,35 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch) -> lis
     return mismatches
 
 
-def _walker(upper: list[AuditGate], tree: GitTree, lower: Lower) -> Walker:
+def upper_calls(upper: list[AuditGate], tree: GitTree,
+                roots: Iterable[str]) -> list[list[Outside] | None]:  # fmt: skip
+    """Per upper gate, the calls into the lower package (its top-level ``roots``) that
+    the code it decides about reaches (None: a gate that decides nothing the walk reads).
+    The upper tree's half of :func:`link`: it needs no audit of the lower tree."""
+    walker = _walker(upper, tree, roots)
+    decisions: dict[str, list[ast.AST]] = {}
+    found: list[list[Outside] | None] = []
+    for gate in upper:
+        start = _start(walker, gate, decisions)
+        if start is None:
+            found.append(None)
+            continue
+        calls = list(walker.outside(gate.file, *start, target=not gate.excludes_target))
+        holder = start[0]
+        if (gate.excludes_target and not calls and holder is not None
+                and isinstance(walker.parents(gate.file).get(id(holder)), ast.Module)):  # fmt: skip
+            # a decision function of the module (`_resolve_backend()` refuses the target):
+            # what its callers run with its answer is what it keeps from the target
+            calls = walker.through_callers(holder)
+        if gate.excludes_target and refuses_making(start[0], gate.line, gate.parser_kind):
+            for method in sibling_methods(start[0], walker.parents(gate.file)):
+                calls += [c for c in walker.outside(gate.file, method, method.body)
+                          if c not in calls]  # the object it would make runs them
+        found.append(calls)
+    return found
+
+
+def _walker(upper: list[AuditGate], tree: GitTree, roots: Iterable[str]) -> Walker:
     paths = [p for p in tree.paths() if p.endswith(".py")]
     ev = TreeEval(tree.read_text, paths)
     texts: dict[str, str] = {}
@@ -339,7 +409,7 @@ def _walker(upper: list[AuditGate], tree: GitTree, lower: Lower) -> Walker:
     def excluded(path: str, first: int, last: int) -> bool:
         return any(first <= line <= last for line in lines.get(path, ()))
 
-    return Walker(ev, every_text, set(lower.roots), excluded, Skips(upper))
+    return Walker(ev, every_text, set(roots), excluded, Skips(upper))
 
 
 def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]

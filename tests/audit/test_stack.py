@@ -549,3 +549,42 @@ def test_a_refusal_naming_a_backend_takes_its_class_from_that_backend_below(
     top.commit("checks", {"python/top/checks.py": CHECKS})
     _, audit = _audit(ws)
     _assert_gate_only_over_lower_norm(_gate(audit, "Checks.check"))
+
+
+def test_the_link_walked_beside_the_lower_audit_is_the_link_walked_after_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """``audit_and_link`` walks the upper tree in a thread while the lower tree is audited;
+    what it links is what :func:`link` finds over the same two audits, and the second
+    time it comes from the cache.  An error of the walk reaches the caller."""
+    import contrib.audit.stack as stack
+    from contrib.analysis.tree import GitTree
+    from contrib.arch import parse_arch
+    from contrib.audit.engine import audit_commit
+    from contrib.git.repo import Git
+
+    monkeypatch.setenv("CONTRIB_CACHE", str(tmp_path / "cache"))
+    top, lower = top_upstream(tmp_path / "top"), lower_upstream(tmp_path / "lower")
+    arch, up, down = parse_arch("sm_120a"), Git(top.path), Git(lower.path)
+    commit, at = up.run("rev-parse", "HEAD").strip(), down.run("rev-parse", "v1.0").strip()
+    audit = audit_commit(up, commit, arch)
+    serial = audit_commit(up, commit, arch).gates
+    expected = stack.link(serial, GitTree(up, commit), stack.Lower(
+        "lower", "v1.0", at, audit_commit(down, at, arch), GitTree(down, at)), arch)
+    linked = stack.audit_and_link(audit.gates, GitTree(up, commit), audit.tree, down, "lower",
+                                  "v1.0", at, arch)  # fmt: skip
+    assert not linked.cached and linked.mismatches == expected and len(expected) == 1
+    assert [g.to_dict() for g in audit.gates] == [g.to_dict() for g in serial]
+    again = audit_commit(up, commit, arch)
+    cached = stack.audit_and_link(again.gates, GitTree(up, commit), again.tree, down, "lower",
+                                  "v1.0", at, arch)  # fmt: skip
+    assert cached.cached and cached.mismatches == expected
+    assert [g.to_dict() for g in again.gates] == [g.to_dict() for g in serial]
+
+    def broken(*_: object) -> list[object]:
+        raise stack.ContribError("the walk failed")
+
+    monkeypatch.setattr(stack, "upper_calls", broken)
+    other = audit_commit(up, commit, arch)
+    with pytest.raises(stack.ContribError, match="the walk failed"):
+        stack.audit_and_link(other.gates, GitTree(up, commit), other.tree, down, "lower",
+                             "v2.0", down.run("rev-parse", "v2.0").strip(), arch)  # fmt: skip

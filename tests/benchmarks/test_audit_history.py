@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from audit_history import Auditor, main, opened_names, spread
 from history_corpus import drops, load, read, relabelled, relabels, write
-from history_match import measure
+from history_match import matching, measure
 from history_mine import GATE_ONLY, NEEDS_KERNEL_WORK, Opening, mine
 
 from contrib.arch import parse_arch
 from contrib.audit.engine import audit_commit
+from contrib.audit.model import AuditGate
 from contrib.git.repo import Git
 from testing.gitutil import Repo
 from testing.stackupstreams import lower_upstream, top_upstream
@@ -221,6 +222,22 @@ def test_measure_reads_the_audit_before_and_after_each_opening(
     helper = rows[("pkg/arch.py", "is_blackwell")]
     assert (helper.found, helper.excluding, helper.via) == (True, True, "users")
     assert helper.gate.startswith("pkg/arch.py:9 run")
+
+
+def test_a_name_the_opening_defines_is_looked_for_in_its_own_file_first() -> None:
+    """sglang's three NVFP4 benchmarks each set ``_NVFP4_SUPPORTED`` and test it: the
+    gate an opening of one of them opened is that file's ``if not _NVFP4_SUPPORTED``,
+    not another benchmark's; a user in another file counts only without one."""
+    opening = Opening("up", "c" * 40, "p" * 40, "2026-01-01", "bench/scaled_mm.py", "<module>",
+                      "condition", GATE_ONLY, [18], [15, 21])  # fmt: skip
+    value = AuditGate("bench/scaled_mm.py", 18, "<module>", "predicate", "majors 10", False,
+                      "is_sm100_supported()")  # fmt: skip
+    other = AuditGate("bench/moe.py", 254, "<module>", "predicate", "majors 10", True,
+                      "not _NVFP4_SUPPORTED")  # fmt: skip
+    own = AuditGate("bench/scaled_mm.py", 180, "<module>", "predicate", "majors 10", True,
+                    "not _NVFP4_SUPPORTED")  # fmt: skip
+    assert matching(opening, [value, other, own], ["_NVFP4_SUPPORTED"]) == ([own], "users")
+    assert matching(opening, [value, other], ["_NVFP4_SUPPORTED"]) == ([other], "users")
 
 
 def test_spread_keeps_whole_commits_evenly_and_the_corpus_round_trips(tmp_path: Path) -> None:
