@@ -23,6 +23,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func, truth_of, vague
 from contrib.analysis.hostarch import written_for
 from contrib.analysis.includes import CUDA_SUFFIXES
+from contrib.analysis.pyparse import parse
 from contrib.analysis.pywalk import single_assignment, walk
 from contrib.analysis.tree import SourceTree
 from contrib.arch import KNOWN, Arch, all_majors
@@ -295,7 +296,7 @@ def scan(path: str, text: str, ev: TreeEval | None = None, arch: Arch | None = N
         ev = TreeEval({path: text}.get, [path])
     module = ev.parsed(path)
     if module is None:
-        module = ast.parse(text, filename=path)
+        module = parse(text, path)
         ev.add_module(path, module)
     finder = _Finder(path, ev, caps_for(arch), (arch.major, arch.minor) if arch else None)
     finder.visit(module)

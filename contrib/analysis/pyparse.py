@@ -4,12 +4,21 @@ CPython's parser and compiler recurse on nesting: 100,000 unary minus signs
 raise MemoryError, a long ``+`` chain RecursionError, and NUL bytes ValueError.
 Every reader of upstream Python (validate's syntax stage, the audit) goes
 through here, so such a file becomes a finding at its line instead of exit 3.
+
+CPython 3.11 and 3.12 keep the recursion depth of the AST they build in state
+that all threads share: two threads parsing at once fail with "AST constructor
+recursion depth mismatch" (python/cpython#106905).  The audit's stack walks one
+tree in a thread while it audits another, so every parse here takes one lock.
 """
 
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import dataclass
+from typing import Literal, overload
+
+_LOCK = threading.Lock()  # one parse at a time per process (see the module's text)
 
 
 @dataclass(frozen=True)
@@ -33,10 +42,21 @@ def _unparsable(path: str, exc: BaseException) -> Unparsable:
     return Unparsable(path, 1, f"does not compile: {exc}")  # ValueError: NUL bytes
 
 
+@overload
+def parse(text: str, path: str = "<unknown>", mode: Literal["exec"] = "exec") -> ast.Module: ...
+@overload
+def parse(text: str, path: str = "<unknown>", *, mode: Literal["eval"]) -> ast.Expression: ...
+def parse(text: str, path: str = "<unknown>", mode: str = "exec") -> ast.AST:
+    """``ast.parse``, one thread at a time; it raises what ``ast.parse`` raises
+    (:data:`PARSE_ERRORS`)."""
+    with _LOCK:
+        return ast.parse(text, filename=path, mode=mode)
+
+
 def parse_python(path: str, text: str) -> ast.Module | Unparsable:
     """``ast.parse`` of ``text``, or why it cannot be parsed."""
     try:
-        return ast.parse(text, filename=path)
+        return parse(text, path)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
         return _unparsable(path, exc)
 
@@ -45,7 +65,8 @@ def compile_python(path: str, text: str) -> Unparsable | None:
     """None when ``text`` compiles (which checks more than parsing: ``return`` outside
     a function, ``nonlocal`` at module level), else why not."""
     try:
-        compile(text, path, "exec", dont_inherit=True)
+        with _LOCK:
+            compile(text, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
         return _unparsable(path, exc)
     return None

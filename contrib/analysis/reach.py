@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import UNK, Cap, Ext, Frame, Func, ModRef, truth_of
 from contrib.analysis.hostarch import CUTE_FAMILIES, written_for
-from contrib.analysis.pyparse import PARSE_ERRORS
+from contrib.analysis.pyparse import PARSE_ERRORS, parse
 from contrib.analysis.pywalk import walk
 
 MAX_CALLS = 120  # call chains kept per gate, for the reader
@@ -865,7 +865,7 @@ def _annotated(node: ast.expr | None) -> ast.expr | None:
     """The class an annotation names: ``X``, ``mod.X``, ``"X"``, ``Optional[X]``."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
-            node = ast.parse(node.value, mode="eval").body
+            node = parse(node.value, mode="eval").body
         except PARSE_ERRORS:  # an annotation string that is no expression
             return None
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name | ast.Attribute):

@@ -35,7 +35,7 @@ from contrib.analysis.cuda_arch import analyze
 from contrib.analysis.gates import built_sources, module_strings
 from contrib.analysis.hostarch import arch_findings, named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_units, include_closure
-from contrib.analysis.pyparse import PARSE_ERRORS
+from contrib.analysis.pyparse import PARSE_ERRORS, parse
 from contrib.analysis.reach import CHECKS, VENDOR_LIBRARIES, Target
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch, admitted_archs
@@ -288,7 +288,7 @@ def _functions(tree: SourceTree, path: str) -> tuple[dict[str, ast.AST], dict[st
     literals (:func:`contrib.analysis.gates.module_strings`); empty when it does not parse."""
     text = tree.read_text(path)
     try:
-        module = ast.parse(text or "", filename=path)
+        module = parse(text or "", path)
     except (SyntaxError, ValueError, *PARSE_ERRORS):
         return {}, {}
     found: dict[str, ast.AST] = {}

@@ -166,7 +166,9 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
     it do, in any file of the tree.  Such a gate, excluding and ``unknown``, takes the
     class of those gates (``needs-kernel-work`` when one has it), and chains of them
     (``_can_use()`` returning ``_available() and ...``) are followed until nothing
-    changes.  A name too common to be followed by name stays ``unknown``."""
+    changes.  Tested by no gate of a class, it takes the class of the returned arch
+    values it is built on (:func:`_built_on`).  A name too common to be followed by
+    name stays ``unknown``."""
     pending = {id(g): g for g in gates if g.excludes_target and g.class_ == UNKNOWN
                and distinctive(_name(g)) and g.effect.endswith(returned_by(_name(g)))}
     if not pending:
@@ -184,9 +186,14 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
     while changed and pending:
         changed = False
         known = [g for g in excluding if g.class_ in (GATE_ONLY, NEEDS_KERNEL_WORK)]
+        deciders = {_name(g): g for g in known if distinctive(_name(g))
+                    and g.effect.endswith(returned_by(_name(g)))}  # fmt: skip
         for key, gate in list(pending.items()):
             testers = [g for g in known if g is not gate and calls[key].search(spans[id(g)])]
             if not testers:
+                if _built_on(gate, spans[id(gate)], deciders):
+                    del pending[key]
+                    changed = True
                 continue
             gate.class_ = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in testers)
                            else GATE_ONLY)  # fmt: skip
@@ -200,6 +207,29 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
                 e for g in testers if g.class_ == gate.class_ for e in g.evidence))
             del pending[key]
             changed = True
+
+
+def _built_on(gate: AuditGate, span: str, deciders: dict[str, AuditGate]) -> bool:
+    """A returned arch value built on another function's (sglang's
+    ``_post_attn_residual_is_read_only`` returns ``... and
+    apply_flashinfer_allreduce_fusion(n)``), with no gate testing it: it excludes the
+    target because that function does, and takes that gate's class (``needs-kernel-work``
+    when one it calls has it).  Whether it was set."""
+    called = [deciders[n] for n in dict.fromkeys(_CALLED.findall(span))
+              if n in deciders and deciders[n] is not gate]  # fmt: skip
+    if not called:
+        return False
+    gate.class_ = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in called)
+                   else GATE_ONLY)  # fmt: skip
+    named = ", ".join(f"{g.file}:{g.line} {_name(g)}() ({g.class_})" for g in called[:_MAX_TESTERS])
+    gate.reason = (f"{_name(gate)}() returns an arch value built on what {named} returns, and "
+                   "no gate tests it: it excludes the target as that does")  # fmt: skip
+    gate.evidence = list(dict.fromkeys(e for g in called if g.class_ == gate.class_
+                                       for e in g.evidence))  # fmt: skip
+    return True
+
+
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
 
 
 def _name(gate: AuditGate) -> str:

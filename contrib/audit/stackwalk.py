@@ -211,7 +211,7 @@ class Walker:
         self.skips = skips
         self._target = False  # the walk under way is of the target's own way
         self._parents: dict[str, dict[int, ast.AST]] = {}
-        self._flags: dict[str, list[_Block]] = {}
+        self._flags: dict[tuple[str, object], list[_Block]] = {}
         self._callers: dict[str, list[_Block]] = {}
         self._words: dict[str, list[str]] | None = None  # identifier -> files naming it
         self._methods = Methods(ev, texts)  # methods by name, of the files walked
@@ -268,6 +268,11 @@ class Walker:
                         via = (*block.via, f"sets {target.attr}")
                         yield from (_Block(b.path, b.holder, b.code, via + b.via)
                                     for b in self._readers(target.attr))  # fmt: skip
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
+                for attr, value in _settings(node.value):
+                    via = (*block.via, f"returns {attr}={value!r}")
+                    yield from (_Block(b.path, b.holder, b.code, via + b.via)
+                                for b in self._readers(attr, value))  # fmt: skip
 
     def _call(self, block: _Block, frame: Frame, call: ast.Call,
               bound: dict[str, str]) -> Iterator[Outside | _Block]:  # fmt: skip
@@ -337,20 +342,24 @@ class Walker:
         modules = [(p, self.ev.module(p)) for p in paths]
         return [(p, m[0]) for p, m in modules if m is not None]
 
-    def _readers(self, attr: str) -> list[_Block]:
-        """What runs where the tree reads ``.attr``: the ``if`` bodies it tests, and what
-        the callers of a function deciding with it run after the call."""
-        if attr not in self._flags:
-            self._flags[attr] = []  # a flag read while its readers are found adds nothing
+    def _readers(self, attr: str, value: object = True) -> list[_Block]:
+        """What runs where the tree reads ``.attr`` set to ``value`` (True, or a string):
+        the ``if`` bodies it tests, and what the callers of a function deciding with it
+        run after the call.  A test the value fails is not entered: ``is None``, ``not``,
+        ``== "other"`` of a string."""
+        if (attr, value) not in self._flags:
+            self._flags[(attr, value)] = []  # a flag read while its readers are found adds nothing
             blocks: list[_Block] = []
             pattern = re.compile(rf"\.{re.escape(attr)}\b")
             for path, module in self._modules_naming(attr, pattern, _MAX_READERS):
+                parents = self.parents(path)
                 for node in walk(module):
                     if (isinstance(node, ast.Attribute) and node.attr == attr
-                            and isinstance(node.ctx, ast.Load)):  # fmt: skip
+                            and isinstance(node.ctx, ast.Load)
+                            and _may_hold(node, parents.get(id(node)), value)):  # fmt: skip
                         blocks += self._read_at(path, node, f"read {attr}")
-            self._flags[attr] = blocks
-        return self._flags[attr]
+            self._flags[(attr, value)] = blocks
+        return self._flags[(attr, value)]
 
     def _read_at(self, path: str, node: ast.AST, what: str) -> list[_Block]:
         parents = self.parents(path)
@@ -446,3 +455,37 @@ def _callee(call: ast.Call) -> str | None:
 
 def _truthy(value: ast.expr) -> bool:
     return isinstance(value, ast.Constant) and value.value is True
+
+
+def _settings(table: ast.Dict) -> Iterator[tuple[str, object]]:
+    """The attributes a returned dict of settings sets, with their values (True or a
+    string): sglang's ``@register_post_process`` passes return ``{"flashinfer_allreduce_
+    fusion_backend": "auto"}``, which the server's arguments take as attributes."""
+    for key, value in zip(table.keys, table.values, strict=True):
+        if (isinstance(key, ast.Constant) and isinstance(key.value, str)
+                and key.value.isidentifier() and isinstance(value, ast.Constant)
+                and (value.value is True or (isinstance(value.value, str) and value.value))):  # fmt: skip
+            yield key.value, value.value
+
+
+def _may_hold(read: ast.Attribute, parent: ast.AST | None, value: object) -> bool:
+    """Whether a test reading ``read`` is enabled by its being set to ``value``: a flag
+    (True) is read by any test; a string only by a test that it is set (``is not
+    None``, an ``if`` on it alone) or that it is this one (``==``/``in`` of strings
+    holding it); not by ``!= "other"`` (what is done for any other setting) nor by
+    code using its value (``backends = args.attention_backend or ...``: the string's
+    own way, read where it is chosen)."""
+    if value is True:
+        return True
+    if isinstance(parent, ast.If | ast.While | ast.IfExp) and parent.test is read:
+        return True
+    if not isinstance(parent, ast.Compare) or len(parent.ops) != 1:
+        return False
+    op, other = parent.ops[0], parent.comparators[0] if parent.left is read else parent.left
+    if isinstance(other, ast.Constant) and other.value is None:
+        return isinstance(op, ast.IsNot | ast.NotEq)
+    literals = {v.value for v in ([other] if isinstance(other, ast.Constant) else getattr(
+        other, "elts", [])) if isinstance(v, ast.Constant)}  # fmt: skip
+    if not literals:
+        return True
+    return isinstance(op, ast.Eq | ast.In) and value in literals

@@ -14,6 +14,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from contrib.analysis.pyparse import parse
 from contrib.arch import Arch
 
 _SM_DIGITS = re.compile(r"(?<=sm)_?(\d{2,3})(?=[af]?(?:_|\b|$))", re.I)
@@ -38,7 +39,7 @@ class Source:
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.data = text.encode("utf-8")
-        self.module = ast.parse(text, filename=path)
+        self.module = parse(text, path)
         self._starts = [0]
         for line in self.data.splitlines(keepends=True):
             self._starts.append(self._starts[-1] + len(line))

@@ -663,6 +663,31 @@ def test_a_returned_arch_value_takes_the_class_of_the_gates_testing_it_in_any_fi
     assert alone["pkg/flags.py:can_use_fused"].reason.startswith("a Python condition")
 
 
+def test_a_returned_arch_value_built_on_a_classed_one_takes_its_class() -> None:
+    """sglang's ``_post_attn_residual_is_read_only`` returns ``... and
+    apply_flashinfer_allreduce_fusion(n)``, and no gate of a class tests it: it excludes
+    the target because the function it calls does, and takes that one's class.  A
+    returned value its testers class keeps theirs."""
+    flags = ("from pkg.utils import is_sm100_supported\n\n\n"
+             "def apply_fused(n):\n    return is_sm100_supported() and n > 0\n\n\n"
+             "class Layer:\n    def _read_only(self, n):\n"
+             "        return self.gather and apply_fused(n)\n")  # fmt: skip
+    attend = ("from pkg.api import fmha\nfrom pkg.flags import apply_fused\n\n\n"
+              "def attend(q):\n    # The fused path where the GPU's major allows it.\n"
+              "    if apply_fused(q):\n        return fmha(q)\n    return q\n")  # fmt: skip
+    gates = _audit(BASE | {"pkg/flags.py": flags, "pkg/attend.py": attend})
+    assert gates["pkg/flags.py:apply_fused"].class_ == "needs-kernel-work"
+    built = gates["pkg/flags.py:Layer._read_only"]
+    assert built.effect.endswith("; it is what _read_only() returns"), built.effect
+    assert built.class_ == "needs-kernel-work", built.reason
+    assert built.reason.startswith("_read_only() returns an arch value built on what "
+                                   "pkg/flags.py:5 apply_fused() (needs-kernel-work) returns")
+    assert built.evidence == gates["pkg/flags.py:apply_fused"].evidence != []
+    # what it is built on unclassed, it stays unknown
+    alone = _audit(BASE | {"pkg/flags.py": flags})
+    assert alone["pkg/flags.py:Layer._read_only"].class_ == "unknown"
+
+
 def test_a_returned_call_whose_value_depends_on_the_gpu_is_what_runs() -> None:
     """flashinfer's ``..._nvfp4(a, b)`` is ``return _fusion(a, b)``, and ``_fusion``
     refuses all but major 10 before its kernel: the evaluator reads the returned value

@@ -588,3 +588,54 @@ def test_the_link_walked_beside_the_lower_audit_is_the_link_walked_after_it(
     with pytest.raises(stack.ContribError, match="the walk failed"):
         stack.audit_and_link(other.gates, GitTree(up, commit), other.tree, down, "lower",
                              "v2.0", down.run("rev-parse", "v2.0").strip(), arch)  # fmt: skip
+
+
+PASSES = """\
+from top.utils import is_sm100_supported
+
+
+def fusion_auto_enable(args):
+    if args.fusion_backend is None and is_sm100_supported():
+        return {"fusion_backend": "auto"}
+    return {}
+"""
+FUSE = """\
+import lowerlib
+
+from top.args import get_args
+
+
+def fuse(x):
+    if get_args().fusion_backend is not None:
+        return lowerlib.fused_allreduce(x)
+    return x
+
+
+def fuse_off(x):
+    if get_args().fusion_backend == "off":
+        return lowerlib.rmsnorm(x)
+    return x
+
+
+def fuse_none(x):
+    if get_args().fusion_backend is None:
+        return lowerlib.rmsnorm(x)
+    return x
+"""
+
+
+def test_a_setting_a_pass_returns_enables_what_reads_it(
+        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+    """sglang main's allreduce-fusion auto-enable is a pass returning
+    ``{"flashinfer_allreduce_fusion_backend": "auto"}`` on SM90/SM100, which the server's
+    arguments take as attributes: what the tree runs where ``.fusion_backend is not None``
+    is what it keeps from the target; a test the string fails (``== "off"``, ``is None``)
+    is not its way."""
+    ws, top = stacked
+    top.commit("auto-enable", {"python/top/passes.py": PASSES, "python/top/fuse.py": FUSE})
+    _, audit = _audit(ws)
+    gate = _gate(audit, "fusion_auto_enable")
+    assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
+    assert [b["function"] for b in gate["below"]] == ["gen_comm_module"], gate["below"]
+    assert "returns fusion_backend='auto' > read fusion_backend at python/top/fuse.py:7" in (
+        gate["below"][0]["via"])
