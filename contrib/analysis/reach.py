@@ -69,7 +69,7 @@ _COMMON = frozenset({"forward", "run", "apply", "get", "set", "update", "call", 
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)\s*\(", re.MULTILINE)  # a def, at any depth
 _ARCH_FLAG = re.compile(r"\b(?:compute|sm)_(\d{2,3})[af]?\b")
 _FLAG_TEXT = re.compile(r"arch=|compute_\d")  # a string that is an nvcc arch flag
-_SOURCE = re.compile(r"\.(?:cu|cuh|cpp|cc)$")
+_SOURCE = re.compile(r"[^./\s]\.(?:cu|cuh|cpp|cc)$")  # a file's name, not a bare suffix
 _KEYWORD = "supported_major_versions"
 # Libraries with kernels of their own for every architecture of their release, named
 # by their top-level Python module (a fact about the library, not an upstream's).
@@ -223,7 +223,7 @@ class _Graph:
                 if isinstance(call.value, ast.Call):
                     methods = object_methods(self.ev, call.value.func, frame)
                     if methods:
-                        out.append((f"{_callee_name(call.value) or 'object'}.*", list(methods)))
+                        out.append((f"{callee_name(call.value) or 'object'}.*", list(methods)))
                 continue
             if isinstance(call, str):  # a name handed on: what is registered under it
                 if self.key is not None and of_registry(call, self.key):
@@ -232,7 +232,7 @@ class _Graph:
                 if entries:
                     out.append((f'"{call}"', list(entries)))
                 continue
-            name = _callee_name(call)
+            name = callee_name(call)
             if name is None:
                 continue
             table = self._table(call.func, frame) if isinstance(call.func, ast.Subscript) else []
@@ -413,20 +413,19 @@ class _Graph:
         package), a class of the tree, a method of an instance made from one."""
         found = self._class(func, frame)
         if isinstance(func, ast.Attribute):
-            own = self._own(func, frame)
-            if own:
-                return found + own
             for path in _modules_of(self.ev, func.value, frame):
                 found += [v for v in self.ev.global_(func.attr, path) if isinstance(v, Func)]
             found += instance_methods(self.ev, func, frame)
-            if not found:
-                found += methods(self.ev).named(func.attr)  # the object's class unknown
+            if not found:  # the object's class unknown, or a subclass's override
+                found += methods(self.ev).named(func.attr)
+            found += [f for f in self._own(func, frame) if f not in found]
         return found
 
     def _own(self, func: ast.Attribute, frame: Frame) -> list[Func | Target]:
         """``self.method(...)`` / ``cls.method(...)`` in a method of a tree class: that
         class's method, or the one its nearest tree base defines (what Python's lookup
-        finds on an object of the class itself; a subclass may override it)."""
+        finds on an object of the class itself).  A subclass may override it: the
+        methods of that name found by name alone (when few define it) are kept too."""
         if not isinstance(func.value, ast.Name) or not frame.key:
             return []
         owner = self.facts.owner(frame.path, frame.key)
@@ -615,12 +614,18 @@ def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def builds(code: Iterable[ast.AST]) -> bool:
-    """Whether ``code`` builds CUDA units: it names a source or holds a JIT list."""
+    """Whether ``code`` builds CUDA units: it names a source (a literal or an f-string:
+    ``f"cake_selective_state_update_{name}.cu"``) or holds a JIT list.  A bare suffix
+    is no source: flashinfer's ``generate_ninja_build_for_op`` tests ``source.suffix ==
+    ".cu"`` for whatever sources it is handed."""
     for inner in (n for node in code for n in walk(node)):
         if isinstance(inner, ast.keyword) and inner.arg == _KEYWORD:
             return True
-        if (isinstance(inner, ast.Constant) and isinstance(inner.value, str)
-                and "\n" not in inner.value and _SOURCE.search(inner.value.strip())):  # fmt: skip
+        text = (inner.value if isinstance(inner, ast.Constant) and isinstance(inner.value, str)
+                else "".join(str(v.value) if isinstance(v, ast.Constant) else "x"
+                             for v in inner.values) if isinstance(inner, ast.JoinedStr)
+                else None)  # fmt: skip
+        if isinstance(text, str) and "\n" not in text and _SOURCE.search(text.strip()):
             return True
     return False
 
@@ -1241,7 +1246,7 @@ def distinctive(name: str) -> bool:
     return name not in _COMMON and not name.startswith("__") and "_" in name.strip("_")
 
 
-_REFUSALS = frozenset({"skip", "exit", "_exit", "abort", "fail", "xfail"})
+REFUSALS = frozenset({"skip", "exit", "_exit", "abort", "fail", "xfail"})  # calls that refuse
 
 
 def _refuses(branch: ast.AST | list[ast.stmt]) -> bool:
@@ -1253,14 +1258,14 @@ def _refuses(branch: ast.AST | list[ast.stmt]) -> bool:
     if isinstance(last, ast.Raise):
         return True
     if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
-        return _callee_name(last.value) in _REFUSALS
+        return callee_name(last.value) in REFUSALS
     if isinstance(last, ast.Return):
         return last.value is None or (isinstance(last.value, ast.Constant)
                                       and last.value.value in (None, False))  # fmt: skip
     return False
 
 
-def _callee_name(call: ast.Call) -> str | None:
+def callee_name(call: ast.Call) -> str | None:
     func = call.func.value if isinstance(call.func, ast.Subscript) else call.func  # kernel[grid](...)
     name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
     return name if isinstance(name, str) else None

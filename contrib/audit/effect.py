@@ -133,6 +133,12 @@ def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
     return value._replace(why=value.why + returned_by(name)) if value.excludes else value
 
 
+# How the effect of a gate that stops the code it is in begins: a skip, a raise, a
+# failed assert, a branch the target takes that refuses it (see :func:`effect`)
+STOPS = ("refused on the target", "skipped on the target", "an assert the target fails",
+         "the branch the target takes refuses", "the else branch the target takes refuses")
+
+
 def returned_by(name: str) -> str:
     """How an excluding gate that is a function's returned value ends its effect: the
     judge finds the gates testing that function's calls by it."""

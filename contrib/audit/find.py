@@ -23,9 +23,11 @@ from contrib.analysis.pywalk import parents as node_parents
 from contrib.analysis.pywalk import passes_on, single_assignment, walk
 from contrib.analysis.reach import (
     CHECKS,
+    REFUSALS,
     Key,
     Reached,
     Target,
+    callee_name,
     configuration_key,
     configuring_if,
     decorator_arguments,
@@ -37,7 +39,7 @@ from contrib.analysis.reach import (
     spread_literals,
 )
 from contrib.arch import Arch
-from contrib.audit.effect import PREDICATE_VALUE, function_of, runs_after
+from contrib.audit.effect import PREDICATE_VALUE, STOPS, function_of, runs_after
 from contrib.audit.effect import effect as gate_effect
 from contrib.audit.model import (
     BENCHMARK,
@@ -143,10 +145,11 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         if effect.excludes and not jit else None
     if own is not None:  # a gate in a JIT builder: the build it guards is its function's
         behind = Reached(behind.calls, [own, *behind.targets])
+    stops = effect.why.startswith(STOPS) or may_stop(function)  # a call may not return
     if effect.excludes and not behind.targets:
-        behind = _from_callers(found, gate.function, parents, behind, sites)
+        behind = _from_callers(found, gate.function, parents, behind, sites, stops)
     if effect.excludes and not behind.targets and function is not None and _decides(gate.function):
-        behind = _from_other_callers(path, function, behind, sites)
+        behind = _from_other_callers(path, function, behind, sites, stops)
     if effect.excludes and not behind.targets:
         behind = _from_registrations(found, gate.function, behind, sites)
     if effect.excludes and not behind.targets and refuses_making(function, gate.line, gate.kind):
@@ -213,16 +216,19 @@ def _decides(function: str) -> bool:
 
 
 def _from_callers(found: Scan, function: str, parents: dict[int, ast.AST],
-                  own: Reached, sites: CallSites) -> Reached:  # fmt: skip
+                  own: Reached, sites: CallSites, stops: bool) -> Reached:  # fmt: skip
     """A gate in a decision function (``_skip_if_unsupported()``, ``def _use_fused():
-    return is_sm100()``) guards what its callers run: the code after each call in the
-    caller's block, or the branch an ``if`` on it takes (the else of ``if not f():``).
-    The callers of its file, resolved by identity; a test function is no decision."""
+    return is_sm100()``) guards what its callers run: the branch an ``if`` on it takes
+    (the else of ``if not f():``), and, when the gate ``stops`` the call (it refuses:
+    raises, skips, exits), the code after each call in the caller's block.  A gate
+    that only picks a value (``backend = "cutedsl" if is_sm100() else "cutlass"``)
+    decides nothing its caller runs next.  The callers of its file, resolved by
+    identity; a test function is no decision."""
     node = found.functions.get(function)
     if node is None or any(p.startswith("test") for p in function.split(".")):
         return own
     out = Reached(list(own.calls), list(own.targets))
-    for caller, code in sites.of(node, parents):
+    for caller, code in sites.of(node, parents, after=stops):
         frame = found.frames.get(caller, found.frames["<module>"])
         _join(out, reach(sites.follow, frame, code, sites.cap), caller)
     return out
@@ -412,7 +418,8 @@ def _calls_to(sites: CallSites, path: str, function: ast.AST, leave_out: str = "
                 yield caller_path, call, holder, parents
 
 
-def _from_other_callers(path: str, node: ast.AST, own: Reached, sites: CallSites) -> Reached:
+def _from_other_callers(path: str, node: ast.AST, own: Reached, sites: CallSites,
+                        stops: bool) -> Reached:  # fmt: skip
     """A decision function's callers in the tree's other files (sglang's
     ``should_enable_swap_ab()`` in ``fused_moe_triton_kernels.py``, called where the
     kernel is launched), by identity: what each call guards (:func:`_guarded_by`)."""
@@ -420,7 +427,7 @@ def _from_other_callers(path: str, node: ast.AST, own: Reached, sites: CallSites
     for caller_path, call, holder, parents in _calls_to(sites, path, node, path):
         frame = (Frame(caller_path, sites.follow.function_scope(holder), None, id(holder))
                  if holder is not None else Frame(caller_path))  # fmt: skip
-        more = reach(sites.follow, frame, _guarded_by(call, parents), sites.cap)
+        more = reach(sites.follow, frame, _guarded_by(call, parents, stops), sites.cap)
         _join(out, more, f"{caller_path}:{getattr(holder, 'name', '<module>')}")
     return out
 
@@ -507,11 +514,12 @@ class CallSites:
                         self._registered.setdefault(name, []).append((decorated, key))
         return self._registered.get(function, [])
 
-    def of(self, node: ast.AST, parents: dict[int, ast.AST],
-           depth: int = 0) -> Iterator[tuple[str, list[ast.AST]]]:  # fmt: skip
-        """Each function of the file that calls ``node``, and the code that call guards;
-        a caller that only hands the result back (``return f(...)``) is passed through
-        to its own callers (:data:`_MAX_PASSED` deep)."""
+    def of(self, node: ast.AST, parents: dict[int, ast.AST], depth: int = 0,
+           after: bool = True) -> Iterator[tuple[str, list[ast.AST]]]:  # fmt: skip
+        """Each function of the file that calls ``node``, and the code that call guards
+        (``after``: what runs after it too; see :func:`_guarded_by`); a caller that only
+        hands the result back (``return f(...)``) is passed through to its own callers
+        (:data:`_MAX_PASSED` deep)."""
         if self._by_name is None:
             self._by_name = {}
             for caller, body in self.found.functions.items():
@@ -527,12 +535,30 @@ class CallSites:
             if passes_on(call, parents) and outer is not None and depth < _MAX_PASSED:
                 # `return _resolve_backend(...)`: its own callers run what it decides
                 yield from ((f"{caller}>{c}", code) for c, code in
-                            self.of(outer, parents, depth + 1))  # fmt: skip
+                            self.of(outer, parents, depth + 1, after))  # fmt: skip
             else:
-                yield caller, _guarded_by(call, parents)
+                yield caller, _guarded_by(call, parents, after)
 
 
 _MAX_PASSED = 2  # callers handing a result back, followed to their own callers
+
+
+def may_stop(function: ast.AST | None) -> bool:
+    """Whether a call of ``function`` may not return: its own body raises, asserts, or
+    calls ``pytest.skip``, ``sys.exit`` and the like (flashinfer's ``_skip_if_cp_unsupported``
+    skips on some GPUs, returns on others)."""
+    if function is None:
+        return False
+    stack = list(getattr(function, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Raise | ast.Assert) or (isinstance(node, ast.Call)
+                                           and callee_name(node) in REFUSALS):  # fmt: skip
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _own_calls(function: ast.AST) -> Iterator[ast.Call]:
@@ -555,10 +581,12 @@ def _resolves_to(found: Scan, follow: TreeEval, caller: str, call: ast.Call, nod
                and v.node.name == name for v in follow.eval(call.func, frame))  # fmt: skip
 
 
-def _guarded_by(call: ast.Call, parents: dict[int, ast.AST]) -> list[ast.AST]:
+def _guarded_by(call: ast.Call, parents: dict[int, ast.AST], after: bool = True) -> list[ast.AST]:
     """What a call of a decision function decides: the branch of the ``if`` it tests
     (the else when it is negated), else the statements that run after it in its
-    function."""
+    function; not those when its value is dropped (``initialize_fp4_gemm_config(args)``
+    on a line of its own) and the call returns whatever the gate decides (``after``
+    false: the gate picks a value, it refuses nothing)."""
     child: ast.AST = call
     parent = parents.get(id(call))
     negated = False
@@ -571,6 +599,8 @@ def _guarded_by(call: ast.Call, parents: dict[int, ast.AST]) -> list[ast.AST]:
         return list(parent.orelse if negated else parent.body)
     # the statements that run after it: the rest of its block, then of the blocks
     # around it (`if use_cp: _skip_if_cp_unsupported()`, then the test's kernel calls)
+    if not after and isinstance(parent, ast.Expr) and parent.value is child:
+        return []
     return runs_after(parent, parents) if isinstance(parent, ast.stmt) else []
 
 

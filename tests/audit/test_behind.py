@@ -1138,6 +1138,29 @@ def test_a_skip_helper_called_in_an_if_guards_what_the_test_runs_after_the_if() 
     assert "gen_fmha_sm100_module" in gate.reason, gate.reason
 
 
+def test_a_call_whose_value_is_dropped_guards_what_follows_only_when_it_may_stop() -> None:
+    """sglang's scheduler calls ``initialize_fp4_gemm_config(args)`` then
+    ``initialize_bf16_gemm_config(args)``: the first picks a backend on SM100 and
+    returns whatever it picked, so the second runs whatever the first's gate decides,
+    and is not behind it.  A helper that may skip or raise (flashinfer's
+    ``_skip_if_cp_unsupported``, which returns on SM100 and skips on what it does not
+    know) guards what runs after its call."""
+    config = ("from pkg.utils import is_sm100_supported\n\nBACKEND = None\n\n\n"
+              "def init_fp4_config(args):\n    global BACKEND\n    backend = 'cutlass'\n"
+              "    if is_sm100_supported():\n        backend = 'cutedsl'\n    BACKEND = backend\n")  # fmt: skip
+    scheduler = ("from pkg.config import init_fp4_config\nfrom pkg.jit import gen_fmha_sm100_module\n\n\n"
+                 "def init_gemm_config(args):\n    init_fp4_config(args)\n"
+                 "    gen_fmha_sm100_module().run(1)\n")  # fmt: skip
+    gates = _audit(BASE | {"pkg/config.py": config, "pkg/scheduler.py": scheduler})
+    gate = gates["pkg/config.py:init_fp4_config"]
+    assert gate.class_ == "unknown", gate.reason
+    assert "gen_fmha_sm100_module" not in gate.reason
+    stopping = config.replace("    BACKEND = backend\n",
+                              "    BACKEND = backend\n    if BACKEND is None:\n        raise ValueError(args)\n")
+    gate = _audit(BASE | {"pkg/config.py": stopping, "pkg/scheduler.py": scheduler})["pkg/config.py:init_fp4_config"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+
+
 def test_only_checks_reads_a_long_elif_chain() -> None:
     """An ``elif`` chain is one ``if`` nested in the next: read without recursion, as
     deep as the parser goes."""
@@ -1149,3 +1172,18 @@ def test_only_checks_reads_a_long_elif_chain() -> None:
                                                   for n in range(1, 900))  # fmt: skip
     assert only_checks(ast.parse(chain).body)
     assert not only_checks(ast.parse(chain + "else:\n    y = 1\n").body)
+
+
+def test_a_builder_names_a_source_file_not_a_bare_suffix() -> None:
+    """``f"cake_selective_state_update_{name}.cu"`` names a unit; flashinfer's
+    ``generate_ninja_build_for_op`` testing ``source.suffix == ".cu"`` for whatever
+    sources it is handed builds nothing of its own."""
+    import ast
+
+    from contrib.analysis.reach import builds
+
+    assert builds([ast.parse("def f(name):\n    return f'cake_{name}.cu'\n")])
+    assert builds([ast.parse("def f():\n    return load(['norm.cu', 'x.cuh'])\n")])
+    assert builds([ast.parse("def f(**kw):\n    return get(supported_major_versions=[9])\n")])
+    assert not builds([ast.parse("def f(source):\n    return source.suffix == '.cu'\n")])
+    assert not builds([ast.parse("def f(source):\n    return source.endswith(f'.cu')\n")])
