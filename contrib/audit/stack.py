@@ -238,7 +238,7 @@ def _holds(node: Function, gate: AuditGate) -> bool:
 
 
 _LINKED = ("below", "class_", "reason", "evidence")  # what linking changes on a gate
-LINK_FORMAT = 5  # bump when linking changes what it finds over the same audits
+LINK_FORMAT = 6  # bump when linking changes what it finds over the same audits
 
 
 @dataclass

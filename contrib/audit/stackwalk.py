@@ -12,7 +12,10 @@ The walk starts at a gate's code and follows, breadth first and bounded:
   test of ``.flag`` (an ``if`` body); a function that reads it outside a test
   decides with it, and what its callers run after the call is followed too.
   sglang's ``ServerArgs`` sets ``enable_flashinfer_allreduce_fusion`` behind one
-  gate and the layers read it elsewhere.
+  gate and the layers read it elsewhere.  A dict of settings returned
+  (``{"flashinfer_allreduce_fusion_backend": "auto"}``, which sglang's passes hand
+  to the server's arguments) sets its keys the same way: a string value only enables
+  the tests that hold for it.
 
 An ``if`` whose test holds a gate that excludes the target is not entered from a
 flag, nor the body of an ``if`` on the arch the target does not take (the tree's
@@ -345,8 +348,7 @@ class Walker:
     def _readers(self, attr: str, value: object = True) -> list[_Block]:
         """What runs where the tree reads ``.attr`` set to ``value`` (True, or a string):
         the ``if`` bodies it tests, and what the callers of a function deciding with it
-        run after the call.  A test the value fails is not entered: ``is None``, ``not``,
-        ``== "other"`` of a string."""
+        run after the call; for a string, only the reads :func:`_may_hold` enables."""
         if (attr, value) not in self._flags:
             self._flags[(attr, value)] = []  # a flag read while its readers are found adds nothing
             blocks: list[_Block] = []
