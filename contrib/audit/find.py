@@ -145,11 +145,12 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         if effect.excludes and not jit else None
     if own is not None:  # a gate in a JIT builder: the build it guards is its function's
         behind = Reached(behind.calls, [own, *behind.targets])
-    stops = effect.why.startswith(STOPS) or may_stop(function)  # a call may not return
     if effect.excludes and not behind.targets:
+        # a call of its function may not return: what runs after the call is behind it
+        stops = effect.why.startswith(STOPS) or sites.may_stop(function)
         behind = _from_callers(found, gate.function, parents, behind, sites, stops)
-    if effect.excludes and not behind.targets and function is not None and _decides(gate.function):
-        behind = _from_other_callers(path, function, behind, sites, stops)
+        if not behind.targets and function is not None and _decides(gate.function):
+            behind = _from_other_callers(path, function, behind, sites, stops)
     if effect.excludes and not behind.targets:
         behind = _from_registrations(found, gate.function, behind, sites)
     if effect.excludes and not behind.targets and refuses_making(function, gate.line, gate.kind):
@@ -484,8 +485,16 @@ class CallSites:
         self.found, self.follow, self.cap = found, follow, cap
         self._by_name: dict[str, list[tuple[str, ast.Call]]] | None = None
         self._registered: dict[str, list[tuple[str, Key | None]]] | None = None
+        self._stops: dict[int, bool] = {}  # per function of the file: may_stop
         # shared by the tree's files
         self._elsewhere: dict[str, _Calls | None] = follow.kept("find.elsewhere", dict)
+
+    def may_stop(self, function: ast.AST | None) -> bool:
+        """:func:`may_stop`, read once per function (a function holds many gates)."""
+        key = id(function)
+        if key not in self._stops:
+            self._stops[key] = may_stop(function)
+        return self._stops[key]
 
     def calls_in(self, path: str) -> _Calls | None:
         """Another file's parents and its calls by the name called (kept)."""
