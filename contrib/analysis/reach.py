@@ -140,10 +140,7 @@ class _Facts:
         owners = self.owners.get(path)
         if owners is None:
             module = self.ev.parsed(path)
-            owners = self.owners[path] = {
-                id(item): node for node in (walk(module) if module is not None else ())
-                if isinstance(node, ast.ClassDef) for item in node.body
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)}  # fmt: skip
+            owners = self.owners[path] = classes_of(module) if module is not None else {}
         return owners.get(key)
 
     def qualname(self, path: str, node: ast.AST) -> str:
@@ -621,13 +618,19 @@ def builds(code: Iterable[ast.AST]) -> bool:
     for inner in (n for node in code for n in walk(node)):
         if isinstance(inner, ast.keyword) and inner.arg == _KEYWORD:
             return True
-        text = (inner.value if isinstance(inner, ast.Constant) and isinstance(inner.value, str)
-                else "".join(str(v.value) if isinstance(v, ast.Constant) else "x"
-                             for v in inner.values) if isinstance(inner, ast.JoinedStr)
-                else None)  # fmt: skip
-        if isinstance(text, str) and "\n" not in text and _SOURCE.search(text.strip()):
+        text = _string_text(inner)
+        if text is not None and "\n" not in text and _SOURCE.search(text.strip()):
             return True
     return False
+
+
+def _string_text(node: ast.AST) -> str | None:
+    """A string literal's text, an f-string's with ``x`` for each field; None for others."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.JoinedStr):
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else "x" for v in node.values)
+    return None
 
 
 def own_build(ev: TreeEval, frame: Frame, function: ast.AST | None, qualname: str,
@@ -664,7 +667,7 @@ class PyOps:
         if self._files is None:
             self._files = {}
             for path in self.ev.index.paths():
-                text = self.ev.read(path) or "" if path.endswith(".py") else ""
+                text = (self.ev.read(path) or "") if path.endswith(".py") else ""
                 if "custom_op" in text:
                     for name in {n for found in _OP_NAMES.findall(text) for n in found if n}:
                         self._files.setdefault(name, []).append(path)
@@ -939,7 +942,7 @@ def methods(ev: TreeEval) -> Methods:
         ev, lambda: {p: ev.read(p) or "" for p in ev.index.paths()}))
 
 
-_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
+CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")  # a name called, in source text
 
 
 def files_calling(ev: TreeEval, name: str) -> list[str]:
@@ -951,7 +954,7 @@ def files_calling(ev: TreeEval, name: str) -> list[str]:
 def _calls_index(ev: TreeEval) -> dict[str, list[str]]:
     index: dict[str, list[str]] = {}
     for path in ev.index.paths():
-        for called in set(_CALLED.findall(ev.read(path) or "")):
+        for called in set(CALLED.findall(ev.read(path) or "")):
             index.setdefault(called, []).append(path)
     return index
 

@@ -133,10 +133,11 @@ def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
     return value._replace(why=value.why + returned_by(name)) if value.excludes else value
 
 
-# How the effect of a gate that stops the code it is in begins: a skip, a raise, a
-# failed assert, a branch the target takes that refuses it (see :func:`effect`)
-STOPS = ("refused on the target", "skipped on the target", "an assert the target fails",
-         "the branch the target takes refuses", "the else branch the target takes refuses")
+# How the effect of a gate that refuses the target outright begins (see :func:`effect`)
+REFUSES = ("refused on the target", "an assert the target fails",
+           "the branch the target takes refuses", "the else branch the target takes refuses")
+# ... and of one that stops the code it is in: a refusal, or a skip
+STOPS = (*REFUSES, "skipped on the target")
 
 
 def returned_by(name: str) -> str:

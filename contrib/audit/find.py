@@ -556,29 +556,24 @@ def may_stop(function: ast.AST | None) -> bool:
     """Whether a call of ``function`` may not return: its own body raises, asserts, or
     calls ``pytest.skip``, ``sys.exit`` and the like (flashinfer's ``_skip_if_cp_unsupported``
     skips on some GPUs, returns on others)."""
-    if function is None:
-        return False
-    stack = list(getattr(function, "body", []))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            continue
-        if isinstance(node, ast.Raise | ast.Assert) or (isinstance(node, ast.Call)
-                                           and callee_name(node) in REFUSALS):  # fmt: skip
-            return True
-        stack.extend(ast.iter_child_nodes(node))
-    return False
+    return function is not None and any(
+        isinstance(n, ast.Raise | ast.Assert)
+        or (isinstance(n, ast.Call) and callee_name(n) in REFUSALS) for n in _own_nodes(function))
 
 
 def _own_calls(function: ast.AST) -> Iterator[ast.Call]:
     """The calls in a function's body, not in the functions or classes nested in it."""
+    return (n for n in _own_nodes(function) if isinstance(n, ast.Call))
+
+
+def _own_nodes(function: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function's body, not those of the functions or classes nested in it."""
     stack = list(getattr(function, "body", []))
     while stack:
         node = stack.pop()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
             continue
-        if isinstance(node, ast.Call):
-            yield node
+        yield node
         stack.extend(ast.iter_child_nodes(node))
 
 

@@ -29,7 +29,7 @@ from contrib.analysis.hostarch import named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_units
 from contrib.analysis.pyparse import parse_python
 from contrib.analysis.pywalk import single_assignment
-from contrib.analysis.reach import distinctive
+from contrib.analysis.reach import CALLED, distinctive
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict, units_verdict
@@ -215,7 +215,7 @@ def _built_on(gate: AuditGate, span: str, deciders: dict[str, AuditGate]) -> boo
     apply_flashinfer_allreduce_fusion(n)``), with no gate testing it: it excludes the
     target because that function does, and takes that gate's class (``needs-kernel-work``
     when one it calls has it).  Whether it was set."""
-    called = [deciders[n] for n in dict.fromkeys(_CALLED.findall(span))
+    called = [deciders[n] for n in dict.fromkeys(CALLED.findall(span))
               if n in deciders and deciders[n] is not gate]  # fmt: skip
     if not called:
         return False
@@ -227,9 +227,6 @@ def _built_on(gate: AuditGate, span: str, deciders: dict[str, AuditGate]) -> boo
     gate.evidence = list(dict.fromkeys(e for g in called if g.class_ == gate.class_
                                        for e in g.evidence))  # fmt: skip
     return True
-
-
-_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
 
 
 def _name(gate: AuditGate) -> str:

@@ -50,6 +50,7 @@ from contrib.analysis.reach import (
     spread_literals,
     value_literals,
 )
+from contrib.audit.effect import REFUSES
 from contrib.audit.model import AuditGate
 
 MAX_BLOCKS = 240  # blocks of code walked per gate
@@ -71,9 +72,6 @@ _NOT_TAKEN = ("chooses between paths", "an earlier branch", "an elif of the chai
 TAKES_BRANCH = "the target takes this branch"  # ... and of an `if` whose body the target runs
 _FLAG_TRUE = re.compile(r"the flag self\.(\w+) it sets; true on the target")  # ... and of flags
 _FLAG_FALSE = re.compile(r"self\.(\w+): falls back: false on the target")
-# ... and of a statement that refuses the target outright.
-_REFUSES = ("refused on the target", "an assert the target fails",
-            "the branch the target takes refuses", "the else branch the target takes refuses")
 
 
 class Skips:
@@ -99,7 +97,7 @@ class Skips:
             flag = _FLAG_TRUE.match(gate.effect) or _FLAG_FALSE.match(gate.effect)
             if flag is not None:
                 self._flags.setdefault(gate.file, {})[flag.group(1)] = flag.re is _FLAG_TRUE
-            if gate.excludes_target and gate.effect.startswith(_REFUSES):
+            if gate.excludes_target and gate.effect.startswith(REFUSES):
                 self._refusals.setdefault(gate.file, []).append(gate.line)
 
     def __call__(self, path: str, node: ast.If | ast.While) -> bool:
