@@ -121,7 +121,7 @@ def measure(opening: Opening, parent: Sequence[AuditGate], commit: Sequence[Audi
         opening=opening, found=pick is not None,
         excluding=bool(pick and pick.excludes_target),
         got_class=pick.class_ if pick and pick.excludes_target else None,
-        gate=_where(pick), effect=pick.effect if pick else "",
+        gate=_where(pick), effect=pick.effect.why if pick else "",
         reason=pick.reason if pick else "",
         still_excluding=still is not None, after_gate=_where(still), via=via,
     )  # fmt: skip
@@ -138,7 +138,7 @@ def _opens(opening: Opening, gates: Sequence[AuditGate]) -> bool:
     first, last = opening.new_lines
     return any(g.file == opening.file and g.function == opening.function
                and first <= g.line <= last and not g.excludes_target
-               and g.admits not in ("", "unknown") for g in gates)  # fmt: skip
+               and g.admits is not None for g in gates)  # fmt: skip
 
 
 def _span(gate: AuditGate) -> range:

@@ -96,6 +96,26 @@ CMPOPS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
 }  # fmt: skip
 
 
+def ordered(values: Values) -> list[Any]:
+    """``values`` in an order that is the same on every run: a set of functions hashes
+    by their nodes' ids, so its own order changes with the memory layout, and a walk
+    that follows the first ones (or keeps the first call chains) would too."""
+    return sorted(values, key=_order_key)
+
+
+def _order_key(value: Any) -> tuple[int, str, int, int, str]:
+    if isinstance(value, Func):
+        node = value.node
+        return (0, value.path, getattr(node, "lineno", 0), getattr(node, "col_offset", 0), "")
+    if isinstance(value, ModRef):
+        return (1, value.path, 0, 0, "")
+    if isinstance(value, Ext):
+        return (2, value.dotted, 0, 0, "")
+    if isinstance(value, Partial):
+        return (3, value.func.path, getattr(value.func.node, "lineno", 0), 0, "")
+    return (4, type(value).__name__, 0, 0, repr(value))
+
+
 def truth_of(values: Values) -> frozenset[bool]:
     """What ``values`` may be as a boolean."""
     out: set[bool] = set()

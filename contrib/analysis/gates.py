@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cached_property
 
 from contrib.analysis.archeval import TreeEval
@@ -24,13 +25,23 @@ from contrib.analysis.archvalues import Cap, Frame, Func, truth_of, vague
 from contrib.analysis.hostarch import written_for
 from contrib.analysis.includes import CUDA_SUFFIXES
 from contrib.analysis.pyparse import parse
-from contrib.analysis.pywalk import single_assignment, walk
+from contrib.analysis.pywalk import callee_name, single_assignment, walk
+from contrib.analysis.refusal import gives_up
 from contrib.analysis.tree import SourceTree
 from contrib.arch import KNOWN, Arch, all_majors
 from contrib.record.finding import ERROR, INFO, Finding
 
-KEYWORD = "supported_major_versions"
-DECORATOR = "decorator"
+
+class Form(StrEnum):
+    """How a gate is written: what the parser found."""
+
+    KEYWORD = "supported_major_versions"  # a JIT build list
+    DECORATOR = "decorator"  # @supported_compute_capability([...])
+    CONDITION = "condition"  # a test the GPU decides
+    SKIP = "skip-condition"  # a test whose branch skips or refuses
+
+
+KEYWORD, DECORATOR, CONDITION, SKIP = Form.KEYWORD, Form.DECORATOR, Form.CONDITION, Form.SKIP
 
 
 @dataclass(frozen=True)
@@ -41,7 +52,7 @@ class Gate:
     line: int
     end_line: int
     function: str  # qualified name of the enclosing function, "<module>" at top level
-    kind: str  # "supported_major_versions" or "condition"
+    kind: Form
     text: str
     majors: frozenset[int] | None  # None: present but not a literal we can evaluate
     index: int = 0  # ordinal among gates of the same function and kind
@@ -151,7 +162,7 @@ class _Finder(ast.NodeVisitor):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
 
-    def _add(self, node: ast.expr, kind: str, text: str, majors: frozenset[int] | None,
+    def _add(self, node: ast.expr, kind: Form, text: str, majors: frozenset[int] | None,
              clear: frozenset[int] | None = None) -> None:
         function = ".".join(self.scope) or "<module>"
         index = self._count.get((function, kind), 0)
@@ -160,12 +171,12 @@ class _Finder(ast.NodeVisitor):
                                kind, text[:200], majors, index, node, clear))  # fmt: skip
 
     def visit_If(self, node: ast.If) -> None:
-        if node.body and _bails_out(node.body):
+        if node.body and gives_up(node.body):
             self.skips.add(id(node.test))
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        if _name_of(node.func) == "skipif" and node.args:
+        if callee_name(node) == "skipif" and node.args:
             self.skips.add(id(node.args[0]))
         for keyword in node.keywords:
             if keyword.arg == KEYWORD:
@@ -201,7 +212,7 @@ class _Finder(ast.NodeVisitor):
         nodes = walk(node)  # one walk for both questions
         if any(isinstance(n, ast.keyword) and n.arg == KEYWORD for n in nodes):
             return True
-        if isinstance(node, ast.Call) and node.args and _name_of(node.func) == "skipif":
+        if isinstance(node, ast.Call) and node.args and callee_name(node) == "skipif":
             return self.ev.may_read_gpu(node.args[0], self.frame)
         return self.ev.may_read_gpu(node, self.frame, nodes)
 
@@ -247,21 +258,13 @@ class _Finder(ast.NodeVisitor):
             # `fp8 and is_sm12x()` refuses SM12x, which SM100 never is, for FP8).
             runs = frozenset(cap[0] for cap, t in read if False in t)
             clear = frozenset(all_majors()) - frozenset(cap[0] for cap, t in read if True in t)
-            self._add(node, "skip-condition", "skipped when " + ast.unparse(node), runs, clear)
+            self._add(node, SKIP, "skipped when " + ast.unparse(node), runs, clear)
         else:
-            self._add(node, "condition", ast.unparse(node), majors)
+            self._add(node, CONDITION, ast.unparse(node), majors)
         return True
 
 
 _CANDIDATES = (ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Name, ast.Attribute, ast.Subscript)
-
-
-def _name_of(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
 
 
 def _literal(node: ast.expr) -> object:
@@ -269,23 +272,6 @@ def _literal(node: ast.expr) -> object:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
-
-
-def _bails_out(body: list[ast.stmt]) -> bool:
-    """The branch gives up: ``raise``; a bare ``return``, ``return None|False`` or a
-    returned reason (a sentence, not a value like ``"trtllm"``); ``skip()``/``exit()``,
-    also after a message is printed."""
-    first = body[0]
-    if isinstance(first, ast.Raise):
-        return True
-    if isinstance(first, ast.Return):
-        value = first.value
-        return value is None or (isinstance(value, ast.Constant)
-                                 and (value.value in (None, False)
-                                      or isinstance(value.value, str) and " " in value.value))
-    return any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-               and _name_of(s.value.func) in ("skip", "exit", "xfail", "_exit")
-               for s in body[:3])  # fmt: skip
 
 
 def scan(path: str, text: str, ev: TreeEval | None = None, arch: Arch | None = None) -> Scan:

@@ -65,3 +65,22 @@ def passes_on(call: ast.Call, parents: dict[int, ast.AST]) -> bool:
     function hands the callee's answer to its own callers."""
     statement = parents.get(id(call))
     return isinstance(statement, ast.Return) and statement.value is call
+
+
+def own_nodes(function: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function's body, not those of the functions or classes nested in it."""
+    stack = list(getattr(function, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def callee_name(call: ast.Call) -> str | None:
+    """The name a call calls: ``f`` of ``f()``, ``m`` of ``obj.m()``, ``k`` of ``k[grid]()``;
+    None for a call of anything else (``f()()``)."""
+    func = call.func.value if isinstance(call.func, ast.Subscript) else call.func  # kernel[grid](...)
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    return name if isinstance(name, str) else None

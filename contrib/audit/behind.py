@@ -36,10 +36,10 @@ from contrib.analysis.gates import built_sources, module_strings
 from contrib.analysis.hostarch import arch_findings, named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_units, include_closure
 from contrib.analysis.pyparse import PARSE_ERRORS, parse
-from contrib.analysis.reach import CHECKS, VENDOR_LIBRARIES, Target
+from contrib.analysis.reach.targets import VENDOR_LIBRARIES, Endpoint, EndpointKind
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch, admitted_archs
-from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate
+from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate, GateClass, admits_text
 from contrib.record.finding import ERROR
 from contrib.ui import counted
 
@@ -49,7 +49,7 @@ class Verdict:
     """A class, its evidence and reason, the units judged, and whether the target is
     kept from it (``at_stake``)."""
 
-    class_: str
+    class_: GateClass
     reason: str
     evidence: list[str] = field(default_factory=list)
     units: list[str] = field(default_factory=list)
@@ -89,12 +89,15 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
     return Verdict(GATE_ONLY, nothing, [], units)
 
 
-def _key(target: Target) -> str:
-    """A target's verdict is its own and its builders' (not the rest of the chain)."""
-    return target.text().rsplit("|", 1)[0] + "|" + ",".join(_builders(target))
+_Key = tuple[EndpointKind, str, str, tuple[int, ...], tuple[str, ...]]
 
 
-def _builders(target: Target) -> list[str]:
+def _key(target: Endpoint) -> _Key:
+    """An endpoint's verdict is its own and its builders' (not the rest of the chain)."""
+    return (target.kind, target.path, target.name, target.majors, tuple(_builders(target)))
+
+
+def _builders(target: Endpoint) -> list[str]:
     """The JIT builders on the way to ``target`` and itself (``gen_x_sm100_module`` passing
     its flags to ``gen_x_module``): the names its code is known by."""
     return list(dict.fromkeys(n for n in (*target.chain.split(">"), target.name)
@@ -114,15 +117,15 @@ class Behind:
     def __init__(self, tree: SourceTree, resolver: IncludeResolver, arch: Arch,
                  gates: dict[tuple[str, str], AuditGate]) -> None:  # fmt: skip
         self.tree, self.resolver, self.arch, self.gates = tree, resolver, arch, gates
-        self._done: dict[str, Verdict | None] = {}
-        self._unread: dict[str, str] = {}  # a target judged None: why
+        self._done: dict[_Key, Verdict | None] = {}
+        self._unread: dict[_Key, str] = {}  # an endpoint judged None: why
         self._functions: dict[str, tuple[dict[str, ast.AST], dict[str, list[str]]]] = {}
         self._ops: aotops.OpIndex | None = None
 
-    def of(self, reached: Iterable[str]) -> Verdict | None:
+    def of(self, reached: Iterable[Endpoint]) -> Verdict | None:
         """The verdict that speaks for a gate whose code reaches ``reached``."""
         best: tuple[int, int, int, Verdict] | None = None
-        targets = [t for t in map(Target.parse, reached) if t is not None]
+        targets = list(reached)
         # A dispatch table (``modules[backend]()``, ``name[]`` in the chain) with an entry
         # built for the target serves it: its other entries are other GPUs' paths.
         served = {_table_of(t.chain) for t in targets if _table_of(t.chain) and self._serves(t)}
@@ -146,31 +149,31 @@ class Behind:
             return None  # gate-only says nothing needs kernel work; what is unread may
         return best[3] if best else None
 
-    def unread(self, reached: Iterable[str]) -> str:
+    def unread(self, reached: Iterable[Endpoint]) -> str:
         """Why the targets ``reached`` class nothing (after :meth:`of` found no verdict):
         the first few, each with its reason; "" when nothing was reached."""
-        keys = (_key(t) for t in map(Target.parse, reached) if t is not None)
+        keys = (_key(t) for t in reached)
         why = [self._unread[key] for key in dict.fromkeys(keys) if key in self._unread]
         shown = "; ".join(dict.fromkeys(why))
         return shown if len(why) <= 3 else f"{shown} (and {len(why) - 3} more)"
 
-    def _serves(self, target: Target) -> bool:
+    def _serves(self, target: Endpoint) -> bool:
         """A JIT builder built for the target: its flags name its major, or its gate admits it."""
-        if target.kind != "jit":
+        if target.kind != EndpointKind.JIT:
             return False
         gate = self.gates.get((target.path, target.name))
         if gate is not None:
             return not gate.excludes_target and gate.class_ != NEEDS_KERNEL_WORK
         return self.arch.major in target.majors
 
-    def _why_unread(self, target: Target) -> str:
+    def _why_unread(self, target: Endpoint) -> str:
         where = f"{target.name} ({target.path})" if target.path else target.name
-        if target.kind == "jit":
+        if target.kind == EndpointKind.JIT:
             gate = self.gates.get((target.path, target.name))
             if gate is not None:
                 return f"the JIT module {where}, whose own class is {gate.class_ or 'not read'}"
             return f"the JIT builder {where}, which names no CUDA unit of the tree"
-        if target.kind == "aot":
+        if target.kind == EndpointKind.AOT:
             if self._ops is None:
                 self._ops = aotops.OpIndex(self.tree)
             registered = self._ops.registered(target.name)
@@ -180,29 +183,29 @@ class Behind:
                     "is not in the tree (a dependency fetched at build time)")
         return f"{target.kind} {where}"
 
-    def _judge(self, target: Target) -> Verdict | None:
-        if target.kind == "jit":
+    def _judge(self, target: Endpoint) -> Verdict | None:
+        if target.kind == EndpointKind.JIT:
             return self._jit(target)
-        if target.kind == "triton":
+        if target.kind == EndpointKind.TRITON:
             return Verdict(GATE_ONLY, f"its code runs the Triton kernel {target.name} "
                            f"({target.path}); Triton compiles for the GPU it runs on",
                            at_stake=False)  # fmt: skip
-        if target.kind == "cute":
+        if target.kind == EndpointKind.CUTE:
             return self._cute(target)
-        if target.kind == "aot":
+        if target.kind == EndpointKind.AOT:
             return self._aot(target)
-        if target.kind == CHECKS:
+        if target.kind == EndpointKind.CHECKS:
             return Verdict(GATE_ONLY, "what it guards only checks (asserts, raises, log lines): "
                            "it runs no kernel, so admitting the target changes gate lines only",
                            at_stake=False)  # fmt: skip
-        if target.kind == "lib":
+        if target.kind == EndpointKind.LIB:
             library = VENDOR_LIBRARIES.get(target.name.split(".")[0], target.name)
             return Verdict(GATE_ONLY, f"its code calls {target.name} of {library}, which brings "
                            "kernels of its own for the architectures of its release: no kernel "
                            "of the tree does that work", at_stake=False)  # fmt: skip
         return None
 
-    def _jit(self, target: Target) -> Verdict | None:
+    def _jit(self, target: Endpoint) -> Verdict | None:
         gate = self.gates.get((target.path, target.name))
         where = f"{target.name} ({target.path})"
         if gate is not None and not gate.excludes_target:
@@ -217,8 +220,9 @@ class Behind:
         if gate is not None:
             if gate.class_ not in _RANK:
                 return None
-            return Verdict(gate.class_ or "", f"its code loads {target.name} ({target.path}:"
-                           f"{gate.line}), whose gate admits {gate.admits}: {gate.reason}",
+            return Verdict(gate.class_, f"its code loads {target.name} ({target.path}:"
+                           f"{gate.line}), whose gate admits {admits_text(gate.admits)}: "
+                           f"{gate.reason}",
                            list(gate.evidence),
                            list(gate.units), gate.excludes_target)  # fmt: skip
         units = self._units(target)
@@ -235,14 +239,14 @@ class Behind:
         verdict.at_stake = omits
         return verdict
 
-    def _units(self, target: Target) -> list[str]:
+    def _units(self, target: Endpoint) -> list[str]:
         read = self._functions.get(target.path)
         if read is None:
             read = self._functions[target.path] = _functions(self.tree, target.path)
         functions, strings = read
         return find_units(self.tree, built_sources(functions, target.name, self.arch.major, strings))
 
-    def _cute(self, target: Target) -> Verdict:
+    def _cute(self, target: Endpoint) -> Verdict:
         archs = ", ".join(f"sm_{m}x" for m in target.majors)
         where = f"the CuTe DSL kernel {target.name} ({target.path})"
         if not target.majors or self.arch.major in target.majors:
@@ -253,7 +257,7 @@ class Behind:
                        f"admissible_archs, or the arch-specific CuTe ops its module uses) omit "
                        f"{self.arch.name}", [f"{target.path} {target.name}: {archs} only"])
 
-    def _aot(self, target: Target) -> Verdict | None:
+    def _aot(self, target: Endpoint) -> Verdict | None:
         if self._ops is None:
             self._ops = aotops.OpIndex(self.tree)
         op = self._ops.find(target.name)
@@ -275,7 +279,7 @@ def _table_of(chain: str) -> str:
     return chain[:end + 2] if end >= 0 else ""
 
 
-def _via(verdict: Verdict, target: Target) -> Verdict:
+def _via(verdict: Verdict, target: Endpoint) -> Verdict:
     """The verdict with the call chain that reaches it in its reason."""
     if not target.chain:
         return verdict

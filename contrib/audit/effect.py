@@ -21,8 +21,10 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan
-from contrib.analysis.pywalk import single_assignment, walk
+from contrib.analysis.pywalk import callee_name, single_assignment, walk
+from contrib.analysis.refusal import refuses, refusing_call
 from contrib.arch import Arch, all_majors
+from contrib.audit.model import Decision, EffectKind
 
 _GENERIC = frozenset(m for m in all_majors() if m < 9)  # who takes the generic path
 # A function named after an arch is a predicate: its callers' branches are the gates.
@@ -31,17 +33,29 @@ _ARCH_NAMED = re.compile(r"sm_?\d|sm\d*x|hopper|blackwell|ampere|\bada\b|_ada|ar
 
 
 # An arch predicate's own definition (``return cap[0] == 10``) is no decision.
-PREDICATE_VALUE = "an arch predicate's value; its callers' branches are the gates"
+_PREDICATE_VALUE = "an arch predicate's value; its callers' branches are the gates"
 
 
 class Effect(NamedTuple):
-    """Whether a gate refuses the target, why, the code it keeps from the target
-    (whose calls decide the class), and what the refusal says (its raise's text)."""
+    """What a gate does to the target and why, the code it keeps from the target
+    (whose calls decide the class), and what the refusal says (its raise's text);
+    ``flag``: the attribute a flag gate sets; ``returned``: the function whose
+    returned value an excluding gate is."""
 
-    excludes: bool
+    kind: EffectKind
     why: str
     code: tuple[ast.AST, ...] = ()
     message: str = ""
+    flag: str = ""
+    returned: str = ""
+
+    @property
+    def excludes(self) -> bool:
+        return self.kind.excludes
+
+    def decision(self) -> Decision:
+        """The decision, without the syntax it was read from."""
+        return Decision(self.kind, self.why, self.flag, self.returned)
 
 
 def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> Effect:
@@ -51,23 +65,24 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
     if gate.kind in (KEYWORD, DECORATOR):
         return _listed(gate, admitted, arch, parents)
     if admitted is None:
-        return Effect(False, "cannot tell what it admits")
+        return Effect(EffectKind.UNREAD, "cannot tell what it admits")
     elsewhere = _sent_elsewhere(found, node, parents, arch)
     if elsewhere is not None:
-        return Effect(False, f"the target never reaches it: the if at line {elsewhere.lineno} "
+        return Effect(EffectKind.ELSEWHERE, f"the target never reaches it: the if at line {elsewhere.lineno} "
                              "sends it elsewhere")  # fmt: skip
     parent = parents.get(id(node)) if node is not None else None
     if gate.kind == "skip-condition":
         sometimes = arch.major not in (gate.clear or frozenset()) and bool(gate.clear)
         if admitted and not sometimes:
-            return Effect(False, "runs on the target")
-        how = "skipped" if "skipif" in gate.text or isinstance(parent, ast.Call) else "refused"
-        return Effect(True, f"{how} on the target", _denied_code(node, parent, parents),
+            return Effect(EffectKind.RUNS, "runs on the target")
+        skipped = "skipif" in gate.text or isinstance(parent, ast.Call)
+        how = EffectKind.SKIPPED if skipped else EffectKind.REFUSED
+        return Effect(how, f"{how} on the target", _denied_code(node, parent, parents),
                       _skip_text(node, parent))
     if isinstance(parent, ast.Assert) and parent.test is node:
         if admitted:
-            return Effect(False, "an assert")
-        return Effect(True, "an assert the target fails", message=_text_of(parent.msg))
+            return Effect(EffectKind.ASSERT_HOLDS, "an assert")
+        return Effect(EffectKind.ASSERT_FAILS, "an assert the target fails", message=_text_of(parent.msg))
     if isinstance(parent, ast.If) and parent.test is node:
         return _branch(found, parent, arch, _chain_above(parent, parents), parents)
     if isinstance(parent, ast.IfExp) and parent.test is node:
@@ -76,12 +91,13 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
         return _returned(gate, arch, function_of(parent, parents))
     flag = _flag_set(parent, node)
     if flag is not None and _ARCH_NAMED.search(flag.attr):
-        return Effect(False, PREDICATE_VALUE)  # `self.is_sm100 = ...`
+        return Effect(EffectKind.PREDICATE_VALUE, _PREDICATE_VALUE)  # `self.is_sm100 = ...`
     if flag is not None:
         name = ast.unparse(flag)
         value = _value(gate, arch, f"the flag {name} it sets", _flag_readers(flag, parents))
-        return value._replace(why=f"{name}: {value.why}") if value.excludes else value
-    return Effect(False, "a value or argument, not a branch" + ("" if admitted else
+        return value._replace(flag=name, why=f"{name}: {value.why}" if value.excludes
+                              else value.why)
+    return Effect(EffectKind.VALUE, "a value or argument, not a branch" + ("" if admitted else
                                                                 " (false on the target)"))
 
 
@@ -89,12 +105,13 @@ def _listed(gate: Gate, admitted: bool | None, arch: Arch,
             parents: dict[int, ast.AST]) -> Effect:  # fmt: skip
     what = "JIT build list" if gate.kind == KEYWORD else "capability decorator"
     if admitted is None:
-        return Effect(False, f"a {what} contrib cannot read")
+        return Effect(EffectKind.UNREAD, f"a {what} contrib cannot read")
     code: tuple[ast.AST, ...] = ()
     if gate.kind == DECORATOR:
         holder = function_of(gate.node, parents) if gate.node is not None else None
         code = tuple(getattr(holder, "body", ()))
-    return Effect(not admitted, f"the {what} " + ("admits" if admitted else "omits")
+    kind = EffectKind.LISTED if admitted else EffectKind.OMITTED
+    return Effect(kind, f"the {what} " + ("admits" if admitted else "omits")
                   + f" major {arch.major}", code)  # fmt: skip
 
 
@@ -103,8 +120,10 @@ def _value(gate: Gate, arch: Arch, why: str, code: tuple[ast.AST, ...]) -> Effec
     while the generic path's majors do too and a newer arch gets true."""
     majors = gate.majors or frozenset()
     if arch.major in majors or majors & _GENERIC or not majors:
-        return Effect(False, why + ("" if arch.major not in majors else "; true on the target"))
-    return Effect(True, f"falls back: false on the target, true on majors "
+        if arch.major in majors:
+            return Effect(EffectKind.VALUE_TRUE, why + "; true on the target")
+        return Effect(EffectKind.VALUE, why)
+    return Effect(EffectKind.VALUE_FALLS_BACK, f"falls back: false on the target, true on majors "
                         f"{', '.join(map(str, sorted(majors)))}", code)  # fmt: skip
 
 
@@ -125,25 +144,14 @@ def _flag_set(parent: ast.AST | None, node: ast.AST | None) -> ast.Attribute | N
 def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
     name = getattr(function, "name", "")
     if not name or _ARCH_NAMED.search(name):
-        return Effect(False, PREDICATE_VALUE)
+        return Effect(EffectKind.PREDICATE_VALUE, _PREDICATE_VALUE)
     # `return _fused_gemm(a, b)`: the call returned is what runs (a value whose arch
     # comes from a refusal below it), so its code stands behind the gate
     runs = (gate.node,) if isinstance(gate.node, ast.Call) else ()
     value = _value(gate, arch, f"the value {name}() returns", runs)
-    return value._replace(why=value.why + returned_by(name)) if value.excludes else value
-
-
-# How the effect of a gate that refuses the target outright begins (see :func:`effect`)
-REFUSES = ("refused on the target", "an assert the target fails",
-           "the branch the target takes refuses", "the else branch the target takes refuses")
-# ... and of one that stops the code it is in: a refusal, or a skip
-STOPS = (*REFUSES, "skipped on the target")
-
-
-def returned_by(name: str) -> str:
-    """How an excluding gate that is a function's returned value ends its effect: the
-    judge finds the gates testing that function's calls by it."""
-    return f"; it is what {name}() returns"
+    if not value.excludes:
+        return value
+    return value._replace(why=f"{value.why}; it is what {name}() returns", returned=name)
 
 
 def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
@@ -152,16 +160,17 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
     truth = _truth(found, node.test, arch.major)
     if truth and node.orelse and _only_says(node.body) and not _passes(node.body) \
             and not _only_says(node.orelse) and not _refusal(node.orelse):
-        return Effect(True, "the branch the target takes only prints a message; the work "
+        return Effect(EffectKind.ONLY_SAYS, "the branch the target takes only prints a message; the work "
                             "is in the else", tuple(node.orelse), _said(node.body))  # fmt: skip
     if truth:
-        return Effect(False, "the target takes this branch")
+        return Effect(EffectKind.TAKES_BRANCH, "the target takes this branch")
     # flashinfer's `if major >= 8: ok = True  elif major == 7 and minor >= 5: ...` never
     # reaches the elif on the target; an elif of an arch chain is one refusal with it.
     if any(_truth(found, earlier.test, arch.major) for earlier in above):
-        return Effect(False, "an earlier branch of its if/elif chain serves the target")
+        return Effect(EffectKind.EARLIER_BRANCH,
+                      "an earlier branch of its if/elif chain serves the target")
     if above and _truth(found, above[-1].test, arch.major) is not None:
-        return Effect(False, f"an elif of the chain at line {above[-1].lineno}, "
+        return Effect(EffectKind.ELIF, f"an elif of the chain at line {above[-1].lineno}, "
                              "which is judged there")  # fmt: skip
     code = tuple(node.body) + readers_after(node, parents) + producers(node, parents)
     special = _specialised(found, node)
@@ -170,22 +179,24 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
             if _truth(found, branch.test, arch.major) is False:
                 continue
             body, which, other = branch.body, "the branch the target takes", "another branch"
+            refused = EffectKind.BRANCH_REFUSES
             generic = _truth(found, branch.test, arch.major) is None
         else:
             body, which, other = branch, "the else branch the target takes", "the else branch"
+            refused = EffectKind.ELSE_REFUSES
             generic = True
-        if _bails(body):
-            return Effect(True, f"{which} refuses it", code, _raised(body[0]))
+        if refuses(body):
+            return Effect(refused, f"{which} refuses it", code, _raised(body[0]))
         if generic and special:
-            return Effect(True, f"falls back: {other}, the generic path, serves the target "
+            return Effect(EffectKind.FALLS_BACK, f"falls back: {other}, the generic path, serves the target "
                                 f"while majors {special} take this one", code)  # fmt: skip
-        return Effect(False, f"chooses between paths; {other} serves the target", code)
+        return Effect(EffectKind.CHOOSES, f"chooses between paths; {other} serves the target", code)
     if _exits(node.body):  # no branch takes the target: it goes on after the if
         if special:
-            return Effect(True, "falls back: the target takes the generic code after this "
+            return Effect(EffectKind.FALLS_BACK, "falls back: the target takes the generic code after this "
                                 f"early exit, majors {special} this branch", code)  # fmt: skip
-        return Effect(False, "an early exit; the target takes the code after it", code)
-    return Effect(True, "the target skips this code and has no other branch", code)
+        return Effect(EffectKind.EARLY_EXIT, "an early exit; the target takes the code after it", code)
+    return Effect(EffectKind.SKIPS_CODE, "the target skips this code and has no other branch", code)
 
 
 _SAYING = frozenset({"print", "info", "warning", "warn", "error", "debug", "log",
@@ -197,8 +208,7 @@ def _only_says(body: list[ast.stmt]) -> bool:
     line, an ``if`` between two messages): it does no work."""
     def says(statement: ast.stmt) -> bool:
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
-            func = statement.value.func
-            return getattr(func, "attr", getattr(func, "id", "")) in _SAYING
+            return callee_name(statement.value) in _SAYING
         if isinstance(statement, ast.If):
             return _only_says(statement.body) and (not statement.orelse
                                                    or _only_says(statement.orelse))
@@ -446,7 +456,7 @@ def _module_tests(call: ast.Call, parents: dict[int, ast.AST]) -> tuple[ast.AST,
 
 def _skip_text(node: ast.expr | None, parent: ast.AST | None) -> str:
     """The message of a skip: ``if cond: raise X("...")``, ``skipif(cond, reason="...")``."""
-    if isinstance(parent, ast.If) and parent.test is node and _bails(parent.body):
+    if isinstance(parent, ast.If) and parent.test is node and refuses(parent.body):
         return _raised(parent.body[0])
     if isinstance(parent, ast.Call):
         return next((_text_of(k.value) for k in parent.keywords if k.arg == "reason"), "")
@@ -495,19 +505,5 @@ def _passes(body: list[ast.stmt]) -> bool:
 
 
 def _refusal(body: list[ast.stmt]) -> bool:
-    """A branch that refuses in any way: it raises, exits or skips (``pytest.skip``)."""
-    return _bails(body) or any(
-        isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-        and getattr(s.value.func, "attr", getattr(s.value.func, "id", "")) in ("skip", "exit")
-        for s in body)  # fmt: skip
-
-
-def _bails(body: list[ast.stmt]) -> bool:
-    """A branch that refuses: it raises, or prints a message and exits."""
-    if not body:
-        return False
-    if isinstance(body[0], ast.Raise):
-        return True
-    return any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-               and getattr(s.value.func, "attr", getattr(s.value.func, "id", "")) == "exit"
-               for s in body[:3])  # fmt: skip
+    """A branch that refuses in any way: it raises first, or skips or exits anywhere."""
+    return refuses(body) or any(isinstance(s, ast.Expr) and refusing_call(s.value) for s in body)

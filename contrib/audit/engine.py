@@ -21,19 +21,20 @@ import re
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from contrib import __version__, environ
-from contrib.analysis.archeval import TreeEval
 from contrib.analysis.pyparse import PARSE_ERRORS, unparsable
+from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.find import collector_paused, gates_of_file
 from contrib.audit.judge import judge
 from contrib.audit.model import AuditGate, sort_key
+from contrib.audit.serial import gate_cache, gate_from_cache
 from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
@@ -205,16 +206,16 @@ def _start(texts: dict[str, str], readable: set[str], files: list[str]) -> None:
     over every file for following calls (a module getter names no capability)."""
     _TREE["texts"] = texts
     trees: dict[str, ast.Module | None] = {}  # each module parsed once for both
-    _TREE["ev"] = TreeEval(lambda path: texts.get(path) if path in readable else None, files,
-                           trees)
-    _TREE["wide"] = TreeEval(texts.get, files, trees)
+    _TREE["ev"] = PyTree(lambda path: texts.get(path) if path in readable else None, files,
+                         trees)
+    _TREE["wide"] = PyTree(texts.get, files, trees)
 
 
 def _chunk(job: tuple[list[str], Arch]) -> Found:
     paths, arch = job
     texts = _TREE["texts"]
     ev, wide = _TREE["ev"], _TREE["wide"]
-    assert isinstance(texts, dict) and isinstance(ev, TreeEval) and isinstance(wide, TreeEval)
+    assert isinstance(texts, dict) and isinstance(ev, PyTree) and isinstance(wide, PyTree)
     gates: list[AuditGate] = []
     notes: list[str] = []
     for path in paths:
@@ -226,40 +227,21 @@ def _chunk(job: tuple[list[str], Arch]) -> Found:
 
 
 def _load(path: Path) -> Found | None:
-    """The cached audit at ``path``; None when absent, damaged or reached through a symlink."""
+    """The cached audit at ``path``; None when absent, damaged, of another shape (a hand
+    edit, another version's) or reached through a symlink."""
     try:
         check_inside(environ.cache_root(), path)
         if path.is_symlink():
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
-        gates = [AuditGate.from_dict(item) for item in data["gates"]]
+        gates = [gate_from_cache(item) for item in data["gates"]]
         notes = data.get("notes", [])
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, ContribError):
         return None  # absent or damaged: audit again
-    if not all(_well_typed(g) for g in gates) or not _strings(notes):
-        return None  # hand-edited or written by something else: audit again
-    return gates, notes
-
-
-def _strings(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "str": lambda v: isinstance(v, str),
-    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "bool": lambda v: isinstance(v, bool),
-    "list[str]": _strings,
-    "str | None": lambda v: v is None or isinstance(v, str),
-    "dict[str, Any] | None": lambda v: v is None or isinstance(v, dict),
-    "list[dict[str, Any]]": lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v),
-}
-
-
-def _well_typed(gate: AuditGate) -> bool:
-    """Whether every field of a gate read from the cache has its declared type."""
-    return all(_CHECKS.get(str(f.type), lambda _: False)(getattr(gate, f.name))
-               for f in fields(gate))
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        return None
+    kept = [g for g in gates if g is not None]
+    return (kept, notes) if len(kept) == len(gates) else None
 
 
 def _save(path: Path, gates: list[AuditGate], notes: list[str]) -> None:
@@ -267,4 +249,4 @@ def _save(path: Path, gates: list[AuditGate], notes: list[str]) -> None:
     would redirect: nothing is written through one) is only slower."""
     with contextlib.suppress(ContribError):
         check_inside(environ.cache_root(), path)
-        atomic_write(path, json.dumps({"gates": [g.to_dict() for g in gates], "notes": notes}))
+        atomic_write(path, json.dumps({"gates": [gate_cache(g) for g in gates], "notes": notes}))

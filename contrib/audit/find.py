@@ -16,31 +16,27 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import PurePosixPath
 
-from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap, Frame, Func
 from contrib.analysis.gates import DECORATOR, KEYWORD, Gate, Scan, builders, built_sources, scan
+from contrib.analysis.pywalk import own_nodes, passes_on, single_assignment, walk
 from contrib.analysis.pywalk import parents as node_parents
-from contrib.analysis.pywalk import passes_on, single_assignment, walk
-from contrib.analysis.reach import (
-    CHECKS,
-    REFUSALS,
+from contrib.analysis.reach.backends import (
     Key,
-    Reached,
-    Target,
-    callee_name,
     configuration_key,
     configuring_if,
     decorator_arguments,
-    distinctive,
-    files_calling,
     handed,
-    own_build,
-    reach,
     spread_literals,
 )
+from contrib.analysis.reach.names import distinctive
+from contrib.analysis.reach.targets import CHECKS, Endpoint, own_build
+from contrib.analysis.reach.tree import CallSites as _Calls
+from contrib.analysis.reach.tree import PyTree
+from contrib.analysis.reach.walk import Reached, reach
+from contrib.analysis.refusal import may_stop
 from contrib.arch import Arch
-from contrib.audit.effect import PREDICATE_VALUE, STOPS, function_of, runs_after
 from contrib.audit.effect import effect as gate_effect
+from contrib.audit.effect import function_of, runs_after
 from contrib.audit.model import (
     BENCHMARK,
     CAPABILITY,
@@ -50,6 +46,9 @@ from contrib.audit.model import (
     RUNTIME,
     TEST,
     AuditGate,
+    EffectKind,
+    GateKind,
+    Scope,
 )
 
 _PREDICATE_TEXT = re.compile(r"\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blackwell)", re.I)
@@ -70,7 +69,7 @@ def family_pattern(arch: Arch) -> re.Pattern[str]:
     )
 
 
-def scope_of(path: str, function: str, text: str) -> str:
+def scope_of(path: str, function: str, text: str) -> Scope:
     """``test``, ``benchmark``, ``example`` or ``runtime``: by path, then by test function
     or skip marker.  An example (``examples/pytorch/flashinfer_modules.py``) is sample
     code for users beside the package, not what the package runs."""
@@ -92,23 +91,25 @@ def scope_of(path: str, function: str, text: str) -> str:
     return RUNTIME
 
 
-def gates_of_file(path: str, text: str, arch: Arch, ev: TreeEval | None = None,
-                  wide: TreeEval | None = None) -> list[AuditGate]:  # fmt: skip
+def gates_of_file(path: str, text: str, arch: Arch, ev: PyTree | None = None,
+                  wide: PyTree | None = None) -> list[AuditGate]:
     """The audited gates of one Python file; ``ev``: the tree's evaluator, shared by the
     files of one tree; ``wide``: one that reads every file, to follow calls (``ev``
     when None).  A file that does not parse raises one of
     :data:`~contrib.analysis.pyparse.PARSE_ERRORS`: the engine notes it as not audited."""
+    if ev is None:
+        ev = PyTree({path: text}.get, [path])  # the file read alone
     with collector_paused():
         found = scan(path, text, ev, arch)
         if not found.gates:
             return []
         parents = node_parents(found.module)
         lines = text.splitlines()
-        follow = wide or found.ev
+        follow = wide or ev
         follow.add_module(path, found.module)
         sites = CallSites(found, follow, (arch.major, arch.minor))
         audited = [_audited(found, gate, parents, lines, arch, sites) for gate in found.gates]
-    return [g for g in audited if g.effect != PREDICATE_VALUE]
+    return [g for g in audited if g.effect.kind != EffectKind.PREDICATE_VALUE]
 
 
 @contextlib.contextmanager
@@ -147,7 +148,7 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         behind = Reached(behind.calls, [own, *behind.targets])
     if effect.excludes and not behind.targets:
         # a call of its function may not return: what runs after the call is behind it
-        stops = effect.why.startswith(STOPS) or sites.may_stop(function)
+        stops = effect.kind.stops or sites.may_stop(function)
         behind = _from_callers(found, gate.function, parents, behind, sites, stops)
         if not behind.targets and function is not None and _decides(gate.function):
             behind = _from_other_callers(path, function, behind, sites, stops)
@@ -164,15 +165,15 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
     if effect.excludes and not behind.targets and function is not None:
         behind = _from_chosen_returns(path, function, list(effect.code), behind, sites)
     if effect.excludes and not behind.targets and only_checks(effect.code):
-        behind = Reached(behind.calls, [Target(CHECKS, path, gate.function).text()])
+        behind = Reached(behind.calls, [Endpoint(CHECKS, path, gate.function)])
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
-        admits=_admits(gate), excludes_target=effect.excludes, text=gate.text,
-        effect=effect.why, message=effect.message,
+        admits=gate.majors, excludes_target=effect.excludes, text=gate.text,
+        effect=effect.decision(), message=effect.message,
         scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
         units=built_sources(found.functions, gate.function, arch.major, found.strings) if jit else [],
         builders=builders(found.functions, gate.function, found.strings)[1:] if jit else [],
-        calls=behind.calls, reached=behind.targets, index=gate.index,
+        calls=behind.calls, reached=tuple(behind.targets), index=gate.index,
         parser_kind=gate.kind, end_line=gate.end_line,
     )  # fmt: skip
 
@@ -379,10 +380,10 @@ def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own:
     return out
 
 
-def calling_files(ev: TreeEval, name: str, leave_out: str = "") -> list[str]:
+def calling_files(ev: PyTree, name: str, leave_out: str = "") -> list[str]:
     """The tree's files (but ``leave_out``) that call something named ``name``; none
     when more than :data:`_MAX_CALLER_FILES` do (a name that common is no lead)."""
-    files = [p for p in files_calling(ev, name) if p != leave_out]
+    files = [p for p in ev.files_calling(name) if p != leave_out]
     return files if len(files) <= _MAX_CALLER_FILES else []
 
 
@@ -474,20 +475,15 @@ def tested_names(test: ast.expr) -> Iterator[str]:
                         if isinstance(i, ast.Constant) and isinstance(i.value, str))  # fmt: skip
 
 
-_Calls = tuple[dict[int, ast.AST], dict[str, list[ast.Call]]]
-
-
 class CallSites:
     """The calls of one file by callee name, each with the function it is written in
     (its innermost one): built once, on the first decision function of the file."""
 
-    def __init__(self, found: Scan, follow: TreeEval, cap: Cap | None = None) -> None:
+    def __init__(self, found: Scan, follow: PyTree, cap: Cap | None = None) -> None:
         self.found, self.follow, self.cap = found, follow, cap
         self._by_name: dict[str, list[tuple[str, ast.Call]]] | None = None
         self._registered: dict[str, list[tuple[str, Key | None]]] | None = None
         self._stops: dict[int, bool] = {}  # per function of the file: may_stop
-        # shared by the tree's files
-        self._elsewhere: dict[str, _Calls | None] = follow.kept("find.elsewhere", dict)
 
     def may_stop(self, function: ast.AST | None) -> bool:
         """:func:`may_stop`, read once per function (a function holds many gates)."""
@@ -497,20 +493,8 @@ class CallSites:
         return self._stops[key]
 
     def calls_in(self, path: str) -> _Calls | None:
-        """Another file's parents and its calls by the name called (kept)."""
-        if path not in self._elsewhere:
-            module = self.follow.module(path)
-            if module is None:
-                self._elsewhere[path] = None
-            else:
-                by_name: dict[str, list[ast.Call]] = {}
-                for node in walk(module[0]):
-                    if isinstance(node, ast.Call):
-                        func = node.func
-                        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                        by_name.setdefault(called, []).append(node)
-                self._elsewhere[path] = (node_parents(module[0]), by_name)
-        return self._elsewhere[path]
+        """Another file's parents and its calls by the name called (kept with the tree)."""
+        return self.follow.call_sites(path)
 
     def registered(self, function: str) -> list[tuple[str, Key | None]]:
         """The functions of the file whose decorators are handed ``function`` (a top-level
@@ -552,32 +536,12 @@ class CallSites:
 _MAX_PASSED = 2  # callers handing a result back, followed to their own callers
 
 
-def may_stop(function: ast.AST | None) -> bool:
-    """Whether a call of ``function`` may not return: its own body raises, asserts, or
-    calls ``pytest.skip``, ``sys.exit`` and the like (flashinfer's ``_skip_if_cp_unsupported``
-    skips on some GPUs, returns on others)."""
-    return function is not None and any(
-        isinstance(n, ast.Raise | ast.Assert)
-        or (isinstance(n, ast.Call) and callee_name(n) in REFUSALS) for n in _own_nodes(function))
-
-
 def _own_calls(function: ast.AST) -> Iterator[ast.Call]:
     """The calls in a function's body, not in the functions or classes nested in it."""
-    return (n for n in _own_nodes(function) if isinstance(n, ast.Call))
+    return (n for n in own_nodes(function) if isinstance(n, ast.Call))
 
 
-def _own_nodes(function: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of a function's body, not those of the functions or classes nested in it."""
-    stack = list(getattr(function, "body", []))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            continue
-        yield node
-        stack.extend(ast.iter_child_nodes(node))
-
-
-def _resolves_to(found: Scan, follow: TreeEval, caller: str, call: ast.Call, node: ast.AST) -> bool:
+def _resolves_to(found: Scan, follow: PyTree, caller: str, call: ast.Call, node: ast.AST) -> bool:
     frame = found.frames.get(caller, found.frames["<module>"])
     follow.cap = (0, 0)
     line, name = getattr(node, "lineno", 0), getattr(node, "name", "")
@@ -608,20 +572,12 @@ def _guarded_by(call: ast.Call, parents: dict[int, ast.AST], after: bool = True)
     return runs_after(parent, parents) if isinstance(parent, ast.stmt) else []
 
 
-def _kind(gate: Gate) -> str:
+def _kind(gate: Gate) -> GateKind:
     if gate.kind == KEYWORD:
         return JIT
     if gate.kind == DECORATOR:
         return CAPABILITY
     return PREDICATE if _PREDICATE_TEXT.search(gate.text) else CAPABILITY
-
-
-def _admits(gate: Gate) -> str:
-    if gate.majors is None:
-        return "unknown"
-    return "majors " + (", ".join(map(str, sorted(gate.majors))) or "none")
-
-
 
 
 def _comment(lines: list[str], gate: Gate) -> str:

@@ -29,11 +29,10 @@ from contrib.analysis.hostarch import named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_units
 from contrib.analysis.pyparse import parse_python
 from contrib.analysis.pywalk import single_assignment
-from contrib.analysis.reach import CALLED, distinctive
+from contrib.analysis.reach.names import CALLED, distinctive
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict, units_verdict
-from contrib.audit.effect import returned_by
 from contrib.audit.find import says_intentional
 from contrib.audit.model import (
     GATE_ONLY,
@@ -42,7 +41,6 @@ from contrib.audit.model import (
     NEEDS_KERNEL_WORK,
     UNKNOWN,
     AuditGate,
-    admitted_majors,
 )
 from contrib.ui import counted
 
@@ -111,7 +109,7 @@ def from_sources(tree: SourceTree, gates: list[AuditGate]) -> None:
 
     sources: dict[tuple[str, ...], AuditGate] = {}  # a followed name -> the intentional gate
     for seed in seeds:
-        name = assigned(seed) if seed.function == "<module>" else _name(seed)
+        name = assigned(seed) if seed.function == "<module>" else seed.name
         if name and distinctive(name):
             sources[(name,)] = seed
     values = [g for g in gates if g.class_ in (None, UNKNOWN)]
@@ -170,7 +168,7 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
     values it is built on (:func:`_built_on`).  A name too common to be followed by
     name stays ``unknown``."""
     pending = {id(g): g for g in gates if g.excludes_target and g.class_ == UNKNOWN
-               and distinctive(_name(g)) and g.effect.endswith(returned_by(_name(g)))}
+               and distinctive(g.name) and g.returns_decision()}
     if not pending:
         return
     lines: dict[str, list[str]] = {}
@@ -180,14 +178,13 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
             if g.file not in lines:
                 lines[g.file] = (tree.read_text(g.file) or "").splitlines()
             spans[id(g)] = "\n".join(lines[g.file][g.line - 1:max(g.end_line, g.line)])
-    calls = {key: re.compile(rf"\b{re.escape(_name(g))}\(") for key, g in pending.items()}
+    calls = {key: re.compile(rf"\b{re.escape(g.name)}\(") for key, g in pending.items()}
     excluding = [g for g in gates if g.excludes_target]
     changed = True
     while changed and pending:
         changed = False
         known = [g for g in excluding if g.class_ in (GATE_ONLY, NEEDS_KERNEL_WORK)]
-        deciders = {_name(g): g for g in known if distinctive(_name(g))
-                    and g.effect.endswith(returned_by(_name(g)))}  # fmt: skip
+        deciders = {g.name: g for g in known if distinctive(g.name) and g.returns_decision()}
         for key, gate in list(pending.items()):
             testers = [g for g in known if g is not gate and calls[key].search(spans[id(g)])]
             if not testers:
@@ -200,7 +197,7 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
             named = ", ".join(f"{g.file}:{g.line} {g.function} ({g.class_})"
                               for g in testers[:_MAX_TESTERS])  # fmt: skip
             more = len(testers) - _MAX_TESTERS
-            gate.reason = (f"{_name(gate)}() returns an arch value and decides nothing itself; "
+            gate.reason = (f"{gate.name}() returns an arch value and decides nothing itself; "
                            f"the gates testing it do: {named}"
                            + (f" and {more} more" if more > 0 else ""))  # fmt: skip
             gate.evidence = list(dict.fromkeys(
@@ -221,16 +218,12 @@ def _built_on(gate: AuditGate, span: str, deciders: dict[str, AuditGate]) -> boo
         return False
     gate.class_ = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in called)
                    else GATE_ONLY)  # fmt: skip
-    named = ", ".join(f"{g.file}:{g.line} {_name(g)}() ({g.class_})" for g in called[:_MAX_TESTERS])
-    gate.reason = (f"{_name(gate)}() returns an arch value built on what {named} returns, and "
+    named = ", ".join(f"{g.file}:{g.line} {g.name}() ({g.class_})" for g in called[:_MAX_TESTERS])
+    gate.reason = (f"{gate.name}() returns an arch value built on what {named} returns, and "
                    "no gate tests it: it excludes the target as that does")  # fmt: skip
     gate.evidence = list(dict.fromkeys(e for g in called if g.class_ == gate.class_
                                        for e in g.evidence))  # fmt: skip
     return True
-
-
-def _name(gate: AuditGate) -> str:
-    return gate.function.rsplit(".", 1)[-1]
 
 
 def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
@@ -241,7 +234,7 @@ def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
     if gate.reached:
         return None
     written = written_for([*gate.file.split("/"), *gate.function.split(".")])
-    admits = set(admitted_majors(gate.admits))
+    admits = set(gate.admits or ())
     if not written or arch.major in written or not admits or not admits <= set(written):
         return None
     archs, names = named_so(written)
@@ -258,7 +251,7 @@ def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arc
         gate.class_ = UNKNOWN
         gate.reason = f"{gate.function} names no CUDA unit of the tree"
         return
-    verdict = units_verdict(tree, resolver, units, admitted_majors(gate.admits), arch,
+    verdict = units_verdict(tree, resolver, units, sorted(gate.admits or ()), arch,
                             [gate.function])  # fmt: skip
     gate.class_, gate.evidence, gate.reason = verdict.class_, verdict.evidence, verdict.reason
 

@@ -49,7 +49,6 @@ from contrib.audit.model import (
     NEEDS_KERNEL_WORK,
     NOT_BUILDABLE,
     AuditGate,
-    admitted_majors,
 )
 from contrib.errors import ContribError, UsageError
 from contrib.ui import counted
@@ -148,7 +147,7 @@ def _admitted_arch(gates: list[AuditGate], units: set[str]) -> dict[str, Arch]:
     """For each unit of ``units``, the lowest arch the first gate building it admits."""
     found: dict[str, Arch] = {}
     for gate in gates:
-        archs = admitted_archs(admitted_majors(gate.admits))
+        archs = admitted_archs(sorted(gate.admits or ()))
         for unit in gate.units:
             if archs and unit in units and unit not in found:
                 found[unit] = archs[0]

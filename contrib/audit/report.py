@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contrib.analysis.headers import cure
-from contrib.audit.model import CLASSES, RUNTIME, AuditGate, sort_key
+from contrib.audit.model import CLASSES, RUNTIME, AuditGate, admits_text, sort_key
+from contrib.audit.serial import gate_json
 from contrib.ui import counted
 
 
@@ -48,7 +49,7 @@ class UpstreamAudit:
             "since_commit": self.since_commit, "seconds": round(self.seconds, 2),
             "cached": self.cached, "counts": self.counts(), "compile": self.compiled,
             "mismatches": self.mismatches, "stack": self.stack,
-            "gates": [g.to_dict() for g in sorted(self.gates, key=sort_key)],
+            "gates": [gate_json(g) for g in sorted(self.gates, key=sort_key)],
         }  # fmt: skip
 
 
@@ -94,8 +95,9 @@ def history_cell(gate: AuditGate) -> str:
 def table_rows(audit: UpstreamAudit, show_all: bool) -> list[list[str]]:
     """Rows for the table: excluding gates (all with ``show_all``), grouped by class."""
     gates = sorted(audit.gates, key=sort_key) if show_all else audit.excluding()
-    return [[g.class_ or "-", g.scope, f"{g.file}:{g.line}", g.function, g.kind, g.admits,
-             g.covered_by or "", history_cell(g), g.reason or g.effect] for g in gates]  # fmt: skip
+    return [[g.class_ or "-", g.scope, f"{g.file}:{g.line}", g.function, g.kind,
+             admits_text(g.admits), g.covered_by or "", history_cell(g),
+             g.reason or g.effect.why] for g in gates]
 
 
 COLUMNS = ["class", "scope", "gate", "function", "kind", "admits", "covered by", "history", "why"]
@@ -137,7 +139,7 @@ def markdown(arch: str, audits: list[UpstreamAudit], show_all: bool = False) -> 
                 "|---|---|---|---|---|---|---|"]
         for g in rows:
             cells = [g.class_ or "-", g.scope, f"`{g.file}:{g.line}`", f"`{g.function}`",
-                     g.admits, g.covered_by or "", history_cell(g)]  # fmt: skip
+                     admits_text(g.admits), g.covered_by or "", history_cell(g)]
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         evidence = [g for g in rows if g.evidence]
         for g in evidence:

@@ -30,24 +30,25 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
 from contrib import __version__, environ
-from contrib.analysis.archeval import TreeEval
-from contrib.analysis.archvalues import Frame, Func, ModRef
+from contrib.analysis.archvalues import Frame, Func, ModRef, ordered
 from contrib.analysis.gates import DECORATOR
 from contrib.analysis.includes import IncludeResolver
 from contrib.analysis.pywalk import walk
-from contrib.analysis.reach import (
+from contrib.analysis.reach.backends import (
     Key,
-    classes_of,
     configuring_if,
     decorator_keys,
     parameter_key,
-    reach,
 )
+from contrib.analysis.reach.objects import classes_of
+from contrib.analysis.reach.targets import Endpoint
+from contrib.analysis.reach.tree import PyTree
+from contrib.analysis.reach.walk import reach
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.behind import Behind, Verdict
@@ -63,8 +64,11 @@ from contrib.audit.model import (
     RUNTIME,
     UNKNOWN,
     AuditGate,
+    EffectKind,
+    admits_text,
 )
-from contrib.audit.stackwalk import MAX_DEPTH, TAKES_BRANCH, Function, Outside, Skips, Walker
+from contrib.audit.serial import apply_linked, linked_of
+from contrib.audit.stackwalk import MAX_DEPTH, Function, Outside, Skips, Walker
 from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
@@ -83,16 +87,17 @@ class Lower:
     commit: str
     audit: TreeAudit
     tree: GitTree
-    ev: TreeEval = field(init=False)
+    ev: PyTree = field(init=False)
     roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
     _below: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[AuditGate, str]]] = field(
         default_factory=dict)
-    _targets: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = field(default_factory=dict)
+    _targets: dict[tuple[str, tuple[tuple[str, str], ...]], list[Endpoint]] = field(
+        default_factory=dict)
     _behind: Behind | None = None
 
     def __post_init__(self) -> None:
         paths = [p for p in self.tree.paths() if p.endswith(".py")]
-        self.ev = TreeEval(self.tree.read_text, paths)
+        self.ev = PyTree(self.tree.read_text, paths)
         self._paths = set(paths)
         self.roots = package_roots(paths)
         self.skips = Skips(self.audit.gates)
@@ -111,7 +116,7 @@ class Lower:
             jit = {(g.file, g.function): g for g in self.audit.gates if g.kind == JIT}
             self._behind = Behind(self.tree, IncludeResolver(self.tree), arch, jit)
         if (dotted, keys) not in self._targets:
-            targets: list[str] = []
+            targets: list[Endpoint] = []
             for func in self.resolve(dotted, methods=True):
                 frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
                 found = reach(self.ev, frame, list(func.node.body), (arch.major, arch.minor),
@@ -136,7 +141,7 @@ class Lower:
             for attr in parts[cut:]:
                 values = {v for m in values if isinstance(m, ModRef)
                           for v in self.ev.global_(attr, m.path)}  # fmt: skip
-            found = [v for v in values if isinstance(v, Func)]
+            found = [v for v in ordered(frozenset(values)) if isinstance(v, Func)]
             if methods and not found and cut < len(parts):
                 found = self._methods(path, parts[cut:])
             return found
@@ -206,7 +211,7 @@ class Lower:
             for node in self.skips.walk(func.path, func.node.body, key=key):
                 if isinstance(node, ast.Call):
                     self.ev.cap = (0, 0)
-                    for value in self.ev.eval(node.func, frame):
+                    for value in ordered(self.ev.eval(node.func, frame)):
                         if isinstance(value, Func) and id(value.node) not in seen:
                             queue.append((value, f"{chain}>{value.node.name}", depth + 1, key))
         return list(seen.values())
@@ -237,7 +242,6 @@ def _holds(node: Function, gate: AuditGate) -> bool:
 # -- the upper side ---------------------------------------------------------------------
 
 
-_LINKED = ("below", "class_", "reason", "evidence")  # what linking changes on a gate
 LINK_FORMAT = 6  # bump when linking changes what it finds over the same audits
 
 
@@ -262,7 +266,7 @@ def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Gi
     key = hashlib.sha256(f"stack\0{tree_sha}\0{below_tree}\0{tag}\0{arch.name}\0"
                          f"{__version__}\0{FORMAT}\0{LINK_FORMAT}".encode()).hexdigest()  # fmt: skip
     path = environ.cache_root() / "audit" / f"stack-{key[:32]}.json"
-    kept = _load_link(path, len(upper))
+    kept = _load_link(path, upper)
     lower_tree = GitTree(git, commit)
     walk: _Background[list[list[Outside] | None]] | None = None
     if kept is None:
@@ -273,13 +277,12 @@ def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Gi
     if kept is not None:
         changes, mismatches = kept
         for gate, change in zip(upper, changes, strict=True):
-            for field_name in _LINKED:
-                setattr(gate, field_name, change[field_name])
+            apply_linked(gate, change)
         return Linked(below, mismatches, time.monotonic() - started, True)
     assert walk is not None
     lower = Lower(name, tag, commit, below, lower_tree)
     mismatches = link(upper, tree, lower, arch, walk.result())
-    changes = [{field_name: getattr(g, field_name) for field_name in _LINKED} for g in upper]
+    changes = [linked_of(g) for g in upper]
     with contextlib.suppress(ContribError):
         check_inside(environ.cache_root(), path)
         atomic_write(path, json.dumps({"gates": changes, "mismatches": mismatches}))
@@ -313,7 +316,8 @@ class _Background(Generic[_T]):
         return cast(_T, self._value)
 
 
-def _load_link(path: Path, count: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+def _load_link(path: Path, upper: list[AuditGate]
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
     try:
         check_inside(environ.cache_root(), path)
         if path.is_symlink():
@@ -322,8 +326,8 @@ def _load_link(path: Path, count: int) -> tuple[list[dict[str, Any]], list[dict[
         changes, mismatches = data["gates"], data["mismatches"]
     except (OSError, ValueError, KeyError, TypeError, RecursionError, ContribError):
         return None
-    if not (isinstance(changes, list) and len(changes) == count and isinstance(mismatches, list)
-            and all(isinstance(c, dict) and set(c) == set(_LINKED) for c in changes)):
+    if not (isinstance(changes, list) and len(changes) == len(upper) and isinstance(mismatches, list)
+            and all(apply_linked(replace(g), c) for g, c in zip(upper, changes, strict=True))):
         return None  # damaged or from another audit: link again
     return changes, mismatches
 
@@ -392,7 +396,7 @@ def upper_calls(upper: list[AuditGate], tree: GitTree,
 
 def _walker(upper: list[AuditGate], tree: GitTree, roots: Iterable[str]) -> Walker:
     paths = [p for p in tree.paths() if p.endswith(".py")]
-    ev = TreeEval(tree.read_text, paths)
+    ev = PyTree(tree.read_text, paths)
     texts: dict[str, str] = {}
 
     def every_text() -> dict[str, str]:
@@ -418,7 +422,8 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
     ``if`` it tests (what admitted archs run, or the target when it takes the
     branch), or the function a refusing decorator sits on.  ``decisions``: each
     file's ifs, whiles and functions (kept)."""
-    if gate.scope != RUNTIME or not (gate.excludes_target or gate.effect == TAKES_BRANCH):
+    if gate.scope != RUNTIME or not (gate.excludes_target
+                                     or gate.effect.kind == EffectKind.TAKES_BRANCH):
         return None
     if gate.file not in decisions:
         module = walker.ev.module(gate.file)
@@ -474,7 +479,8 @@ def _rest_of_function(walker: Walker, gate: AuditGate, parents: dict[int, ast.AS
 
 
 def _refuses(gate: AuditGate) -> bool:
-    return gate.excludes_target and not gate.effect.startswith("falls back")
+    """The target gets an error there (not a generic path)."""
+    return gate.excludes_target and gate.effect.kind.refuses
 
 
 def _where(gate: AuditGate) -> str:
@@ -484,8 +490,8 @@ def _where(gate: AuditGate) -> str:
 def _entry(lower: Lower, out: Outside, gate: AuditGate, chain: str) -> dict[str, Any]:
     return {"upstream": lower.name, "tag": lower.tag, "commit": lower.commit,
             "file": gate.file, "line": gate.line, "function": gate.function,
-            "admits": gate.admits, "excludes_target": gate.excludes_target,
-            "class": gate.class_, "effect": gate.effect, "calls": out.dotted,
+            "admits": admits_text(gate.admits), "excludes_target": gate.excludes_target,
+            "class": gate.class_, "effect": gate.effect.why, "calls": out.dotted,
             "via": " > ".join((*out.via, out.dotted, *chain.split(">")[1:]))}  # fmt: skip
 
 
@@ -504,7 +510,7 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
         gate.evidence = [f"{lower.name}:{e}" for e in b.evidence[:20]]
         why = f"turns {arch.name} away ({b.class_})" if b.excludes_target else (
             f"admits {arch.name}, but its kernels are compiled out for it")  # fmt: skip
-        detail = b.reason or b.effect
+        detail = b.reason or b.effect.why
         gate.reason = f"its code reaches {at} {_where(b)}, which {why}" + (
             f": {detail}" if detail else "")
         return
@@ -560,9 +566,10 @@ def _mismatch(gate: AuditGate, lower: Lower, refusing: list[tuple[Outside, Audit
     out, b = refusing[0]
     path = " > ".join((*out.via, out.dotted))
     more = f" (and {len(refusing) - 1} more below)" if len(refusing) > 1 else ""
-    message = (f"{gate.file}:{gate.line} admits {arch.name} ({gate.admits}), but its code "
+    message = (f"{gate.file}:{gate.line} admits {arch.name} ({admits_text(gate.admits)}), but its code "
                f"reaches {out.dotted} ({path}), where {lower.name} {lower.tag} {b.file}:{b.line} "
-               f"{b.function} admits {b.admits}: {b.effect}; {arch.name} crashes there{more}")
+               f"{b.function} admits {admits_text(b.admits)}: {b.effect.why}; {arch.name} crashes "
+               f"there{more}")
     below = next(e for e in gate.below if e["file"] == b.file and e["line"] == b.line)
     return {"gate": {"file": gate.file, "line": gate.line, "function": gate.function},
             "below": below, "message": message}

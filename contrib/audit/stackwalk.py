@@ -3,7 +3,7 @@
 The walk starts at a gate's code and follows, breadth first and bounded:
 
 * calls resolved by the tree's arch evaluator (:class:`~contrib.analysis.archeval.
-  TreeEval`): the callee's definition, imports followed;
+  TreeEval`, as :class:`~contrib.analysis.reach.tree.PyTree`): the callee's definition, imports followed;
 * a method call the evaluator cannot resolve (``layernorm.forward_with_fusion(x)``)
   to the tree's methods of that name, when the name is defined at most twice;
 * a backend's name handed on as a value (``args.attention_backend = "trtllm_mha"``)
@@ -32,26 +32,26 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from contrib.analysis.archeval import TreeEval
-from contrib.analysis.archvalues import Ext, Frame, Func
+from contrib.analysis.archvalues import Ext, Frame, Func, ordered
 from contrib.analysis.gates import DECORATOR, KEYWORD
-from contrib.analysis.pywalk import parents, passes_on, walk
-from contrib.analysis.reach import (
+from contrib.analysis.pywalk import callee_name, parents, passes_on, walk
+from contrib.analysis.reach.backends import (
     Key,
-    Methods,
     backend_test,
-    constructed,
-    distinctive,
-    instance_methods,
     keyed_entries,
-    named_functions,
-    object_methods,
-    registry,
     spread_literals,
     value_literals,
 )
-from contrib.audit.effect import REFUSES
-from contrib.audit.model import AuditGate
+from contrib.analysis.reach.names import distinctive
+from contrib.analysis.reach.objects import (
+    Methods,
+    constructed,
+    instance_methods,
+    named_functions,
+    object_methods,
+)
+from contrib.analysis.reach.tree import PyTree
+from contrib.audit.model import AuditGate, EffectKind
 
 MAX_BLOCKS = 240  # blocks of code walked per gate
 MAX_DEPTH = 10  # steps (calls, flags, callers) below the gate
@@ -63,15 +63,6 @@ _WORD = re.compile(r"[A-Za-z_]\w{3,}")
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-# What effect.py says of an `if` on the arch whose body the target does not run.
-_NOT_TAKEN = ("chooses between paths", "an earlier branch", "an elif of the chain",
-              "an early exit", "the target skips", "falls back: another branch",
-              "falls back: the generic", "falls back: the target takes the generic",
-              "falls back: the else", "the branch the target takes refuses",
-              "the else branch the target takes refuses")  # fmt: skip
-TAKES_BRANCH = "the target takes this branch"  # ... and of an `if` whose body the target runs
-_FLAG_TRUE = re.compile(r"the flag self\.(\w+) it sets; true on the target")  # ... and of flags
-_FLAG_FALSE = re.compile(r"self\.(\w+): falls back: false on the target")
 
 
 class Skips:
@@ -90,14 +81,15 @@ class Skips:
         for gate in gates:
             if gate.parser_kind in (KEYWORD, DECORATOR):
                 continue
-            if gate.effect.startswith(_NOT_TAKEN):
+            kind = gate.effect.kind
+            if kind.not_taken:
                 self._lines.setdefault(gate.file, []).append(gate.line)
-            if gate.effect == TAKES_BRANCH:
+            if kind == EffectKind.TAKES_BRANCH:
                 self._taken.setdefault(gate.file, []).append(gate.line)
-            flag = _FLAG_TRUE.match(gate.effect) or _FLAG_FALSE.match(gate.effect)
-            if flag is not None:
-                self._flags.setdefault(gate.file, {})[flag.group(1)] = flag.re is _FLAG_TRUE
-            if gate.excludes_target and gate.effect.startswith(REFUSES):
+            flag = gate.effect.self_flag()
+            if flag is not None and kind in (EffectKind.VALUE_TRUE, EffectKind.VALUE_FALLS_BACK):
+                self._flags.setdefault(gate.file, {})[flag] = kind == EffectKind.VALUE_TRUE
+            if kind.stops:
                 self._refusals.setdefault(gate.file, []).append(gate.line)
 
     def __call__(self, path: str, node: ast.If | ast.While) -> bool:
@@ -206,7 +198,7 @@ class Walker:
     ``excluded(path, first, last)``: whether an excluding gate of the tree sits on
     those lines."""
 
-    def __init__(self, ev: TreeEval, texts: Callable[[], dict[str, str]], roots: set[str],
+    def __init__(self, ev: PyTree, texts: Callable[[], dict[str, str]], roots: set[str],
                  excluded: Callable[[str, int, int], bool], skips: Skips) -> None:  # fmt: skip
         self.ev, self._texts, self.roots, self.excluded = ev, texts, roots, excluded
         self.skips = skips
@@ -248,7 +240,7 @@ class Walker:
                 bound.update((ast.unparse(t), node.value.value) for t in node.targets
                              if isinstance(t, ast.Name | ast.Attribute))  # fmt: skip
             for name in [*chosen, *value_literals(node)]:  # a backend's name handed on
-                for entry in registry(self.ev).of(name):
+                for entry in self.ev.registry.of(name):
                     yield _Block(entry.path, entry.node, tuple(entry.node.body),
                                  (*block.via, f'"{name}"', entry.node.name))  # fmt: skip
             chosen = []
@@ -279,7 +271,7 @@ class Walker:
               bound: dict[str, str]) -> Iterator[Outside | _Block]:  # fmt: skip
         func = call.func.value if isinstance(call.func, ast.Subscript) else call.func
         self.ev.cap = (0, 0)
-        values = self.ev.eval(func, frame)
+        values = ordered(self.ev.eval(func, frame))
         resolved = False
         for value in values:
             if isinstance(value, Func):
@@ -402,7 +394,7 @@ class Walker:
             pattern = re.compile(rf"\b{re.escape(name)}\(")
             for path, module in self._modules_naming(name, pattern, _MAX_CALLERS):
                 for node in walk(module):
-                    if isinstance(node, ast.Call) and _callee(node) == name:
+                    if isinstance(node, ast.Call) and callee_name(node) == name:
                         blocks += self._after(path, node, name)
             self._callers[name] = blocks
         return self._callers[name]
@@ -446,11 +438,6 @@ def _passed(call: ast.Call, bound: dict[str, str]) -> tuple[tuple[str, str], ...
         if k.arg is not None and isinstance(value, str):
             passed.append((k.arg, value))
     return tuple(passed)
-
-
-def _callee(call: ast.Call) -> str | None:
-    func = call.func
-    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
 
 
 def _truthy(value: ast.expr) -> bool:

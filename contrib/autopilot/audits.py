@@ -27,7 +27,7 @@ from typing import Any
 
 from contrib import environ
 from contrib.arch import parse_arch
-from contrib.audit.model import AuditGate
+from contrib.audit.model import CAPABILITY, AuditGate
 from contrib.audit.report import history_cell
 from contrib.audit.run import audit_upstream
 from contrib.autopilot.state import AuditView, Need, Run
@@ -207,7 +207,7 @@ def _gate(view: AuditView, gate: AuditGate) -> str:
 def _gate_at(view: AuditView, where: dict[str, Any]) -> str:
     """A mismatch's gate, as :func:`_gate` writes an audited one."""
     return _gate(view, AuditGate(str(where["file"]), int(where["line"]), str(where["function"]),
-                                 "", "", False))  # fmt: skip
+                                 CAPABILITY, None, False))
 
 
 def _history(view: AuditView, gate: AuditGate) -> str:

@@ -24,7 +24,7 @@ import tomlkit
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.links import patch_coverage
-from contrib.audit.model import INTENTIONAL, AuditGate
+from contrib.audit.model import INTENTIONAL, AuditGate, admits_text
 from contrib.audit.report import UpstreamAudit
 from contrib.audit.run import audit_upstream
 from contrib.carry.versions import Event, How, add_event, stage_version
@@ -144,7 +144,7 @@ def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
 
 def _why(gate: AuditGate) -> str:
     klass = gate.class_ or "not read as excluding by the audit"
-    return f". Why: {gate.effect or 'it omits the target'}; class {klass}" + (
+    return f". Why: {gate.effect.why or 'it omits the target'}; class {klass}" + (
         f" ({gate.reason})" if gate.reason else "")
 
 
@@ -227,7 +227,8 @@ def _summary(chain: list[AuditGate], arch: Arch) -> str:
     """What the audit said of each gate: what it admits, its class and its evidence."""
     out = [f"Drafted by `contrib enable` for {arch.name} from the audit:"]
     for gate in chain:
-        out.append(f"- {label(gate)}: admits {gate.admits}; {gate.effect or 'excludes'}; "
+        out.append(f"- {label(gate)}: admits {admits_text(gate.admits)}; "
+                   f"{gate.effect.why or 'excludes'}; "
                    f"class {gate.class_ or 'not read as excluding'}")
         if gate.reason:
             out.append(f"  {gate.reason}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contrib.arch import Arch
-from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, RUNTIME, AuditGate, admitted_majors
+from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, RUNTIME, AuditGate, admits_text
 from contrib.errors import UsageError
 
 _GUARD = " (guard "
@@ -51,11 +51,11 @@ def named(gates: list[AuditGate], specs: list[str], arch: Arch, where: str) -> l
         if not found:
             raise UsageError(f"{spec}: no gate there in {where}; `contrib audit --all` lists "
                              "them as FILE:LINE and FUNCTION")
-        closed = [g for g in found if g.excludes_target or
-                  (g.admits != "unknown" and arch.major not in admitted_majors(g.admits))]
+        closed = [g for g in found if g.excludes_target or g.admits_major(arch.major) is False]
         if not closed:
             raise UsageError(f"{spec}: {label(found[0])} already admits {arch.name} in {where} "
-                             f"({found[0].effect or found[0].admits}); nothing to enable")
+                             f"({found[0].effect.why or admits_text(found[0].admits)}); "
+                             "nothing to enable")
         picked += [g for g in closed if g not in picked]
     return picked
 

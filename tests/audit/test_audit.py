@@ -191,7 +191,7 @@ def test_an_elif_after_a_branch_the_target_takes_turns_nothing_away() -> None:
             "    elif major == 7 and minor >= 5:\n        ok = True\n    return ok\n" + PRELUDE)
     gates = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
     assert [(g.line, g.excludes_target) for g in gates] == [(3, False), (5, False)]
-    assert gates[1].effect == "an earlier branch of its if/elif chain serves the target"
+    assert gates[1].effect.why == "an earlier branch of its if/elif chain serves the target"
     # An earlier branch that is not about the arch serves nobody in particular.
     text = ("def pick(fast):\n    major = cap()[0]\n    if fast:\n        out = 1\n"
             "    elif major == 10:\n        out = fused()\n    return out\n" + PRELUDE)
@@ -231,13 +231,13 @@ def test_early_exits_of_a_chain_leave_the_target_the_code_after_it_unless_an_els
     # falls back (excluded from the fast paths); an elif is judged with its if.
     fallback = gates_of_file("x.py", chain + "    return naive()\n" + PRELUDE, arch)
     assert [(g.line, g.excludes_target) for g in fallback][:2] == [(2, True), (4, False)]
-    assert fallback[0].effect.startswith("falls back")
+    assert fallback[0].effect.why.startswith("falls back")
     refused = gates_of_file("x.py", chain + "    else:\n        raise RuntimeError('no')\n"
                             + PRELUDE, arch)  # fmt: skip
     assert [(g.line, g.excludes_target) for g in refused][:2] == [(2, True), (4, False)]
-    assert refused[0].effect == "the else branch the target takes refuses it"
+    assert refused[0].effect.why == "the else branch the target takes refuses it"
     # One refusal, one gate: sglang's get_arch_constraints has four elifs over it.
-    assert refused[1].effect == "an elif of the chain at line 2, which is judged there"
+    assert refused[1].effect.why == "an elif of the chain at line 2, which is judged there"
 
 
 @pytest.mark.parametrize("condition", [

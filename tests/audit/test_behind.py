@@ -9,6 +9,7 @@ from contrib.arch import parse_arch
 from contrib.audit.engine import find_all
 from contrib.audit.judge import judge
 from contrib.audit.model import AuditGate
+from contrib.audit.serial import endpoint_text as text
 
 SM120 = parse_arch("sm_120a")
 
@@ -95,7 +96,7 @@ def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
     assert gate.reason.startswith("its code loads gen_fmha_sm100_module (pkg/jit.py:5)")
     assert "reached through fmha>get_fmha_module>gen_fmha_sm100_module" in gate.reason
     assert gate.units == ["csrc/fmha.cu"] and gate.evidence
-    kinds = {r.split("|")[2] for r in gate.reached}
+    kinds = {r.name for r in gate.reached}
     assert kinds == {"gen_fmha_sm100_module", "gen_fmha_sm90_module"}
     # With the unit's guard gone, nothing is compiled out, but both modules are built
     # only for majors 10 and 9 from code named for them: kernels written for those.
@@ -252,7 +253,7 @@ def test_a_chosen_return_guards_what_callers_run_for_that_string() -> None:
     files = BASE | {"pkg/utils.py": utils, "pkg/gemm.py": gemm}
     gate = _audit(files)["pkg/utils.py:determine_gemm_backend"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert any("gen_fmha_sm90_module" in r for r in gate.reached), gate.reached
+    assert any("gen_fmha_sm90_module" in text(r) for r in gate.reached), gate.reached
     wrapper = ("from pkg.jit import gen_fmha_sm90_module\nfrom pkg import utils\n\n\n"
                "class Wrapper:\n    def plan(self, x):\n"
                "        self._backend = utils.determine_gemm_backend(x.device)\n\n"
@@ -355,7 +356,7 @@ def test_a_decision_function_takes_the_class_of_what_callers_in_other_files_run(
     files = BASE | {"pkg/decide.py": decide, "pkg/launch.py": launch, "pkg/cute_kernels.py": cute}
     gate = _audit(files)["pkg/decide.py:should_swap_rows"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert any("SwapKernel" in r for r in gate.reached), gate.reached
+    assert any("SwapKernel" in text(r) for r in gate.reached), gate.reached
 
 
 TCGEN05 = ("__global__ void mma_kernel(unsigned* tmem) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000\n"
@@ -404,7 +405,7 @@ def test_a_gate_inside_a_jit_builder_guards_the_build_it_makes() -> None:
     gate = _audit(files)["pkg/qprep.py:_jit_qprep_module"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert gate.reason.startswith("its code loads _jit_qprep_module (pkg/qprep.py)"), gate.reason
-    assert gate.reached[0].startswith("jit|pkg/qprep.py|_jit_qprep_module|")
+    assert text(gate.reached[0]).startswith("jit|pkg/qprep.py|_jit_qprep_module|")
     generic = files | {"csrc/qprep/entry.cuh": KERNEL.format(name="qprep")}
     assert _audit(generic)["pkg/qprep.py:_jit_qprep_module"].class_ == "gate-only"
 
@@ -423,7 +424,7 @@ def test_a_dispatch_table_of_builders_is_followed_and_an_entry_for_the_target_se
     files = BASE | {"pkg/jit.py": jit, "pkg/loader.py": loader, "tests/test_a.py": test,
                     "csrc/fmha120.cu": KERNEL.format(name="fmha120")}  # fmt: skip
     gate = _audit(files)["tests/test_a.py:test_a"]
-    assert {r.split("|")[2] for r in gate.reached} >= {"gen_fmha_sm100_module", "gen_fmha_sm120_module"}
+    assert {r.name for r in gate.reached} >= {"gen_fmha_sm100_module", "gen_fmha_sm120_module"}
     assert gate.class_ == "gate-only", gate.reason
     assert gate.reason.startswith("its code loads gen_fmha_sm120_module (pkg/jit.py), built for "
                                   "sm_120a by its nvcc flags"), gate.reason
@@ -444,7 +445,7 @@ def test_an_arch_branch_behind_the_gate_is_followed_where_the_target_goes() -> N
     files = BASE | {"pkg/utils.py": utils, "pkg/jit.py": jit, "pkg/api.py": api,
                     "tests/test_a.py": test, "csrc/fmha120.cu": KERNEL.format(name="fmha120")}
     gate = _audit(files)["tests/test_a.py:test_a"]
-    assert {r.split("|")[2] for r in gate.reached} == {"gen_fmha_sm120_module"}, gate.reached
+    assert {r.name for r in gate.reached} == {"gen_fmha_sm120_module"}, gate.reached
     assert gate.class_ == "gate-only", gate.reason
 
 
@@ -467,16 +468,16 @@ def test_a_runner_named_for_another_arch_is_not_the_targets_way() -> None:
     files = BASE | {"pkg/jit.py": jit, "pkg/api.py": api, "tests/test_a.py": test,
                     "csrc/fmha120.cu": KERNEL.format(name="fmha120")}  # fmt: skip
     gate = _audit(files)["tests/test_a.py:test_a"]
-    assert {r.split("|")[2] for r in gate.reached} == {"gen_fmha_sm120_module"}, gate.reached
+    assert {r.name for r in gate.reached} == {"gen_fmha_sm120_module"}, gate.reached
     assert gate.class_ == "gate-only", gate.reason
     # `!=` and `not in` read the other way: the body is every other GPU's.
     negated = api.replace("'cutlass_sm10x' in", "'cutlass_sm10x' not in")
     reached = _audit(files | {"pkg/api.py": negated})["tests/test_a.py:test_a"].reached
-    assert {r.split("|")[2] for r in reached} == {"gen_fmha_sm100_module", "gen_fmha_sm120_module"}
+    assert {r.name for r in reached} == {"gen_fmha_sm100_module", "gen_fmha_sm120_module"}
     # An SM 8.0 runner's code runs on SM 12.0 too: its name decides nothing.
     older = api.replace("cutlass_sm12x", "cutlass_sm80")
     gate = _audit(files | {"pkg/api.py": older})["tests/test_a.py:test_a"]
-    assert {r.split("|")[2] for r in gate.reached} == {"gen_fmha_sm120_module"}
+    assert {r.name for r in gate.reached} == {"gen_fmha_sm120_module"}
     assert gate.class_ == "gate-only", gate.reason
     # Following the "cutlass" backend of a registry, both are its variants: the arch
     # each is named for still decides.
@@ -488,7 +489,7 @@ def test_a_runner_named_for_another_arch_is_not_the_targets_way() -> None:
         '    if "cutlass_sm12x" in names(backend):\n        runners.append(gen_fmha_sm120_module().run(a))\n')
     assert "cutlass_sm12x" in variants
     keyed = _audit(files | {"pkg/mm.py": variants})["pkg/mm.py:_cutlass_mm_requirement"]
-    assert {r.split("|")[2] for r in keyed.reached} == {"gen_fmha_sm120_module"}, keyed.reached
+    assert {r.name for r in keyed.reached} == {"gen_fmha_sm120_module"}, keyed.reached
     assert keyed.class_ == "gate-only", keyed.reason
     # A runner of no registry tested on the same names (flashinfer's `"tgv" in
     # runner_names` beside `"cudnn" in runner_names`) is not the followed backend's.
@@ -497,7 +498,7 @@ def test_a_runner_named_for_another_arch_is_not_the_targets_way() -> None:
                              '        runners.append(gen_fmha_sm100_module().run(a))\n'
                              '    if "cutlass_sm12x" in names(backend):')  # fmt: skip
     keyed = _audit(files | {"pkg/mm.py": other})["pkg/mm.py:_cutlass_mm_requirement"]
-    assert {r.split("|")[2] for r in keyed.reached} == {"gen_fmha_sm120_module"}, keyed.reached
+    assert {r.name for r in keyed.reached} == {"gen_fmha_sm120_module"}, keyed.reached
 
 
 def test_a_refusal_nested_in_a_backend_branch_keeps_the_rest_of_the_function() -> None:
@@ -650,7 +651,7 @@ def test_a_returned_arch_value_takes_the_class_of_the_gates_testing_it_in_any_fi
     gates = _audit(BASE | {"pkg/flags.py": flags, "pkg/attend.py": attend})
     assert gates["pkg/attend.py:attend"].class_ == "needs-kernel-work"
     outer, inner = gates["pkg/flags.py:can_use_fused"], gates["pkg/flags.py:_fused_available"]
-    assert outer.effect.endswith("; it is what can_use_fused() returns"), outer.effect
+    assert outer.effect.why.endswith("; it is what can_use_fused() returns"), outer.effect
     assert outer.class_ == "needs-kernel-work", outer.reason
     # its caller in the other file is followed: what the call guards is behind it
     assert "gen_fmha_sm100_module" in outer.reason, outer.reason
@@ -678,7 +679,7 @@ def test_a_returned_arch_value_built_on_a_classed_one_takes_its_class() -> None:
     gates = _audit(BASE | {"pkg/flags.py": flags, "pkg/attend.py": attend})
     assert gates["pkg/flags.py:apply_fused"].class_ == "needs-kernel-work"
     built = gates["pkg/flags.py:Layer._read_only"]
-    assert built.effect.endswith("; it is what _read_only() returns"), built.effect
+    assert built.effect.why.endswith("; it is what _read_only() returns"), built.effect
     assert built.class_ == "needs-kernel-work", built.reason
     assert built.reason.startswith("_read_only() returns an arch value built on what "
                                    "pkg/flags.py:5 apply_fused() (needs-kernel-work) returns")
@@ -699,7 +700,7 @@ def test_a_returned_call_whose_value_depends_on_the_gpu_is_what_runs() -> None:
                "def fused_nvfp4(q):\n    return _fused(q)\n")  # fmt: skip
     gates = _audit(BASE | {"pkg/wrapper.py": wrapper})
     outer, inner = gates["pkg/wrapper.py:fused_nvfp4"], gates["pkg/wrapper.py:_fused"]
-    assert outer.effect.endswith("; it is what fused_nvfp4() returns"), outer.effect
+    assert outer.effect.why.endswith("; it is what fused_nvfp4() returns"), outer.effect
     assert outer.calls[0] == "_fused" and outer.reached, outer.calls
     assert outer.class_ == inner.class_ == "needs-kernel-work", outer.reason
     assert outer.reason.startswith("its code loads gen_fmha_sm100_module (pkg/jit.py:5)")
@@ -1043,7 +1044,7 @@ def test_code_after_a_branch_setting_an_attribute_reads_that_attribute_only() ->
     adjust, fuse = gates["pkg/args.py:Args.adjust"], gates["pkg/args.py:Args.fuse"]
     assert adjust.class_ == "unknown" and not adjust.reached, adjust.reached
     assert fuse.class_ == "needs-kernel-work", fuse.reason
-    assert any("gen_fmha_sm100_module" in t for t in fuse.reached), fuse.reached
+    assert any("gen_fmha_sm100_module" in text(t) for t in fuse.reached), fuse.reached
 
 
 def test_a_refusal_inside_a_backends_branch_guards_that_backend_and_its_way_on() -> None:
@@ -1068,7 +1069,7 @@ def test_a_refusal_inside_a_backends_branch_guards_that_backend_and_its_way_on()
             "            self.module = gen_fmha_sm100_module()\n")  # fmt: skip
     gate = _audit(BASE | {"pkg/backends.py": backends, "pkg/args.py": args})["pkg/args.py:Args.check"]
     assert gate.class_ == "gate-only", gate.reason
-    assert "fancy_kernel" in gate.reason and "gen_fmha" not in " ".join(gate.reached), gate.reached
+    assert "fancy_kernel" in gate.reason and "gen_fmha" not in " ".join(map(text, gate.reached)), gate.reached
 
 
 def test_a_gate_keeping_only_checks_from_the_target_is_gate_only() -> None:
@@ -1100,7 +1101,7 @@ def test_a_caller_handing_a_decision_back_is_passed_through_to_its_own_callers()
            "def run(x):\n    mode = check_fmha()\n    return gen_fmha_sm100_module().run(x)\n")
     gate = _audit(BASE | {"pkg/api.py": api})["pkg/api.py:_check_fmha"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert any("gen_fmha_sm100_module" in t for t in gate.reached), gate.reached
+    assert any("gen_fmha_sm100_module" in text(t) for t in gate.reached), gate.reached
     other = ("from pkg.api import check_fmha\nfrom pkg.jit import gen_fmha_sm100_module\n\n\n"
              "def launch(x):\n    check_fmha()\n    return gen_fmha_sm100_module().run(x)\n")
     lone = api.replace("def run(x):\n    mode = check_fmha()\n    return gen_fmha_sm100_module().run(x)\n", "")
@@ -1180,7 +1181,7 @@ def test_a_builder_names_a_source_file_not_a_bare_suffix() -> None:
     sources it is handed builds nothing of its own."""
     import ast
 
-    from contrib.analysis.reach import builds
+    from contrib.analysis.reach.targets import builds
 
     assert builds([ast.parse("def f(name):\n    return f'cake_{name}.cu'\n")])
     assert builds([ast.parse("def f():\n    return load(['norm.cu', 'x.cuh'])\n")])

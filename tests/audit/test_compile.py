@@ -108,12 +108,12 @@ def test_a_missing_header_leaves_the_class_to_the_guards() -> None:
     kernel entry for the arch neither confirms nor refutes."""
     from contrib.analysis.ptx import Outcome
     from contrib.arch import parse_arch
-    from contrib.audit.model import AuditGate
+    from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
     from contrib.audit.ptxcheck import _apply
 
     arch = parse_arch("sm_120a")
-    gate = AuditGate("pkg/jit.py", 3, "gen_x_module", "jit", "majors 10", True,
-                     class_="gate-only", units=["csrc/x.cu"])
+    gate = AuditGate("pkg/jit.py", 3, "gen_x_module", GateKind.JIT, frozenset({10}), True,
+                     class_=GATE_ONLY, units=["csrc/x.cu"])
     lacking = Outcome("csrc/x.cu", False, missing_header="curand_kernel.h",
                       error="csrc/x.cu:1:10: fatal error: curand_kernel.h: No such file")
     _apply(gate, [lacking], arch, "compute_120f")
@@ -123,8 +123,8 @@ def test_a_missing_header_leaves_the_class_to_the_guards() -> None:
     assert "stands on the #if guards alone" in gate.reason
     assert "curand_kernel.h (from the CUDA toolkit" in gate.reason
 
-    hollow = AuditGate("pkg/jit.py", 9, "gen_y_module", "jit", "majors 10", True,
-                       class_="gate-only", units=["csrc/y.cu"])
+    hollow = AuditGate("pkg/jit.py", 9, "gen_y_module", GateKind.JIT, frozenset({10}), True,
+                       class_=GATE_ONLY, units=["csrc/y.cu"])
     _apply(hollow, [Outcome("csrc/y.cu", True, [], [])], arch, "compute_120f")
     assert hollow.class_ == "gate-only"
     assert hollow.evidence == ["csrc/y.cu: compiled for sm_120a: no kernel entry in it"]
@@ -152,7 +152,7 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     entries there and none here make the gate needs-kernel-work, whatever macro hid them."""
     from contrib.analysis.tree import GitTree
     from contrib.arch import parse_arch
-    from contrib.audit.model import AuditGate
+    from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
     from contrib.audit.ptxcheck import compile_gates
     from contrib.git.repo import Git
 
@@ -161,10 +161,10 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     repo.commit("units", {"csrc/hidden.cu": HIDDEN, "csrc/hidden.cuh": HIDDEN_KERNEL,
                           "csrc/plain.cu": "__global__ void k(float* o) { o[0] = 1.0f; }\n"})
     tree = GitTree(Git(repo.path), repo.head())
-    gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", "jit", "majors 10", True,
-                     class_="gate-only", units=["csrc/hidden.cu"])
-    plain = AuditGate("pkg/jit.py", 9, "gen_plain_module", "jit", "majors 10", True,
-                      class_="gate-only", units=["csrc/plain.cu"])
+    gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", GateKind.JIT, frozenset({10}), True,
+                     class_=GATE_ONLY, units=["csrc/hidden.cu"])
+    plain = AuditGate("pkg/jit.py", 9, "gen_plain_module", GateKind.JIT, frozenset({10}), True,
+                      class_=GATE_ONLY, units=["csrc/plain.cu"])
     compile_gates(tree, [gate, plain], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
     assert gate.class_ == "needs-kernel-work", gate.evidence
     assert gate.evidence == ["csrc/hidden.cu: no kernel entry for sm_120a, 1 entry for "
@@ -174,8 +174,8 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     # No entry for either arch: the kernels are instantiated elsewhere; nothing is decided.
     repo.commit("empty", {"csrc/hidden.cuh": "#pragma once\n"})
     tree = GitTree(Git(repo.path), repo.head())
-    gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", "jit", "majors 10", True,
-                     class_="gate-only", units=["csrc/hidden.cu"])
+    gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", GateKind.JIT, frozenset({10}), True,
+                     class_=GATE_ONLY, units=["csrc/hidden.cu"])
     compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
     assert gate.class_ == "gate-only"
     assert gate.evidence == ["csrc/hidden.cu: compiled for sm_120a: no kernel entry in it, "
@@ -185,8 +185,8 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     repo.commit("a no-op kernel", {"csrc/hidden.cuh": "#pragma once\n__global__ void noop(float* o) "
                                    "{ float x = o[0]; o[0] = x; }\n"})
     tree = GitTree(Git(repo.path), repo.head())
-    gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", "jit", "majors 10", True,
-                     class_="gate-only", units=["csrc/hidden.cu"])
+    gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", GateKind.JIT, frozenset({10}), True,
+                     class_=GATE_ONLY, units=["csrc/hidden.cu"])
     compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
     assert gate.class_ == "gate-only", gate.evidence
     assert gate.evidence[0] == ("csrc/hidden.cu: noop empty for sm_100a too (compiled away for "
@@ -215,7 +215,7 @@ def test_extra_include_paths_of_the_gate_reach_nvcc(tmp_path: Path,
     from contrib.analysis.tree import GitTree
     from contrib.analysis.units import gate_include_dirs
     from contrib.arch import parse_arch
-    from contrib.audit.model import AuditGate
+    from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
     from contrib.audit.ptxcheck import compile_gates
     from contrib.git.repo import Git
 
@@ -230,8 +230,8 @@ def test_extra_include_paths_of_the_gate_reach_nvcc(tmp_path: Path,
     tree = GitTree(Git(repo.path), repo.head())
     assert gate_include_dirs(tree, [("flashinfer/jit/inner.py", "gen_inner_module")]) == [
         "csrc/nv_internal", "csrc/nv_internal/include"]  # the generated folder is not in the tree
-    gate = AuditGate("flashinfer/jit/inner.py", 5, "gen_inner_module", "jit", "majors 10", True,
-                     class_="gate-only", units=["csrc/inner.cu"])
+    gate = AuditGate("flashinfer/jit/inner.py", 5, "gen_inner_module", GateKind.JIT, frozenset({10}), True,
+                     class_=GATE_ONLY, units=["csrc/inner.cu"])
     made = compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
     assert not made.missing_headers, gate.evidence
     assert gate.evidence == ["csrc/inner.cu: compiled for sm_120a: 1 entry, none empty "
@@ -244,12 +244,12 @@ def test_entries_stopped_at_an_arch_disabled_mma_need_kernel_work() -> None:
     whole: the gate needs kernel work, and the evidence quotes what the kernel prints."""
     from contrib.analysis.ptx import Outcome
     from contrib.arch import parse_arch
-    from contrib.audit.model import AuditGate
+    from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
     from contrib.audit.ptxcheck import _apply
 
     text = "Attempting to use SM100_MMA_F16BF16_SS without CUTE_ARCH_MMA_SM100A_ENABLED"
-    gate = AuditGate("pkg/jit.py", 3, "gen_fmha_module", "jit", "majors 10", True,
-                     class_="gate-only", units=["csrc/fmha.cu"])
+    gate = AuditGate("pkg/jit.py", 3, "gen_fmha_module", GateKind.JIT, frozenset({10}), True,
+                     class_=GATE_ONLY, units=["csrc/fmha.cu"])
     mine = Outcome("csrc/fmha.cu", True, ["_Z4fmhaPf"], ["_Z4fmhaPf"],
                    disabled={"_Z4fmhaPf": text})
     twin = Outcome("csrc/fmha.cu", True, ["_Z4fmhaPf"])

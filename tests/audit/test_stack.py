@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from contrib.audit.serial import gate_json
 from testing.gitutil import Repo
 from testing.stackupstreams import LOWER_ATTN, LOWER_MM, lower_upstream, repin, top_upstream
 from testing.workspace import Result, Workspace
@@ -231,7 +232,8 @@ def test_a_string_passed_for_a_parameter_chooses_among_what_the_callee_tests() -
     when it holds it (``"auto"``) chooses nothing."""
     import ast
 
-    from contrib.analysis.reach import classes_of, parameter_key
+    from contrib.analysis.reach.backends import parameter_key
+    from contrib.analysis.reach.objects import classes_of
 
     module = ast.parse(LOWER_ATTN)
     wrapper = next(n for n in module.body if isinstance(n, ast.ClassDef))
@@ -257,14 +259,14 @@ def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
     purpose (flashinfer's MNNVL allreduce) is a way not taken beside one that admits
     it; alone on the path, the intent is the class."""
     from contrib.arch import parse_arch
-    from contrib.audit.model import AuditGate
+    from contrib.audit.model import UNKNOWN, AuditGate, GateKind
     from contrib.audit.stack import _inherit
 
     class _Lower:
         name, tag = "lower", "v1.0"
 
     def lower(excludes: bool, class_: str | None, evidence: list[str]) -> AuditGate:
-        return AuditGate("lowerlib/jit.py", 5, "gen_comm_module", "jit", "majors 9, 10",
+        return AuditGate("lowerlib/jit.py", 5, "gen_comm_module", GateKind.JIT, frozenset({9, 10}),
                          excludes, class_=class_, evidence=evidence, reason="why")
     for below, expected in (
         ([lower(True, "needs-kernel-work", ["csrc/comm.cu:3 compiled out"])], "needs-kernel-work"),
@@ -276,8 +278,8 @@ def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
         ([lower(True, "intentional", [])], "intentional"),
         ([lower(True, "intentional", []), lower(True, "unknown", [])], "unknown"),
     ):
-        gate = AuditGate("top/layer.py", 9, "step", "capability", "majors 9, 10", True,
-                         class_="unknown")
+        gate = AuditGate("top/layer.py", 9, "step", GateKind.CAPABILITY, frozenset({9, 10}), True,
+                         class_=UNKNOWN)
         _inherit(gate, _Lower(), below, parse_arch("sm_120a"))  # type: ignore[arg-type]
         assert gate.class_ == expected, (below, gate.reason)
 
@@ -573,12 +575,12 @@ def test_the_link_walked_beside_the_lower_audit_is_the_link_walked_after_it(
     linked = stack.audit_and_link(audit.gates, GitTree(up, commit), audit.tree, down, "lower",
                                   "v1.0", at, arch)  # fmt: skip
     assert not linked.cached and linked.mismatches == expected and len(expected) == 1
-    assert [g.to_dict() for g in audit.gates] == [g.to_dict() for g in serial]
+    assert [gate_json(g) for g in audit.gates] == [gate_json(g) for g in serial]
     again = audit_commit(up, commit, arch)
     cached = stack.audit_and_link(again.gates, GitTree(up, commit), again.tree, down, "lower",
                                   "v1.0", at, arch)  # fmt: skip
     assert cached.cached and cached.mismatches == expected
-    assert [g.to_dict() for g in again.gates] == [g.to_dict() for g in serial]
+    assert [gate_json(g) for g in again.gates] == [gate_json(g) for g in serial]
 
     def broken(*_: object) -> list[object]:
         raise stack.ContribError("the walk failed")

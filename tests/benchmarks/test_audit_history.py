@@ -15,7 +15,7 @@ from history_mine import GATE_ONLY, NEEDS_KERNEL_WORK, Opening, mine
 
 from contrib.arch import parse_arch
 from contrib.audit.engine import audit_commit
-from contrib.audit.model import AuditGate
+from contrib.audit.model import AuditGate, GateKind
 from contrib.git.repo import Git
 from testing.gitutil import Repo
 from testing.stackupstreams import lower_upstream, top_upstream
@@ -230,11 +230,11 @@ def test_a_name_the_opening_defines_is_looked_for_in_its_own_file_first() -> Non
     not another benchmark's; a user in another file counts only without one."""
     opening = Opening("up", "c" * 40, "p" * 40, "2026-01-01", "bench/scaled_mm.py", "<module>",
                       "condition", GATE_ONLY, [18], [15, 21])  # fmt: skip
-    value = AuditGate("bench/scaled_mm.py", 18, "<module>", "predicate", "majors 10", False,
+    value = AuditGate("bench/scaled_mm.py", 18, "<module>", GateKind.PREDICATE, frozenset({10}), False,
                       "is_sm100_supported()")  # fmt: skip
-    other = AuditGate("bench/moe.py", 254, "<module>", "predicate", "majors 10", True,
+    other = AuditGate("bench/moe.py", 254, "<module>", GateKind.PREDICATE, frozenset({10}), True,
                       "not _NVFP4_SUPPORTED")  # fmt: skip
-    own = AuditGate("bench/scaled_mm.py", 180, "<module>", "predicate", "majors 10", True,
+    own = AuditGate("bench/scaled_mm.py", 180, "<module>", GateKind.PREDICATE, frozenset({10}), True,
                     "not _NVFP4_SUPPORTED")  # fmt: skip
     assert matching(opening, [value, other, own], ["_NVFP4_SUPPORTED"]) == ([own], "users")
     assert matching(opening, [value, other], ["_NVFP4_SUPPORTED"]) == ([other], "users")
@@ -375,16 +375,16 @@ def test_a_partial_opening_is_opened_while_its_other_configuration_still_exclude
     """flashinfer 7b83d0c54: test_bmm_mxfp8 kept ``cap[0] != 10`` for cudnn and added
     ``cap[0] != 12`` for cutlass.  The kept gate still excludes the target, rightly; the
     opening is the gate the commit added in its hunk, which admits it."""
-    from contrib.audit.model import AuditGate
+    from contrib.audit.model import AuditGate, GateKind
 
     opening = Opening("flashinfer", "c" * 40, "p" * 40, "2026-05-19", "tests/test_bmm.py",
                       "test_bmm", "condition", GATE_ONLY, [3], [1, 6], [1, 9])
-    def gate(line: int, index: int, admits: str, excludes: bool) -> AuditGate:
-        return AuditGate("tests/test_bmm.py", line, "test_bmm", "capability", admits, excludes,
+    def gate(line: int, index: int, admits: frozenset[int], excludes: bool) -> AuditGate:
+        return AuditGate("tests/test_bmm.py", line, "test_bmm", GateKind.CAPABILITY, admits, excludes,
                          class_=GATE_ONLY if excludes else None, parser_kind="skip-condition",
                          index=index, end_line=line)  # fmt: skip
-    parent = [gate(3, 0, "majors 10, 11", True)]
-    cudnn, cutlass = gate(3, 0, "majors 10", True), gate(5, 1, "majors 12", False)
+    parent = [gate(3, 0, frozenset({10, 11}), True)]
+    cudnn, cutlass = gate(3, 0, frozenset({10}), True), gate(5, 1, frozenset({12}), False)
     assert not measure(opening, parent, [cudnn, cutlass]).still_excluding
     only = measure(opening, parent, [cudnn])  # nothing in the hunk admits it: not opened
     assert only.still_excluding and only.after_gate.startswith("tests/test_bmm.py:3")

@@ -1,0 +1,221 @@
+"""What a walk can end at that classes a gate, and what a tree function is.
+
+An :class:`Endpoint` is where a walk stops because what it found decides a class:
+a JIT builder (its units are read), a Triton or CuTe DSL kernel, an op built ahead
+of time, a vendor library's call, or code that only checks.  :class:`Facts` keeps
+what each function of a tree is, whatever GPU runs it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from contrib.analysis.archeval import TreeEval
+from contrib.analysis.archvalues import Frame, Func
+from contrib.analysis.gates import KEYWORD
+from contrib.analysis.hostarch import CUTE_FAMILIES
+from contrib.analysis.pywalk import walk
+from contrib.analysis.reach.objects import classes_of
+
+_ARCH_FLAG = re.compile(r"\b(?:compute|sm)_(\d{2,3})[af]?\b")
+_FLAG_TEXT = re.compile(r"arch=|compute_\d")  # a string that is an nvcc arch flag
+_SOURCE = re.compile(r"[^./\s]\.(?:cu|cuh|cpp|cc)$")  # a file's name, not a bare suffix
+
+
+# Libraries with kernels of their own for every architecture of their release, named
+# by their top-level Python module (a fact about the library, not an upstream's).
+VENDOR_LIBRARIES = {"cudnn": "NVIDIA cuDNN",
+                    "triton_kernels": "Triton's triton_kernels (Triton, compiled for the GPU)"}
+
+
+class EndpointKind(StrEnum):
+    """What an :class:`Endpoint` is."""
+
+    JIT = "jit"  # a tree function that builds CUDA units
+    TRITON = "triton"  # a @triton.jit kernel
+    CUTE = "cute"  # a CuTe DSL kernel or class
+    AOT = "aot"  # an op built ahead of time (torch.ops.NS.op)
+    LIB = "lib"  # a vendor library with kernels of its own
+    CHECKS = "checks"  # the code behind a gate only checks (asserts, raises)
+
+
+CHECKS = EndpointKind.CHECKS
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Something reached that can class a gate; ``majors``: what its build flags name
+    (a CuTe kernel's: its archs); ``chain``: the calls that led to it."""
+
+    kind: EndpointKind
+    path: str
+    name: str  # qualified name in ``path`` (the op's dotted name for aot)
+    majors: tuple[int, ...] = ()
+    chain: str = ""
+
+
+class Facts:
+    """What a tree's functions and modules are whatever GPU runs them (a function's
+    kind, its nvcc flags' majors, qualified names, a module's CuTe namespaces): kept
+    with the evaluator, so the walks for each GPU and backend read each once."""
+
+    def __init__(self, ev: TreeEval) -> None:
+        self.ev = ev
+        self.names: dict[str, dict[int, str]] = {}
+        self.cute: dict[str, tuple[int, ...]] = {}
+        self.kinds: dict[int, tuple[EndpointKind | None, tuple[int, ...]]] = {}
+        self.owners: dict[str, dict[int, ast.ClassDef]] = {}
+
+    def owner(self, path: str, key: int) -> ast.ClassDef | None:
+        """The class whose method is the function ``key`` (its node's id) of ``path``."""
+        owners = self.owners.get(path)
+        if owners is None:
+            module = self.ev.parsed(path)
+            owners = self.owners[path] = classes_of(module) if module is not None else {}
+        return owners.get(key)
+
+    def qualname(self, path: str, node: ast.AST) -> str:
+        names = self.names.get(path)
+        if names is None:
+            names = self.names[path] = _qualnames(self.ev.parsed(path))
+        return names.get(id(node), getattr(node, "name", "?"))
+
+    def kind(self, func: Func, frame: Frame) -> tuple[EndpointKind | None, tuple[int, ...]]:
+        """``jit``, ``triton``, ``cute`` or None (a plain function), and its majors."""
+        found = self.kinds.get(id(func.node))
+        if found is None:
+            node = func.node
+            kind = (EndpointKind.TRITON if _is_triton(node) else EndpointKind.CUTE
+                    if _is_cute(node) else EndpointKind.JIT if _builds(node) else None)
+            flags = (_flag_majors(self.ev, frame, node) if kind in (None, EndpointKind.JIT)
+                     else self.cute_majors(func.path) if kind == EndpointKind.CUTE else ())
+            found = self.kinds[id(node)] = (kind, flags)
+        return found
+
+    def cute_majors(self, path: str) -> tuple[int, ...]:
+        """The archs of the arch-specific CuTe namespaces a module uses (empty: generic)."""
+        if path not in self.cute:
+            module = self.ev.parsed(path)
+            used: set[str] = set()
+            for n in walk(module) if module is not None else ():
+                if isinstance(n, ast.Attribute | ast.Name):
+                    used.add(n.attr if isinstance(n, ast.Attribute) else n.id)
+                elif isinstance(n, ast.ImportFrom | ast.Import):
+                    used |= {a.name.rsplit(".", 1)[-1] for a in n.names}
+            self.cute[path] = tuple(sorted({m for name, majors in CUTE_FAMILIES.items()
+                                            if name in used for m in majors}))
+        return self.cute[path]
+
+
+def _qualnames(module: ast.Module | None) -> dict[int, str]:
+    """Every function and class of ``module`` by node id, named as the gate finder names
+    them (``Outer.method``)."""
+    names: dict[int, str] = {}
+    stack: list[tuple[ast.AST, str]] = [(module, "")] if module is not None else []
+    while stack:
+        node, prefix = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}.{child.name}" if prefix else child.name
+                names[id(child)] = name
+                stack.append((child, name))
+            elif not isinstance(child, ast.expr):
+                stack.append((child, prefix))
+    return names
+
+
+def admissible_majors(node: ast.ClassDef) -> tuple[int, ...] | None:
+    """The majors of a CuTe DSL class's ``admissible_archs = ["sm_100a", ...]``."""
+    for item in node.body:
+        targets = item.targets if isinstance(item, ast.Assign) else (
+            [item.target] if isinstance(item, ast.AnnAssign) else [])  # fmt: skip
+        if any(isinstance(t, ast.Name) and t.id == "admissible_archs" for t in targets):
+            value = getattr(item, "value", None)
+            found = [int(m) // 10 for c in walk(value) if isinstance(c, ast.Constant)
+                     and isinstance(c.value, str) for m in _ARCH_FLAG.findall(c.value)] if value else []
+            return tuple(sorted(set(found)))
+    return None
+
+
+def _flag_majors(ev: TreeEval, frame: Frame, node: ast.AST) -> tuple[int, ...]:
+    """The majors the literal nvcc arch flags a function names (``compute_100a``),
+    its own strings and the names it reads (``sm100a_nvcc_flags``)."""
+    found: set[int] = set()
+    for inner in walk(node):
+        if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+            if _FLAG_TEXT.search(inner.value):
+                found |= {int(m) // 10 for m in _ARCH_FLAG.findall(inner.value)}
+        elif isinstance(inner, ast.Name) and "flag" in inner.id.lower():
+            ev.cap = (0, 0)
+            for value in ev.eval(inner, frame):
+                for text in value if isinstance(value, tuple) else (value,):
+                    if isinstance(text, str) and _FLAG_TEXT.search(text):
+                        found |= {int(m) // 10 for m in _ARCH_FLAG.findall(text)}
+    return tuple(sorted(found))
+
+
+def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a function builds CUDA units: it names a source or holds a JIT list."""
+    return builds([node])
+
+
+def builds(code: Iterable[ast.AST]) -> bool:
+    """Whether ``code`` builds CUDA units: it names a source (a literal or an f-string:
+    ``f"cake_selective_state_update_{name}.cu"``) or holds a JIT list.  A bare suffix
+    is no source: flashinfer's ``generate_ninja_build_for_op`` tests ``source.suffix ==
+    ".cu"`` for whatever sources it is handed."""
+    for inner in (n for node in code for n in walk(node)):
+        if isinstance(inner, ast.keyword) and inner.arg == KEYWORD:
+            return True
+        text = _string_text(inner)
+        if text is not None and "\n" not in text and _SOURCE.search(text.strip()):
+            return True
+    return False
+
+
+def _string_text(node: ast.AST) -> str | None:
+    """A string literal's text, an f-string's with ``x`` for each field; None for others."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.JoinedStr):
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else "x" for v in node.values)
+    return None
+
+
+def own_build(ev: TreeEval, frame: Frame, function: ast.AST | None, qualname: str,
+              code: list[ast.AST]) -> Endpoint | None:
+    """The JIT module a gate inside its builder guards: sglang's
+    ``_jit_qprep_bf16_fp8_module`` refuses unless major 9, then ``return load_jit("...",
+    cuda_files=["qprep_bf16_fp8_sm90/entry.cuh"])``.  The code the gate guards names
+    the sources itself, so the build is the function's own and no call leads to it;
+    that function's endpoint, or None."""
+    if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or not builds(code):
+        return None
+    majors = _flag_majors(ev, frame, function)
+    return Endpoint(EndpointKind.JIT, frame.path, qualname, majors, qualname)
+
+
+_CUTE_DECORATOR = re.compile(r"(?:cutlass\.)?cute(?:\.experimental)?\.(?:kernel|jit)\b")
+
+
+def _is_cute(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``@cute.kernel`` / ``@cute.jit``, and their ``cute.experimental`` forms (CuTe DSL:
+    compiled when first called)."""
+    return any(_CUTE_DECORATOR.match(ast.unparse(d)) for d in node.decorator_list)
+
+
+def _is_triton(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``@triton.jit`` / ``@triton.autotune(...)`` / ``@triton.heuristics(...)`` / ``@jit``
+    from triton (``@triton.testing.perf_report`` marks a benchmark, not a kernel)."""
+    for decorator in node.decorator_list:
+        text = ast.unparse(decorator)
+        if text.startswith(_TRITON_KERNEL) or text in ("jit", "triton_jit"):
+            return True
+    return False
+
+
+_TRITON_KERNEL = ("triton.jit", "triton.autotune", "triton.heuristics")
