@@ -88,7 +88,7 @@ def time_one_file(count: int) -> tuple[float, float, float, int]:
     """Wall and CPU seconds to audit, and seconds to parse, a generated file of
     ``count`` gates; the gates found."""
     from contrib.arch import parse_arch
-    from contrib.audit.find import gates_of_file
+    from contrib.audit.finding.gates import gates_of_file
 
     text = many_gates(count)
     started = time.monotonic()
@@ -121,8 +121,8 @@ from contrib.git.repo import Git
 def below(git, commit, done, lower_dir):
     # link the audit to the lower upstream at the version it pins: its mismatches
     from contrib.analysis.tree import GitTree
-    from contrib.audit.pins import find_pin, package_name, tag_of
-    from contrib.audit import stack
+    from contrib.audit.stack.pins import find_pin, package_name, tag_of
+    from contrib.audit.stack import link as stack
     lower = Git(lower_dir)
     package = package_name(GitTree(lower, lower.run("rev-parse", "HEAD").strip()))
     tree = GitTree(git, commit)

@@ -96,8 +96,8 @@ class Auditor:
 
     def _stack(self, commit: str, tree_sha: str, gates: list[AuditGate]) -> None:
         from contrib.analysis.tree import GitTree
-        from contrib.audit.pins import find_pin, package_name, tag_of
-        from contrib.audit.stack import audit_and_link
+        from contrib.audit.stack.link import audit_and_link
+        from contrib.audit.stack.pins import find_pin, package_name, tag_of
 
         assert self.below is not None
         name, lower = self.below

@@ -31,8 +31,8 @@ from contrib.analysis.pyparse import PARSE_ERRORS, unparsable
 from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
-from contrib.audit.find import collector_paused, gates_of_file
-from contrib.audit.judge import judge
+from contrib.audit.classing.judge import judge
+from contrib.audit.finding.gates import collector_paused, gates_of_file
 from contrib.audit.model import AuditGate, sort_key
 from contrib.audit.serial import gate_cache, gate_from_cache
 from contrib.errors import ContribError

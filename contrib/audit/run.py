@@ -8,12 +8,12 @@ from packaging.utils import canonicalize_name
 
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
+from contrib.audit.classing.ptxcheck import compile_gates
+from contrib.audit.coverage import mark_covered, mark_history, patch_coverage
 from contrib.audit.engine import Step, audit_commit
-from contrib.audit.links import mark_covered, mark_history, patch_coverage
-from contrib.audit.pins import find_pin, package_name, required_names, tag_of
-from contrib.audit.ptxcheck import compile_gates
 from contrib.audit.report import UpstreamAudit
-from contrib.audit.stack import audit_and_link
+from contrib.audit.stack.link import audit_and_link
+from contrib.audit.stack.pins import find_pin, package_name, required_names, tag_of
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn

@@ -9,7 +9,7 @@ where the upstream below refuses it (a mismatch), 1 otherwise; bad input
 from __future__ import annotations
 
 from contrib.arch import parse_arch
-from contrib.audit.ptxcheck import find_compiler
+from contrib.audit.classing.ptxcheck import find_compiler
 from contrib.audit.report import (
     COLUMNS,
     MISMATCH_COLUMNS,

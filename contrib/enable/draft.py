@@ -23,7 +23,7 @@ import tomlkit
 
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
-from contrib.audit.links import patch_coverage
+from contrib.audit.coverage import patch_coverage
 from contrib.audit.model import INTENTIONAL, AuditGate, admits_text
 from contrib.audit.report import UpstreamAudit
 from contrib.audit.run import audit_upstream

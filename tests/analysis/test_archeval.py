@@ -9,7 +9,7 @@ import pytest
 from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.tree import GitTree
 from contrib.arch import parse_arch
-from contrib.audit.find import gates_of_file
+from contrib.audit.finding.gates import gates_of_file
 from contrib.audit.model import AuditGate
 from contrib.git.repo import Git
 from testing.archforms import arch_forms_upstream

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from contrib.arch import parse_arch
-from contrib.audit.find import gates_of_file, says_intentional
+from contrib.audit.finding.gates import gates_of_file, says_intentional
 from testing.auditupstream import open_gate
 from testing.gitutil import Repo
 from testing.workspace import Workspace, make_patch
@@ -302,7 +302,7 @@ def test_audit_runs_while_another_contrib_holds_the_workspace(
 def test_scope_by_path_function_and_marker() -> None:
     """Sample code under ``examples/`` is not the package's runtime; benchmarks and
     tests are read by path, test functions and skip markers anywhere else."""
-    from contrib.audit.find import scope_of
+    from contrib.audit.finding.gates import scope_of
 
     assert scope_of("examples/pytorch/flashinfer_modules.py", "_check", "sm == 90") == "example"
     assert scope_of("flashinfer/gemm/gemm_base.py", "mm", "major == 10") == "runtime"

@@ -6,8 +6,8 @@ from contrib.analysis.cuda_arch import analyze
 from contrib.analysis.hostarch import arch_findings
 from contrib.analysis.tree import DictTree
 from contrib.arch import parse_arch
+from contrib.audit.classing.judge import judge
 from contrib.audit.engine import find_all
-from contrib.audit.judge import judge
 from contrib.audit.model import AuditGate
 from contrib.audit.serial import endpoint_text as text
 
@@ -1167,7 +1167,7 @@ def test_only_checks_reads_a_long_elif_chain() -> None:
     deep as the parser goes."""
     import ast
 
-    from contrib.audit.find import only_checks
+    from contrib.audit.finding.leads import only_checks
 
     chain = "if x == 0:\n    assert a\n" + "".join(f"elif x == {n}:\n    assert a\n"
                                                   for n in range(1, 900))  # fmt: skip

@@ -108,8 +108,8 @@ def test_a_missing_header_leaves_the_class_to_the_guards() -> None:
     kernel entry for the arch neither confirms nor refutes."""
     from contrib.analysis.ptx import Outcome
     from contrib.arch import parse_arch
+    from contrib.audit.classing.ptxcheck import _apply
     from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
-    from contrib.audit.ptxcheck import _apply
 
     arch = parse_arch("sm_120a")
     gate = AuditGate("pkg/jit.py", 3, "gen_x_module", GateKind.JIT, frozenset({10}), True,
@@ -152,8 +152,8 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     entries there and none here make the gate needs-kernel-work, whatever macro hid them."""
     from contrib.analysis.tree import GitTree
     from contrib.arch import parse_arch
+    from contrib.audit.classing.ptxcheck import compile_gates
     from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
-    from contrib.audit.ptxcheck import compile_gates
     from contrib.git.repo import Git
 
     monkeypatch.setenv("CONTRIB_CACHE", str(tmp_path / "cache"))
@@ -215,8 +215,8 @@ def test_extra_include_paths_of_the_gate_reach_nvcc(tmp_path: Path,
     from contrib.analysis.tree import GitTree
     from contrib.analysis.units import gate_include_dirs
     from contrib.arch import parse_arch
+    from contrib.audit.classing.ptxcheck import compile_gates
     from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
-    from contrib.audit.ptxcheck import compile_gates
     from contrib.git.repo import Git
 
     monkeypatch.setenv("CONTRIB_CACHE", str(tmp_path / "cache"))
@@ -244,8 +244,8 @@ def test_entries_stopped_at_an_arch_disabled_mma_need_kernel_work() -> None:
     whole: the gate needs kernel work, and the evidence quotes what the kernel prints."""
     from contrib.analysis.ptx import Outcome
     from contrib.arch import parse_arch
+    from contrib.audit.classing.ptxcheck import _apply
     from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
-    from contrib.audit.ptxcheck import _apply
 
     text = "Attempting to use SM100_MMA_F16BF16_SS without CUTE_ARCH_MMA_SM100A_ENABLED"
     gate = AuditGate("pkg/jit.py", 3, "gen_fmha_module", GateKind.JIT, frozenset({10}), True,

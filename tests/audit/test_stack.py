@@ -260,7 +260,7 @@ def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
     it; alone on the path, the intent is the class."""
     from contrib.arch import parse_arch
     from contrib.audit.model import UNKNOWN, AuditGate, GateKind
-    from contrib.audit.stack import _inherit
+    from contrib.audit.stack.link import _inherit
 
     class _Lower:
         name, tag = "lower", "v1.0"
@@ -453,7 +453,7 @@ def test_a_pyproject_nested_past_the_parser_pins_nothing() -> None:
     """A hostile ``pyproject.toml`` (nesting that makes tomllib recurse out) is read as
     no metadata: the audit goes on without the stack, with no traceback."""
     from contrib.analysis.tree import DictTree
-    from contrib.audit.pins import find_pin, package_name, required_names
+    from contrib.audit.stack.pins import find_pin, package_name, required_names
 
     deep = "a = " + "[" * 100_000 + "]" * 100_000 + "\n"
     tree = DictTree({"pyproject.toml": deep, "python/pyproject.toml": deep})
@@ -558,7 +558,7 @@ def test_the_link_walked_beside_the_lower_audit_is_the_link_walked_after_it(
     """``audit_and_link`` walks the upper tree in a thread while the lower tree is audited;
     what it links is what :func:`link` finds over the same two audits, and the second
     time it comes from the cache.  An error of the walk reaches the caller."""
-    import contrib.audit.stack as stack
+    import contrib.audit.stack.link as stack
     from contrib.analysis.tree import GitTree
     from contrib.arch import parse_arch
     from contrib.audit.engine import audit_commit

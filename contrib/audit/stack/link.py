@@ -1,9 +1,9 @@
 """The stack below: an upstream's gates followed into the upstream it runs on.
 
 sglang calls flashinfer's public API (``flashinfer.comm.trtllm_allreduce_fusion``)
-at the flashinfer version its packaging pins (:mod:`contrib.audit.pins`).  The
+at the flashinfer version its packaging pins (:mod:`contrib.audit.stack.pins`).  The
 code behind each of sglang's runtime gates is walked to those calls
-(:mod:`contrib.audit.stackwalk`); each call is resolved to its function in the
+(:mod:`contrib.audit.stack.walk`); each call is resolved to its function in the
 flashinfer tree at the pinned tag (re-exports through ``__init__`` followed by
 the same arch evaluator), and followed through flashinfer's own calls to the
 gates those functions hold, read from the flashinfer audit of that tree (the
@@ -28,38 +28,30 @@ import hashlib
 import json
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
 from contrib import __version__, environ
-from contrib.analysis.archvalues import Frame, Func, ModRef, ordered
 from contrib.analysis.gates import DECORATOR
-from contrib.analysis.includes import IncludeResolver
 from contrib.analysis.pywalk import walk
 from contrib.analysis.reach.backends import (
-    Key,
     configuring_if,
-    decorator_keys,
-    parameter_key,
 )
-from contrib.analysis.reach.objects import classes_of
-from contrib.analysis.reach.targets import Endpoint
 from contrib.analysis.reach.tree import PyTree
-from contrib.analysis.reach.walk import reach
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
-from contrib.audit.behind import Behind, Verdict
-from contrib.audit.effect import producers, readers_after, runs_after
+from contrib.audit.classing.behind import Verdict
+from contrib.audit.classing.judge import from_testers
 from contrib.audit.engine import FORMAT, Step, TreeAudit, audit_commit
-from contrib.audit.find import named_backends, refuses_making, scope_of, sibling_methods
-from contrib.audit.judge import from_testers
+from contrib.audit.finding.code import producers, readers_after, runs_after
+from contrib.audit.finding.gates import scope_of
+from contrib.audit.finding.leads import refuses_making, sibling_methods
+from contrib.audit.finding.sites import named_backends
 from contrib.audit.model import (
     GATE_ONLY,
     INTENTIONAL,
-    JIT,
     NEEDS_KERNEL_WORK,
     RUNTIME,
     UNKNOWN,
@@ -68,176 +60,11 @@ from contrib.audit.model import (
     admits_text,
 )
 from contrib.audit.serial import apply_linked, linked_of
-from contrib.audit.stackwalk import MAX_DEPTH, Function, Outside, Skips, Walker
+from contrib.audit.stack.lower import Lower, package_roots
+from contrib.audit.stack.walk import Function, Outside, Skips, Walker
 from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
-
-_RUN_ON_USE = ("__init__", "__call__")  # private methods constructing or calling runs
-MAX_BELOW = 400  # functions of the lower tree followed from one entry point
-_SKIP_ROOTS = frozenset({"tests", "test", "benchmarks", "docs", "examples", "scripts"})
-
-
-@dataclass
-class Lower:
-    """The lower upstream at the tag the upper pins: its tree, its audit, its package."""
-
-    name: str
-    tag: str
-    commit: str
-    audit: TreeAudit
-    tree: GitTree
-    ev: PyTree = field(init=False)
-    roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
-    _below: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[AuditGate, str]]] = field(
-        default_factory=dict)
-    _targets: dict[tuple[str, tuple[tuple[str, str], ...]], list[Endpoint]] = field(
-        default_factory=dict)
-    _behind: Behind | None = None
-
-    def __post_init__(self) -> None:
-        paths = [p for p in self.tree.paths() if p.endswith(".py")]
-        self.ev = PyTree(self.tree.read_text, paths)
-        self._paths = set(paths)
-        self.roots = package_roots(paths)
-        self.skips = Skips(self.audit.gates)
-        self._held: dict[str, list[AuditGate]] = {}
-        self._owners: dict[str, dict[int, ast.ClassDef]] = {}  # per file: function -> class
-        for gate in self.audit.gates:
-            if gate.scope == RUNTIME:
-                self._held.setdefault(gate.file, []).append(gate)
-
-    def behind(self, dotted: str, arch: Arch, keys: tuple[tuple[str, str], ...] = ()) -> Verdict | None:
-        """The class of what a call of ``dotted`` reaches in the lower tree when no gate
-        of it stands on the path (``flashinfer.BatchPrefillWithRaggedKVCacheWrapper``:
-        a class, whose methods build the JIT modules): judged as a gate of the lower
-        tree is (:class:`~contrib.audit.behind.Behind`), on the target's branches."""
-        if self._behind is None:
-            jit = {(g.file, g.function): g for g in self.audit.gates if g.kind == JIT}
-            self._behind = Behind(self.tree, IncludeResolver(self.tree), arch, jit)
-        if (dotted, keys) not in self._targets:
-            targets: list[Endpoint] = []
-            for func in self.resolve(dotted, methods=True):
-                frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
-                found = reach(self.ev, frame, list(func.node.body), (arch.major, arch.minor),
-                              self._key(func, keys))  # fmt: skip
-                targets += [t for t in found.targets if t not in targets]
-            self._targets[(dotted, keys)] = targets
-        return self._behind.of(self._targets[(dotted, keys)])
-
-    def resolve(self, dotted: str, methods: bool = False) -> list[Func]:
-        """The functions of the tree that ``dotted`` (``pkg.mod.name``) names."""
-        parts = dotted.split(".")
-        prefix = self.roots.get(parts[0])
-        if prefix is None:
-            return []
-        for cut in range(len(parts), 0, -1):
-            stem = prefix + "/".join(parts[:cut])
-            path = next((p for p in (f"{stem}.py", f"{stem}/__init__.py") if p in self._paths),
-                        None)  # fmt: skip
-            if path is None:
-                continue
-            values: set[Any] = {ModRef(path)}
-            for attr in parts[cut:]:
-                values = {v for m in values if isinstance(m, ModRef)
-                          for v in self.ev.global_(attr, m.path)}  # fmt: skip
-            found = [v for v in ordered(frozenset(values)) if isinstance(v, Func)]
-            if methods and not found and cut < len(parts):
-                found = self._methods(path, parts[cut:])
-            return found
-        return []
-
-    def _methods(self, path: str, names: list[str]) -> list[Func]:
-        """The methods of a class ``names`` leads to from the module at ``path`` (imports
-        followed): a wrapper constructed above runs them all (``plan``, ``run``)."""
-        for _ in range(6):
-            module = self.ev.module(path)
-            if module is None or len(names) != 1:
-                return []
-            bindings = module[1].names.get(names[0], [])
-            for binding in bindings:
-                if binding.kind == "class" and isinstance(binding.node, ast.ClassDef):
-                    return [Func(path, item) for item in binding.node.body
-                            if isinstance(item, Function) and (not item.name.startswith("_")
-                                                               or item.name in _RUN_ON_USE)]
-            imported = next((b for b in bindings if b.kind == "import" and b.attr), None)
-            target = self.ev.index.find(imported.module, path, imported.level) if imported else None
-            if imported is None or target is None:
-                return []
-            path, names = target, [imported.attr]
-        return []
-
-    def _key(self, func: Func, keys: tuple[tuple[str, str], ...]) -> Key | None:
-        """The backend a call chooses of the callee's registry: the first string it
-        passes by keyword that names one (the registry read from the callee's
-        decorators), else a string passed for a parameter its code (its class's) tests
-        (:func:`~contrib.analysis.reach.parameter_key`)."""
-        if not keys:
-            return None
-        names = decorator_keys(func.node)
-        chosen = next((v for _, v in keys if v in names), None)
-        if chosen is not None:
-            return chosen, names
-        if func.path not in self._owners:
-            module = self.ev.module(func.path)
-            self._owners[func.path] = classes_of(module[0]) if module else {}
-        return parameter_key(self._owners[func.path].get(id(func.node)), func.node, keys)
-
-    def below(self, dotted: str, keys: tuple[tuple[str, str], ...] = ()) -> list[tuple[AuditGate, str]]:
-        """The lower gates a call of ``dotted`` reaches, each with the calls leading to it;
-        ``keys``: the strings the call passes by keyword, one of which may choose a
-        backend of the callee's registry (``bmm_fp8(..., backend="cublas")``)."""
-        if (dotted, keys) not in self._below:
-            found: dict[tuple[str, int], tuple[AuditGate, str]] = {}
-            for func, chain in self._reached(self.resolve(dotted), keys):
-                for gate in self._held.get(func.path, []):
-                    if _holds(func.node, gate):
-                        found.setdefault((gate.file, gate.line), (gate, chain))
-            self._below[(dotted, keys)] = sorted(found.values(),
-                                                 key=lambda p: (p[0].file, p[0].line))
-        return self._below[(dotted, keys)]
-
-    def _reached(self, entries: list[Func], keys: tuple[tuple[str, str], ...] = ()) -> list[tuple[Func, str]]:
-        seen: dict[int, tuple[Func, str]] = {}
-        queue = deque((f, f.node.name, 0, self._key(f, keys)) for f in entries)
-        while queue and len(seen) < MAX_BELOW:
-            func, chain, depth, key = queue.popleft()
-            if id(func.node) in seen:
-                continue
-            seen[id(func.node)] = (func, chain)
-            if depth >= MAX_DEPTH:
-                continue
-            frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
-            for node in self.skips.walk(func.path, func.node.body, key=key):
-                if isinstance(node, ast.Call):
-                    self.ev.cap = (0, 0)
-                    for value in ordered(self.ev.eval(node.func, frame)):
-                        if isinstance(value, Func) and id(value.node) not in seen:
-                            queue.append((value, f"{chain}>{value.node.name}", depth + 1, key))
-        return list(seen.values())
-
-
-def package_roots(paths: Iterable[str]) -> dict[str, str]:
-    """The importable top-level packages of a tree (``flashinfer``; sglang's
-    ``python/sglang``), each with the folder it sits in."""
-    roots: dict[str, str] = {}
-    for path in paths:
-        parts = path.split("/")
-        if parts[-1] != "__init__.py" or len(parts) not in (2, 3):
-            continue
-        if len(parts) == 3 and parts[0] not in ("python", "src"):
-            continue
-        name = parts[-2]
-        if name not in _SKIP_ROOTS and name.isidentifier():
-            roots.setdefault(name, "/".join(parts[:-2]) + "/" if len(parts) == 3 else "")
-    return roots
-
-
-def _holds(node: Function, gate: AuditGate) -> bool:
-    last = node.end_lineno or node.lineno
-    return (node.lineno <= gate.line <= last
-            and gate.function.rsplit(".", 1)[-1] == node.name)  # fmt: skip
-
 
 # -- the upper side ---------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ dropped statement on the target, device code using only ISA other archs have,
 or a host check refusing the target (:mod:`contrib.analysis.hostarch`) makes
 the gate ``needs-kernel-work`` (evidence: each finding's ``file:line`` and its
 guard's); none makes it ``gate-only``.  A Python gate takes the class of what
-its code reaches, by identity and at any depth (:mod:`contrib.audit.behind`):
+its code reaches, by identity and at any depth (:mod:`contrib.audit.classing.behind`):
 JIT modules, Triton and CuTe DSL kernels, ahead-of-time built ops; a gate in a
 decision function, of what its callers run.  An upstream comment naming the
 target's family as left out makes a gate ``intentional``, and every gate testing a
@@ -32,8 +32,8 @@ from contrib.analysis.pywalk import single_assignment
 from contrib.analysis.reach.names import CALLED, distinctive
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
-from contrib.audit.behind import Behind, Verdict, units_verdict
-from contrib.audit.find import says_intentional
+from contrib.audit.classing.behind import Behind, Verdict, units_verdict
+from contrib.audit.finding.gates import says_intentional
 from contrib.audit.model import (
     GATE_ONLY,
     INTENTIONAL,
@@ -257,7 +257,7 @@ def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arc
 
 
 def _inherit(gate: AuditGate, behind: Behind) -> None:
-    """A Python gate takes the class of what its code reaches (see :mod:`contrib.audit.behind`)."""
+    """A Python gate takes the class of what its code reaches (see :mod:`contrib.audit.classing.behind`)."""
     verdict = behind.of(gate.reached) or _named_for(gate, behind.arch)
     if verdict is None:
         gate.class_ = UNKNOWN
