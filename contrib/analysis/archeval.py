@@ -24,7 +24,7 @@ import ast
 import itertools
 import operator
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from contrib.analysis.archrun import run_body
 from contrib.analysis.archtouch import SOURCES, Touch
@@ -79,17 +79,9 @@ class TreeEval:
         self._memo: dict[tuple[Any, ...], tuple[Values, bool]] = {}
         self._free: dict[tuple[Any, ...], Values] = {}  # what no capability changes
         self._busy: set[tuple[Any, ...]] = set()
-        self._kept: dict[str, Any] = {}  # what other analyses keep with this tree
         self.cap: Cap = (0, 0)
         self.touched = False  # whether the value being read came from the GPU
         self._depth = 0
-
-    def kept(self, name: str, make: Callable[[], _T]) -> _T:
-        """What an analysis keeps with this tree under ``name`` (an index of its texts,
-        a call graph): made on first use, and gone with the evaluator."""
-        if name not in self._kept:
-            self._kept[name] = make()
-        return cast(_T, self._kept[name])
 
     # -- modules and scopes --------------------------------------------------
 

@@ -20,7 +20,6 @@ import os
 import re
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -33,13 +32,13 @@ from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.classing.judge import judge
 from contrib.audit.finding.gates import collector_paused, gates_of_file
-from contrib.audit.model import AuditGate, sort_key
+from contrib.audit.model import AuditGate, Step, sort_key
 from contrib.audit.serial import gate_cache, gate_from_cache
 from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FORMAT = 31  # bump when the analysis changes what it finds at the same contrib version
+FORMAT = 32  # bump when the analysis changes what it finds at the same contrib version
 # Which files may hold a gate: a cheap superset of what the gate parser looks for
 # (substrings of the lowered text, then one short regex).  One case-blind regex with
 # every alternative ran at 7 MB/s: 9.4 s of a 20 s first audit of sglang's 66 MB.
@@ -61,7 +60,6 @@ def may_gate(text: str) -> bool:
 
 
 _PARALLEL_FROM = 40  # files; below this a worker pool costs more than it saves
-Step = Callable[[int, int, str], None]
 
 
 @dataclass

@@ -10,6 +10,7 @@ written and read back in one place, :mod:`contrib.audit.serial`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -145,6 +146,9 @@ class Decision:
 
 
 NO_DECISION = Decision(EffectKind.UNREAD, "")
+
+Step = Callable[[int, int, str], None]  # progress: done, of how many, what
+
 
 Admits = frozenset[int] | None  # the majors a gate admits; None: it cannot be read
 

@@ -10,7 +10,8 @@ from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.classing.ptxcheck import compile_gates
 from contrib.audit.coverage import mark_covered, mark_history, patch_coverage
-from contrib.audit.engine import Step, audit_commit
+from contrib.audit.engine import audit_commit
+from contrib.audit.model import Step
 from contrib.audit.report import UpstreamAudit
 from contrib.audit.stack.link import audit_and_link
 from contrib.audit.stack.pins import find_pin, package_name, required_names, tag_of
@@ -22,10 +23,10 @@ from contrib.workspace.model import Workspace
 
 def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, since: str | None,
                    fetch: bool, progress: ProgressFn | None = None, step: Step | None = None,
-                   nvcc: str | None = None, stack: bool = True) -> UpstreamAudit:  # fmt: skip
+                   nvcc: str | None = None) -> UpstreamAudit:
     """The audit of upstream ``name`` at ``at`` (default: the tip), compared with ``since``;
-    with ``nvcc`` (``--compile``), the excluding gates' units compiled to PTX too; with
-    ``stack``, followed into the workspace's other upstreams it pins (the stack below)."""
+    with ``nvcc`` (``--compile``), the excluding gates' units compiled to PTX too; and
+    followed into the workspace's other upstreams it pins (the stack below)."""
     mirror = Mirror(ws.config.upstream(name)).ensure(fetch_now=fetch, progress=progress)
     commit = mirror.resolve(at, allow_fetch=fetch) if at else mirror.tip()
     since_commit = mirror.resolve(since, allow_fetch=fetch) if since else None
@@ -38,8 +39,7 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
         old = audit_commit(git, since_commit, arch, step)
         audit.seconds += old.seconds
         mark_history(git, since_commit, commit, old.gates, audit.gates)
-    if stack:
-        _stack_below(ws, audit, GitTree(git, commit), result.tree, arch, fetch, step)
+    _stack_below(ws, audit, GitTree(git, commit), result.tree, arch, fetch, step)
     if nvcc is not None:
         python = ws.config.upstream(name).python or sys.executable
         audit.compiled = compile_gates(GitTree(git, commit), audit.gates, arch, nvcc=nvcc,

@@ -51,15 +51,14 @@ def gate_chain(gates: list[AuditGate], tree: SourceTree, start: AuditGate,
         found += [jit]
         found += [g for g in gates if g.scope == RUNTIME and g.kind != JIT
                   and g.excludes_target and names & called(g)]  # fmt: skip
-        found += list(requirements(gates, tree, names, arch))
+        found += list(requirements(gates, tree, names))
     unique: dict[tuple[str, int], AuditGate] = {}
     for gate in found:
         unique.setdefault((gate.file, gate.line), gate)
     return list(unique.values())
 
 
-def requirements(gates: list[AuditGate], tree: SourceTree, names: set[str],
-                 arch: Arch) -> Iterator[AuditGate]:  # fmt: skip
+def requirements(gates: list[AuditGate], tree: SourceTree, names: set[str]) -> Iterator[AuditGate]:
     """The arch-list decorators of the backend requirements guarding calls of ``names``."""
     needles = set(names)
     files = [(p, t) for p in tree.paths() if p.endswith(".py")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
 from dataclasses import replace
 
 from contrib.analysis.hostarch import named_so, written_for
@@ -41,10 +40,9 @@ from contrib.audit.model import (
     NEEDS_KERNEL_WORK,
     UNKNOWN,
     AuditGate,
+    Step,
 )
 from contrib.ui import counted
-
-Step = Callable[[int, int, str], None]
 
 
 def judge(tree: SourceTree, gates: list[AuditGate], arch: Arch, step: Step | None = None) -> None:

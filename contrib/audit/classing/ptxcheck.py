@@ -42,13 +42,13 @@ from contrib.analysis.ptxjobs import PtxRequest, jobs_for, prepare_headers
 from contrib.analysis.tree import SourceTree
 from contrib.analysis.units import UNIT_SUFFIXES, Unit, gate_flags, gate_include_dirs
 from contrib.arch import Arch, admitted_archs
-from contrib.audit.engine import Step
 from contrib.audit.model import (
     GATE_ONLY,
     JIT,
     NEEDS_KERNEL_WORK,
     NOT_BUILDABLE,
     AuditGate,
+    Step,
 )
 from contrib.errors import ContribError, UsageError
 from contrib.ui import counted

@@ -44,7 +44,7 @@ from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.classing.behind import Verdict
 from contrib.audit.classing.judge import from_testers
-from contrib.audit.engine import FORMAT, Step, TreeAudit, audit_commit
+from contrib.audit.engine import FORMAT, TreeAudit, audit_commit
 from contrib.audit.finding.code import producers, readers_after, runs_after
 from contrib.audit.finding.gates import scope_of
 from contrib.audit.finding.leads import refuses_making, sibling_methods
@@ -57,6 +57,7 @@ from contrib.audit.model import (
     UNKNOWN,
     AuditGate,
     EffectKind,
+    Step,
     admits_text,
 )
 from contrib.audit.serial import apply_linked, linked_of
@@ -69,7 +70,7 @@ from contrib.workspace.txn import atomic_write, check_inside
 # -- the upper side ---------------------------------------------------------------------
 
 
-LINK_FORMAT = 6  # bump when linking changes what it finds over the same audits
+LINK_FORMAT = 7  # bump when linking changes what it finds over the same audits
 
 
 @dataclass
