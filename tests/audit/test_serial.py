@@ -1,0 +1,132 @@
+"""The one serialiser: the JSON document's shape, and the cache read back as data."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from contrib.analysis.gates import Form
+from contrib.analysis.reach.targets import Endpoint, EndpointKind
+from contrib.audit.model import (
+    GATE_ONLY,
+    RUNTIME,
+    AuditGate,
+    Decision,
+    EffectKind,
+    GateKind,
+)
+from contrib.audit.serial import apply_linked, gate_cache, gate_from_cache, gate_json, linked_of
+
+
+def _gate() -> AuditGate:
+    return AuditGate(
+        "flashinfer/jit/comm.py", 191, "gen_trtllm_comm_module", GateKind.JIT, frozenset({9, 10}),
+        True, "supported_major_versions=[9, 10]",
+        Decision(EffectKind.VALUE_FALLS_BACK, "self.fast: falls back: false on the target",
+                 flag="self.fast", returned=""),
+        GATE_ONLY, RUNTIME, ["csrc/a.cu:3 empty-kernel"], "why", units=["csrc/a.cu"],
+        reached=(Endpoint(EndpointKind.JIT, "pkg/jit.py", "gen_x", (9, 10), "a>gen_x"),
+                 Endpoint(EndpointKind.AOT, "", "torch.ops.ns.op")),
+        parser_kind=Form.KEYWORD, index=2, end_line=192)
+
+
+def test_the_json_entry_says_decisions_in_words() -> None:
+    data = gate_json(_gate())
+    assert data["admits"] == "majors 9, 10" and data["class"] == "gate-only"
+    assert data["effect"] == "self.fast: falls back: false on the target"
+    assert data["reached"] == ["jit|pkg/jit.py|gen_x|9,10|a>gen_x", "aot||torch.ops.ns.op||"]
+    assert data["kind"] == "jit" and data["parser_kind"] == "supported_major_versions"
+    unread = gate_json(AuditGate("a.py", 1, "f", GateKind.PREDICATE, None, False))
+    assert unread["admits"] == "unknown" and unread["class"] is None
+
+
+def test_the_cache_keeps_every_decision_as_data() -> None:
+    gate = _gate()
+    back = gate_from_cache(gate_cache(gate))
+    assert back == gate
+    assert back is not None and back.effect.kind is EffectKind.VALUE_FALLS_BACK
+    assert back.effect.self_flag() == "fast" and back.admits == frozenset({9, 10})
+    assert gate_json(back) == gate_json(gate)
+
+
+def test_a_cache_entry_of_another_shape_is_audited_again() -> None:
+    good = gate_cache(_gate())
+    broken = [
+        {**good, "effect": "refused on the target"},  # the old text form
+        {**good, "effect": {**good["effect"], "kind": "refuses-politely"}},
+        {**good, "admits": "majors 9, 10"},
+        {**good, "admits": [9, True]},
+        {**good, "class": "maybe"},
+        {**good, "reached": ["jit|pkg/jit.py|gen_x|9,10|a>gen_x"]},
+        {**good, "reached": [["kernel", "p", "n", [], ""]]},
+        {**good, "line": "191"},
+        {k: v for k, v in good.items() if k != "comment"},
+        {**good, "extra": 1},
+        [],
+    ]
+    assert all(gate_from_cache(entry) is None for entry in broken)
+
+
+def test_what_linking_set_is_kept_and_checked() -> None:
+    gate = _gate()
+    kept = linked_of(gate)
+    other = AuditGate("a.py", 1, "f", GateKind.PREDICATE, None, True)
+    assert apply_linked(other, kept) and other.class_ is GATE_ONLY and other.reason == "why"
+    assert not apply_linked(other, {**kept, "class": "maybe"})
+    assert not apply_linked(other, {**kept, "evidence": "csrc/a.cu"})
+
+
+# Where a decision may be read from words: nowhere but the serialiser (which only writes
+# them).  A module reading `gate.effect.why.startswith("falls back")` changes a verdict
+# when a message is reworded.
+_WORDS = {"why", "effect", "admits", "reason", "message"}
+_READS = {"startswith", "endswith", "split", "rsplit", "partition", "removeprefix", "match",
+          "search", "fullmatch", "findall"}
+
+
+def _reads_words(node: ast.AST) -> bool:
+    def worded(expr: ast.AST) -> bool:
+        return isinstance(expr, ast.Attribute) and expr.attr in _WORDS
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr in _READS and worded(node.func.value):
+            return True
+        if node.func.attr in _READS and any(worded(a) for a in node.args):  # re.match(p, x.why)
+            return True
+    if isinstance(node, ast.Compare):
+        sides = [node.left, *node.comparators]
+        return any(worded(s) for s in sides) and any(
+            isinstance(s, ast.Constant) and isinstance(s.value, str) and s.value for s in sides)
+    return False
+
+
+def _audit_readers(package: Path) -> list[Path]:
+    """The audit's modules, the reach analysis it decides with, and every module that
+    imports the audit."""
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        inside = path.relative_to(package).parts
+        text = path.read_text(encoding="utf-8")
+        if inside[0] == "audit" or inside[:2] == ("analysis", "reach") or "contrib.audit" in text:
+            out.append(path)
+    return out
+
+
+def test_no_module_reads_a_decision_from_a_message() -> None:
+    package = Path(__file__).resolve().parents[2] / "contrib"
+    readers = _audit_readers(package)
+    assert len(readers) > 30  # the audit, reach, enable, the autopilot's audit section, ...
+    found = []
+    for path in readers:
+        if path.name == "serial.py" and path.parent.name == "audit":
+            continue
+        module = ast.parse(path.read_text(encoding="utf-8"))
+        found += [f"{path.relative_to(package)}:{n.lineno}" for n in ast.walk(module)
+                  if _reads_words(n)]
+    assert found == []
+
+
+def test_the_check_sees_a_decision_read_from_words() -> None:
+    for text in ('gate.effect.why.startswith("falls back")', 'g.effect == "refused"',
+                 're.match(r"self\\.(\\w+)", gate.effect)', 'gate.admits != "unknown"'):
+        assert any(_reads_words(n) for n in ast.walk(ast.parse(text))), text
+    assert not any(_reads_words(n) for n in ast.walk(ast.parse("gate.effect.kind.refuses")))
