@@ -1,7 +1,7 @@
 """Audit one tree of an upstream cache: find, judge, and remember the answer.
 
-The tree is read through validate's :class:`~contrib.analysis.tree.GitTree`
-(the git package's batch blob reader), never from a checkout.  Python files
+The tree is read through :class:`~contrib.analysis.tree.GitTree` (the git package's
+batch blob reader), never from a checkout.  Python files
 that cannot hold a gate are skipped by one regex; the rest are parsed in
 worker processes when there are many.  The result depends only on the tree,
 the arch and the analyses, so it is kept in the cache folder under a key of

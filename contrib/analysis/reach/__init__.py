@@ -43,7 +43,8 @@ each backend's archs, and the function it decorates tests the backend's name
 (``if backend == "cudnn"``, ``if "cutlass" in runner_names``); a test against the
 registry's names is decided by the backend followed.
 
-A target is written ``kind|path|qualified name|majors|chain`` (see :class:`~contrib.analysis.reach.targets.Endpoint`).
+What a walk ends at is an :class:`~contrib.analysis.reach.targets.Endpoint`; the audit's
+JSON writes one as ``kind|path|qualified name|majors|chain``.
 
 The package, by seam:
 

@@ -1,0 +1,1 @@
+"""Classing: what lifting an excluding gate takes (needs kernel work, gate-only, ...)."""

@@ -135,7 +135,7 @@ class Lower:
         """The backend a call chooses of the callee's registry: the first string it
         passes by keyword that names one (the registry read from the callee's
         decorators), else a string passed for a parameter its code (its class's) tests
-        (:func:`~contrib.analysis.reach.parameter_key`)."""
+        (:func:`~contrib.analysis.reach.backends.parameter_key`)."""
         if not keys:
             return None
         names = decorator_keys(func.node)

@@ -7,7 +7,7 @@ The walk starts at a gate's code and follows, breadth first and bounded:
 * a method call the evaluator cannot resolve (``layernorm.forward_with_fusion(x)``)
   to the tree's methods of that name, when the name is defined at most twice;
 * a backend's name handed on as a value (``args.attention_backend = "trtllm_mha"``)
-  to what the tree registers under it (:class:`~contrib.analysis.reach.Registry`);
+  to what the tree registers under it (:class:`~contrib.analysis.reach.backends.Registry`);
 * flags: code that sets ``obj.flag = True`` enables what the tree runs under a
   test of ``.flag`` (an ``if`` body); a function that reads it outside a test
   decides with it, and what its callers run after the call is followed too.
