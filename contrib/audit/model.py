@@ -3,7 +3,7 @@
 Decisions are values.  A gate's effect is an :class:`EffectKind` (refuses, falls
 back, dispatches, ...) with a sentence beside it for people (:attr:`Decision.why`);
 what a gate admits is a set of majors; what its code reaches is a tuple of
-:class:`~contrib.analysis.reach.targets.Endpoint`.  Code that needs a decision
+:class:`~contrib.analysis.reach.endpoints.Endpoint`.  Code that needs a decision
 asks the kind, never the sentence.  The JSON document and the result cache are
 written and read back in one place, :mod:`contrib.audit.serial`.
 """
@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from contrib.analysis.gates import Form
-from contrib.analysis.reach.targets import Endpoint
+from contrib.analysis.reach.endpoints import Endpoint
 
 
 class GateClass(StrEnum):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from contrib.analysis.gates import Form
-from contrib.analysis.reach.targets import Endpoint, EndpointKind
+from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.audit.model import (
     AuditGate,
     Decision,

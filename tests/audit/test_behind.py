@@ -1181,7 +1181,7 @@ def test_a_builder_names_a_source_file_not_a_bare_suffix() -> None:
     sources it is handed builds nothing of its own."""
     import ast
 
-    from contrib.analysis.reach.targets import builds
+    from contrib.analysis.reach.endpoints import builds
 
     assert builds([ast.parse("def f(name):\n    return f'cake_{name}.cu'\n")])
     assert builds([ast.parse("def f():\n    return load(['norm.cu', 'x.cuh'])\n")])

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 from contrib.analysis.gates import Form
-from contrib.analysis.reach.targets import Endpoint, EndpointKind
+from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.audit.model import (
     GATE_ONLY,
     RUNTIME,

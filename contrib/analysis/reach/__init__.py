@@ -10,7 +10,7 @@ module is reached however many helpers stand between.
 
 Two answers: ``calls``, the chains of call names as written (``a>b>get_x_module``,
 a Triton kernel as ``triton:name``; the first :data:`MAX_CALLS`, for the reader),
-and ``targets``, what can class a gate, by identity, whatever its depth:
+and ``endpoints``, what can class a gate, by identity, whatever its depth:
 
 * ``jit``: a tree function that builds CUDA units (it names ``.cu`` sources or
   holds a ``supported_major_versions`` list), with the majors the literal nvcc
@@ -43,13 +43,13 @@ each backend's archs, and the function it decorates tests the backend's name
 (``if backend == "cudnn"``, ``if "cutlass" in runner_names``); a test against the
 registry's names is decided by the backend followed.
 
-What a walk ends at is an :class:`~contrib.analysis.reach.targets.Endpoint`; the audit's
+What a walk ends at is an :class:`~contrib.analysis.reach.endpoints.Endpoint`; the audit's
 JSON writes one as ``kind|path|qualified name|majors|chain``.
 
 The package, by seam:
 
 * :mod:`~contrib.analysis.reach.walk`: the walk itself (:func:`~.walk.reach`);
-* :mod:`~contrib.analysis.reach.targets`: what a walk ends at (:class:`~.targets.Endpoint`)
+* :mod:`~contrib.analysis.reach.endpoints`: what a walk ends at (:class:`~.endpoints.Endpoint`)
   and what a tree function is (JIT builder, Triton or CuTe kernel);
 * :mod:`~contrib.analysis.reach.objects`: classes, objects and methods;
 * :mod:`~contrib.analysis.reach.ops`: ops registered with torch in Python;

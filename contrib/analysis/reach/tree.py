@@ -16,10 +16,10 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap
 from contrib.analysis.pywalk import callee_name, parents, walk
 from contrib.analysis.reach.backends import Key, Registry
+from contrib.analysis.reach.endpoints import Facts
 from contrib.analysis.reach.names import CALLED
 from contrib.analysis.reach.objects import Methods
 from contrib.analysis.reach.ops import PyOps
-from contrib.analysis.reach.targets import Facts
 
 if TYPE_CHECKING:  # the walk's graphs are kept here; the walk imports this module
     from contrib.analysis.reach.walk import Graph

@@ -20,6 +20,12 @@ from contrib.analysis.reach.backends import (
     spread_literals,
     value_literals,
 )
+from contrib.analysis.reach.endpoints import (
+    VENDOR_LIBRARIES,
+    Endpoint,
+    EndpointKind,
+    admissible_majors,
+)
 from contrib.analysis.reach.objects import (
     classes_named,
     instance_methods,
@@ -28,12 +34,6 @@ from contrib.analysis.reach.objects import (
     named_functions,
     object_methods,
     on_making,
-)
-from contrib.analysis.reach.targets import (
-    VENDOR_LIBRARIES,
-    Endpoint,
-    EndpointKind,
-    admissible_majors,
 )
 from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.refusal import ends_refusing
@@ -49,10 +49,10 @@ MAX_DEPTH = 16  # calls followed below the gated code
 
 @dataclass
 class Reached:
-    """What a piece of code reaches: call chains for the reader, targets by identity."""
+    """What a piece of code reaches: call chains for the reader, endpoints by identity."""
 
     calls: list[str] = field(default_factory=list)
-    targets: list[Endpoint] = field(default_factory=list)
+    endpoints: list[Endpoint] = field(default_factory=list)
 
 
 @dataclass
@@ -364,7 +364,7 @@ def reach(ev: PyTree, frame: Frame, code: list[ast.AST], cap: Cap | None = None,
             shown = chain
             for callee in callees:
                 if isinstance(callee, Endpoint):
-                    out.targets.append(replace(callee, chain=chain))
+                    out.endpoints.append(replace(callee, chain=chain))
                     continue
                 known = walks.function(callee)
                 majors = flags + tuple(m for m in known.flags if m not in flags)
@@ -375,7 +375,7 @@ def reach(ev: PyTree, frame: Frame, code: list[ast.AST], cap: Cap | None = None,
                 walked += 1
                 if known.kind is not None:
                     kept = majors if known.kind == EndpointKind.JIT else known.flags
-                    out.targets.append(Endpoint(known.kind, callee.path, known.qualname, kept,
+                    out.endpoints.append(Endpoint(known.kind, callee.path, known.qualname, kept,
                                                 chain))
                     if known.kind == EndpointKind.TRITON:
                         shown = f"{prefix}>triton:{name}" if prefix else f"triton:{name}"

@@ -36,7 +36,7 @@ from contrib.analysis.gates import built_sources, module_strings
 from contrib.analysis.hostarch import arch_findings, named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_units, include_closure
 from contrib.analysis.pyparse import PARSE_ERRORS, parse
-from contrib.analysis.reach.targets import VENDOR_LIBRARIES, Endpoint, EndpointKind
+from contrib.analysis.reach.endpoints import VENDOR_LIBRARIES, Endpoint, EndpointKind
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch, admitted_archs
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate, GateClass, admits_text

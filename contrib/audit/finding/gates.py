@@ -31,7 +31,7 @@ from contrib.analysis.reach.backends import (
     configuration_key,
     configuring_if,
 )
-from contrib.analysis.reach.targets import own_build
+from contrib.analysis.reach.endpoints import own_build
 from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.reach.walk import Reached, reach
 from contrib.arch import Arch
@@ -154,8 +154,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
     own = own_build(sites.follow, frame, function, gate.function, list(effect.code)) \
         if effect.excludes and not jit else None
     if own is not None:  # a gate in a JIT builder: the build it guards is its function's
-        behind = Reached(behind.calls, [own, *behind.targets])
-    if effect.excludes and not behind.targets:
+        behind = Reached(behind.calls, [own, *behind.endpoints])
+    if effect.excludes and not behind.endpoints:
         gated = Gated(found, gate, function, parents, frame, effect, configured, sites)
         behind = follow_leads(gated, behind)
     return AuditGate(
@@ -165,7 +165,7 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
         units=built_sources(found.functions, gate.function, arch.major, found.strings) if jit else [],
         builders=builders(found.functions, gate.function, found.strings)[1:] if jit else [],
-        calls=behind.calls, reached=tuple(behind.targets), index=gate.index,
+        calls=behind.calls, reached=tuple(behind.endpoints), index=gate.index,
         parser_kind=gate.kind, end_line=gate.end_line,
     )  # fmt: skip
 

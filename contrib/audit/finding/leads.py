@@ -49,7 +49,7 @@ from contrib.analysis.pywalk import single_assignment, walk
 from contrib.analysis.reach.backends import (
     spread_literals,
 )
-from contrib.analysis.reach.targets import CHECKS, Endpoint
+from contrib.analysis.reach.endpoints import CHECKS, Endpoint
 from contrib.analysis.reach.walk import Reached, reach
 from contrib.audit.finding.effect import Effect
 from contrib.audit.finding.sites import CallSites, calls_to, guarded_by, named_backends, tests_for
@@ -105,7 +105,7 @@ def _from_callers(found: Scan, function: str, parents: dict[int, ast.AST],
     node = found.functions.get(function)
     if node is None or any(p.startswith("test") for p in function.split(".")):
         return own
-    out = Reached(list(own.calls), list(own.targets))
+    out = Reached(list(own.calls), list(own.endpoints))
     for caller, code in sites.of(node, parents, after=stops):
         frame = found.frames.get(caller, found.frames["<module>"])
         _join(out, reach(sites.follow, frame, code, sites.cap), caller)
@@ -117,7 +117,7 @@ def _from_other_callers(path: str, node: ast.AST, own: Reached, sites: CallSites
     """A decision function's callers in the tree's other files (sglang's
     ``should_enable_swap_ab()`` in ``fused_moe_triton_kernels.py``, called where the
     kernel is launched), by identity: what each call guards (:func:`guarded_by`)."""
-    out = Reached(list(own.calls), list(own.targets))
+    out = Reached(list(own.calls), list(own.endpoints))
     for caller_path, call, holder, parents in calls_to(sites, path, node, path):
         frame = (Frame(caller_path, sites.follow.function_scope(holder), None, id(holder))
                  if holder is not None else Frame(caller_path))  # fmt: skip
@@ -132,7 +132,7 @@ def _from_registrations(found: Scan, function: str, own: Reached, sites: CallSit
     common_check=_check_problem_size)`` on ``mm_bf16``.  Under a backend's name it
     guards what the function runs for that backend (tests of the registry's names
     decided by it); as a plain argument, the whole function."""
-    out = Reached(list(own.calls), list(own.targets))
+    out = Reached(list(own.calls), list(own.endpoints))
     for decorated, key in sites.registered(function):
         node = sites.found.functions.get(decorated)
         frame = found.frames.get(decorated, found.frames["<module>"])
@@ -175,7 +175,7 @@ def _from_methods(found: Scan, function: ast.AST | None, parents: dict[int, ast.
     """A gate refusing in a class's ``__init__`` (flashinfer's
     ``@supported_compute_capability([100, 103])`` on ``CuteDslMoEWrapper.__init__``)
     guards every method of the object it would make: what those run stands behind it."""
-    out = Reached(list(own.calls), list(own.targets))
+    out = Reached(list(own.calls), list(own.endpoints))
     for method in sibling_methods(function, parents):
         path = found.frames["<module>"].path
         frame = Frame(path, sites.follow.function_scope(method), None, id(method))
@@ -204,7 +204,7 @@ def _from_configuration(found: Scan, init: ast.AST | None, line: int,
     tests = {ast.dump(t) for t in configuration_tests(init, line)}
     if not tests:
         return own
-    out = Reached(list(own.calls), list(own.targets))
+    out = Reached(list(own.calls), list(own.endpoints))
     path = found.frames["<module>"].path
     for method in sibling_methods(init, parents):
         branches = [n.body for n in walk(method) if isinstance(n, ast.If)
@@ -225,7 +225,7 @@ def _from_named_backends(test: ast.expr, frame: Frame, own: Reached, sites: Call
     named = named_backends(test)
     if not named:
         return own
-    out = Reached(list(own.calls), list(own.targets))
+    out = Reached(list(own.calls), list(own.endpoints))
     _join(out, reach(sites.follow, frame, list(named), sites.cap))
     return out
 
@@ -243,7 +243,7 @@ def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own:
               for s in spread_literals(c.value)}  # fmt: skip
     if not chosen:
         return own
-    out = Reached(list(own.calls), list(own.targets))
+    out = Reached(list(own.calls), list(own.endpoints))
     for caller_path, call, holder, parents in calls_to(sites, path, function):
         statement = parents.get(id(call))
         pair = single_assignment(statement) if statement is not None else None
@@ -271,7 +271,7 @@ def _join(out: Reached, more: Reached, prefix: str = "") -> None:
     """Add what ``more`` reached to ``out``, its calls under ``prefix`` (``prefix>call``)."""
     calls = [f"{prefix}>{c}" if prefix else c for c in more.calls]
     out.calls += [c for c in calls if c not in out.calls]
-    out.targets += [t for t in more.targets if t not in out.targets]
+    out.endpoints += [t for t in more.endpoints if t not in out.endpoints]
 
 
 @dataclass(frozen=True)
@@ -368,7 +368,7 @@ def follow_leads(gated: Gated, behind: Reached) -> Reached:
     """What the first lead of :data:`LEADS` that finds anything finds (``behind`` when
     none does)."""
     for _, lead in LEADS:
-        if behind.targets:
+        if behind.endpoints:
             break
         behind = lead(gated, behind)
     return behind

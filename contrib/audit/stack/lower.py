@@ -22,8 +22,8 @@ from contrib.analysis.reach.backends import (
     decorator_keys,
     parameter_key,
 )
+from contrib.analysis.reach.endpoints import Endpoint
 from contrib.analysis.reach.objects import classes_of
-from contrib.analysis.reach.targets import Endpoint
 from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.reach.walk import reach
 from contrib.analysis.tree import GitTree
@@ -85,7 +85,7 @@ class Lower:
                 frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
                 found = reach(self.ev, frame, list(func.node.body), (arch.major, arch.minor),
                               self._key(func, keys))  # fmt: skip
-                targets += [t for t in found.targets if t not in targets]
+                targets += [t for t in found.endpoints if t not in targets]
             self._targets[(dotted, keys)] = targets
         return self._behind.of(self._targets[(dotted, keys)])
 
