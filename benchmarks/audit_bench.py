@@ -121,8 +121,12 @@ from contrib.git.repo import Git
 def below(git, commit, done, lower_dir):
     # link the audit to the lower upstream at the version it pins: its mismatches
     from contrib.analysis.tree import GitTree
-    from contrib.audit.stack.pins import find_pin, package_name, tag_of
-    from contrib.audit.stack import link as stack
+    try:  # the audit's stages in folders; the code before had them side by side
+        from contrib.audit.stack.pins import find_pin, package_name, tag_of
+        from contrib.audit.stack import link as stack
+    except ImportError:
+        from contrib.audit.pins import find_pin, package_name, tag_of
+        from contrib.audit import stack
     lower = Git(lower_dir)
     package = package_name(GitTree(lower, lower.run("rev-parse", "HEAD").strip()))
     tree = GitTree(git, commit)
@@ -143,7 +147,11 @@ def main():
     done = audit_commit(git, commit, parse_arch("sm_120a"))
     mismatches = below(git, commit, done, sys.argv[3]) if len(sys.argv) > 3 else []
     wall = time.monotonic() - started
-    gates = json.dumps([g.to_dict() for g in done.gates] + done.notes + mismatches)
+    try:  # the one serialiser; the code before wrote a gate by its own to_dict()
+        from contrib.audit.serial import gate_json
+    except ImportError:
+        gate_json = lambda g: g.to_dict()
+    gates = json.dumps([gate_json(g) for g in done.gates] + done.notes + mismatches)
     print(json.dumps({"wall": wall, "gates": len(done.gates), "cached": done.cached,
                       "code": os.path.dirname(os.path.dirname(contrib.__file__)),
                       "sha": hashlib.sha256(gates.encode()).hexdigest(), "json": gates}))
