@@ -19,6 +19,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -191,7 +192,21 @@ def _worker_start(texts: dict[str, str], readable: set[str], files: list[str]) -
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     gc.disable()
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True,
+                     name="contrib-parent-watch").start()
     _start(texts, readable, files)
+
+
+_WATCH_SECONDS = 0.2
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In a worker: end it as soon as the process that started it is gone (a parent
+    interrupted, killed or stopped does not wait for a worker to finish its run of
+    files; a killed benchmark otherwise left its workers parsing for minutes)."""
+    while os.getppid() == parent:
+        time.sleep(_WATCH_SECONDS)
+    os._exit(1)
 
 
 _TREE: dict[str, object] = {}  # this process's texts and evaluator (one tree at a time)

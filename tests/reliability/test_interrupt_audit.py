@@ -82,3 +82,32 @@ def test_a_ctrl_c_while_the_workers_start_is_raised_once_they_stand(
     finally:
         signal.signal(signal.SIGINT, saved)
     assert multiprocessing.active_children() == []
+
+
+def _running(session: int) -> list[str]:
+    """The processes of a session still running (a zombie has ended)."""
+    out = subprocess.run(["ps", "-o", "stat=,pid=", "-g", str(session)], capture_output=True,
+                         text=True, check=False).stdout.split("\n")
+    return [line for line in out if line.strip() and not line.strip().startswith("Z")]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the audit runs in one process here")
+def test_a_killed_audit_leaves_no_worker_running(tmp_path: Path) -> None:
+    """A benchmark or CI job killed mid-audit: its workers end with it, not after their
+    run of files (they kept parsing for seconds to minutes)."""
+    import time
+
+    script = tmp_path / "audit.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    assert proc.stdout.readline().strip() == "parsing"
+    assert len(_running(proc.pid)) >= 3  # the parent and its workers
+    proc.kill()
+    proc.wait(timeout=60)  # not communicate(): the workers hold the pipes open
+    deadline = time.monotonic() + 3
+    while _running(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _running(proc.pid) == []
