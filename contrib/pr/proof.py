@@ -1,0 +1,194 @@
+"""Whether a drafted opening is proven here: what the autopilot may propose upstream.
+
+A draft (``contrib enable``'s, ``upstream_status = "Draft"``) is proven for its arch
+when every stage that can prove the target's kernels passed in a run for that
+arch: the ``gates`` stage (each touched gate admits the target) and the ``ptx``
+stage on every unit the chain builds.  "Nothing failed" is not proof: a skipped
+``ptx`` (nvcc or a header missing here) says nothing about the kernels.
+
+What the chain reaches below its gates counts too (the audit's ``reached``
+targets and ``units`` per gate, handed in as :class:`ChainGate`, since this
+layer does not read the audit):
+
+* a unit ``ptx`` compiled with no kernel of its own launches kernels built
+  elsewhere (flashinfer's trtllm-gen runner loads prebuilt SM100 cubins);
+* a JIT module whose own nvcc flags name other majors (``compute_100a``), an
+  op built ahead of time (``torch.ops.NS.op``), a vendor library's kernels, a
+  Triton or CuTe kernel compiled on the GPU at run time: no stage here builds
+  them, and contrib does not read their binaries' arch lists;
+* ``ptx`` not-applicable is proof only where the chain reaches no device code at
+  all: every reached target only checks, and no gate builds a unit.
+
+The result is values, not a verdict string: the stages that passed, those
+skipped with their reasons, why it is held back, and whether a GPU of the
+target ran it.  The dashboard, ``status`` and the PR body say them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from contrib.arch import Arch
+from contrib.record import Run, Stage, StageStatus, Standing
+
+if TYPE_CHECKING:
+    from contrib.analysis.reach import Target
+
+_BUILT_BY = "built by "
+
+
+@dataclass(frozen=True)
+class ChainGate:
+    """What the audit says of one gate of a draft's chain."""
+
+    label: str  # "file:line function"
+    kind: str  # the audit's kind: jit, predicate, capability
+    units: tuple[str, ...] = ()  # the CUDA units its function builds
+    reached: tuple[str, ...] = ()  # analysis.reach.Target texts
+
+
+@dataclass
+class Proof:
+    """What a draft's record proves for its arch, and what it does not."""
+
+    arch: str
+    passed: list[str] = field(default_factory=list)  # "ptx: 1 kernel entry in 1 unit ..."
+    skipped: list[str] = field(default_factory=list)  # "tests: no upstream test ..."
+    held: list[str] = field(default_factory=list)  # why it is not proposed
+    gpu: bool = False  # a GPU of the target's major ran it
+
+    @property
+    def proven(self) -> bool:
+        return not self.held
+
+    def why(self) -> str:
+        """The hold-back reasons in one line."""
+        return "; ".join(self.held)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arch": self.arch, "proven": self.proven, "held": self.held,
+                "passed": self.passed, "skipped": self.skipped, "gpu": self.gpu}
+
+
+def prove(standing: Standing, arch: Arch, chain: Sequence[ChainGate] | None) -> Proof:
+    """The proof of one version for ``arch``; ``chain``: None when no audit was at hand."""
+    proof = Proof(arch.name)
+    verdict = standing.for_arch(arch.name)
+    if verdict is None:
+        proof.held.append(f"not validated for {arch.name}" if standing.bound
+                          else f"not validated ({standing.reason})")
+        return proof
+    runs = verdict.runs
+    stages = {name: _last(runs, name) for name in verdict.stages}
+    for name, status in verdict.stages.items():
+        stage = stages[name]
+        reason = stage.reason if stage is not None else ""
+        if status == StageStatus.PASSED:
+            proof.passed.append(f"{name}: {reason}")
+        elif status == StageStatus.SKIPPED:
+            proof.skipped.append(f"{name}: {reason}")
+        elif status == StageStatus.FAILED:
+            proof.held.append(f"{name} failed: {reason}")
+    proof.gpu = any(g.compute_capability.split(".")[0] == str(arch.major)
+                    for r in runs for g in r.host.gpus)
+    _gates(proof, verdict.stages.get("gates"), stages.get("gates"))
+    _ptx(proof, verdict.stages.get("ptx"), stages.get("ptx"), chain)
+    if chain is not None:
+        proof.held += below(chain, arch)
+    proof.held = list(dict.fromkeys(proof.held))
+    return proof
+
+
+def _last(runs: Sequence[Run], name: str) -> Stage | None:
+    """The stage as the best run has it: a passed one over a skipped one."""
+    found = [s for r in runs if (s := r.stage(name)) is not None]
+    order = (StageStatus.FAILED, StageStatus.PASSED, StageStatus.SKIPPED,
+             StageStatus.NOT_APPLICABLE)
+    return min(found, key=lambda s: order.index(s.status), default=None)
+
+
+def _gates(proof: Proof, status: StageStatus | None, stage: Stage | None) -> None:
+    if status is None or stage is None:
+        proof.held.append("no gates stage in the record")
+    elif status != StageStatus.PASSED and status != StageStatus.FAILED:
+        proof.held.append(f"gates {status}: {stage.reason}")
+
+
+def _ptx(proof: Proof, status: StageStatus | None, stage: Stage | None,
+         chain: Sequence[ChainGate] | None) -> None:
+    if status is None or stage is None:
+        proof.held.append("no ptx stage in the record")
+    elif status == StageStatus.SKIPPED:
+        proof.held.append(f"ptx skipped: {stage.reason}")
+    elif status == StageStatus.NOT_APPLICABLE:
+        if chain is None:
+            proof.held.append("ptx built nothing, and no audit of the chain shows that it "
+                              "reaches no device code")
+        else:
+            proof.held += [f"ptx built nothing, yet the chain builds {unit}"
+                           for unit in dict.fromkeys(u for g in chain for u in g.units)]
+    elif status == StageStatus.PASSED:
+        proof.held += kernel_less(stage.details)
+        built = {str(u.get("path")) for u in _units(stage.details)}
+        proof.held += [f"ptx did not build {unit}, which the chain builds"
+                       for unit in dict.fromkeys(u for g in chain or () for u in g.units)
+                       if unit not in built]
+
+
+def _units(details: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    units = details.get("units")
+    return [u for u in units if isinstance(u, Mapping)] if isinstance(units, list) else []
+
+
+def kernel_less(details: Mapping[str, Any]) -> list[str]:
+    """The JIT modules whose every unit compiled to no kernel entry: they launch kernels
+    built elsewhere (prebuilt cubins, a library), which compiling here cannot prove."""
+    modules: dict[str, list[Mapping[str, Any]]] = {}
+    for unit in _units(details):
+        why = str(unit.get("why") or "")
+        if why.startswith(_BUILT_BY):
+            modules.setdefault(why.removeprefix(_BUILT_BY), []).append(unit)
+    return [f"{name} compiles to no kernel of its own ({', '.join(str(u.get('path')) for u in units)}): "
+            "it runs kernels built elsewhere (prebuilt cubins or a library), whose arch list "
+            "contrib does not read"
+            for name, units in modules.items()
+            if all(u.get("ok") and not u.get("entries") for u in units)]  # fmt: skip
+
+
+def below(chain: Sequence[ChainGate], arch: Arch) -> list[str]:
+    """What the chain reaches that no stage here builds, one reason each."""
+    # `contrib status` reads proofs without a chain: the reach module (and the source
+    # analyses it pulls in) loads only here.
+    from contrib.analysis.reach import CHECKS, Target
+
+    out = []
+    for gate in chain:
+        for text in gate.reached:
+            target = Target.parse(text)
+            if target is None or target.kind == CHECKS:
+                continue
+            why = _unbuilt(target, arch)
+            if why:
+                out.append(why)
+    return out
+
+
+def _unbuilt(target: Target, arch: Arch) -> str:
+    where = f"{target.name} ({target.path})" if target.path else target.name
+    if target.kind == "jit":
+        if target.majors and arch.major not in target.majors:
+            built = "/".join(f"SM{m}0" for m in target.majors)
+            return f"runs {where}, built with nvcc flags for {built} only"
+        return ""
+    if target.kind == "aot":
+        return f"runs the ahead-of-time built op {target.name}, whose binaries' arch list " \
+               "contrib does not read"
+    if target.kind == "lib":
+        return f"runs the kernels of {where}, whose binaries' arch list contrib does not read"
+    if target.kind in ("triton", "cute"):
+        kind = {"triton": "Triton", "cute": "CuTe DSL"}[target.kind]
+        return f"runs the {kind} kernel {where}, compiled on the GPU at run time: no stage " \
+               "here builds it"
+    return f"reaches {target.kind} code {where}, which no stage here builds"
