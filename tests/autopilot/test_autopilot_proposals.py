@@ -154,3 +154,31 @@ def test_a_draft_whose_ptx_was_skipped_is_held_back_in_status(
     shown = run_contrib("status", "--no-fetch", cwd=root)
     assert "mini/enable-mla: held back from a draft PR: ptx skipped: nvcc cannot find" \
         in shown.out + shown.err
+
+
+def test_a_proposed_draft_says_what_was_proven_as_a_hand_open_pr_does(
+        tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    root, _ = _workspace(tmp_path, fake_github)
+    code, doc, err = run_autopilot(Workspace(root), push=False)
+    assert code == 0, (doc, err)
+    (pr,) = [p for p in fake_github.pulls(UPSTREAM) if p["head"]["label"] == "me:contrib/enable-act"]
+    body = str(pr["body"])
+    assert "### What was proven\n\nFor sm_120a, `contrib validate` passed:\n\n" in body
+    assert "- gates: 2 touched gates admit sm_120a\n" \
+           "- arch-guards: 1 file: sm_120a compiles what sm_90a, sm_100a compile\n" \
+           "- ptx: 1 kernel entry in 1 unit for compute_120a, none empty\n" in body
+    assert "Not proven here:\n\n- tests, skipped: no upstream test references the changed " \
+           "code\n- No GPU of the target (sm_120a) ran this patch.\n" in body
+    assert "### The chain\n\nThe gates this patch opens for sm_120a, in the order `contrib " \
+           "enable` chained them from its audit of the base:\n\n" \
+           "1. `pkg/act.py:7` `act`: admits majors 9, 10 -> 9, 10, 12\n" \
+           "2. `pkg/jit.py:5` `gen_act_module`: admits majors 9, 10 -> 9, 10, 12\n\n" \
+           "Below them, the CUDA units the ptx stage compiled for compute_120a:\n\n" \
+           "- `csrc/act.cu` (built by gen_act_module): 1 kernel entry (`act_kernel`)\n" in body
+    assert "held back" not in body
+
+    # a hand-run `open-pr --dry-run` would write the very same body: nothing to change
+    done = run_contrib("open-pr", "mini/enable-act", "--dry-run", "--json", cwd=root)
+    (hand,) = json.loads(done.out)["results"]
+    assert hand["body"] == body and hand["would"] == "unchanged", hand
