@@ -45,10 +45,14 @@ def _workspace(tmp: Path, fake: FakeGitHub) -> tuple[Path, Repo]:
     return root, upstream
 
 
-def _drafted(fake: FakeGitHub) -> str:
+def _dashboard(fake: FakeGitHub) -> str:
     (issue,) = [i for i in fake.issues(WSREPO)
                 if (i.get("body") or "").startswith("<!-- contrib:dashboard -->")]
-    return str(issue["body"]).split("## Drafted", 1)[1].split("\n## ", 1)[0]
+    return str(issue["body"])
+
+
+def _drafted(fake: FakeGitHub) -> str:
+    return _dashboard(fake).split("## Drafted", 1)[1].split("\n## ", 1)[0]
 
 
 def _states(doc: dict[str, Any]) -> dict[str, str]:
@@ -123,6 +127,10 @@ def test_only_proven_drafts_are_proposed_two_at_a_time_in_order(
            f"`pkg/topk.py:7 topk`; already proposed upstream as " \
            f"[#{theirs}](https://github.com/{UPSTREAM}/pull/{theirs}) by @alice" \
            in _drafted(fake_github)
+    (row,) = [r for r in _dashboard(fake_github).splitlines()
+              if r.startswith("| `mini/enable-topk` |")]
+    assert row.endswith(f"| [#{theirs}](https://github.com/{UPSTREAM}/pull/{theirs}) by "
+                        "@alice (upstream) |")
     assert not (root / "patchsets" / "mini" / "enable-topk" / "patchset.toml").read_text(
         ).count("[pr]")  # no PR of its own; carried as usual
     norm_outcome = next(o for o in doc["patchsets"] if o["patchset"] == "mini/enable-norm")
