@@ -11,7 +11,8 @@ typed fields, redirect loops.
 Endpoints here: ``GET /repos/{o}/{r}``, ``GET``/``POST /repos/{o}/{r}/pulls``
 (``state``, ``head``, ``base``, pagination), ``GET``/``PATCH
 /repos/{o}/{r}/pulls/{n}``; issues, comments, check runs, commit statuses,
-reviews and ``GET /user`` are in tests/fake_github_issues.py.  The git side
+reviews and ``GET /user`` are in testing/fake_github_issues.py; search and a
+PR's files in testing/fake_github_search.py.  The git side
 (smart HTTP for pushes) is :class:`testing.fake_githost.FakeGitHost`.
 
 The ``fake_github`` fixture is :func:`fake_github_fixture`: import that name
@@ -45,12 +46,13 @@ from testing.fake_github_faults import (
     RawBody,
 )
 from testing.fake_github_issues import IssueEndpoints
+from testing.fake_github_search import SearchEndpoints
 from testing.httpserve import FakeServer
 
 PULLS_DOC = "https://docs.github.com/rest/pulls/pulls"
 
 
-class FakeGitHub(FaultKnobs, IssueEndpoints):
+class FakeGitHub(FaultKnobs, IssueEndpoints, SearchEndpoints):
     """The server's state, fault knobs and request log; start()/stop() run it.
 
     ``scopes`` is the ``X-OAuth-Scopes`` header of ``GET /user`` (None: absent,
@@ -192,7 +194,7 @@ class FakeGitHub(FaultKnobs, IssueEndpoints):
             raise _HTTPError(401, {"message": "Bad credentials", "documentation_url": DOCS, "status": "401"})
 
     def _route(self, req: RecordedRequest) -> tuple[int, dict[str, str], Any]:
-        more = self._route_more(req)
+        more = self._route_search(req) or self._route_more(req)
         if more is not None:
             return more
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)(/pulls(?:/(\d+))?)?", req.path)

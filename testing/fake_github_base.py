@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -85,3 +85,4 @@ class PR:
     merged_at: str | None = None
     merge_commit_sha: str | None = None
     merged_by: str | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)  # GET .../pulls/{n}/files

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from contrib import __version__
 from contrib.autopilot import drafts
 from contrib.autopilot.audits import audit_all, section
+from contrib.autopilot.proposals import ELSEWHERE, WAITING
 from contrib.autopilot.state import Need, validation_view
 from contrib.carry.engine import CONFLICT
 from contrib.clock import now_iso
@@ -237,8 +238,12 @@ def _pr_cell(ps: Patchset, outcome: Outcome | None, forge: Forge | None, github:
         {"number": recorded.number, "url": recorded.url, "state": recorded.state,
          "draft": recorded.draft, "head_sha": recorded.pushed} if recorded else {})
     if not pr.get("number"):
-        waiting = [a for a in (outcome.actions if outcome else []) if a["step"] == "pr"
-                   and a["result"] == "waiting"]
+        steps = [a for a in (outcome.actions if outcome else []) if a["step"] == "pr"]
+        theirs = [a for a in steps if a["result"] == ELSEWHERE]
+        if theirs:  # somebody else's upstream PR proposes this draft already
+            return f"[#{theirs[0]['number']}]({theirs[0]['url']}) by @{theirs[0]['user']} " \
+                   "(upstream)"
+        waiting = [a for a in steps if a["result"] == WAITING]
         return f"none (waiting: {waiting[0]['reason']})" if waiting else "none"
     state = str(pr.get("state") or "?") + (" draft" if pr.get("draft") else "")
     text = f"[#{pr['number']}]({pr.get('url')}) {state}"

@@ -37,7 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from contrib.autopilot import dashboard, drafts
+from contrib.autopilot import dashboard, drafts, proposals
 from contrib.autopilot import pr as autopilot_pr
 from contrib.autopilot.forges import Forges
 from contrib.autopilot.state import Need, Outcome, Run, validation_view
@@ -96,18 +96,21 @@ def workspace_token() -> str | None:
 def _loop(ws: Workspace, ui: UI, targets: list[str], run: Run) -> list[Outcome]:
     patchsets = ws.patchsets(targets)
     outcomes = {ps.target: Outcome(ps.target) for ps in patchsets}
-    opened = drafts.ready(run)  # this run's drafts: a draft PR whatever `prs` says
     for upstream in sorted({ps.upstream for ps in patchsets}):
         group = [ps for ps in patchsets if ps.upstream == upstream]
         _sync(ws, ui, group, outcomes, run)
+    waiting = []  # drafts with no PR: proposed only when proven, in order, a few at a time
     for ps in patchsets:
         outcome = outcomes[ps.target]
         if outcome.syncable:
             ui.step(f"validating {ps.target} ...")
             _validate(ws, ws.patchset(ps.target), outcome)  # sync rewrote patchset.toml
-            creating = ps.target in opened and run.policy != "never"
-            autopilot_pr.pr_step(ws, ws.patchset(ps.target), outcome,
-                                 replace(run, policy="create") if creating else run)
+            current = ws.patchset(ps.target)
+            if proposals.is_candidate(ws, current, outcome):
+                waiting.append((current, outcome))
+            else:
+                autopilot_pr.pr_step(ws, current, outcome, run)
+    proposals.propose(ws, run, waiting, outcomes)
     return [outcomes[ps.target] for ps in patchsets]
 
 

@@ -20,6 +20,7 @@ from contrib.record import StageStatus, Standing, Verdict
 
 if TYPE_CHECKING:
     from contrib.autopilot.forges import Forges
+    from contrib.autopilot.proposals import Proposal
     from contrib.workspace.model import Workspace
 
 OK_SYNC = (UNCHANGED, REBASED, PARTIAL, UPSTREAMED)
@@ -171,6 +172,7 @@ class Run:
     audits: list[AuditView] = field(default_factory=list)  # [autopilot] audit_arch, per upstream
     fetched: set[str] = field(default_factory=set)  # upstreams this run fetched (or tried to)
     drafts: list[tuple[str, EnableRun]] = field(default_factory=list)  # [autopilot] enable
+    proposals: list[Proposal] = field(default_factory=list)  # the drafts without a PR
 
     def needs(self, outcomes: list[Outcome]) -> list[Need]:
         """Every Need of the run, patchsets first."""

@@ -44,7 +44,8 @@ def _show(ui: UI, outcomes: list[Outcome], run: Run, code: int) -> None:
         "dashboard": run.dashboard, "problems": [n.as_dict() for n in run.problems],
         "patchsets": [o.as_dict() for o in outcomes],
         "audit": [v.to_dict() for v in run.audits],
-        "enable": [{"arch": arch, **one.to_dict()} for arch, one in run.drafts]}
+        "enable": [{"arch": arch, **one.to_dict()} for arch, one in run.drafts],
+        "proposals": [p.to_dict() for p in run.proposals]}
     if run.dry_run:
         document.update(would_commit=run.would_commit, would_write=run.forges.writes())
     ui.emit(document)

@@ -12,14 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from contrib.arch import parse_arch
 from contrib.errors import ConfigError, ContribError, UpstreamUnreachable
 from contrib.forge.api import ForgeFactory
 from contrib.git.cache import Mirror
 from contrib.git.repo import Sha
+from contrib.pr.proof import prove
 from contrib.pr.status import add_live_prs, pr_cells
 from contrib.record import standing_dict, version_standing
 from contrib.ui import UI
 from contrib.workspace.model import Patchset, Workspace
+from contrib.workspace.schema import UpstreamStatus
 
 
 def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
@@ -56,6 +59,8 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
         ui.info(ws.empty_message(targets))
         document["message"] = ws.empty_message(targets)
     for r in rows:
+        if r.get("proposal") and not r["proposal"]["proven"]:
+            ui.info(f"{r['patchset']}: held back from a draft PR: {'; '.join(r['proposal']['held'])}")
         if "error" in (r["pr_live"] or {}):
             ui.warn(f"{r['patchset']}: {r['pr_live']['error']}")
     cut_off = sorted({r["patchset"].split("/")[0] for r in rows if r["unreachable"]})
@@ -120,8 +125,13 @@ def describe(ps: Patchset, mirror: Mirror | None,
     base = ps.current.base
     facts = facts or upstream_facts(mirror, [base], ps.branch)
     base_date, tip, behind = facts.base_dates.get(base, ""), facts.tip, facts.behind.get(base)
-    validation = standing_dict(version_standing(ps.current))
+    standing = version_standing(ps.current)
+    validation = standing_dict(standing)
     pr = ps.pr
+    # A draft with no PR: what its record proves (the autopilot adds the audit's view
+    # of what lies below the chain on the dashboard).
+    draft = ps.upstream_status == UpstreamStatus.DRAFT and not (pr and pr.number)
+    proposal = prove(standing, parse_arch(ps.arch), None).to_dict() if draft else None
     return {
         "patchset": ps.target,
         "branch": ps.branch,
@@ -138,6 +148,7 @@ def describe(ps: Patchset, mirror: Mirror | None,
         "sync": str(ps.sync.result) if ps.sync else None,
         "validation": validation,
         "pr": {"number": pr.number, "url": pr.url, "state": pr.state} if pr else None,
+        "proposal": proposal,
     }
 
 

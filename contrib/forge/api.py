@@ -87,6 +87,36 @@ class PullRequest:
 
 
 @dataclass(frozen=True)
+class FoundPr:
+    """One pull request as the search API finds it (an issue-shaped item)."""
+
+    number: int
+    url: str  # html_url
+    state: str  # "open" or "closed"
+    title: str
+    body: str
+    user: str  # login of the author
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict of every field."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PrFile:
+    """One file a pull request changes, with its unified diff (None for a binary or a
+    diff too large for GitHub to show)."""
+
+    filename: str
+    status: str  # added, removed, modified, renamed, ...
+    patch: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict of every field."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Issue:
     """One issue (never a pull request, although GitHub lists both as issues)."""
 
@@ -251,6 +281,15 @@ class Forge(Protocol):
 
     def checks(self, repo: str, sha: str) -> ChecksSummary:
         """CI of commit ``sha``: its check runs and its combined commit status together."""
+        ...
+
+    def search_prs(self, repo: str, words: str) -> list[FoundPr]:
+        """The open PRs of ``repo`` whose text matches ``words`` (GitHub's search syntax:
+        ``a b`` both, ``a OR b`` either), through the search API (all pages)."""
+        ...
+
+    def pr_files(self, repo: str, number: int) -> list[PrFile]:
+        """The files PR ``number`` changes, each with its diff (all pages)."""
         ...
 
     # issues and comments

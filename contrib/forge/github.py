@@ -25,7 +25,9 @@ from contrib.forge.api import (
     ChecksSummary,
     Comment,
     ForgeUnavailable,
+    FoundPr,
     Issue,
+    PrFile,
     PullRequest,
     ReviewState,
     User,
@@ -218,6 +220,21 @@ class GitHubForge:
                                f"read the commit status of {sha[:12]}", repo=repo,
                                thing=f"commit {sha[:12]}", need="Commit statuses: read")
         return shapes.summary(verdicts + shapes.status_verdicts(answer))
+
+    def search_prs(self, repo: str, words: str) -> list[FoundPr]:
+        query = f"repo:{repo} is:pr is:open {words}"
+        answer, items = self._pages("/search/issues", f"search the open pull requests of {repo}",
+                                    repo=repo, params={"q": query}, key="items",
+                                    need="Pull requests: read")
+        return [shapes.found_pr(answer, v, shapes.item_label("pull request", v)) for v in items
+                if shapes.is_pull_request(answer, v)]
+
+    def pr_files(self, repo: str, number: int) -> list[PrFile]:
+        answer, items = self._pages(f"/repos/{repo}/pulls/{number}/files",
+                                    f"list the files of pull request #{number} on {repo}",
+                                    repo=repo, thing=f"pull request #{number}",
+                                    need="Pull requests: read")
+        return [shapes.pr_file(answer, v) for v in items]
 
     # -- issues and comments -------------------------------------------------------------
 

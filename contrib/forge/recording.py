@@ -17,7 +17,9 @@ from contrib.forge.api import (
     ChecksSummary,
     Comment,
     Forge,
+    FoundPr,
     Issue,
+    PrFile,
     PullRequest,
     RecordedCall,
     ReviewState,
@@ -123,6 +125,14 @@ class RecordingForge:
     def checks(self, repo: str, sha: str) -> ChecksSummary:
         reader = self._read(f"/repos/{repo}/commits/{sha}/check-runs")
         return reader.checks(repo, sha) if reader else ChecksSummary.count([])
+
+    def search_prs(self, repo: str, words: str) -> list[FoundPr]:
+        reader = self._read("/search/issues", f"q=repo:{repo} is:pr is:open {words}")
+        return reader.search_prs(repo, words) if reader else []
+
+    def pr_files(self, repo: str, number: int) -> list[PrFile]:
+        reader = self._read(f"/repos/{repo}/pulls/{number}/files")
+        return reader.pr_files(repo, number) if reader and number > 0 else []
 
     # -- issues and comments -------------------------------------------------------------
 

@@ -14,8 +14,10 @@ from typing import Any
 from contrib.forge.api import (
     ChecksSummary,
     Comment,
+    FoundPr,
     Issue,
     MalformedAnswer,
+    PrFile,
     PullRequest,
     ReviewState,
     User,
@@ -140,6 +142,22 @@ def issue(answer: Answer, value: Any, at: str = "") -> Issue:
         title=answer.field(data, "title", str, optional=True, where=at) or "",
         body=answer.field(data, "body", str, optional=True, where=at) or "",
     )
+
+
+def found_pr(answer: Answer, value: Any, at: str = "") -> FoundPr:
+    """A pull request as a search result (an issue-shaped item) finds it."""
+    found = issue(answer, value, at)
+    user = answer.obj(answer.obj(value).get("user"), f"{at}user")
+    return FoundPr(found.number, found.url, found.state, found.title, found.body,
+                   answer.field(user, "login", str, where=f"{at}user."))
+
+
+def pr_file(answer: Answer, value: Any) -> PrFile:
+    """One entry of a pull request's files."""
+    data = answer.obj(value, "a pull request file")
+    return PrFile(filename=answer.field(data, "filename", str, where="file "),
+                  status=answer.field(data, "status", str, optional=True, where="file ") or "",
+                  patch=answer.field(data, "patch", str, optional=True, where="file "))
 
 
 def is_pull_request(answer: Answer, value: Any) -> bool:

@@ -15,6 +15,7 @@ one runner gives ``-v`` one place to show every git command.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -168,6 +169,14 @@ class Git:
         sha, subject, name, email, adate, cdate = self.run(
             "show", "-s", f"--format={fmt}", rev).split("\0")
         return CommitInfo(Sha(sha), subject, name, email, adate, cdate)
+
+    def line_time(self, rev: str, path: str, line: int) -> int | None:
+        """When line ``line`` of ``path`` at ``rev`` was written (``git blame``'s author
+        time, seconds since the epoch); None when the file or line is not there."""
+        status, out, _ = self.try_run("blame", "--porcelain", "-L", f"{line},{line}", rev,
+                                      "--", path)
+        found = re.search(r"^author-time (\d+)$", out, re.MULTILINE) if status == 0 else None
+        return int(found.group(1)) if found else None
 
     def count(self, range_: str) -> int:
         return int(self.run("rev-list", "--count", range_))

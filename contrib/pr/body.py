@@ -2,9 +2,13 @@
 
 The body tells a reviewer what the change is and what was validated where:
 a first line with the validation verdict as it is, the summary from
-``patchset.toml``, the patch list, the validation record (:mod:`contrib.record`:
-each run, the host and GPUs it ran on, each stage, what was skipped and why), a ``git range-diff`` against the previously pushed version on
-updates, the patchsets it requires, and a hidden marker that ties the PR to
+``patchset.toml``, what was proven for the patchset's arch and what was not
+(:mod:`contrib.pr.proof`: the stages passed, those skipped and why, whether a GPU
+of the target ran it), the chain of gates a ``contrib enable`` draft opens and
+what lies below it, the patch list, the validation record (:mod:`contrib.record`:
+each run, the host and GPUs it ran on, each stage, what was skipped and why), a
+``git range-diff`` against the previously pushed version on updates, the
+patchsets it requires, and a hidden marker that ties the PR to
 ``UPSTREAM/NAME`` at one version.  Rendering is a pure function of its
 inputs, so an unchanged patchset yields a byte-identical body (and no edit).
 """
@@ -15,8 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contrib.record import Run, Stage, Standing
+from contrib.pr.proof import Built, Opened, Proof
+from contrib.record import Run, Stage, StageStatus, Standing
 from contrib.secrets import scrub
+from contrib.ui import counted
 
 # GitHub refuses bodies over 65,536 characters; keep room for the rest.
 MAX_BODY = 60_000
@@ -49,6 +55,7 @@ class BodyInput:
     previous_version: str | None = None
     requires: Sequence[str] = ()
     other_lines: Sequence[str] = ()  # the patchset's other target branches, if any
+    proof: Proof | None = None  # from the record and [decisions]; None: the arch is unknown
 
 
 def marker(target: str, version: str) -> str:
@@ -67,6 +74,10 @@ def render_body(data: BodyInput) -> str:
              data.summary.strip() or f"Patchset `{data.target}`."]
     if data.requires:
         parts.append("**Requires:** " + ", ".join(data.requires))
+    if data.proof is not None and data.proof.validated:
+        parts.append(proof_section(data.proof))
+    if data.proof is not None and data.proof.chain:
+        parts.append(chain_section(data.proof))
     parts.append(_patch_list(data))
     parts.append(_validation_section(data.validation, data.forced, data.problem))
     if data.range_diff:
@@ -91,6 +102,84 @@ def _patch_list(data: BodyInput) -> str:
     for i, c in enumerate(data.commits, 1):
         lines.append(f"{i}. {_md(c.subject)} ({_md(c.author)}) — `{c.patch}`, {c.sha[:12]}")
     return "\n".join(lines)
+
+
+_SHOWN = 5  # units listed below the chain; the rest are counted
+
+
+def proof_section(proof: Proof) -> str:
+    """What the record proves for the arch, and what it does not, in a few lines: a
+    draft the autopilot holds back is never proposed, so no hold-back reason is here."""
+    lines = ["### What was proven", "", f"For {proof.arch}, `contrib validate` passed:", ""]
+    lines += [f"- {_md(p)}" for p in proof.passed] or ["- no stage"]
+    gaps = [f"- {_md(_named(f, 'failed'))}" for f in proof.failed]
+    gaps += [f"- {_md(_named(s, 'skipped'))}" for s in proof.skipped]
+    if not proof.gpu:
+        gaps.append(f"- No GPU of the target ({proof.arch}) ran this patch.")
+    else:
+        lines += ["", f"A GPU of the target ({proof.arch}) ran this patch."]
+    return "\n".join(lines + (["", "Not proven here:", "", *gaps] if gaps else []))
+
+
+def _named(item: str, how: str) -> str:
+    """``tests: why`` -> ``tests, skipped: why``."""
+    name, _, why = item.partition(": ")
+    return f"{name}, {how}: {why}" if why else f"{name}, {how}"
+
+
+def chain_section(proof: Proof) -> str:
+    """The gates the patch opens, in the order ``contrib enable`` chained them, and the
+    CUDA units below them."""
+    lines = ["### The chain", "",
+             f"The gates this patch opens for {proof.arch}, in the order `contrib enable` "
+             "chained them from its audit of the base:", ""]
+    lines += [f"{i}. {_gate(g)}" for i, g in enumerate(proof.chain, 1)]
+    return "\n".join(lines + ["", *_below(proof)])
+
+
+def _gate(gate: Opened) -> str:
+    where, _, function = gate.label.partition(" ")
+    head = f"`{_md(where)}` `{_md(function)}`" if function else f"`{_md(where)}`"
+    if gate.left:
+        return f"{head}: left as it is: {_md(gate.left)}"
+    if not gate.read:
+        return f"{head}: changed; the gates stage did not read it"
+    after = _list(gate.after) if gate.after is not None else "a value contrib cannot read"
+    if gate.before is None:
+        return f"{head}: a new gate, admits majors {after}"
+    return f"{head}: admits majors {_list(gate.before)} -> {after}"
+
+
+def _list(majors: Sequence[int]) -> str:
+    return ", ".join(map(str, majors)) or "none"
+
+
+def _below(proof: Proof) -> list[str]:
+    """The units the ptx stage compiled below the chain, or why none."""
+    ptx = proof.ptx
+    if proof.built:
+        lines = [f"Below them, the CUDA units the ptx stage compiled for "
+                 f"{proof.compute or proof.arch}:", ""]
+        lines += [f"- {_unit(u)}" for u in proof.built[:_SHOWN]]
+        more = len(proof.built) - _SHOWN
+        return lines + ([f"- and {counted(more, 'unit')} more"] if more > 0 else [])
+    if ptx is None:
+        return ["Below them: nothing was compiled here (no ptx stage in the record)."]
+    if ptx.status == StageStatus.NOT_APPLICABLE:
+        return [f"Below them: no device code ({_md(ptx.reason)})."]
+    return [f"Below them: nothing was compiled here (ptx {ptx.status}: {_md(ptx.reason)})."]
+
+
+def _unit(unit: Built) -> str:
+    head = f"`{_md(unit.path)}` ({_md(unit.why)})" if unit.why else f"`{_md(unit.path)}`"
+    if not unit.ok:
+        return f"{head}: not compiled here"
+    if not unit.entries:
+        return f"{head}: no kernel of its own; the kernels it launches were not compiled here"
+    kernels = ", ".join(f"`{_md(k)}`" for k in unit.kernels[:3]) + (
+        ", ..." if len(unit.kernels) > 3 else "")
+    return f"{head}: {counted(unit.entries, 'kernel entry')}" + (f" ({kernels})" if kernels
+                                                                  else "")
 
 
 def _md(text: str) -> str:

@@ -48,6 +48,7 @@ from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
 from contrib.git.repo import Git, Sha
 from contrib.pr.body import BodyInput, CommitLine, render_body, render_title
+from contrib.pr.proof import recorded
 from contrib.record import Standing, Verdict, version_standing
 from contrib.secrets import scrub
 from contrib.validate.requires import requirements
@@ -227,7 +228,7 @@ def _prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: 
         other_lines=tuple(b for b in ps.branches if b != ps.branch),
         summary=ps.summary, commits=commits, validation=validation,
         forced=forced, problem=problem, range_diff=_range_diff(job), requires=_requires(ws, ps),
-        previous_version=_previous(job)[1]))
+        previous_version=_previous(job)[1], proof=recorded(ps, validation)))
     return job
 
 

@@ -31,6 +31,7 @@ _UPSTREAM_KEYS = frozenset({"url", "branch", "github", "fork", "push_url",
 DEFAULT_KEEP_VERSIONS = 5
 PR_POLICIES = ("update", "create", "never")
 DEFAULT_DASHBOARD_TITLE = "contrib dashboard"
+DEFAULT_MAX_OPEN_DRAFTS = 2  # per upstream: a maintainer reviews two drafts, not ten
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Autopilot:
     dashboard_title: str = DEFAULT_DASHBOARD_TITLE
     audit_arch: tuple[str, ...] = ()  # archs the dashboard audits every upstream for
     enable: tuple[str, ...] = ()  # archs each run drafts `contrib enable` patchsets for
+    max_open_drafts: int = DEFAULT_MAX_OPEN_DRAFTS  # draft PRs of its drafts open per upstream
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,9 @@ def _keep(t: Table) -> int | None:
 
 def _autopilot(t: Table) -> Autopilot:
     """``[autopilot]``: repo OWNER/NAME, prs one of PR_POLICIES, dashboard_title,
-    audit_arch and enable (GPU architectures, e.g. ``["sm_120a"]``)."""
-    t.only({"repo", "prs", "dashboard_title", "audit_arch", "enable"})
+    audit_arch and enable (GPU architectures, e.g. ``["sm_120a"]``), max_open_drafts (0 or
+    more)."""
+    t.only({"repo", "prs", "dashboard_title", "audit_arch", "enable", "max_open_drafts"})
     repo = t.string("repo", "", pattern=REPO_RE,
                     hint="OWNER/NAME of the workspace's GitHub repository") or ""
     prs = t.string("prs", "update") or ""
@@ -135,8 +138,10 @@ def _autopilot(t: Table) -> Autopilot:
     title = (t.string("dashboard_title", DEFAULT_DASHBOARD_TITLE) or "").strip()
     if not title:
         raise t.fail("dashboard_title", "must not be empty")
+    ceiling = t.integer("max_open_drafts", DEFAULT_MAX_OPEN_DRAFTS)
     return Autopilot(repo=repo, prs=prs, dashboard_title=title, audit_arch=_archs(t),
-                     enable=_archs(t, "enable"))
+                     enable=_archs(t, "enable"),
+                     max_open_drafts=DEFAULT_MAX_OPEN_DRAFTS if ceiling is None else ceiling)
 
 
 def _archs(t: Table, key: str = "audit_arch") -> tuple[str, ...]:

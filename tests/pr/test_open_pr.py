@@ -76,6 +76,11 @@ def test_creates_one_draft_pr_from_the_fork(scene: Scene) -> None:
     assert "| ptx | not-applicable | no CUDA translation unit to compile |" in body
     assert "| tests | passed | 3 passed; tests passed: 3; tests: `tests/test_core.py` |" in body
     assert "`csrc/ar.cuh:41` PDL sync compiled out — waived: sm_120 has no PDL" in body
+    # what was proven: a GPU of the target ran the tests; no [decisions], no chain
+    assert "### What was proven\n\nFor sm_120a, `contrib validate` passed:\n\n" \
+           "- apply: applies without fuzz\n" in body
+    assert "A GPU of the target (sm_120a) ran this patch." in body
+    assert "Not proven here" not in body and "### The chain" not in body
     meta = scene.meta()
     assert meta["pr"]["number"] == 1 and meta["pr"]["state"] == "open"
     assert meta["pr"]["url"] == "https://github.com/upstream-org/proj/pull/1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contrib.workspace.config import DEFAULT_DASHBOARD_TITLE, load_config
+from contrib.workspace.config import DEFAULT_DASHBOARD_TITLE, DEFAULT_MAX_OPEN_DRAFTS, load_config
 from testing.workspace import Workspace
 
 CASES = [
@@ -15,6 +15,10 @@ CASES = [
     ("wrong type", "[autopilot]\nprs = 1\n", ":2: autopilot.prs must be a string"),
     ("empty title", '[autopilot]\ndashboard_title = " "\n', ":2: autopilot.dashboard_title"),
     ("not a table", 'autopilot = "yes"\n', ":1: [autopilot] must be a table"),
+    ("negative ceiling", "[autopilot]\nmax_open_drafts = -1\n",
+     ":2: autopilot.max_open_drafts must be an integer >= 0"),
+    ("ceiling as text", '[autopilot]\nmax_open_drafts = "2"\n',
+     ":2: autopilot.max_open_drafts must be an integer >= 0"),
 ]
 
 
@@ -32,8 +36,9 @@ def test_defaults_and_values(workspace: Workspace) -> None:
     assert load_config(workspace.root).autopilot.prs == "update"
     assert load_config(workspace.root).autopilot.dashboard_title == DEFAULT_DASHBOARD_TITLE
     assert load_config(workspace.root).autopilot.repo == ""
+    assert load_config(workspace.root).autopilot.max_open_drafts == DEFAULT_MAX_OPEN_DRAFTS == 2
     workspace.write_config('\n[autopilot]\nrepo = "me/ws"\nprs = "never"\n'
-                           'dashboard_title = "SM120 carries"\n')
+                           'dashboard_title = "SM120 carries"\nmax_open_drafts = 0\n')
     settings = load_config(workspace.root).autopilot
-    assert (settings.repo, settings.prs, settings.dashboard_title) == (
-        "me/ws", "never", "SM120 carries")
+    assert (settings.repo, settings.prs, settings.dashboard_title, settings.max_open_drafts) == (
+        "me/ws", "never", "SM120 carries", 0)

@@ -1,0 +1,140 @@
+"""What a chain reaches below its gates that no stage here builds (the audit's targets),
+a PR's diff read as changing a gate or not, and what the PR body says was proven."""
+
+from __future__ import annotations
+
+from contrib.analysis.reach.endpoints import Endpoint
+from contrib.analysis.reach.endpoints import EndpointKind as Kind
+from contrib.arch import parse_arch
+from contrib.autopilot.proposals import arch_words, changes
+from contrib.forge.api import PrFile
+from contrib.pr.body import BodyInput, CommitLine, render_body
+from contrib.pr.proof import ChainGate, below, kernel_less, prove
+from contrib.record import Record, Standing, arch_verdicts
+from contrib.validate.report import StageResult, host_facts
+from contrib.validate.testrun import Gpu
+from contrib.workspace.validation import Settings
+from testing.recordutil import run_of
+
+SM120 = parse_arch("sm_120a")
+JIT, AOT, LIB, TRITON, CHECKS = Kind.JIT, Kind.AOT, Kind.LIB, Kind.TRITON, Kind.CHECKS
+
+
+def test_below_names_what_no_stage_here_builds() -> None:
+    chain = [ChainGate("flashinfer/gemm/gemm_base.py:120 mm_fp4", "capability", (), (
+        Endpoint(JIT, "flashinfer/jit/gemm/core.py", "gen_trtllm_gen_gemm_module", (10,),
+                 "get_trtllm_gemm_module"),
+        Endpoint(JIT, "flashinfer/jit/norm.py", "gen_norm_module", (), "gen_norm_module"),
+        Endpoint(AOT, "csrc/ops.cpp", "torch.ops.sgl_kernel.fp8_gemm", (), "fp8_gemm"),
+        Endpoint(LIB, "cudnn", "cudnn.graph", (), "execute"),
+        Endpoint(TRITON, "pkg/k.py", "_kernel", (), "_kernel"),
+        Endpoint(CHECKS, "pkg/a.py", "check", (), "check")))]
+    assert below(chain, SM120) == [
+        "runs gen_trtllm_gen_gemm_module (flashinfer/jit/gemm/core.py), built with nvcc flags "
+        "for SM100 only",
+        "runs the ahead-of-time built op torch.ops.sgl_kernel.fp8_gemm, whose binaries' arch "
+        "list contrib does not read",
+        "runs the kernels of cudnn.graph (cudnn), whose binaries' arch list contrib does not read",
+        "runs the Triton kernel _kernel (pkg/k.py), compiled on the GPU at run time: no stage "
+        "here builds it"]
+    assert below([ChainGate("pkg/a.py:3 f", "predicate", (),
+                            (Endpoint(CHECKS, "pkg/a.py", "f", (), "f"),))], SM120) == []
+
+
+def test_kernel_less_modules_are_those_whose_every_unit_has_no_entry() -> None:
+    units = [{"path": "csrc/runner.cu", "why": "built by gen_gemm_module", "ok": True,
+              "entries": 0},
+             {"path": "csrc/binding.cu", "why": "built by gen_norm_module", "ok": True,
+              "entries": 0},
+             {"path": "csrc/norm.cu", "why": "built by gen_norm_module", "ok": True,
+              "entries": 3},
+             {"path": "csrc/host.cu", "why": "changed", "ok": True, "entries": 0}]
+    (only,) = kernel_less({"units": units})
+    assert only.startswith("gen_gemm_module compiles to no kernel of its own (csrc/runner.cu)")
+
+
+def test_a_pr_changes_a_gate_at_its_line_or_naming_its_function() -> None:
+    gate = ChainGate("flashinfer/jit/mla.py:22 gen_mla_module", "jit")
+    named = PrFile("flashinfer/jit/mla.py", "modified", "@@ -90,2 +90,2 @@ def gen_mla_module():\n")
+    over = PrFile("flashinfer/jit/mla.py", "modified", "@@ -20,5 +20,6 @@\n-    [10]\n+    [10, 12]\n")
+    beside = PrFile("flashinfer/jit/mla.py", "modified", "@@ -40,5 +40,6 @@ def other():\n")
+    elsewhere = PrFile("flashinfer/jit/norm.py", "modified", "@@ -20,5 +20,6 @@ gen_mla_module\n")
+    assert changes(named, gate) and changes(over, gate)
+    assert not changes(beside, gate) and not changes(elsewhere, gate)
+    assert not changes(PrFile("flashinfer/jit/mla.py", "modified", None), gate)
+    assert arch_words(SM120) == "SM120 OR sm_120 OR sm120 OR SM12x OR sm_120a"
+
+
+def _standing(*stages: StageResult, gpus: list[Gpu] | None = None) -> Standing:
+    run = run_of(list(stages), host={**host_facts(gpus or []), "hostname": "box"}).run()
+    record = Record("mini", "enable-norm", "a" * 40, "sha256:" + "0" * 64, (run,))
+    return Standing(record, "", tuple(arch_verdicts(record.runs, Settings().required())))
+
+
+def _body(standing: Standing, decisions: dict[str, str]) -> str:
+    return render_body(BodyInput(
+        target="mini/enable-norm", version="a" * 40, base_branch="main", summary="Drafted.",
+        commits=[CommitLine("b" * 40, "0001-x.patch", "Enable norm", "Dev")],
+        validation=standing, proof=prove(standing, SM120, None, decisions)))
+
+
+GATES = StageResult("gates", "passed", "2 touched gates admit sm_120a", details={"gates": [
+    {"location": "pkg/norm.py:8", "function": "norm", "majors_before": [9, 10],
+     "majors_after": [9, 10, 12]},
+    {"location": "pkg/jit.py:5", "function": "gen_norm_module", "majors_before": [9, 10],
+     "majors_after": [9, 10, 12]}]})
+PTX = StageResult("ptx", "passed", "1 kernel entry in 2 units for compute_120a", details={
+    "compute": "compute_120a", "units": [
+        {"path": "csrc/norm.cu", "why": "built by gen_norm_module", "ok": True, "entries": 1,
+         "kernels": ["norm_kernel"]},
+        {"path": "csrc/binding.cu", "why": "built by gen_norm_module", "ok": True,
+         "entries": 0, "kernels": []}]})
+DECISIONS = {"pkg/norm.py:7 norm": "pkg/norm.py:7: the condition gains `is_sm120_supported()` "
+                                   "(norm). Why: the target skips this code",
+             "pkg/jit.py:5 gen_norm_module": "pkg/jit.py:5: majors [9, 10] -> [9, 10, 12] "
+                                             "(gen_norm_module). Why: the JIT list omits 12",
+             "pkg/api.py:30 api": "left as it is: pkg/api.py:30: names sm_120a's family"}
+
+
+def test_the_body_says_what_was_proven_and_the_chain_below_it() -> None:
+    standing = _standing(StageResult("apply", "passed", "2 patches applied"), GATES, PTX,
+                         StageResult("tests", "skipped", "no upstream test references it"))
+    body = _body(standing, DECISIONS)
+    section = body.split("### What was proven", 1)[1].split("### Patches", 1)[0]
+    assert "For sm_120a, `contrib validate` passed:\n\n- apply: 2 patches applied\n" \
+           "- gates: 2 touched gates admit sm_120a\n" in section
+    assert "Not proven here:\n\n- tests, skipped: no upstream test references it\n" \
+           "- No GPU of the target (sm_120a) ran this patch.\n" in section
+    assert "1. `pkg/norm.py:7` `norm`: admits majors 9, 10 -> 9, 10, 12\n" \
+           "2. `pkg/jit.py:5` `gen_norm_module`: admits majors 9, 10 -> 9, 10, 12\n" \
+           "3. `pkg/api.py:30` `api`: left as it is: pkg/api.py:30: names sm_120a's family\n" \
+           in section
+    assert "Below them, the CUDA units the ptx stage compiled for compute_120a:\n\n" \
+           "- `csrc/norm.cu` (built by gen_norm_module): 1 kernel entry (`norm_kernel`)\n" \
+           "- `csrc/binding.cu` (built by gen_norm_module): no kernel of its own; the kernels " \
+           "it launches were not compiled here\n" in section
+    assert "held back" not in body and len(section.strip().splitlines()) <= 25
+
+
+def test_a_gpu_of_the_target_that_ran_the_tests_is_said_and_no_decisions_no_chain() -> None:
+    blackwell = [Gpu("NVIDIA RTX PRO 6000 Blackwell", "12.0")]
+    ran = _standing(GATES, StageResult("ptx", "not-applicable", "no CUDA unit at stake"),
+                    StageResult("tests", "passed", "3 passed"), gpus=blackwell)
+    body = _body(ran, {})
+    assert "A GPU of the target (sm_120a) ran this patch." in body
+    assert "Not proven here" not in body and "### The chain" not in body
+    # a GPU of the target in the host, but no test ran on it
+    idle = _standing(GATES, StageResult("tests", "skipped", "none selected"), gpus=blackwell)
+    assert "- No GPU of the target (sm_120a) ran this patch." in _body(idle, {})
+    chain = _body(ran, {"pkg/jit.py:5 gen_norm_module": "pkg/jit.py:5: majors ..."})
+    assert "Below them: no device code (no CUDA unit at stake)." in chain
+
+
+def test_a_body_without_a_record_for_the_arch_has_the_chain_only() -> None:
+    run = run_of([GATES], arch="sm_90a").run()
+    record = Record("mini", "enable-norm", "a" * 40, "sha256:" + "0" * 64, (run,))
+    standing = Standing(record, "", tuple(arch_verdicts(record.runs, Settings().required())))
+    body = _body(standing, DECISIONS)
+    assert "### What was proven" not in body
+    assert "1. `pkg/norm.py:7` `norm`: changed; the gates stage did not read it" in body
+    assert "Below them: nothing was compiled here (no ptx stage in the record)." in body
