@@ -30,6 +30,8 @@ TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}(?:@{BRANCH_RE.pattern})?"
 _UPSTREAM_KEYS = frozenset({"url", "branch", "github", "fork", "push_url",
                             "maintainer_can_modify", "python", "package"})
 DEFAULT_KEEP_VERSIONS = 5
+# The owners `contrib init` writes where it cannot know the real one: `doctor` fails them.
+PLACEHOLDER_OWNERS = ("your-user", "upstream-owner")
 PR_POLICIES = ("update", "create", "never")
 DEFAULT_DASHBOARD_TITLE = "contrib dashboard"
 
