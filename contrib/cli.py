@@ -367,12 +367,17 @@ def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, 
               help="Make the worktree here (default: .contrib/edit/UPSTREAM--NAME/).")
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
               help="Make branch contrib/NAME in this existing clone instead.")
-@click.option("--force", is_flag=True, help="Replace a contrib/NAME branch contrib did not make.")
+@click.option("--force", is_flag=True, help="Replace a branch of that name contrib did not make.")
 @json_option
 @pass_ctx
 def edit(ctx: Context, target: str, path: Path | None, repo: Path | None, force: bool,
          json_mode: bool) -> int:
-    """Open UPSTREAM/NAME as commits on branch contrib/NAME, to change with git."""
+    """Open UPSTREAM/NAME as commits on a branch, to change with git.
+
+    The branch is contrib/WSID/NAME in a worktree of the upstream cache (WSID
+    names this workspace: the cache is shared, so two workspaces never share a
+    branch), or contrib/NAME in the clone given by --repo.
+    """
     from contrib.commands.edit import edit as run
 
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, path=path, repo=repo,
@@ -391,7 +396,7 @@ def edit(ctx: Context, target: str, path: Path | None, repo: Path | None, force:
 @pass_ctx
 def refresh(ctx: Context, target: str, path: Path | None, repo: Path | None, no_fetch: bool,
             json_mode: bool) -> int:
-    """Take branch contrib/NAME back as the patchset's current version."""
+    """Take the branch `contrib edit` made back as the patchset's current version."""
     from contrib.commands.refresh import refresh as run
 
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, path=path, repo=repo,
@@ -409,6 +414,17 @@ def diff(ctx: Context, target: str, old: str | None, new: str | None, json_mode:
     from contrib.commands.diff import diff as run
 
     return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target, old, new))
+
+
+@cli.command(epilog=example("contrib show flashinfer/sm120-trtllm-comm"))
+@click.argument("target", shell_complete=complete_targets)
+@json_option
+@pass_ctx
+def show(ctx: Context, target: str, json_mode: bool) -> int:
+    """A patchset's targets, versions and patches (subject, files, lines)."""
+    from contrib.commands.show import show as run
+
+    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target))
 
 
 @cli.command(epilog=example("contrib log flashinfer/sm120-trtllm-comm --json"))
