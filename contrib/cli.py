@@ -182,14 +182,15 @@ def init(ctx: Context, directory: Path | None, upstreams: tuple[str, ...],
               help="With --from-pr/--from-branch: take the whole change as one patch "
                    "(for a PR holding merge commits).")
 @click.option("--title", help="Patchset title (default: the first patch's subject).")
-@click.option("--arch", default="sm_120a", show_default=True, shell_complete=complete_arch,
-              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0.")
+@click.option("--arch", shell_complete=complete_arch,
+              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0 (default: "
+                   "contrib.toml's [defaults] arch, else sm_120a).")
 @json_option
 @pass_ctx
 def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...],
         base: str | None, patches: tuple[Path, ...], commits: str | None, repo: Path | None,
         from_pr: str | None, from_branch: tuple[str, str] | None, squash: bool,
-        title: str | None, arch: str, json_mode: bool) -> int:
+        title: str | None, arch: str | None, json_mode: bool) -> int:
     """Create a patchset from patch files, commits in a local clone, a PR or a fork branch.
 
     Patch files may follow --patch (`--patch 0001.patch 0002.patch`) or be
@@ -226,32 +227,38 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
                                                        fetch=not no_fetch))
 
 
-@cli.command(epilog=example("contrib enable flashinfer --arch sm_120a "
-                            "flashinfer/jit/gemm/core.py:gen_mm_bf16_cublaslt_module"))
+@cli.command(epilog=example("contrib enable flashinfer --arch 120 flashinfer/jit/comm.py:175"))
 @click.argument("upstream", shell_complete=complete_upstreams)
 @click.argument("gates", nargs=-1, metavar="[GATE]...")
-@click.option("--arch", required=True, help="Target GPU architecture, e.g. sm_120a.")
+@click.option("--arch", shell_complete=complete_arch,
+              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0 (default: "
+                   "contrib.toml's [defaults] arch).")
 @click.option("--at", "at", metavar="REF", help="Draft on this commit, tag or branch "
               "(default: the tip).")
 @click.option("--name", metavar="NAME", help="The draft patchset's name (default: "
               "enable-FUNCTION).")
+@click.option("--force", is_flag=True, help="Also draft a gate the audit refuses for kernel "
+              "work: the gate's half of the fix, which validate fails until the kernels build.")
 @click.option("--no-fetch", is_flag=True, help="Use the cached upstream as it is.")
 @json_option
 @pass_ctx
-def enable(ctx: Context, upstream: str, gates: tuple[str, ...], arch: str, at: str | None,
-           name: str | None, no_fetch: bool, json_mode: bool) -> int:
+def enable(ctx: Context, upstream: str, gates: tuple[str, ...], arch: str | None,
+           at: str | None, name: str | None, force: bool, no_fetch: bool,
+           json_mode: bool) -> int:
     """Draft the patch that opens gate-only GATEs (FILE:FUNCTION or FILE:LINE; default:
     every uncovered one) to ARCH, as a Draft patchset, and validate it."""
     from contrib.commands.enable import enable as run
 
     return _locked(ctx, json_mode, lambda ws, ui: run(
-        ws, ui, upstream, list(gates), arch=arch, at=at, name=name, fetch=not no_fetch))
+        ws, ui, upstream, list(gates), arch=arch, at=at, name=name, fetch=not no_fetch,
+        force=force))
 
 
 @cli.command(epilog=example("contrib audit flashinfer --arch sm_120a --since v0.6.16"))
 @click.argument("upstreams", nargs=-1, shell_complete=complete_upstreams)
-@click.option("--arch", required=True, shell_complete=complete_arch,
-              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0.")
+@click.option("--arch", shell_complete=complete_arch,
+              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0 (default: "
+                   "contrib.toml's [defaults] arch).")
 @click.option("--at", "at", metavar="REF", help="Audit this commit, tag or branch (default: the tip).")
 @click.option("--since", metavar="REF",
               help="Also say which gates upstream opened or closed since REF.")
@@ -264,7 +271,7 @@ def enable(ctx: Context, upstream: str, gates: tuple[str, ...], arch: str, at: s
 @click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
 @json_option
 @pass_ctx
-def audit(ctx: Context, upstreams: tuple[str, ...], arch: str, at: str | None, since: str | None,
+def audit(ctx: Context, upstreams: tuple[str, ...], arch: str | None, at: str | None, since: str | None,
           show_all: bool, as_markdown: bool, no_fetch: bool, compile_ptx: bool,
           json_mode: bool) -> int:
     """Every architecture gate that turns ARCH away, what stands behind it, who covers it."""
@@ -301,10 +308,11 @@ def sync(ctx: Context, targets: tuple[str, ...], to: str | None, commit: bool,
 
 
 @cli.command(epilog=example(
-    "contrib validate flashinfer/sm120-trtllm-comm --arch sm_120a --junit report.xml"))
+    "contrib validate flashinfer/sm120-trtllm-comm --arch 120 --junit out.xml"))
 @click.argument("targets", nargs=-1, shell_complete=complete_targets)
 @click.option("--arch", shell_complete=complete_arch,
-              help="Target architecture: sm_120a, sm120, 120 or 12.0 (default: patchset.toml's).")
+              help="Target architecture: sm_120a, sm120, 120 or 12.0 (default: patchset.toml's "
+                   "arch).")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a JUnit XML report here.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
@@ -359,12 +367,17 @@ def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, 
               help="Make the worktree here (default: .contrib/edit/UPSTREAM--NAME/).")
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
               help="Make branch contrib/NAME in this existing clone instead.")
-@click.option("--force", is_flag=True, help="Replace a contrib/NAME branch contrib did not make.")
+@click.option("--force", is_flag=True, help="Replace a branch of that name contrib did not make.")
 @json_option
 @pass_ctx
 def edit(ctx: Context, target: str, path: Path | None, repo: Path | None, force: bool,
          json_mode: bool) -> int:
-    """Open UPSTREAM/NAME as commits on branch contrib/NAME, to change with git."""
+    """Open UPSTREAM/NAME as commits on a branch, to change with git.
+
+    The branch is contrib/WSID/NAME in a worktree of the upstream cache (WSID
+    names this workspace: the cache is shared, so two workspaces never share a
+    branch), or contrib/NAME in the clone given by --repo.
+    """
     from contrib.commands.edit import edit as run
 
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, path=path, repo=repo,
@@ -383,7 +396,7 @@ def edit(ctx: Context, target: str, path: Path | None, repo: Path | None, force:
 @pass_ctx
 def refresh(ctx: Context, target: str, path: Path | None, repo: Path | None, no_fetch: bool,
             json_mode: bool) -> int:
-    """Take branch contrib/NAME back as the patchset's current version."""
+    """Take the branch `contrib edit` made back as the patchset's current version."""
     from contrib.commands.refresh import refresh as run
 
     return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, path=path, repo=repo,
@@ -401,6 +414,17 @@ def diff(ctx: Context, target: str, old: str | None, new: str | None, json_mode:
     from contrib.commands.diff import diff as run
 
     return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target, old, new))
+
+
+@cli.command(epilog=example("contrib show flashinfer/sm120-trtllm-comm"))
+@click.argument("target", shell_complete=complete_targets)
+@json_option
+@pass_ctx
+def show(ctx: Context, target: str, json_mode: bool) -> int:
+    """A patchset's targets, versions and patches (subject, files, lines)."""
+    from contrib.commands.show import show as run
+
+    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target))
 
 
 @cli.command(epilog=example("contrib log flashinfer/sm120-trtllm-comm --json"))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from contrib.errors import ContribError
 from contrib.secrets import scrub
-from contrib.ui import UI
+from contrib.ui import UI, prose
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -105,6 +105,6 @@ def fail(message: str, code: int, json_mode: bool) -> int:
 
         sys.stdout.write(json.dumps({"error": scrub(message), "exit_code": code}) + "\n")
     sys.stdout.flush()
-    sys.stderr.write(f"contrib: error: {scrub(message)}\n")
+    sys.stderr.write(prose(f"contrib: error: {scrub(message)}", sys.stderr) + "\n")
     sys.stderr.flush()
     return code

@@ -3,10 +3,11 @@
 Only :mod:`contrib.ui` calls this, and only when stdout is a terminal.  The
 columns keep their natural width while the table fits.  When it does not, the
 free-text columns (a verdict, a reason, an error: those named in ``wrap``, by
-default the last) give way first and wrap inside their column, under their
-row; then the identifying columns (a patchset, a file:line) are cut with an
-ellipsis, the widest first.  No line is wider than the terminal.  ``--json``
-keeps every cell whole.
+default the last) give way first and wrap inside their column, then move under
+their row; then the other columns follow them there, the rightmost first.  A
+key column (what a user types back: a patchset, a gate's FILE:LINE) is never
+cut, and no text is broken inside a word: a path, an identifier or a command
+copies and pastes whole.
 
 rich's Table was tried first and left out: as configured (identifiers
 ``no_wrap`` with an ellipsis, free text folding), status's nine columns at 80
@@ -37,7 +38,6 @@ _STYLED = re.compile("|".join(f"(?<![\\w/-])(?P<s{n}>{p.pattern})(?![\\w/-])"
                               for n, (p, _) in enumerate(_STYLES)))
 _GAP = 2  # spaces between columns, as the plain table has
 _MIN_WRAP = 16  # a wrapping column narrower than this reads as a list of fragments
-_ELLIPSIS = "…"
 
 
 def paint(text: str) -> str:
@@ -51,22 +51,19 @@ def paint(text: str) -> str:
 
 def widths_for(columns: Sequence[str], rows: Sequence[Sequence[str]], width: int,
                shrinking: Sequence[bool]) -> list[int]:
-    """Each column's width so that the table is at most ``width`` wide: the columns
-    marked in ``shrinking`` give way to ``_MIN_WRAP`` first, then the others to six
-    characters, widest first, the first column (what the row is) last of all."""
+    """Each column's width so that the table is at most ``width`` wide where it can be:
+    only the columns marked in ``shrinking`` (free text, which wraps) give way, to
+    ``_MIN_WRAP`` or their longest word, widest first; the others keep their width."""
     natural = [max([len(name), *(len(row[n]) for row in rows if n < len(row))])
                for n, name in enumerate(columns)]
     widths = list(natural)
     budget = width - _GAP * (len(columns) - 1)
     wraps = [n for n, flag in enumerate(shrinking) if flag]
-    others = [n for n, flag in enumerate(shrinking) if not flag and n]
-    _shrink(widths, budget, wraps, lambda n: min(natural[n], max(len(columns[n]), _MIN_WRAP)))
-    for floor in (6, 3):
-        def floor_of(n: int, f: int = floor) -> int:
-            return min(natural[n], f)
-
-        _shrink(widths, budget, others, floor_of)
-        _shrink(widths, budget, [0], floor_of)
+    # a column wraps at spaces only: it is never narrower than its longest word
+    words = [max([0, *(len(w) for row in rows if n < len(row) for w in row[n].split())])
+             for n in range(len(columns))]
+    _shrink(widths, budget, wraps,
+            lambda n: min(natural[n], max(len(columns[n]), _MIN_WRAP, words[n])))
     return widths
 
 
@@ -82,31 +79,34 @@ def _shrink(widths: list[int], budget: int, which: list[int],
 
 
 def render_table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, width: int,
-                 colour: bool, wrap: Sequence[str] = ()) -> str:
+                 colour: bool, wrap: Sequence[str] = (), keys: Sequence[str] = ()) -> str:
     """The table as text no wider than ``width``, header bold and verdicts coloured
     when ``colour``.  The columns named in ``wrap`` (default: the last) wrap in
-    their column while it keeps ``_MIN_WRAP`` characters and the other columns
-    their whole width, else they move under their row (``name: text; name: text``,
-    wrapped) and the others are cut to fit."""
+    their column while it keeps ``_MIN_WRAP`` characters and the others their whole
+    width; else they move under their row (``name: text; name: text``, wrapped at
+    word boundaries), and so do the other columns, the rightmost first, until the
+    row fits.  The ``keys`` (default: the first column), what a user types back
+    (a patchset, a gate's FILE:LINE), are never cut nor moved."""
     rows = [[*row, *[""] * (len(columns) - len(row))] for row in rows]
     wrapping = [name in (set(wrap) or {columns[-1]}) for name in columns]
+    key = set(keys) or {columns[0]}
     widths = widths_for(columns, rows, width, wrapping)
-    natural = widths_for(columns, rows, 1 << 30, wrapping)
-    inline = sum(widths) + _GAP * (len(columns) - 1) <= width and all(
-        widths[n] == natural[n] for n, flag in enumerate(wrapping) if not flag)
-    if not inline:
-        kept = [n for n, flag in enumerate(wrapping) if not flag]
-        under = [n for n, flag in enumerate(wrapping) if flag]
-        shown = [columns[n] for n in kept]
-        widths = widths_for(shown, [[row[n] for n in kept] for row in rows], width,
-                            [False] * len(kept))
+    if sum(widths) + _GAP * (len(columns) - 1) <= width:
+        kept, under = list(range(len(columns))), []
     else:
-        kept, under, shown = list(range(len(columns))), [], list(columns)
-    out = [_line([_cut(name, w) for name, w in zip(shown, widths, strict=True)], widths,
-                 _BOLD if colour else "")]
+        kept = [n for n, flag in enumerate(wrapping) if not flag]
+        natural = widths_for(columns, rows, 1 << 30, wrapping)
+        while sum(natural[n] for n in kept) + _GAP * (len(kept) - 1) > width:
+            movable = [n for n in kept if columns[n] not in key]
+            if not movable:
+                break
+            kept.remove(movable[-1])
+        under = [n for n in range(len(columns)) if n not in kept]
+        widths = [natural[n] for n in kept]
+    out = [_line([columns[n] for n in kept], widths, _BOLD if colour else "")]
     for row in rows:
-        parts = [textwrap.wrap(row[n], w, break_on_hyphens=False) or [""]
-                 if wrapping[n] else [_cut(row[n], w)]
+        parts = [textwrap.wrap(row[n], w, break_on_hyphens=False, break_long_words=False)
+                 or [""] if wrapping[n] else [row[n]]
                  for n, w in zip(kept, widths, strict=True)]
         for depth in range(max(len(p) for p in parts)):
             line = [p[depth] if depth < len(p) else "" for p in parts]
@@ -114,7 +114,7 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, width
         below = "; ".join(f"{columns[n]}: {row[n]}" for n in under if row[n] not in ("", "-"))
         if below:
             out += render_line(f"    {below}", width=width, colour=colour).split("\n")
-    return "\n".join(line if len(_plain(line)) <= width else line[:width] for line in out)
+    return "\n".join(out)
 
 
 def _line(cells: list[str], widths: list[int], style: str, *, paint_cells: bool = False) -> str:
@@ -124,29 +124,20 @@ def _line(cells: list[str], widths: list[int], style: str, *, paint_cells: bool 
     return f"{style}{padded}{_RESET}" if style and padded else padded
 
 
-def _cut(cell: str, width: int) -> str:
-    """``cell`` in ``width``: a path loses its start (``…/modules.py:120`` keeps the file
-    and line), anything else its end."""
-    if len(cell) <= width:
-        return cell
-    if "/" in cell and width > 1:
-        return _ELLIPSIS + cell[len(cell) - width + 1:]
-    return cell[:max(width - 1, 0)] + _ELLIPSIS
-
-
 def render_line(line: str, *, width: int, colour: bool) -> str:
     """One line of a result, wrapped to ``width`` (continuations indented under it)."""
     if len(line) <= width:
         return paint(line) if colour else line
     indent = " " * min(len(line) - len(line.lstrip(" ")) + 2, width // 2)
-    parts = textwrap.wrap(line, width=width, subsequent_indent=indent, break_on_hyphens=False,
-                          drop_whitespace=True) or [line]
+    parts = wrap_words(line, width, indent)
     text = "\n".join(parts)
     return paint(text) if colour else text
 
 
-_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+def wrap_words(text: str, width: int, indent: str = "") -> list[str]:
+    """``text`` in lines of at most ``width`` broken at spaces only: a path, an
+    identifier or a command is never split (one longer than the line stands alone
+    on its own, so that it still copies and pastes whole)."""
+    return textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=False, drop_whitespace=True) or [text]
 
-
-def _plain(line: str) -> str:
-    return _ESCAPE.sub("", line)

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contrib.secrets import scrub
@@ -98,6 +99,30 @@ def use_colour(stream: IO[str], env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     return (not _colour_off and _isatty(stream) and not env.get("NO_COLOR")
             and env.get("TERM") != "dumb")
+
+
+def prose(text: str, stream: IO[str], *, colour: bool = False) -> str:
+    """``text`` as ``stream`` should show it: the one way contrib prints prose (results,
+    notes, warnings, errors).  On a terminal each line is wrapped to its width at
+    spaces (a path, an identifier or a command is never split; continuations are
+    indented under their line), verdicts coloured when ``colour``; in a pipe or a
+    file, as it is: one line stays one line, for grep."""
+    if not _isatty(stream):
+        return text
+    from contrib.termtable import render_line
+
+    width = _columns(stream)
+    return "\n".join(render_line(line, width=width, colour=colour) for line in text.split("\n"))
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as a message shows it: relative to the current folder when it lies
+    inside it (``patchsets/flashinfer/...``, short enough to fit and to paste), else
+    whole."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def _aligned(cells: Sequence[str], widths: Sequence[int]) -> str:
@@ -272,12 +297,8 @@ class UI:
         if not self.json_mode:
             self.done()
             text = scrub(message)
-            if _isatty(sys.stdout) and not as_is:  # a terminal: each line wrapped to its width, verdicts coloured
-                from contrib.termtable import render_line
-
-                width, colour = _columns(sys.stdout), use_colour(sys.stdout)
-                text = "\n".join(render_line(line, width=width, colour=colour)
-                                 for line in text.split("\n"))
+            if not as_is:
+                text = prose(text, sys.stdout, colour=use_colour(sys.stdout))
             sys.stdout.write(text + "\n")
 
     def step(self, message: str) -> None:
@@ -296,26 +317,21 @@ class UI:
 
     def _stderr(self, message: str, colour: str) -> None:
         self.done()
-        text = scrub(message)
-        if _isatty(sys.stderr):  # wrapped to the terminal's width, as info's lines are
-            from contrib.termtable import render_line
-
-            width = _columns(sys.stderr)
-            text = "\n".join(render_line(line, width=width, colour=False)
-                             for line in text.split("\n"))
+        text = prose(scrub(message), sys.stderr)
         if use_colour(sys.stderr):
             text = colour + text + _RESET
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
-              wrap: Sequence[str] = ()) -> None:
+              wrap: Sequence[str] = (), keys: Sequence[str] = ()) -> None:
         """Aligned columns on stdout (suppressed by --json).
 
         In a pipe or a file: plain text, one row a line, so it greps well.  On a
-        terminal: sized to its width, never wider; the columns named in ``wrap``
-        (default: the last) wrap, the others are cut with an ellipsis (--json has
-        every cell whole); the header bold and verdicts coloured.  ``title``
+        terminal: sized to its width; the columns named in ``wrap`` (default: the
+        last) wrap, then move under the row with the others, never the ``keys``
+        (default: the first column), which are never cut; the header bold and
+        verdicts coloured.  ``title``
         names the table for a reader of the code (the header says what it is).
         """
         if self.json_mode:
@@ -327,7 +343,8 @@ class UI:
             from contrib.termtable import render_table
 
             sys.stdout.write(render_table(list(columns), cells, width=_columns(sys.stdout),
-                                          colour=use_colour(sys.stdout), wrap=wrap) + "\n")
+                                          colour=use_colour(sys.stdout), wrap=wrap,
+                                          keys=keys) + "\n")
             return
         widths = [max([len(column), *(len(row[n]) for row in cells if n < len(row))])
                   for n, column in enumerate(columns)]

@@ -7,60 +7,20 @@ status, sync, validate and audit run on a pseudo-terminal (the pty module) of
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import re
-import select
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
 
 from contrib.termtable import render_table, widths_for
 from testing.gitutil import git
+from testing.terminal import ESCAPE, on_terminal, widest
 from testing.workspace import run_contrib
 
 ROOT = Path(__file__).resolve().parent.parent
-ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def on_terminal(cwd: Path, columns: int, *args: str, stdout: Path | None = None,
-                **extra: str) -> str:
-    """Run contrib on a pseudo-terminal ``columns`` wide (stdout into the file ``stdout``
-    when given); everything the terminal showed."""
-    main, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR", "COLUMNS")}
-    env |= {"PYTHONPATH": str(ROOT), "TERM": "xterm"} | extra
-    out = stdout.open("w") if stdout is not None else None
-    proc = subprocess.Popen([sys.executable, "-m", "contrib", *args], cwd=cwd, env=env,
-                            stdin=subprocess.DEVNULL, stdout=out or child, stderr=child)
-    if out is not None:
-        out.close()
-    os.close(child)
-    shown = b""
-    while select.select([main], [], [], 60)[0]:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(main)
-    assert proc.wait(timeout=60) in (0, 1), shown
-    return shown.decode("utf-8", errors="replace").replace("\r\n", "\n")
-
-
-def widest(shown: str) -> int:
-    """The widest line as the terminal shows it: colour codes take no room, and each
-    redraw of the status line (after a carriage return) is a line of its own."""
-    return max(len(ESCAPE.sub("", part)) for line in shown.split("\n")
-               for part in line.split("\r"))
 
 
 @pytest.fixture
@@ -79,8 +39,8 @@ def demo(tmp_path: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("columns", [80, 120])
 def test_status_sync_validate_and_audit_fit_the_terminal(demo: Path, columns: int) -> None:
-    status = on_terminal(demo, columns, "status")  # its first clone, of the local upstream
-    validate = on_terminal(demo, columns, "validate", "minifer/sm120-gate-only")
+    validate = on_terminal(demo, columns, "validate", "minifer/sm120-gate-only")  # first clone
+    status = on_terminal(demo, columns, "status")
     audit = on_terminal(demo, columns, "audit", "--arch", "120", "--no-fetch")
     sync = on_terminal(demo, columns, "sync")
     for name, shown in (("status", status), ("validate", validate), ("audit", audit),
@@ -88,6 +48,7 @@ def test_status_sync_validate_and_audit_fit_the_terminal(demo: Path, columns: in
         assert widest(shown) <= columns, f"{name} at {columns}:\n{shown}"
     assert "minifer/sm120-gate-only" in ESCAPE.sub("", status)
     assert "\x1b[31mfailed\x1b[0m" in status and "\x1b[33mincomplete\x1b[0m" in status
+    assert "\x1b[31mFAILED\x1b[0m" in validate
     assert "\x1b[31mconflict\x1b[0m" in sync and "breaks at" in sync
     assert "needs-kernel-work" in ESCAPE.sub("", audit)
 
@@ -106,18 +67,69 @@ def test_a_pipe_gets_the_plain_table_one_row_a_line(demo: Path) -> None:
                           text=True, check=False)
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0 and "\x1b[" not in proc.stdout
-    assert len(lines) == 3 and "sm_120a: failed (failed: arch-guards" in lines[1]
+    assert len(lines) == 3 and "sm_120a: incomplete (skipped: tests)" in lines[2]
 
 
-def test_free_text_wraps_under_its_row_and_identifiers_are_cut() -> None:
+def test_free_text_wraps_under_its_row_and_no_key_is_cut() -> None:
     columns = ["patchset", "base", "sync", "validation"]
     rows = [["up/a-long-patchset-name", "0123456789abcdef", "rebased", " ".join(["word"] * 30)]]
     narrow = render_table(columns, rows, width=40, colour=False, wrap=["validation"])
-    assert widest(narrow) <= 40
-    assert "    validation: word word" in narrow and "…" in narrow
+    assert widest(narrow) <= 40 and "…" not in narrow
+    assert narrow.splitlines()[:2] == ["patchset", "up/a-long-patchset-name"]
+    assert narrow.splitlines()[2] == "    base: 0123456789abcdef; sync:"
+    assert narrow.splitlines()[3] == "      rebased; validation: word word"
     wide = render_table(columns, rows, width=250, colour=False, wrap=["validation"])
     assert len(wide.splitlines()) == 2 and "up/a-long-patchset-name" in wide
     assert widths_for(columns, rows, 1000, [False] * 4)[0] == len("up/a-long-patchset-name")
+    # sync's key column, a patchset on a release branch, whole at 80 columns
+    key = "flashinfer/sm120-trtllm-comm@release-v0.6.16"
+    sync = render_table(["patchset", "result", "from", "to", "commits", "probes", "details"],
+                        [[key, "partially-upstreamed", "0123456789", "abcdef0123", "233", "4",
+                          "patches 1-3 landed in 2deed6c15 (#3903)"]], width=80, colour=False)
+    assert widest(sync) <= 80 and sync.splitlines()[1].startswith(key + "  ")
+    # the audit's key is its gate, typed back into `contrib enable`
+    gate = "flashinfer/fused_moe/core/scaled_contiguous_gather_grouped_gemm_act_fusion.py:636"
+    audit = render_table(["class", "scope", "gate", "why"], [["gate-only", "runtime", gate,
+                                                              "nothing compiled out"]],
+                         width=80, colour=False, keys=["gate"], wrap=["why"])
+    assert audit.splitlines()[1] == gate
+    assert "    class: gate-only; scope: runtime; why: nothing compiled out" in audit
+
+
+def test_prose_breaks_at_spaces_only_and_pipes_are_left_alone(tmp_path: Path) -> None:
+    from contrib.termtable import render_line
+
+    path = "/tmp/contrib-demo/workspace/patchsets/minifer/sm120-gate-only/0eb7949fb3dc6"
+    line = f"contrib: error: {path}: not a patchset (known: flashinfer, sglang); run `contrib new`"
+    shown = render_line(line, width=80, colour=False).splitlines()
+    assert f"  {path}:" in shown and all(len(x) <= 80 for x in shown)
+    assert " ".join(part.strip() for part in shown) == line  # nothing cut inside a word
+    proc = subprocess.run([sys.executable, "-m", "contrib", "-C", str(tmp_path), "status"],
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "40"},
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1  # piped: one line
+
+
+def test_an_error_on_a_terminal_is_wrapped_at_spaces(tmp_path: Path) -> None:
+    (tmp_path / "contrib.toml").write_text(
+        '[upstreams.flashinfer]\nurl = "https://github.com/flashinfer-ai/flashinfer.git"\n')
+    shown = on_terminal(tmp_path, 80, "status", "flashnfer", "--no-fetch", codes=(2,))
+    assert widest(shown) <= 80
+    words = " ".join(ESCAPE.sub("", shown).split())
+    assert "did you mean 'flashinfer'?" in words and "(known: flashinfer)" in words
+    assert str(tmp_path / "contrib.toml") in words  # the path whole, on one line
+
+
+def test_every_help_fits_80_columns() -> None:
+    from click.testing import CliRunner
+
+    from contrib.cli import cli
+
+    for name in [None, *cli.commands]:
+        shown = CliRunner().invoke(cli, [name, "--help"] if name else ["--help"],
+                                   terminal_width=80).output
+        assert "Usage:" in shown
+        assert max(map(len, shown.splitlines())) <= 80, (name, shown)
 
 
 @pytest.mark.slow

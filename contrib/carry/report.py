@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from contrib.carry.engine import Landing
-from contrib.ui import UI, counted
+from contrib.ui import UI, counted, shown_path
 from contrib.workspace.schema import SyncResult
 
 CONFLICT = SyncResult.CONFLICT
@@ -91,5 +92,6 @@ def _show_conflict(ui: UI, r: Report) -> None:
         ui.info(f"  upstream already has part of it: {c['evidence']['summary']}")
     for hunk in c.get("hunks", []):
         ui.info(f"    {hunk}")
-    ui.info(f"  resolve in {c['worktree']} (upstream's change: {c['breaking_diff']}),")
+    ui.info(f"  resolve in {shown_path(Path(c['worktree']))} (upstream's change: "
+            f"{shown_path(Path(c['breaking_diff']))}),")
     ui.info(f"  then `contrib sync --continue {r.patchset}`, or `--abort` to drop it")

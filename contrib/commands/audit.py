@@ -26,11 +26,11 @@ from contrib.ui import UI
 from contrib.workspace.model import Workspace
 
 
-def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str, at: str | None,
+def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str | None, at: str | None,
           since: str | None, fetch: bool, show_all: bool, as_markdown: bool,
           compile_ptx: bool = False) -> int:
     """Audit each upstream (all of the workspace's when none is named) and report."""
-    target = parse_arch(arch)
+    target = parse_arch(ws.config.default_arch(arch, "audit"))
     names = list(dict.fromkeys(upstreams)) or sorted(ws.config.upstreams)
     for name in names:
         ws.config.upstream(name)  # an unknown name fails before any work
@@ -53,7 +53,8 @@ def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str, at: str | N
             rows = table_rows(one, show_all)
             if rows:
                 ui.table(f"audit {one.name}", COLUMNS, rows,
-                         wrap=("kind", "admits", "function", "covered by", "history", "why"))
+                         wrap=("kind", "admits", "function", "covered by", "history", "why"),
+                         keys=("gate",))
     for one in audits:
         for note in one.notes:
             ui.warn(note)

@@ -2,7 +2,8 @@
 
 A ``git range-diff`` of the two versions built as commits on their bases (the
 same one ``open-pr`` puts in PR bodies and ``refresh`` prints).  Without
-versions: the previous and the current; with one: that one and the current.
+versions: the previous and the current (a patchset with one version: that version
+against its base, as ``git diff``); with one: that one and the current.
 Versions are named by a sha (a unique prefix of 4+ hex digits) or ``current``.
 
 A version replaced in place (``refresh`` of a branch still on the same base)
@@ -22,8 +23,8 @@ from contrib.carry.versions import (
     read_history,
     superseded,
 )
-from contrib.errors import UsageError
 from contrib.git.cache import Mirror
+from contrib.git.repo import Git
 from contrib.ui import UI
 from contrib.workspace.model import Patchset, Version, Workspace
 
@@ -34,7 +35,12 @@ def diff(ws: Workspace, ui: UI, target: str, old: str | None, new: str | None) -
     mirror = Mirror(ws.config.upstream(ps.upstream)).ensure(fetch_now=False,
                                                             progress=ui.progress)
     versions = chronological(ps, mirror.git, pruned_versions(ps))
-    first, second = _pick(ps, versions, old, new)
+    picked = _pick(ps, versions, old, new)
+    if picked is None:  # the first version: nothing came before it but its base
+        only = find_version(ps, versions, new) if new else ps.current
+        mirror.resolve(only.base)
+        return _against_base(ui, ps, mirror.git, only)
+    first, second = picked
     for version in (first, second):
         mirror.resolve(version.base)  # fetches once if the cache lacks a base
     text = between(mirror.git, build(mirror.git, first), build(mirror.git, second),
@@ -51,9 +57,24 @@ def diff(ws: Workspace, ui: UI, target: str, old: str | None, new: str | None) -
     return 0
 
 
+def _against_base(ui: UI, ps: Patchset, git: Git, version: Version) -> int:
+    """A patchset's first version against its base: what its patches change, as
+    ``git diff BASE TIP`` of the series built on it."""
+    built = build(git, version)
+    text = git.run("diff", "--color" if ui.colour_on_stdout else "--no-color", "--stat",
+                   "--patch", built.base, built.tip)
+    ui.info(f"{ps.target}: {version.base[:12]} is its first version; its patches against "
+            f"that base:")
+    ui.info(text.rstrip("\n"), as_is=True)
+    ui.emit({"patchset": ps.target, "old": None, "new": version.base, "superseded": None,
+             "range_diff": None, "diff": text})
+    return 0
+
+
 def _pick(ps: Patchset, versions: list[Version], old: str | None,
-          new: str | None) -> tuple[Version, Version]:
-    """(old, new): as named, else the version before the current and the current."""
+          new: str | None) -> tuple[Version, Version] | None:
+    """(old, new): as named, else the version before the current and the current;
+    None when that is the first version (it is shown against its base)."""
     second = find_version(ps, versions, new) if new else ps.current
     if old:
         return find_version(ps, versions, old), second
@@ -63,8 +84,7 @@ def _pick(ps: Patchset, versions: list[Version], old: str | None,
     if replaced is not None:
         return replaced, second
     if at == 0:
-        raise UsageError(f"{ps.target}: {second.base[:12]} is its first version; nothing "
-                         "came before it (name two versions: contrib diff TARGET V1 V2)")
+        return None
     return versions[at - 1], second
 
 

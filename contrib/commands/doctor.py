@@ -1,8 +1,9 @@
 """``contrib doctor``: what this machine and workspace lack, before anything fails.
 
 One line per check, with the fix when it fails: git, nvcc, cuobjdump, the headers
-flashinfer's units need (spdlog, CUTLASS, tvm/ffi, curand), GPUs,
-the GitHub token (present, accepted, its scopes, push access to each fork),
+flashinfer's units need (spdlog, CUTLASS, tvm/ffi, curand; only where flashinfer is
+carried), GPUs, ``github``/``fork`` left at ``contrib init``'s placeholder, the GitHub
+token (present, the host reachable at all, accepted, its scopes, push access to each fork),
 each upstream reachable, the upstream caches (``git fsck --connectivity-only``
 and their size), and the workspace (conflicts waiting, edits not refreshed).
 Exit 0 when every check passes, 1 otherwise.  Nothing is changed.
@@ -67,12 +68,14 @@ def _show(ui: UI, check: Check) -> None:
 
 def _all_checks(ws: Workspace | None, factory: ForgeFactory | None) -> Iterator[Check]:
     yield check_git()
-    yield from check_cuda()
+    # flashinfer's headers matter only where flashinfer is carried (or no workspace says)
+    yield from check_cuda(headers=ws is None or _carries_flashinfer(ws.config))
     yield check_gpus(ws)
     if ws is None:
         yield Check("workspace", SKIP, "not in a workspace (no contrib.toml here or above): "
                     "the token, upstream, cache and workspace checks need one")
         return
+    yield from check_placeholders(ws.config)
     yield from check_token(ws.config, factory)
     for upstream in ws.config.upstreams.values():
         yield check_reachable(upstream.name, upstream.url, upstream.branch)
@@ -102,8 +105,14 @@ def check_git() -> Check:
     return Check("git", OK, f"git {shown}")
 
 
-def check_cuda() -> Iterator[Check]:
-    """nvcc (and its version) and cuobjdump, found the way validate finds them."""
+def _carries_flashinfer(config: Config) -> bool:
+    return any(u.name == "flashinfer" or u.github.endswith("/flashinfer")
+               for u in config.upstreams.values())
+
+
+def check_cuda(*, headers: bool = True) -> Iterator[Check]:
+    """nvcc (and its version) and cuobjdump, found the way validate finds them; with
+    ``headers``, the headers flashinfer's units need."""
     from contrib.analysis.ptx import find_nvcc, nvcc_version
 
     nvcc = find_nvcc()
@@ -123,7 +132,8 @@ def check_cuda() -> Iterator[Check]:
                     "stage's SASS check needs it")
     else:
         yield Check("cuobjdump", OK, cuobjdump)
-    yield check_headers(nvcc)
+    if headers:
+        yield check_headers(nvcc)
 
 
 def check_headers(nvcc: str) -> Check:
@@ -191,6 +201,12 @@ def check_token(config: Config, factory: ForgeFactory | None) -> Iterator[Check]
         yield Check("token", FAIL, "no GitHub token", "set GITHUB_TOKEN or GH_TOKEN, or log in "
                     "with `gh auth login` (open-pr and status's PR columns need it)")
         return
+    offline = unreachable(config.github_api_url)
+    if offline:  # no retries, and no blame on the token: it was never asked about
+        yield Check("token", FAIL, f"no network: GitHub could not be reached at "
+                    f"{config.github_api_url} ({offline}); the token was not checked",
+                    "check the network or proxy, then run `contrib doctor` again")
+        return
     try:
         forge = connect(config, token, factory=factory)
         user = forge.current_user()
@@ -201,9 +217,57 @@ def check_token(config: Config, factory: ForgeFactory | None) -> Iterator[Check]
         return
     yield Check("token", OK, f"accepted by {config.github_api_url} as {user.login}")
     yield _scopes(user.scopes)
+    from contrib.workspace.config import PLACEHOLDER_OWNERS
+
     for upstream in config.upstreams.values():
-        if upstream.fork:
+        if upstream.fork and upstream.fork.split("/")[0] not in PLACEHOLDER_OWNERS:
             yield _push_access(forge, upstream.fork)
+
+
+CONNECT_TIMEOUT_S = 5.0
+_PROXIES = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
+
+
+def unreachable(api_url: str) -> str:
+    """Why the API's host cannot be reached (a name that does not resolve, a refused or
+    timed-out connection), or empty: one TCP connection, no retries.  Behind a proxy
+    the proxy decides, so nothing is probed."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(name) for name in _PROXIES):
+        return ""
+    parts = urlsplit(api_url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    except socket.gaierror:
+        return f"{host} does not resolve"
+    except TimeoutError:
+        return f"{host}:{port} did not answer within {CONNECT_TIMEOUT_S:g}s"
+    except OSError as exc:
+        return f"{host}:{port}: {exc.strerror or exc}"
+    return ""
+
+
+def check_placeholders(config: Config) -> Iterator[Check]:
+    """``github``/``fork`` still holding the owner ``contrib init`` wrote for one it
+    could not know (``your-user/flashinfer``): open-pr would push to a stranger."""
+    from contrib.workspace.config import PLACEHOLDER_OWNERS
+
+    text = config.path.read_text(encoding="utf-8") if config.path.is_file() else ""
+    for upstream in config.upstreams.values():
+        for key in ("github", "fork"):
+            value = getattr(upstream, key)
+            if value.split("/")[0] not in PLACEHOLDER_OWNERS:
+                continue
+            line = next((n for n, row in enumerate(text.splitlines(), 1)
+                         if re.match(rf'\s*{key}\s*=\s*"{re.escape(value)}"', row)), 0)
+            where = f"{config.path}:{line}" if line else str(config.path)
+            what = "your fork on GitHub" if key == "fork" else "the repository PRs target"
+            yield Check(f"{key} {upstream.name}", FAIL, f'{where}: {key} = "{value}" is the '
+                        "placeholder contrib init wrote", f"set it to {what} (OWNER/NAME)")
 
 
 def _scopes(scopes: tuple[str, ...] | None) -> Check:
@@ -337,6 +401,11 @@ def _edit_fix(target: str, state: object) -> str:
     return f"the branch is gone: `contrib edit {target}` makes it again"
 
 
+def _in_repository(root: Path) -> bool:
+    """Whether ``root`` lies in a git repository (one ``contrib init`` made, say)."""
+    return any((folder / ".git").exists() for folder in (root, *root.parents))
+
+
 def check_versions(ws: Workspace) -> Check:
     """Whether old version folders can leave the working tree (the retention rule)."""
     from contrib.carry.retention import WorkspaceHistory
@@ -344,6 +413,9 @@ def check_versions(ws: Workspace) -> Check:
     keep = ws.config.keep_versions
     if keep is None:
         return Check("versions", OK, 'keep = "all": every version folder stays')
+    if WorkspaceHistory.find(ws.root) is None and _in_repository(ws.root):
+        return Check("versions", OK, "every version folder stays until the workspace's first "
+                     "commit (sync --commit and autopilot make one)")
     if WorkspaceHistory.find(ws.root) is None:
         return Check("versions", SKIP, "every version folder stays: the workspace is not a git "
                      "repository with a commit, which would keep the history of the ones "

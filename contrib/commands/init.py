@@ -15,7 +15,7 @@ from pathlib import Path
 from contrib.errors import UsageError
 from contrib.git.repo import Git
 from contrib.ui import UI
-from contrib.workspace.config import load_config
+from contrib.workspace.config import PLACEHOLDER_OWNERS, load_config
 from contrib.workspace.layout import CONFIG_NAME, STATE_DIR
 from contrib.workspace.txn import atomic_write
 
@@ -41,17 +41,21 @@ def parse_upstream(text: str) -> tuple[str, str, str]:
                              f"give its URL: --upstream {name}=URL")
         return name, *KNOWN[name]
     match = _GITHUB.search(url)
-    return name, url, match["repo"] if match else ""
+    if match:
+        return name, url, match["repo"]
+    # a mirror of a known upstream (a local path, another host): PRs still go to GitHub's
+    return name, url, KNOWN[name][1] if name in KNOWN else ""
 
 
 def config_text(upstreams: list[tuple[str, str, str]]) -> str:
     """contrib.toml for ``upstreams`` (see docs/workspace.md)."""
     lines = ["# A contrib workspace (docs/workspace.md). Set `fork` to your own fork",
              "# before `contrib open-pr`.", "", "[github]", 'api_url = "https://api.github.com"']
+    upstream_owner, your_user = PLACEHOLDER_OWNERS[1], PLACEHOLDER_OWNERS[0]
     for name, url, github in upstreams:
-        owner_name = github or f"upstream-owner/{name}"
+        owner_name = github or f"{upstream_owner}/{name}"
         lines += ["", f"[upstreams.{name}]", f'url = "{url}"', 'branch = "main"',
-                  f'github = "{owner_name}"', f'fork = "your-user/{owner_name.split("/")[-1]}"']
+                  f'github = "{owner_name}"', f'fork = "{your_user}/{owner_name.split("/")[-1]}"']
     return "\n".join(lines) + "\n"
 
 

@@ -24,7 +24,7 @@ from contrib.workspace.schema import UpstreamStatus
 
 def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str | None, *,
         patches: list[Path], commits: str | None, repo: Path | None,
-        title: str | None, arch: str, from_pr: str | None = None,
+        title: str | None, arch: str | None, from_pr: str | None = None,
         from_branch: tuple[str, str] | None = None, squash: bool = False) -> int:
     """Create patchsets/UPSTREAM/NAME with one version at BASE (or the PR's merge base)."""
     check_name(upstream, "upstream name")
@@ -35,6 +35,7 @@ def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str | None, *,
         raise UsageError(f"{target}: patchset {upstream}/{name} already exists; choose another "
                          "name, or use `contrib sync` to move it")
     _check_source(base, patches, commits, from_pr, from_branch)
+    arch = arch or ws.config.arch or "sm_120a"
     parse_arch(arch)
     mirror = Mirror(config).ensure(fetch_now=bool(from_pr or from_branch), progress=ui.progress)
     git = mirror.git

@@ -2,16 +2,18 @@
 
 The upstream is our own small imitation of the seed story (a JIT gate that
 lists CUDA sources, a header whose kernels are guarded ``< 1200``).  The demo
-runs ``new`` -> upstream moves -> ``sync`` -> ``validate`` (the one-line gate
-patch FAILS, naming the guard) -> the whole fix -> ``validate`` (every required
+runs ``audit`` (the gate, and its guarded kernels) -> ``enable --force`` (the
+story's one-line gate patch) -> ``validate`` (it FAILS, naming the guards) -> the
+whole fix (``new``) -> upstream moves -> ``sync`` -> ``validate`` (every required
 stage passes; ``incomplete`` where no GPU runs the tests) -> ``open-pr --dry-run``,
-narrating each step.
+narrating each step, in the workspace as a user would type each command.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -60,12 +62,14 @@ def demo(directory: Path | None, ui: UI, contrib: Command) -> int:
     ``contrib`` runs one command line as the ``contrib`` program does (the CLI's own
     entry point, handed in: the demo sits below the command line it drives)."""
     root = _prepare(directory)
-    # The demo keeps its upstream cache inside its own folder: nothing outside it is touched.
-    saved = os.environ.get("CONTRIB_CACHE")
+    # The demo keeps its upstream cache inside its own folder: nothing outside it is
+    # touched.  Its commands run in the workspace, as a user types them there.
+    saved, cwd = os.environ.get("CONTRIB_CACHE"), os.getcwd()
     os.environ["CONTRIB_CACHE"] = str(root / "cache")
     try:
         return _story(root, ui, contrib)
     finally:
+        os.chdir(cwd)
         if saved is None:
             os.environ.pop("CONTRIB_CACHE", None)
         else:
@@ -80,14 +84,32 @@ def _story(root: Path, ui: UI, contrib: Command) -> int:
     upstream.commit("docs: describe the comm module",
                     {"docs/comm.md": "# comm\nAllreduce kernels for SM90/SM100.\n"})
     ws = _workspace(root)
+    os.chdir(ws)
 
-    _say(ui, 1, "A user writes the story's one-line gate fix and records it as a patchset")
-    gate_only = _patches(root, "gate-only", [("jit: admit SM120 in the trtllm comm gate",
-                                              {mini.GATE_FILE: _gate(upstream)})])
-    _run(ui, ws, contrib, "new", UPSTREAM, "sm120-gate-only", "--base", "main",
-         *_flags("--patch", gate_only), "--title", "Admit SM120 in the trtllm comm gate")
+    _say(ui, 1, "Which gate turns SM120 away? contrib audit reads the upstream")
+    _run(ui, ws, contrib, "audit", expect=(1,))
+    ui.info("=> one gate, and its kernels are compiled out for sm_120a: widening the\n"
+            "   gate alone will not do. The story's user wrote that one line anyway.\n")
 
-    _say(ui, 2, "Upstream moves on: 30 commits, some shifting the gate function down")
+    _say(ui, 2, "contrib enable drafts that one-line patch (--force: past the audit)")
+    _run(ui, ws, contrib, "enable", UPSTREAM, f"{mini.GATE_FILE}:gen_trtllm_comm_module",
+         "--force", "--name", "sm120-gate-only", expect=(1,))
+
+    _say(ui, 3, "contrib validate: the gate now admits SM120, but the kernels are guarded")
+    _run(ui, ws, contrib, "validate", f"{UPSTREAM}/sm120-gate-only", expect=(1,))
+    ui.info("=> the one-line patch builds, yet the lamport kernel would be EMPTY on SM120.\n")
+
+    _say(ui, 4, "The whole fix: widen the gate AND drop the `__CUDA_ARCH__ < 1200` guards")
+    header = upstream.read(mini.HEADER).replace(mini.OLD_GUARD, mini.NEW_GUARD)
+    whole = _patches(root, "whole-fix", [
+        ("jit: admit SM120 in the trtllm comm gate", {mini.GATE_FILE: _gate(upstream)}),
+        ("comm: build the allreduce kernels for SM12x", {mini.HEADER: header}),
+    ])
+    _run(ui, ws, contrib, "new", f"{UPSTREAM}/sm120-trtllm-comm", "--base", "main",
+         *_flags("--patch", [Path(os.path.relpath(p, ws)) for p in whole]),
+         "--title", "Enable the trtllm allreduce kernels on SM120")
+
+    _say(ui, 5, "Upstream moves on: 30 commits; contrib sync carries both (3-way, no fuzz)")
     for number in range(30):
         comm = upstream.read(mini.GATE_FILE)
         if number % 10 == 0:
@@ -97,32 +119,23 @@ def _story(root: Path, ui: UI, contrib: Command) -> int:
         upstream.commit(f"upstream change {number} (#{1000 + number})",
                         {mini.GATE_FILE: comm, f"docs/notes/{number}.md": f"note {number}\n"})
     _run(ui, ws, contrib, "status")
+    _run(ui, ws, contrib, "sync")
 
-    _say(ui, 3, "contrib sync carries the patch onto the new tip (3-way, no fuzz)")
-    _run(ui, ws, contrib, "sync", f"{UPSTREAM}/sm120-gate-only")
-
-    _say(ui, 4, "contrib validate: the gate now admits SM120, but the kernels are guarded")
-    code = _run(ui, ws, contrib, "validate", f"{UPSTREAM}/sm120-gate-only", "--arch", "sm_120a",
-                expect=(1,))
-    ui.info("=> the one-line patch builds, yet the lamport kernel would be EMPTY on SM120.\n")
-
-    _say(ui, 5, "The whole fix: widen the gate AND drop the `__CUDA_ARCH__ < 1200` guards")
-    tip = upstream.git.rev_parse("HEAD")
-    header = upstream.read(mini.HEADER).replace(mini.OLD_GUARD, mini.NEW_GUARD)
-    whole = _patches(root, "whole-fix", [
-        ("jit: admit SM120 in the trtllm comm gate", {mini.GATE_FILE: _gate(upstream)}),
-        ("comm: compile the allreduce kernels for SM12x too", {mini.HEADER: header}),
-    ], base=tip)
-    _run(ui, ws, contrib, "new", UPSTREAM, "sm120-trtllm-comm", "--base", tip, *_flags("--patch", whole),
-         "--title", "Enable the trtllm allreduce kernels on SM120")
-
-    _say(ui, 6, "contrib validate on the whole fix")
-    code = _run(ui, ws, contrib, "validate", f"{UPSTREAM}/sm120-trtllm-comm", "--arch", "sm_120a")
+    _say(ui, 6, "contrib validate on the whole fix, at the new tip")
+    code = _run(ui, ws, contrib, "validate", f"{UPSTREAM}/sm120-trtllm-comm")
 
     _say(ui, 7, "contrib open-pr --dry-run: what would be pushed and posted")
     _run(ui, ws, contrib, "open-pr", f"{UPSTREAM}/sm120-trtllm-comm", "--dry-run")
-    ui.info(f"\nDone. Explore it yourself: python3 -m contrib -C {ws} status --no-fetch")
+    ui.info("\nDone. Explore it yourself (the demo keeps its upstream cache in its folder):")
+    ui.info(f"  cd {shlex.quote(str(ws))}")
+    ui.info(f"  CONTRIB_CACHE=../cache {_program()} status --no-fetch")
     return code
+
+
+def _program() -> str:
+    """How this run was started: ``contrib``, or ``python3 -m contrib`` (the README's)."""
+    started = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return "contrib" if started == "contrib" else "python3 -m contrib"
 
 
 def _prepare(directory: Path | None) -> Path:
@@ -144,7 +157,9 @@ def _workspace(root: Path) -> Path:
         "[github]\napi_url = \"http://127.0.0.1:9\"  # never contacted: the demo is a dry run\n\n"
         f"[upstreams.{UPSTREAM}]\nurl = \"../upstream\"\nbranch = \"main\"\n"
         f"github = \"example/{UPSTREAM}\"\nfork = \"demo-user/{UPSTREAM}\"\n"
-        f"push_url = \"{root / 'fork.git'}\"\n", encoding="utf-8")
+        f"push_url = \"{root / 'fork.git'}\"\n\n"
+        "[defaults]\narch = \"sm_120a\"  # the GPU every --arch means here: RTX PRO 6000\n",
+        encoding="utf-8")
     (ws / ".gitignore").write_text(".contrib/\n", encoding="utf-8")
     Git.init(ws)
     return ws
@@ -178,7 +193,7 @@ def _say(ui: UI, number: int, text: str) -> None:
 
 
 def _run(ui: UI, ws: Path, contrib: Command, *args: str, expect: tuple[int, ...] = (0,)) -> int:
-    ui.info(f"$ contrib {shlex.join(args)}")
+    ui.info(f"$ contrib {shlex.join(args)}")  # run in the workspace: no -C to type
     code = contrib(["-C", str(ws), *args])
     if code not in expect:
         raise ContribError(f"demo step `contrib {shlex.join(args)}` exited {code}, expected "

@@ -55,7 +55,11 @@ class Drafted:
     version: str
     gates: list[str]
     patches: list[str]
+    folder: str = ""
     verdict: str = "not validated"
+    skipped: list[str] = field(default_factory=list)  # the stages that could not run here
+    unmet: list[str] = field(default_factory=list)  # the required stages not passed
+    overridden: str = ""  # the audit's refusal that --force drafted past
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -84,8 +88,10 @@ class EnableRun:
 
 def enable(ws: Workspace, upstream: str, arch: Arch, *, at: str | None, specs: list[str],
            name: str | None, fetch: bool, check: UI, progress: ProgressFn | None = None,
-           step: Any = None) -> EnableRun:  # fmt: skip
-    """Draft (and validate, reporting to ``check``) a patchset per uncovered chain."""
+           step: Any = None, force: bool = False) -> EnableRun:  # fmt: skip
+    """Draft (and validate, reporting to ``check``) a patchset per uncovered chain;
+    ``force`` drafts a chain the audit refuses for kernel work too (the gate's half of
+    the whole fix, which validate then fails on the guards it names)."""
     if name is not None:
         check_name(name)
     audit = audit_upstream(ws, upstream, arch, at=at, since=None, fetch=fetch,
@@ -101,19 +107,19 @@ def enable(ws: Workspace, upstream: str, arch: Arch, *, at: str | None, specs: l
             continue
         chain = gate_chain(audit.gates, tree, start, arch)
         taken |= {(g.file, g.line) for g in chain}
-        drafted = _draft_chain(ws, git, tree, audit, chain, arch, name, run)
+        drafted = _draft_chain(ws, git, tree, audit, chain, arch, name, run, force)
         if drafted is not None:
-            drafted.verdict = _validate(ws, check, drafted, arch)
+            _validate(ws, check, drafted, arch)
             run.drafted.append(drafted)
     return run
 
 
 def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
                  chain: list[AuditGate], arch: Arch, name: str | None,
-                 run: EnableRun) -> Drafted | None:  # fmt: skip
+                 run: EnableRun, force: bool = False) -> Drafted | None:  # fmt: skip
     start = chain[0]
     refused = next((r for g in chain if (r := refusal(g)) is not None), None)
-    if refused is not None:
+    if refused is not None and not force:
         run.skipped.append(refused)
         return None
     intentional = next((g for g in chain if g.class_ == INTENTIONAL), None)
@@ -139,7 +145,9 @@ def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
                 run.skipped.append(Skipped(label(start), str(exc)))
                 return None
             decisions[label(gate)] = f"left as it is: {exc}"
-    return _write(ws, git, audit, chain, editor, decisions, arch, target)
+    drafted = _write(ws, git, audit, chain, editor, decisions, arch, target)
+    drafted.overridden = refused.why if refused is not None else ""
+    return drafted
 
 
 def _why(gate: AuditGate) -> str:
@@ -196,7 +204,7 @@ def _write(ws: Workspace, git: Git, audit: UpstreamAudit, chain: list[AuditGate]
         stage_version(txn, folder, audit.commit, exported)
         txn.write(folder / META_NAME, tomlkit.dumps(meta))
     return Drafted(f"{audit.name}/{target}", audit.commit, [label(g) for g in chain],
-                   [n for n, _ in exported])  # fmt: skip
+                   [n for n, _ in exported], str(folder / audit.commit))  # fmt: skip
 
 
 def _message(title: str, files: dict[str, bytes], chain: list[AuditGate],
@@ -236,10 +244,15 @@ def _summary(chain: list[AuditGate], arch: Arch) -> str:
     return "\n".join(out) + "\n"
 
 
-def _validate(ws: Workspace, check: UI, drafted: Drafted, arch: Arch) -> str:
-    """Every stage that can run here; the verdict for the target's arch."""
+def _validate(ws: Workspace, check: UI, drafted: Drafted, arch: Arch) -> None:
+    """Every stage that can run here: the verdict for the target's arch, the stages
+    skipped and those required and not passed, on ``drafted``."""
     try:
         _, document = validate(ws, check, [drafted.patchset], arch=arch.name, junit=None)
     except ContribError as exc:
-        return f"not validated: {exc}"
-    return str(document.get("verdict", "not validated"))
+        drafted.verdict = f"not validated: {exc}"
+        return
+    drafted.verdict = str(document.get("verdict", "not validated"))
+    for one in document.get("validations", [])[:1]:
+        drafted.skipped = list(one.get("skipped", []))
+        drafted.unmet = list(one.get("unmet", []))

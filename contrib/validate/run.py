@@ -50,7 +50,7 @@ from contrib.record import (
     superseded,
     version_digest,
 )
-from contrib.ui import UI, StepFn, counted
+from contrib.ui import UI, StepFn, counted, shown_path
 from contrib.validate import buildcache
 from contrib.validate.gputests import split_runs
 from contrib.validate.report import (
@@ -139,7 +139,7 @@ def _record(ws: Workspace, ui: UI, ps: Patchset, validation: Validation, setting
     ui.info(_verdict_line(ps, verdict))
     for line in kept:
         ui.warn(f"{where}: {line}")
-    ui.info(f"  -> {where}")
+    ui.info(f"  -> {_record_shown(where, out is None)}")
     failed = verdict.verdict == Verdict.FAILED or bool(verdict.unmet)
     return {"patchset": ps.target, "base": record.base, "digest": record.digest, "arch": run.arch,
             "verdict": str(verdict.verdict), "skipped": verdict.skipped, "unmet": list(verdict.unmet),
@@ -167,6 +167,17 @@ def _store(ws: Workspace, ps: Patchset, runs: list[Run], settings: Settings,
         return record, out, kept
     ws.write_file(version.validation_path, record_json(record))
     return record, version.validation_path, kept
+
+
+def _record_shown(where: Path, versioned: bool) -> str:
+    """The record's path as the verdict line shows it: from the current folder when
+    inside it, the version folder's 40 hex digits as a 12-digit glob (a line of 80
+    columns keeps it whole, and a shell still opens it); ``--json`` has it whole."""
+    shown = shown_path(where)
+    version = where.parent.name
+    if versioned and len(version) == 40 and shown.endswith(f"{version}/{where.name}"):
+        shown = shown[:-len(version) - len(where.name) - 1] + f"{version[:12]}*/{where.name}"
+    return shown
 
 
 def _kept_line(target: str, run: Run, old: Run, lacking: list[str]) -> str:

@@ -7,6 +7,7 @@ errors (a typo like ``brnach`` must not be silently ignored).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,8 @@ TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}(?:@{BRANCH_RE.pattern})?"
 _UPSTREAM_KEYS = frozenset({"url", "branch", "github", "fork", "push_url",
                             "maintainer_can_modify", "python", "package"})
 DEFAULT_KEEP_VERSIONS = 5
+# The owners `contrib init` writes where it cannot know the real one: `doctor` fails them.
+PLACEHOLDER_OWNERS = ("your-user", "upstream-owner")
 PR_POLICIES = ("update", "create", "never")
 DEFAULT_DASHBOARD_TITLE = "contrib dashboard"
 DEFAULT_MAX_OPEN_DRAFTS = 2  # per upstream: a maintainer reviews two drafts, not ten
@@ -76,16 +79,37 @@ class Config:
     github_api_url: str = DEFAULT_API_URL
     autopilot: Autopilot = field(default_factory=Autopilot)
     keep_versions: int | None = DEFAULT_KEEP_VERSIONS  # None: keep every version folder
+    arch: str = ""  # [defaults] arch: the --arch of every command that takes one
 
     def upstream(self, name: str) -> Upstream:
-        """The upstream called ``name``, or a ConfigError listing the known ones."""
+        """The upstream called ``name``, or a ConfigError listing the known ones (and
+        the one meant, when ``name`` is a typo of it)."""
         try:
             return self.upstreams[name]
         except KeyError:
             known = ", ".join(sorted(self.upstreams)) or "none"
             raise ConfigError(
-                f"{self.path}: no upstream {name!r} (known: {known}); "
-                f"add an [upstreams.{name}] table with a url") from None
+                f"{self.path}: no upstream {name!r}{did_you_mean(name, self.upstreams)} "
+                f"(known: {known}); add an [upstreams.{name}] table with a url") from None
+
+    def default_arch(self, given: str | None, command: str) -> str:
+        """``--arch`` as given, else ``[defaults] arch``; a UsageError naming both when
+        neither says."""
+        if given is not None:
+            return given
+        if self.arch:
+            return self.arch
+        raise UsageError(f"contrib {command}: give --arch (e.g. --arch sm_120a), or set a "
+                         f'default in {self.path}: [defaults] arch = "sm_120a"')
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``; did you mean 'flashinfer'?`` when ``name`` is close to one of ``known``
+    (difflib, as git and pip suggest a command), else empty."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def valid_name(name: str) -> bool:
@@ -98,7 +122,7 @@ def load_config(root: Path) -> Config:
     path = root / CONFIG_NAME
     text, doc = parse_toml(path)
     top = Table(path, text, "", doc)
-    top.only({"github", "upstreams", "autopilot", "versions"})
+    top.only({"github", "upstreams", "autopilot", "versions", "defaults"})
     github = top.sub("github") or Table(path, text, "github", {})
     github.only({"api_url"})
     api_url = (github.string("api_url", DEFAULT_API_URL) or DEFAULT_API_URL).rstrip("/")
@@ -110,7 +134,21 @@ def load_config(root: Path) -> Config:
     autopilot = top.sub("autopilot") or Table(path, text, "autopilot", {})
     return Config(path=path, upstreams=upstreams, github_api_url=api_url,
                   autopilot=_autopilot(autopilot),
-                  keep_versions=_keep(top.sub("versions") or Table(path, text, "versions", {})))
+                  keep_versions=_keep(top.sub("versions") or Table(path, text, "versions", {})),
+                  arch=_default_arch(top.sub("defaults") or Table(path, text, "defaults", {})))
+
+
+def _default_arch(t: Table) -> str:
+    """``[defaults] arch``: the GPU architecture a command without ``--arch`` takes."""
+    t.only({"arch"})
+    text = t.string("arch", "") or ""
+    if not text:
+        return ""
+    try:
+        return parse_arch(text).name
+    except UsageError:
+        raise t.fail("arch", f"holds {text!r}, which is not a GPU architecture "
+                     f"(e.g. {EXAMPLES})") from None
 
 
 def _keep(t: Table) -> int | None:

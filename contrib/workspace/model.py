@@ -13,7 +13,14 @@ from tomlkit import TOMLDocument
 
 from contrib.environ import lock_timeout
 from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
-from contrib.workspace.config import BRANCH_RE, NAME_RULE, Config, load_config, valid_name
+from contrib.workspace.config import (
+    BRANCH_RE,
+    NAME_RULE,
+    Config,
+    did_you_mean,
+    load_config,
+    valid_name,
+)
 from contrib.workspace.layout import CONFIG_NAME, META_NAME, SERIES_NAME, STATE_DIR, find_root
 from contrib.workspace.lockfile import FileLock, LockTimeout, describe_holder, note_holder
 from contrib.workspace.schema import (
@@ -432,13 +439,15 @@ class Workspace:
             _, _, branch = target.partition("@")
             if upstream not in self.config.upstreams:
                 known = ", ".join(sorted(self.config.upstreams)) or "none"
+                hint = did_you_mean(upstream, self.config.upstreams)
                 raise UsageError(f"unknown target {target!r}: no upstream {upstream!r} in "
-                                 f"{self.config.path} (known: {known})")
+                                 f"{self.config.path}{hint} (known: {known})")
             hits = [(u, n) for u, n in every if u == upstream and (not name or n == name)]
             if name and not hits:
                 names = ", ".join(f"{u}/{n}" for u, n in every if u == upstream) or "none"
+                hint = did_you_mean(name, [n for u, n in every if u == upstream])
                 raise UsageError(f"unknown target {target!r}: no patchset {name!r} under "
-                                 f"patchsets/{upstream}/ (have: {names})")
+                                 f"patchsets/{upstream}/{hint} (have: {names})")
             chosen += [hit for hit in hits if hit not in chosen]
             for hit in hits:
                 wanted = branches.get(hit, set())

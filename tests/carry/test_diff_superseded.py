@@ -73,9 +73,13 @@ def test_diff_after_a_sync_is_still_previous_version_to_current(
     assert (doc["old"], doc["new"], doc["superseded"]) == (base, newer, None)
 
 
-def test_diff_of_a_single_untouched_version_still_says_so(
+def test_diff_of_a_single_version_shows_it_against_its_base(
         workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
-    add_patchset(workspace, upstream, tmp_path, "two", [
+    base = add_patchset(workspace, upstream, tmp_path, "two", [
         ("core: make f3 return 33", {"pkg/core.py": F3_PATCH})])
     result = workspace.run("diff", "proj/two")
-    assert result.code == 2 and "is its first version" in result.err
+    assert result.code == 0, result.err
+    assert f"proj/two: {base[:12]} is its first version" in result.out
+    assert "pkg/core.py | " in result.out and "+    return 33" in result.out
+    doc = _json(workspace, "diff", "proj/two")
+    assert (doc["old"], doc["new"]) == (None, base) and "return 33" in doc["diff"]

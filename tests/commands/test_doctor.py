@@ -136,3 +136,60 @@ def test_headers_are_looked_for_where_the_ptx_stage_looks(tmp_path: Path) -> Non
     assert check.status == FAIL and "curand_kernel.h" not in check.detail
     assert "spdlog/spdlog.h" in check.detail and "flashinfer-python" in check.fix
     assert "tvm/ffi/c_api.h" in check.detail and "apache-tvm-ffi" in check.fix
+
+
+def test_no_network_is_told_from_the_token(workspace: Workspace,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host nobody answers on: one connection refused, no retries, and the fix is the
+    network, never a new token."""
+    import time
+
+    workspace.write_config('\n[github]\napi_url = "http://127.0.0.1:9"\n')
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_" + "x" * 36)
+    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy",
+                 "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    started = time.monotonic()
+    code, checks = _doctor(workspace)
+    assert time.monotonic() - started < 15
+    token = checks["token"]
+    assert code == 1 and token["status"] == "FAIL"
+    assert token["detail"].startswith("no network: GitHub could not be reached at "
+                                      "http://127.0.0.1:9")
+    assert "network" in token["fix"] and "new token" not in token["fix"]
+    assert "token scopes" not in checks
+
+
+def test_a_placeholder_fork_or_github_fails_with_the_line_to_edit(
+        workspace: Workspace) -> None:
+    workspace.write_config()
+    config = workspace.root / "contrib.toml"
+    config.write_text(config.read_text().replace('fork = "me/proj"', 'fork = "your-user/proj"')
+                      .replace('github = "upstream-org/proj"', 'github = "upstream-owner/proj"'))
+    code, checks = _doctor(workspace)
+    assert code == 1
+    assert checks["fork proj"]["detail"] == (f'{config}:5: fork = "your-user/proj" is the '
+                                             "placeholder contrib init wrote")
+    assert "your fork on GitHub" in checks["fork proj"]["fix"]
+    assert checks["github proj"]["detail"].startswith(f"{config}:4: github = ")
+
+
+def test_checks_that_do_not_apply_are_not_run(tmp_path: Path) -> None:
+    """Right after `contrib init`: its repository is not advised again; flashinfer's
+    headers are looked for only where flashinfer is carried."""
+    from testing.workspace import run_contrib
+
+    ws = tmp_path / "carry"
+    assert run_contrib("init", str(ws), "--upstream", f"mini={tmp_path / 'up'}").code == 0
+    result = run_contrib("doctor", "--json", cwd=ws)
+    checks = {c["name"]: c for c in result.json["checks"]}  # type: ignore[index]
+    assert checks["versions"]["status"] == "ok" and "git init" not in checks["versions"]["fix"]
+    assert "first commit" in checks["versions"]["detail"]
+    assert "headers" not in checks
+    other = tmp_path / "fi"
+    assert run_contrib("init", str(other), "--upstream",  # a mirror: no network
+                       f"flashinfer={tmp_path / 'mirror'}").code == 0
+    result = run_contrib("doctor", "--json", cwd=other)
+    checks = {c["name"]: c for c in result.json["checks"]}  # type: ignore[index]
+    assert ("headers" in checks) is (checks["nvcc"]["status"] == "ok")
+    assert checks["fork flashinfer"]["status"] == "FAIL"  # init's placeholder

@@ -33,3 +33,15 @@ def test_init_takes_any_upstream_as_name_equals_url(tmp_path: Path, upstream: Re
     assert run_contrib("-C", str(where), "status").code == 0  # clones the local upstream
     unknown = run_contrib("init", str(tmp_path / "other"), "--upstream", "vllm")
     assert unknown.code == 2 and "--upstream vllm=URL" in unknown.err
+
+
+def test_a_known_upstream_from_a_mirror_keeps_its_github_name(tmp_path: Path) -> None:
+    """`--upstream flashinfer=/path` (a local mirror): PRs still target flashinfer-ai's."""
+    ws = tmp_path / "ws"
+    assert run_contrib("init", str(ws), "--upstream", f"flashinfer={tmp_path / 'mirror'}",
+                       "--upstream", "sglang=git@example.com:me/sglang.git",
+                       "--upstream", "vllm=/srv/vllm").code == 0
+    text = (ws / "contrib.toml").read_text()
+    assert 'github = "flashinfer-ai/flashinfer"' in text
+    assert 'github = "sgl-project/sglang"' in text
+    assert 'github = "upstream-owner/vllm"' in text  # unknown: a placeholder doctor flags

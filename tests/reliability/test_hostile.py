@@ -191,7 +191,6 @@ CASES: dict[str, tuple[Callable[[World], Result], str]] = {
     "refresh a clone without the branch": (lambda w: w.ws.run("refresh", "proj/keep", "--repo",
                                                               str(w.upstream.path)),
                                            "no branch contrib/keep"),
-    "diff with one version": (_args("diff", "proj/keep"), "is its first version"),
     "diff unknown version": (_args("diff", "proj/keep", "zzzz"), "'zzzz' names no version"),
     "log upstream only": (_args("log", "proj"), "name one patchset as UPSTREAM/NAME"),
     "new --from-pr garbage": (_args("new", "proj", "bad", "--from-pr", "seven"),
