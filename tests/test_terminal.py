@@ -67,7 +67,9 @@ def test_a_pipe_gets_the_plain_table_one_row_a_line(demo: Path) -> None:
                           text=True, check=False)
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0 and "\x1b[" not in proc.stdout
-    assert len(lines) == 3 and "sm_120a: incomplete (skipped: tests)" in lines[2]
+    # the header, a row a patchset, and why the drafted one (enable's) gets no PR yet
+    assert len(lines) == 4 and "sm_120a: incomplete (skipped: tests)" in lines[2]
+    assert lines[3].startswith("minifer/sm120-gate-only: held back from a draft PR: ")
 
 
 def test_free_text_wraps_under_its_row_and_no_key_is_cut() -> None:
