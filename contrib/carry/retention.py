@@ -230,8 +230,17 @@ def _pruned_cache(ps: Patchset) -> Path:
         if folder.is_symlink():
             raise ConfigError(f"{folder}: is a symlink; contrib writes its copies of pruned "
                               "versions only inside the workspace: remove the link")
+        _must_be_folder(folder)
     check_inside(ps.workspace.root, cache)
     return cache
+
+
+def _must_be_folder(path: Path) -> None:
+    """ConfigError (exit 2) naming ``path`` when something other than a folder is there."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path}: is a file where contrib keeps a folder of its copies of "
+                          "pruned versions; move it away or delete it (contrib writes the "
+                          "folder again from the workspace's git history)")
 
 
 def _materialize(repo: WorkspaceHistory, ps: Patchset, rel: str, base: str, rev: str,
@@ -240,10 +249,13 @@ def _materialize(repo: WorkspaceHistory, ps: Patchset, rel: str, base: str, rev:
     if folder.is_symlink():
         raise ConfigError(f"{folder}: is a symlink; remove it (contrib writes it again from "
                           "the workspace's git history)")
+    _must_be_folder(folder)
     if not folder.is_dir():  # written aside and renamed: a folder here is whole
         names = repo.git.run("ls-tree", "--name-only", rev, "--", f"{rel}/{base}/").split("\n")
         blobs = repo.git.read_blobs(rev, [n for n in names if n])
         aside = cache / f".{base}.tmp"
+        if aside.is_file() or aside.is_symlink():  # contrib's own scratch name, never a user's
+            aside.unlink()
         shutil.rmtree(aside, ignore_errors=True)
         aside.mkdir(parents=True)
         for name, data in blobs.items():

@@ -161,3 +161,26 @@ def test_keep_1_a_second_targets_current_survives_while_only_the_first_moves(
     assert second in _versions(kept) and current in _versions(kept)
     assert Ws(kept.root).patchset("proj/keep@release-1").current.base == second
     assert second != current
+
+
+@pytest.mark.parametrize("where", ["pruned", "pruned/proj--keep", "pruned/proj--keep/FIRST"])
+def test_a_file_where_a_pruned_copy_goes_is_one_line_naming_it(
+        kept: Workspace, upstream: Repo, where: str) -> None:
+    first = str(meta(kept, "keep")["current"])
+    _carry(kept, upstream, 3, 0, "--commit")
+    assert first not in _versions(kept)
+    state = kept.root / ".contrib"
+    shutil.rmtree(state / "pruned", ignore_errors=True)
+    path = state / where.replace("FIRST", first)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("not a folder\n")
+    for args in (("log", "proj/keep"), ("diff", "proj/keep", first[:10], "current")):
+        result = kept.run(*args)
+        assert result.code == 2, (result.out, result.err)
+        assert result.err == (f"contrib: error: {path}: is a file where contrib keeps a folder "
+                              "of its copies of pruned versions; move it away or delete it "
+                              "(contrib writes the folder again from the workspace's git "
+                              "history)\n")
+        assert path.read_text() == "not a folder\n"
+    path.unlink()
+    assert kept.run("log", "proj/keep").code == 0
