@@ -184,3 +184,18 @@ def test_a_file_where_a_pruned_copy_goes_is_one_line_naming_it(
         assert path.read_text() == "not a folder\n"
     path.unlink()
     assert kept.run("log", "proj/keep").code == 0
+
+
+def test_a_users_file_in_a_version_folder_is_committed_and_never_pruned(
+        kept: Workspace, upstream: Repo) -> None:
+    first = str(meta(kept, "keep")["current"])
+    notes = _folder(kept) / first / "NOTES.md"
+    notes.write_text("why f3 is 33: see the H200 run\n")  # untracked, in no commit
+    second = _carry(kept, upstream, 1, 0, "--commit")
+    rel = f"patchsets/proj/keep/{first}/NOTES.md"
+    assert git(kept.root, "ls-files", "--", rel) == rel, "--commit commits the user's file"
+    _carry(kept, upstream, 3, 1, "--commit")
+    # keep = 1: every other plain version went; the one holding the notes stays.
+    assert notes.read_text() == "why f3 is 33: see the H200 run\n"
+    assert first in _versions(kept) and second not in _versions(kept)
+    assert git(kept.root, "status", "--porcelain") == ""
