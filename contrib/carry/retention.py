@@ -185,7 +185,12 @@ class WorkspaceHistory:
 def apply(txn: Transaction, ps: Patchset, upstream: Git) -> Retention:
     """Decide for ``ps`` (whose new version ``txn`` is writing) and stage the pruning."""
     ws = ps.workspace
-    retention = decide(ps, upstream, ws.config.keep_versions, WorkspaceHistory.find(ws.root))
+    keep = ws.config.keep_versions
+    if keep is None or len([v for v in ps.versions() if v.base != ps.current.base]) <= keep:
+        # Every other version is one of the last ``keep``: nothing can leave, and the
+        # upstream's dates and tags (two git runs per carry) need not be asked for.
+        return Retention()
+    retention = decide(ps, upstream, keep, WorkspaceHistory.find(ws.root))
     prune(txn, ps, retention)
     return retention
 
