@@ -7,7 +7,10 @@ was made against, and prints, measured in the same run:
 * ``contrib sync`` with a warm cache (the new commits already fetched into it;
   the sync still runs its own fetch, a no-op) vs the hand workflow: an existing
   clone with the patch branch checked out running ``git rebase NEW``;
-* a no-op ``contrib sync`` (already at the tip) vs a bare ``git fetch``.
+* a no-op ``contrib sync`` (already at the tip) vs a bare ``git fetch``;
+* the warm carry against that no-op, both whole processes of this run
+  (``carry / no-op``): what carrying 1,000 commits adds to a sync that has
+  nothing to do.
 
 Each figure is the median of ``--repeat`` runs, the measures taking turns (one
 run of each per round).  The contrib figures are whole
@@ -220,6 +223,7 @@ def bench(root: Path, files: int, commits: int, repeat: int) -> None:
           f"{noop_s / (bare_s + fetch_s):.2f}x of interpreter + fetch (target <= 4x)")
     print(f"no-op contrib sync (in-process)        {noop_inproc_s:7.3f}s   ratio "
           f"{noop_inproc_s / fetch_s:.2f}x")
+    print(f"carry / no-op: {sync_s / noop_s:.2f}x (goal <= 1.5x)")
 
 
 if __name__ == "__main__":

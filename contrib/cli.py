@@ -519,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _click_main(args: list[str], json_mode: bool) -> int:
     """click's own outcomes as exit codes; contrib's are :func:`contrib.runner.guarded`'s."""
-    from contrib.runner import fail
+    from contrib.runner import fail, interrupted
 
     try:
         result = cli.main(args=args, prog_name="contrib", standalone_mode=False)
@@ -531,7 +531,7 @@ def _click_main(args: list[str], json_mode: bool) -> int:
         exc.show()
         return 2
     except click.exceptions.Abort:
-        return fail("interrupted", 130, json_mode)
+        return interrupted(json_mode)
     return int(result or 0)
 
 

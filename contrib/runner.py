@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from contrib.workspace.model import Workspace
 
 EXIT_BUG = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 
 def guarded(body: Callable[[], int], json_mode: bool) -> int:
@@ -28,7 +29,7 @@ def guarded(body: Callable[[], int], json_mode: bool) -> int:
     try:
         return int(body() or 0)
     except KeyboardInterrupt:
-        return fail("interrupted", 130, json_mode)
+        return interrupted(json_mode)
     except ContribError as exc:
         return fail(str(exc), exc.exit_code, json_mode)
     except Exception as exc:  # a bug: keep the traceback off the terminal, in a log
@@ -96,6 +97,12 @@ def guarded_ui(ui: UI, body: Callable[[UI], int]) -> int:
         return body(ui)
     finally:
         ui.done()
+
+
+def interrupted(json_mode: bool) -> int:
+    """Ctrl-C: the one line and exit 130, wherever it landed (also while contrib was
+    still loading, see :mod:`contrib.__main__`)."""
+    return fail("interrupted", EXIT_INTERRUPTED, json_mode)
 
 
 def fail(message: str, code: int, json_mode: bool) -> int:

@@ -250,6 +250,12 @@ def resolved_tree(pending: Pending, patch: MailPatch) -> Tree:
         return tree.write_tree(env)
 
 
+def repair(git: Git, pending: Pending) -> None:
+    """Re-attach the worktree of ``pending`` to the upstream cache where it is now (a
+    moved workspace): see :func:`contrib.git.worktree.repair`."""
+    worktree.repair(git, pending.worktree)
+
+
 def remove(git: Git, pending: Pending) -> None:
     """Remove the worktree and its folder; tolerate either being gone already."""
     worktree.remove(git, pending.worktree, Path(pending.folder))

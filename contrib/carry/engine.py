@@ -451,10 +451,13 @@ def _drop_landed(git: Git, carrier: Carrier, path: list[Sha], plan: Plan,
     dropped; the evidence of each patch goes into ``plan.evidence``.
 
     Patches the plain carry finds upstream (empty, reverse, present) keep that
-    finding.  Every other patch is looked at, not only a failing one: a 3-way merge of a patch
-    with upstream's reviewed version of it may well "succeed" by keeping both
-    copies.  The look costs two batched blob reads for the whole series; ``git blame`` runs
-    only where the tip has a good share of its lines.  Needs the base: the
+    finding.  A patch that fails at the target is dropped when the rule lands it.  One
+    that carries (3-way, no conflict) and still changes the tree is rebased, whatever
+    lines stand elsewhere upstream; it is dropped only when every place it changes
+    holds upstream's version of the change (:attr:`Evidence.whole`): a 3-way merge
+    with upstream's reviewed version of it may "succeed" by keeping both copies.
+    The look costs two batched blob reads for the whole series; the history walk
+    runs only where the tip has a good share of its lines.  Needs the base: the
     evidence is which commit of base..target wrote the lines.  When a patch still
     fails, its partial evidence is asked for on ``beside``: the future is returned.
     """
@@ -468,14 +471,37 @@ def _drop_landed(git: Git, carrier: Carrier, path: list[Sha], plan: Plan,
         look = looking.result()
         for index, patch in enumerate(carrier.patches):
             evidence = plan.evidence[patch.name] = look.evidence(index)
-            if evidence.landed_by is not None and first.state_of(index) != UPSTREAM:
+            if evidence.landed_by is not None and evidence.whole \
+                    and first.state_of(index) != UPSTREAM:
                 carrier.drop(index, path, _position(git, path, evidence.landed_by))
-    final = carrier.carry(path[-1])
+
+    def landed_at(index: int) -> int | None:
+        by = plan.evidence.get(carrier.patches[index].name)
+        return None if by is None or by.landed_by is None \
+            else _position(git, path, by.landed_by)
+
+    final = carry_dropping(carrier, path, landed_at)
     failed = final.failed
     if failed is None or look is None:
         return final, None
     # The person resolving it should know how much of it upstream has, and whose.
     return final, beside.submit(look.evidence, failed.index, FLOOR)
+
+
+def carry_dropping(carrier: Carrier, path: Sequence[str], landed_at: Callable[[int], int | None],
+                   start: int = 0, onto: str | None = None) -> Carry:
+    """The carry at ``onto`` (default: the end of ``path``) from patch ``start``; each
+    patch that fails there is dropped when ``landed_at`` says where on ``path`` upstream
+    landed it, until one fails that upstream did not land, or none fails.  A patch
+    that carries is never asked about."""
+    onto = onto or path[-1]
+    while True:
+        carry = carrier.carry(onto, start=start)
+        failed = carry.failed
+        at = None if failed is None else landed_at(failed.index)
+        if failed is None or at is None:
+            return carry
+        carrier.drop(failed.index, path, at)
 
 
 def _position(git: Git, path: list[Sha], commit: str) -> int:

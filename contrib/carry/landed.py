@@ -3,62 +3,58 @@
 A PR often lands squashed, with review changes, and upstream keeps editing the
 same file afterwards: the patch then neither applies, nor reverse-applies, nor
 matches by effect in its definitions, yet nearly every line it adds is at the
-tip.  This module measures that from the lines themselves:
+tip.  This module measures that from the lines themselves, each counted only at
+the place its hunk makes it (:mod:`contrib.carry.places`: its file, the
+definition enclosing it at the base):
 
 * **share** -- of the patch's meaningful added lines (see :func:`meaningful`),
-  how many the target's version of the file (renames followed) has more often
-  than the base's; blobs
-  come through the one batch reader, so this pre-check costs no process per file;
-* **by** -- which commits of base..target brought those lines, each by its own
-  diff (``git log -p`` of the patch's files): a line belongs to the last commit
-  whose diff added it, unless a later one removed it again (a revert), so a
+  how many the target's place has more often than the base's place (renames of
+  the file followed); blobs come through the one batch reader, so this pre-check
+  costs no process per file;
+* **by** -- which commits of base..target brought those present lines, each by
+  its own diff (``git log -p`` of the patch's files): a line belongs to the last
+  commit whose diff added it, unless a later one removed it again (a revert), so a
   landing, its revert and the reland credit the reland; a later commit that only
   moves or re-indents a line takes no credit from it (blame would give it all);
-* **gone** -- of its meaningful removed lines, how many occur less often at the
-  target than at the base.
+* **gone** -- of its meaningful removed lines, how many occur less often at their
+  place at the target than at the base.
 
-THE RULE (:func:`decide`): the patch is landed when at least ``threshold`` of its
-meaningful added lines are present (default :data:`LANDED_SHARE`, 80%), at least
-that share of its removed lines are gone, and one commit brought most of the
-present lines: that commit landed it, the later ones that touched its files are
-``changed_by``.  Why 80%: review rewords a few lines of a PR (a renamed variable,
-a log message) and later upstream commits rewrite a few more, so demanding all
-of them would miss the common case.  Why one commit bringing most of them:
-upstream writing the same thing independently spreads it over commits, and an
-unrelated conflict has next to none of its lines at the tip; the lines alone
-cannot tell those from a landing, so without such a commit the patch is never
-called upstreamed.  A patch that only removes lines is landed when every removed
-line is gone; the oldest commit of base..target that changed the count of its
-longest one (``git log -S``) landed it.  ``[sync_rules] landed_share`` in
+THE RULE (:func:`decide`): the patch is landed when every place shows upstream
+made the change there (some of its added lines present, some of its removed
+lines gone), at least ``threshold`` of its added lines are present (default
+:data:`LANDED_SHARE`, 80%), at least that share of its removed lines are gone,
+and one commit brought most of the present lines (or its own diff wrote the
+share): that commit landed it, the later ones that touched its files are
+``changed_by``.  Why by place: gate fixes repeat a line across a file, and
+upstream widening the gate next door does not widen this one.  Why 80%: review
+rewords a few lines of a PR and later commits rewrite a few more.  Why one
+commit bringing most of them: upstream writing the same thing independently
+spreads it over commits.  A patch that only removes lines is landed when every
+removed line is gone from its place; the oldest commit of base..target that
+changed the count of its longest one (``git log -S``) landed it.  The sync asks
+this only of a patch that no longer carries: one that still changes the tree is
+never dropped (:mod:`contrib.carry.engine`).  ``[sync_rules] landed_share`` in
 patchset.toml tunes the threshold per patchset.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
-from contrib.carry.series import Hunk, parse_hunks
+from contrib.carry.places import FileView, Place, Span, count, meaningful, places_of, upstream_spans
+from contrib.carry.series import parse_hunks
 from contrib.git.repo import Git
 from contrib.ui import counted
+
+__all__ = ["FLOOR", "LANDED_SHARE", "Evidence", "Look", "meaningful", "measure", "same_subject"]
 
 LANDED_SHARE = 0.8  # the default threshold; see the module docstring for why
 FLOOR = 0.3  # below this share present, nothing upstream is worth blaming
 _SHOWN = 5  # at most this many commits named as "by" or "changed by"
-_BARE = frozenset({"else:", "try:", "finally:", "pass", "return", "break", "continue",
-                   "else", "default:", "#endif", "#else", "end", "fi", "done", "do", "then"})
-_ALNUM = re.compile(r"[^\W_]")  # a letter or a digit, as str.isalnum() has it
-
-
-def meaningful(line: str) -> str:
-    """The line as compared (whitespace squashed), or "" when it proves nothing:
-    blank, brackets/punctuation only, or a bare keyword."""
-    text = " ".join(line.split())
-    if text in _BARE or not _ALNUM.search(text):
-        return ""
-    return text
 
 
 @dataclass(frozen=True)
@@ -74,6 +70,8 @@ class Evidence:
     landed_by: str | None = None
     changed_by: tuple[str, ...] = ()  # later commits that touched its files, oldest first
     paths: tuple[str, ...] = field(default=(), compare=False)  # its files at the target
+    missing: tuple[str, ...] = ()  # places where upstream has nothing of its change
+    whole: bool = False  # every place holds the change itself (the threshold of each)
 
     @property
     def share(self) -> float:
@@ -100,12 +98,15 @@ class Evidence:
         """Why the rule did not call it landed (for a note): the reason that holds."""
         if self.landed_by is not None:
             return ""
+        if self.missing:
+            more = f" and {counted(len(self.missing) - 1, 'other place')}" \
+                if len(self.missing) > 1 else ""
+            return f"upstream has nothing of it where it makes its change in {self.missing[0]}{more}"
         if self.lines and self.present < self.threshold * self.lines:
             return f"below the landed_share of {self.threshold:.0%}"
         if self.removed and self.gone < self.threshold * self.removed:
             return f"only {self.gone} of its {counted(self.removed, 'removed line')} are gone"
-        return (f"no single upstream commit wrote {self.threshold:.0%} of them; "
-                "several commits did")
+        return "no single upstream commit brought more than half of them; several did"
 
 
 _SUBJECT_NOISE = re.compile(r"^\[[^]]*\]\s*|\s*\(#\d+\)\s*$|^\w+(?:\([^)]*\))?!?:\s*")
@@ -137,15 +138,16 @@ def measure(git: Git, diff: str, name: str, base: str | None, target: str,
 
 class Look:
     """The tip's view of a series: every file the series touches read once (one batch
-    per commit, renames asked once) and squashed once; each patch's evidence is
-    counted on demand and kept, so asking again with a lower ``blame_from`` (the
-    conflicting patch's partial evidence) costs only the ``git blame``."""
+    per commit, renames asked once) and squashed once, each patch's places found
+    once (:mod:`contrib.carry.places`); each patch's evidence is counted on demand
+    and kept, so asking again with a lower ``blame_from`` (the conflicting patch's
+    partial evidence) costs only the history walk."""
 
     def __init__(self, git: Git, patches: Sequence[tuple[str, str]], base: str | None,
                  target: str, threshold: float = LANDED_SHARE) -> None:
         self.git, self.base, self.target, self.threshold = git, base, target, threshold
-        self._files = [_lines_by_file(parse_hunks(diff, name)) for name, diff in patches]
-        paths = list(dict.fromkeys(p for files in self._files for p in files))
+        hunks = [parse_hunks(diff, name) for name, diff in patches]
+        paths = list(dict.fromkeys(h.path for series in hunks for h in series))
         now = git.read_blobs(target, paths) if paths else {}
         then = git.read_blobs(base, paths) if base and paths else {}
         # Only a file the base had can have been renamed (not one the patch creates).
@@ -155,9 +157,11 @@ class Look:
         if renamed:
             now |= git.read_blobs(target, [self._where[p] for p in paths
                                            if self._where[p] != p])
-        self._now = {p: _text(now.get(self._where[p])) for p in paths}
-        self._then = {p: _text(then.get(p)) for p in paths}
+        self._now = {p: FileView(p, now.get(self._where[p])) for p in paths}
+        self._then = {p: FileView(p, then.get(p)) for p in paths}
+        self._places = [places_of(h, hunks[:k], self._then) for k, h in enumerate(hunks)]
         self._done: dict[int, tuple[float, Evidence]] = {}
+        self._upstream: dict[str, list[Span]] = {}
 
     def evidence(self, index: int, blame_from: float | None = None) -> Evidence:
         """Patch ``index``'s evidence; the history of its files is read only when the
@@ -167,33 +171,64 @@ class Look:
         done = self._done.get(index)
         if done is not None and (done[0] <= bar or done[1].share < bar):
             return done[1]  # blamed already, or below the bar: nothing more to ask
-        files = self._files[index]
-        if not files:
+        places = self._places[index]
+        if not places:
             return Evidence(self.threshold)
-        ev = _count(files, self._now, self._then, self.threshold)
-        ev = Evidence(self.threshold, ev.lines, ev.present, (), ev.removed, ev.gone,
-                      paths=tuple(dict.fromkeys(self._where[p] for p in files)))
+        ev, present = self._count(places)
         if self.base is not None:
-            longest = max(((len(r), r, self._where[p]) for p, f in files.items()
-                           for r in f.raw_removed), default=None)
-            by = _brought(self.git, self.base, self.target, files, self._where,
-                          self._then) if ev.lines and ev.share >= bar else Brought()
+            longest = max(((len(r), r, self._where[p.path]) for p in places
+                           for r in p.raw_removed), default=None)
+            by = _brought(self.git, self.base, self.target, present,
+                          {p.path for p in places}, self._where, self._then) \
+                if ev.lines and ev.share >= bar else Brought()
             ev = decide(self.git, ev, self.base, self.target, by,
                         longest[1:] if longest else None)
         self._done[index] = (bar, ev)
         return ev
+
+    def _spans(self, path: str) -> list[Span]:
+        """Upstream's own -U0 diff of ``path``, base to target (asked once per file)."""
+        if path not in self._upstream:
+            status, out = 1, ""
+            if self.base is not None and self._now[path].raw and self._then[path].raw:
+                status, out, _ = self.git.try_run(
+                    "diff", "-U0", "--no-color", "--no-ext-diff", "--no-renames",
+                    f"{self.base}:{path}", f"{self.target}:{self._where[path]}")
+            self._upstream[path] = upstream_spans(out) if status == 0 else []
+        return self._upstream[path]
+
+    def _count(self, places: list[Place]) -> tuple[Evidence, Counter[str]]:
+        """The anchored counts of one patch, and its added lines present at their places."""
+        present: Counter[str] = Counter()
+        gone, missing, whole = 0, [], True
+        for place in places:
+            found = count(place, self._now[place.path], self._then[place.path],
+                          partial(self._spans, place.path))
+            present += found.present
+            gone += found.gone
+            whole = whole and found.whole(place, self.threshold)
+            if not found.accounted(place):
+                missing.append(place.label)
+        ev = Evidence(self.threshold, sum(len(p.added) for p in places),
+                      sum(present.values()), (), sum(len(p.removed) for p in places), gone,
+                      paths=tuple(dict.fromkeys(self._where[p.path] for p in places)),
+                      missing=tuple(missing), whole=whole)
+        return ev, present
 
 
 def decide(git: Git, ev: Evidence, base: str, target: str, brought: Brought,
            longest: tuple[str, str] | None) -> Evidence:
     """Apply THE RULE to the counted evidence and the commits that brought the lines."""
     landed, by = None, brought.by
-    if ev.lines:
+    if ev.missing:
+        pass  # a place where upstream has nothing of it: never landed
+    elif ev.lines:
         present = ev.present >= ev.threshold * ev.lines
         gone_ok = not ev.removed or ev.gone >= ev.threshold * ev.removed
-        # The commit with most of them at the tip wrote the share itself when it was
-        # made: no coincidence of several commits, whatever later commits did.
-        carried = bool(by) and brought.wrote.get(by[0][0], 0) >= ev.threshold * ev.lines
+        # One commit brought most of its lines (a reland edited in place since),
+        # or its own diff wrote the share when it was made: no coincidence of several.
+        carried = bool(by) and (2 * by[0][1] > ev.lines
+                                or brought.wrote.get(by[0][0], 0) >= ev.threshold * ev.lines)
         landed = by[0][0] if present and gone_ok and carried else None
     elif longest and ev.gone == ev.removed:
         landed = _remover(git, base, target, *longest)
@@ -202,79 +237,20 @@ def decide(git: Git, ev: Evidence, base: str, target: str, brought: Brought,
         out = git.run("rev-list", "--reverse", f"{landed}..{target}", "--", *ev.paths)
         changed = tuple(out.split()[:_SHOWN])
     return Evidence(ev.threshold, ev.lines, ev.present, tuple(by[:_SHOWN]), ev.removed,
-                    ev.gone, landed, changed, ev.paths)
-
-
-# -- counting -------------------------------------------------------------------------
-
-@dataclass
-class _File:
-    added: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    raw_removed: list[str] = field(default_factory=list)
-
-
-def _lines_by_file(hunks: Sequence[Hunk]) -> dict[str, _File]:
-    """Meaningful added and removed lines per file; a line both removed and added (moved
-    within the file) is neither."""
-    files: dict[str, _File] = defaultdict(_File)
-    for hunk in hunks:
-        f = files[hunk.path]
-        f.added += [m for m in map(meaningful, hunk.added) if m]
-        f.removed += [m for m in map(meaningful, hunk.removed) if m]
-        f.raw_removed += [r.strip() for r in hunk.removed if meaningful(r)]
-    for f in files.values():
-        moved = Counter(f.added) & Counter(f.removed)
-        f.added = _minus(f.added, moved)
-        f.removed = _minus(f.removed, moved)
-    return {p: f for p, f in files.items() if f.added or f.removed}
-
-
-def _minus(lines: list[str], drop: Counter[str]) -> list[str]:
-    left, out = Counter(drop), []
-    for line in lines:
-        if left[line] > 0:
-            left[line] -= 1
-        else:
-            out.append(line)
-    return out
-
-
-def _text(blob: bytes | None) -> list[str]:
-    """A file's lines squashed as :func:`meaningful` squashes them; lines it would
-    drop are kept as they are (never equal to a meaningful line, so never counted)."""
-    if not blob:
-        return []
-    return [" ".join(x.split()) for x in blob.decode("utf-8", "replace").splitlines()]
-
-
-def _count(files: dict[str, _File], now: dict[str, list[str]], then: dict[str, list[str]],
-           threshold: float) -> Evidence:
-    lines = present = removed = gone = 0
-    for path, f in files.items():
-        have, had = Counter(now[path]), Counter(then[path])
-        need = Counter(f.added)
-        lines += len(f.added)
-        # A line counts when the target has more of it than the base had: one that
-        # merely existed already proves nothing.
-        present += sum(min(n, max(0, have[line] - had[line])) for line, n in need.items())
-        for line, n in Counter(f.removed).items():
-            removed += n
-            gone += min(n, max(0, had[line] - have[line]))  # a line the base lacked proves nothing
-    return Evidence(threshold, lines, present, removed=removed, gone=gone)
+                    ev.gone, landed, changed, ev.paths, ev.missing, ev.whole)
 
 
 # -- asking git which commits brought them ---------------------------------------------------
 
-def _brought(git: Git, base: str, target: str, files: dict[str, _File], where: dict[str, str],
-             then: dict[str, list[str]]) -> Brought:
-    """Commits of base..target whose own diffs brought the patch's added lines to the
-    tip: (sha, lines), most first, and how many each diff wrote when it was made.
+def _brought(git: Git, base: str, target: str, need: Counter[str], files: set[str],
+             where: dict[str, str], then: dict[str, FileView]) -> Brought:
+    """Commits of base..target whose own diffs brought the patch's added lines present
+    at its places (``need``) to the tip: (sha, lines), most first, and how many each
+    diff wrote when it was made.
     Each wanted line keeps a stack of who added its copies (the base's at the
     bottom): a commit's net additions of the line push it, net removals pop the
     newest, so a revert takes the landing's credit away and a move changes nothing."""
-    need = Counter(line for f in files.values() for line in f.added)
-    stacks = {line: [""] * sum(Counter(then[p])[line] for p in files) for line in need}
+    stacks = {line: [""] * sum(Counter(then[p].lines)[line] for p in files) for line in need}
     paths = sorted({*files, *(where[p] for p in files)})
     status, out, _ = git.try_run("log", "--reverse", "--no-merges", "--no-renames", "--no-color",
                                  "--no-ext-diff", "-p", "-U0", "--format=%x00%H",

@@ -20,6 +20,7 @@ from contrib.carry.engine import (
     Carry,
     Landing,
     Plan,
+    carry_dropping,
     load_patches,
     plan_sync,
 )
@@ -77,15 +78,30 @@ def resume(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     resolution = _resolution(git, pending, patches[pending.index])
     have_base = git.try_rev_parse(pending.base) is not None
     carrier = Carrier(git, patches, Sha(pending.base) if have_base else None)
-    # A later patch that upstream landed in its own form at or before the breaking
-    # commit is skipped, as the sync that stopped here would have skipped it.
-    dropped = {}
+    # A later patch that no longer carries, and that upstream landed in its own form at
+    # or before the breaking commit, is skipped, as the sync that stopped here would.
+    # One that still carries is dropped only when every place it changes holds
+    # upstream's version (a 3-way merge would keep both copies).
+    dropped: dict[str, str] = {}
+
+    def landed(index: int) -> str | None:
+        sha = pending.landed.get(patches[index].name)
+        return sha if sha and git.is_ancestor(sha, pending.breaking) else None
+
+    def landed_at(index: int) -> int | None:
+        sha = landed(index)
+        if sha is None:
+            return None
+        dropped[patches[index].name] = sha
+        return 0
+
+    share = ps.info.sync_rules.landed_share or LANDED_SHARE
     for index, patch in enumerate(patches[pending.index + 1:], pending.index + 1):
-        sha = pending.landed.get(patch.name)
-        if sha and git.is_ancestor(sha, pending.breaking):
+        if landed(index) and measure(git, patch.diff, patch.name, pending.base,
+                                     pending.target, share).whole:
+            landed_at(index)
             carrier.drop(index, [], 0)
-            dropped[patch.name] = sha
-    rest = carrier.carry(resolution, start=pending.index + 1)
+    rest = carry_dropping(carrier, [], landed_at, start=pending.index + 1, onto=resolution)
     tip = carrier.commit(rest)
     if rest.failed is not None:
         return _conflict_again(ws, ps, git, pending, patches, rest, tip, state)

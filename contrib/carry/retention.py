@@ -16,7 +16,9 @@ Older pushes and GPU runs are not kept for ever: an autopilot with PRs pushes
 every version it makes, and would keep them all.  A folder leaves only when the
 workspace repository's HEAD holds it exactly as it is on disk (a file git
 ignores counts as one HEAD lacks), so nothing is lost; with no repository, or with ``keep = "all"``,
-everything stays and ``contrib doctor`` says why.  The removal is part of the
+everything stays and ``contrib doctor`` says why.  A folder that holds a file contrib
+does not write there (a person's notes, committed by ``sync --commit`` or by hand)
+stays too: the file is the person's, and the working tree is where they look for it.  The removal is part of the
 transaction that wrote the new version (:meth:`Transaction.remove`), together
 with the folder's ``.contrib/superseded/`` copies.
 """
@@ -32,7 +34,8 @@ from contrib.carry.versions import chronological, superseded
 from contrib.errors import ConfigError, ContribError
 from contrib.git.repo import Git
 from contrib.record import read_record
-from contrib.workspace.model import Patchset, Version
+from contrib.workspace.layout import SERIES_NAME
+from contrib.workspace.model import VALIDATION_NAME, Patchset, Version
 from contrib.workspace.table import SHA_RE
 from contrib.workspace.txn import Transaction, check_inside
 
@@ -74,9 +77,23 @@ def decide(ps: Patchset, upstream: Git, keep: int | None, repo: WorkspaceHistory
             out.kept[version.base] = "recent" if version in recent else "kept"
         elif repo is not None and not repo.holds(version.dir):
             out.kept[version.base] = "not committed yet"
+        elif why := _users_files(version):
+            out.kept[version.base] = why
         else:
             out.pruned.append(version.base)
     return out
+
+
+def _users_files(version: Version) -> str:
+    """Why ``version``'s folder holds something contrib does not write there (a person's
+    notes, a log of a run), "" when it does not: such a folder never leaves the working
+    tree.  contrib writes ``series``, the patches it names and ``validation.json``."""
+    try:
+        own = {SERIES_NAME, VALIDATION_NAME, *version.series()}
+    except ContribError:  # then nothing tells contrib's files from a person's
+        return "its series cannot be read"
+    theirs = sorted(p.name for p in version.dir.iterdir() if p.name not in own)
+    return f"holds files contrib does not write: {', '.join(theirs)}" if theirs else ""
 
 
 def prune(txn: Transaction, ps: Patchset, retention: Retention) -> None:
@@ -168,7 +185,12 @@ class WorkspaceHistory:
 def apply(txn: Transaction, ps: Patchset, upstream: Git) -> Retention:
     """Decide for ``ps`` (whose new version ``txn`` is writing) and stage the pruning."""
     ws = ps.workspace
-    retention = decide(ps, upstream, ws.config.keep_versions, WorkspaceHistory.find(ws.root))
+    keep = ws.config.keep_versions
+    if keep is None or len([v for v in ps.versions() if v.base != ps.current.base]) <= keep:
+        # Every other version is one of the last ``keep``: nothing can leave, and the
+        # upstream's dates and tags (two git runs per carry) need not be asked for.
+        return Retention()
+    retention = decide(ps, upstream, keep, WorkspaceHistory.find(ws.root))
     prune(txn, ps, retention)
     return retention
 
@@ -230,8 +252,17 @@ def _pruned_cache(ps: Patchset) -> Path:
         if folder.is_symlink():
             raise ConfigError(f"{folder}: is a symlink; contrib writes its copies of pruned "
                               "versions only inside the workspace: remove the link")
+        _must_be_folder(folder)
     check_inside(ps.workspace.root, cache)
     return cache
+
+
+def _must_be_folder(path: Path) -> None:
+    """ConfigError (exit 2) naming ``path`` when something other than a folder is there."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path}: is a file where contrib keeps a folder of its copies of "
+                          "pruned versions; move it away or delete it (contrib writes the "
+                          "folder again from the workspace's git history)")
 
 
 def _materialize(repo: WorkspaceHistory, ps: Patchset, rel: str, base: str, rev: str,
@@ -240,10 +271,13 @@ def _materialize(repo: WorkspaceHistory, ps: Patchset, rel: str, base: str, rev:
     if folder.is_symlink():
         raise ConfigError(f"{folder}: is a symlink; remove it (contrib writes it again from "
                           "the workspace's git history)")
+    _must_be_folder(folder)
     if not folder.is_dir():  # written aside and renamed: a folder here is whole
         names = repo.git.run("ls-tree", "--name-only", rev, "--", f"{rel}/{base}/").split("\n")
         blobs = repo.git.read_blobs(rev, [n for n in names if n])
         aside = cache / f".{base}.tmp"
+        if aside.is_file() or aside.is_symlink():  # contrib's own scratch name, never a user's
+            aside.unlink()
         shutil.rmtree(aside, ignore_errors=True)
         aside.mkdir(parents=True)
         for name, data in blobs.items():

@@ -103,11 +103,30 @@ def scope_of(lines: Sequence[str], index: int, lang: str, indent: int) -> str:
     so top-level code after a function is not "in" it; C-like code takes the
     nearest function or type above, as git's hunk headers do.
     """
+    found = enclosing(lines, index, lang, indent)
+    return found[0] if found else TOP
+
+
+def enclosing(lines: Sequence[str], index: int, lang: str, indent: int
+              ) -> tuple[str, int] | None:
+    """:func:`scope_of` with the line the definition starts on; None at the top level."""
     for i in range(min(index, len(lines) - 1), -1, -1):
         name = definition(lines[i], lang, lines[i + 1] if i + 1 < len(lines) else "")
         if name and (lang != "python" or _indent(lines[i]) < indent):
-            return name
-    return TOP
+            return name, i
+    return None
+
+
+def extent(lines: Sequence[str], start: int, lang: str) -> int:
+    """Where the definition starting on line ``start`` ends (exclusive): the next
+    definition at its level (Python: indented no deeper), else the end of the file."""
+    level = _indent(lines[start])
+    return next((i for i in range(start + 1, len(lines)) if _defines(lines, i, lang)
+                 and (lang != "python" or _indent(lines[i]) <= level)), len(lines))
+
+
+def _defines(lines: Sequence[str], i: int, lang: str) -> bool:
+    return definition(lines[i], lang, lines[i + 1] if i + 1 < len(lines) else "") is not None
 
 
 def scoped_hunks(git: Git, old: str, new: str) -> list[Hunk]:
@@ -172,10 +191,7 @@ def _section_region(lines: list[str], section: str, path: str) -> list[str] | No
 
     for start, line in enumerate(lines):
         if name(start) == key or (head and line.startswith(head)):
-            level = _indent(line)
-            end = next((i for i in range(start + 1, len(lines))
-                        if name(i) and (lang != "python" or _indent(lines[i]) <= level)), len(lines))
-            return lines[start:end]
+            return lines[start:extent(lines, start, lang)]
     return None
 
 

@@ -54,6 +54,7 @@ class Hunk:
     section: str
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    lead: int = 0  # context lines before its first change (0 in a -U0 diff)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def parse_hunks(diff_text: str, where: str = "patch") -> list[Hunk]:
                 target_start=h.target_start, target_length=h.target_length,
                 section=h.section_header.strip(),
                 added=tuple(line.value for line in h if line.is_added),
-                removed=tuple(line.value for line in h if line.is_removed)))
+                removed=tuple(line.value for line in h if line.is_removed),
+                lead=next((i for i, line in enumerate(h) if not line.is_context), 0)))
     return hunks
 
 

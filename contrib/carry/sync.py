@@ -66,6 +66,7 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
     if repo is not None:
         check_identity(repo)  # before anything is written: no versions made, then git refusing
     state = conflict.load_state(ws.state_dir)
+    _repair_worktrees(ws, state)
     if abort:
         chosen = pending_for(ws, targets, state, "--abort")
         return Outcome([], aborted=abort_conflicts(ws, chosen, state))
@@ -84,6 +85,19 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
                     "(fix url in contrib.toml or the network, then run `contrib sync` again)")
     committed = commit_changes(repo, ws, reports) if repo is not None else None
     return Outcome(reports, committed, unreachable=unreachable)
+
+
+def _repair_worktrees(ws: Workspace, state: dict[str, conflict.Pending]) -> None:
+    """Re-attach every pending conflict's worktree to its upstream cache, before any of
+    them is touched: after an ``mv`` of the workspace the cache still names the old
+    place, and removing one worktree (--abort, --continue, a new conflict) prunes the
+    others away, resolutions and all.  One git run per pending conflict, none without."""
+    for pending in state.values():
+        try:
+            git = Mirror(ws.config.upstream(pending.patchset.split("/")[0])).git
+        except ContribError:  # no longer configured, or no cache: nothing to re-attach to
+            continue
+        conflict.repair(git, pending)
 
 
 def carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None = None,

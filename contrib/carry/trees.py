@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from contrib.carry.series import MailPatch
 from contrib.errors import PatchError
@@ -53,7 +54,8 @@ def load(git: Git, env: dict[str, str], tree: str, paths: list[str] | None) -> N
     if paths is None:
         git.run("read-tree", tree, env=env)
         return
-    git.run("read-tree", "--empty", env=env)
+    # No index file is an empty index to git: one process fewer than `read-tree --empty`.
+    Path(env["GIT_INDEX_FILE"]).unlink(missing_ok=True)
     if paths:
         entries = git.run("ls-tree", "-r", "-z", "--full-tree", tree, "--", *paths, strip=False)
         if entries:

@@ -9,7 +9,8 @@ Both need the same things, kept here:
   rather than reading a half-made checkout as the user's work;
 * refusing to read a worktree that is dirty or in the middle of a rebase or
   merge;
-* removal that tolerates a worktree already (half) gone;
+* removal that tolerates a worktree already (half) gone, and repair of one whose
+  workspace was moved;
 * one JSON state file per kind under ``.contrib/``, with a ``state_version``
   that is refused when different, never guessed at (git-imerge keeps its
   ``STATE_VERSION`` the same way).
@@ -124,6 +125,16 @@ def untracked(worktree: Path) -> list[str]:
     """Files in ``worktree`` that git does not track and does not ignore."""
     out = Git(worktree).run("ls-files", "--others", "--exclude-standard", "-z", strip=False)
     return [p for p in out.split("\0") if p]
+
+
+def repair(git: Git, worktree: Path) -> None:
+    """Tell ``git``'s repository where ``worktree`` is now (its workspace was moved with
+    ``mv``).  Until then the repository still names the old place, and its next
+    ``git worktree prune`` (contrib's own, after removing another worktree, or a
+    ``git gc``) forgets the worktree: the checkout left, with the user's edits in
+    it, is no worktree any more.  A worktree already gone is left alone."""
+    if (worktree / ".git").is_file():
+        git.try_run("worktree", "repair", str(worktree))
 
 
 def remove(git: Git, worktree: Path, folder: Path | None = None) -> None:

@@ -33,7 +33,7 @@ from contrib.arch import Arch
 from contrib.errors import ConfigError
 from contrib.ui import counted
 from contrib.validate import buildcache
-from contrib.validate.benchstats import compare
+from contrib.validate.benchstats import INCONCLUSIVE, compare, cv
 from contrib.validate.gputests import PlannedRun
 from contrib.validate.report import FAILED, PASSED, SKIPPED, StageResult
 from contrib.workspace.validation import BenchSettings
@@ -243,31 +243,73 @@ def _pairs(setup: BenchSetup, plan: PlannedRun) -> tuple[dict[str, list[Sample]]
             sides[BASELINE] = (command_words(setup, bench.baseline, arch), base_tree)
     envs = {name: _env(setup, plan, tree) for name, (_, tree) in sides.items()}
     samples: dict[str, list[Sample]] = {BASE: [], PATCHED: [], BASELINE: []}
-    remake = {PATCHED: setup.patched, BASE: setup.base, BASELINE: setup.base}
+    run = _Rounds(setup, sides, envs, samples, why)
     for _ in range(bench.repeat):
+        if not run.one(extra=False):
+            return samples, why
+    # An interval that straddles the threshold decides nothing: more pairs, a batch of
+    # ``repeat`` at a time, until it decides, the deadline comes or MAX_PAIRS are run.
+    while len(samples[PATCHED]) < MAX_PAIRS and not _decided(bench, samples, why):
+        for _ in range(bench.repeat):
+            if not run.one(extra=True):
+                return samples, why
+    return samples, why
+
+
+MAX_PAIRS = 1000  # the most pairs a stage runs to decide (as many as `repeat` may ask)
+
+
+@dataclass
+class _Rounds:
+    """Runs one A/B round at a time: A (base, or the baseline where the base cannot),
+    then B (patched)."""
+
+    setup: BenchSetup
+    sides: dict[str, tuple[list[str], Path]]
+    envs: dict[str, dict[str, str]]
+    samples: dict[str, list[Sample]]
+    why: dict[str, str]
+    longest: float = 0.0  # seconds the longest round took
+
+    def one(self, extra: bool) -> bool:
+        """Run one round; False when the stage must stop (an invalid figure, a failure
+        of the patched tree, the deadline).  An ``extra`` round (past ``repeat``) is not
+        started when the deadline could come during it: it stops quietly instead."""
+        setup, bench, samples = self.setup, self.setup.bench, self.samples
+        if extra and time.monotonic() + 2 * self.longest >= setup.deadline:
+            return False
+        started = time.monotonic()
+        remake = {PATCHED: setup.patched, BASE: setup.base, BASELINE: setup.base}
         for side in (BASE, BASELINE, PATCHED):
-            if side not in sides or side in why or side == BASELINE and not _gaps(bench, samples, why):
+            if side not in self.sides or side in self.why or \
+                    side == BASELINE and not _gaps(bench, samples, self.why):
                 continue
-            args, tree = sides[side]
+            args, tree = self.sides[side]
             left = setup.deadline - time.monotonic()
             if left <= 0:
-                samples[side].append(Sample(failure=f"was stopped: the stage ran past its deadline of "
-                                            f"{bench.deadline}s", invalid=True))
-                return samples, why
+                samples[side].append(Sample(failure=f"was stopped: the stage ran past its "
+                                            f"deadline of {bench.deadline}s", invalid=True))
+                return False
             remade = remake[side]
             if remade is not None:
                 remade()  # puts back what the last run changed in the checkout
-            sample = run_once(args, tree, envs[side], bench.metrics, min(bench.timeout, left))
+            sample = run_once(args, tree, self.envs[side], bench.metrics, min(bench.timeout, left))
             samples[side].append(sample)
             if sample.invalid:
-                return samples, why
+                return False
             if sample.failure and side != PATCHED:
-                why[side] = sample.failure
+                self.why[side] = sample.failure
             elif sample.failure:
                 _check_config(bench, sample)
-                return samples, why
+                return False
         _check_metrics(bench, samples[PATCHED][-1])
-    return samples, why
+        self.longest = max(self.longest, time.monotonic() - started)
+        return True
+
+
+def _decided(bench: BenchSettings, samples: dict[str, list[Sample]], why: dict[str, str]) -> bool:
+    """Whether no metric's interval straddles the threshold any more."""
+    return all(_metric(bench, m, samples, why)["verdict"] != INCONCLUSIVE for m in bench.metrics)
 
 
 def _gaps(bench: BenchSettings, samples: dict[str, list[Sample]], why: dict[str, str]) -> bool:
@@ -327,8 +369,14 @@ def _metric(bench: BenchSettings, metric: str, samples: dict[str, list[Sample]],
     result = compare(base, patched, bench.better, bench.threshold)
     figure.update({f"{against}_median": median(base), against: base, "compared_with": against,
                    "ratio": _round(result.ratio), "ci95": [_round(result.low), _round(result.high)],
-                   "verdict": result.verdict, "note": result.note})  # fmt: skip
+                   "verdict": result.verdict, "note": result.note, "pairs": len(patched),
+                   "cv": {against: _rounded(cv(base)), PATCHED: _rounded(cv(patched))},
+                   "rounds_dropped": result.dropped})  # fmt: skip
     return figure
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else _round(value)
 
 
 def _round(value: float) -> float:
@@ -342,9 +390,21 @@ def _status(figures: list[dict[str, Any]], base_why: str | None) -> tuple[str, s
     text = "; ".join(parts[:4]) + (f"; ... ({len(parts)} metrics)" if len(parts) > 4 else "")
     if failed:
         return FAILED, f"{counted(len(failed), 'metric')} worse beyond the threshold: {text}"
+    undecided = [f for f in figures if f["verdict"] == INCONCLUSIVE]
+    if undecided:
+        noise = ", ".join(f"{f['metric']} cv {_cv_text(f)}" for f in undecided[:4])
+        return SKIPPED, (f"inconclusive after {counted(undecided[0]['pairs'], 'pair')} "
+                         f"({noise}): the interval straddles the threshold, so the bench "
+                         f"neither passes nor fails; {text}")
     if not compared:
         return SKIPPED, f"nothing to compare with: the base cannot run the bench ({base_why or 'see metrics'}); {text}"
     return PASSED, text
+
+
+def _cv_text(figure: dict[str, Any]) -> str:
+    """"5.1% / 31.0%": how noisy each side was."""
+    values = [v for v in figure.get("cv", {}).values()]
+    return " / ".join("?" if v is None else f"{v:.1%}" for v in values)
 
 
 def line(figure: dict[str, Any]) -> str:

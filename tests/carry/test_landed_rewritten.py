@@ -95,4 +95,4 @@ def test_all_lines_upstream_from_two_commits_is_not_upstreamed_and_says_why(
     notes = " ".join(res["notes"])
     assert "100% of its added lines are upstream" in notes, notes
     assert "below the landed_share" not in notes  # 100% is not below 80%
-    assert "no single upstream commit wrote 80% of them" in notes
+    assert "no single upstream commit brought more than half of them" in notes

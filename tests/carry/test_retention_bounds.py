@@ -161,3 +161,41 @@ def test_keep_1_a_second_targets_current_survives_while_only_the_first_moves(
     assert second in _versions(kept) and current in _versions(kept)
     assert Ws(kept.root).patchset("proj/keep@release-1").current.base == second
     assert second != current
+
+
+@pytest.mark.parametrize("where", ["pruned", "pruned/proj--keep", "pruned/proj--keep/FIRST"])
+def test_a_file_where_a_pruned_copy_goes_is_one_line_naming_it(
+        kept: Workspace, upstream: Repo, where: str) -> None:
+    first = str(meta(kept, "keep")["current"])
+    _carry(kept, upstream, 3, 0, "--commit")
+    assert first not in _versions(kept)
+    state = kept.root / ".contrib"
+    shutil.rmtree(state / "pruned", ignore_errors=True)
+    path = state / where.replace("FIRST", first)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("not a folder\n")
+    for args in (("log", "proj/keep"), ("diff", "proj/keep", first[:10], "current")):
+        result = kept.run(*args)
+        assert result.code == 2, (result.out, result.err)
+        assert result.err == (f"contrib: error: {path}: is a file where contrib keeps a folder "
+                              "of its copies of pruned versions; move it away or delete it "
+                              "(contrib writes the folder again from the workspace's git "
+                              "history)\n")
+        assert path.read_text() == "not a folder\n"
+    path.unlink()
+    assert kept.run("log", "proj/keep").code == 0
+
+
+def test_a_users_file_in_a_version_folder_is_committed_and_never_pruned(
+        kept: Workspace, upstream: Repo) -> None:
+    first = str(meta(kept, "keep")["current"])
+    notes = _folder(kept) / first / "NOTES.md"
+    notes.write_text("why f3 is 33: see the H200 run\n")  # untracked, in no commit
+    second = _carry(kept, upstream, 1, 0, "--commit")
+    rel = f"patchsets/proj/keep/{first}/NOTES.md"
+    assert git(kept.root, "ls-files", "--", rel) == rel, "--commit commits the user's file"
+    _carry(kept, upstream, 3, 1, "--commit")
+    # keep = 1: every other plain version went; the one holding the notes stays.
+    assert notes.read_text() == "why f3 is 33: see the H200 run\n"
+    assert first in _versions(kept) and second not in _versions(kept)
+    assert git(kept.root, "status", "--porcelain") == ""

@@ -146,12 +146,13 @@ def test_an_unchanged_tree_does_not_fail_on_a_loaded_machine(tmp_path: Path, loa
     result = _bench(tmp_path, base, patched, repeat=10)
     assert result.status == "passed", result.reason
     (figure,) = result.details["metrics"]
-    assert figure["ci95"][0] <= 1.05 and len(figure["patched"]) == 10
+    assert figure["ci95"][0] <= 1.05 and len(figure["patched"]) == figure["pairs"] >= 10
 
 
 def test_the_verdict_needs_the_whole_interval_beyond_the_threshold() -> None:
     noisy = compare([1.0, 1.3, 0.9, 1.2, 1.0], [1.1, 1.0, 1.25, 1.0, 1.3], "lower", 0.05)
-    assert noisy.verdict == "passed" and noisy.low < 1.05 < noisy.high
+    assert noisy.verdict == "inconclusive" and noisy.low < 1.05 < noisy.high
+    assert "straddles the threshold (1.050x)" in noisy.note
     slower = compare([1.0] * 5, [1.4, 1.41, 1.39, 1.4, 1.42], "lower", 0.05)
     assert slower.verdict == "failed" and slower.note.startswith("slower by 40.0% (CI")
     assert compare([1.0] * 5, [1.4] * 5, "higher", 0.05).verdict == "better"
@@ -207,3 +208,48 @@ def test_bad_bench_config_exits_2_naming_the_line(fi: Workspace, tmp_path: Path,
     assert f"{meta}:{_line(meta, key)}: " in result.err and says in result.err
     assert "Traceback" not in result.err
 
+
+
+def test_the_threshold_decides_close_to_it() -> None:
+    """10% slower, tightly measured: beyond a 5% threshold (failed), within a 15% one."""
+    base = [1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0]
+    patched = [1.10, 1.11, 1.09, 1.10, 1.105, 1.095, 1.1]
+    assert compare(base, patched, "lower", 0.05).verdict == "failed"
+    assert compare(base, patched, "lower", 0.15).verdict == "passed"
+    assert compare(base, [b * 1.03 for b in base], "lower", 0.05).verdict == "passed"
+    assert compare(base, [b * 1.03 for b in base], "lower", 0.01).verdict == "failed"
+    assert compare(patched, base, "higher", 0.05).verdict == "failed"
+
+
+def test_a_12_percent_slowdown_fails_a_5_percent_threshold(tmp_path: Path) -> None:
+    result = _bench(tmp_path, _tree(tmp_path / "a", 20_000), _tree(tmp_path / "b", 22_400))
+    assert result.status == "failed", result.reason
+    (figure,) = result.details["metrics"]
+    assert 1.08 < figure["ratio"] < 1.16 and figure["ci95"][0] > 1.05
+
+
+# Heavy noise: each run's figure is the work times a factor from e^-3 to e^3.
+NOISY = BENCH.replace("random.uniform(0.97, 1.03)", "__import__('math').exp(random.uniform(-3, 3))")
+# Some noise: +-40% a run, which five pairs cannot see through and fifty can.
+SOME = BENCH.replace("random.uniform(0.97, 1.03)", "random.uniform(0.6, 1.4)")
+
+
+def test_a_40_percent_slowdown_hidden_in_noise_is_inconclusive_never_passed(
+        tmp_path: Path) -> None:
+    result = _bench(tmp_path, _tree(tmp_path / "a", 20_000, NOISY),
+                    _tree(tmp_path / "b", 28_000, NOISY), deadline=3)
+    assert result.status == "skipped", result.reason
+    (figure,) = result.details["metrics"]
+    assert figure["verdict"] == "inconclusive" and figure["ci95"][0] < 1.05 < figure["ci95"][1]
+    assert figure["pairs"] == result.details["pairs"] >= 5 and figure["rounds_dropped"] == 0
+    assert figure["cv"]["base"] > 0.5 and figure["cv"]["patched"] > 0.5
+    assert result.reason.startswith(f"inconclusive after {figure['pairs']} pairs (latency_ms cv ")
+    assert "straddles the threshold" in result.reason
+
+
+def test_more_pairs_decide_what_five_could_not(tmp_path: Path) -> None:
+    result = _bench(tmp_path, _tree(tmp_path / "a", 20_000, SOME), _tree(tmp_path / "b", 28_000, SOME))
+    assert result.status == "failed", result.reason
+    (figure,) = result.details["metrics"]
+    assert figure["verdict"] == "failed" and figure["pairs"] % 5 == 0
+    assert figure["ci95"][0] > 1.05 and len(figure["base"]) == figure["pairs"]

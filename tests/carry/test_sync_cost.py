@@ -1,0 +1,36 @@
+"""What a carry costs in git processes: the figure a warm sync's time follows.
+
+A no-op sync and a carry load the same modules; what the carry adds is its own
+git runs (``benchmarks/sync_bench.py`` prints ``carry / no-op``).  Counted from
+the ``-v`` trace, one line per git command, so the guard is exact, not a timing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from testing.gitutil import Repo
+from testing.synchelp import F3_PATCH, add_patchset, commit_workspace
+from testing.workspace import Workspace
+
+
+def _git_runs(ws: Workspace) -> list[str]:
+    result = ws.run("sync", "-v", "--no-fetch")
+    assert result.code == 0, result.err
+    return [line.split(" ", 4)[-1] for line in result.err.splitlines()
+            if line.startswith("+ git ")]
+
+
+def test_a_one_patch_carry_asks_git_only_what_it_needs(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3", [("core: f3 = 33", {"pkg/core.py": F3_PATCH})])
+    commit_workspace(workspace)
+    upstream.commit("docs: a note", {"docs/note.md": "note\n"})
+    assert workspace.run("sync", "--no-fetch").code == 0  # the cache sees the new commit
+    upstream.commit("docs: another", {"docs/other.md": "other\n"})
+    assert workspace.run("status").code == 0  # fetched, so the sync below is warm
+    runs = _git_runs(workspace)
+    # Two versions and keep = 5: nothing can be pruned, so no dates or tags are asked.
+    assert not [r for r in runs if r.startswith(("for-each-ref", "log --no-walk"))], runs
+    # A probe's index starts as no file, never a `read-tree --empty`.
+    assert not [r for r in runs if r.startswith("read-tree --empty")], runs
