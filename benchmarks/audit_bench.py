@@ -80,7 +80,7 @@ def many_gates(count: int) -> str:
     the module must stay linear in them)."""
     body = "".join(f"def f{n}(x):\n    if is_sm100_supported() and x > {n}:\n"
                    f"        return fused_{n % 7}(x)\n    return x\n\n\n"
-                   for n in range(count))  # fmt: skip
+                   for n in range(count))
     return UTILS + "\n\n" + body
 
 
@@ -162,7 +162,7 @@ if __name__ == "__main__":
 
 
 def audit_once(code: Path, upstream: str, rev: str, cache: Path,
-               lower: str | None = None) -> dict[str, object]:  # fmt: skip
+               lower: str | None = None) -> dict[str, object]:
     """One audit in a fresh interpreter importing contrib from ``code`` (with ``lower``,
     linked to that upstream at the version ``rev`` pins): its result, wall seconds and
     CPU seconds (the process and its workers)."""
@@ -171,7 +171,7 @@ def audit_once(code: Path, upstream: str, rev: str, cache: Path,
     done = subprocess.run([sys.executable, "-c", AUDIT_ONE, upstream, rev,
                            *([lower] if lower else [])], capture_output=True,
                           text=True, cwd=code, env={**os.environ, "PYTHONPATH": str(code),
-                                                    "CONTRIB_CACHE": str(cache)})  # fmt: skip
+                                                    "CONTRIB_CACHE": str(cache)})
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -193,7 +193,7 @@ def upstream_report(upstream: str, rev: str, baseline: str, lower: str | None = 
         git.run("worktree", "add", "--detach", str(old), baseline)
         try:
             rows = {name: _first_and_repeat(code, upstream, rev, Path(tmp) / name, lower)
-                    for name, code in (("baseline", old), ("this", REPO))}  # fmt: skip
+                    for name, code in (("baseline", old), ("this", REPO))}
         finally:
             git.run("worktree", "remove", "--force", str(old))
     print(f"{upstream} at {rev}" + (f" with {lower} below" if lower else "")
@@ -212,7 +212,7 @@ def upstream_report(upstream: str, rev: str, baseline: str, lower: str | None = 
 
 
 def _first_and_repeat(code: Path, upstream: str, rev: str, cache: Path,
-                      lower: str | None) -> tuple[dict[str, object], dict[str, object]]:  # fmt: skip
+                      lower: str | None) -> tuple[dict[str, object], dict[str, object]]:
     first = audit_once(code, upstream, rev, cache, lower)
     return first, audit_once(code, upstream, rev, cache, lower)
 
@@ -230,9 +230,9 @@ def module(n: int, lines: int) -> str:
             f"    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])\n"
             f"    return build('m{n}', ['m{n}.cu'], flags)\n\n\n"
             f"def run_{n}(x):\n    out = x\n    if is_sm100_supported() and x:\n"
-            f"        out = get_m{n}_module()(x)\n    return out\n\n\n")  # fmt: skip
+            f"        out = get_m{n}_module()(x)\n    return out\n\n\n")
     filler = "".join(f"def f{n}_{i}(a, b):\n    return a * {i} + b\n\n\n"
-                     for i in range(max(1, lines // 4)))  # fmt: skip
+                     for i in range(max(1, lines // 4)))
     return head + filler
 
 
@@ -243,7 +243,7 @@ def build(root: Path, modules: int, lines: int) -> Repo:
         files[f"tests/test_m{n}.py"] = ("import pytest\n\n\n@pytest.mark.skipif(not "
                                         "__import__('torch').cuda.get_device_capability()[0] "
                                         f"== 9, reason='x')\ndef test_{n}():\n"
-                                        "    assert True\n")  # fmt: skip
+                                        "    assert True\n")
         header = f"m{n}.cuh" if n % 10 == 0 else None
         files[f"csrc/m{n}.cu"] = (f'#include "{header}"\n' if header else
                                   f"__global__ void k{n}(float* o) {{ o[0] = 1.0f; }}\n")
@@ -258,7 +258,7 @@ def run(workspace: Path, env: dict[str, str], *extra: str) -> float:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "contrib", "audit", "up", "--arch", "sm_120a",
                            "--no-fetch", "--json", *extra], cwd=workspace, env=env,
-                          capture_output=True, text=True)  # fmt: skip
+                          capture_output=True, text=True)
     if done.returncode not in (0, 1):
         raise SystemExit(f"contrib audit failed: {done.stderr.strip()}")
     return time.monotonic() - started

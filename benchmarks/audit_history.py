@@ -135,7 +135,7 @@ def spread(openings: Sequence[Opening], limit: int) -> list[Opening]:
 
 def run_upstream(name: str, openings: Sequence[Opening], git: Git, arch: str,
                  progress: bool, below: tuple[str, Git] | None = None,
-                 ) -> tuple[list[Row], dict[str, object]]:  # fmt: skip
+                 ) -> tuple[list[Row], dict[str, object]]:
     """The rows of one upstream's openings and the audit of its main (each audit linked
     to ``below`` at the version it pins, when given)."""
     auditor = Auditor(git, arch, below)
@@ -145,7 +145,7 @@ def run_upstream(name: str, openings: Sequence[Opening], git: Git, arch: str,
         mine = [o for o in openings if o.commit == commit]
         if progress:
             print(f"  {name} {n}/{len(commits)} {commit[:10]} ({len(mine)} opening(s))",
-                  file=sys.stderr, flush=True)  # fmt: skip
+                  file=sys.stderr, flush=True)
         before = auditor.gates(mine[0].parent)
         names = [opened_names(git, o) for o in mine]
         found = [measure(o, before, [], n) for o, n in zip(mine, names, strict=True)]
@@ -158,10 +158,10 @@ def run_upstream(name: str, openings: Sequence[Opening], git: Git, arch: str,
     main = {"commit": tip, "runtime_excluding": len(excluding),
             "unknown": sum(1 for g in excluding if g.class_ == "unknown"),
             "audits": auditor.count, "fresh_audits": auditor.fresh,
-            "audit_seconds": round(auditor.seconds, 1)}  # fmt: skip
+            "audit_seconds": round(auditor.seconds, 1)}
     if below is not None:
         main |= {"stacked": auditor.stacked, "mismatches": auditor.mismatches,
-                 "stack_notes": auditor.notes}  # fmt: skip
+                 "stack_notes": auditor.notes}
     return rows, main
 
 
@@ -174,11 +174,11 @@ def summary(name: str, rows: Sequence[Row], main: Mapping[str, object]) -> list[
     runtime = int(str(main.get("runtime_excluding", 0)))
     unknown = int(str(main.get("unknown", 0)))
     as_mined = sum(r.excluding and r.got_class == (r.opening.mined_as or r.opening.expected)
-                   for r in rows)  # fmt: skip
+                   for r in rows)
     return [name, str(n), str(len({r.opening.commit for r in rows})),
             share(sum(r.excluding for r in rows), n), share(sum(r.class_agrees for r in rows), n),
             share(as_mined, n), str(sum(r.still_excluding for r in rows)),
-            share(unknown, runtime)]  # fmt: skip
+            share(unknown, runtime)]
 
 
 def by_mechanism(mechanism: str, rows: Sequence[Row]) -> list[str]:
@@ -189,14 +189,14 @@ def by_mechanism(mechanism: str, rows: Sequence[Row]) -> list[str]:
 
 def print_report(results: dict[str, tuple[list[Row], dict[str, object]]], arch: str) -> None:
     print(f"contrib {contrib.__version__} from {Path(contrib.__file__).resolve().parent} "
-          f"(source {contrib_source_key()}), arch {arch}")  # fmt: skip
+          f"(source {contrib_source_key()}), arch {arch}")
     head = ["upstream", "openings", "commits", "excluding@parent", "class agrees",
-            "(as mined)", "still excluding after", "unknown@main (runtime)"]  # fmt: skip
+            "(as mined)", "still excluding after", "unknown@main (runtime)"]
     table = [summary(name, rows, main) for name, (rows, main) in results.items()]
     every = [r for rows, _ in results.values() for r in rows]
     mains = [m for _, m in results.values()]
     total = {"runtime_excluding": sum(int(str(m["runtime_excluding"])) for m in mains),
-             "unknown": sum(int(str(m["unknown"])) for m in mains)}  # fmt: skip
+             "unknown": sum(int(str(m["unknown"])) for m in mains)}
     if len(results) > 1:
         table.append(summary("all", every, total))
     table.append(["goal", "", "", ">= 90%", ">= 70%", "", "0", "<= 25%"])
@@ -207,12 +207,12 @@ def print_report(results: dict[str, tuple[list[Row], dict[str, object]]], arch: 
               "'(as mined)' the miner's):")
         print_table(["commit", "file:function", "mined", "relabelled", "got"],
                     [[r.opening.commit[:10], f"{r.opening.file}:{r.opening.function}",
-                      r.opening.mined_as, r.opening.expected, r.got] for r in relabelled])  # fmt: skip
+                      r.opening.mined_as, r.opening.expected, r.got] for r in relabelled])
     print("\nby mechanism (all upstreams):")
     mechanisms = sorted({r.opening.mechanism for r in every})
     print_table(["mechanism", "openings", "found", "excluding@parent", "class agrees"],
                 [by_mechanism(m, [r for r in every if r.opening.mechanism == m])
-                 for m in mechanisms])  # fmt: skip
+                 for m in mechanisms])
     misses = sorted((r for r in every if not r.class_agrees or r.still_excluding),
                     key=lambda r: (r.opening.mechanism, r.got, r.opening.upstream))
     print(f"\nmisses ({len(misses)} of {len(every)}):")
@@ -220,7 +220,7 @@ def print_report(results: dict[str, tuple[list[Row], dict[str, object]]], arch: 
                 [[r.opening.commit[:10], f"{r.opening.file}:{r.opening.function}",
                   r.opening.mechanism, r.via, r.opening.expected,
                   r.got + (" (still excluding after)" if r.still_excluding else ""),
-                  r.why()[:110]] for r in misses])  # fmt: skip
+                  r.why()[:110]] for r in misses])
 
 
 def print_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -268,11 +268,11 @@ def measure_all(args: argparse.Namespace) -> int:
     results = {}
     for name in names:
         openings = [o for o in corpus if o.upstream == name
-                    and (not args.since or o.date >= args.since)]  # fmt: skip
+                    and (not args.since or o.date >= args.since)]
         below = STACKED.get(name) if not args.no_stack else None
         lower = (below, Git(getattr(args, f"{below}_git"))) if below else None
         results[name] = run_upstream(name, spread(openings, args.limit), gits[name], args.arch,
-                                     not args.quiet, lower)  # fmt: skip
+                                     not args.quiet, lower)
     print_report(results, args.arch)
     for name, (_, main) in results.items():
         if "stacked" in main:
@@ -281,10 +281,10 @@ def measure_all(args: argparse.Namespace) -> int:
                   + ("; ".join(map(str, main["stack_notes"])) or "every pin followed"))
     print(f"\n{time.monotonic() - started:.0f} s; audits: "
           + ", ".join(f"{n} {m['audits']} ({m['fresh_audits']} fresh, {m['audit_seconds']} s)"
-                      for n, (_, m) in results.items()))  # fmt: skip
+                      for n, (_, m) in results.items()))
     if args.json:
         args.json.write_text(json.dumps({n: {"main": m, "rows": [r.to_dict() for r in rows]}
-                                         for n, (rows, m) in results.items()}, indent=1))  # fmt: skip
+                                         for n, (rows, m) in results.items()}, indent=1))
     return 0
 
 

@@ -27,7 +27,7 @@ from contrib.git.repo import Git
 PINNED = Path(__file__).resolve().parent / "audit_history_corpus.toml"
 _HEADER = ("Commits of the upstreams' own main that opened an arch gate to SM12x, mined by\n"
            "benchmarks/history_mine.py (shas, paths and line numbers at the parent; no\n"
-           "upstream text).  Regenerate: python benchmarks/audit_history.py --mine --write-corpus")  # fmt: skip
+           "upstream text).  Regenerate: python benchmarks/audit_history.py --mine --write-corpus")
 
 
 def default_cache() -> Path:
@@ -38,7 +38,7 @@ def load(args: argparse.Namespace, gits: Mapping[str, Git]) -> list[Opening]:
     """The openings of the upstreams in ``gits``: pinned, unless ``--mine`` (or no file)."""
     if not args.mine and args.corpus.is_file():
         pinned = without_drops([o for o in read(args.corpus) if o.upstream in gits],
-                               drops(args.corpus))  # fmt: skip
+                               drops(args.corpus))
         return relabelled(pinned, relabels(args.corpus))
     found: list[Opening] = []
     for name, git in gits.items():
@@ -88,10 +88,10 @@ def _hand(path: Path, section: str) -> list[dict[str, str]]:
     for n, item in enumerate(_document(path).get(section, []), 1):
         if not all(isinstance(item.get(k), str) for k in keys):
             raise ValueError(f"{path}: [[{section}]] number {n}: needs {', '.join(keys[:-1])} "
-                             f"and {keys[-1]} (strings)")  # fmt: skip
+                             f"and {keys[-1]} (strings)")
         if section == "relabelled" and item["expected"] not in CLASSES:
             raise ValueError(f"{path}: [[relabelled]] number {n}: expected must be one of "
-                             f"{', '.join(CLASSES)}, not {item['expected']!r}")  # fmt: skip
+                             f"{', '.join(CLASSES)}, not {item['expected']!r}")
         found.append({k: item[k] for k in keys})
     return found
 
@@ -114,7 +114,7 @@ def relabels(path: Path) -> list[dict[str, str]]:
 def _matches(o: Opening, entry: dict[str, str]) -> bool:
     """Whether a hand entry names ``o`` (its commit may be a prefix of the sha)."""
     return (o.commit.startswith(entry["commit"]) and o.file == entry["file"]
-            and o.function == entry["function"])  # fmt: skip
+            and o.function == entry["function"])
 
 
 def without_drops(openings: list[Opening], dropped: list[dict[str, str]]) -> list[Opening]:

@@ -66,7 +66,7 @@ class Row:
 
 
 def matching(opening: Opening, gates: Sequence[AuditGate],
-             names: Sequence[str] = ()) -> tuple[list[AuditGate], str]:  # fmt: skip
+             names: Sequence[str] = ()) -> tuple[list[AuditGate], str]:
     """The gates of a parent's audit that are the gate ``opening`` opened, and how they
     were found; ``names``: what the changed code defines (see ``defined_names``)."""
     if opening.mechanism == "cuda-guard":
@@ -97,7 +97,7 @@ def _direct(opening: Opening, gates: Sequence[AuditGate]) -> tuple[list[AuditGat
 
 
 def after(opening: Opening, opened: Sequence[AuditGate],
-          gates: Sequence[AuditGate]) -> list[AuditGate]:  # fmt: skip
+          gates: Sequence[AuditGate]) -> list[AuditGate]:
     """The gates of the opening commit's audit that are the ones ``opened``."""
     if opening.mechanism == "cuda-guard":
         return [g for g in gates if _names_file(g, opening.file)]
@@ -107,11 +107,11 @@ def after(opening: Opening, opened: Sequence[AuditGate],
         return paired
     first, last = opening.new_lines or opening.hunk
     return [g for g in gates if g.file == opening.file and g.function == opening.function
-            and first <= g.line <= last]  # fmt: skip
+            and first <= g.line <= last]
 
 
 def measure(opening: Opening, parent: Sequence[AuditGate], commit: Sequence[AuditGate],
-            names: Sequence[str] = ()) -> Row:  # fmt: skip
+            names: Sequence[str] = ()) -> Row:
     """The row of one opening from the audits of its parent and of its commit."""
     opened, via = matching(opening, parent, names)
     pick = next((g for g in opened if g.excludes_target), opened[0] if opened else None)
@@ -124,7 +124,7 @@ def measure(opening: Opening, parent: Sequence[AuditGate], commit: Sequence[Audi
         gate=_where(pick), effect=pick.effect.why if pick else "",
         reason=pick.reason if pick else "",
         still_excluding=still is not None, after_gate=_where(still), via=via,
-    )  # fmt: skip
+    )
 
 
 def _opens(opening: Opening, gates: Sequence[AuditGate]) -> bool:
@@ -138,7 +138,7 @@ def _opens(opening: Opening, gates: Sequence[AuditGate]) -> bool:
     first, last = opening.new_lines
     return any(g.file == opening.file and g.function == opening.function
                and first <= g.line <= last and not g.excludes_target
-               and g.admits is not None for g in gates)  # fmt: skip
+               and g.admits is not None for g in gates)
 
 
 def _span(gate: AuditGate) -> range:

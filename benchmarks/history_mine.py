@@ -40,7 +40,7 @@ PATHS = ("*.py", *(f"*{s}" for s in DEVICE_SUFFIXES))
 # A cheap superset for `git log -G`: every opening below changes a line it matches.
 PICKAXE = (r"supported_major_versions|supported_compute_capability|is_sm_?12|is_blackwell|"
            r"[Ss][Mm]_?12[01x]|\b12[01]\b|[=!]= *12\b|\b1[01], *12\b|__CUDA_ARCH__.*12[0-9]0|"
-           r">= *(\(|\[)? *(9|10|11)\b")  # fmt: skip
+           r">= *(\(|\[)? *(9|10|11)\b")
 # What, on one line of Python, admits SM12x: a predicate or a number naming it.
 _TWELVE = re.compile(
     r"is_(?:cuda_)?sm_?12\w*|is_blackwell\w*|\bsm_?12[01x]\w*|\b12[01]\b|[=!]=\s*12\b|"
@@ -59,7 +59,7 @@ _ARCHISH = re.compile(
     re.I,
 )
 _REFUSAL = re.compile(r"\bskip(?:if)?\b|pytest\.skip|\braise\b|sys\.exit|\bexit\(|\breturn\b|"
-                      r"xfail", re.I)  # fmt: skip
+                      r"xfail", re.I)
 _LIST = {
     "jit-list": re.compile(r"supported_major_versions\s*=\s*[\[(]([^\])]*)[\])]"),
     "decorator": re.compile(r"supported_compute_capability\(\s*[\[(]([^\])]*)[\])]"),
@@ -124,20 +124,20 @@ def mine(git: Git, upstream: str, branch: str, since: str | None = None) -> list
     found: list[Opening] = []
     for commit, parent, date in candidates(git, branch, since):
         raw = git.run_bytes("diff", "--no-color", "--no-ext-diff", "-U3", "--no-renames",
-                            parent, commit, "--", *PATHS)  # fmt: skip
+                            parent, commit, "--", *PATHS)
         found += openings_of(git, upstream, commit, parent, date, raw.decode("utf-8", "replace"))
     return found
 
 
 def openings_of(git: Git, upstream: str, commit: str, parent: str, date: str,
-                diff: str) -> list[Opening]:  # fmt: skip
+                diff: str) -> list[Opening]:
     """The openings one commit's diff (parent to commit) makes."""
     try:
         patch = PatchSet(diff)
     except UnidiffParseError:
         return []
     device = sorted(_path(f.path) for f in patch if _is_device(_path(f.path)) and _real_change(f)
-                    or _python_kernel_change(git, commit, f))  # fmt: skip
+                    or _python_kernel_change(git, commit, f))
     expected = NEEDS_KERNEL_WORK if device else GATE_ONLY
     out: dict[tuple[str, str, str], Opening] = {}
     for patched in patch:
@@ -148,7 +148,7 @@ def openings_of(git: Git, upstream: str, commit: str, parent: str, date: str,
         if not is_py and not _is_device(path):
             continue
         if not any(_MAY_OPEN.search(ln.value) for hunk in patched for ln in hunk
-                   if ln.is_added or ln.is_removed):  # fmt: skip
+                   if ln.is_added or ln.is_removed):
             continue
         module = parse(_blob(git, parent, path)) if is_py else None
         new = parse(_blob(git, commit, path)) if is_py else None
@@ -166,15 +166,15 @@ def openings_of(git: Git, upstream: str, commit: str, parent: str, date: str,
 
 
 def _hunk_openings(hunk: Any, prose: tuple[set[int], set[int]] | None
-                   ) -> Iterator[tuple[str, list[int]]]:  # fmt: skip
+                   ) -> Iterator[tuple[str, list[int]]]:
     """(mechanism, lines at the parent) for each opening one hunk makes; ``prose``: the
     lines of a Python file's parent and commit inside multi-line strings (None: device code)."""
     old_prose, new_prose = prose or (set(), set())
     comment = "#" if prose is not None else "//"
     removed = [(ln.source_line_no, _code(ln.value, comment)) for ln in hunk
-               if ln.is_removed and ln.source_line_no not in old_prose]  # fmt: skip
+               if ln.is_removed and ln.source_line_no not in old_prose]
     added = [_code(ln.value, comment) for ln in hunk
-             if ln.is_added and ln.target_line_no not in new_prose]  # fmt: skip
+             if ln.is_added and ln.target_line_no not in new_prose]
     if prose is None:
         dropped = [n for n, text in removed if _GUARD.search(text)]
         if dropped and not any(_GUARD.search(text) for text in added):
@@ -222,7 +222,7 @@ def _added_clause(hunk: Any, prose: set[int]) -> Iterator[tuple[str, list[int]]]
     for i, line in enumerate(lines):
         if not (line.is_added and line.target_line_no not in prose
                 and _tokens([_code(line.value)])
-                and _CLAUSE.search(line.value)):  # fmt: skip
+                and _CLAUSE.search(line.value)):
             continue
         above = next((ln for ln in reversed(lines[:i]) if ln.is_context), None)
         if above is not None and _ARCHISH.search(_code(above.value)):
@@ -248,7 +248,7 @@ def _refuses(removed: list[tuple[int, str]], line: int) -> bool:
 
 _BLOCK_REFUSAL = re.compile(r"(?:raise\b|pytest\.(?:skip|xfail)\b|self\.skipTest\b|"
                             r"sys\.exit\b|exit\(|os\._exit\b|"
-                            r"return\s*(?:None|False|\"\"|'')?\s*$)")  # fmt: skip
+                            r"return\s*(?:None|False|\"\"|'')?\s*$)")
 
 
 def _refusal_under(side: list[tuple[int, str]]) -> bool:
@@ -404,7 +404,7 @@ def _python_kernel_change(git: Git, commit: str, patched: Any) -> bool:
              and any(_KERNEL_DECORATOR.match("@" + ast.unparse(d)) for d in n.decorator_list)]
     return any(first <= ln.target_line_no <= last for ln in added
                if ln.value.strip() and not ln.value.strip().startswith("#")
-               for first, last in spans)  # fmt: skip
+               for first, last in spans)
 
 
 def _real_change(patched: Any) -> bool:

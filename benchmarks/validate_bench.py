@@ -55,7 +55,7 @@ def _contrib(ws: Path, env: dict[str, str], *args: str) -> tuple[float, dict[str
     """(wall seconds, the JSON document, exit status) of ``python -m contrib ARGS --json``."""
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "contrib", *args, "--json"], cwd=ws, env=env,
-                          capture_output=True, text=True)  # fmt: skip
+                          capture_output=True, text=True)
     wall = time.monotonic() - started
     try:
         doc = json.loads(done.stdout or "{}")
@@ -103,7 +103,7 @@ def _single_units(clone: Path, python: str, work: Path) -> list[tuple[str, float
     tree = GitTree(git, head)
     changes = parse_diff(git.run("diff", BASE, head, strip=False))
     gate = [("gen_trtllm_comm_module", n) for n in ("trtllm_allreduce.cu", "trtllm_allreduce_fusion.cu",
-                                                    "trtllm_moe_allreduce_fusion.cu")]  # fmt: skip
+                                                    "trtllm_moe_allreduce_fusion.cu")]
     units = units_at_stake(tree, gate, [c.path for c in changes if not c.deleted])
     profile, arch = profile_for(tree), parse_arch("sm_120a")
     request = PtxRequest(tree, arch, units, profile, python, [], [], [], work, {})
@@ -154,7 +154,7 @@ def main() -> int:
              "cold <= 1.2 x target: " + ("yes" if cold <= 1.2 * target else "NO")),
             # no schedule beats its longest unit: the bound a parallel build can reach
             ("bound: max(longest unit, target)", f"{max(longest, target):8.1f} s",
-             f"cold = {cold / max(longest, target, 1e-9):.2f} x bound")]  # fmt: skip
+             f"cold = {cold / max(longest, target, 1e-9):.2f} x bound")]
     for unit, seconds, ok in singles:
         print(f"  {unit:<45} {seconds:7.1f} s {'ok' if ok else 'FAILED'}")
     for label, value, note in rows:

@@ -23,7 +23,7 @@ KNOWN: tuple[tuple[int, int], ...] = (
     (10, 0), (10, 1), (10, 3),
     (11, 0),
     (12, 0), (12, 1),
-)  # fmt: skip
+)
 EXAMPLES = "sm_90a, sm_100a, sm_103a, sm_110a, sm_120, sm_120a, sm_121a"
 # nvcc's own spellings, taken as written; ASCII digits only (``\d`` takes any script's).
 _CANONICAL = re.compile(r"(?:sm_|compute_)(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)

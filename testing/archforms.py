@@ -306,6 +306,6 @@ def arch_forms_upstream(path: Path) -> Repo:
     repo = Repo(path)
     files = {"pkg/__init__.py": "", "pkg/forms/__init__.py": "",
              "pkg/utils/__init__.py": "from .common import *\n",
-             "pkg/utils/common.py": COMMON, **FORMS}  # fmt: skip
+             "pkg/utils/common.py": COMMON, **FORMS}
     repo.commit("Initial import", files)
     return repo

@@ -172,7 +172,7 @@ def decode(x):
 '''
 DECODE_UNIT = ("__global__ void decode_kernel(float* out) {\n"
                "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1200\n  out[threadIdx.x] = 1.0f;\n"
-               "#endif\n}\n")  # fmt: skip
+               "#endif\n}\n")
 
 LOWER = {
     "pyproject.toml": '[project]\nname = "Lower_Lib"\nversion = "0"\n',
@@ -399,7 +399,7 @@ def top_upstream(path: Path, requirement: str = "lower_lib[cu13]==1.0") -> Repo:
         "python/top/fp8.py": FP8, "python/top/backends.py": BACKENDS,
         "python/top/overrides.py": OVERRIDES, "python/top/mm.py": TOP_MM,
         "python/top/decode.py": TOP_DECODE,
-    })  # fmt: skip
+    })
     return repo
 
 

@@ -141,7 +141,7 @@ class TreeEval:
             self._local_touch[key] = any(
                 self.may_read_gpu(b.node, frame) if b.kind == "expr" and isinstance(b.node, ast.expr)
                 else b.kind in ("def", "import") and self._binding_touches(b, frame.path)
-                for b in local)  # fmt: skip
+                for b in local)
         return self._local_touch[key]
 
     def _binding_touches(self, binding: Binding, path: str) -> bool:
@@ -232,7 +232,7 @@ class TreeEval:
             else:
                 parts.append(self.eval(value, frame))
         return values_of(UNK if any(vague(p) for p in combo) else "".join(map(str, combo))
-                       for combo in itertools.product(*parts))  # fmt: skip
+                       for combo in itertools.product(*parts))
 
     def _e_BoolOp(self, node: ast.BoolOp, frame: Frame) -> Values:
         is_and = isinstance(node.op, ast.And)
@@ -265,7 +265,7 @@ class TreeEval:
         if op is None:
             return ANY
         return values_of(UNK if vague(a) or vague(b) else safe(op, a, b)
-                       for a in left for b in right)  # fmt: skip
+                       for a in left for b in right)
 
     def _e_Compare(self, node: ast.Compare, frame: Frame) -> Values:
         operands = [self.eval(x, frame) for x in (node.left, *node.comparators)]
@@ -292,13 +292,13 @@ class TreeEval:
             lower = self.eval(node.slice.lower, frame) if node.slice.lower else frozenset({None})
             upper = self.eval(node.slice.upper, frame) if node.slice.upper else frozenset({None})
             return values_of(index(b, slice(a, c)) if not (vague(a) or vague(c)) else UNK
-                             for b in bases for a in lower for c in upper)  # fmt: skip
+                             for b in bases for a in lower for c in upper)
         keys = self.eval(node.slice, frame)
         return values_of(index(b, k) for b in bases for k in keys)
 
     def _e_Attribute(self, node: ast.Attribute, frame: Frame) -> Values:
         return values_of(v for base in self.eval(node.value, frame)
-                       for v in self._attribute(base, node.attr))  # fmt: skip
+                       for v in self._attribute(base, node.attr))
 
     def _attribute(self, base: Any, attr: str) -> Values:
         dotted = f"{base.dotted}.{attr}" if isinstance(base, Ext) else ""
@@ -391,7 +391,7 @@ class TreeEval:
             if found != ANY:
                 return found
         sub = self.index.find(f"{binding.module}.{binding.attr}".strip("."), importer,
-                              binding.level)  # fmt: skip
+                              binding.level)
         if sub is not None:
             return frozenset({ModRef(sub)})
         if target is not None:
@@ -399,7 +399,7 @@ class TreeEval:
         return frozenset({Ext(f"{binding.module}.{binding.attr}".strip("."))})
 
     def call(self, callee: Any, args: tuple[Values, ...],
-             kwargs: tuple[tuple[str, Values], ...]) -> Values:  # fmt: skip
+             kwargs: tuple[tuple[str, Values], ...]) -> Values:
         """What calling ``callee`` returns on the current capability."""
         if isinstance(callee, Func):
             reads = self.touch.node(callee.path, callee.node) or toolkit_in(*args)
@@ -416,7 +416,7 @@ class TreeEval:
         return ANY
 
     def _external(self, dotted: str, args: tuple[Values, ...],
-                  kwargs: tuple[tuple[str, Values], ...]) -> Values:  # fmt: skip
+                  kwargs: tuple[tuple[str, Values], ...]) -> Values:
         last = dotted.rsplit(".", 1)[-1]
         if last == "get_device_capability":
             self.touched = True
@@ -427,7 +427,7 @@ class TreeEval:
             return frozenset({True})  # the question is a machine with the target's GPU
         if last == "partial" and args:
             return values_of(Partial(f, args[1:], kwargs) if isinstance(f, Func) else UNK
-                           for f in args[0])  # fmt: skip
+                           for f in args[0])
         if last in IDENTITY or dotted in IDENTITY:
             return args[0] if args and not kwargs else frozenset({Ext("functools.cache")})
         builtin = BUILTINS.get(dotted)
@@ -436,7 +436,7 @@ class TreeEval:
         return ANY
 
     def run(self, func: Func, args: tuple[Values, ...],
-            kwargs: tuple[tuple[str, Values], ...]) -> Values:  # fmt: skip
+            kwargs: tuple[tuple[str, Values], ...]) -> Values:
         """The values ``func`` may return for these arguments (its body, interpreted)."""
         node = func.node
         env = self._bind_args(func, args, kwargs)
@@ -447,7 +447,7 @@ class TreeEval:
         return self._cached(key, lambda: run_body(self, node.body, frame))
 
     def _bind_args(self, func: Func, args: tuple[Values, ...],
-                   kwargs: tuple[tuple[str, Values], ...]) -> dict[str, Values] | None:  # fmt: skip
+                   kwargs: tuple[tuple[str, Values], ...]) -> dict[str, Values] | None:
         spec = func.node.args
         positional = [*spec.posonlyargs, *spec.args]
         env: dict[str, Values] = {}

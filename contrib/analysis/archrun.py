@@ -62,7 +62,7 @@ class _Run:
         if isinstance(node, ast.Assign | ast.AnnAssign):
             return self.assign(node, env)
         if isinstance(node, ast.For | ast.AsyncFor | ast.While | ast.Try | ast.TryStar
-                      | ast.With | ast.AsyncWith | ast.Match | ast.AugAssign):  # fmt: skip
+                      | ast.With | ast.AsyncWith | ast.Match | ast.AugAssign):
             return self.compound(node, env)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             env[node.name] = frozenset({Func(self.frame.path, node)})
@@ -88,7 +88,7 @@ class _Run:
         for name in bound_names(node):
             env[name] = ANY
         blocks = [getattr(node, n) for n in ("body", "orelse", "finalbody")
-                  if isinstance(getattr(node, n, None), list)]  # fmt: skip
+                  if isinstance(getattr(node, n, None), list)]
         blocks += [h.body for h in getattr(node, "handlers", [])]
         blocks += [c.body for c in getattr(node, "cases", [])]
         if isinstance(node, ast.With | ast.AsyncWith):
@@ -108,7 +108,7 @@ class _Run:
             else:
                 name = alias.asname or alias.name
                 binding = Binding("import", module=node.module or "", attr=alias.name,
-                                  level=node.level)  # fmt: skip
+                                  level=node.level)
             env[name] = self.ev.imported(binding, self.frame.path)
 
 

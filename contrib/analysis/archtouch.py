@@ -45,7 +45,7 @@ class Touch:
             names, attrs = self._identifiers(node)
             self._nodes[key] = (bool((names | attrs) & SOURCES) or attrs >= TOOLKIT_ATTRS
                                 or attrs >= PLATFORM_ATTRS
-                                or any(self.name(n, path) for n in names))  # fmt: skip
+                                or any(self.name(n, path) for n in names))
         return self._nodes[key]
 
     def name(self, name: str, path: str, depth: int = 0) -> bool:

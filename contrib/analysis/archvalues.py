@@ -84,16 +84,16 @@ IDENTITY = ("lru_cache", "cache", "wraps", "cached", "functools.cache")
 BUILTINS: dict[str, Callable[..., Any]] = {
     "int": int, "str": str, "float": float, "bool": bool, "tuple": tuple, "list": tuple,
     "len": len, "min": min, "max": max, "abs": abs, "any": any, "all": all, "set": frozenset,
-}  # fmt: skip
+}
 BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Div: operator.truediv,
-}  # fmt: skip
+}
 CMPOPS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
     ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-}  # fmt: skip
+}
 
 
 def ordered(values: Values) -> list[Any]:
@@ -191,7 +191,7 @@ def compare(op: ast.cmpop, a: Any, b: Any) -> set[bool]:
     function = CMPOPS.get(type(op))
     if function is None or vague(a) or vague(b):
         if isinstance(op, ast.Is | ast.IsNot) and (a is None) != (b is None) and not (
-                isinstance(a, _Unknown) or isinstance(b, _Unknown)):  # fmt: skip
+                isinstance(a, _Unknown) or isinstance(b, _Unknown)):
             return {isinstance(op, ast.IsNot)}
         return {True, False}
     result = safe(function, a, b)

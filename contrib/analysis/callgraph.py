@@ -31,7 +31,7 @@ _TEMPLATE_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*<(?:[^<>;{}]|<(?:[^<>;{}]|<[^<>
 _NOT_NAMES = {"__launch_bounds__", "__attribute__", "__declspec", "alignas", "__cluster_dims__",
               "__maxnreg__", "decltype", "operator", "__host__", "__device__", "__global__",
               "__noinline__", "__forceinline__", "__inline__", "static", "inline", "extern",
-              "constexpr", "mutable", "void", "template", "typename"}  # fmt: skip
+              "constexpr", "mutable", "void", "template", "typename"}
 _UP_TO_BODY = re.compile(r"[^;{}]*")
 
 
@@ -71,7 +71,7 @@ def find_functions(path: str, text: str, markers: frozenset[str] = frozenset({DE
     so neither a comment naming a helper nor ``printf("helper(")`` is a call.
     """
     code = _LITERAL.sub(lambda m: m.group()[0] + " " * (len(m.group()) - 2) + m.group()[0],
-                        "\n".join(scan(path, text).code))  # fmt: skip
+                        "\n".join(scan(path, text).code))
     starts = [0] + [m.end() for m in re.finditer("\n", code)]
     markers_re = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, {GLOBAL, *markers}))) + r")\b")
     found: list[Function] = []
@@ -84,7 +84,7 @@ def find_functions(path: str, text: str, markers: frozenset[str] = frozenset({DE
             name, open_brace, close_brace = parsed
             found.append(Function(name, path, bisect.bisect_right(starts, match.start()),
                                   bisect.bisect_right(starts, close_brace), match.group() == GLOBAL,
-                                  _calls(code[open_brace + 1 : close_brace])))  # fmt: skip
+                                  _calls(code[open_brace + 1 : close_brace])))
     return found
 
 
@@ -182,7 +182,7 @@ class CallGraph:
         if name not in self._called_by:
             self._called_by[name] = [function for path in self.files
                                      if name in (self.tree.read_text(path) or "")
-                                     for function in self.functions(path) if name in function.calls]  # fmt: skip
+                                     for function in self.functions(path) if name in function.calls]
         return self._called_by[name]
 
 

@@ -165,7 +165,7 @@ class _Expander:
 _LEVELS: tuple[tuple[str, ...], ...] = (
     ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<=", ">="), ("<<", ">>"), ("+", "-"),
     ("*", "/", "%"),
-)  # fmt: skip
+)
 Node = tuple[object, ...]
 
 
@@ -253,7 +253,7 @@ _ARITH: dict[str, Callable[[int, int], int]] = {
     "<": lambda a, b: int(a < b), ">": lambda a, b: int(a > b),
     "<=": lambda a, b: int(a <= b), ">=": lambda a, b: int(a >= b),
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-}  # fmt: skip
+}
 
 
 def _shift(a: int, b: int, op: str) -> int:

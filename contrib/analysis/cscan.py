@@ -146,7 +146,7 @@ class Kernel:
 
 _NOT_NAMES = {"__launch_bounds__", "__attribute__", "__declspec", "alignas", "__cluster_dims__",
               "__maxnreg__", "__global__", "__noinline__", "__forceinline__", "static", "inline",
-              "extern", "void", "template", "typename"}  # fmt: skip
+              "extern", "void", "template", "typename"}
 
 
 def find_kernels(result: Scan) -> list[Kernel]:

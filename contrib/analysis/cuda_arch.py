@@ -121,7 +121,7 @@ class _Walker:
     def _other(
         self, scanned: Scan, kind: str, rest: str, macros: dict[str, Macro], out: Pass,
         once: set[str], depth: int,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if kind == "define":
             macro = parse_define(rest)
             if macro is not None:
@@ -152,7 +152,7 @@ class GuardAnalysis:
 def compute_passes(
     files: Mapping[str, str], roots: Iterable[str], archs: Iterable[Arch | None],
     resolve: Resolver | None = None,
-) -> tuple[dict[str, Scan], dict[str, Pass]]:  # fmt: skip
+) -> tuple[dict[str, Scan], dict[str, Pass]]:
     """Scan ``files`` and preprocess ``roots`` once per arch (None: the host pass)."""
     scans: dict[str, Scan] = {}
 
@@ -236,13 +236,13 @@ def _file_findings(
             f"empty kernel {kernel.name} on {target.name}: its whole body is compiled out{why}; "
             f"{keeper.name} compiles it",
             f"{scanned.path}:{guard.line}" if guard else None,
-        ))  # fmt: skip
+        ))
     for other in ([nearest] if nearest else []) + [a for a in reversed(compared) if a != nearest]:
         lost = [
             line for line in scanned.statement_lines()
             if line not in covered and passes[other.name].compiled(scanned.path, line)
             and not tp.compiled(scanned.path, line)
-        ]  # fmt: skip
+        ]
         findings.extend(_lost_findings(scanned, tp, target, other, lost, other == nearest, covered))
     return findings
 
@@ -254,7 +254,7 @@ def _any(p: Pass, scanned: Scan, lines: Iterable[int]) -> bool:
 def _lost_findings(
     scanned: Scan, tp: Pass, target: Arch, other: Arch, lost: list[int], nearest: bool,
     covered: set[int],
-) -> list[Finding]:  # fmt: skip
+) -> list[Finding]:
     """Group lines the target loses by the guard that drops them; one finding per group."""
     groups: dict[int, list[int]] = {}
     for line in lost:
@@ -280,7 +280,7 @@ def _lost_findings(
             kind, severity, scanned.path, lines[0],
             f"`{snippet}`{more} is compiled out on {target.name}{guard_text}{tail}",
             f"{scanned.path}:{guard_line}" if branch else None,
-        ))  # fmt: skip
+        ))
     return findings
 
 
@@ -306,7 +306,7 @@ def _evaluation_findings(tp: Pass, scans: Mapping[str, Scan]) -> list[Finding]:
                 "unknown-macro", INFO, path, line,
                 f"{text} also depends on {', '.join(unknown)}, not defined in the files "
                 "walked (taken as 0, as the preprocessor would)",
-            ))  # fmt: skip
+            ))
     for path, line, message in tp.errors:
         findings.append(Finding("bad-guard", INFO, path, line, f"cannot evaluate: {message}"))
     return findings

@@ -168,7 +168,7 @@ class _Finder(ast.NodeVisitor):
         index = self._count.get((function, kind), 0)
         self._count[(function, kind)] = index + 1
         self.gates.append(Gate(self.path, node.lineno, node.end_lineno or node.lineno, function,
-                               kind, text[:200], majors, index, node, clear))  # fmt: skip
+                               kind, text[:200], majors, index, node, clear))
 
     def visit_If(self, node: ast.If) -> None:
         if node.body and gives_up(node.body):
@@ -225,7 +225,7 @@ class _Finder(ast.NodeVisitor):
         ccs = _literal(node.args[0])
         callee = self.ev.eval(node.func, self.frames["<module>"]) if self.scope else frozenset()
         if (isinstance(ccs, list | tuple | set) and ccs and all(isinstance(c, int)
-                and 70 <= c < 200 for c in ccs) and any(isinstance(v, Func) for v in callee)):  # fmt: skip
+                and 70 <= c < 200 for c in ccs) and any(isinstance(v, Func) for v in callee)):
             self.majors[id(node)] = frozenset(c // 10 for c in ccs)
             self._add(node, DECORATOR, ast.unparse(node), frozenset(c // 10 for c in ccs))
             return
@@ -239,7 +239,7 @@ class _Finder(ast.NodeVisitor):
             return False
         if not isinstance(node, ast.BoolOp | ast.Compare | ast.UnaryOp) and not all(
                 isinstance(v, bool) or v is None or vague(v)
-                for values in truths.values() for v in values):  # fmt: skip
+                for values in truths.values() for v in values):
             return False  # a number or a string the GPU decides: its comparisons are gates
         per_cap = [truth_of(v) for v in truths.values()]
         if all(t == per_cap[0] for t in per_cap):
@@ -291,7 +291,7 @@ def scan(path: str, text: str, ev: TreeEval | None = None, arch: Arch | None = N
 
 
 def find_gates(path: str, text: str, ev: TreeEval | None = None,
-               arch: Arch | None = None) -> tuple[list[Gate], dict[str, ast.AST]]:  # fmt: skip
+               arch: Arch | None = None) -> tuple[list[Gate], dict[str, ast.AST]]:
     """All gates in a Python file and its functions by qualified name (SyntaxError propagates)."""
     found = scan(path, text, ev, arch)
     return found.gates, found.functions
@@ -332,7 +332,7 @@ def source_literals(function: ast.AST, major: int | None = None,
             continue
         for value in values:
             if (value.lower().endswith(CUDA_SUFFIXES + TEMPLATE_SUFFIXES) and "\n" not in value
-                    and value not in names):  # fmt: skip
+                    and value not in names):
                 names.append(value)
     return names
 
@@ -363,7 +363,7 @@ def module_strings(module: ast.AST) -> dict[str, list[str]]:
             continue
         items = (value.values if isinstance(value, ast.Dict)
                  else value.elts if isinstance(value, ast.List | ast.Tuple | ast.Set)
-                 else [value])  # fmt: skip
+                 else [value])
         strings = [e.value for e in items if isinstance(e, ast.Constant) and isinstance(e.value, str)]
         if strings and len(strings) == len(items):
             found[target.id] = strings
@@ -384,7 +384,7 @@ def _literal_loops(function: ast.AST) -> dict[str, list[str]]:
     loops: dict[str, list[str]] = {}
     for node in walk(function):
         if (isinstance(node, ast.For) and isinstance(node.target, ast.Name)
-                and isinstance(node.iter, ast.List | ast.Tuple)):  # fmt: skip
+                and isinstance(node.iter, ast.List | ast.Tuple)):
             items = [e.value for e in node.iter.elts
                      if isinstance(e, ast.Constant) and isinstance(e.value, str)]
             if items and len(items) == len(node.iter.elts):
@@ -423,7 +423,7 @@ def builders(functions: dict[str, ast.AST], function: str,
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
             callee = functions.get(call.func.id)
             if (callee is not None and call.func.id not in found
-                    and source_literals(callee, None, constants)):  # fmt: skip
+                    and source_literals(callee, None, constants)):
                 found.append(call.func.id)
     return found
 
@@ -442,7 +442,7 @@ def built_sources(functions: dict[str, ast.AST], function: str, major: int | Non
 
 def touched_gates(path: str, before: str | None, after: str, changed: Iterable[int],
                   trees: tuple[TreeEval | None, TreeEval | None] = (None, None),
-                  ) -> list[TouchedGate]:  # fmt: skip
+                  ) -> list[TouchedGate]:
     """Gates in ``after`` whose lines intersect ``changed``, paired with their old form.
     ``trees``: the evaluators of the trees before and after the patch, so names the
     file imports mean what they mean there (without them the file is read alone)."""

@@ -48,16 +48,16 @@ PTX_FAMILIES: dict[str, frozenset[int]] = {
 # for wgmma): a kernel written with them has the family's archs only.
 CUTE_FAMILIES: dict[str, frozenset[int]] = {
     "tcgen05": PTX_FAMILIES["tcgen05"], "warpgroup": PTX_FAMILIES["wgmma"],
-}  # fmt: skip
+}
 _PTX = re.compile(r'"[^"\n]*\b(' + "|".join(PTX_FAMILIES) + r')\.')
 _SM_NAME = re.compile(r"\barch::Sm(\d{2,3})\b|\bSM(\d{2,3})_\w")  # ArchTags, CuTe atoms
 _CAP_ATTR = re.compile(r"cudaDeviceGetAttribute\s*\(\s*&\s*(\w+)\s*,\s*"
                        r"cudaDevAttrComputeCapability(Major|Minor)")
 _SM_CALL = re.compile(r"\b(\w+)\s*=\s*(?:[\w:]+::)?(?:getSMVersion|get_sm_version|getSmVersion|"
-                      r"GetSMVersion)\s*\(")  # fmt: skip
+                      r"GetSMVersion)\s*\(")
 _SM_SUM = re.compile(r"\b(\w+)\s*=\s*(\w+)\s*\*\s*10\s*\+\s*(\w+)\b")
 _CHECK = re.compile(r"\b(?:TVM_FFI_ICHECK|ICHECK|TORCH_CHECK|TLLM_CHECK(?:_WITH_INFO)?|"
-                    r"FLASHINFER_CHECK|CHECK)(_EQ|_NE|_GE|_GT|_LE|_LT)?\s*\(")  # fmt: skip
+                    r"FLASHINFER_CHECK|CHECK)(_EQ|_NE|_GE|_GT|_LE|_LT)?\s*\(")
 _IF_THROW = re.compile(r"\bif\s*\(")
 _THROWS = re.compile(r"^\s*\{?\s*(?:throw\b|\w*THROW\w*\s*\(|(?:TORCH|TLLM)_CHECK\w*\s*\(\s*false)")
 _OPS = {"_EQ": "==", "_NE": "!=", "_GE": ">=", "_GT": ">", "_LE": "<=", "_LT": "<"}
@@ -93,7 +93,7 @@ def written_for(names: Iterable[str]) -> dict[int, list[str]]:
 
 
 def arch_findings(files: Mapping[str, str], target_pass: Pass | None, arch: Arch,
-                  admitted: Iterable[int]) -> list[Finding]:  # fmt: skip
+                  admitted: Iterable[int]) -> list[Finding]:
     """Errors for a closure whose device code has only ISA other archs have, and for
     each host check that refuses ``arch`` while it passes an admitted major."""
     admitted = sorted(set(admitted) - {arch.major})
@@ -132,7 +132,7 @@ def _isa_finding(uses: list[tuple[str, _Use]], arch: Arch) -> list[Finding]:
     return [Finding("foreign-isa", ERROR, path, first.line,
                     f"device code compiled for {arch.name} uses only ISA of majors "
                     f"{', '.join(map(str, majors))} ({', '.join(names)}; {len(foreign)} uses), "
-                    f"which {arch.name} lacks, and nothing for it")]  # fmt: skip
+                    f"which {arch.name} lacks, and nothing for it")]
 
 
 def _capability_names(code: str) -> dict[str, str]:
@@ -160,7 +160,7 @@ def _host_checks(path: str, code: str, arch: Arch, admitted: list[int]) -> list[
             findings.append(Finding(
                 "host-refusal", ERROR, path, line,
                 f"`{shown}` refuses {arch.name} at run time; majors "
-                f"{', '.join(map(str, passing))} pass it"))  # fmt: skip
+                f"{', '.join(map(str, passing))} pass it"))
     return findings
 
 

@@ -31,7 +31,7 @@ from contrib.arch import Arch
 # Flags that change what the device code compiles to (PTX); the rest (-O3,
 # --threads, -Xfatbin, -lineinfo, -fPIC...) only change how it is built.
 _PTX_FLAG = re.compile(r"^(?:-D\w+(?:=\S*)?|-U\w+|-std=\S+|--expt-[\w-]+|-use_fast_math|"
-                       r"--use_fast_math|-ftz=\S+|-prec-\w+=\S+|-fmad=\S+)$")  # fmt: skip
+                       r"--use_fast_math|-ftz=\S+|-prec-\w+=\S+|-fmad=\S+)$")
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def _folder(node: ast.expr, names: dict[str, str]) -> str | None:
 def _class_list(node: ast.ClassDef, name: str) -> list[str]:
     for item in node.body:
         if isinstance(item, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
-                                                for t in item.targets):  # fmt: skip
+                                                for t in item.targets):
             return _literals([item])
     return []
 
@@ -170,7 +170,7 @@ def _flashinfer_variant(arch: Arch) -> str:
 def _flashinfer_arch_env(arch: Arch) -> dict[str, str]:
     letter = _flashinfer_variant(arch)[-1]
     return {"FLASHINFER_CUDA_ARCH_LIST": f"{arch.major}.{arch.minor}" +
-            (letter if letter.isalpha() else "")}  # fmt: skip
+            (letter if letter.isalpha() else "")}
 
 
 FLASHINFER = Profile(
@@ -202,7 +202,7 @@ FLASHINFER = Profile(
     jit_cache_env="FLASHINFER_WORKSPACE_BASE",
     arch_env=_flashinfer_arch_env,
     tree_dir_names=(("FLASHINFER_CSRC_DIR", "csrc"), ("FLASHINFER_INCLUDE_DIR", "include")),
-)  # fmt: skip
+)
 
 GENERIC = Profile(name="generic", marker="")
 PROFILES = (FLASHINFER,)
@@ -233,7 +233,7 @@ def package_dirs(python: str | None, names: list[str], cwd: Path | None = None) 
         return {}
     try:
         done = subprocess.run([python, "-c", _PACKAGE_DIRS, *names], capture_output=True, text=True,
-                              timeout=120, cwd=cwd or Path("/"))  # fmt: skip
+                              timeout=120, cwd=cwd or Path("/"))
         found = json.loads(done.stdout or "{}")
     except (OSError, subprocess.SubprocessError, ValueError):
         return {}

@@ -23,7 +23,7 @@ from contrib.arch import Arch
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(")
 _MISSING_HEADER = re.compile(r"fatal error:\s*([^:\n]+?):\s*No such file or directory")
 _ERROR_LINE = re.compile(r"^(?P<file>[^\s(:][^(:]*?)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::\d+)?):?\s*(?:fatal )?error\b.*$",
-                         re.M)  # fmt: skip
+                         re.M)
 _NOISE = re.compile(r"^\s*(?:\.reg|\.local|\.shared|\.pragma|\.loc|\.file|//|\$L\w*:|$)")
 NVCC_LOCATIONS = ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc")  # after PATH
 
@@ -222,7 +222,7 @@ def compile_ptx(
     nvcc: str, source: Path, arch: Arch | str, include_dirs: Iterable[Path], out_dir: Path,
     flags: Iterable[str] = (), timeout: float = 1200, keep: Path | None = None,
     unit: str | None = None,
-) -> Outcome:  # fmt: skip
+) -> Outcome:
     """``nvcc -arch=compute_XY[af] --ptx`` one source; parse its entries.
 
     ``arch`` is an Arch (its ``compute``) or the virtual architecture itself
@@ -247,7 +247,7 @@ def compile_ptx(
     if done.returncode != 0:
         text = (done.stderr or done.stdout).strip()
         return _failed(name, text if len(text) < 4000 else text[:3000] + "\n...\n" + text[-1000:],
-                       command, missing_header(text))  # fmt: skip
+                       command, missing_header(text))
     try:
         ptx = out.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:  # e.g. a host-only source: nvcc succeeds and writes nothing

@@ -61,7 +61,7 @@ def unit_key(tree: SourceTree, unit: str, compute: str, flags: Sequence[str],
     # Folders outside the tree (an installed package's headers) count by path and
     # modification time: reinstalling the package changes them.
     head = {"unit": unit, "compute": compute, "flags": list(flags), "sass": sass,
-            "outside": [f"{p}@{_mtime(p)}" for p in outside], "nvcc": nvcc_version}  # fmt: skip
+            "outside": [f"{p}@{_mtime(p)}" for p in outside], "nvcc": nvcc_version}
     if tree_dirs:
         head["tree_dirs"] = list(tree_dirs)
     h.update(json.dumps(head, sort_keys=True).encode())
@@ -112,7 +112,7 @@ def compile_for(nvcc: str, jobs: list[Job], computes: dict[str, str],
     twins = [replace(job, compute=computes[job.unit], cuobjdump=None,
                      key=hashlib.sha256(f"{job.key}\0{computes[job.unit]}".encode()).hexdigest()
                      if job.key else "")
-             for job in jobs if job.unit in computes]  # fmt: skip
+             for job in jobs if job.unit in computes]
     outcomes = compile_all(nvcc, twins, out_dir) if twins else []
     return {job.unit: outcome for job, outcome in zip(twins, outcomes, strict=True)}
 
@@ -131,7 +131,7 @@ def _compile(nvcc: str, job: Job, out_dir: Path) -> Outcome:
     keep = out_dir / f"{Path(job.unit).name}.{hashlib.sha256(job.unit.encode()).hexdigest()[:8]}.ptx"
     outcome = ptx.compile_ptx(nvcc, job.source, job.compute, job.include_dirs, out_dir,
                               job.flags, keep=keep if job.cuobjdump else None,
-                              unit=job.unit)  # fmt: skip
+                              unit=job.unit)
     if outcome.ok and job.cuobjdump:
         outcome.exit_only = _sass(nvcc, job.cuobjdump, keep, job.compute)
         outcome.sass_checked = True
@@ -147,7 +147,7 @@ def _sass(nvcc: str, cuobjdump: str, ptx_file: Path, compute: str) -> list[str]:
     real = compute.replace("compute_", "sm_")
     try:
         done = subprocess.run([str(ptxas), f"-arch={real}", str(ptx_file), "-o", str(cubin)],
-                              capture_output=True, text=True, timeout=1800)  # fmt: skip
+                              capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.SubprocessError):
         return []
     found = sass_exit_only(cuobjdump, cubin) if done.returncode == 0 else []
@@ -188,7 +188,7 @@ def _save(store: Path, key: str, outcome: Outcome) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False, suffix=".tmp",
-                                         encoding="utf-8") as tmp:  # fmt: skip
+                                         encoding="utf-8") as tmp:
             json.dump({**asdict(outcome), "cached": False}, tmp)
         os.replace(tmp.name, target)
     except OSError:
@@ -204,7 +204,7 @@ def sass_exit_only(cuobjdump: str, cubin: Path) -> list[str]:
     """Functions in a cubin whose SASS is only ``EXIT`` (and ``BRA`` to itself / NOPs)."""
     try:
         done = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True,
-                              timeout=600)  # fmt: skip
+                              timeout=600)
     except (OSError, subprocess.SubprocessError):
         return []
     return exit_only_functions(done.stdout)

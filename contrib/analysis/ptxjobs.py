@@ -49,7 +49,7 @@ def jobs_for(req: PtxRequest, flags_of: Mapping[str, Sequence[str]], root: Path,
     return [Job(u.path, root / u.path, compute, dirs, list(flags_of[u.path]),
                 unit_key(req.tree, u.path, compute, flags_of[u.path], outside, nvcc_id,
                          sass is not None, req.tree_dirs), sass)
-            for u in req.units]  # fmt: skip
+            for u in req.units]
 
 
 def prepare_headers(req: PtxRequest, extra: list[str]) -> tuple[Path, list[Path], list[Path]]:

@@ -93,7 +93,7 @@ def _bind_statement(scope: Scope, node: ast.stmt) -> list[list[ast.stmt]]:
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
             and isinstance(getattr(node, name, None), list)] + [
         h.body for h in getattr(node, "handlers", [])] + [
-        c.body for c in getattr(node, "cases", [])]  # fmt: skip
+        c.body for c in getattr(node, "cases", [])]
 
 
 def _bind_unknown(scope: Scope, node: ast.stmt) -> None:
@@ -102,7 +102,7 @@ def _bind_unknown(scope: Scope, node: ast.stmt) -> None:
         targets = [(node.target, None)]
     elif isinstance(node, ast.With | ast.AsyncWith):  # the context it comes from is kept
         targets = [(i.optional_vars, i.context_expr) for i in node.items
-                   if i.optional_vars is not None]  # fmt: skip
+                   if i.optional_vars is not None]
     for target, source in targets:
         for name, _ in targets_of(target):
             scope.add(name, Binding("unknown", node=source, line=node.lineno))
@@ -168,7 +168,7 @@ class ModuleIndex:
         if f"{here}/__init__.py" in self._all:
             return None  # a package's module imports absolutely: `import cudnn` is cuDNN's
         local = [p for p, inside in found if inside is not None
-                 and (here == inside or here.startswith(inside + "/"))]  # fmt: skip
+                 and (here == inside or here.startswith(inside + "/"))]
         return min(local, key=len) if local else None
 
     def paths(self) -> list[str]:
@@ -184,7 +184,7 @@ def _suffix_names(path: str) -> list[tuple[str, str]]:
     if parts and parts[-1] == "__init__":
         parts.pop()
     return [(".".join(parts[n:]), "/".join(parts[:n]) or ".") for n in range(len(parts))
-            if parts[n:]]  # fmt: skip
+            if parts[n:]]
 
 
 def bound_names(node: ast.stmt) -> set[str]:

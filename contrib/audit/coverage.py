@@ -45,7 +45,7 @@ def patch_coverage(target: str, git: Git, base: str, patches: Iterable[bytes]) -
             continue
         for patched in parsed:
             path = _strip(patched.source_file if patched.source_file != "/dev/null"
-                          else patched.target_file)  # fmt: skip
+                          else patched.target_file)
             cover.files.add(_strip(patched.target_file))
             if not path.endswith(".py"):
                 continue
@@ -95,7 +95,7 @@ def _enclosing(path: str, text: str | None, lines: set[int]) -> set[str]:
     for line in lines:
         holders = [(node.lineno, name) for name, node in functions.items()
                    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                   and _first_line(node) <= line <= (node.end_lineno or node.lineno)]  # fmt: skip
+                   and _first_line(node) <= line <= (node.end_lineno or node.lineno)]
         found.add(max(holders)[1] if holders else "<module>")
     return found
 
@@ -114,7 +114,7 @@ def mark_covered(gates: Iterable[AuditGate], coverages: Iterable[Coverage]) -> N
 
 
 def mark_history(git: Git, since: str, tip: str, old: list[AuditGate],
-                 new: list[AuditGate]) -> None:  # fmt: skip
+                 new: list[AuditGate]) -> None:
     """Set ``opened_by`` / ``closed_by`` on gates whose verdict flipped between the commits."""
     before = {g.key: g for g in old}
     for gate in new:
@@ -129,12 +129,12 @@ def blame(git: Git, since: str, tip: str, gate: AuditGate) -> dict[str, Any] | N
     """The newest commit after ``since`` that changed the gate's lines at ``tip``."""
     last = max(gate.end_line, gate.line)
     status, out, _ = git.try_run("blame", "--porcelain", "-L", f"{gate.line},{last}",
-                                 tip, "--", gate.file)  # fmt: skip
+                                 tip, "--", gate.file)
     if status != 0:
         return None
     shas = [line.split()[0] for line in out.splitlines() if re.match(r"^[0-9a-f]{40} ", line)]
     newer = [git.commit_info(sha) for sha in dict.fromkeys(shas)
-             if not git.is_ancestor(sha, since)]  # fmt: skip
+             if not git.is_ancestor(sha, since)]
     if not newer:
         return None
     info = max(newer, key=lambda i: i.committer_date)

@@ -50,7 +50,7 @@ class UpstreamAudit:
             "cached": self.cached, "counts": self.counts(), "compile": self.compiled,
             "mismatches": self.mismatches, "stack": self.stack,
             "gates": [gate_json(g) for g in sorted(self.gates, key=sort_key)],
-        }  # fmt: skip
+        }
 
 
 def mismatch_rows(audit: UpstreamAudit) -> list[list[str]]:
@@ -60,7 +60,7 @@ def mismatch_rows(audit: UpstreamAudit) -> list[list[str]]:
         gate, below = m["gate"], m["below"]
         rows.append([f"{gate['file']}:{gate['line']}", str(gate["function"]),
                      f"{below['upstream']} {below['tag']} {below['file']}:{below['line']}",
-                     str(below["function"]), str(below["admits"]), str(m["message"])])  # fmt: skip
+                     str(below["function"]), str(below["admits"]), str(m["message"])])
     return rows
 
 
@@ -80,7 +80,7 @@ def stack_line(audit: UpstreamAudit) -> str:
 def document(arch: str, audits: list[UpstreamAudit]) -> dict[str, Any]:
     """The one JSON document of ``contrib audit --json``."""
     return {"arch": arch, "upstreams": [a.to_dict() for a in audits],
-            "uncovered_runtime": sum(len(a.uncovered_runtime()) for a in audits)}  # fmt: skip
+            "uncovered_runtime": sum(len(a.uncovered_runtime()) for a in audits)}
 
 
 def history_cell(gate: AuditGate) -> str:
@@ -111,16 +111,16 @@ def summary_line(arch: str, audit: UpstreamAudit) -> str:
     built = audit.compiled
     if built:
         cached += (f"; --compile: {counted(built['units'], 'unit')} for {built['compute']}, "
-                   f"{built['cached']} from the PTX cache")  # fmt: skip
+                   f"{built['cached']} from the PTX cache")
         if built.get("missing_headers"):
             cached += f"; some not compiled: install {cure(built['missing_headers'])}"
     mismatches = (f", {counted(len(audit.mismatches), 'mismatch', 'mismatches')} with the "
-                  "upstream below" if audit.mismatches else "")  # fmt: skip
+                  "upstream below" if audit.mismatches else "")
     return (f"{audit.name} at {audit.ref} ({audit.commit[:10]}{since}): "
             f"{counted(len(audit.gates), 'gate')}{mismatches}, {len(audit.excluding())} turn {arch} away "
             f"({counts}); "
             f"{len(audit.uncovered_runtime())} uncovered at runtime "
-            f"[{audit.seconds:.1f} s{cached}]")  # fmt: skip
+            f"[{audit.seconds:.1f} s{cached}]")
 
 
 def markdown(arch: str, audits: list[UpstreamAudit], show_all: bool = False) -> str:
@@ -130,7 +130,7 @@ def markdown(arch: str, audits: list[UpstreamAudit], show_all: bool = False) -> 
         out += [f"### {audit.name} at `{audit.ref}` ({audit.commit[:10]})", ""]
         counts = ", ".join(f"{n} {k}" for k, n in audit.counts().items()) or "none"
         out += [f"{len(audit.gates)} gates found; {len(audit.excluding())} exclude `{arch}` "
-                f"({counts}).", ""]  # fmt: skip
+                f"({counts}).", ""]
         out += _markdown_mismatches(audit)
         rows = sorted(audit.gates, key=sort_key) if show_all else audit.excluding()
         if not rows:
@@ -156,7 +156,7 @@ def _markdown_mismatches(audit: UpstreamAudit) -> list[str]:
         return [f"The stack below: {stack_below(audit)}; no mismatch.", ""] if audit.stack else []
     out = [f"**{counted(len(audit.mismatches), 'mismatch', 'mismatches')} with the upstream "
            f"below** ({stack_below(audit)}): admitted here, refused there.", "",
-           "| gate | below | admits below |", "|---|---|---|"]  # fmt: skip
+           "| gate | below | admits below |", "|---|---|---|"]
     for row in mismatch_rows(audit):
         cells = [f"`{row[0]}` `{row[1]}`", f"{row[2]} `{row[3]}`", row[4]]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

@@ -33,7 +33,7 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
     git = mirror.git
     result = audit_commit(git, commit, arch, step)
     audit = UpstreamAudit(name, commit, at or f"{mirror.upstream.branch} tip", result.gates,
-                          since, since_commit, result.seconds, result.cached)  # fmt: skip
+                          since, since_commit, result.seconds, result.cached)
     audit.notes += result.notes
     if since_commit is not None:
         old = audit_commit(git, since_commit, arch, step)
@@ -43,7 +43,7 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
     if nvcc is not None:
         python = ws.config.upstream(name).python or sys.executable
         audit.compiled = compile_gates(GitTree(git, commit), audit.gates, arch, nvcc=nvcc,
-                                       python=python, step=step).to_dict()  # fmt: skip
+                                       python=python, step=step).to_dict()
     coverages = []
     for ps in ws.patchsets():
         if ps.upstream != name:
@@ -60,7 +60,7 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
 
 
 def _stack_below(ws: Workspace, audit: UpstreamAudit, tree: GitTree, tree_sha: str, arch: Arch,
-                 fetch: bool, step: Step | None) -> None:  # fmt: skip
+                 fetch: bool, step: Step | None) -> None:
     """Link the audit to each other upstream of the workspace whose package its tree
     pins: ``below`` on its gates, ``mismatches`` and ``stack`` on the audit.  An upstream
     whose cache cannot be read is one note; the audit goes on without it."""
@@ -84,7 +84,7 @@ def _stack_below(ws: Workspace, audit: UpstreamAudit, tree: GitTree, tree_sha: s
 
 
 def _lower_package(ws: Workspace, other: str, required: set[str],
-                   fetch: bool) -> tuple[Mirror, str] | None:  # fmt: skip
+                   fetch: bool) -> tuple[Mirror, str] | None:
     """The cache and package name of upstream ``other``; None when it has no name, or when
     it is not cloned yet and no package the tree requires looks like it (its key or
     ``package`` part of the name: ``flashinfer`` of ``flashinfer-python``)."""
@@ -99,7 +99,7 @@ def _lower_package(ws: Workspace, other: str, required: set[str],
 
 
 def _link(audit: UpstreamAudit, mirror: Mirror, other: str, lower: tuple[str, str], tree: GitTree,
-          tree_sha: str, arch: Arch, step: Step | None) -> None:  # fmt: skip
+          tree_sha: str, arch: Arch, step: Step | None) -> None:
     """Audit ``other`` at the pinned tag and link the upper audit's gates to it."""
     tag, commit = lower
     linked = audit_and_link(audit.gates, tree, tree_sha, mirror.git, other, tag, commit, arch, step)
@@ -108,21 +108,21 @@ def _link(audit: UpstreamAudit, mirror: Mirror, other: str, lower: tuple[str, st
     audit.seconds += below.seconds + linked.seconds
     audit.stack.append({"upstream": other, "tag": tag, "commit": commit,
                         "seconds": round(below.seconds, 2), "cached": below.cached,
-                        "link_seconds": round(linked.seconds, 2)})  # fmt: skip
+                        "link_seconds": round(linked.seconds, 2)})
     audit.notes += [f"{other} {tag}: {n}" for n in below.notes]
 
 
 def _pinned(audit: UpstreamAudit, other: str, where: str, requirement: str, version: str,
-            mirror: Mirror) -> tuple[str, str] | None:  # fmt: skip
+            mirror: Mirror) -> tuple[str, str] | None:
     """The tag and commit of the pinned version, or None with the note saying why not."""
     if not version:
         audit.notes.append(f"{where}: {requirement!r} pins no one version of {other}; the "
                            f"stack below is not audited (pin it with ==, or audit {other} "
-                           "on its own)")  # fmt: skip
+                           "on its own)")
         return None
     found = tag_of(mirror.git, version)
     if found is None:
         audit.notes.append(f"{where}: pins {other} {version}, but {other}'s cache has no tag "
                            f"v{version} or {version}; the stack below is not audited (run "
-                           "without --no-fetch to fetch its tags)")  # fmt: skip
+                           "without --no-fetch to fetch its tags)")
     return found

@@ -54,7 +54,7 @@ def audit_all(ws: Workspace, run: Run) -> list[AuditView]:
             view = audit_one(ws, name, arch, fetch=fetch, remember=not run.dry_run)
             if view.error:
                 run.problems.append(Need("audit", f"audit of {name} for {arch}: {view.error}",
-                                         {"upstream": name, "arch": arch}))  # fmt: skip
+                                         {"upstream": name, "arch": arch}))
             views.append(view)
     return views
 
@@ -68,7 +68,7 @@ def audit_one(ws: Workspace, name: str, arch: str, *, fetch: bool, remember: boo
         view.commit = str(mirror.tip())
         view.since = _since(upstream, arch, view.commit, mirror.git.try_rev_parse)
         audit = audit_upstream(ws, name, parse_arch(arch), at=view.commit, since=view.since,
-                               fetch=False)  # fmt: skip
+                               fetch=False)
     except ContribError as exc:
         view.error = scrub(str(exc)).splitlines()[0]
         return view
@@ -144,7 +144,7 @@ def section(views: list[AuditView]) -> str:
         return ""
     out = ["## Audit", "",
            "Architecture gates that turn each target away, at each upstream's tip "
-           "(`contrib audit UPSTREAM --arch ARCH` gives every detail).", ""]  # fmt: skip
+           "(`contrib audit UPSTREAM --arch ARCH` gives every detail).", ""]
     for arch in dict.fromkeys(v.arch for v in views):
         out += [f"### `{arch}`", ""]
         for view in (v for v in views if v.arch == arch):
@@ -163,18 +163,18 @@ def _upstream_lines(view: AuditView) -> list[str]:
     counts = ", ".join(f"{n} {k}" for k, n in view.counts.items()) or "none"
     out = [f"{head} at {_commit(view.github, view.commit)}", "",
            f"{counted(view.excluding, 'gate')} turn{'s' if view.excluding == 1 else ''} `{view.arch}` away ({counts}); "
-           f"{len(view.uncovered)} at runtime that no patchset covers.", ""]  # fmt: skip
+           f"{len(view.uncovered)} at runtime that no patchset covers.", ""]
     if view.mismatches:  # first: the target is sent where the upstream below refuses it
         out += [f"**{counted(len(view.mismatches), 'mismatch', 'mismatches')} with the "
                 "upstream below** (admitted here, refused there):", ""]
         out += [f"- {_gate_at(view, m['gate'])}: {m['message']}"
-                for m in view.mismatches[:MAX_GATES]]  # fmt: skip
+                for m in view.mismatches[:MAX_GATES]]
         out += _more(len(view.mismatches))
         out.append("")
     if view.uncovered:
         out += ["| uncovered runtime gate | function | class |", "| --- | --- | --- |"]
         out += [f"| {_gate(view, g)} | `{g.function}` | {g.class_ or '-'} |"
-                for g in view.uncovered[:MAX_GATES]]  # fmt: skip
+                for g in view.uncovered[:MAX_GATES]]
         out += _more(len(view.uncovered))
         out.append("")
     if view.since is None:
@@ -186,7 +186,7 @@ def _upstream_lines(view: AuditView) -> list[str]:
         if gates:
             out += [f"{word} since {since}:", ""]
             out += [f"- {_gate(view, g)} `{g.function}`: {_history(view, g)}"
-                    for g in gates[:MAX_GATES]]  # fmt: skip
+                    for g in gates[:MAX_GATES]]
             out += _more(len(gates))
             out.append("")
     return out

@@ -43,11 +43,11 @@ def draft_all(ws: Workspace, run: Run) -> None:
             run.fetched.add(name)
             try:
                 one = enable(ws, name, parse_arch(arch), at=None, specs=[], name=None,
-                             fetch=fetch, check=_Silent())  # fmt: skip
+                             fetch=fetch, check=_Silent())
             except ContribError as exc:
                 run.problems.append(Need("enable", f"enable {name} for {arch}: "
                                          f"{scrub(str(exc)).splitlines()[0]}",
-                                         {"upstream": name, "arch": arch}))  # fmt: skip
+                                         {"upstream": name, "arch": arch}))
                 continue
             run.drafts.append((arch, one))
 
@@ -64,7 +64,7 @@ def section(ws: Workspace, run: Run) -> str:
     lines += [_line(ps, plans.get(ps.target)) for ps in mine
               if plans.get(ps.target) is None or plans[ps.target].state != WAITING]
     lines += [f"- held back `{s.gate}` ({arch}): {s.why}" for arch, one in run.drafts
-              for s in one.skipped]  # fmt: skip
+              for s in one.skipped]
     if len(lines) == 2:
         lines.append("No gate-only gate left to draft.")
     return "\n".join(lines + _waiting(ws, run.proposals)) + "\n"

@@ -209,4 +209,4 @@ class AuditView:
                 "since": self.since, "counts": self.counts, "excluding": self.excluding,
                 "mismatches": self.mismatches,
                 "uncovered_runtime": where(self.uncovered), "opened": where(self.opened),
-                "closed": where(self.closed), "error": self.error or None}  # fmt: skip
+                "closed": where(self.closed), "error": self.error or None}

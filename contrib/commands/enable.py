@@ -29,7 +29,7 @@ class _Quiet(UI):
 
 def enable(ws: Workspace, ui: UI, upstream: str, gates: list[str], *, arch: str | None,
            at: str | None, name: str | None, fetch: bool,
-           force: bool = False) -> int:  # fmt: skip
+           force: bool = False) -> int:
     """Draft, write and validate; report each draft and each gate left alone."""
     target = parse_arch(ws.config.default_arch(arch, "enable"))
     ws.config.upstream(upstream)  # an unknown name fails before any work

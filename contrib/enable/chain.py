@@ -40,17 +40,17 @@ def called(gate: AuditGate) -> set[str]:
 
 
 def gate_chain(gates: list[AuditGate], tree: SourceTree, start: AuditGate,
-               arch: Arch) -> list[AuditGate]:  # fmt: skip
+               arch: Arch) -> list[AuditGate]:
     """``start`` and every gate that must open with it, ``start`` first."""
     jits = [start] if start.kind == JIT else [
         g for g in gates if g.kind == JIT and g.excludes_target and module_names(g.function)
-        & called(start)]  # fmt: skip
+        & called(start)]
     found = [start]
     for jit in jits:
         names = module_names(jit.function)
         found += [jit]
         found += [g for g in gates if g.scope == RUNTIME and g.kind != JIT
-                  and g.excludes_target and names & called(g)]  # fmt: skip
+                  and g.excludes_target and names & called(g)]
         found += list(requirements(gates, tree, names))
     unique: dict[tuple[str, int], AuditGate] = {}
     for gate in found:
@@ -62,7 +62,7 @@ def requirements(gates: list[AuditGate], tree: SourceTree, names: set[str]) -> I
     """The arch-list decorators of the backend requirements guarding calls of ``names``."""
     needles = set(names)
     files = [(p, t) for p in tree.paths() if p.endswith(".py")
-             and (t := tree.read_text(p) or "") and any(n in t for n in names)]  # fmt: skip
+             and (t := tree.read_text(p) or "") and any(n in t for n in names)]
     for path, text in files:
         module = parse_python(path, text)
         if not isinstance(module, ast.Module):
@@ -78,7 +78,7 @@ def requirements(gates: list[AuditGate], tree: SourceTree, names: set[str]) -> I
 def _wrappers(functions: Iterable[ast.FunctionDef], names: set[str]) -> set[str]:
     """Small ``get_`` functions of the file that call one of ``names`` (the loaders)."""
     return {f.name for f in functions if f.name.startswith("get_")
-            and len(f.body) <= _WRAPPER_SIZE and names & set(_calls(f))}  # fmt: skip
+            and len(f.body) <= _WRAPPER_SIZE and names & set(_calls(f))}
 
 
 def _calls(node: ast.AST) -> Iterator[str]:
@@ -91,7 +91,7 @@ def _calls(node: ast.AST) -> Iterator[str]:
 
 
 def _guard_keys(module: ast.Module, parents: dict[int, ast.AST],
-                names: set[str]) -> set[str]:  # fmt: skip
+                names: set[str]) -> set[str]:
     """The string keys of ``if "key" in ...:`` tests above a call of ``names``."""
     keys = set()
     for node in ast.walk(module):
@@ -105,20 +105,20 @@ def _guard_keys(module: ast.Module, parents: dict[int, ast.AST],
             test = above.test if isinstance(above, ast.If) else None
             if (isinstance(test, ast.Compare) and isinstance(test.left, ast.Constant)
                     and isinstance(test.left.value, str)
-                    and isinstance(test.ops[0], ast.In)):  # fmt: skip
+                    and isinstance(test.ops[0], ast.In)):
                 keys.add(test.left.value)
             above = parents.get(id(above))
     return keys
 
 
 def _mapped(module: ast.Module, key: str,
-            functions: dict[str, ast.FunctionDef]) -> Iterator[ast.FunctionDef]:  # fmt: skip
+            functions: dict[str, ast.FunctionDef]) -> Iterator[ast.FunctionDef]:
     """Functions of the file that a dict literal maps ``key`` to."""
     for node in ast.walk(module):
         if isinstance(node, ast.Dict):
             for k, v in zip(node.keys, node.values, strict=True):
                 if (isinstance(k, ast.Constant) and k.value == key
-                        and isinstance(v, ast.Name) and v.id in functions):  # fmt: skip
+                        and isinstance(v, ast.Name) and v.id in functions):
                     yield functions[v.id]
 
 

@@ -77,7 +77,7 @@ class EnableRun:
     def to_dict(self) -> dict[str, Any]:
         return {"upstream": self.upstream, "commit": self.commit,
                 "drafted": [d.to_dict() for d in self.drafted],
-                "skipped": [s.to_dict() for s in self.skipped]}  # fmt: skip
+                "skipped": [s.to_dict() for s in self.skipped]}
 
     @property
     def needs_attention(self) -> bool:
@@ -88,14 +88,14 @@ class EnableRun:
 
 def enable(ws: Workspace, upstream: str, arch: Arch, *, at: str | None, specs: list[str],
            name: str | None, fetch: bool, check: UI, progress: ProgressFn | None = None,
-           step: Any = None, force: bool = False) -> EnableRun:  # fmt: skip
+           step: Any = None, force: bool = False) -> EnableRun:
     """Draft (and validate, reporting to ``check``) a patchset per uncovered chain;
     ``force`` drafts a chain the audit refuses for kernel work too (the gate's half of
     the whole fix, which validate then fails on the guards it names)."""
     if name is not None:
         check_name(name)
     audit = audit_upstream(ws, upstream, arch, at=at, since=None, fetch=fetch,
-                           progress=progress, step=step)  # fmt: skip
+                           progress=progress, step=step)
     git = Mirror(ws.config.upstream(upstream)).ensure(fetch_now=False).git
     where = f"{upstream} at {audit.commit[:12]}"
     starts = named(audit.gates, specs, arch, where) if specs else uncovered(audit.gates)
@@ -116,7 +116,7 @@ def enable(ws: Workspace, upstream: str, arch: Arch, *, at: str | None, specs: l
 
 def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
                  chain: list[AuditGate], arch: Arch, name: str | None,
-                 run: EnableRun, force: bool = False) -> Drafted | None:  # fmt: skip
+                 run: EnableRun, force: bool = False) -> Drafted | None:
     start = chain[0]
     refused = next((r for g in chain if (r := refusal(g)) is not None), None)
     if refused is not None and not force:
@@ -194,21 +194,21 @@ def _write(ws: Workspace, git: Git, audit: UpstreamAudit, chain: list[AuditGate]
         raise UsageError(f"{label(start)}: nothing to change for {arch.name}")
     commits = [AreaCommit(area, files, _message(subject(style, area, what, arch), files,
                                                 chain, decisions))
-               for area, files in areas.items()]  # fmt: skip
+               for area, files in areas.items()]
     exported = make_commits(git, audit.commit, commits)
     meta = _meta(commits[0].message.splitlines()[0], chain, decisions, arch, audit.commit)
     add_event(meta, Event(How.ENABLE, audit.commit,
-                          detail=f"drafted from the audit for {arch.name}"))  # fmt: skip
+                          detail=f"drafted from the audit for {arch.name}"))
     folder = ws.root / "patchsets" / audit.name / target
     with ws.transaction() as txn:
         stage_version(txn, folder, audit.commit, exported)
         txn.write(folder / META_NAME, tomlkit.dumps(meta))
     return Drafted(f"{audit.name}/{target}", audit.commit, [label(g) for g in chain],
-                   [n for n, _ in exported], str(folder / audit.commit))  # fmt: skip
+                   [n for n, _ in exported], str(folder / audit.commit))
 
 
 def _message(title: str, files: dict[str, bytes], chain: list[AuditGate],
-             decisions: dict[str, str]) -> str:  # fmt: skip
+             decisions: dict[str, str]) -> str:
     lines = [decisions[label(g)].split(". Why: ", 1)[0] for g in chain
              if g.file in files and not decisions[label(g)].startswith("left as")]
     body = "\n".join(f"- {line}" for line in lines)
@@ -216,7 +216,7 @@ def _message(title: str, files: dict[str, bytes], chain: list[AuditGate],
 
 
 def _meta(title: str, chain: list[AuditGate], decisions: dict[str, str], arch: Arch,
-          base: str) -> tomlkit.TOMLDocument:  # fmt: skip
+          base: str) -> tomlkit.TOMLDocument:
     doc = tomlkit.document()
     doc["title"] = title
     doc["summary"] = tomlkit.string(_summary(chain, arch), multiline=True)

@@ -76,7 +76,7 @@ def int_values(node: ast.expr) -> list[int] | None:
     if not isinstance(node, ast.List | ast.Tuple | ast.Set):
         return None
     values = [e.value for e in node.elts if isinstance(e, ast.Constant)
-              and isinstance(e.value, int) and not isinstance(e.value, bool)]  # fmt: skip
+              and isinstance(e.value, int) and not isinstance(e.value, bool)]
     return values if len(values) == len(node.elts) else None
 
 
@@ -118,7 +118,7 @@ def target_capabilities(src: Source, arch: Arch, node: ast.expr) -> list[int]:
     spelled = {v for other in ast.walk(src.module) if isinstance(other, ast.expr)
                and callee is not None and _callee(src, other) == callee
                and (values := int_values(other)) and is_capability_list(values)
-               for v in values if v // 10 == arch.major}  # fmt: skip
+               for v in values if v // 10 == arch.major}
     return sorted(spelled | {arch.major * 10 + arch.minor})
 
 
@@ -134,7 +134,7 @@ def _callee(src: Source, node: ast.expr) -> str | None:
 def lists_at(src: Source, first: int, last: int) -> list[ast.expr]:
     """The int-list literals that start on lines ``first``..``last``, outermost first."""
     found = [n for n in ast.walk(src.module) if isinstance(n, ast.List | ast.Tuple | ast.Set)
-             and first <= n.lineno <= last and int_values(n)]  # fmt: skip
+             and first <= n.lineno <= last and int_values(n)]
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
 

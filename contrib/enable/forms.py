@@ -184,10 +184,10 @@ class Editor:
         folder = str(PurePosixPath(module).parent)
         files = [module] + ([p for p in self.tree.paths() if p.endswith(".py")
                              and str(PurePosixPath(p).parent) == folder]
-                            if module.endswith("__init__.py") else [])  # fmt: skip
+                            if module.endswith("__init__.py") else [])
         pattern = re.compile(rf"\b(?:def\s+{re.escape(name)}\b|{re.escape(name)}\s*=|"
                              rf"import\b[^\n]*\b{re.escape(name)}\b|^\s+{re.escape(name)},?$)",
-                             re.M)  # fmt: skip
+                             re.M)
         return any(pattern.search(self.tree.read_text(p) or "") for p in files)
 
 
@@ -198,7 +198,7 @@ def _defined_here(src: Source, name: str) -> bool:
 
 def _sm_calls(statement: ast.stmt) -> list[str]:
     return [name for node in ast.walk(statement) if isinstance(node, ast.Call)
-            and (name := predicate_name(node)) and sm_digits(name)]  # fmt: skip
+            and (name := predicate_name(node)) and sm_digits(name)]
 
 
 def _join(values: list[int]) -> str:

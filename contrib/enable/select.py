@@ -39,7 +39,7 @@ def label(gate: AuditGate) -> str:
 def uncovered(gates: list[AuditGate]) -> list[AuditGate]:
     """The gates a run without GATE drafts for: runtime, excluding, gate-only, uncovered."""
     return [g for g in gates if g.scope == RUNTIME and g.excludes_target
-            and g.class_ == GATE_ONLY and g.covered_by is None]  # fmt: skip
+            and g.class_ == GATE_ONLY and g.covered_by is None]
 
 
 def named(gates: list[AuditGate], specs: list[str], arch: Arch, where: str) -> list[AuditGate]:
@@ -69,7 +69,7 @@ def _matching(gates: list[AuditGate], spec: str) -> list[AuditGate]:
         line = int(what)
         return [g for g in gates if g.file == path and g.line <= line <= max(g.line, g.end_line)]
     return [g for g in gates if g.file == path
-            and what in (g.function, g.function.rsplit(".", 1)[-1])]  # fmt: skip
+            and what in (g.function, g.function.rsplit(".", 1)[-1])]
 
 
 def refusal(gate: AuditGate) -> Skipped | None:
@@ -82,7 +82,7 @@ def refusal(gate: AuditGate) -> Skipped | None:
         by_file.setdefault(path or where, []).append(line)
     named = "; ".join(f"{path}:{','.join(filter(None, lines))}" for path, lines in by_file.items())
     return Skipped(label(gate), f"needs kernel work: compiled out for the target by the guards "
-                   f"at {named or 'unknown lines'} ({gate.reason})", refused=True)  # fmt: skip
+                   f"at {named or 'unknown lines'} ({gate.reason})", refused=True)
 
 
 def guards(evidence: list[str]) -> list[str]:
@@ -91,7 +91,7 @@ def guards(evidence: list[str]) -> list[str]:
     for line in evidence:
         start = line.find(_GUARD)
         where = (line[start + len(_GUARD):].split(")", 1)[0] if start >= 0
-                 else line.split(" ", 1)[0])  # fmt: skip
+                 else line.split(" ", 1)[0])
         if where not in found:
             found.append(where)
     return found

@@ -266,7 +266,7 @@ def kernel_less(details: Mapping[str, Any]) -> list[str]:
             "it runs kernels built elsewhere (prebuilt cubins or a library), whose arch list "
             "contrib does not read"
             for name, units in modules.items()
-            if all(u.get("ok") and not u.get("entries") for u in units)]  # fmt: skip
+            if all(u.get("ok") and not u.get("entries") for u in units)]
 
 
 def below(chain: Sequence[ChainGate], arch: Arch) -> list[str]:

@@ -105,4 +105,4 @@ __all__ = [
     "drop_runs", "missing_evidence", "superseded",
     "mismatch", "read_record", "read_run_file", "record_json", "run_dict", "stage_dict",
     "standing", "standing_dict", "unmet", "verdict_of", "version_digest", "version_standing",
-]  # fmt: skip
+]

@@ -164,7 +164,7 @@ def _run(doc: _Json) -> Run:
         host=_host(doc.key("host")), contrib_version=doc.key("contrib_version").text(),
         started_at=doc.key("started_at").text(), finished_at=doc.key("finished_at").text(),
         stages=stages, applied=doc.key("applied", required=False).text(_SHA, optional=True),
-    )  # fmt: skip
+    )
 
 
 _HOST_KEYS = {"hostname", "python", "platform", "nvcc", "nvcc_path", "nvidia_smi", "gpus"}
@@ -180,7 +180,7 @@ def _host(doc: _Json) -> Host:
         nvcc_path=doc.key("nvcc_path").text(optional=True),
         nvidia_smi=doc.key("nvidia_smi").boolean(), gpus=gpus,
         extra={k: v for k, v in obj.items() if k not in _HOST_KEYS},
-    )  # fmt: skip
+    )
 
 
 def _stage(doc: _Json) -> Stage:
@@ -192,7 +192,7 @@ def _stage(doc: _Json) -> Stage:
         reason=doc.key("reason").text(), duration_s=doc.key("duration_s").number(),
         counts=counts, findings=tuple(_finding(f) for f in doc.key("findings").items()),
         details=details.obj() if details.value is not None else {},
-    )  # fmt: skip
+    )
 
 
 def _finding(doc: _Json) -> Finding:
@@ -204,4 +204,4 @@ def _finding(doc: _Json) -> Finding:
         line=doc.key("line").integer(0, 10**9), message=doc.key("message").text(),
         guard=doc.key("guard", required=False).text(optional=True),
         waived=doc.key("waived", required=False).text(optional=True),
-    )  # fmt: skip
+    )

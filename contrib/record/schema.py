@@ -174,7 +174,7 @@ def _host_dict(host: Host) -> dict[str, Any]:
     return {"hostname": host.hostname, "python": host.python, "platform": host.platform,
             "nvcc": host.nvcc, "nvcc_path": host.nvcc_path, "nvidia_smi": host.nvidia_smi,
             "gpus": [{"name": g.name, "compute_capability": g.compute_capability}
-                     for g in host.gpus], **host.extra}  # fmt: skip
+                     for g in host.gpus], **host.extra}
 
 
 def stage_dict(stage: Stage) -> dict[str, Any]:
@@ -190,7 +190,7 @@ def run_dict(run: Run) -> dict[str, Any]:
             "compute": run.compute, "host": _host_dict(run.host),
             "contrib_version": run.contrib_version, "started_at": run.started_at,
             "finished_at": run.finished_at, "applied": run.applied,
-            "stages": [stage_dict(s) for s in run.stages]}  # fmt: skip
+            "stages": [stage_dict(s) for s in run.stages]}
 
 
 def _head(upstream: str, patchset: str, base: str, dig: str) -> dict[str, Any]:

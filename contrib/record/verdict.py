@@ -244,4 +244,4 @@ def standing_dict(standing: Standing) -> dict[str, Any]:
                   "host": r.host.describe(), "finished_at": r.finished_at,
                   "verdict": str(verdict_of({s.name: s.status for s in r.stages}))}
                  for r in (standing.record.runs if standing.record else ())],
-    }  # fmt: skip
+    }

@@ -135,7 +135,7 @@ def run_once(args: list[str], cwd: Path, env: dict[str, str], metrics: tuple[str
     """Run the command once and read its metrics."""
     try:
         done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=timeout)  # fmt: skip
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return Sample(failure=f"timed out after {timeout:.0f}s")
     except OSError as exc:
@@ -160,7 +160,7 @@ def run_once(args: list[str], cwd: Path, env: dict[str, str], metrics: tuple[str
         elif metric in found and _figure(value) is None:
             shown = _short(value, 40)
             return Sample(failure=f"printed {shown} for {metric}, which is no figure (a finite "
-                          "number above 0)", invalid=True)  # fmt: skip
+                          "number above 0)", invalid=True)
         elif metric in found:
             values[metric] = _figure(value)
     return Sample(values, {str(k)[:200]: _short(v, 300) for k, v in errors.items()})
@@ -207,7 +207,7 @@ def run_planned(setup: BenchSetup, plan: PlannedRun) -> StageResult:
                                "gpus": [f"{g.index}: {g.name} ({g.capability})" for g in plan.gpus]}
     if bench.needs_gpu and not plan.gpus:
         return StageResult("bench", SKIPPED, f"no GPU of compute capability {arch.capability} "
-                           f"({arch.name}) here", details=details)  # fmt: skip
+                           f"({arch.name}) here", details=details)
     if bench.needs_gpu and len(plan.gpus) < setup.gpus:
         return StageResult("bench", SKIPPED, f"fewer GPUs than the bench needs ({setup.gpus}): "
                            f"{len(plan.gpus)} of {arch.name} here; nothing built", details=details)
@@ -222,7 +222,7 @@ def run_planned(setup: BenchSetup, plan: PlannedRun) -> StageResult:
     patched_failure = next((s.failure for s in samples[PATCHED] if s.failure), None)
     if patched_failure:
         return StageResult("bench", FAILED, f"the bench command fails on the patched tree: "
-                           f"{patched_failure}", details=details)  # fmt: skip
+                           f"{patched_failure}", details=details)
     figures = [_metric(bench, m, samples, why) for m in bench.metrics]
     details["metrics"] = figures
     return StageResult("bench", *_status(figures, why.get(BASE)), details=details)
@@ -371,7 +371,7 @@ def _metric(bench: BenchSettings, metric: str, samples: dict[str, list[Sample]],
                    "ratio": _round(result.ratio), "ci95": [_round(result.low), _round(result.high)],
                    "verdict": result.verdict, "note": result.note, "pairs": len(patched),
                    "cv": {against: _rounded(cv(base)), PATCHED: _rounded(cv(patched))},
-                   "rounds_dropped": result.dropped})  # fmt: skip
+                   "rounds_dropped": result.dropped})
     return figure
 
 

@@ -115,7 +115,7 @@ def probe_slots(smi: str | None = None) -> list[GpuSlot] | None:
     query = "--query-gpu=index,name,compute_cap"
     try:
         done = subprocess.run([smi, query, "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+                              text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     if done.returncode != 0:
@@ -162,7 +162,7 @@ def world_sizes(tree: SourceTree, tests: Iterable[str]) -> dict[str, int]:
 def gpu_shortfall(wanted: Mapping[str, int], have: int) -> list[str]:
     """One line per test that asks for more GPUs than the run has."""
     return [f"{test} asks for up to {n} GPUs, {have} here: those cases skip"
-            for test, n in sorted(wanted.items()) if n > have]  # fmt: skip
+            for test, n in sorted(wanted.items()) if n > have]
 
 
 def fewest_gpus(tree: SourceTree, test: str) -> int | None:
@@ -186,7 +186,7 @@ def not_started(tree: SourceTree, tests: list[str], plan: PlannedRun) -> StageRe
                "too_few_gpus": [f"{t} asks for at least {n} GPUs, {have} here" for t, n in wanted.items()]}
     return StageResult("tests", SKIPPED, f"not started: every selected test file asks for more "
                        f"GPUs than the {have} of {plan.arch.name} here ({asks}); nothing built",
-                       details=details)  # fmt: skip
+                       details=details)
 
 
 def install_probe(folder: Path) -> tuple[Path, Path]:
@@ -268,7 +268,7 @@ def trace_changes(tree: SourceTree, changes: Iterable[FileChange]) -> Traced:
         traced.kernels += [ChangedKernel(k.name, k.file, k.line, via) for k in reach.kernels]
         callers = sorted({k.name for k in reach.kernels})
         traced.helpers.append(f"helper {via}: called by {_few(callers)}" if callers else
-                              f"helper {via}: no __global__ caller found in the tree")  # fmt: skip
+                              f"helper {via}: no __global__ caller found in the tree")
     return traced
 
 
@@ -301,14 +301,14 @@ def coverage_findings(changed: Iterable[ChangedKernel], names: list[str] | None,
         seen.add(kernel.name)
         findings.append(Finding("kernel-not-launched", ERROR, kernel.file, kernel.line,
                                 f"the patch changes kernel {kernel.name}, and {why} on {arch.name}: "
-                                "the tests say nothing about it"))  # fmt: skip
+                                "the tests say nothing about it"))
     for via, kernels in by_helper.items():
         if names is not None and any(launched(k, names) for k in kernels):
             continue  # one launched caller covers the helper
         callers = sorted(set(kernels))
         findings.append(Finding("kernel-not-launched", ERROR, via.file, via.line,
                                 f"the patch changes helper {via.name}, called by {'kernel' if len(callers) == 1 else 'kernels'} {_few(callers)}, "
-                                f"and {why_any} on {arch.name}: the tests say nothing about it"))  # fmt: skip
+                                f"and {why_any} on {arch.name}: the tests say nothing about it"))
     return findings
 
 
@@ -347,10 +347,10 @@ def _run_planned(setup: RunSetup, plan: PlannedRun) -> StageResult:
     arch, name = plan.arch, f"{plan.kind}-{plan.arch.name}"
     details: dict[str, Any] = {"kind": plan.kind, "arch": arch.name, "compute": setup.profile.compute(arch),
                                "selected": setup.selection.tests,
-                               "gpus": [f"{g.index}: {g.name} ({g.capability})" for g in plan.gpus]}  # fmt: skip
+                               "gpus": [f"{g.index}: {g.name} ({g.capability})" for g in plan.gpus]}
     if setup.need_gpu and not plan.gpus:
         return StageResult("tests", SKIPPED, f"no GPU of compute capability {arch.capability} "
-                           f"({arch.name}) here", details=details)  # fmt: skip
+                           f"({arch.name}) here", details=details)
     site, log = install_probe(setup.workdir / name)
     env = {KERNEL_LOG_ENV: str(log), **setup.profile.arch_env(arch)}
     if plan.gpus:
@@ -360,17 +360,17 @@ def _run_planned(setup: RunSetup, plan: PlannedRun) -> StageResult:
                                                           setup.python, setup.workdir / name / "jit-cache"))
     short = gpu_shortfall(world_sizes(FsTree(setup.worktree), setup.selection.tests), len(plan.gpus))
     run = run_tests(setup.python, setup.worktree, setup.selection, setup.workdir / f"{name}.xml", arch,
-                    need_gpu=False, env=env, path_first=[str(site)], args=setup.pytest_args)  # fmt: skip
+                    need_gpu=False, env=env, path_first=[str(site)], args=setup.pytest_args)
     names = launched_kernels(log)
     details.update({"counts": run.counts, "cases": run.cases, "command": run.command,
                     "python": setup.python, "env": env, "launched_kernels": names,
-                    "changed_kernels": sorted({k.name for k in setup.changed})})  # fmt: skip
+                    "changed_kernels": sorted({k.name for k in setup.changed})})
     if setup.helpers:
         details["changed_helpers"] = setup.helpers
     if short:
         details["too_few_gpus"] = short
     findings = apply_waivers(coverage_findings(setup.changed, names, arch), setup.waivers) \
-        if run.counts.get("total") else []  # fmt: skip
+        if run.counts.get("total") else []
     status = _status(run.status, run.reason, findings, short, names is not None)
     return StageResult("tests", *status, findings, details=details)
 
@@ -405,7 +405,7 @@ def split_runs(validation: Validation) -> list[Validation]:
     for name, results in by_arch.items():
         compute = next((r.details["compute"] for r in results if r.details.get("compute")), None)
         runs.append(replace(validation, arch=parse_arch(name), stages=[*apply, *results],
-                            kind=RunKind.REGRESSION, compute=compute))  # fmt: skip
+                            kind=RunKind.REGRESSION, compute=compute))
     return runs
 
 

@@ -40,7 +40,7 @@ def check(req: PtxRequest) -> StageResult:
     """Compile every unit for the upstream's variant of ``req.arch``; fail on empty kernels."""
     if not req.units:
         return StageResult("ptx", NOT_APPLICABLE, "no CUDA translation unit at stake (no .cu built by a "
-                           "touched gate, changed, or including a changed header)")  # fmt: skip
+                           "touched gate, changed, or including a changed header)")
     nvcc = ptx.find_nvcc()
     if nvcc is None:
         return StageResult("ptx", SKIPPED, "nvcc not found on PATH or in /usr/local/cuda/bin")
@@ -48,7 +48,7 @@ def check(req: PtxRequest) -> StageResult:
     unset = [d for d in extra if "$" in d]
     if unset:
         return StageResult("ptx", SKIPPED, f"validation.ptx_include_dirs names {', '.join(unset)}, "
-                           "an environment variable that is not set here")  # fmt: skip
+                           "an environment variable that is not set here")
     compute = req.profile.compute(req.arch)
     flags, origin = req.profile.flags(req.tree)
     flags += [f for f in req.extra_flags if f not in flags]
@@ -62,7 +62,7 @@ def check(req: PtxRequest) -> StageResult:
     if req.reference is not None:
         again = compile_for(nvcc, [j for j, o in zip(jobs, outcomes, strict=True) if o.empty],
                             {u.path: req.profile.compute(req.reference) for u in req.units},
-                            req.workdir / "ptx-out")  # fmt: skip
+                            req.workdir / "ptx-out")
     details: dict[str, Any] = {
         "compute": compute, "arch_variant": f"{req.profile.name}: {req.arch.name} builds as {compute}",
         "flags": flags, "flags_from": origin, "include_dirs": [str(d) for d in dirs], "nvcc": identity,
@@ -73,7 +73,7 @@ def check(req: PtxRequest) -> StageResult:
         "entries": sum(len(o.entries) for o in outcomes),
         "compiled": sum(not o.cached for o in outcomes), "cached": sum(o.cached for o in outcomes),
         "sass": f"checked with {sass}" if sass else "not checked: no cuobjdump here",
-    }  # fmt: skip
+    }
     if again and req.reference is not None:
         details["reference"] = {"arch": req.reference.name, "units": sorted(again)}
     return verdict(req, outcomes, details, again)
@@ -102,22 +102,22 @@ def judge(arch: Arch, kernel_lines: dict[str, tuple[str, int]], waivers: list[Wa
         if not outcome.ok and not outcome.missing_header:
             severity = ERROR if outcome.unit in gates else INFO
             findings.append(Finding("ptx-compile-error", severity, outcome.unit, 1,
-                                    f"nvcc failed on {outcome.unit}: {outcome.first_error}"))  # fmt: skip
+                                    f"nvcc failed on {outcome.unit}: {outcome.first_error}"))
     findings = apply_waivers(findings, waivers)
     blocking = [f for f in findings if f.blocking]
     missing = [o for o in outcomes if not o.ok and o.missing_header]
     if blocking:
         return StageResult("ptx", FAILED, "; ".join(_short(f) for f in blocking[:3]) +
                            (f" (+{len(blocking) - 3} more)" if len(blocking) > 3 else ""),
-                           findings, details=details)  # fmt: skip
+                           findings, details=details)
     if missing:
         headers = sorted({str(o.missing_header) for o in missing})
         return StageResult("ptx", SKIPPED, f"nvcc cannot find {counted(len(headers), 'header')} "
                            f"({counted(len(missing), 'unit')} not compiled): install "
-                           f"{cure(headers)}", findings, details=details)  # fmt: skip
+                           f"{cure(headers)}", findings, details=details)
     cached = f", {details['cached']} from the cache" if details["cached"] else ""
     return StageResult("ptx", PASSED, f"{counted(details['entries'], 'kernel entry')} in {counted(len(outcomes), 'unit')} "
-                       f"for {details['compute']}, none empty{cached}", findings, details=details)  # fmt: skip
+                       f"for {details['compute']}, none empty{cached}", findings, details=details)
 
 
 def _short(finding: Finding) -> str:
@@ -126,7 +126,7 @@ def _short(finding: Finding) -> str:
 
 def _empty_findings(arch: Arch, kernel_lines: dict[str, tuple[str, int]],
                     outcomes: list[Outcome], compute: str, reference: dict[str, Outcome],
-                    reference_arch: Arch | None) -> list[Finding]:  # fmt: skip
+                    reference_arch: Arch | None) -> list[Finding]:
     findings = []
     for outcome in outcomes:
         # One finding per kernel, not per template instantiation (flashinfer has 480).
@@ -139,27 +139,27 @@ def _empty_findings(arch: Arch, kernel_lines: dict[str, tuple[str, int]],
                 findings.append(Finding("empty-ptx-entry", INFO, file, line,
                                         f"kernel {name} is empty on {reference_arch.name} "
                                         f"too ({outcome.unit}): optimised away on every arch, "
-                                        f"not lost on {arch.name}"))  # fmt: skip
+                                        f"not lost on {arch.name}"))
                 continue
             if name in disabled:
                 findings.append(Finding("disabled-ptx-entry", ERROR, file, line,
                                         f"kernel {name} on {arch.name} reaches an arch-disabled "
                                         f"path: {empty} of {totals[name]} PTX entries for {compute} "
                                         f"({outcome.unit}) print “{disabled[name]}” where their "
-                                        "MMA or tensor-memory work should be"))  # fmt: skip
+                                        "MMA or tensor-memory work should be"))
                 continue
             findings.append(Finding("empty-ptx-entry", ERROR, file, line,
                                     f"empty kernel {name} on {arch.name}: {empty} of {totals[name]} "
                                     f"PTX entries for {compute} ({outcome.unit}) store, copy or "
                                     "compute nothing (`ret;`, an error printf/trap, or reads "
-                                    "alone)"))  # fmt: skip
+                                    "alone)"))
         exits = Counter(ptx.demangle(e) for e in outcome.exit_only) - Counter(ptx.demangle(e) for e in outcome.empty)
         for name, count in sorted(exits.items()):
             file, line = kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
             real = compute.replace("compute_", "sm_")
             findings.append(Finding("exit-only-sass", ERROR, file, line,
                                     f"empty kernel {name} on {arch.name}: {counted(count, 'SASS function')} "
-                                    f"for {real} ({outcome.unit}) are only EXIT"))  # fmt: skip
+                                    f"for {real} ({outcome.unit}) are only EXIT"))
     return findings
 
 

@@ -145,11 +145,11 @@ def _suite(validation: Validation) -> ElementTree.Element:
     klass = f"contrib.{validation.upstream}.{validation.patchset}"
     for stage in validation.stages:
         case = ElementTree.SubElement(suite, "testcase", classname=klass, name=stage.name,
-                                      time=f"{stage.duration:.3f}")  # fmt: skip
+                                      time=f"{stage.duration:.3f}")
         _mark(case, stage.status, stage.reason, "\n".join(str(f) for f in stage.findings), counts)
         for test in stage.details.get("cases", []):
             sub = ElementTree.SubElement(suite, "testcase", classname=f"upstream.{validation.upstream}",
-                                         name=test["name"], time=str(test.get("time", "0")))  # fmt: skip
+                                         name=test["name"], time=str(test.get("time", "0")))
             _mark(sub, test["status"], test.get("message", ""), "", counts)
     for key, value in counts.items():
         suite.set(key, str(value))
@@ -176,7 +176,7 @@ def render_table(validation: Validation) -> str:
     """Compact human summary: one row per stage, then the findings that matter."""
     skipped = f" (skipped: {', '.join(validation.skipped)})" if validation.skipped else ""
     lines = [f"{validation.upstream}/{validation.patchset} @ {validation.base[:12]} for "
-             f"{validation.arch.name}: {validation.verdict.upper()}{skipped}"]  # fmt: skip
+             f"{validation.arch.name}: {validation.verdict.upper()}{skipped}"]
     width = max(len(s.name) for s in validation.stages) if validation.stages else 8
     for stage in validation.stages:
         lines.append(f"  {stage.name:<{width}}  {stage.status:<14}  {stage.reason}")

@@ -342,7 +342,7 @@ def validate_patchset(ws: Workspace, ps: Patchset, arch: Arch, host: dict[str, o
     started = now()
     head, reason = _apply(git, base, version.patch_texts())
     with tempfile.TemporaryDirectory(prefix="contrib-validate-") as scratch, \
-            _worktrees(git, (head, "patched"), (base, "base")) as (make_worktree, make_base):  # fmt: skip
+            _worktrees(git, (head, "patched"), (base, "base")) as (make_worktree, make_base):
         inputs = Inputs(
             arch=arch,
             before=GitTree(git, base),

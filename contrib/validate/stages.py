@@ -144,7 +144,7 @@ def stage_gates(ctx: Context) -> StageResult:
         before = ctx.inputs.before.read_text(change.old_path) if change.old_path else None
         try:
             ctx.touched += gates.touched_gates(change.path, before, ctx.after.read_text(change.path) or "",
-                                               change.touched, trees)  # fmt: skip
+                                               change.touched, trees)
         except PARSE_ERRORS:  # hostile nesting too (MemoryError, RecursionError)
             continue  # the syntax stage reports it
     details = {"gates": [g.to_dict(arch) for g in ctx.touched]}
@@ -165,20 +165,20 @@ def stage_arch_guards(ctx: Context) -> StageResult:
     findings, sources = _resolve_sources(ctx)
     if not sources and findings:  # a gate names sources the tree lacks: not checked
         return StageResult("arch-guards", SKIPPED, "the CUDA sources the touched gates name "
-                           "are not in the tree", findings)  # fmt: skip
+                           "are not in the tree", findings)
     if not sources:
         return StageResult("arch-guards", NOT_APPLICABLE, "no touched gate names CUDA sources "
-                           "and patchset.toml lists none (validation.sources)", findings)  # fmt: skip
+                           "and patchset.toml lists none (validation.sources)", findings)
     majors = {m for g in ctx.touched for m in g.majors_before} | set(settings.compare)
     compared = [a for a in admitted_archs(majors) if a.cuda_arch != arch.cuda_arch]
     resolver = includes.IncludeResolver(tree)
     closure = includes.include_closure(tree, sources, resolver)
     ctx.sources, ctx.closure = sources, closure.files
     details: dict[str, Any] = {"sources": sources, "files": closure.files,
-                               "unresolved_includes": [f"{a}: {b}" for a, b in closure.unresolved]}  # fmt: skip
+                               "unresolved_includes": [f"{a}: {b}" for a, b in closure.unresolved]}
     if not compared:
         return StageResult("arch-guards", SKIPPED, f"no architecture other than {arch.name} was admitted "
-                           "before the patch to compare with (set validation.compare)", findings, details=details)  # fmt: skip
+                           "before the patch to compare with (set validation.compare)", findings, details=details)
     texts = {p: tree.read_text(p) or "" for p in closure.files}
     analysis = cuda_arch.analyze(texts, sources, arch, compared, resolver, settings.waivers)
     details["compared"] = [a.name for a in analysis.compared]
@@ -195,7 +195,7 @@ def _resolve_sources(ctx: Context) -> tuple[list[Finding], list[str]]:
             paths = includes.find_units(tree, [name])
             if not paths:
                 findings.append(Finding("missing-source", INFO, gate.after.file, gate.after.line,
-                                        f"{gate.after.function} names {name!r}, not found in the tree"))  # fmt: skip
+                                        f"{gate.after.function} names {name!r}, not found in the tree"))
             sources += [p for p in paths if p not in sources]
     extra = ctx.inputs.settings.sources + [
         c.path for c in ctx.changes if includes.is_cuda_source(c.path)
@@ -213,7 +213,7 @@ def stage_ptx(ctx: Context) -> StageResult:
         return _ptx_command(ctx)
     gate_sources = [(g.after.function, name) for g in ctx.touched for name in g.sources]
     found = units.units_at_stake(tree, gate_sources, [c.path for c in ctx.changes if not c.deleted],
-                                 settings.ptx_sources)  # fmt: skip
+                                 settings.ptx_sources)
     gates = [(g.after.file, name) for g in ctx.touched for name in g.builders or [g.after.function]]
     flags = units.gate_flags(tree, gates)
     request = ptxjobs.PtxRequest(tree, ctx.inputs.arch, found, profiles.profile_for(tree),
@@ -221,7 +221,7 @@ def stage_ptx(ctx: Context) -> StageResult:
                                   settings.ptx_include_dirs, settings.waivers, ctx.workdir,
                                   _kernel_lines(ctx), progress=ctx.step,
                                   tree_dirs=units.gate_include_dirs(tree, gates),
-                                  reference=_reference(ctx))  # fmt: skip
+                                  reference=_reference(ctx))
     return ptxstage.check(request)
 
 
@@ -268,7 +268,7 @@ def _ptx_command(ctx: Context) -> StageResult:
         )
     details = {"compute": arch.compute, "units": [o.unit for o in outcomes],
                "entries": sum(len(o.entries) for o in outcomes), "cached": 0,
-               "commands": [" ".join(args)]}  # fmt: skip
+               "commands": [" ".join(args)]}
     # Every unit the command built is the patchset's own claim: a failure fails the stage.
     return ptxstage.judge(arch, _kernel_lines(ctx), ctx.inputs.settings.waivers, outcomes,
                           details, {o.unit for o in outcomes})
@@ -300,7 +300,7 @@ def stage_tests(ctx: Context) -> StageResult:
     inputs, settings = ctx.inputs, ctx.inputs.settings
     selection = testsel.select_tests(ctx.after, ctx.changes, settings.tests, settings.test_limit)
     details: dict[str, Any] = {"selected": selection.tests, "why": selection.reasons,
-                               "changed_modules": selection.modules, "changed_functions": selection.functions}  # fmt: skip
+                               "changed_modules": selection.modules, "changed_functions": selection.functions}
     if selection.truncated:
         details["not_selected_over_limit"] = selection.truncated
     if not selection.tests:
@@ -319,7 +319,7 @@ def stage_tests(ctx: Context) -> StageResult:
     traced = gputests.trace_changes(ctx.after, ctx.changes)
     setup = gputests.RunSetup(python, worktree, selection, ctx.workdir, profile, traced.kernels,
                               settings.waivers, settings.tests_need_gpu, tuple(settings.pytest_args),
-                              traced.helpers)  # fmt: skip
+                              traced.helpers)
     results = []
     for done, plan in enumerate(plans):
         ctx.step(done, len(plans), f"tests: run {done + 1} of {len(plans)} "
@@ -329,7 +329,7 @@ def stage_tests(ctx: Context) -> StageResult:
     target.details = {**details, **target.details, gputests.REGRESSIONS: regressions}
     if regressions:
         target.reason += "; " + "; ".join(f"regression run on {r.details['arch']}: {r.status} ({r.reason})"
-                                          for r in regressions)  # fmt: skip
+                                          for r in regressions)
     return target
 
 

@@ -23,7 +23,7 @@ def check_python(path: str, text: str) -> list[Finding]:
 def check_conditionals(path: str, text: str) -> list[Finding]:
     """Findings for unbalanced ``#if``/``#elif``/``#else``/``#endif``."""
     return [Finding("unbalanced-conditional", ERROR, path, line, message)
-            for line, message in scan(path, text).problems]  # fmt: skip
+            for line, message in scan(path, text).problems]
 
 
 def check_files(tree: SourceTree, paths: Iterable[str]) -> tuple[list[Finding], list[str]]:

@@ -52,7 +52,7 @@ def probe_gpus() -> list[Gpu] | None:
         return None
     try:
         done = subprocess.run([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+                              capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     if done.returncode != 0:
@@ -90,7 +90,7 @@ def run_tests(
     python: str, worktree: Path, selection: Selection, junit: Path, arch: Arch, *,
     need_gpu: bool = True, gpus: GpuSource = PROBE, timeout: float = 1800,
     env: Mapping[str, str] | None = None, path_first: Iterable[str] = (), args: Iterable[str] = (),
-) -> TestRun:  # fmt: skip
+) -> TestRun:
     """Run the selected tests with ``python -m pytest --junitxml`` in ``worktree``.
 
     Skipped (never passed) when nothing is selected, no GPU of the target
@@ -111,7 +111,7 @@ def run_tests(
         if problem:
             return TestRun("skipped", problem)
     command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-               *args, *selection.tests]  # fmt: skip
+               *args, *selection.tests]
     try:
         done = subprocess.run(
             command, cwd=worktree, env=env, capture_output=True, text=True, timeout=timeout
@@ -126,7 +126,7 @@ def run_tests(
 def _import_problem(python: str, package: str, cwd: Path, env: dict[str, str]) -> str | None:
     try:
         done = subprocess.run([python, "-c", f"import {package}"], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+                              capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"cannot run {python}: {exc}"
     if done.returncode != 0:

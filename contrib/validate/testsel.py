@@ -170,7 +170,7 @@ def select_tests(
         ranked = [t for t in ranked if scored[t][0] >= 2]
     chosen = ranked[:limit]
     return Selection(chosen, {t: scored[t][1] for t in chosen}, sorted(modules), sorted(functions),
-                     sorted({r for r in modules.values()}), len(everything) - len(chosen))  # fmt: skip
+                     sorted({r for r in modules.values()}), len(everything) - len(chosen))
 
 
 def _calls_into(text: str, names: set[str]) -> dict[str, str]:
@@ -197,7 +197,7 @@ def _calls_into(text: str, names: set[str]) -> dict[str, str]:
 
 
 _GENERIC = {"main", "run", "call", "get", "build", "load", "init", "setup", "forward", "wrapper",
-            "inner", "helper", "apply", "test"}  # fmt: skip
+            "inner", "helper", "apply", "test"}
 
 
 class _Reach:
@@ -247,7 +247,7 @@ class _Reach:
                 if named is None or named[0] in self.importers or named[0] in self.modules:
                     continue
                 hit = _imports_any(imported_modules(tree.read_text(path) or "", named[0] + ".__init__"),
-                                   list(self.importers))  # fmt: skip
+                                   list(self.importers))
                 if hit:
                     self.importers[named[0]] = f"{hit}, which imports {self.importers[hit]}"
                     grew = True
@@ -279,7 +279,7 @@ class _Reach:
         through = sorted(
             c for c, (module, _) in self.calls.items()
             if c in text and re.search(rf"\b{re.escape(c)}\b", text) and self._exposes(imported, module)
-        )  # fmt: skip
+        )
         if through:
             return (2.5, "calls " + "; ".join(self.calls[c][1] for c in through[:3]))
         if direct:

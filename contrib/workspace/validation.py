@@ -117,7 +117,7 @@ STAGE_NAMES = tuple(name for name, _ in STAGES)
 _VALIDATION_KEYS = frozenset({
     "python", "tests", "compile", "sources", "compare", "tests_need_gpu", "test_limit",
     "ptx_sources", "ptx_include_dirs", "ptx_flags", "require", "pytest_args", "bench",
-})  # fmt: skip
+})
 _BENCH_KEYS = frozenset({"command", "metrics", "better", "repeat", "threshold", "needs_gpu",
                          "baseline", "timeout", "gpus", "deadline"})
 _DAY = 86_400  # the longest a run of the command, or the whole stage, may be given (seconds)
@@ -247,7 +247,7 @@ class Settings:
             list(t.strings("ptx_sources")), list(t.strings("ptx_include_dirs")),
             list(t.strings("ptx_flags")), list(waivers), _require(t),
             list(t.strings("pytest_args")), BenchSettings.read(t.sub("bench")),
-        )  # fmt: skip
+        )
 
     @classmethod
     def from_meta(cls, data: Mapping[str, Any], where: str = "patchset.toml",
@@ -276,7 +276,7 @@ class Settings:
             **({"pytest_args": self.pytest_args} if self.pytest_args else {}),
             "waivers": [{"file": w.file, "reason": w.reason, "line": w.line, "pattern": w.pattern}
                         for w in self.waivers],
-        }  # fmt: skip
+        }
 
 
 def _unwrap(value: Any) -> Any:

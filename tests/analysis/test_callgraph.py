@@ -74,7 +74,7 @@ def test_a_run_that_launched_none_of_the_helpers_kernels_gets_one_finding() -> N
     assert (finding.kind, finding.file, finding.line) == ("kernel-not-launched", HELPERS, 3)
     assert finding.message == ("the patch changes helper warp_sum, called by kernels oneshot_kernel, "
                                "twoshot_kernel, and no selected test launched any of them on sm_90a: "
-                               "the tests say nothing about it")  # fmt: skip
+                               "the tests say nothing about it")
     # one launched caller covers the helper
     assert coverage_findings(changed, ["void twoshot_kernel(float*)"], SM90) == []
     # no probe: nothing shows any of them ran
@@ -97,7 +97,7 @@ def test_a_two_level_chain_and_a_header_of_kernels_pulled_in_beside_the_helper()
         "include/mini/kernels.cuh": "__global__ void norm_kernel(float* x) { x[0] = block_sum(x[0]); }\n",
         KERNELS: '#include "mini/reduce.cuh"\n#include "mini/kernels.cuh"\n',
         "csrc/other.cu": "__global__ void lone_kernel(float* x) { x[0] = warp_sum(x[0]); }\n",
-    })  # fmt: skip
+    })
     traced = trace_changes(tree, [_change(HELPERS, 4)])
     assert [(k.name, k.file, str(k.via)) for k in traced.kernels] == [
         ("norm_kernel", "include/mini/kernels.cuh", f"warp_sum ({HELPERS}:3)")]
@@ -149,7 +149,7 @@ def test_a_helper_only_host_code_calls_gives_no_finding_and_one_detail_line() ->
     tree = DictTree({
         HELPERS: "__host__ __device__ int world_size() {\n  return 8;\n}\n",
         KERNELS: '#include "mini/reduce.cuh"\nint main() { return world_size(); }\n',
-    })  # fmt: skip
+    })
     traced = trace_changes(tree, [_change(HELPERS, 2)])
     assert traced.kernels == []
     assert traced.helpers == [f"helper world_size ({HELPERS}:1): no __global__ caller found in the tree"]
@@ -167,7 +167,7 @@ __global__ void k(float* x) {
   printf("warp_sum(%f)", x[0]);
 }
 """,
-    })  # fmt: skip
+    })
     traced = trace_changes(tree, [_change(HELPERS, 4)])
     assert traced.kernels == []
     assert traced.helpers == [f"helper warp_sum ({HELPERS}:3): no __global__ caller found in the tree"]
@@ -195,7 +195,7 @@ def test_include_graph_both_ways() -> None:
     graph = IncludeGraph(DictTree({
         "include/a.cuh": "#pragma once\n", "include/b.cuh": '#include "a.cuh"\n',
         "csrc/u.cu": '#include "b.cuh"\n#include <vector>\n', "csrc/v.cu": "",
-    }))  # fmt: skip
+    }))
     assert graph.includers(["include/a.cuh"]) == {"include/b.cuh": "include/a.cuh", "csrc/u.cu": "include/a.cuh"}
     assert graph.reach(["csrc/u.cu"]) == {"csrc/u.cu", "include/b.cuh", "include/a.cuh"}
 

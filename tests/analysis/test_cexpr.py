@@ -124,7 +124,7 @@ BINARY = {
     "==": "int({a} == {b})", "!=": "int({a} != {b})",
     "&": "({a} & {b})", "|": "({a} | {b})", "^": "({a} ^ {b})",
     "&&": "int(bool({a}) and bool({b}))", "||": "int(bool({a}) or bool({b}))",
-}  # fmt: skip
+}
 
 leaves = st.one_of(
     st.integers(min_value=0, max_value=2000).map(lambda n: (str(n), str(n))),

@@ -26,7 +26,7 @@ def test_include_roots_and_resolution_order():
     tree = DictTree({
         "include/fi/x.cuh": "", "3rdparty/lib/include/lib.h": "", "csrc/x.cuh": "", "csrc/k.cu": "",
         "csrc/sub/k2.cu": "",
-    })  # fmt: skip
+    })
     assert include_roots(tree) == ["include", "3rdparty/lib/include"]
     resolve = IncludeResolver(tree)
     assert resolve("csrc/k.cu", "x.cuh") == "csrc/x.cuh"  # own folder first

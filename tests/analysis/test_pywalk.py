@@ -44,7 +44,7 @@ def test_walk_visits_what_ast_walk_visits_in_its_order() -> None:
 def test_parents_are_the_parents_a_walk_sees() -> None:
     for module in _modules():
         expected = {id(child): node for node in ast.walk(module)
-                    for child in ast.iter_child_nodes(node)}  # fmt: skip
+                    for child in ast.iter_child_nodes(node)}
         found = parents(module)
         assert found.keys() == expected.keys()
         assert all(found[key] is expected[key] for key in expected)

@@ -22,13 +22,13 @@ def _tree() -> DictTree:
         "csrc/unrelated.cu": KERNEL,
         "include/mini/shared.cuh": "#pragma once\n",
         "include/mini/deep.cuh": '#include "mini/shared.cuh"\n',
-    })  # fmt: skip
+    })
 
 
 def test_every_unit_the_gate_names_and_every_includer_of_a_changed_header() -> None:
     tree = _tree()
     units = units_at_stake(tree, [("gen_three", n) for n in ("one.cu", "two.cu", "three.cu")],
-                           ["include/mini/shared.cuh"])  # fmt: skip
+                           ["include/mini/shared.cuh"])
     by_path = {u.path: u for u in units}
     assert list(by_path) == ["csrc/one.cu", "csrc/two.cu", "csrc/three.cu", "csrc/other.cu"]
     assert by_path["csrc/three.cu"].gate and by_path["csrc/three.cu"].why == "built by gen_three"
@@ -68,7 +68,7 @@ def test_flags_are_read_from_build_code_without_debug_branches() -> None:
 
 def test_flashinfer_profile_reads_its_build_code_and_builds_sm120_as_120f() -> None:
     tree = DictTree({"flashinfer/jit/cpp_ext.py": "def build_cuda_cflags():\n    return ['--expt-relaxed-constexpr']\n",
-                     "flashinfer/jit/core.py": BUILD})  # fmt: skip
+                     "flashinfer/jit/core.py": BUILD})
     profile = profile_for(tree)
     assert profile is FLASHINFER
     flags, origin = profile.flags(tree)
@@ -85,7 +85,7 @@ def test_flashinfer_profile_reads_its_build_code_and_builds_sm120_as_120f() -> N
 def test_first_error_line_names_file_and_line() -> None:
     out = ("csrc/x.cuh(12): warning #177-D: unused\n"
            "/tmp/t/csrc/three.cu(3): error: identifier \"nope\" is undefined\n"
-           "csrc/three.cu(4): error: expected a \";\"\n2 errors detected")  # fmt: skip
+           "csrc/three.cu(4): error: expected a \";\"\n2 errors detected")
     assert first_error(out) == '/tmp/t/csrc/three.cu(3): error: identifier "nope" is undefined'
     assert first_error("a.cu:7:3: fatal error: foo.h: No such file or directory").startswith("a.cu:7:3")
 

@@ -233,7 +233,7 @@ def test_early_exits_of_a_chain_leave_the_target_the_code_after_it_unless_an_els
     assert [(g.line, g.excludes_target) for g in fallback][:2] == [(2, True), (4, False)]
     assert fallback[0].effect.why.startswith("falls back")
     refused = gates_of_file("x.py", chain + "    else:\n        raise RuntimeError('no')\n"
-                            + PRELUDE, arch)  # fmt: skip
+                            + PRELUDE, arch)
     assert [(g.line, g.excludes_target) for g in refused][:2] == [(2, True), (4, False)]
     assert refused[0].effect.why == "the else branch the target takes refuses it"
     # One refusal, one gate: sglang's get_arch_constraints has four elifs over it.
@@ -250,7 +250,7 @@ def test_the_file_prefilter_keeps_every_file_with_a_gate(condition: str) -> None
     from contrib.audit.engine import may_gate
 
     text = (f"def f():\n    if {condition}:\n        raise RuntimeError('x')\n" + PRELUDE
-            + NAMES)  # fmt: skip
+            + NAMES)
     assert gates_of_file("pkg/x.py", text, parse_arch("sm_120a")), condition
     assert may_gate(text)
     assert not may_gate("def small_access(success):\n    return success\n")

@@ -64,12 +64,12 @@ def fmha(q):
 KERNEL = "__global__ void {name}_kernel(float* out) {{\n  out[threadIdx.x] = 1.0f;\n}}\n"
 GUARDED = ("__global__ void fmha_kernel(float* out) {\n"
            "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1200\n  out[threadIdx.x] = 1.0f;\n"
-           "#endif\n}\n")  # fmt: skip
+           "#endif\n}\n")
 BASE = {
     "pkg/__init__.py": "", "pkg/core.py": "ctx = None\n\n\ndef build(n, s, f):\n    return n\n",
     "pkg/utils.py": UTILS, "pkg/jit.py": JIT, "pkg/loader.py": LOADER, "pkg/api.py": API,
     "csrc/fmha.cu": GUARDED, "csrc/fmha90.cu": KERNEL.format(name="fmha90"),
-}  # fmt: skip
+}
 
 
 def _audit_all(files: dict[str, str]) -> list[AuditGate]:
@@ -89,7 +89,7 @@ def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
     sm90 and an sm100 module: the worse (kernels compiled out) speaks."""
     test = ("import pytest\nimport torch\n\nfrom pkg.api import fmha\n\n\n"
             "@pytest.mark.skipif(torch.cuda.get_device_capability()[0] != 10, reason='SM100')\n"
-            "def test_fmha():\n    fmha(1)\n")  # fmt: skip
+            "def test_fmha():\n    fmha(1)\n")
     gates = _audit(BASE | {"tests/test_fmha.py": test})
     gate = gates["tests/test_fmha.py:test_fmha"]
     assert gate.class_ == "needs-kernel-work", gate.reason
@@ -107,11 +107,11 @@ def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
     assert written.evidence == ["gen_fmha_sm100_module: named for sm_10x"]
     # Named for no architecture, the same builders are gate-only: lift the gate.
     generic = {path: text.replace("_sm100_", "_dense_").replace("_sm90_", "_paged_")
-               for path, text in unguarded.items()}  # fmt: skip
+               for path, text in unguarded.items()}
     assert _audit(generic)["tests/test_fmha.py:test_fmha"].class_ == "gate-only"
     # A unit named for the target's family beside it: something in it is the target's.
     target = generic | {"pkg/jit.py": generic["pkg/jit.py"].replace('"fmha.cu"', '"fmha_sm120.cu"'),
-                        "csrc/fmha_sm120.cu": KERNEL.format(name="fmha")}  # fmt: skip
+                        "csrc/fmha_sm120.cu": KERNEL.format(name="fmha")}
     assert _audit(target)["tests/test_fmha.py:test_fmha"].class_ == "gate-only"
 
 
@@ -120,7 +120,7 @@ def test_a_decision_function_is_followed_to_the_code_its_callers_run() -> None:
             "def _skip_if_unsupported():\n    if not is_sm100_supported():\n"
             "        pytest.skip('needs SM100')\n\n\n"
             "def _run(q):\n    _skip_if_unsupported()\n    return fmha(q)\n\n\n"
-            "def test_a():\n    _run(1)\n")  # fmt: skip
+            "def test_a():\n    _run(1)\n")
     gates = _audit(BASE | {"tests/test_x.py": test})
     gate = gates["tests/test_x.py:_skip_if_unsupported"]
     assert gate.class_ == "needs-kernel-work", gate.reason
@@ -143,7 +143,7 @@ def test_a_decision_function_is_followed_to_the_code_its_callers_run() -> None:
 def test_a_built_op_is_judged_by_its_registered_unit_and_build_list() -> None:
     ops = ("import torch\n\nfrom pkg.utils import is_sm100_supported\n\n\n"
            "def scaled_mm(a):\n    if not is_sm100_supported():\n        raise ValueError(a)\n"
-           "    return torch.ops.mykernel.scaled_mm.default(a)\n")  # fmt: skip
+           "    return torch.ops.mykernel.scaled_mm.default(a)\n")
     files = BASE | {
         "pkg/ops.py": ops,
         "kernel/csrc/ext.cc": ('TORCH_LIBRARY_FRAGMENT(mykernel, m) {\n  m.def("scaled_mm(Tensor a) -> '
@@ -152,7 +152,7 @@ def test_a_built_op_is_judged_by_its_registered_unit_and_build_list() -> None:
             "torch::Tensor scaled_mm(torch::Tensor a) {\n  return a;\n}\n"),
         "kernel/CMakeLists.txt": 'set(FLAGS "-gencode=arch=compute_90a,code=sm_90a" '
                                  '"-gencode=arch=compute_100a,code=sm_100a")\n',
-    }  # fmt: skip
+    }
     gate = _audit(files)["pkg/ops.py:scaled_mm"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "the built op torch.ops.mykernel.scaled_mm, scaled_mm in kernel/csrc/gemm/scaled_mm.cu" \
@@ -162,10 +162,10 @@ def test_a_built_op_is_judged_by_its_registered_unit_and_build_list() -> None:
 
 def test_a_cute_kernel_whose_admissible_archs_omit_the_target_needs_kernel_work() -> None:
     cute = ("class GroupedGemmKernel:\n    admissible_archs = ['sm_100a', 'sm_103a']\n\n"
-            "    def __init__(self, tile):\n        self.tile = tile\n")  # fmt: skip
+            "    def __init__(self, tile):\n        self.tile = tile\n")
     runner = ("from pkg.cute_kernels import GroupedGemmKernel\nfrom pkg.utils import is_sm100_supported\n\n\n"
               "def moe(x):\n    if not is_sm100_supported():\n        raise RuntimeError('SM100 only')\n"
-              "    return GroupedGemmKernel(128)\n")  # fmt: skip
+              "    return GroupedGemmKernel(128)\n")
     gate = _audit(BASE | {"pkg/cute_kernels.py": cute, "pkg/moe.py": runner})["pkg/moe.py:moe"]
     assert gate.class_ == "needs-kernel-work"
     assert "CuTe DSL kernel GroupedGemmKernel (pkg/cute_kernels.py)" in gate.reason
@@ -198,9 +198,9 @@ def test_a_kernel_imported_and_bound_to_a_name_after_a_choice_stands_behind_it()
               "        if not is_sm100_supported():\n"
               "            raise ValueError('cutedsl requires SM10x')\n"
               "        from pkg.dsl import cutedsl_gemm\n\n"
-              "        _gemm = cutedsl_gemm\n")  # fmt: skip
+              "        _gemm = cutedsl_gemm\n")
     found = {g.line: g for g in _audit_all(BASE | {"pkg/dsl.py": dsl, "pkg/config.py": config})
-             if g.file == "pkg/config.py" and g.excludes_target}  # fmt: skip
+             if g.file == "pkg/config.py" and g.excludes_target}
     assert sorted(found) == [17, 21], found
     for gate in found.values():
         assert gate.class_ == "needs-kernel-work", (gate.line, gate.reason)
@@ -218,12 +218,12 @@ def test_a_refusal_whose_test_names_a_backend_guards_what_is_registered_under_it
                 "class FancyBackend:\n    def forward(self, x):\n"
                 "        return gen_fmha_sm100_module().run(x)\n\n\n"
                 "@register_attention_backend('fancy_mha')\ndef create_fancy_backend(runner):\n"
-                "    return FancyBackend()\n")  # fmt: skip
+                "    return FancyBackend()\n")
     args = ("from pkg.utils import is_sm100_supported\n\n\n"
             "class Args:\n    def check(self, prefill_backend):\n"
             "        if prefill_backend == 'fancy_mha' and not is_sm100_supported():\n"
             "            raise ValueError('fancy_mha needs SM100')\n"
-            "        return prefill_backend\n")  # fmt: skip
+            "        return prefill_backend\n")
     files = BASE | {"pkg/backends.py": backends, "pkg/args.py": args}
     gate = _audit(files)["pkg/args.py:Args.check"]
     assert gate.class_ == "needs-kernel-work", gate.reason
@@ -233,7 +233,7 @@ def test_a_refusal_whose_test_names_a_backend_guards_what_is_registered_under_it
     assert gate.class_ == "unknown", gate.reason
     # a plain word names a backend in several registries (`--mamba-backend triton`)
     plain = {"pkg/backends.py": backends.replace("fancy_mha", "fancy"),
-             "pkg/args.py": args.replace("fancy_mha", "fancy")}  # fmt: skip
+             "pkg/args.py": args.replace("fancy_mha", "fancy")}
     gate = _audit(files | plain)["pkg/args.py:Args.check"]
     assert gate.class_ == "unknown", gate.reason
 
@@ -245,11 +245,11 @@ def test_a_chosen_return_guards_what_callers_run_for_that_string() -> None:
     keeps it on ``self._backend`` and tests it in another method.  A caller binding a
     function of the same name from elsewhere is not that function's."""
     utils = UTILS + ("\n\ndef determine_gemm_backend(device):\n    if cap()[0] == 9:\n"
-                     "        return 'sm90'\n    else:\n        return 'sm80'\n")  # fmt: skip
+                     "        return 'sm90'\n    else:\n        return 'sm80'\n")
     gemm = ("from pkg.jit import gen_fmha_sm90_module\nfrom pkg.utils import determine_gemm_backend\n\n\n"
             "def run(x):\n    backend = determine_gemm_backend(x.device)\n"
             "    if backend == 'sm90':\n        return gen_fmha_sm90_module().run(x)\n"
-            "    return x\n")  # fmt: skip
+            "    return x\n")
     files = BASE | {"pkg/utils.py": utils, "pkg/gemm.py": gemm}
     gate = _audit(files)["pkg/utils.py:determine_gemm_backend"]
     assert gate.class_ == "needs-kernel-work", gate.reason
@@ -258,7 +258,7 @@ def test_a_chosen_return_guards_what_callers_run_for_that_string() -> None:
                "class Wrapper:\n    def plan(self, x):\n"
                "        self._backend = utils.determine_gemm_backend(x.device)\n\n"
                "    def run(self, x):\n        if self._backend == 'sm90':\n"
-               "            return gen_fmha_sm90_module().run(x)\n        return x\n")  # fmt: skip
+               "            return gen_fmha_sm90_module().run(x)\n        return x\n")
     gate = _audit(files | {"pkg/gemm.py": wrapper})["pkg/utils.py:determine_gemm_backend"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     other = gemm.replace("from pkg.utils import determine_gemm_backend",
@@ -271,12 +271,12 @@ def test_a_classmethod_of_a_tree_class_is_followed() -> None:
     """sglang's ``cute_dsl_fp8_paged_mqa_logits`` refuses but SM100, then runs
     ``CuteDSLPagedMQALogitsRunner.forward(...)``, a classmethod that makes the kernel."""
     cute = ("class LogitsKernel:\n    admissible_archs = ['sm_100a']\n\n"
-            "    def __init__(self, tile):\n        self.tile = tile\n")  # fmt: skip
+            "    def __init__(self, tile):\n        self.tile = tile\n")
     runner = ("from pkg.cute_kernels import LogitsKernel\nfrom pkg.utils import is_sm100_supported\n\n\n"
               "class Runner:\n    @classmethod\n    def forward(cls, x):\n"
               "        return LogitsKernel(128)\n\n\n"
               "def logits(x):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
-              "    return Runner.forward(x)\n")  # fmt: skip
+              "    return Runner.forward(x)\n")
     gate = _audit(BASE | {"pkg/cute_kernels.py": cute, "pkg/logits.py": runner})["pkg/logits.py:logits"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "CuTe DSL kernel LogitsKernel" in gate.reason, gate.reason
@@ -289,15 +289,15 @@ def test_a_method_called_on_self_or_cls_is_the_classs_own_or_its_bases() -> None
     subclass's override of another class does not count; a staticmethod has no ``cls``."""
     dsl = ("import cutlass.cute as cute\nfrom cutlass.cute.nvgpu import tcgen05\n\n\n"
            "class LogitsKernel:\n    def __init__(self, tile):\n        self.tile = tile\n\n"
-           "    @cute.jit\n    def __call__(self, a):\n        tcgen05.make_op(a)\n")  # fmt: skip
+           "    @cute.jit\n    def __call__(self, a):\n        tcgen05.make_op(a)\n")
     other = ("class Other:\n    def _compile(self, x):\n        return x\n\n\n"
-             "class Third:\n    def _compile(self, x):\n        return x\n")  # fmt: skip
+             "class Third:\n    def _compile(self, x):\n        return x\n")
     runner = ("from pkg.dsl import LogitsKernel\nfrom pkg.utils import is_sm100_supported\n\n\n"
               "class Base:\n    def _compile(self, key):\n        return LogitsKernel(key)\n\n\n"
               "class Runner(Base):\n    @classmethod\n    def forward(cls, x):\n"
               "        return cls._compile(x)\n\n\n"
               "def logits(x):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
-              "    return Runner.forward(x)\n")  # fmt: skip
+              "    return Runner.forward(x)\n")
     files = BASE | {"pkg/dsl.py": dsl, "pkg/other.py": other, "pkg/logits.py": runner}
     gate = _audit(files)["pkg/logits.py:logits"]
     assert gate.class_ == "needs-kernel-work", gate.reason
@@ -306,7 +306,7 @@ def test_a_method_called_on_self_or_cls_is_the_classs_own_or_its_bases() -> None
     # the runner's own method comes before its base's
     own = runner.replace("        return cls._compile(x)\n",
                          "        return cls._compile(x)\n\n    def _compile(self, key):\n"
-                         "        return key\n")  # fmt: skip
+                         "        return key\n")
     gate = _audit(files | {"pkg/logits.py": own})["pkg/logits.py:logits"]
     assert gate.class_ == "unknown" and not gate.reached, gate.reason
     # a staticmethod's first parameter is no instance: its name alone decides
@@ -327,11 +327,11 @@ def test_an_op_registered_in_python_runs_its_function() -> None:
            "direct_register_custom_op(op_name='tgv_gemm', op_func=_run, mutates_args=[])\n\n\n"
            "@torch.library.custom_op('sglang::tgv_logits', mutates_args=())\n"
            "def tgv_logits(x):\n    return _bmm(x)\n\n\n"
-           "@register_custom_op(mutates_args=['x'])\ndef tgv_inplace(x):\n    _bmm(x)\n")  # fmt: skip
+           "@register_custom_op(mutates_args=['x'])\ndef tgv_inplace(x):\n    _bmm(x)\n")
     for op in ("tgv_gemm", "tgv_logits", "tgv_inplace"):
         caller = ("import torch\nfrom pkg.utils import is_sm100_supported\n\n\n"
                   "def gemm(x):\n    if not is_sm100_supported():\n        raise RuntimeError('SM10x')\n"
-                  f"    return torch.ops.sglang.{op}(x)\n")  # fmt: skip
+                  f"    return torch.ops.sglang.{op}(x)\n")
         gate = _audit(BASE | {"pkg/dsl.py": "import torch\n" + dsl, "pkg/gemm.py": caller})["pkg/gemm.py:gemm"]
         assert gate.class_ == "needs-kernel-work", (op, gate.reason)
         assert "CuTe DSL kernel _bmm (pkg/dsl.py)" in gate.reason, (op, gate.reason)
@@ -347,12 +347,12 @@ def test_a_decision_function_takes_the_class_of_what_callers_in_other_files_run(
     stands behind the returned value."""
     decide = ("import torch\n\n\n"
               "def should_swap_rows(block):\n"
-              "    return torch.cuda.get_device_capability()[0] == 9 and block < 64\n")  # fmt: skip
+              "    return torch.cuda.get_device_capability()[0] == 9 and block < 64\n")
     launch = ("from pkg.cute_kernels import SwapKernel\nfrom pkg.decide import should_swap_rows\n\n\n"
               "def launch(x, block):\n    if should_swap_rows(block):\n"
-              "        return SwapKernel(block)\n    return x\n")  # fmt: skip
+              "        return SwapKernel(block)\n    return x\n")
     cute = ("class SwapKernel:\n    admissible_archs = ['sm_90a']\n\n"
-            "    def __init__(self, tile):\n        self.tile = tile\n")  # fmt: skip
+            "    def __init__(self, tile):\n        self.tile = tile\n")
     files = BASE | {"pkg/decide.py": decide, "pkg/launch.py": launch, "pkg/cute_kernels.py": cute}
     gate = _audit(files)["pkg/decide.py:should_swap_rows"]
     assert gate.class_ == "needs-kernel-work", gate.reason
@@ -361,7 +361,7 @@ def test_a_decision_function_takes_the_class_of_what_callers_in_other_files_run(
 
 TCGEN05 = ("__global__ void mma_kernel(unsigned* tmem) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000\n"
            '  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(tmem[0]));\n'
-           "#endif\n}\n")  # fmt: skip
+           "#endif\n}\n")
 HOST = ("void launch(int device) {\n  int major = 0, minor = 0;\n"
         "  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);\n"
         "  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);\n"
@@ -398,10 +398,10 @@ def test_a_gate_inside_a_jit_builder_guards_the_build_it_makes() -> None:
                "def _jit_qprep_module():\n"
                "    if torch.cuda.get_device_capability()[0] != 10:\n"
                "        raise RuntimeError('qprep needs SM100')\n"
-               "    return load_jit('qprep', cuda_files=['qprep/entry.cuh'])\n")  # fmt: skip
+               "    return load_jit('qprep', cuda_files=['qprep/entry.cuh'])\n")
     loader = "def load_jit(name, cuda_files):\n    return compile_all(name, cuda_files)\n"
     files = {"pkg/__init__.py": "", "pkg/loader.py": loader, "pkg/qprep.py": builder,
-             "csrc/qprep/entry.cuh": TCGEN05}  # fmt: skip
+             "csrc/qprep/entry.cuh": TCGEN05}
     gate = _audit(files)["pkg/qprep.py:_jit_qprep_module"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert gate.reason.startswith("its code loads _jit_qprep_module (pkg/qprep.py)"), gate.reason
@@ -422,7 +422,7 @@ def test_a_dispatch_table_of_builders_is_followed_and_an_entry_for_the_target_se
     test = ("import pytest\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
             "@pytest.mark.skipif(not is_sm100_supported(), reason='x')\ndef test_a():\n    fmha(1)\n")
     files = BASE | {"pkg/jit.py": jit, "pkg/loader.py": loader, "tests/test_a.py": test,
-                    "csrc/fmha120.cu": KERNEL.format(name="fmha120")}  # fmt: skip
+                    "csrc/fmha120.cu": KERNEL.format(name="fmha120")}
     gate = _audit(files)["tests/test_a.py:test_a"]
     assert {r.name for r in gate.reached} >= {"gen_fmha_sm100_module", "gen_fmha_sm120_module"}
     assert gate.class_ == "gate-only", gate.reason
@@ -435,11 +435,11 @@ def test_an_arch_branch_behind_the_gate_is_followed_where_the_target_goes() -> N
     runs the first only, so the sm100 module's kernels compiled out do not class it."""
     utils = UTILS + "\n\ndef is_sm120_supported():\n    return cap()[0] == 12\n"
     jit = JIT.replace("gen_fmha_sm90_module", "gen_fmha_sm120_module").replace(
-        "[9]", "[12]").replace("fmha90", "fmha120")  # fmt: skip
+        "[9]", "[12]").replace("fmha90", "fmha120")
     api = ("from pkg.jit import gen_fmha_sm100_module, gen_fmha_sm120_module\n"
            "from pkg.utils import is_sm120_supported\n\n\n"
            "def fmha(q):\n    if is_sm120_supported():\n        return gen_fmha_sm120_module()\n"
-           "    return gen_fmha_sm100_module()\n")  # fmt: skip
+           "    return gen_fmha_sm100_module()\n")
     test = ("import pytest\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
             "@pytest.mark.skipif(not is_sm100_supported(), reason='x')\ndef test_a():\n    fmha(1)\n")
     files = BASE | {"pkg/utils.py": utils, "pkg/jit.py": jit, "pkg/api.py": api,
@@ -456,17 +456,17 @@ def test_a_runner_named_for_another_arch_is_not_the_targets_way() -> None:
     SM 12.0, so only the SM 12.x runner's module stands behind the gate.  A name of an
     older arch (``sm80``: its code runs on newer GPUs) or of none is followed."""
     jit = JIT.replace("gen_fmha_sm90_module", "gen_fmha_sm120_module").replace(
-        "[9]", "[12]").replace("fmha90", "fmha120")  # fmt: skip
+        "[9]", "[12]").replace("fmha90", "fmha120")
     api = ("from pkg.jit import gen_fmha_sm100_module, gen_fmha_sm120_module\n\n\n"
            "def fmha(q, runner_names):\n    runners = []\n"
            "    if 'cutlass_sm10x' in runner_names:\n        runners.append(gen_fmha_sm100_module())\n"
            "    if 'cutlass_sm12x' in runner_names:\n        runners.append(gen_fmha_sm120_module())\n"
-           "    return runners\n")  # fmt: skip
+           "    return runners\n")
     test = ("import pytest\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
             "@pytest.mark.skipif(not is_sm100_supported(), reason='x')\n"
-            "def test_a():\n    fmha(1, pick())\n")  # fmt: skip
+            "def test_a():\n    fmha(1, pick())\n")
     files = BASE | {"pkg/jit.py": jit, "pkg/api.py": api, "tests/test_a.py": test,
-                    "csrc/fmha120.cu": KERNEL.format(name="fmha120")}  # fmt: skip
+                    "csrc/fmha120.cu": KERNEL.format(name="fmha120")}
     gate = _audit(files)["tests/test_a.py:test_a"]
     assert {r.name for r in gate.reached} == {"gen_fmha_sm120_module"}, gate.reached
     assert gate.class_ == "gate-only", gate.reason
@@ -496,7 +496,7 @@ def test_a_runner_named_for_another_arch_is_not_the_targets_way() -> None:
     other = variants.replace('    if "cutlass_sm12x" in names(backend):',
                              '    if "tinygemm" in names(backend):\n'
                              '        runners.append(gen_fmha_sm100_module().run(a))\n'
-                             '    if "cutlass_sm12x" in names(backend):')  # fmt: skip
+                             '    if "cutlass_sm12x" in names(backend):')
     keyed = _audit(files | {"pkg/mm.py": other})["pkg/mm.py:_cutlass_mm_requirement"]
     assert {r.name for r in keyed.reached} == {"gen_fmha_sm120_module"}, keyed.reached
 
@@ -523,16 +523,16 @@ def test_a_jit_gate_that_admits_the_target_into_units_with_nothing_for_it_needs_
            "        template = open(f'{prefix}_sm100_kernel_inst.jinja').read()\n"
            "        sources.append(template)\n"
            "    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10, 12])\n"
-           "    return build('gemm', sources, flags)\n")  # fmt: skip
+           "    return build('gemm', sources, flags)\n")
     api = ("from pkg.jit import gen_gemm_module\nfrom pkg.utils import is_sm100_supported\n\n\n"
            "def gemm(a):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
-           "    return gen_gemm_module()\n")  # fmt: skip
+           "    return gen_gemm_module()\n")
     header = ("#pragma once\nusing ArchTag = cutlass::arch::Sm100;\n"
-              "template <int N> void gemm_sm100() {}\n")  # fmt: skip
+              "template <int N> void gemm_sm100() {}\n")
     files = BASE | {"pkg/jit.py": jit, "pkg/api.py": api, "include/gemm_sm100.cuh": header,
                     "csrc/gemm_sm100_kernel_inst.jinja": ('#include "../include/gemm_sm100.cuh"\n'
                                                          "template void gemm_sm100<{{ n }}>();\n"),
-                    "csrc/group_gemm_sm100_kernel_inst.jinja": "// none\n"}  # fmt: skip
+                    "csrc/group_gemm_sm100_kernel_inst.jinja": "// none\n"}
     gate = _audit(files)["pkg/api.py:gemm"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "whose gate at line 9 admits sm_120a, but" in gate.reason, gate.reason
@@ -549,15 +549,15 @@ def test_a_unit_an_arch_build_adds_under_an_if_is_that_archs() -> None:
            "    if any(major == 9 for major, minor in archs):\n"
            "        sources.append('xqa/mha_sm90.cu')\n"
            "    flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10, 12])\n"
-           "    return build('xqa', sources, flags)\n")  # fmt: skip
+           "    return build('xqa', sources, flags)\n")
     api = ("from pkg.jit import gen_xqa_module\nfrom pkg.utils import is_sm100_supported\n\n\n"
            "def xqa(a):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
-           "    return gen_xqa_module([(10, 0)])\n")  # fmt: skip
+           "    return gen_xqa_module([(10, 0)])\n")
     sm90 = ("__global__ void mha_sm90_kernel(float* out) {\n"
             "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900\n  out[threadIdx.x] = 1.0f;\n"
-            "#endif\n}\n")  # fmt: skip
+            "#endif\n}\n")
     files = BASE | {"pkg/jit.py": jit, "pkg/api.py": api, "csrc/xqa/mha.cu": KERNEL.format(name="mha"),
-                    "csrc/xqa/mha_sm90.cu": sm90}  # fmt: skip
+                    "csrc/xqa/mha_sm90.cu": sm90}
     gates = _audit(files)
     assert gates["pkg/api.py:xqa"].class_ == "gate-only", gates["pkg/api.py:xqa"].reason
     always = jit.replace("    if any(major == 9 for major, minor in archs):\n        sources.append",
@@ -579,17 +579,17 @@ def test_units_named_by_fstrings_of_module_tables_and_of_unknown_fields() -> Non
            "    return build('kda', [binding], flags)\n\n\n"
            "def gen_router_module(tokens, hidden):\n"
            "    source = f'router_gemm_m{tokens}_k{hidden}_device.cu'\n"
-           "    return build('router', [source], ['-gencode=arch=compute_100a,code=sm_100a'])\n")  # fmt: skip
+           "    return build('router', [source], ['-gencode=arch=compute_100a,code=sm_100a'])\n")
     api = ("from pkg.jit import gen_kda_module, gen_router_module\n"
            "from pkg.utils import is_sm100_supported\n\n\n"
            "def kda(a):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
            "    return gen_kda_module('m64')\n\n\n"
            "def router(a):\n    if not is_sm100_supported():\n        raise ValueError('SM100 only')\n"
-           "    return gen_router_module(4, 6144)\n")  # fmt: skip
+           "    return gen_router_module(4, 6144)\n")
     files = BASE | {"pkg/jit.py": jit, "pkg/api.py": api,
                     "csrc/kda/kda_m64_binding.cu": GUARDED, "csrc/kda/kda_m128_binding.cu": GUARDED,
                     "csrc/router/router_gemm_m4_k6144_device.cu": GUARDED,
-                    "csrc/router/router_gemm_m8_k7168_device.cu": KERNEL.format(name="r8")}  # fmt: skip
+                    "csrc/router/router_gemm_m8_k7168_device.cu": KERNEL.format(name="r8")}
     gates = _audit(files)
     kda = gates["pkg/api.py:kda"]
     assert kda.class_ == "needs-kernel-work", kda.reason
@@ -611,7 +611,7 @@ def test_a_method_of_a_decorated_function_runs_the_function() -> None:
              "@triton.testing.perf_report(triton.testing.Benchmark(x_names=['n']))\n"
              "def benchmark(n):\n    return fmha(n)\n\n\n"
              "if __name__ == '__main__':\n    if not is_sm100_supported():\n"
-             "        print('Skipping')\n    else:\n        benchmark.run(print_data=True)\n")  # fmt: skip
+             "        print('Skipping')\n    else:\n        benchmark.run(print_data=True)\n")
     gate = _audit(BASE | {"benchmarks/bench_fmha.py": bench})["benchmarks/bench_fmha.py:<module>"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "run>fmha" in gate.calls, gate.calls
@@ -623,11 +623,11 @@ def test_a_method_of_an_unknown_object_is_followed_by_its_distinctive_name() -> 
     common name (``forward``) is not."""
     layer = ("from pkg.api import fmha\n\n\nclass Norm:\n"
              "    def forward_with_fusion(self, x):\n        return fmha(x)\n\n"
-             "    def forward(self, x):\n        return fmha(x)\n")  # fmt: skip
+             "    def forward(self, x):\n        return fmha(x)\n")
     user = ("from pkg.utils import is_sm100_supported\n\n\nclass Block:\n"
             "    def __init__(self, layer):\n        self.layer = layer\n\n"
             "    def run(self, x):\n        if is_sm100_supported():\n"
-            "            return self.layer.{name}(x)\n        return x\n")  # fmt: skip
+            "            return self.layer.{name}(x)\n        return x\n")
     gates = _audit(BASE | {"pkg/layer.py": layer, "pkg/block.py": user.format(name="forward_with_fusion")})
     gate = gates["pkg/block.py:Block.run"]
     assert "forward_with_fusion>fmha" in " ".join(gate.calls), gate.calls
@@ -672,10 +672,10 @@ def test_a_returned_arch_value_built_on_a_classed_one_takes_its_class() -> None:
     flags = ("from pkg.utils import is_sm100_supported\n\n\n"
              "def apply_fused(n):\n    return is_sm100_supported() and n > 0\n\n\n"
              "class Layer:\n    def _read_only(self, n):\n"
-             "        return self.gather and apply_fused(n)\n")  # fmt: skip
+             "        return self.gather and apply_fused(n)\n")
     attend = ("from pkg.api import fmha\nfrom pkg.flags import apply_fused\n\n\n"
               "def attend(q):\n    # The fused path where the GPU's major allows it.\n"
-              "    if apply_fused(q):\n        return fmha(q)\n    return q\n")  # fmt: skip
+              "    if apply_fused(q):\n        return fmha(q)\n    return q\n")
     gates = _audit(BASE | {"pkg/flags.py": flags, "pkg/attend.py": attend})
     assert gates["pkg/flags.py:apply_fused"].class_ == "needs-kernel-work"
     built = gates["pkg/flags.py:Layer._read_only"]
@@ -697,7 +697,7 @@ def test_a_returned_call_whose_value_depends_on_the_gpu_is_what_runs() -> None:
     wrapper = ("import torch\n\nfrom pkg.api import fmha\n\n\n"
                "def _fused(q):\n    major, minor = torch.cuda.get_device_capability()\n"
                "    if major != 10:\n        raise ValueError('needs SM100')\n    return fmha(q)\n\n\n"
-               "def fused_nvfp4(q):\n    return _fused(q)\n")  # fmt: skip
+               "def fused_nvfp4(q):\n    return _fused(q)\n")
     gates = _audit(BASE | {"pkg/wrapper.py": wrapper})
     outer, inner = gates["pkg/wrapper.py:fused_nvfp4"], gates["pkg/wrapper.py:_fused"]
     assert outer.effect.why.endswith("; it is what fused_nvfp4() returns"), outer.effect
@@ -780,7 +780,7 @@ def test_functions_handed_on_methods_of_a_refused_class_and_tests_own_imports() 
     case = ("import unittest\n\nfrom pkg.api import fmha\nfrom pkg.utils import is_sm100_supported\n\n\n"
             "class TestFmha(unittest.TestCase):\n    @classmethod\n    def setUpClass(cls):\n"
             "        if not is_sm100_supported():\n            raise unittest.SkipTest('SM100 only')\n\n"
-            "    def test_run(self):\n        fmha(1)\n")  # fmt: skip
+            "    def test_run(self):\n        fmha(1)\n")
     gate = _audit(BASE | {"tests/test_case.py": case})["tests/test_case.py:TestFmha.setUpClass"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "test_run>fmha" in gate.calls, gate.calls
@@ -797,7 +797,7 @@ def test_a_refusal_of_one_configuration_guards_that_configurations_branches() ->
            "        if get_backend().is_cutlass():\n            # the GPU major decides\n"
            "            assert is_sm100_supported(), 'cutlass MoE needs SM100'\n\n"
            "    def apply(self, x):\n        if get_backend().is_cutlass():\n"
-           "            return fmha(x)\n        return generic(x)\n")  # fmt: skip
+           "            return fmha(x)\n        return generic(x)\n")
     gate = _audit(BASE | {"pkg/moe.py": moe})["pkg/moe.py:Fp8MoEMethod.__init__"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "apply>fmha" in gate.calls and "apply>generic" not in gate.calls, gate.calls
@@ -1000,16 +1000,16 @@ def test_a_backend_name_handed_on_leads_to_what_the_tree_registers_under_it() ->
     fused = ("from pkg.backends import register_backend\nfrom pkg.triton_attn import _attn_kernel\n\n\n"
              "def register_fused_func(a2a, runner):\n    return register_backend(runner)\n\n\n"
              "@register_fused_func('none', 'triton_moe')\ndef fused_triton_moe(x):\n"
-             "    _attn_kernel[(1,)](x)\n")  # fmt: skip
+             "    _attn_kernel[(1,)](x)\n")
     moe = args.replace("attention_backend", "moe_runner_backend").replace("triton_attn", "triton_moe")
     gates = _audit(BASE | {"pkg/backends.py": BACKENDS, "pkg/triton_attn.py": TRITON_ATTN,
-                           "pkg/fused.py": fused, "pkg/args.py": moe})  # fmt: skip
+                           "pkg/fused.py": fused, "pkg/args.py": moe})
     gate = gates["pkg/args.py:adjust"]
     assert gate.class_ == "gate-only", gate.reason
     assert '"triton_moe">triton:_attn_kernel' in gate.calls, gate.calls
     none = moe.replace("'triton_moe'", "'none'")
     gates = _audit(BASE | {"pkg/backends.py": BACKENDS, "pkg/triton_attn.py": TRITON_ATTN,
-                           "pkg/fused.py": fused, "pkg/args.py": none})  # fmt: skip
+                           "pkg/fused.py": fused, "pkg/args.py": none})
     assert gates["pkg/args.py:adjust"].class_ == "unknown"
 
 
@@ -1039,7 +1039,7 @@ def test_code_after_a_branch_setting_an_attribute_reads_that_attribute_only() ->
             "        if self.model == 'nsa':\n            fmha(1)\n\n"
             "    def fuse(self):\n        if is_sm100_supported():\n"
             "            self.enable_fusion = True\n"
-            "        if self.enable_fusion:\n            fmha(1)\n")  # fmt: skip
+            "        if self.enable_fusion:\n            fmha(1)\n")
     gates = _audit(BASE | {"pkg/args.py": args})
     adjust, fuse = gates["pkg/args.py:Args.adjust"], gates["pkg/args.py:Args.fuse"]
     assert adjust.class_ == "unknown" and not adjust.reached, adjust.reached
@@ -1058,7 +1058,7 @@ def test_a_refusal_inside_a_backends_branch_guards_that_backend_and_its_way_on()
                 "def register_attention_backend(name):\n    return lambda fn: fn\n\n\n"
                 "@triton.jit\ndef fancy_kernel(x):\n    pass\n\n\n"
                 "@register_attention_backend('fancy_mla')\ndef create_fancy_backend(runner):\n"
-                "    return fancy_kernel(runner)\n")  # fmt: skip
+                "    return fancy_kernel(runner)\n")
     args = ("from pkg.jit import gen_fmha_sm100_module\nfrom pkg.utils import is_sm100_supported\n\n\n"
             "class Args:\n    def check(self):\n"
             "        if self.attention_backend == 'fancy_mla' or self.decode_backend == 'fancy_mla':\n"
@@ -1066,7 +1066,7 @@ def test_a_refusal_inside_a_backends_branch_guards_that_backend_and_its_way_on()
             "                raise ValueError('fancy_mla needs SM100')\n"
             "            self.page_size = 64\n"
             "        if self.attention_backend == 'other_fa':\n"
-            "            self.module = gen_fmha_sm100_module()\n")  # fmt: skip
+            "            self.module = gen_fmha_sm100_module()\n")
     gate = _audit(BASE | {"pkg/backends.py": backends, "pkg/args.py": args})["pkg/args.py:Args.check"]
     assert gate.class_ == "gate-only", gate.reason
     assert "fancy_kernel" in gate.reason and "gen_fmha" not in " ".join(map(text, gate.reached)), gate.reached
@@ -1083,7 +1083,7 @@ def test_a_gate_keeping_only_checks_from_the_target_is_gate_only() -> None:
                 "        assert backend == 'triton', 'triton only on SM100'\n"
                 "        logger.info('checked %s', backend)\n    return backend\n\n\n"
                 "def tune(config):\n    if is_sm100_supported():\n"
-                "        assert config\n        config.block = 128\n    return config\n")  # fmt: skip
+                "        assert config\n        config.block = 128\n    return config\n")
     gates = _audit(BASE | {"pkg/registry.py": registry})
     pick, tune = gates["pkg/registry.py:pick"], gates["pkg/registry.py:tune"]
     assert pick.class_ == "gate-only" and "only checks" in pick.reason, pick.reason
@@ -1118,7 +1118,7 @@ def test_a_call_into_triton_kernels_is_a_library_of_triton_kernels() -> None:
                "    import triton_kernels.matmul_ogs_details.opt_flags as opt_flags\n\n"
                "    if is_sm100_supported():\n"
                "        opt_flags.update_opt_flags_constraints({'is_persistent': True})\n"
-               "    return w\n")  # fmt: skip
+               "    return w\n")
     gate = _audit(BASE | {"pkg/swizzle.py": swizzle})["pkg/swizzle.py:swizzle"]
     assert gate.class_ == "gate-only", gate.reason
     assert "triton_kernels" in gate.reason, gate.reason
@@ -1133,7 +1133,7 @@ def test_a_skip_helper_called_in_an_if_guards_what_the_test_runs_after_the_if() 
             "def _skip_if_cp_unsupported():\n    if not is_sm100_supported():\n"
             "        pytest.skip('CP needs SM100')\n\n\n"
             "def test_prefill(use_cp):\n    if use_cp:\n        _skip_if_cp_unsupported()\n"
-            "    gen_fmha_sm100_module().run(1)\n")  # fmt: skip
+            "    gen_fmha_sm100_module().run(1)\n")
     gate = _audit(BASE | {"tests/test_prefill.py": test})["tests/test_prefill.py:_skip_if_cp_unsupported"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "gen_fmha_sm100_module" in gate.reason, gate.reason
@@ -1148,10 +1148,10 @@ def test_a_call_whose_value_is_dropped_guards_what_follows_only_when_it_may_stop
     know) guards what runs after its call."""
     config = ("from pkg.utils import is_sm100_supported\n\nBACKEND = None\n\n\n"
               "def init_fp4_config(args):\n    global BACKEND\n    backend = 'cutlass'\n"
-              "    if is_sm100_supported():\n        backend = 'cutedsl'\n    BACKEND = backend\n")  # fmt: skip
+              "    if is_sm100_supported():\n        backend = 'cutedsl'\n    BACKEND = backend\n")
     scheduler = ("from pkg.config import init_fp4_config\nfrom pkg.jit import gen_fmha_sm100_module\n\n\n"
                  "def init_gemm_config(args):\n    init_fp4_config(args)\n"
-                 "    gen_fmha_sm100_module().run(1)\n")  # fmt: skip
+                 "    gen_fmha_sm100_module().run(1)\n")
     gates = _audit(BASE | {"pkg/config.py": config, "pkg/scheduler.py": scheduler})
     gate = gates["pkg/config.py:init_fp4_config"]
     assert gate.class_ == "unknown", gate.reason
@@ -1170,7 +1170,7 @@ def test_only_checks_reads_a_long_elif_chain() -> None:
     from contrib.audit.finding.leads import only_checks
 
     chain = "if x == 0:\n    assert a\n" + "".join(f"elif x == {n}:\n    assert a\n"
-                                                  for n in range(1, 900))  # fmt: skip
+                                                  for n in range(1, 900))
     assert only_checks(ast.parse(chain).body)
     assert not only_checks(ast.parse(chain + "else:\n    y = 1\n").body)
 

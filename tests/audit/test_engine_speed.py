@@ -28,7 +28,7 @@ def test_a_worker_ignores_ctrl_c_and_runs_without_the_cycle_collector() -> None:
     ("cc", True), ("sm = 1", True), ("x.sm >= 90", True), ("device_cc", True), ("_sm", True),
     ("f(cc)", True), ("9sm", False), ("acc = 1", False), ("sm2", False), ("ccx", False),
     ("success", False), ("smem", False), ("a_b_cc_d", False),
-])  # fmt: skip
+])
 def test_the_prefilter_reads_cc_and_sm_as_tokens(text: str, may: bool) -> None:
     """The regex that skips to a `c` or an `s` tests what ``(?:\\b|_)(?:cc|sm)\\b`` tested."""
     assert engine.may_gate(text) is may

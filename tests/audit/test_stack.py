@@ -36,21 +36,21 @@ def _gate(audit: dict[str, Any], function: str) -> dict[str, Any]:
 
 
 def test_a_gate_admitting_the_target_over_a_refusing_gate_below_is_a_mismatch(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     ws, _ = stacked
     result, audit = _audit(ws)
     assert result.code == 1
     assert audit["stack"][0] | {"seconds": 0, "link_seconds": 0, "cached": False} == {
         "upstream": "lower", "package": "lower-lib", "pin": "python/pyproject.toml:6",
         "version": "1.0", "tag": "v1.0", "commit": audit["stack"][0]["commit"],
-        "seconds": 0, "link_seconds": 0, "cached": False}  # fmt: skip
+        "seconds": 0, "link_seconds": 0, "cached": False}
     [mismatch] = audit["mismatches"]
     assert mismatch["gate"] == {"file": "python/top/args.py", "line": 8,
-                                "function": "Args.adjust"}  # fmt: skip
+                                "function": "Args.adjust"}
     below = mismatch["below"]
     assert (below["upstream"], below["tag"], below["file"], below["function"], below["admits"],
             below["excludes_target"]) == ("lower", "v1.0", "lowerlib/jit.py", "gen_comm_module",
-                                          "majors 9, 10", True)  # fmt: skip
+                                          "majors 9, 10", True)
     assert "sets enable_fusion > read enable_fusion at python/top/layers.py:5" in below["via"]
     assert "lowerlib.fused_allreduce > gen_comm_module" in below["via"]
     assert "sm_120a crashes there" in mismatch["message"]
@@ -98,7 +98,7 @@ def _assert_gate_only_over_lower_norm(gate: dict[str, Any]) -> None:
 
 
 def test_a_definition_is_not_a_run_and_a_function_handed_back_is(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """sglang's ``fp8_utils`` defines flashinfer wrappers under ``if
     is_blackwell_supported():``: defining runs nothing, so that block is no mismatch
     (its callers ask flashinfer first).  The dispatcher that hands the wrapper back
@@ -133,7 +133,7 @@ class NormMethod:
 
 
 def test_a_refusal_in_init_takes_its_class_from_what_the_methods_reach_below(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """sglang's ``ModelOptNvFp4FusedMoEMethod.__init__`` refuses; the flashinfer calls
     are in its other methods, which the object it would make runs."""
     ws, top = stacked
@@ -169,7 +169,7 @@ def get_method():
 
 
 def test_the_targets_way_through_an_object_goes_where_its_flags_send_it(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """sglang's ``Mxfp4FlashinferCutlassMoEMethod`` sets ``self._use_mxfp8_act_scaling =
     is_sm120_supported()`` and its weight loading takes the SM90 interleave only in the
     else: the object a Blackwell gate hands on runs the target's branch, not that one."""
@@ -199,7 +199,7 @@ def test_an_excluding_gate_takes_its_class_from_below(stacked: tuple[Workspace, 
 
 
 def test_a_value_handed_below_takes_its_class_from_the_path_it_builds(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """``backend = "cutlass"`` on SM100 only, then ``AttnWrapper(backend=backend)``: the
     statement reading the value is what the gate decides; below, no gate stands on the
     wrapper's path, and the module it builds (SM100 flags) compiles for the target."""
@@ -212,7 +212,7 @@ def test_a_value_handed_below_takes_its_class_from_the_path_it_builds(
 
 
 def test_a_value_passed_for_a_parameter_below_goes_that_backends_way(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """sglang's MLA backend: ``self.fmha_backend = "cutlass"`` on SM100 only, then
     ``BatchPrefillWithRaggedKVCacheWrapper(..., backend=self.fmha_backend)``, whose
     ``plan`` tests ``self._backend``: the CUTLASS path's module admits SM12x, but its
@@ -285,7 +285,7 @@ def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
 
 
 def test_a_branch_below_the_target_does_not_take_is_not_followed(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     ws, _ = stacked
     _, audit = _audit(ws)
     matmul = _gate(audit, "matmul")
@@ -296,7 +296,7 @@ def test_a_branch_below_the_target_does_not_take_is_not_followed(
 
 
 def test_the_targets_way_ends_where_the_upper_tree_refuses_it(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """sglang's fp8_utils: ``dispatch`` admits the target into ``run_backend``, whose
     SM90-only backend raises for it before calling below.  The target is refused above,
     with a message; it never reaches the lower gate, so there is no mismatch.  The
@@ -314,7 +314,7 @@ def test_the_targets_way_ends_where_the_upper_tree_refuses_it(
 
 
 def test_a_backend_chosen_by_name_takes_its_class_from_the_path_below(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """A model override sets ``norm_backend`` to ``"lower_norm"`` on SM100 only; the
     tree registers that name on a factory whose class calls ``lowerlib.rmsnorm``."""
     ws, _ = stacked
@@ -323,7 +323,7 @@ def test_a_backend_chosen_by_name_takes_its_class_from_the_path_below(
 
 
 def test_a_backend_passed_by_name_below_is_followed_its_own_way(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """sglang's ``bmm_fp8(..., backend="cublas")`` into flashinfer's
     ``@backend_requirement`` function: the lower function's tests of its registry's
     names go the chosen backend's way: ``backend="plain"`` never reaches the module
@@ -373,7 +373,7 @@ def ensure_fused(x, args):
 
 
 def test_a_refusing_decision_function_takes_its_class_from_what_its_callers_run_below(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """sglang's ``flashinfer_comm_fusion._resolve_backend`` refuses the target; a
     function hands its answer back (``return _resolve_backend(...)``) and its caller
     runs flashinfer's fusion with it: that is what the refusal keeps from the target
@@ -407,9 +407,9 @@ def test_the_stack_at_two_pinned_versions(stacked: tuple[Workspace, Repo]) -> No
     ("lower_lib", "'lower_lib' pins no one version of lower"),
     ("lower-lib>=1.0", "'lower-lib>=1.0' pins no one version of lower"),
     ("lower_lib==3.0", "pins lower 3.0, but lower's cache has no tag v3.0 or 3.0"),
-])  # fmt: skip
+])
 def test_a_pin_the_stack_cannot_follow_is_one_note(stacked: tuple[Workspace, Repo],
-                                                   requirement: str, says: str) -> None:  # fmt: skip
+                                                   requirement: str, says: str) -> None:
     ws, top = stacked
     sha = repin(top, requirement)
     result, audit = _audit(ws, "--at", sha)
@@ -421,7 +421,7 @@ def test_a_pin_the_stack_cannot_follow_is_one_note(stacked: tuple[Workspace, Rep
 
 
 def test_the_package_key_names_a_lower_upstream_without_a_pyproject(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     ws, _ = stacked
     lower = ws.upstreams["lower"]
     lower.commit("no packaging metadata", {"pyproject.toml": None})
@@ -514,7 +514,7 @@ def forward(x):
 
 
 def test_an_object_a_factory_annotates_and_a_result_a_gate_tests_lead_below(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """sglang's allreduce fusion: ``_create_workspace = comm.create_...`` bound at module
     level under an ``if``, called from a method of the object ``_get_workspace_manager()
     -> FlashInferWorkspaceManager`` returns (a method name the tree defines thrice);
@@ -543,7 +543,7 @@ class Checks:
 
 
 def test_a_refusal_naming_a_backend_takes_its_class_from_that_backend_below(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """sglang's ``if prefill_backend == "trtllm_mha" and not is_sm100_supported():
     raise``: the backend registered under the name calls below, whose norm module
     admits the target: lifting the refusal is the change."""
@@ -554,7 +554,7 @@ def test_a_refusal_naming_a_backend_takes_its_class_from_that_backend_below(
 
 
 def test_the_link_walked_beside_the_lower_audit_is_the_link_walked_after_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``audit_and_link`` walks the upper tree in a thread while the lower tree is audited;
     what it links is what :func:`link` finds over the same two audits, and the second
     time it comes from the cache.  An error of the walk reaches the caller."""
@@ -573,12 +573,12 @@ def test_the_link_walked_beside_the_lower_audit_is_the_link_walked_after_it(
     expected = stack.link(serial, GitTree(up, commit), stack.Lower(
         "lower", "v1.0", at, audit_commit(down, at, arch), GitTree(down, at)), arch)
     linked = stack.audit_and_link(audit.gates, GitTree(up, commit), audit.tree, down, "lower",
-                                  "v1.0", at, arch)  # fmt: skip
+                                  "v1.0", at, arch)
     assert not linked.cached and linked.mismatches == expected and len(expected) == 1
     assert [gate_json(g) for g in audit.gates] == [gate_json(g) for g in serial]
     again = audit_commit(up, commit, arch)
     cached = stack.audit_and_link(again.gates, GitTree(up, commit), again.tree, down, "lower",
-                                  "v1.0", at, arch)  # fmt: skip
+                                  "v1.0", at, arch)
     assert cached.cached and cached.mismatches == expected
     assert [gate_json(g) for g in again.gates] == [gate_json(g) for g in serial]
 
@@ -589,7 +589,7 @@ def test_the_link_walked_beside_the_lower_audit_is_the_link_walked_after_it(
     other = audit_commit(up, commit, arch)
     with pytest.raises(stack.ContribError, match="the walk failed"):
         stack.audit_and_link(other.gates, GitTree(up, commit), other.tree, down, "lower",
-                             "v2.0", down.run("rev-parse", "v2.0").strip(), arch)  # fmt: skip
+                             "v2.0", down.run("rev-parse", "v2.0").strip(), arch)
 
 
 PASSES = """\
@@ -627,7 +627,7 @@ def fuse_none(x):
 
 
 def test_a_setting_a_pass_returns_enables_what_reads_it(
-        stacked: tuple[Workspace, Repo]) -> None:  # fmt: skip
+        stacked: tuple[Workspace, Repo]) -> None:
     """sglang main's allreduce-fusion auto-enable is a pass returning
     ``{"flashinfer_allreduce_fusion_backend": "auto"}`` on SM90/SM100, which the server's
     arguments take as attributes: what the tree runs where ``.fusion_backend is not None``

@@ -137,7 +137,7 @@ def test_bad_audit_arch_exits_2_naming_the_line(tmp_path: Path, mini: Repo, valu
 
 
 def test_a_mismatch_with_the_upstream_below_comes_first(
-        tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+        tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
     fake_github.add_repo(WSREPO)
     top = top_upstream(tmp_path / "top")

@@ -209,7 +209,7 @@ def test_the_gpu_leg_selects_patchsets_by_the_arch_status_reports(tmp_path: Path
     (bin_dir / "contrib").chmod(0o755)
     env = {"PATH": f"{bin_dir}:{Path(shutil.which('python3') or '/usr/bin/python3').parent}:/usr/bin:/bin",
            "RUNNER_TEMP": str(tmp_path), "ARCH": "sm_90a", "LABEL": "h200",
-           "CALLS": str(tmp_path / "calls")}  # fmt: skip
+           "CALLS": str(tmp_path / "calls")}
     done = subprocess.run(["bash", "-e", "-c", script["run"]], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     out = tmp_path / "contrib-validation"

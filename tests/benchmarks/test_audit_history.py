@@ -141,7 +141,7 @@ def history(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
     shas = {"base": repo.commit("base", {"pkg/jit/comm.py": JIT, "csrc/comm.cu": UNIT,
                                          "include/comm.cuh": HEADER, "pkg/gemm.py": GEMM,
                                          "tests/test_mm.py": TEST, "pkg/legacy.py": LEGACY,
-                                         "pkg/arch.py": ARCH, "pkg/noise.py": NOISE})}  # fmt: skip
+                                         "pkg/arch.py": ARCH, "pkg/noise.py": NOISE})}
     shas["jit"] = repo.commit("comm on sm12x", {
         "pkg/jit/comm.py": JIT.replace("[9, 10]", "[9, 10, 12]"),
         "include/comm.cuh": HEADER.replace(" && (__CUDA_ARCH__ < 1200)", "")})
@@ -181,7 +181,7 @@ def history(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
 
 
 def test_mining_finds_each_opening_with_its_gate_and_class(
-        history: tuple[Repo, dict[str, str]]) -> None:  # fmt: skip
+        history: tuple[Repo, dict[str, str]]) -> None:
     repo, shas = history
     found = mine(Git(repo.path), "up", "main")
     got = [(o.commit, o.file, o.function, o.mechanism, o.expected, o.lines) for o in found]
@@ -198,7 +198,7 @@ def test_mining_finds_each_opening_with_its_gate_and_class(
 
 
 def test_measure_reads_the_audit_before_and_after_each_opening(
-        history: tuple[Repo, dict[str, str]]) -> None:  # fmt: skip
+        history: tuple[Repo, dict[str, str]]) -> None:
     repo, _ = history
     git = Git(repo.path)
     arch = parse_arch("sm_120a")
@@ -229,13 +229,13 @@ def test_a_name_the_opening_defines_is_looked_for_in_its_own_file_first() -> Non
     gate an opening of one of them opened is that file's ``if not _NVFP4_SUPPORTED``,
     not another benchmark's; a user in another file counts only without one."""
     opening = Opening("up", "c" * 40, "p" * 40, "2026-01-01", "bench/scaled_mm.py", "<module>",
-                      "condition", GATE_ONLY, [18], [15, 21])  # fmt: skip
+                      "condition", GATE_ONLY, [18], [15, 21])
     value = AuditGate("bench/scaled_mm.py", 18, "<module>", GateKind.PREDICATE, frozenset({10}), False,
-                      "is_sm100_supported()")  # fmt: skip
+                      "is_sm100_supported()")
     other = AuditGate("bench/moe.py", 254, "<module>", GateKind.PREDICATE, frozenset({10}), True,
-                      "not _NVFP4_SUPPORTED")  # fmt: skip
+                      "not _NVFP4_SUPPORTED")
     own = AuditGate("bench/scaled_mm.py", 180, "<module>", GateKind.PREDICATE, frozenset({10}), True,
-                    "not _NVFP4_SUPPORTED")  # fmt: skip
+                    "not _NVFP4_SUPPORTED")
     assert matching(opening, [value, other, own], ["_NVFP4_SUPPORTED"]) == ([own], "users")
     assert matching(opening, [value, other], ["_NVFP4_SUPPORTED"]) == ([other], "users")
 
@@ -243,7 +243,7 @@ def test_a_name_the_opening_defines_is_looked_for_in_its_own_file_first() -> Non
 def test_spread_keeps_whole_commits_evenly_and_the_corpus_round_trips(tmp_path: Path) -> None:
     openings = [Opening("up", f"{n:040x}", f"{n + 100:040x}", "2026-01-01", "a.py", f"f{k}",
                         "condition", GATE_ONLY, [n], [n, n + 2])
-                for n in range(10) for k in range(2)]  # fmt: skip
+                for n in range(10) for k in range(2)]
     kept = spread(openings, 3)
     assert sorted({o.commit for o in kept}) == [f"{n:040x}" for n in (0, 3, 6)]
     assert len(kept) == 6 and spread(openings, 0) == openings
@@ -254,7 +254,7 @@ def test_spread_keeps_whole_commits_evenly_and_the_corpus_round_trips(tmp_path: 
 
 def test_the_script_reports_figures_and_misses_from_a_pinned_corpus(
         history: tuple[Repo, dict[str, str]], tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+        capsys: pytest.CaptureFixture[str]) -> None:
     repo, shas = history
     corpus = tmp_path / "corpus.toml"
     write(corpus, mine(Git(repo.path), "flashinfer", "main"))
@@ -271,11 +271,11 @@ def test_the_script_reports_figures_and_misses_from_a_pinned_corpus(
     assert summary[:3] == ["flashinfer", "6", "5"]  # openings, commits
     assert "misses (" in printed
     assert any(f"{shas['skip'][:10]}  tests/test_mm.py:test_mm" in line
-               for line in printed.splitlines())  # fmt: skip
+               for line in printed.splitlines())
 
 
 def test_a_corpus_that_cannot_be_read_is_one_line_and_exit_2(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "corpus.toml"
     bad.write_text('[[opening]]\nupstream = "flashinfer"\n')
     assert main(["--corpus", str(bad), "--upstream", "flashinfer",
@@ -297,7 +297,7 @@ def test_the_auditor_links_each_audit_to_the_stack_below(tmp_path: Path) -> None
 
 
 def test_a_dropped_opening_stays_dropped_when_loaded_or_written_again(
-        history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:  # fmt: skip
+        history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:
     repo, shas = history
     found = mine(Git(repo.path), "up", "main")
     corpus = tmp_path / "corpus.toml"
@@ -318,7 +318,7 @@ def test_a_dropped_opening_stays_dropped_when_loaded_or_written_again(
 
 
 def test_a_relabelled_opening_keeps_the_miners_class_beside_the_hands(
-        history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:  # fmt: skip
+        history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:
     """``[[relabelled]]``: the class a person read from the upstream's later history
     (the gate taken back, the kernels in a follow-up) replaces the miner's, which is
     kept in ``mined_as``; the section survives the corpus being written again."""
@@ -330,7 +330,7 @@ def test_a_relabelled_opening_keeps_the_miners_class_beside_the_hands(
     other = NEEDS_KERNEL_WORK if mm.expected == GATE_ONLY else GATE_ONLY
     corpus.write_text(corpus.read_text() + f'\n[[relabelled]]\ncommit = "{shas["mm"][:10]}"\n'
                       f'file = "pkg/gemm.py"\nfunction = "mm"\nexpected = "{other}"\n'
-                      'why = "taken back two days later"\n')  # fmt: skip
+                      'why = "taken back two days later"\n')
     write(corpus, found)  # mined again: the hand's section is kept
     entries = relabels(corpus)
     assert [e["why"] for e in entries] == ["taken back two days later"]
@@ -355,14 +355,14 @@ def test_a_kernel_written_in_python_is_device_code_for_the_expected_class(tmp_pa
               "def host(x):\n    return x\n")
     repo = Repo(tmp_path / "up")
     repo.commit("base", {"pkg/a.py": gate, "pkg/b.py": gate, "pkg/c.py": gate,
-                         "pkg/tri.py": triton})  # fmt: skip
+                         "pkg/tri.py": triton})
     opened = gate.replace("is_sm100_supported()", "(is_sm100_supported() or is_sm120_supported())")
     cute = ("import cutlass.cute as cute\n\n\nclass Sm120Kernel:\n    @cute.kernel\n"
             "    def kernel(self, a):\n        pass\n")
     dsl = repo.commit("a: with a CuTe DSL kernel", {"pkg/a.py": opened, "pkg/sm120_dsl.py": cute})
     host = repo.commit("b: host python and a test kernel", {
         "pkg/b.py": opened, "pkg/tri.py": triton.replace("return x", "return x + 0"),
-        "tests/kernels.py": cute})  # fmt: skip
+        "tests/kernels.py": cute})
     body = repo.commit("c: a line inside a triton kernel", {
         "pkg/c.py": opened, "pkg/tri.py": triton.replace("    pass\n", "    x = 1\n", 1)})
     found = {o.commit: (o.expected, o.device_files) for o in mine(Git(repo.path), "up", "main")}
@@ -382,7 +382,7 @@ def test_a_partial_opening_is_opened_while_its_other_configuration_still_exclude
     def gate(line: int, index: int, admits: frozenset[int], excludes: bool) -> AuditGate:
         return AuditGate("tests/test_bmm.py", line, "test_bmm", GateKind.CAPABILITY, admits, excludes,
                          class_=GATE_ONLY if excludes else None, parser_kind="skip-condition",
-                         index=index, end_line=line)  # fmt: skip
+                         index=index, end_line=line)
     parent = [gate(3, 0, frozenset({10, 11}), True)]
     cudnn, cutlass = gate(3, 0, frozenset({10}), True), gate(5, 1, frozenset({12}), False)
     assert not measure(opening, parent, [cudnn, cutlass]).still_excluding

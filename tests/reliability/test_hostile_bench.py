@@ -61,7 +61,7 @@ def test_hostile_bench_output_fails_the_stage(tmp_path: Path, printed: str, word
     bench = BenchSettings("{python} bench.py", ("latency_ms",), repeat=3, needs_gpu=False)
     inputs = Inputs(parse_arch("sm_120a"), FsTree(tree), FsTree(tree), "", "applied",
                     settings=Settings(bench=bench), workdir=tmp_path / "work", worktree=lambda: tree,
-                    base_worktree=lambda: tree, python=sys.executable, gpus=None)  # fmt: skip
+                    base_worktree=lambda: tree, python=sys.executable, gpus=None)
     try:
         result = stage_bench(Context(inputs, workdir=tmp_path / "work"))
     except ConfigError as exc:  # output that holds no JSON object at all: the command is wrong
@@ -81,6 +81,6 @@ def test_hostile_error_texts_are_cut_short(tmp_path: Path) -> None:
     bench = BenchSettings("{python} bench.py", ("latency_ms",), repeat=3, needs_gpu=False)
     inputs = Inputs(parse_arch("sm_120a"), FsTree(tree), FsTree(tree), "", "applied",
                     settings=Settings(bench=bench), workdir=tmp_path / "work", worktree=lambda: tree,
-                    base_worktree=lambda: tree, python=sys.executable, gpus=None)  # fmt: skip
+                    base_worktree=lambda: tree, python=sys.executable, gpus=None)
     result = stage_bench(Context(inputs, workdir=tmp_path / "work"))
     assert result.status == "passed", result.reason

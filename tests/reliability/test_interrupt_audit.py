@@ -59,7 +59,7 @@ def test_ctrl_c_stops_the_workers_without_a_traceback(tmp_path: Path) -> None:
 
 
 def test_a_ctrl_c_while_the_workers_start_is_raised_once_they_stand(
-        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The parent ignores SIGINT while it spawns the workers (so they start ignoring
     it); a Ctrl-C in that window was lost.  It is held now, and raised once the pool
     stands, the pool stopped."""

@@ -65,7 +65,7 @@ def _bench(tmp_path: Path, base: Path, patched: Path, **settings: object) -> Sta
     inputs = Inputs(SM120, FsTree(base), FsTree(patched), "", "applied",
                     settings=Settings(bench=bench), workdir=tmp_path / "work",
                     worktree=lambda: patched, base_worktree=lambda: base,
-                    python=sys.executable, gpus=None)  # fmt: skip
+                    python=sys.executable, gpus=None)
     return stage_bench(Context(inputs, workdir=tmp_path / "work"))
 
 
@@ -199,7 +199,7 @@ def test_a_good_bench_is_recorded_with_its_figures(fi: Workspace, tmp_path: Path
      "command", "printed no JSON object last"),
     ('command = "{python} bench.py"\nmetrics = ["latency_ms"]\nrepeat = 2\n',
      "repeat", "must be between 3 and 1000"),
-])  # fmt: skip
+])
 def test_bad_bench_config_exits_2_naming_the_line(fi: Workspace, tmp_path: Path, table: str,
                                                   key: str, says: str) -> None:
     meta = _with_bench(fi, tmp_path, table)

@@ -32,7 +32,7 @@ def _stage(tmp_path: Path, script: str, here: list[Gpu] | None, **settings: obje
                              "repeat": 3, **settings})  # type: ignore[arg-type]
     inputs = Inputs(SM120, FsTree(tree), FsTree(tree), "", "applied", settings=Settings(bench=bench),
                     workdir=tmp_path / "work", worktree=checkout, base_worktree=checkout,
-                    python=sys.executable, gpus=here)  # fmt: skip
+                    python=sys.executable, gpus=here)
     return stage_bench(Context(inputs, workdir=tmp_path / "work")), made
 
 

@@ -80,7 +80,7 @@ def _tests_stage(tmp_path: Path, extra_test: str | None = None,
     diff = miniupstream.git(root, "diff", base, "HEAD") + "\n"
     inputs = Inputs(SM120, DictTree(miniupstream.files("base")), FsTree(root), diff, "applied",
                     settings=settings, workdir=tmp_path / "work", worktree=lambda: root,
-                    python=sys.executable)  # fmt: skip
+                    python=sys.executable)
     ctx = Context(inputs, workdir=tmp_path / "work")
     (tmp_path / "work").mkdir()
     assert stage_apply(ctx).status == "passed" and stage_gates(ctx).status == "passed"
@@ -132,7 +132,7 @@ def test_without_a_probe_nothing_shows_a_kernel_ran(tmp_path: Path, fake_smi: Pa
 
 def test_launched_kernels_match_by_name_in_demangled_signatures() -> None:
     names = ["void flashinfer::trtllm_allreduce::oneShotAllReduceKernel<__half, 2, true, false>"
-             "(flashinfer::trtllm_allreduce::AllReduceParams<__half>)", "ncclDevKernel_AllReduce"]  # fmt: skip
+             "(flashinfer::trtllm_allreduce::AllReduceParams<__half>)", "ncclDevKernel_AllReduce"]
     assert launched("oneShotAllReduceKernel", names)
     assert not launched("oneShot", names) and not launched("twoShotAllReduceKernel", names)
     assert launched("ncclDevKernel_AllReduce", names)
@@ -142,13 +142,13 @@ def test_plans_runs_for_the_target_and_each_earlier_arch_present() -> None:
     slots = [GpuSlot(0, H200, "9.0"), GpuSlot(1, H200, "9.0"), GpuSlot(2, "RTX PRO 6000", "12.0")]
     runs = plan_runs(SM120, [SM90, parse_arch("sm_100a")], slots)
     assert [(r.kind, r.arch.name, r.visible) for r in runs] == [("target", "sm_120a", "2"),
-                                                                 ("regression", "sm_90a", "0,1")]  # fmt: skip
+                                                                 ("regression", "sm_90a", "0,1")]
     assert plan_runs(SM120, [SM90], None)[0].gpus == []
 
 
 def test_multi_gpu_tests_say_when_there_are_too_few() -> None:
     tree = DictTree({"tests/a.py": '@pytest.mark.parametrize("world_size", [2, 4])\n',
-                     "tests/b.py": "WORLD_SIZE = 2\n", "tests/c.py": "x = 1\n"})  # fmt: skip
+                     "tests/b.py": "WORLD_SIZE = 2\n", "tests/c.py": "x = 1\n"})
     wanted = world_sizes(tree, ["tests/a.py", "tests/b.py::test_x", "tests/c.py"])
     assert wanted == {"tests/a.py": 4, "tests/b.py::test_x": 2}
     assert gputests.gpu_shortfall(wanted, 2) == ["tests/a.py asks for up to 4 GPUs, 2 here: those cases skip"]
@@ -164,7 +164,7 @@ def test_probe_records_kernels_written_by_every_process(tmp_path: Path) -> None:
 
 def test_a_run_whose_test_files_all_need_more_gpus_is_not_started() -> None:
     tree = DictTree({"tests/a.py": '@pytest.mark.parametrize("world_size", [2, 4])\n',
-                     "tests/b.py": "WORLD_SIZE = 2\n", "tests/c.py": "x = 1\n"})  # fmt: skip
+                     "tests/b.py": "WORLD_SIZE = 2\n", "tests/c.py": "x = 1\n"})
     one = gputests.PlannedRun("regression", SM90, [GpuSlot(0, H200, "9.0")])
     held = gputests.not_started(tree, ["tests/a.py", "tests/b.py::test_x"], one)
     assert held is not None and held.status == "skipped"
@@ -187,7 +187,7 @@ def _calls_helpers(header: str) -> str:
 def _changed_helpers(header: str) -> str:
     """maybe_prefetch, fence_peers and vector_width (which no kernel calls) change."""
     for old, new in [("prefetch.global.L2", "prefetch.global.L1"), ("  __threadfence();", "  __threadfence_block();"),
-                     ("  return 8;", "  return 16;")]:  # fmt: skip
+                     ("  return 8;", "  return 16;")]:
         assert old in header
         header = header.replace(old, new)
     return header

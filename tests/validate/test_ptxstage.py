@@ -18,7 +18,7 @@ from contrib.validate.stages import Inputs, run_pipeline
 from testing import miniupstream
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")]  # fmt: skip
+              pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")]
 
 SM120 = parse_arch("sm_120a")
 
@@ -30,7 +30,7 @@ def _kernel(name: str) -> str:
 def _request(tree: SourceTree, units: list[str], tmp_path: Path, profile: Profile = GENERIC,
              python: str | None = None) -> PtxRequest:
     return PtxRequest(tree, SM120, [Unit(u, "test", True) for u in units], profile, python, [], [], [],
-                      tmp_path / "work", {})  # fmt: skip
+                      tmp_path / "work", {})
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +40,7 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_break_in_the_third_unit_is_found_with_its_first_error_line(tmp_path: Path) -> None:
     tree = DictTree({"csrc/one.cu": _kernel("one"), "csrc/two.cu": _kernel("two"),
-                     "csrc/three.cu": _kernel("three") + "int broken = undefined_name;\n"})  # fmt: skip
+                     "csrc/three.cu": _kernel("three") + "int broken = undefined_name;\n"})
     result = check(_request(tree, ["csrc/one.cu", "csrc/two.cu", "csrc/three.cu"], tmp_path))
     assert result.status == "failed"
     assert "nvcc failed on csrc/three.cu" in result.reason
@@ -51,7 +51,7 @@ def test_a_break_in_the_third_unit_is_found_with_its_first_error_line(tmp_path: 
 
 def test_the_cache_compiles_nothing_twice_and_a_header_edit_only_its_includers(tmp_path: Path) -> None:
     files = {"csrc/one.cu": _kernel("one"), "csrc/two.cu": '#include "mini/h.cuh"\n' + _kernel("two"),
-             "csrc/three.cu": _kernel("three"), "include/mini/h.cuh": "#define MINI_H 1\n"}  # fmt: skip
+             "csrc/three.cu": _kernel("three"), "include/mini/h.cuh": "#define MINI_H 1\n"}
     units = ["csrc/one.cu", "csrc/two.cu", "csrc/three.cu"]
     first = check(_request(DictTree(files), units, tmp_path / "a"))
     assert first.status == "passed" and first.details["compiled"] == 3
@@ -70,7 +70,7 @@ def test_the_patched_tree_wins_over_an_installed_package(tmp_path: Path, monkeyp
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
     profile = Profile("mini", "", package_includes=(("minipkg", "include"),))
     unit = ('#include "mini/which.h"\n#ifdef FROM_PACKAGE\n' + _kernel("from_package") +
-            "#else\n" + _kernel("from_tree") + "#endif\n")  # fmt: skip
+            "#else\n" + _kernel("from_tree") + "#endif\n")
     with_header = DictTree({"csrc/u.cu": unit, "include/mini/which.h": "#define FROM_TREE 1\n"})
     result = check(_request(with_header, ["csrc/u.cu"], tmp_path / "a", profile, sys.executable))
     assert result.status == "passed", result.reason

@@ -32,7 +32,7 @@ def _validation() -> Validation:
             "selected": ["tests/test_a.py"], "counts": {"passed": 1, "failed": 0},
             "cases": [{"name": "tests.test_a::test_x", "status": "passed", "message": "", "time": "0.1"},
                       {"name": "tests.test_a::test_y", "status": "skipped", "message": "no GPU", "time": "0"}]}),
-    ]  # fmt: skip
+    ]
     host = host_facts(gpus=[Gpu("NVIDIA RTX PRO 6000", "12.0")])
     return Validation(
         "flashinfer", "sm120", "a" * 40, parse_arch("sm_120a"), stages, host, applied="b" * 40

@@ -93,7 +93,7 @@ def test_waivers_turn_the_failure_into_a_pass_that_shows_them(tmp_path):
     meta = {"waivers": [
         {"file": mu.HEADER, "line": mu.line_of(header, "lamport_allreduce_kernel("), "reason": "lamport unused on SM120"},
         {"file": mu.HEADER, "pattern": "cudaGridDependencySynchronize", "reason": "no PDL on SM120"},
-    ]}  # fmt: skip
+    ]}
     results = _run(tmp_path, "gate-only", Settings.from_meta(meta))
     guards = results["arch-guards"]
     assert guards.status == "passed" and "(2 waived)" in guards.reason
@@ -121,7 +121,7 @@ def test_failed_apply_skips_every_later_stage(tmp_path):
 def test_patch_touching_no_gate_skips_gates_and_guards(tmp_path):
     inputs = Inputs(parse_arch("sm_120a"), DictTree({"README.md": "a\n"}), DictTree({"README.md": "b\n"}),
                     "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n",
-                    "applied")  # fmt: skip
+                    "applied")
     results = {r.name: r for r in run_pipeline(inputs)}
     assert results["syntax"].status == "not-applicable"
     assert (
@@ -151,7 +151,7 @@ def test_tests_stage_passes_when_the_unlaunched_kernels_are_waived(tmp_path):
     tree = tmp_path / "checkout"
     mu.write(tree, "full-fix")
     waivers = Settings.from_meta({"waivers": [{"file": mu.HEADER, "pattern": "the tests say nothing about it",
-                                               "reason": "exercised by the JIT build test only"}]})  # fmt: skip
+                                               "reason": "exercised by the JIT build test only"}]})
     results = _run(tmp_path, "full-fix", waivers, worktree=lambda: tree, python=sys.executable, gpus=RTX)
     tests = results["tests"]
     assert tests.status == "passed", tests.reason
@@ -169,7 +169,7 @@ def test_stage_table_is_the_one_order():
 def test_settings_from_meta_and_errors():
     settings = Settings.from_meta({"validation": {"python": "/usr/bin/python3", "tests": ["tests/a.py"],
                                                   "compile": "nvcc -arch={compute} --ptx a.cu -o {out}/a.ptx",
-                                                  "compare": [9, 10], "tests_need_gpu": False}})  # fmt: skip
+                                                  "compare": [9, 10], "tests_need_gpu": False}})
     assert settings.python == "/usr/bin/python3" and settings.tests == ["tests/a.py"]
     assert settings.compile[:2] == ["nvcc", "-arch={compute}"] and settings.compare == [9, 10]
     assert not settings.tests_need_gpu
@@ -198,7 +198,7 @@ def test_compile_command_from_patchset_toml(tmp_path):
     mu.write(tree, "gate-only")
     settings = Settings.from_meta({"validation": {
         "compile": f"{sys.executable} -c \"import pathlib,sys; pathlib.Path(sys.argv[1]).write_text("
-                   f"'.visible .entry _Z3fooPi(\\n)\\n{{\\n\\tret;\\n}}\\n')\" {{out}}/foo.ptx"}})  # fmt: skip
+                   f"'.visible .entry _Z3fooPi(\\n)\\n{{\\n\\tret;\\n}}\\n')\" {{out}}/foo.ptx"}})
     results = _run(tmp_path, "gate-only", settings, worktree=lambda: tree)
     ptx = results["ptx"]
     assert ptx.status == "failed" and "empty kernel foo on sm_120a" in ptx.reason

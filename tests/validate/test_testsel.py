@@ -64,7 +64,7 @@ def test_parse_diff_rejects_garbage():
 
 def test_module_names():
     tree = DictTree({"python/sglang/__init__.py": "", "python/sglang/srt/__init__.py": "", "python/sglang/srt/comm.py": "",
-                     "flashinfer/__init__.py": "", "flashinfer/jit/__init__.py": "", "setup.py": "", "x.cu": ""})  # fmt: skip
+                     "flashinfer/__init__.py": "", "flashinfer/jit/__init__.py": "", "setup.py": "", "x.cu": ""})
     assert module_name(tree, "python/sglang/srt/comm.py") == ("sglang.srt.comm", "python")
     assert module_name(tree, "python/sglang/srt/__init__.py") == ("sglang.srt", "python")
     assert module_name(tree, "flashinfer/jit/__init__.py") == ("flashinfer.jit", "")
@@ -119,7 +119,7 @@ def _selection(tests: list[str]) -> Selection:
 def test_run_tests_in_a_real_tree_passes(tmp_path: Path):
     mu.write(tmp_path, "gate-only")
     run = run_tests(sys.executable, tmp_path, _selection(["tests/jit/test_comm_jit.py", "tests/comm/test_trtllm_allreduce.py"]),
-                    tmp_path / "junit.xml", SM120, gpus=RTX)  # fmt: skip
+                    tmp_path / "junit.xml", SM120, gpus=RTX)
     assert run.status == "passed", run.reason
     assert run.counts["passed"] == 2 and run.counts["total"] == 2
     assert {c["name"] for c in run.cases} == {
@@ -133,7 +133,7 @@ def test_run_tests_reports_failures(tmp_path: Path):
     mu.write(tmp_path, "base")
     (tmp_path / "tests/test_broken.py").write_text("def test_broken():\n    assert 1 == 2\n")
     run = run_tests(sys.executable, tmp_path, _selection(["tests/test_broken.py", "tests/test_norm.py"]),
-                    tmp_path / "j.xml", SM120, need_gpu=False)  # fmt: skip
+                    tmp_path / "j.xml", SM120, need_gpu=False)
     assert run.status == "failed"
     assert "1 of 2 failed" in run.reason and "test_broken" in run.reason
 

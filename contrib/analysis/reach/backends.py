@@ -18,7 +18,7 @@ Key = tuple[str, frozenset[str]]  # the backend followed, and every name of its 
 
 
 _REGISTERS = re.compile(r"^[ \t]*@[\w.]+\(\s*[\"']([\w.\-]{3,})[\"']((?:\s*,\s*[\"'][\w.\-]+[\"'])*)",
-                        re.MULTILINE)  # fmt: skip
+                        re.MULTILINE)
 
 
 _MORE = re.compile(r"[\"']([\w.\-]+)[\"']")
@@ -57,7 +57,7 @@ class Registry:
             if len(entries) > MAX_REGISTERED:
                 entries = []
             self._found[name] = tuple(entries) + tuple(
-                m for f in entries for m in self._returned_methods(f))  # fmt: skip
+                m for f in entries for m in self._returned_methods(f))
         return self._found[name]
 
     def _returned_methods(self, func: Func) -> list[Func]:
@@ -115,7 +115,7 @@ def spread_literals(value: ast.expr) -> list[str]:
 
 
 def backend_test(test: ast.expr, chosen: str, names: frozenset[str],
-                 operands: frozenset[str] = frozenset()) -> bool | None:  # fmt: skip
+                 operands: frozenset[str] = frozenset()) -> bool | None:
     """Whether ``test`` holds when the backend is ``chosen``: a comparison with string
     literals of which one is a name of the registry or a variant of one
     (``"cutlass_sm12x"``) (``backend == "cudnn"``,
@@ -140,7 +140,7 @@ def backend_test(test: ast.expr, chosen: str, names: frozenset[str],
     for side, other in (sides, sides[::-1]):
         literals = _literals(side)
         if literals and (any(_variant(lit, name) for lit in literals for name in names)
-                         or ast.dump(other) in operands):  # fmt: skip
+                         or ast.dump(other) in operands):
             hit = any(_variant(lit, chosen) for lit in literals)
             if isinstance(op, ast.Eq | ast.In):
                 return hit
@@ -175,7 +175,7 @@ def named_choice(test: ast.expr, major: int) -> bool | None:
         return None
     left, right, op = test.left, test.comparators[0], test.ops[0]
     literal = next((side.value for side in (left, right) if isinstance(side, ast.Constant)
-                    and isinstance(side.value, str)), None)  # fmt: skip
+                    and isinstance(side.value, str)), None)
     if literal is None or all(isinstance(side, ast.Constant) for side in (left, right)):
         return None
     if isinstance(op, ast.In | ast.NotIn) and literal is not getattr(left, "value", None):
@@ -230,11 +230,11 @@ def decorator_keys(node: ast.AST) -> frozenset[str]:
     """The names of the registries a function's decorators are handed: the string keys
     of dict literals among their arguments."""
     return frozenset().union(*(string_keys(v) for v in decorator_arguments(node)
-                               if isinstance(v, ast.Dict)))  # fmt: skip
+                               if isinstance(v, ast.Dict)))
 
 
 def parameter_key(owner: ast.ClassDef | None, func: ast.FunctionDef | ast.AsyncFunctionDef,
-                  passed: Iterable[tuple[str, str]]) -> Key | None:  # fmt: skip
+                  passed: Iterable[tuple[str, str]]) -> Key | None:
     """The backend a call chooses by a string it passes for a parameter of the callee:
     flashinfer's ``BatchPrefillWithRaggedKVCacheWrapper(..., backend="cutlass")``, whose
     ``__init__`` stores ``self._backend = backend`` and whose ``plan`` runs the CUTLASS
@@ -246,7 +246,7 @@ def parameter_key(owner: ast.ClassDef | None, func: ast.FunctionDef | ast.AsyncF
     "auto": self._backend = determine_attention_backend(...)``) chooses nothing: what
     runs is picked later.  None when no string passed is one the code tests for."""
     scope = [f for f in owner.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-             ] if owner is not None else [func]  # fmt: skip
+             ] if owner is not None else [func]
     init = next((f for f in scope if f.name == "__init__"), None) if owner is not None else func
     if init is None:
         return None
@@ -258,14 +258,14 @@ def parameter_key(owner: ast.ClassDef | None, func: ast.FunctionDef | ast.AsyncF
         operands = {name} | {ast.unparse(t) for node in walk(init)
                              if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
                              and node.value.id == name for t in node.targets
-                             if isinstance(t, ast.Attribute)}  # fmt: skip
+                             if isinstance(t, ast.Attribute)}
         names: set[str] = set()
         replaced: set[str] = set()
         for node in (n for f in scope for n in walk(f)):
             names |= _tested_literals(node, operands)
             if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
                     and isinstance(node.test.ops[0], ast.Eq)
-                    and _assigns(node.body, operands)):  # fmt: skip
+                    and _assigns(node.body, operands)):
                 replaced |= _tested_literals(node.test, operands)
         if any(_variant(value, n) for n in names) and value not in replaced:
             return value, frozenset(names)
@@ -307,12 +307,12 @@ def _configured(test: ast.expr) -> tuple[str, set[str]] | None:
     operands: set[str] = set()
     for part in parts:
         if not (isinstance(part, ast.Compare) and len(part.ops) == 1
-                and isinstance(part.ops[0], ast.Eq | ast.In)):  # fmt: skip
+                and isinstance(part.ops[0], ast.Eq | ast.In)):
             return None
         sides = (part.left, part.comparators[0])
         found = next(((lits, other) for side, other in (sides, sides[::-1])
                       if len(lits := _literals(side)) == 1
-                      and isinstance(other, ast.Name | ast.Attribute)), None)  # fmt: skip
+                      and isinstance(other, ast.Name | ast.Attribute)), None)
         if found is None or (literal is not None and found[0] != {literal}):
             return None
         literal = next(iter(found[0]))
@@ -323,7 +323,7 @@ def _configured(test: ast.expr) -> tuple[str, set[str]] | None:
 def _tested_literals(node: ast.AST, operands: set[str]) -> set[str]:
     """The strings ``node`` compares one of ``operands`` with (``==``, ``!=``, ``in``)."""
     if not (isinstance(node, ast.Compare) and len(node.ops) == 1
-            and isinstance(node.ops[0], ast.Eq | ast.NotEq | ast.In | ast.NotIn)):  # fmt: skip
+            and isinstance(node.ops[0], ast.Eq | ast.NotEq | ast.In | ast.NotIn)):
         return set()
     sides = (node.left, node.comparators[0])
     for side, other in (sides, sides[::-1]):
@@ -335,13 +335,13 @@ def _tested_literals(node: ast.AST, operands: set[str]) -> set[str]:
 def _assigns(body: list[ast.stmt], operands: set[str]) -> bool:
     """Whether ``body`` assigns one of ``operands`` (``self._backend = pick(...)``)."""
     return any(isinstance(a, ast.Assign) and any(ast.unparse(t) in operands for t in a.targets)
-               for s in body for a in walk(s))  # fmt: skip
+               for s in body for a in walk(s))
 
 
 def string_keys(table: ast.Dict) -> frozenset[str]:
     """The string literals keying a dict literal."""
     return frozenset(k.value for k in table.keys
-                     if isinstance(k, ast.Constant) and isinstance(k.value, str))  # fmt: skip
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str))
 
 
 def keyed_entries(table: ast.Dict, chosen: str, names: frozenset[str]) -> list[ast.expr] | None:
@@ -352,7 +352,7 @@ def keyed_entries(table: ast.Dict, chosen: str, names: frozenset[str]) -> list[a
         return None
     return [v for k, v in zip(table.keys, table.values, strict=True)
             if not (isinstance(k, ast.Constant) and isinstance(k.value, str))
-            or _variant(k.value, chosen)]  # fmt: skip
+            or _variant(k.value, chosen)]
 
 
 def _literals(node: ast.expr) -> set[str]:

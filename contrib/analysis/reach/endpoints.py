@@ -132,7 +132,7 @@ def admissible_majors(node: ast.ClassDef) -> tuple[int, ...] | None:
     """The majors of a CuTe DSL class's ``admissible_archs = ["sm_100a", ...]``."""
     for item in node.body:
         targets = item.targets if isinstance(item, ast.Assign) else (
-            [item.target] if isinstance(item, ast.AnnAssign) else [])  # fmt: skip
+            [item.target] if isinstance(item, ast.AnnAssign) else [])
         if any(isinstance(t, ast.Name) and t.id == "admissible_archs" for t in targets):
             value = getattr(item, "value", None)
             found = [int(m) // 10 for c in walk(value) if isinstance(c, ast.Constant)

@@ -65,7 +65,7 @@ def _module_class(ev: TreeEval, name: str, path: str, depth: int) -> Iterator[tu
 
 
 def lookup(ev: TreeEval, path: str, cls: ast.ClassDef, name: str,
-            depth: int = 0) -> list[Func]:  # fmt: skip
+            depth: int = 0) -> list[Func]:
     """The method ``name`` of the tree class ``cls`` (at ``path``) as Python's attribute
     lookup finds it: in the class's own body, else in its tree bases, left to right."""
     own = [Func(path, item) for item in cls.body
@@ -116,7 +116,7 @@ def instance_methods(ev: TreeEval, func: ast.Attribute, frame: Frame) -> list[Fu
     def named(classes: Iterable[tuple[str, ast.ClassDef]]) -> list[Func]:
         return [Func(path, item) for path, node in classes for item in node.body
                 if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-                and item.name == func.attr]  # fmt: skip
+                and item.name == func.attr]
 
     # `Runner.forward(...)`: a classmethod or staticmethod of a tree class
     found = named(classes_named(ev, func.value, frame)) if isinstance(func.value, ast.Name | ast.Attribute) else []
@@ -191,7 +191,7 @@ class Methods:
         if name not in self._found:
             paths = self._files.get(name, [])
             out = [f for path in paths for f in self._of_module(path).get(name, [])
-                   ] if len(paths) <= MAX_DEFS else []  # fmt: skip
+                   ] if len(paths) <= MAX_DEFS else []
             self._found[name] = out if len(out) <= MAX_DEFS else []
         return self._found[name]
 
@@ -212,4 +212,4 @@ class Methods:
 def classes_of(module: ast.Module) -> dict[int, ast.ClassDef]:
     """Each function defined in a class body of ``module`` (by id), with its class."""
     return {id(item): node for node in walk(module) if isinstance(node, ast.ClassDef)
-            for item in node.body}  # fmt: skip
+            for item in node.body}

@@ -76,7 +76,7 @@ class PyOps:
 # the name of a function defined within a few lines of a decorator naming one.
 _OP_NAMES = re.compile(r"custom_op\(\s*[\"'](?:\w+::)?(\w+)[\"']|\bop_name\s*=\s*[\"'](?:\w+::)?(\w+)"
                        r"|^[ \t]*@[\w.]*custom_op\b(?:.*\n){0,12}?[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)",
-                       re.MULTILINE)  # fmt: skip
+                       re.MULTILINE)
 
 
 def _is_op_maker(func: ast.expr) -> bool:

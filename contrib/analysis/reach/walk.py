@@ -154,7 +154,7 @@ class Graph:
             out = [statement]
             for current in out:  # grows while it is read
                 if frame.local is None and isinstance(current, ast.FunctionDef
-                                                      | ast.AsyncFunctionDef):  # fmt: skip
+                                                      | ast.AsyncFunctionDef):
                     yield current
                     continue
                 if isinstance(current, ast.Return) and isinstance(current.value, ast.Call):
@@ -286,7 +286,7 @@ class Graph:
         for table in tables:
             kept = keyed_entries(table, *self.key) if self.key is not None else None
             entries = [(k, v) for k, v in zip(table.keys, table.values, strict=True)
-                       if k is not None and (kept is None or v in kept)]  # fmt: skip
+                       if k is not None and (kept is None or v in kept)]
             chosen = [v for k, v in entries if isinstance(k, ast.Constant) and k.value in keys]
             for value in chosen or [v for _, v in entries]:
                 found += [v for v in ordered(self.ev.eval(value, frame)) if isinstance(v, Func)]

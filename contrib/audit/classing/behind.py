@@ -57,7 +57,7 @@ class Verdict:
 
 
 def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
-                  majors: Iterable[int], arch: Arch, named: Iterable[str] = ()) -> Verdict:  # fmt: skip
+                  majors: Iterable[int], arch: Arch, named: Iterable[str] = ()) -> Verdict:
     """The class of building ``units`` for ``arch`` where ``majors`` were admitted: the
     guard analysis (kernels or statements compiled out), then the C/C++ reading of
     :mod:`contrib.analysis.hostarch` (ISA the target lacks, a host check refusing it).
@@ -77,7 +77,7 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
     if errors:
         evidence = [_evidence(f.location, f.kind, f.guard, f.message) for f in errors]
         return Verdict(NEEDS_KERNEL_WORK, f"{counted(len(errors), 'kernel or statement', 'kernels or statements')} "
-                       f"compiled out or refused for {arch.name}", evidence, units)  # fmt: skip
+                       f"compiled out or refused for {arch.name}", evidence, units)
     nothing = (f"nothing in {counted(len(units), 'unit')} and "
                f"{counted(len(closure.files), 'file')} is compiled out for {arch.name}")
     written = written_for([*named, *units]) if majors and arch.major not in majors else {}
@@ -85,7 +85,7 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
         archs, names = named_so(written)
         return Verdict(NEEDS_KERNEL_WORK, f"{nothing}, but its code is written for {archs} "
                        f"(named so: {', '.join(names[:4])}) and nothing in it for {arch.name}",
-                       [f"{n}: named for {archs}" for n in names[:10]], units)  # fmt: skip
+                       [f"{n}: named for {archs}" for n in names[:10]], units)
     return Verdict(GATE_ONLY, nothing, [], units)
 
 
@@ -101,7 +101,7 @@ def _builders(target: Endpoint) -> list[str]:
     """The JIT builders on the way to ``target`` and itself (``gen_x_sm100_module`` passing
     its flags to ``gen_x_module``): the names its code is known by."""
     return list(dict.fromkeys(n for n in (*target.chain.split(">"), target.name)
-                              if n.startswith("gen_")))  # fmt: skip
+                              if n.startswith("gen_")))
 
 
 def _evidence(location: str, kind: str, guard: str | None, message: str) -> str:
@@ -115,7 +115,7 @@ class Behind:
     """Verdicts of the targets of one tree, each computed once."""
 
     def __init__(self, tree: SourceTree, resolver: IncludeResolver, arch: Arch,
-                 gates: dict[tuple[str, str], AuditGate]) -> None:  # fmt: skip
+                 gates: dict[tuple[str, str], AuditGate]) -> None:
         self.tree, self.resolver, self.arch, self.gates = tree, resolver, arch, gates
         self._done: dict[_Key, Verdict | None] = {}
         self._unread: dict[_Key, str] = {}  # an endpoint judged None: why
@@ -189,7 +189,7 @@ class Behind:
         if target.kind == EndpointKind.TRITON:
             return Verdict(GATE_ONLY, f"its code runs the Triton kernel {target.name} "
                            f"({target.path}); Triton compiles for the GPU it runs on",
-                           at_stake=False)  # fmt: skip
+                           at_stake=False)
         if target.kind == EndpointKind.CUTE:
             return self._cute(target)
         if target.kind == EndpointKind.AOT:
@@ -197,12 +197,12 @@ class Behind:
         if target.kind == EndpointKind.CHECKS:
             return Verdict(GATE_ONLY, "what it guards only checks (asserts, raises, log lines): "
                            "it runs no kernel, so admitting the target changes gate lines only",
-                           at_stake=False)  # fmt: skip
+                           at_stake=False)
         if target.kind == EndpointKind.LIB:
             library = VENDOR_LIBRARIES.get(target.name.split(".")[0], target.name)
             return Verdict(GATE_ONLY, f"its code calls {target.name} of {library}, which brings "
                            "kernels of its own for the architectures of its release: no kernel "
-                           "of the tree does that work", at_stake=False)  # fmt: skip
+                           "of the tree does that work", at_stake=False)
         return None
 
     def _jit(self, target: Endpoint) -> Verdict | None:
@@ -214,9 +214,9 @@ class Behind:
                 # (the evidence an admitting gate carries), the target is kept from them
                 return Verdict(NEEDS_KERNEL_WORK, f"its code loads {where}, whose gate at line "
                                f"{gate.line} admits {self.arch.name}, but {gate.reason}",
-                               list(gate.evidence), list(gate.units))  # fmt: skip
+                               list(gate.evidence), list(gate.units))
             return Verdict(GATE_ONLY, f"its code loads {where}, whose gate at line {gate.line} "
-                           f"admits {self.arch.name}", at_stake=False)  # fmt: skip
+                           f"admits {self.arch.name}", at_stake=False)
         if gate is not None:
             if gate.class_ not in _RANK:
                 return None
@@ -224,17 +224,17 @@ class Behind:
                            f"{gate.line}), whose gate admits {admits_text(gate.admits)}: "
                            f"{gate.reason}",
                            list(gate.evidence),
-                           list(gate.units), gate.excludes_target)  # fmt: skip
+                           list(gate.units), gate.excludes_target)
         units = self._units(target)
         if not units:
             return None
         omits = bool(target.majors) and self.arch.major not in target.majors
         majors = target.majors if omits else ()
         verdict = units_verdict(self.tree, self.resolver, units, majors, self.arch,
-                                _builders(target))  # fmt: skip
+                                _builders(target))
         built = (f"built for majors {', '.join(map(str, target.majors))} by its nvcc flags"
                  if omits else f"built for {self.arch.name} by its nvcc flags" if target.majors
-                 else "built for the GPU it runs on")  # fmt: skip
+                 else "built for the GPU it runs on")
         verdict.reason = f"its code loads {where}, {built}: {verdict.reason}"
         verdict.at_stake = omits
         return verdict
@@ -252,7 +252,7 @@ class Behind:
         if not target.majors or self.arch.major in target.majors:
             serves = f"admits {self.arch.name}" if target.majors else "is generic"
             return Verdict(GATE_ONLY, f"its code runs {where}, which {serves}; CuTe DSL "
-                           "compiles for the GPU it runs on", at_stake=False)  # fmt: skip
+                           "compiles for the GPU it runs on", at_stake=False)
         return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, whose archs ({archs}: its "
                        f"admissible_archs, or the arch-specific CuTe ops its module uses) omit "
                        f"{self.arch.name}", [f"{target.path} {target.name}: {archs} only"])
@@ -268,7 +268,7 @@ class Behind:
         builds = ("its build lists " + ", ".join(f"sm_{m}x" for m in op.majors)
                   if op.majors else "its build's arch list is not read")
         verdict.reason = (f"its code calls the built op {target.name}, {op.function} in "
-                          f"{op.unit} ({builds}): {verdict.reason}")  # fmt: skip
+                          f"{op.unit} ({builds}): {verdict.reason}")
         verdict.at_stake = bool(op.majors) and self.arch.major not in op.majors
         return verdict
 
@@ -284,7 +284,7 @@ def _via(verdict: Verdict, target: Endpoint) -> Verdict:
     if not target.chain:
         return verdict
     return Verdict(verdict.class_, f"{verdict.reason} (reached through {target.chain})",
-                   verdict.evidence, verdict.units, verdict.at_stake)  # fmt: skip
+                   verdict.evidence, verdict.units, verdict.at_stake)
 
 
 def _functions(tree: SourceTree, path: str) -> tuple[dict[str, ast.AST], dict[str, list[str]]]:

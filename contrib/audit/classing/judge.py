@@ -191,13 +191,13 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
                     changed = True
                 continue
             gate.class_ = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in testers)
-                           else GATE_ONLY)  # fmt: skip
+                           else GATE_ONLY)
             named = ", ".join(f"{g.file}:{g.line} {g.function} ({g.class_})"
-                              for g in testers[:_MAX_TESTERS])  # fmt: skip
+                              for g in testers[:_MAX_TESTERS])
             more = len(testers) - _MAX_TESTERS
             gate.reason = (f"{gate.name}() returns an arch value and decides nothing itself; "
                            f"the gates testing it do: {named}"
-                           + (f" and {more} more" if more > 0 else ""))  # fmt: skip
+                           + (f" and {more} more" if more > 0 else ""))
             gate.evidence = list(dict.fromkeys(
                 e for g in testers if g.class_ == gate.class_ for e in g.evidence))
             del pending[key]
@@ -211,16 +211,16 @@ def _built_on(gate: AuditGate, span: str, deciders: dict[str, AuditGate]) -> boo
     target because that function does, and takes that gate's class (``needs-kernel-work``
     when one it calls has it).  Whether it was set."""
     called = [deciders[n] for n in dict.fromkeys(CALLED.findall(span))
-              if n in deciders and deciders[n] is not gate]  # fmt: skip
+              if n in deciders and deciders[n] is not gate]
     if not called:
         return False
     gate.class_ = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in called)
-                   else GATE_ONLY)  # fmt: skip
+                   else GATE_ONLY)
     named = ", ".join(f"{g.file}:{g.line} {g.name}() ({g.class_})" for g in called[:_MAX_TESTERS])
     gate.reason = (f"{gate.name}() returns an arch value built on what {named} returns, and "
-                   "no gate tests it: it excludes the target as that does")  # fmt: skip
+                   "no gate tests it: it excludes the target as that does")
     gate.evidence = list(dict.fromkeys(e for g in called if g.class_ == gate.class_
-                                       for e in g.evidence))  # fmt: skip
+                                       for e in g.evidence))
     return True
 
 
@@ -238,7 +238,7 @@ def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
     archs, names = named_so(written)
     return Verdict(NEEDS_KERNEL_WORK, f"a Python condition admitting only what its code is "
                    f"named for: {archs} ({', '.join(names[:3])}), never {arch.name}",
-                   [f"{gate.file}: named for {archs}"])  # fmt: skip
+                   [f"{gate.file}: named for {archs}"])
 
 
 def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arch: Arch) -> None:
@@ -250,7 +250,7 @@ def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arc
         gate.reason = f"{gate.function} names no CUDA unit of the tree"
         return
     verdict = units_verdict(tree, resolver, units, sorted(gate.admits or ()), arch,
-                            [gate.function])  # fmt: skip
+                            [gate.function])
     gate.class_, gate.evidence, gate.reason = verdict.class_, verdict.evidence, verdict.reason
 
 
@@ -265,7 +265,7 @@ def _inherit(gate: AuditGate, behind: Behind) -> None:
             return
         gate.reason = ("a Python condition; no JIT module, Triton or CuTe kernel or built op "
                        f"is reached by the code it guards ({counted(len(gate.calls), 'call')} "
-                       "followed)")  # fmt: skip
+                       "followed)")
         return
     gate.class_, gate.evidence, gate.reason = verdict.class_, list(verdict.evidence), verdict.reason
     gate.units = list(verdict.units)

@@ -76,7 +76,7 @@ class CompileSummary:
         return {"arch": self.arch, "compute": self.compute, "nvcc": self.nvcc,
                 "units": self.units, "compiled": self.compiled, "cached": self.cached,
                 "flags_from": self.flags_from,
-                "missing_headers": list(self.missing_headers)}  # fmt: skip
+                "missing_headers": list(self.missing_headers)}
 
 
 def find_compiler() -> str:
@@ -85,12 +85,12 @@ def find_compiler() -> str:
     if nvcc is None:
         raise UsageError("--compile needs nvcc: not found on PATH or in "
                          f"{', '.join(ptx.NVCC_LOCATIONS)}; install the CUDA toolkit or "
-                         "leave out --compile")  # fmt: skip
+                         "leave out --compile")
     return nvcc
 
 
 def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc: str,
-                  python: str | None, step: Step | None = None) -> CompileSummary:  # fmt: skip
+                  python: str | None, step: Step | None = None) -> CompileSummary:
     """Compile the units behind the excluding gates; set their class and evidence."""
     targets = [g for g in gates if g.excludes_target and g.units and g.class_ in COMPILED]
     profile = profile_for(tree)
@@ -114,7 +114,7 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
         tree_dirs = gate_include_dirs(tree, [b for g in targets if g.kind == JIT
                                              for b in _build_functions(g)])
         request = PtxRequest(tree, arch, units, profile, python, [], [], [], Path(tmp), {},
-                             tree_dirs=tree_dirs)  # fmt: skip
+                             tree_dirs=tree_dirs)
         root, dirs, outside = prepare_headers(request, [])
         summary.nvcc = identity = nvcc_identity(nvcc)
         jobs = jobs_for(request, dict(jobs_of), root, dirs, outside, identity)
@@ -155,7 +155,7 @@ def _admitted_arch(gates: list[AuditGate], units: set[str]) -> dict[str, Arch]:
 
 
 def _unit_flags(tree: SourceTree, gates: list[AuditGate],
-                base: list[str]) -> list[tuple[str, tuple[str, ...]]]:  # fmt: skip
+                base: list[str]) -> list[tuple[str, tuple[str, ...]]]:
     """(unit, flags) to compile: a JIT gate's own flags (``-DX`` its function passes) join
     the profile's; a Python gate's units compile as their JIT gate builds them."""
     found: dict[str, tuple[str, ...]] = {}
@@ -180,39 +180,39 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
     unbuilt = [o for o in outcomes if not o.ok and o.missing_header]
     if unbuilt:  # this machine lacks a header (curand, nvshmem, a downloaded one): not ARCH
         gate.evidence += [f"{o.unit}: not compiled here: nvcc cannot find "
-                          f"`{o.missing_header}`" for o in unbuilt]  # fmt: skip
+                          f"`{o.missing_header}`" for o in unbuilt]
         gate.reason = ((gate.reason + "; ") if gate.reason else "") + (
             f"{counted(len(unbuilt), 'unit')} not compiled for lack of "
             f"{cure(o.missing_header or '' for o in unbuilt)}: the class stands on the #if "
-            "guards alone")  # fmt: skip
+            "guards alone")
         outcomes = [o for o in outcomes if o not in unbuilt]
     failed = [o for o in outcomes if not o.ok]
     if failed:
         gate.class_ = NOT_BUILDABLE
         errors = [f"{o.unit}: nvcc ({compute}): {_SCRATCH.sub('', o.first_error)}"
-                  for o in failed]  # fmt: skip
+                  for o in failed]
         gate.evidence = errors + gate.evidence
         gate.reason = (f"{len(failed)} of {counted(len(outcomes), 'unit')} do not compile for "
-                       f"{arch.name} ({compute})")  # fmt: skip
+                       f"{arch.name} ({compute})")
         return
     lost = [(o, *others[o.unit]) for o in outcomes
             if o.ok and not o.entries and others and o.unit in others
-            and others[o.unit][1].ok and others[o.unit][1].entries]  # fmt: skip
+            and others[o.unit][1].ok and others[o.unit][1].entries]
     if lost:
         gate.class_ = NEEDS_KERNEL_WORK
         gate.evidence += [f"{o.unit}: no kernel entry for {arch.name}, "
                           f"{_entries(len(twin.entries))} for {other.name} "
                           f"({_names(twin.entries)}): its kernels are compiled out for "
-                          f"{arch.name}" for o, other, twin in lost]  # fmt: skip
+                          f"{arch.name}" for o, other, twin in lost]
         gate.reason = (f"{counted(len(lost), 'unit')} compile kernels for {lost[0][1].name} and none "
-                       f"for {arch.name}")  # fmt: skip
+                       f"for {arch.name}")
         return
     reference = {unit: twin for unit, (_, twin) in (others or {}).items()}
     everywhere = {o.unit: empty_everywhere(o, reference.get(o.unit)) for o in outcomes if o.empty}
     empty = [o for o in outcomes if o.empty and len(everywhere[o.unit]) < len(o.empty)]
     gate.evidence += [f"{unit}: {_names(names)} empty for {others[unit][0].name} too "
                       "(compiled away for every arch; not counted)"
-                      for unit, names in everywhere.items() if names and others]  # fmt: skip
+                      for unit, names in everywhere.items() if names and others]
     if empty:
         gate.class_ = NEEDS_KERNEL_WORK
         counts = {o.unit: [e for e in o.empty if e not in everywhere[o.unit]] for o in empty}
@@ -230,7 +230,7 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
                                      f"{compute} are empty: {_names(plain)}")
         gate.reason = (f"{counted(sum(map(len, counts.values())), 'PTX entry')} compiled for "
                        f"{arch.name} do not do their work (empty, or stopped at an "
-                       "arch-disabled MMA)")  # fmt: skip
+                       "arch-disabled MMA)")
         return
     if not outcomes:  # only host (.cpp) units behind it: nothing for nvcc to confirm
         return
@@ -239,10 +239,10 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
                       f"empty{f' for {arch.name} alone' if o.empty else ''} "
                       f"({_names(o.entries)})" if o.entries else
                       f"{o.unit}: compiled for {arch.name}: no kernel entry in it"
-                      + _nor(others, o.unit) for o in outcomes]  # fmt: skip
+                      + _nor(others, o.unit) for o in outcomes]
     if gate.class_ == GATE_ONLY and total:  # with no entry nvcc neither confirms nor refutes
         gate.reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
-                       f"({counted(len(outcomes), 'unit')}, {compute})")  # fmt: skip
+                       f"({counted(len(outcomes), 'unit')}, {compute})")
 
 
 def _nor(others: dict[str, tuple[Arch, Outcome]] | None, unit: str) -> str:

@@ -33,7 +33,7 @@ def runs_after(statement: ast.AST, parents: dict[int, ast.AST]) -> list[ast.AST]
                 out += statements[statements.index(child) + 1:]
                 break
         if isinstance(block, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-                      | ast.Module | ast.Lambda):  # fmt: skip
+                      | ast.Module | ast.Lambda):
             break
         child, block = block, parents.get(id(block))
     return out
@@ -99,7 +99,7 @@ def readers_after(node: ast.If, parents: dict[int, ast.AST]) -> tuple[ast.AST, .
         out += [inner for inner in walk(statement) if isinstance(inner, ast.stmt)
                 and not isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
                 and any(reads(n) for n in ast.iter_child_nodes(inner)
-                        if not isinstance(n, ast.stmt) for n in walk(n))]  # fmt: skip
+                        if not isinstance(n, ast.stmt) for n in walk(n))]
     return tuple(out)
 
 
@@ -158,7 +158,7 @@ def flag_readers(flag: ast.Attribute, parents: dict[int, ast.AST]) -> tuple[ast.
             test, negated = test.operand, not negated
         reads = any(isinstance(t, ast.Attribute) and t.attr == flag.attr
                     and isinstance(t.value, ast.Name) and t.value.id == "self"
-                    for t in walk(test))  # fmt: skip
+                    for t in walk(test))
         if reads:
             branch = node.orelse if negated else node.body
             code += branch if isinstance(branch, list) else [branch]
@@ -166,7 +166,7 @@ def flag_readers(flag: ast.Attribute, parents: dict[int, ast.AST]) -> tuple[ast.
 
 
 def denied_code(node: ast.expr | None, parent: ast.AST | None,
-                 parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:  # fmt: skip
+                 parents: dict[int, ast.AST]) -> tuple[ast.AST, ...]:
     """What a skip keeps from the target: the statements after ``if cond: raise`` in its
     block and in the blocks around it, up to its function (``if backend == "cutlass":
     if not ok: raise ...`` keeps from the target what the function does after the
@@ -187,4 +187,4 @@ def _module_tests(call: ast.Call, parents: dict[int, ast.AST]) -> tuple[ast.AST,
         node = parents.get(id(node))
     body = getattr(node, "body", [])
     return tuple(s for s in body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef
-                                                 | ast.ClassDef))  # fmt: skip
+                                                 | ast.ClassDef))

@@ -48,7 +48,7 @@ _GENERIC = frozenset(m for m in all_majors() if m < 9)  # who takes the generic 
 
 # A function named after an arch is a predicate: its callers' branches are the gates.
 _ARCH_NAMED = re.compile(r"sm_?\d|sm\d*x|hopper|blackwell|ampere|\bada\b|_ada|arch|capab|"
-                         r"family|compute_cap|device_sm|_cc\b|^cc_|major|minor", re.I)  # fmt: skip
+                         r"family|compute_cap|device_sm|_cc\b|^cc_|major|minor", re.I)
 
 
 # An arch predicate's own definition (``return cap[0] == 10``) is no decision.
@@ -88,7 +88,7 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
     elsewhere = _sent_elsewhere(found, node, parents, arch)
     if elsewhere is not None:
         return Effect(EffectKind.ELSEWHERE, f"the target never reaches it: the if at line {elsewhere.lineno} "
-                             "sends it elsewhere")  # fmt: skip
+                             "sends it elsewhere")
     parent = parents.get(id(node)) if node is not None else None
     if gate.kind == "skip-condition":
         sometimes = arch.major not in (gate.clear or frozenset()) and bool(gate.clear)
@@ -121,7 +121,7 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
 
 
 def _listed(gate: Gate, admitted: bool | None, arch: Arch,
-            parents: dict[int, ast.AST]) -> Effect:  # fmt: skip
+            parents: dict[int, ast.AST]) -> Effect:
     what = "JIT build list" if gate.kind == KEYWORD else "capability decorator"
     if admitted is None:
         return Effect(EffectKind.UNREAD, f"a {what} contrib cannot read")
@@ -131,7 +131,7 @@ def _listed(gate: Gate, admitted: bool | None, arch: Arch,
         code = tuple(getattr(holder, "body", ()))
     kind = EffectKind.LISTED if admitted else EffectKind.OMITTED
     return Effect(kind, f"the {what} " + ("admits" if admitted else "omits")
-                  + f" major {arch.major}", code)  # fmt: skip
+                  + f" major {arch.major}", code)
 
 
 def _value(gate: Gate, arch: Arch, why: str, code: tuple[ast.AST, ...]) -> Effect:
@@ -143,7 +143,7 @@ def _value(gate: Gate, arch: Arch, why: str, code: tuple[ast.AST, ...]) -> Effec
             return Effect(EffectKind.VALUE_TRUE, why + "; true on the target")
         return Effect(EffectKind.VALUE, why)
     return Effect(EffectKind.VALUE_FALLS_BACK, f"falls back: false on the target, true on majors "
-                        f"{', '.join(map(str, sorted(majors)))}", code)  # fmt: skip
+                        f"{', '.join(map(str, sorted(majors)))}", code)
 
 
 def _flag_set(parent: ast.AST | None, node: ast.AST | None) -> ast.Attribute | None:
@@ -174,13 +174,13 @@ def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
 
 
 def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
-            parents: dict[int, ast.AST]) -> Effect:  # fmt: skip
+            parents: dict[int, ast.AST]) -> Effect:
     """An ``if`` (or ``elif``) on the arch; ``above``: the ifs before it in its chain."""
     truth = _truth(found, node.test, arch.major)
     if truth and node.orelse and _only_says(node.body) and not _passes(node.body) \
             and not _only_says(node.orelse) and not _refusal(node.orelse):
         return Effect(EffectKind.ONLY_SAYS, "the branch the target takes only prints a message; the work "
-                            "is in the else", tuple(node.orelse), _said(node.body))  # fmt: skip
+                            "is in the else", tuple(node.orelse), _said(node.body))
     if truth:
         return Effect(EffectKind.TAKES_BRANCH, "the target takes this branch")
     # flashinfer's `if major >= 8: ok = True  elif major == 7 and minor >= 5: ...` never
@@ -190,7 +190,7 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
                       "an earlier branch of its if/elif chain serves the target")
     if above and _truth(found, above[-1].test, arch.major) is not None:
         return Effect(EffectKind.ELIF, f"an elif of the chain at line {above[-1].lineno}, "
-                             "which is judged there")  # fmt: skip
+                             "which is judged there")
     code = tuple(node.body) + readers_after(node, parents) + producers(node, parents)
     special = _specialised(found, node)
     for branch in _chain(node.orelse):
@@ -208,12 +208,12 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
             return Effect(refused, f"{which} refuses it", code, _raised(body[0]))
         if generic and special:
             return Effect(EffectKind.FALLS_BACK, f"falls back: {other}, the generic path, serves the target "
-                                f"while majors {special} take this one", code)  # fmt: skip
+                                f"while majors {special} take this one", code)
         return Effect(EffectKind.CHOOSES, f"chooses between paths; {other} serves the target", code)
     if _exits(node.body):  # no branch takes the target: it goes on after the if
         if special:
             return Effect(EffectKind.FALLS_BACK, "falls back: the target takes the generic code after this "
-                                f"early exit, majors {special} this branch", code)  # fmt: skip
+                                f"early exit, majors {special} this branch", code)
         return Effect(EffectKind.EARLY_EXIT, "an early exit; the target takes the code after it", code)
     return Effect(EffectKind.SKIPS_CODE, "the target skips this code and has no other branch", code)
 
@@ -239,7 +239,7 @@ def _said(body: list[ast.stmt]) -> str:
     """The first message a branch prints."""
     for statement in body:
         if (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
-                and statement.value.args):  # fmt: skip
+                and statement.value.args):
             return _text_of(statement.value.args[0])
     return ""
 
@@ -260,7 +260,7 @@ def _truth(found: Scan, test: ast.expr, major: int) -> bool | None:
 
 
 def _sent_elsewhere(found: Scan, node: ast.AST | None, parents: dict[int, ast.AST],
-                    arch: Arch) -> ast.If | None:  # fmt: skip
+                    arch: Arch) -> ast.If | None:
     """The enclosing arch ``if`` (within the gate's function) that keeps the target away
     from the gate: the gate sits in its body and its test is never true on the target,
     or in its else and the test is always true there.  That ``if`` is the gate the
@@ -270,7 +270,7 @@ def _sent_elsewhere(found: Scan, node: ast.AST | None, parents: dict[int, ast.AS
     if isinstance(holder, ast.If) and holder.test is node and _is_elif(holder, parents):
         return None  # an elif's own test: its chain is judged by `_branch`
     while holder is not None and not isinstance(holder, ast.FunctionDef | ast.AsyncFunctionDef
-                                                | ast.Module | ast.Lambda):  # fmt: skip
+                                                | ast.Module | ast.Lambda):
         if isinstance(holder, ast.If) and child is not holder.test:
             majors = found.majors.get(id(holder.test))
             if majors is not None:

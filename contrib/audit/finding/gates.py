@@ -57,7 +57,7 @@ _PREDICATE_TEXT = re.compile(r"\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blac
 
 _REFUSAL_WORDS = re.compile(
     r"\b(?:not|no|unsupported|exclud\w*|intentional\w*|on purpose|deliberate\w*|skip\w*|"
-    r"disabl\w*|lacks?|doesn't|don't|won't|cannot|can't)\b", re.I)  # fmt: skip
+    r"disabl\w*|lacks?|doesn't|don't|won't|cannot|can't)\b", re.I)
 
 
 _TO_DO = re.compile(r"\b(?:not yet|yet to|todo|fixme|for now|currently|temporar\w*|"
@@ -95,7 +95,7 @@ def scope_of(path: str, function: str, text: str) -> Scope:
         or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
         or any(part.startswith(("test_", "Test")) for part in function.split("."))
         or "skipif" in text or "pytest.skip" in text
-    ):  # fmt: skip
+    ):
         return TEST
     return RUNTIME
 
@@ -138,7 +138,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[str],
-             arch: Arch, sites: CallSites) -> AuditGate:  # fmt: skip
+             arch: Arch, sites: CallSites) -> AuditGate:
     path = gate.file
     function = found.functions.get(gate.function)
     effect = gate_effect(found, gate, parents, arch)
@@ -167,7 +167,7 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         builders=builders(found.functions, gate.function, found.strings)[1:] if jit else [],
         calls=behind.calls, reached=tuple(behind.endpoints), index=gate.index,
         parser_kind=gate.kind, end_line=gate.end_line,
-    )  # fmt: skip
+    )
 
 
 def _kind(gate: Gate) -> GateKind:

@@ -55,7 +55,7 @@ from contrib.audit.finding.effect import Effect
 from contrib.audit.finding.sites import CallSites, calls_to, guarded_by, named_backends, tests_for
 
 _LOG_CALLS = frozenset({"debug", "info", "warning", "warn", "warning_once", "info_once",
-                        "error", "critical", "print"})  # fmt: skip
+                        "error", "critical", "print"})
 
 
 def only_checks(code: Iterable[ast.AST]) -> bool:
@@ -74,7 +74,7 @@ def only_checks(code: Iterable[ast.AST]) -> bool:
         elif not (isinstance(statement, ast.Assert | ast.Raise | ast.Pass)
                   or isinstance(statement, ast.Expr) and (
                       isinstance(statement.value, ast.Constant)
-                      or isinstance(statement.value, ast.Call) and _logs(statement.value))):  # fmt: skip
+                      or isinstance(statement.value, ast.Call) and _logs(statement.value))):
             return False
     return True
 
@@ -82,9 +82,9 @@ def only_checks(code: Iterable[ast.AST]) -> bool:
 def _logs(call: ast.Call) -> bool:
     func = call.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(
-        func, ast.Attribute) else ""  # fmt: skip
+        func, ast.Attribute) else ""
     return name in _LOG_CALLS and not any(isinstance(n, ast.Call) for a in call.args
-                                          for n in walk(a))  # fmt: skip
+                                          for n in walk(a))
 
 
 def _decides(function: str) -> bool:
@@ -94,7 +94,7 @@ def _decides(function: str) -> bool:
 
 
 def _from_callers(found: Scan, function: str, parents: dict[int, ast.AST],
-                  own: Reached, sites: CallSites, stops: bool) -> Reached:  # fmt: skip
+                  own: Reached, sites: CallSites, stops: bool) -> Reached:
     """A gate in a decision function (``_skip_if_unsupported()``, ``def _use_fused():
     return is_sm100()``) guards what its callers run: the branch an ``if`` on it takes
     (the else of ``if not f():``), and, when the gate ``stops`` the call (it refuses:
@@ -113,14 +113,14 @@ def _from_callers(found: Scan, function: str, parents: dict[int, ast.AST],
 
 
 def _from_other_callers(path: str, node: ast.AST, own: Reached, sites: CallSites,
-                        stops: bool) -> Reached:  # fmt: skip
+                        stops: bool) -> Reached:
     """A decision function's callers in the tree's other files (sglang's
     ``should_enable_swap_ab()`` in ``fused_moe_triton_kernels.py``, called where the
     kernel is launched), by identity: what each call guards (:func:`guarded_by`)."""
     out = Reached(list(own.calls), list(own.endpoints))
     for caller_path, call, holder, parents in calls_to(sites, path, node, path):
         frame = (Frame(caller_path, sites.follow.function_scope(holder), None, id(holder))
-                 if holder is not None else Frame(caller_path))  # fmt: skip
+                 if holder is not None else Frame(caller_path))
         more = reach(sites.follow, frame, guarded_by(call, parents, stops), sites.cap)
         _join(out, more, f"{caller_path}:{getattr(holder, 'name', '<module>')}")
     return out
@@ -155,12 +155,12 @@ def refuses_making(function: ast.AST | None, line: int, kind: str) -> bool:
     if kind == DECORATOR:
         return True
     holding = [n for n in walk(function) if isinstance(n, ast.stmt) and n is not function
-               and n.lineno <= line <= (n.end_lineno or n.lineno)]  # fmt: skip
+               and n.lineno <= line <= (n.end_lineno or n.lineno)]
     return bool(holding) and max(holding, key=lambda n: n.lineno) in function.body
 
 
 def sibling_methods(init: ast.AST | None, parents: dict[int, ast.AST]
-                    ) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:  # fmt: skip
+                    ) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """The other methods of the class whose ``__init__`` is ``init``: what the object it
     makes runs."""
     owner = parents.get(id(init)) if init is not None else None
@@ -171,7 +171,7 @@ def sibling_methods(init: ast.AST | None, parents: dict[int, ast.AST]
 
 
 def _from_methods(found: Scan, function: ast.AST | None, parents: dict[int, ast.AST],
-                  own: Reached, sites: CallSites) -> Reached:  # fmt: skip
+                  own: Reached, sites: CallSites) -> Reached:
     """A gate refusing in a class's ``__init__`` (flashinfer's
     ``@supported_compute_capability([100, 103])`` on ``CuteDslMoEWrapper.__init__``)
     guards every method of the object it would make: what those run stands behind it."""
@@ -195,7 +195,7 @@ def configuration_tests(init: ast.AST | None, line: int) -> list[ast.expr]:
 
 def _from_configuration(found: Scan, init: ast.AST | None, line: int,
                         parents: dict[int, ast.AST], own: Reached,
-                        sites: CallSites) -> Reached:  # fmt: skip
+                        sites: CallSites) -> Reached:
     """A refusal in ``__init__`` under a configuration (sglang's ``Fp8MoEMethod``: ``if
     get_moe_runner_backend().is_cutlass(): assert is_sm100_supported() or
     is_sm90_supported()``) guards what the object's other methods run under the same
@@ -208,7 +208,7 @@ def _from_configuration(found: Scan, init: ast.AST | None, line: int,
     path = found.frames["<module>"].path
     for method in sibling_methods(init, parents):
         branches = [n.body for n in walk(method) if isinstance(n, ast.If)
-                    and ast.dump(n.test) in tests]  # fmt: skip
+                    and ast.dump(n.test) in tests]
         if not branches:
             continue
         frame = Frame(path, sites.follow.function_scope(method), None, id(method))
@@ -231,7 +231,7 @@ def _from_named_backends(test: ast.expr, frame: Frame, own: Reached, sites: Call
 
 
 def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own: Reached,
-                         sites: CallSites) -> Reached:  # fmt: skip
+                         sites: CallSites) -> Reached:
     """A gate choosing the string its function returns (flashinfer's
     ``determine_gemm_backend``: ``if major == 9 and ...: return "sm90"`` else
     ``"sm80"``) guards what its callers run for that string: each caller, in any file
@@ -240,7 +240,7 @@ def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own:
     for the string (``if backend == "sm90":``, in the function or, for an attribute of
     ``self``, in the class's methods) runs that branch's body for it."""
     chosen = {s for c in code if isinstance(c, ast.Return) and c.value is not None
-              for s in spread_literals(c.value)}  # fmt: skip
+              for s in spread_literals(c.value)}
     if not chosen:
         return own
     out = Reached(list(own.calls), list(own.endpoints))
@@ -253,13 +253,13 @@ def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own:
         if isinstance(bound, ast.Name):
             places: list[ast.FunctionDef | ast.AsyncFunctionDef] = [holder]
         elif (isinstance(bound, ast.Attribute) and isinstance(bound.value, ast.Name)
-              and bound.value.id == "self"):  # fmt: skip
+              and bound.value.id == "self"):
             places = [holder, *sibling_methods(holder, parents)]
         else:
             continue
         for place in places:
             bodies: list[ast.AST] = [s for n in walk(place) if isinstance(n, ast.If)
-                                     and tests_for(n.test, bound, chosen) for s in n.body]  # fmt: skip
+                                     and tests_for(n.test, bound, chosen) for s in n.body]
             if bodies:
                 frame = Frame(caller_path, sites.follow.function_scope(place), None, id(place))
                 where = holder.name if place is holder else f"{holder.name}>{place.name}"

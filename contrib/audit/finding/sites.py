@@ -41,7 +41,7 @@ def calling_files(ev: PyTree, name: str, leave_out: str = "") -> list[str]:
 def calls_to(sites: CallSites, path: str, function: ast.AST, leave_out: str = "",
               depth: int = 0) -> Iterator[tuple[str, ast.Call, ast.FunctionDef
                                                 | ast.AsyncFunctionDef | None,
-                                                dict[int, ast.AST]]]:  # fmt: skip
+                                                dict[int, ast.AST]]]:
     """The calls of the tree function ``function`` (defined in ``path``) in the files
     naming it (but ``leave_out``), by identity: each with its file, the function it is
     written in (None at module level) and that file's parents.  A function that only
@@ -60,10 +60,10 @@ def calls_to(sites: CallSites, path: str, function: ast.AST, leave_out: str = ""
             found = function_of(call, parents)
             holder = found if isinstance(found, ast.FunctionDef | ast.AsyncFunctionDef) else None
             frame = (Frame(caller_path, ev.function_scope(holder), None, id(holder))
-                     if holder is not None else Frame(caller_path))  # fmt: skip
+                     if holder is not None else Frame(caller_path))
             ev.cap = (0, 0)
             if not any(isinstance(v, Func) and (v.path, v.node.lineno) == (path, line)
-                       for v in ev.eval(call.func, frame)):  # fmt: skip
+                       for v in ev.eval(call.func, frame)):
                 continue
             if holder is not None and passes_on(call, parents) and depth < _MAX_PASSED:
                 yield from calls_to(sites, caller_path, holder, "", depth + 1)
@@ -102,7 +102,7 @@ def tested_names(test: ast.expr) -> Iterator[str]:
         for side in (test.left, test.comparators[0]):
             items = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]
             yield from (i.value for i in items
-                        if isinstance(i, ast.Constant) and isinstance(i.value, str))  # fmt: skip
+                        if isinstance(i, ast.Constant) and isinstance(i.value, str))
 
 
 class CallSites:
@@ -138,7 +138,7 @@ class CallSites:
         return self._registered.get(function, [])
 
     def of(self, node: ast.AST, parents: dict[int, ast.AST], depth: int = 0,
-           after: bool = True) -> Iterator[tuple[str, list[ast.AST]]]:  # fmt: skip
+           after: bool = True) -> Iterator[tuple[str, list[ast.AST]]]:
         """Each function of the file that calls ``node``, and the code that call guards
         (``after``: what runs after it too; see :func:`guarded_by`); a caller that only
         hands the result back (``return f(...)``) is passed through to its own callers
@@ -158,7 +158,7 @@ class CallSites:
             if passes_on(call, parents) and outer is not None and depth < _MAX_PASSED:
                 # `return _resolve_backend(...)`: its own callers run what it decides
                 yield from ((f"{caller}>{c}", code) for c, code in
-                            self.of(outer, parents, depth + 1, after))  # fmt: skip
+                            self.of(outer, parents, depth + 1, after))
             else:
                 yield caller, guarded_by(call, parents, after)
 
@@ -176,7 +176,7 @@ def _resolves_to(found: Scan, follow: PyTree, caller: str, call: ast.Call, node:
     follow.cap = (0, 0)
     line, name = getattr(node, "lineno", 0), getattr(node, "name", "")
     return any(isinstance(v, Func) and v.path == frame.path and v.node.lineno == line
-               and v.node.name == name for v in follow.eval(call.func, frame))  # fmt: skip
+               and v.node.name == name for v in follow.eval(call.func, frame))
 
 
 def guarded_by(call: ast.Call, parents: dict[int, ast.AST], after: bool = True) -> list[ast.AST]:

@@ -84,7 +84,7 @@ class Linked:
 
 
 def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Git, name: str,
-                   tag: str, commit: str, arch: Arch, step: Step | None = None) -> Linked:  # fmt: skip
+                   tag: str, commit: str, arch: Arch, step: Step | None = None) -> Linked:
     """Audit the lower upstream ``name`` at ``tag`` (``commit`` of ``git``) and link the
     upper gates to it (:func:`link`), kept in the cache under both trees, the arch and
     contrib's version.  Not cached, the upper tree's half of the link
@@ -92,7 +92,7 @@ def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Gi
     workers are other processes: the two overlap."""
     below_tree = git.run("rev-parse", f"{commit}^{{tree}}").strip()
     key = hashlib.sha256(f"stack\0{tree_sha}\0{below_tree}\0{tag}\0{arch.name}\0"
-                         f"{__version__}\0{FORMAT}\0{LINK_FORMAT}".encode()).hexdigest()  # fmt: skip
+                         f"{__version__}\0{FORMAT}\0{LINK_FORMAT}".encode()).hexdigest()
     path = environ.cache_root() / "audit" / f"stack-{key[:32]}.json"
     kept = _load_link(path, upper)
     lower_tree = GitTree(git, commit)
@@ -161,7 +161,7 @@ def _load_link(path: Path, upper: list[AuditGate]
 
 
 def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch,
-         calls: list[list[Outside] | None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+         calls: list[list[Outside] | None] | None = None) -> list[dict[str, Any]]:
     """Set ``below`` (and the class from below) on the upper gates; the mismatches.
     ``calls``: :func:`upper_calls` of these gates, when walked already."""
     if calls is None:
@@ -195,7 +195,7 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch,
 
 
 def upper_calls(upper: list[AuditGate], tree: GitTree,
-                roots: Iterable[str]) -> list[list[Outside] | None]:  # fmt: skip
+                roots: Iterable[str]) -> list[list[Outside] | None]:
     """Per upper gate, the calls into the lower package (its top-level ``roots``) that
     the code it decides about reaches (None: a gate that decides nothing the walk reads).
     The upper tree's half of :func:`link`: it needs no audit of the lower tree."""
@@ -210,7 +210,7 @@ def upper_calls(upper: list[AuditGate], tree: GitTree,
         calls = list(walker.outside(gate.file, *start, target=not gate.excludes_target))
         holder = start[0]
         if (gate.excludes_target and not calls and holder is not None
-                and isinstance(walker.parents(gate.file).get(id(holder)), ast.Module)):  # fmt: skip
+                and isinstance(walker.parents(gate.file).get(id(holder)), ast.Module)):
             # a decision function of the module (`_resolve_backend()` refuses the target):
             # what its callers run with its answer is what it keeps from the target
             calls = walker.through_callers(holder)
@@ -230,7 +230,7 @@ def _walker(upper: list[AuditGate], tree: GitTree, roots: Iterable[str]) -> Walk
     def every_text() -> dict[str, str]:
         if not texts:
             texts.update((p, tree.read_text(p) or "") for p in paths
-                         if scope_of(p, "", "") == RUNTIME)  # fmt: skip
+                         if scope_of(p, "", "") == RUNTIME)
         return texts
 
     lines: dict[str, list[int]] = {}
@@ -245,7 +245,7 @@ def _walker(upper: list[AuditGate], tree: GitTree, roots: Iterable[str]) -> Walk
 
 
 def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
-           ) -> tuple[Function | None, tuple[ast.AST, ...]] | None:  # fmt: skip
+           ) -> tuple[Function | None, tuple[ast.AST, ...]] | None:
     """The code a gate decides about, and the function holding it: the body of the
     ``if`` it tests (what admitted archs run, or the target when it takes the
     branch), or the function a refusing decorator sits on.  ``decisions``: each
@@ -264,7 +264,7 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
                 best = node if best is None or node.lineno > best.lineno else best
         elif isinstance(node, Function) and gate.parser_kind == DECORATOR and any(
                 d.lineno <= gate.line <= (d.end_lineno or d.lineno)
-                for d in node.decorator_list):  # fmt: skip
+                for d in node.decorator_list):
             return node, tuple(node.body)
     parents = walker.parents(gate.file)
     if best is None:
@@ -287,7 +287,7 @@ def _start(walker: Walker, gate: AuditGate, decisions: dict[str, list[ast.AST]]
 
 
 def _rest_of_function(walker: Walker, gate: AuditGate, parents: dict[int, ast.AST]
-                      ) -> tuple[Function | None, tuple[ast.AST, ...]] | None:  # fmt: skip
+                      ) -> tuple[Function | None, tuple[ast.AST, ...]] | None:
     """A gate that is no ``if`` test (``if cond: raise`` read as a refusal, an assert,
     a returned value): what its function runs after the gate's statement."""
     module = walker.ev.module(gate.file)
@@ -296,7 +296,7 @@ def _rest_of_function(walker: Walker, gate: AuditGate, parents: dict[int, ast.AS
     statement = next((n for n in walk(module[0]) if isinstance(n, ast.stmt)
                       and not isinstance(n, Function | ast.ClassDef)
                       and n.lineno <= gate.line <= (n.end_lineno or n.lineno)
-                      and isinstance(parents.get(id(n)), Function)), None)  # fmt: skip
+                      and isinstance(parents.get(id(n)), Function)), None)
     if statement is None:
         return None
     holder = parents.get(id(statement))
@@ -320,7 +320,7 @@ def _entry(lower: Lower, out: Outside, gate: AuditGate, chain: str) -> dict[str,
             "file": gate.file, "line": gate.line, "function": gate.function,
             "admits": admits_text(gate.admits), "excludes_target": gate.excludes_target,
             "class": gate.class_, "effect": gate.effect.why, "calls": out.dotted,
-            "via": " > ".join((*out.via, out.dotted, *chain.split(">")[1:]))}  # fmt: skip
+            "via": " > ".join((*out.via, out.dotted, *chain.split(">")[1:]))}
 
 
 def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) -> None:
@@ -331,13 +331,13 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
     lifted, nothing else); a path whose lower gates cannot be classed leaves it."""
     at = f"{lower.name} {lower.tag}"
     hollow = [b for b in below if (b.excludes_target and b.class_ == NEEDS_KERNEL_WORK)
-              or (not b.excludes_target and b.evidence)]  # fmt: skip
+              or (not b.excludes_target and b.evidence)]
     if hollow:
         b = hollow[0]
         gate.class_ = NEEDS_KERNEL_WORK
         gate.evidence = [f"{lower.name}:{e}" for e in b.evidence[:20]]
         why = f"turns {arch.name} away ({b.class_})" if b.excludes_target else (
-            f"admits {arch.name}, but its kernels are compiled out for it")  # fmt: skip
+            f"admits {arch.name}, but its kernels are compiled out for it")
         detail = b.reason or b.effect.why
         gate.reason = f"its code reaches {at} {_where(b)}, which {why}" + (
             f": {detail}" if detail else "")
@@ -351,7 +351,7 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
         b = gated[0]
         gate.class_, gate.evidence = INTENTIONAL, [f"{lower.name}:{b.file}:{b.line}"]
         gate.reason = (f"its code reaches {at} {_where(b)}, which leaves {arch.name} out on "
-                       f"purpose: {b.reason}")  # fmt: skip
+                       f"purpose: {b.reason}")
         return
     gated = others
     if any(b.class_ not in (GATE_ONLY, None) for b in gated):
@@ -361,12 +361,12 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
         gate.class_ = GATE_ONLY
         gate.reason = (f"its code reaches {at} {_where(b)}, which turns {arch.name} away from "
                        f"kernels it can run ({b.class_}): lifting both gates is the change"
-                       + (f"; there {b.reason}" if b.reason else ""))  # fmt: skip
+                       + (f"; there {b.reason}" if b.reason else ""))
         return
     admitting = [b for b in below if not b.excludes_target]
     gate.class_ = GATE_ONLY
     gate.reason = (f"its code reaches {at}, whose {len(admitting)} gate(s) on that path admit "
-                   f"{arch.name} with their kernels (e.g. {_where(admitting[0])})")  # fmt: skip
+                   f"{arch.name} with their kernels (e.g. {_where(admitting[0])})")
 
 
 def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside], arch: Arch) -> None:
@@ -390,7 +390,7 @@ def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside], arch: 
 
 
 def _mismatch(gate: AuditGate, lower: Lower, refusing: list[tuple[Outside, AuditGate]],
-              arch: Arch) -> dict[str, Any]:  # fmt: skip
+              arch: Arch) -> dict[str, Any]:
     out, b = refusing[0]
     path = " > ".join((*out.via, out.dotted))
     more = f" (and {len(refusing) - 1} more below)" if len(refusing) > 1 else ""

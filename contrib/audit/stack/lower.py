@@ -84,7 +84,7 @@ class Lower:
             for func in self.resolve(dotted, methods=True):
                 frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
                 found = reach(self.ev, frame, list(func.node.body), (arch.major, arch.minor),
-                              self._key(func, keys))  # fmt: skip
+                              self._key(func, keys))
                 targets += [t for t in found.endpoints if t not in targets]
             self._targets[(dotted, keys)] = targets
         return self._behind.of(self._targets[(dotted, keys)])
@@ -98,13 +98,13 @@ class Lower:
         for cut in range(len(parts), 0, -1):
             stem = prefix + "/".join(parts[:cut])
             path = next((p for p in (f"{stem}.py", f"{stem}/__init__.py") if p in self._paths),
-                        None)  # fmt: skip
+                        None)
             if path is None:
                 continue
             values: set[Any] = {ModRef(path)}
             for attr in parts[cut:]:
                 values = {v for m in values if isinstance(m, ModRef)
-                          for v in self.ev.global_(attr, m.path)}  # fmt: skip
+                          for v in self.ev.global_(attr, m.path)}
             found = [v for v in ordered(frozenset(values)) if isinstance(v, Func)]
             if methods and not found and cut < len(parts):
                 found = self._methods(path, parts[cut:])
@@ -200,4 +200,4 @@ def package_roots(paths: Iterable[str]) -> dict[str, str]:
 def _holds(node: Function, gate: AuditGate) -> bool:
     last = node.end_lineno or node.lineno
     return (node.lineno <= gate.line <= last
-            and gate.function.rsplit(".", 1)[-1] == node.name)  # fmt: skip
+            and gate.function.rsplit(".", 1)[-1] == node.name)

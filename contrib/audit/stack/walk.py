@@ -107,7 +107,7 @@ class Skips:
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, negated = test.operand, True
         if (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name)
-                and test.value.id == "self"):  # fmt: skip
+                and test.value.id == "self"):
             value = self._flags.get(path, {}).get(test.attr)
             return None if value is None else value != negated
         return None
@@ -124,7 +124,7 @@ class Skips:
         return any(first <= line <= last for line in self._refusals.get(path, ()))
 
     def walk(self, path: str, code: Iterable[ast.AST], target: bool = False,
-             key: Key | None = None) -> Iterator[ast.AST]:  # fmt: skip
+             key: Key | None = None) -> Iterator[ast.AST]:
         """Every node of ``code`` the target may run (depth first).  ``target``: the
         walk is of what the target itself runs (an admitting gate's code), so a
         statement that refuses it ends its block, and a function or class defined there
@@ -141,7 +141,7 @@ class Skips:
                     break
                 if (target and isinstance(node, ast.If) and node.body
                         and isinstance(node.body[-1], ast.Return | ast.Raise)
-                        and self.taken(path, node)):  # fmt: skip
+                        and self.taken(path, node)):
                     break  # the target returns in the branch it takes: the rest is not its
             return kept
 
@@ -199,7 +199,7 @@ class Walker:
     those lines."""
 
     def __init__(self, ev: PyTree, texts: Callable[[], dict[str, str]], roots: set[str],
-                 excluded: Callable[[str, int, int], bool], skips: Skips) -> None:  # fmt: skip
+                 excluded: Callable[[str, int, int], bool], skips: Skips) -> None:
         self.ev, self._texts, self.roots, self.excluded = ev, texts, roots, excluded
         self.skips = skips
         self._target = False  # the walk under way is of the target's own way
@@ -210,7 +210,7 @@ class Walker:
         self._methods = Methods(ev, texts)  # methods by name, of the files walked
 
     def outside(self, path: str, holder: Function | None, code: Iterable[ast.AST], *,
-                target: bool = False) -> list[Outside]:  # fmt: skip
+                target: bool = False) -> list[Outside]:
         """The calls into the lower package that ``code`` (in ``holder`` of ``path``)
         reaches; ``target``: on the target's own way, which ends where it is refused."""
         self._target = target
@@ -232,27 +232,27 @@ class Walker:
     def _steps(self, block: _Block) -> Iterator[Outside | _Block]:
         frame = self.frame(block.path, block.holder)
         chosen = [s for node in block.code if isinstance(node, ast.expr)  # the value a gate picks
-                  for s in spread_literals(node)]  # fmt: skip
+                  for s in spread_literals(node)]
         bound: dict[str, str] = {}  # names and attributes the walk saw set to a string
         for node in self.skips.walk(block.path, block.code, self._target):
             if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                    and isinstance(node.value.value, str)):  # fmt: skip
+                    and isinstance(node.value.value, str)):
                 bound.update((ast.unparse(t), node.value.value) for t in node.targets
-                             if isinstance(t, ast.Name | ast.Attribute))  # fmt: skip
+                             if isinstance(t, ast.Name | ast.Attribute))
             for name in [*chosen, *value_literals(node)]:  # a backend's name handed on
                 for entry in self.ev.registry.of(name):
                     yield _Block(entry.path, entry.node, tuple(entry.node.body),
-                                 (*block.via, f'"{name}"', entry.node.name))  # fmt: skip
+                                 (*block.via, f'"{name}"', entry.node.name))
             chosen = []
             if isinstance(node, ast.Return) and node.value is not None:
                 # handed back, run by the caller: an object's methods (`return Method()`),
                 # a function (`return flashinfer_gemm_linear`)
                 handed = (object_methods(self.ev, node.value.func, frame)
                           if isinstance(node.value, ast.Call)
-                          else named_functions(self.ev, node.value, frame))  # fmt: skip
+                          else named_functions(self.ev, node.value, frame))
                 for func in handed:
                     yield _Block(func.path, func.node, tuple(func.node.body),
-                                 (*block.via, func.node.name))  # fmt: skip
+                                 (*block.via, func.node.name))
             if isinstance(node, ast.Call):
                 yield from self._call(block, frame, node, bound)
             elif isinstance(node, ast.Assign) and _truthy(node.value):
@@ -260,15 +260,15 @@ class Walker:
                     if isinstance(target, ast.Attribute):
                         via = (*block.via, f"sets {target.attr}")
                         yield from (_Block(b.path, b.holder, b.code, via + b.via)
-                                    for b in self._readers(target.attr))  # fmt: skip
+                                    for b in self._readers(target.attr))
             if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
                 for attr, value in _settings(node.value):
                     via = (*block.via, f"returns {attr}={value!r}")
                     yield from (_Block(b.path, b.holder, b.code, via + b.via)
-                                for b in self._readers(attr, value))  # fmt: skip
+                                for b in self._readers(attr, value))
 
     def _call(self, block: _Block, frame: Frame, call: ast.Call,
-              bound: dict[str, str]) -> Iterator[Outside | _Block]:  # fmt: skip
+              bound: dict[str, str]) -> Iterator[Outside | _Block]:
         func = call.func.value if isinstance(call.func, ast.Subscript) else call.func
         self.ev.cap = (0, 0)
         values = ordered(self.ev.eval(func, frame))
@@ -277,7 +277,7 @@ class Walker:
             if isinstance(value, Func):
                 resolved = True
                 yield _Block(value.path, value.node, tuple(value.node.body),
-                             (*block.via, value.node.name))  # fmt: skip
+                             (*block.via, value.node.name))
             elif isinstance(value, Ext) and value.dotted.split(".")[0] in self.roots:
                 resolved = True
                 yield Outside(value.dotted, block.via, _passed(call, bound))
@@ -285,16 +285,16 @@ class Walker:
             for method in constructed(self.ev, func, frame):
                 resolved = True
                 yield _Block(method.path, method.node, tuple(method.node.body),
-                             (*block.via, method.node.name))  # fmt: skip
+                             (*block.via, method.node.name))
         if not resolved and isinstance(func, ast.Attribute):  # a method of an object made here
             for method in instance_methods(self.ev, func, frame):
                 resolved = True
                 yield _Block(method.path, method.node, tuple(method.node.body),
-                             (*block.via, method.node.name))  # fmt: skip
+                             (*block.via, method.node.name))
         if not resolved and isinstance(func, ast.Attribute):
             for method in self._methods.named(func.attr):
                 yield _Block(method.path, method.node, tuple(method.node.body),
-                             (*block.via, method.node.name))  # fmt: skip
+                             (*block.via, method.node.name))
 
     def frame(self, path: str, holder: Function | None) -> Frame:
         """The evaluator's frame for code of ``holder`` (module level when None)."""
@@ -320,7 +320,7 @@ class Walker:
     # -- flags, methods and callers, found by name in the tree's texts -------------
 
     def _modules_naming(self, word: str, pattern: re.Pattern[str],
-                        most: int) -> list[tuple[str, ast.Module]]:  # fmt: skip
+                        most: int) -> list[tuple[str, ast.Module]]:
         """The parsed modules whose text matches ``pattern`` (around identifier ``word``);
         none when more than ``most`` files name it: a name that common is no lead."""
         if self._words is None:
@@ -348,7 +348,7 @@ class Walker:
                 for node in walk(module):
                     if (isinstance(node, ast.Attribute) and node.attr == attr
                             and isinstance(node.ctx, ast.Load)
-                            and _may_hold(node, parents.get(id(node)), value)):  # fmt: skip
+                            and _may_hold(node, parents.get(id(node)), value)):
                         blocks += self._read_at(path, node, f"read {attr}")
             self._flags[(attr, value)] = blocks
         return self._flags[(attr, value)]
@@ -361,7 +361,7 @@ class Walker:
                 if self.excluded(path, up.test.lineno, up.test.end_lineno or up.test.lineno):
                     return []
                 return [_Block(path, self.holder(path, up), tuple(up.body),
-                               (f"{what} at {path}:{up.lineno}",))]  # fmt: skip
+                               (f"{what} at {path}:{up.lineno}",))]
             if isinstance(up, ast.stmt):
                 break  # read in a statement other than a test: a decision, below
             child, up = up, parents.get(id(up))
@@ -369,7 +369,7 @@ class Walker:
         if decider is None:
             return []
         return [_Block(b.path, b.holder, b.code, (f"{what} in {decider.name}()", *b.via))
-                for b in self._callers_of(decider.name)]  # fmt: skip
+                for b in self._callers_of(decider.name)]
 
     def through_callers(self, holder: Function, *, target: bool = False) -> list[Outside]:
         """The calls into the lower package that the callers of the decision function
@@ -411,14 +411,14 @@ class Walker:
         if holder is not None and passes_on(call, parents):
             # `return _resolve_backend(...)`: what its own callers run with the result
             return [_Block(b.path, b.holder, b.code, (f"returned by {holder.name}()", *b.via))
-                    for b in self._callers_of(holder.name)]  # fmt: skip
+                    for b in self._callers_of(holder.name)]
         block = parents.get(id(statement))
         for field in ("body", "orelse", "finalbody"):
             seq = getattr(block, field, None)
             if isinstance(seq, list) and statement in seq:
                 after = seq[seq.index(statement) + 1:]
                 code = (*getattr(statement, "body", ()), *after) if isinstance(
-                    statement, ast.If) else tuple(after)  # fmt: skip
+                    statement, ast.If) else tuple(after)
                 via = (f"its caller at {path}:{statement.lineno}",)
                 return [_Block(path, self.holder(path, statement), tuple(code), via)]
         return []
@@ -434,7 +434,7 @@ def _passed(call: ast.Call, bound: dict[str, str]) -> tuple[tuple[str, str], ...
     passed = []
     for k in call.keywords:
         value = (k.value.value if isinstance(k.value, ast.Constant)
-                 else bound.get(ast.unparse(k.value)))  # fmt: skip
+                 else bound.get(ast.unparse(k.value)))
         if k.arg is not None and isinstance(value, str):
             passed.append((k.arg, value))
     return tuple(passed)
@@ -451,7 +451,7 @@ def _settings(table: ast.Dict) -> Iterator[tuple[str, object]]:
     for key, value in zip(table.keys, table.values, strict=True):
         if (isinstance(key, ast.Constant) and isinstance(key.value, str)
                 and key.value.isidentifier() and isinstance(value, ast.Constant)
-                and (value.value is True or (isinstance(value.value, str) and value.value))):  # fmt: skip
+                and (value.value is True or (isinstance(value.value, str) and value.value))):
             yield key.value, value.value
 
 
@@ -472,7 +472,7 @@ def _may_hold(read: ast.Attribute, parent: ast.AST | None, value: object) -> boo
     if isinstance(other, ast.Constant) and other.value is None:
         return isinstance(op, ast.IsNot | ast.NotEq)
     literals = {v.value for v in ([other] if isinstance(other, ast.Constant) else getattr(
-        other, "elts", [])) if isinstance(v, ast.Constant)}  # fmt: skip
+        other, "elts", [])) if isinstance(v, ast.Constant)}
     if not literals:
         return True
     return isinstance(op, ast.Eq | ast.In) and value in literals
