@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,19 @@ def _loopback_only(self: socket.socket, address: object) -> None:
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Block non-loopback connections made from the test process."""
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A fresh folder with a short path, for output whose width a test holds to 80
+    columns: a path is never split, and pytest's own temporary folders grow with each
+    run on a machine (``/tmp/pytest-of-root/pytest-114/popen-gw1/test_the_demo_...``)
+    until one path alone is wider than the terminal."""
+    folder = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -24,16 +24,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Path:
+def demo(short_tmp: Path) -> Path:
     """The demo's workspace, its upstream moved on by a commit that breaks both patchsets."""
-    assert run_contrib("demo", str(tmp_path / "demo")).code == 0
-    upstream = tmp_path / "demo" / "upstream"
+    assert run_contrib("demo", str(short_tmp / "demo")).code == 0
+    upstream = short_tmp / "demo" / "upstream"
     gate = upstream / "flashinfer" / "jit" / "comm.py"
     gate.write_text(gate.read_text().replace("supported_major_versions=[9, 10]",
                                              "supported_major_versions=[9, 10, 11]"))
     git(upstream, "-c", "user.name=Up Stream", "-c", "user.email=up@example.com",
         "commit", "-qam", "jit: admit SM110 in the comm gate (#1030)")
-    return tmp_path / "demo" / "workspace"
+    return short_tmp / "demo" / "workspace"
 
 
 @pytest.mark.slow
@@ -112,14 +112,14 @@ def test_prose_breaks_at_spaces_only_and_pipes_are_left_alone(tmp_path: Path) ->
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1  # piped: one line
 
 
-def test_an_error_on_a_terminal_is_wrapped_at_spaces(tmp_path: Path) -> None:
-    (tmp_path / "contrib.toml").write_text(
+def test_an_error_on_a_terminal_is_wrapped_at_spaces(short_tmp: Path) -> None:
+    (short_tmp / "contrib.toml").write_text(
         '[upstreams.flashinfer]\nurl = "https://github.com/flashinfer-ai/flashinfer.git"\n')
-    shown = on_terminal(tmp_path, 80, "status", "flashnfer", "--no-fetch", codes=(2,))
+    shown = on_terminal(short_tmp, 80, "status", "flashnfer", "--no-fetch", codes=(2,))
     assert widest(shown) <= 80
     words = " ".join(ESCAPE.sub("", shown).split())
     assert "did you mean 'flashinfer'?" in words and "(known: flashinfer)" in words
-    assert str(tmp_path / "contrib.toml") in words  # the path whole, on one line
+    assert str(short_tmp / "contrib.toml") in words  # the path whole, on one line
 
 
 def test_every_help_fits_80_columns() -> None:

@@ -63,23 +63,23 @@ def test_demo_tells_the_whole_story(tmp_path: Path, isolated: Path) -> None:
     assert out.rstrip().endswith("CONTRIB_CACHE=../cache python3 -m contrib status --no-fetch")
 
 
-def test_the_demo_fits_80_columns_and_its_hint_works(tmp_path: Path) -> None:
+def test_the_demo_fits_80_columns_and_its_hint_works(short_tmp: Path) -> None:
     """On a terminal 80 columns wide, as a newcomer runs it: no line is wider, the audit
     and enable are shown, and the closing hint exits 0 when run as printed."""
-    shown = on_terminal(tmp_path, 80, "demo", "d", codes=(0,))
+    shown = on_terminal(short_tmp, 80, "demo", "d", codes=(0,))
     assert widest(shown) <= 80, shown
     plain = ESCAPE.sub("", shown)
     assert "$ contrib audit\n" in plain and "$ contrib enable minifer " in plain
     hint = plain.rsplit("Explore it yourself", 1)[1].splitlines()[1:]
     assert [line.split()[0] for line in hint] == ["cd", "CONTRIB_CACHE=../cache"]
-    bin_dir = tmp_path / "bin"  # `python3` on PATH: this interpreter, as a user's would be
+    bin_dir = short_tmp / "bin"  # `python3` on PATH: this interpreter, as a user's would be
     bin_dir.mkdir()
     (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     (bin_dir / "python3").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(ROOT)}
     env.pop("CONTRIB_CACHE", None)
-    ran = subprocess.run(["bash", "-c", "set -e\n" + "\n".join(hint)], cwd=tmp_path, env=env,
+    ran = subprocess.run(["bash", "-c", "set -e\n" + "\n".join(hint)], cwd=short_tmp, env=env,
                          capture_output=True, text=True, check=False)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "minifer/sm120-trtllm-comm" in ran.stdout and "incomplete" in ran.stdout
