@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import re
 import signal
 
@@ -14,7 +15,9 @@ from contrib.audit import engine
 def test_a_worker_ignores_ctrl_c_and_runs_without_the_cycle_collector() -> None:
     previous, was = signal.getsignal(signal.SIGINT), gc.isenabled()
     try:
-        engine._worker_start({"pkg/a.py": "x = 1\n"}, {"pkg/a.py"}, ["pkg/a.py"])
+        # (it also asks to end with this process's parent, as a worker does with its own)
+        engine._worker_start({"pkg/a.py": "x = 1\n"}, {"pkg/a.py"}, ["pkg/a.py"],
+                             os.getppid())
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         assert not gc.isenabled()  # what a worker holds is acyclic and lives until it ends
     finally:
