@@ -39,18 +39,24 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.slow
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the audit runs in one process here")
-def test_ctrl_c_stops_the_workers_without_a_traceback(tmp_path: Path) -> None:
+def _parsing(tmp_path: Path) -> subprocess.Popen[str]:
+    """The audit script started in a session of its own, once its workers are parsing:
+    the first run of files is back, so the others are under way (a fixed sleep could
+    land while the pool is being spawned, when the parent ignores SIGINT so its workers
+    start ignoring it too)."""
     script = tmp_path / "audit.py"
     script.write_text(SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
-    # Once the first run of files is back, the workers are parsing the others (a
-    # fixed sleep could land while the pool is being spawned, when the parent
-    # ignores SIGINT so its workers start ignoring it too).
     assert proc.stdout.readline().strip() == "parsing"
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the audit runs in one process here")
+def test_ctrl_c_stops_the_workers_without_a_traceback(tmp_path: Path) -> None:
+    proc = _parsing(tmp_path)
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)
@@ -98,12 +104,7 @@ def test_a_killed_audit_leaves_no_worker_running(tmp_path: Path) -> None:
     run of files (they kept parsing for seconds to minutes)."""
     import time
 
-    script = tmp_path / "audit.py"
-    script.write_text(SCRIPT)
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
-    assert proc.stdout.readline().strip() == "parsing"
+    proc = _parsing(tmp_path)
     assert len(_running(proc.pid)) >= 3  # the parent and its workers
     proc.kill()
     proc.wait(timeout=60)  # not communicate(): the workers hold the pipes open
