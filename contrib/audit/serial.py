@@ -73,15 +73,16 @@ def gate_from_cache(data: object) -> AuditGate | None:
     """Back from :func:`gate_cache`; None for anything not of that shape."""
     if not isinstance(data, dict) or set(data) != _CACHE_KEYS:
         return None
-    plain = {key: data[key] for key, check in _PLAIN.items() if check(data[key])}
-    if len(plain) != len(_PLAIN):
+    if not all(check(data[key]) for key, check in _PLAIN.items()) or not all(
+            isinstance(data[key], str) for key in ("kind", "scope", "parser_kind")):
         return None
-    try:
-        kind = GateKind(data["kind"])
-        scope = Scope(data["scope"])
-        klass = None if data["class"] is None else GateClass(data["class"])
-        form: Form | str = Form(data["parser_kind"]) if data["parser_kind"] else ""
-    except ValueError:
+    if data["class"] is not None and not isinstance(data["class"], str):
+        return None
+    plain = {key: data[key] for key in _PLAIN}
+    kind, scope = _GATE_KINDS.get(data["kind"]), _SCOPES.get(data["scope"])
+    klass = _CLASSES.get(data["class"]) if data["class"] is not None else None
+    form: Form | str | None = _FORMS.get(data["parser_kind"]) if data["parser_kind"] else ""
+    if kind is None or scope is None or form is None or (klass is None) != (data["class"] is None):
         return None
     admits = _admits(data["admits"])
     effect = _decision(data["effect"])
@@ -109,10 +110,8 @@ def _decision(value: object) -> Decision | None:
     if not (isinstance(value, dict) and set(value) == {"kind", "why", "flag", "returned"}
             and all(isinstance(v, str) for v in value.values())):
         return None
-    try:
-        return Decision(EffectKind(value["kind"]), value["why"], value["flag"], value["returned"])
-    except ValueError:
-        return None
+    kind = _EFFECT_KINDS.get(value["kind"])
+    return None if kind is None else Decision(kind, value["why"], value["flag"], value["returned"])
 
 
 def _endpoints(value: object) -> tuple[Endpoint, ...] | None:
@@ -124,9 +123,8 @@ def _endpoints(value: object) -> tuple[Endpoint, ...] | None:
                 isinstance(item[n], str) for n in (0, 1, 2, 4))
                 and isinstance(item[3], list) and all(_int(m) for m in item[3])):
             return None
-        try:
-            kind = EndpointKind(item[0])
-        except ValueError:
+        kind = _ENDPOINT_KINDS.get(item[0])
+        if kind is None:
             return None
         found.append(Endpoint(kind, item[1], item[2], tuple(item[3]), item[4]))
     return tuple(found)
@@ -155,6 +153,14 @@ _PLAIN: dict[str, Callable[[object], bool]] = {
     "below": lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v),
 }
 _CACHE_KEYS = {*_PLAIN, "kind", "scope", "class", "parser_kind", "admits", "effect", "reached"}
+# Each enumeration by its written value (a dict read is a tenth of an Enum call, and the
+# cache is read on every repeat audit).
+_GATE_KINDS = {k.value: k for k in GateKind}
+_SCOPES = {s.value: s for s in Scope}
+_CLASSES = {c.value: c for c in GateClass}
+_FORMS = {f.value: f for f in Form}
+_EFFECT_KINDS = {k.value: k for k in EffectKind}
+_ENDPOINT_KINDS = {k.value: k for k in EndpointKind}
 
 # -- what linking to the stack below changes on a gate ------------------------------------
 
@@ -172,8 +178,8 @@ def apply_linked(gate: AuditGate, data: object) -> bool:
     if not (isinstance(data, dict) and set(data) == set(LINKED)
             and _PLAIN["below"](data["below"]) and isinstance(data["reason"], str)
             and _strings(data["evidence"])
-            and (data["class"] is None or data["class"] in set(GateClass))):
+            and (data["class"] is None or isinstance(data["class"], str) and data["class"] in _CLASSES)):
         return False
     gate.below, gate.reason, gate.evidence = data["below"], data["reason"], data["evidence"]
-    gate.class_ = None if data["class"] is None else GateClass(data["class"])
+    gate.class_ = None if data["class"] is None else _CLASSES[data["class"]]
     return True

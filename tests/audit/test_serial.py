@@ -57,6 +57,8 @@ def test_a_cache_entry_of_another_shape_is_audited_again() -> None:
         {**good, "admits": "majors 9, 10"},
         {**good, "admits": [9, True]},
         {**good, "class": "maybe"},
+        {**good, "class": ["gate-only"]},
+        {**good, "kind": {"jit": 1}},
         {**good, "reached": ["jit|pkg/jit.py|gen_x|9,10|a>gen_x"]},
         {**good, "reached": [["kernel", "p", "n", [], ""]]},
         {**good, "line": "191"},
@@ -73,6 +75,7 @@ def test_what_linking_set_is_kept_and_checked() -> None:
     other = AuditGate("a.py", 1, "f", GateKind.PREDICATE, None, True)
     assert apply_linked(other, kept) and other.class_ is GATE_ONLY and other.reason == "why"
     assert not apply_linked(other, {**kept, "class": "maybe"})
+    assert not apply_linked(other, {**kept, "class": ["gate-only"]})
     assert not apply_linked(other, {**kept, "evidence": "csrc/a.cu"})
 
 
