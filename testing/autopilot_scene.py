@@ -115,3 +115,25 @@ class Scene:
 
     def clean(self) -> bool:
         return git(self.root, "status", "--porcelain", "--", "patchsets") == ""
+
+
+def enabling_workspace(tmp: Path, fake: FakeGitHub, upstream: Repo,
+                       name: str = "upstream-org/mini", fork_name: str = "me/mini") -> Path:
+    """A workspace of its own repository carrying ``upstream`` as ``mini`` with
+    ``[autopilot] enable = ["sm_120a"]``: a bare fork to push to, and the upstream, the
+    fork and the workspace's repository known to the fake GitHub."""
+    fork = tmp / "fork.git"
+    git(tmp, "init", "-q", "--bare", str(fork))
+    root = tmp / "ws"
+    root.mkdir()
+    (root / "contrib.toml").write_text(
+        f'[github]\napi_url = "{fake.url}"\n\n[upstreams.mini]\nurl = "{upstream.path}"\n'
+        f'branch = "main"\ngithub = "{name}"\nfork = "{fork_name}"\npush_url = "{fork}"\n\n'
+        f'[autopilot]\nrepo = "{WSREPO}"\nenable = ["sm_120a"]\n', encoding="utf-8")
+    fake.add_repo(name, git_dir=str(upstream.path / ".git"))
+    fake.add_repo(fork_name, fork_of=name, git_dir=str(fork))
+    fake.add_repo(WSREPO)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "workspace", env=IDENTITY)
+    return root

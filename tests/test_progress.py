@@ -6,20 +6,16 @@ pipes; the bytes are compared.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
 import re
-import select
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
 
+import testing.terminal as terminal
 from contrib.ui import show_progress, use_colour
 from testing.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from testing.gitutil import Repo
@@ -41,28 +37,9 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def on_terminal(cwd: Path, *args: str, **env: str) -> str:
-    """Run contrib with stdout and stderr on one pseudo-terminal; what it showed."""
-    main, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "contrib", *args], cwd=cwd, env=_env(**env),
-                            stdin=subprocess.DEVNULL, stdout=child, stderr=child)
-    os.close(child)
-    shown = b""
-    while True:
-        ready, _, _ = select.select([main], [], [], 30)
-        if not ready:
-            break
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(main)
-    assert proc.wait(timeout=60) in (0, 1), shown
-    # The terminal turns each "\n" into "\r\n"; what is left of "\r" is contrib's.
-    return shown.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    """Run contrib with stdout and stderr on one pseudo-terminal 100 columns wide; what it
+    showed (each "\r" left is contrib's own)."""
+    return terminal.on_terminal(cwd, 100, *args, **env)
 
 
 def through_pipes(cwd: Path, *args: str, **env: str) -> tuple[str, str]:

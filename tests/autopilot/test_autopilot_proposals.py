@@ -13,7 +13,7 @@ import pytest
 
 from contrib.analysis.ptx import find_nvcc
 from contrib.workspace.model import Workspace
-from testing.autopilot_scene import IDENTITY, WSREPO, run_autopilot
+from testing.autopilot_scene import WSREPO, enabling_workspace, run_autopilot
 from testing.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from testing.gitutil import Repo, git
 from testing.proofupstream import proof_upstream
@@ -28,21 +28,7 @@ WRITES = ("POST", "PATCH", "PUT", "DELETE")
 
 def _workspace(tmp: Path, fake: FakeGitHub) -> tuple[Path, Repo]:
     upstream = proof_upstream(tmp / "mini")
-    fork = tmp / "fork.git"
-    git(tmp, "init", "-q", "--bare", str(fork))
-    root = tmp / "ws"
-    root.mkdir()
-    (root / "contrib.toml").write_text(
-        f'[github]\napi_url = "{fake.url}"\n\n[upstreams.mini]\nurl = "{upstream.path}"\n'
-        f'branch = "main"\ngithub = "{UPSTREAM}"\nfork = "{FORK}"\npush_url = "{fork}"\n\n'
-        f'[autopilot]\nrepo = "{WSREPO}"\nenable = ["sm_120a"]\n', encoding="utf-8")
-    fake.add_repo(UPSTREAM, git_dir=str(upstream.path / ".git"))
-    fake.add_repo(FORK, fork_of=UPSTREAM, git_dir=str(fork))
-    fake.add_repo(WSREPO)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "workspace", env=IDENTITY)
-    return root, upstream
+    return enabling_workspace(tmp, fake, upstream, UPSTREAM, FORK), upstream
 
 
 def _dashboard(fake: FakeGitHub) -> str:
