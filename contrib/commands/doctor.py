@@ -239,7 +239,10 @@ def unreachable(api_url: str) -> str:
         return ""
     parts = urlsplit(api_url)
     host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # `host:abc`: the API check that follows names the bad URL
+        return ""
     try:
         socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
     except socket.gaierror:

@@ -160,6 +160,15 @@ def test_no_network_is_told_from_the_token(workspace: Workspace,
     assert "token scopes" not in checks
 
 
+def test_an_api_url_with_a_bad_port_is_a_failed_check_not_an_internal_error(
+        workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace.write_config('\n[github]\napi_url = "https://127.0.0.1:abc"\n')
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_" + "x" * 36)
+    code, checks = _doctor(workspace)
+    assert code == 1 and checks["token"]["status"] == "FAIL"
+    assert "'https://127.0.0.1:abc' is not a usable URL" in checks["token"]["detail"]
+
+
 def test_a_placeholder_fork_or_github_fails_with_the_line_to_edit(
         workspace: Workspace) -> None:
     workspace.write_config()
