@@ -228,8 +228,23 @@ def test_a_12_percent_slowdown_fails_a_5_percent_threshold(tmp_path: Path) -> No
     assert 1.08 < figure["ratio"] < 1.16 and figure["ci95"][0] > 1.05
 
 
-# Heavy noise: each run's figure is the work times a factor from e^-3 to e^3.
-NOISY = BENCH.replace("random.uniform(0.97, 1.03)", "__import__('math').exp(random.uniform(-3, 3))")
+# Heavy noise: each run's figure is the work times a factor from e^-3 to e^3, the n-th
+# run of a tree taking the n-th draw of a seeded sequence (a count kept in the tree).
+# Seeds 3 (base) and 10003 (patched) are ones whose interval straddles the threshold for
+# every run of 5 to 400 pairs, whatever the first pair read (checked with
+# `benchstats.compare` over every prefix): a deadline that lets a faster machine run
+# more pairs gives the same verdict, and no unlucky draw decides "failed" from five.
+NOISY = BENCH.replace("random.uniform(0.97, 1.03)", "_noise()").replace(
+    "from work import WORK\n", """from work import WORK
+
+
+def _noise():
+    done = int(open("runs").read()) if os.path.exists("runs") else 0
+    with open("runs", "w") as out:
+        out.write(str(done + 1))
+    draws = random.Random(3 if WORK == 20_000 else 10_003)
+    return __import__("math").exp([draws.uniform(-3, 3) for _ in range(done + 1)][-1])
+""")
 # Some noise: +-40% a run, which five pairs cannot see through and fifty can.
 SOME = BENCH.replace("random.uniform(0.97, 1.03)", "random.uniform(0.6, 1.4)")
 
