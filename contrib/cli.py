@@ -23,9 +23,14 @@ from contrib.completion import complete_arch, complete_targets, complete_upstrea
 from contrib.errors import UsageError
 from contrib.ui import NORMAL, QUIET, UI, VERBOSE, no_colour
 
+# The audit's enumerations by value, spelled here so that `contrib --help` does not load
+# the audit (tests/commands/test_why.py holds them equal to GateClass, Scope, Verdict).
+AUDIT_CLASSES = ["needs-kernel-work", "not-buildable", "gate-only", "intentional", "unknown"]
+AUDIT_SCOPES = ["runtime", "test", "benchmark", "example"]
+FEATURE_VERDICTS = ["crash", "needs-kernel-work", "unknown", "gate-only", "on"]
+
 if TYPE_CHECKING:
     from contrib.workspace.model import Workspace
-
 
 
 class Context:
@@ -268,12 +273,24 @@ def enable(ctx: Context, upstream: str, gates: tuple[str, ...], arch: str | None
               help="List every gate found, not only those that turn the target away.")
 @click.option("--markdown", "as_markdown", is_flag=True,
               help="Print Markdown for a PR description or an issue.")
+@click.option("--gates", "list_gates", is_flag=True,
+              help="List the gate rows instead of one row per feature.")
+@click.option("--class", "classes", multiple=True, metavar="CLASS",
+              type=click.Choice(AUDIT_CLASSES),
+              help="With --gates: only gates of this class (repeat).")
+@click.option("--scope", "scopes", multiple=True, type=click.Choice(AUDIT_SCOPES),
+              help="With --gates: only gates of this scope (repeat).")
+@click.option("--verdict", "verdicts", multiple=True,
+              type=click.Choice(FEATURE_VERDICTS),
+              help="Only features of this verdict (repeat; default: every feature with a "
+                   "gate on its way).")
 @click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
 @json_option
 @pass_ctx
 def audit(ctx: Context, upstreams: tuple[str, ...], arch: str | None, at: str | None, since: str | None,
           show_all: bool, as_markdown: bool, no_fetch: bool, compile_ptx: bool,
-          json_mode: bool) -> int:
+          list_gates: bool, classes: tuple[str, ...], scopes: tuple[str, ...],
+          verdicts: tuple[str, ...], json_mode: bool) -> int:
     """Every architecture gate that turns ARCH away, what stands behind it, who covers it."""
     from contrib.commands.audit import audit as run
 
@@ -283,7 +300,35 @@ def audit(ctx: Context, upstreams: tuple[str, ...], arch: str | None, at: str | 
     # --compile does not hold up `status` or `sync` of the same workspace.
     return _unlocked(ctx, json_mode, lambda ws, ui: run(
         ws, ui, list(upstreams), arch=arch, at=at, since=since, fetch=not no_fetch,
-        show_all=show_all, as_markdown=as_markdown, compile_ptx=compile_ptx))
+        show_all=show_all, as_markdown=as_markdown, compile_ptx=compile_ptx,
+        gates=list_gates or show_all or as_markdown or bool(classes or scopes),
+        classes=classes, scopes=scopes, verdicts=verdicts))
+
+
+# A feature is often a flag itself (`--enable-x`): unknown options are the FEATURE.
+@cli.command(epilog=example("contrib why sglang --enable-flashinfer-allreduce-fusion "
+                            "--arch sm_120a"),
+             context_settings={"ignore_unknown_options": True})
+@click.argument("upstream", shell_complete=complete_upstreams)
+@click.argument("feature", metavar="FEATURE")
+@click.option("--arch", shell_complete=complete_arch,
+              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0 (default: "
+                   "contrib.toml's [defaults] arch).")
+@click.option("--at", "at", metavar="REF", help="Read this commit, tag or branch "
+              "(default: the tip).")
+@click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
+@json_option
+@pass_ctx
+def why(ctx: Context, upstream: str, feature: str, arch: str | None, at: str | None,
+        no_fetch: bool, json_mode: bool) -> int:
+    """Why FEATURE is on, off or crashing on ARCH, and what it takes: its chain from where
+    the flag is read down through every gate into the upstream below, and one verdict.
+    FEATURE: a server flag (--enable-x, --x=value) or a public API (pkg.fn,
+    pkg.fn:backend=value)."""
+    from contrib.commands.why import why as run
+
+    return _unlocked(ctx, json_mode, lambda ws, ui: run(
+        ws, ui, upstream, feature, arch=arch, at=at, fetch=not no_fetch))
 
 
 @cli.command(epilog=example("contrib sync flashinfer --to v0.6.17 --commit"))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contrib.analysis.headers import cure
 from contrib.audit.model import CLASSES, RUNTIME, AuditGate, admits_text, sort_key
 from contrib.audit.serial import gate_json
 from contrib.ui import counted
+
+if TYPE_CHECKING:
+    from contrib.audit.feature.chain import Chain
 
 
 @dataclass
@@ -28,6 +31,7 @@ class UpstreamAudit:
     compiled: dict[str, Any] | None = None  # --compile: what nvcc did (ptxcheck.CompileSummary)
     mismatches: list[dict[str, Any]] = field(default_factory=list)  # admitted here, refused below
     stack: list[dict[str, Any]] = field(default_factory=list)  # the upstreams below, as pinned
+    features: list[Chain] = field(default_factory=list)  # what each feature comes to
 
     def excluding(self) -> list[AuditGate]:
         """The gates that turn the target away, runtime first."""
@@ -49,6 +53,7 @@ class UpstreamAudit:
             "since_commit": self.since_commit, "seconds": round(self.seconds, 2),
             "cached": self.cached, "counts": self.counts(), "compile": self.compiled,
             "mismatches": self.mismatches, "stack": self.stack,
+            "features": [c.to_dict() for c in self.features],
             "gates": [gate_json(g) for g in sorted(self.gates, key=sort_key)],
         }
 

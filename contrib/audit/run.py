@@ -10,7 +10,8 @@ from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.classing.ptxcheck import compile_gates
 from contrib.audit.coverage import mark_covered, mark_history, patch_coverage
-from contrib.audit.engine import audit_commit
+from contrib.audit.engine import TreeAudit, audit_commit
+from contrib.audit.feature.explain import Choose, explain, lower_of
 from contrib.audit.model import Step
 from contrib.audit.report import UpstreamAudit
 from contrib.audit.stack.link import audit_and_link
@@ -23,10 +24,11 @@ from contrib.workspace.model import Workspace
 
 def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, since: str | None,
                    fetch: bool, progress: ProgressFn | None = None, step: Step | None = None,
-                   nvcc: str | None = None) -> UpstreamAudit:
+                   nvcc: str | None = None, features: Choose | None = None) -> UpstreamAudit:
     """The audit of upstream ``name`` at ``at`` (default: the tip), compared with ``since``;
     with ``nvcc`` (``--compile``), the excluding gates' units compiled to PTX too; and
-    followed into the workspace's other upstreams it pins (the stack below)."""
+    followed into the workspace's other upstreams it pins (the stack below).
+    ``features``: which of its features to follow, each to its verdict (none if None)."""
     mirror = Mirror(ws.config.upstream(name)).ensure(fetch_now=fetch, progress=progress)
     commit = mirror.resolve(at, allow_fetch=fetch) if at else mirror.tip()
     since_commit = mirror.resolve(since, allow_fetch=fetch) if since else None
@@ -39,7 +41,15 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
         old = audit_commit(git, since_commit, arch, step)
         audit.seconds += old.seconds
         mark_history(git, since_commit, commit, old.gates, audit.gates)
-    _stack_below(ws, audit, GitTree(git, commit), result.tree, arch, fetch, step)
+    below: list[tuple[str, str, str, TreeAudit, GitTree]] = []
+    _stack_below(ws, audit, GitTree(git, commit), result.tree, arch, fetch, step, below)
+    if features is not None:
+        if step is not None:
+            step(0, 1, "following its features")
+        lower = below[0] if below else None
+        key = f"{result.tree}\0{lower[2] if lower else ''}\0{arch.name}"
+        audit.features = explain(name, commit, GitTree(git, commit), audit.gates, lower,
+                                 key=f"{key}\0{at or ''}", choose=features, ref=at or "")
     if nvcc is not None:
         python = ws.config.upstream(name).python or sys.executable
         audit.compiled = compile_gates(GitTree(git, commit), audit.gates, arch, nvcc=nvcc,
@@ -60,7 +70,8 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
 
 
 def _stack_below(ws: Workspace, audit: UpstreamAudit, tree: GitTree, tree_sha: str, arch: Arch,
-                 fetch: bool, step: Step | None) -> None:
+                 fetch: bool, step: Step | None,
+                 below: list[tuple[str, str, str, TreeAudit, GitTree]]) -> None:
     """Link the audit to each other upstream of the workspace whose package its tree
     pins: ``below`` on its gates, ``mismatches`` and ``stack`` on the audit.  An upstream
     whose cache cannot be read is one note; the audit goes on without it."""
@@ -79,7 +90,7 @@ def _stack_below(ws: Workspace, audit: UpstreamAudit, tree: GitTree, tree_sha: s
         mirror, package = found
         lower = _pinned(audit, other, pin.where, pin.requirement, pin.version, mirror)
         if lower is not None:
-            _link(audit, mirror, other, lower, tree, tree_sha, arch, step)
+            below.append(_link(audit, mirror, other, lower, tree, tree_sha, arch, step))
             audit.stack[-1] |= {"package": package, "pin": pin.where, "version": pin.version}
 
 
@@ -99,8 +110,10 @@ def _lower_package(ws: Workspace, other: str, required: set[str],
 
 
 def _link(audit: UpstreamAudit, mirror: Mirror, other: str, lower: tuple[str, str], tree: GitTree,
-          tree_sha: str, arch: Arch, step: Step | None) -> None:
-    """Audit ``other`` at the pinned tag and link the upper audit's gates to it."""
+          tree_sha: str, arch: Arch, step: Step | None
+          ) -> tuple[str, str, str, TreeAudit, GitTree]:
+    """Audit ``other`` at the pinned tag and link the upper audit's gates to it; what
+    the features' walk takes of it."""
     tag, commit = lower
     linked = audit_and_link(audit.gates, tree, tree_sha, mirror.git, other, tag, commit, arch, step)
     below = linked.below
@@ -110,6 +123,7 @@ def _link(audit: UpstreamAudit, mirror: Mirror, other: str, lower: tuple[str, st
                         "seconds": round(below.seconds, 2), "cached": below.cached,
                         "link_seconds": round(linked.seconds, 2)})
     audit.notes += [f"{other} {tag}: {n}" for n in below.notes]
+    return lower_of(mirror.git, other, tag, commit, below)
 
 
 def _pinned(audit: UpstreamAudit, other: str, where: str, requirement: str, version: str,

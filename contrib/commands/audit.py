@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from contrib.arch import parse_arch
 from contrib.audit.classing.ptxcheck import find_compiler
+from contrib.audit.feature.chain import Verdict
+from contrib.audit.feature.explain import every
+from contrib.audit.feature.show import (
+    FEATURE_COLUMNS,
+    feature_rows,
+    feature_summary,
+    shown,
+)
 from contrib.audit.report import (
     COLUMNS,
     MISMATCH_COLUMNS,
@@ -28,8 +36,11 @@ from contrib.workspace.model import Workspace
 
 def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str | None, at: str | None,
           since: str | None, fetch: bool, show_all: bool, as_markdown: bool,
-          compile_ptx: bool = False) -> int:
-    """Audit each upstream (all of the workspace's when none is named) and report."""
+          compile_ptx: bool = False, gates: bool = False, classes: tuple[str, ...] = (),
+          scopes: tuple[str, ...] = (), verdicts: tuple[str, ...] = ()) -> int:
+    """Audit each upstream (all of the workspace's when none is named) and report: one
+    row per feature first (``gates``: the gate rows instead), filtered by class, scope
+    and verdict."""
     target = parse_arch(ws.config.default_arch(arch, "audit"))
     names = list(dict.fromkeys(upstreams)) or sorted(ws.config.upstreams)
     for name in names:
@@ -39,7 +50,8 @@ def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str | None, at: 
     for name in names:
         with ui.task(f"auditing {name}") as task:
             audits.append(audit_upstream(ws, name, target, at=at, since=since, fetch=fetch,
-                                         progress=ui.progress, step=task.step, nvcc=nvcc))
+                                         progress=ui.progress, step=task.step, nvcc=nvcc,
+                                         features=None if gates else every))
     if as_markdown:
         ui.info(markdown(target.name, audits, show_all))
     else:
@@ -50,13 +62,30 @@ def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str | None, at: 
             if one.mismatches:  # first: the target is sent where the upstream below refuses it
                 ui.table(f"mismatches of {one.name} with the upstream below", MISMATCH_COLUMNS,
                          mismatch_rows(one), wrap=("function", "function below", "what happens"))
-            rows = table_rows(one, show_all)
+            if not gates and one.features:  # a tree declaring no feature: its gates
+                _features(ui, one, target.name, {Verdict(v) for v in verdicts})
+                continue
+            rows = [row for row in table_rows(one, show_all)
+                    if (not classes or row[0] in classes) and (not scopes or row[1] in scopes)]
             if rows:
                 ui.table(f"audit {one.name}", COLUMNS, rows,
                          wrap=("kind", "admits", "function", "covered by", "history", "why"),
                          keys=("gate",))
+        if len(audits) == 1 and not gates and audits[0].features:
+            ui.info(summary_line(target.name, audits[0]))  # again: the table scrolled it away
     for one in audits:
         for note in one.notes:
             ui.warn(note)
     ui.emit(document(target.name, audits))
     return 1 if any(a.uncovered_runtime() or a.mismatches for a in audits) else 0
+
+
+def _features(ui: UI, one: UpstreamAudit, arch: str, verdicts: set[Verdict]) -> None:
+    """The feature table: one row per feature with a gate on its way, worst first."""
+    at = {one.name: one.commit[:10]} | {s["upstream"]: s["tag"] for s in one.stack}
+    kept = shown(one.features, verdicts or None)
+    if kept:
+        ui.table(f"features of {one.name}", FEATURE_COLUMNS, feature_rows(kept, arch, at),
+                 wrap=("next",), keys=("feature",))
+    ui.info(feature_summary(one.name, one.features, len(kept)) +
+            " (--verdict VERDICT lists those of one verdict; --gates lists the gates)")

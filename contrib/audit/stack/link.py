@@ -70,7 +70,7 @@ from contrib.workspace.txn import atomic_write, check_inside
 # -- the upper side ---------------------------------------------------------------------
 
 
-LINK_FORMAT = 7  # bump when linking changes what it finds over the same audits
+LINK_FORMAT = 9  # bump when linking changes what it finds over the same audits
 
 
 @dataclass
@@ -199,7 +199,7 @@ def upper_calls(upper: list[AuditGate], tree: GitTree,
     """Per upper gate, the calls into the lower package (its top-level ``roots``) that
     the code it decides about reaches (None: a gate that decides nothing the walk reads).
     The upper tree's half of :func:`link`: it needs no audit of the lower tree."""
-    walker = _walker(upper, tree, roots)
+    walker = walker_of(upper, tree, roots)
     decisions: dict[str, list[ast.AST]] = {}
     found: list[list[Outside] | None] = []
     for gate in upper:
@@ -222,7 +222,8 @@ def upper_calls(upper: list[AuditGate], tree: GitTree,
     return found
 
 
-def _walker(upper: list[AuditGate], tree: GitTree, roots: Iterable[str]) -> Walker:
+def walker_of(upper: list[AuditGate], tree: GitTree, roots: Iterable[str]) -> Walker:
+    """The walker of ``tree``'s code, with its audited gates ``upper`` as the skips."""
     paths = [p for p in tree.paths() if p.endswith(".py")]
     ev = PyTree(tree.read_text, paths)
     texts: dict[str, str] = {}

@@ -65,6 +65,21 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 
+class Trail:
+    """What a walk of the target's way met: the statements of the tree where it was
+    turned away (an ``if`` on the arch it does not take, a refusal, a read of a flag
+    under an excluding gate), each as (file, first line, last line).  A feature's chain
+    (:mod:`contrib.audit.feature.chain`) names the gates on those lines."""
+
+    def __init__(self) -> None:
+        self.met: list[tuple[str, int, int]] = []
+
+    def stopped(self, path: str, node: ast.AST) -> None:
+        test = getattr(node, "test", node)
+        first = getattr(test, "lineno", 0)
+        self.met.append((path, first, getattr(test, "end_lineno", None) or first))
+
+
 class Skips:
     """The ``if`` tests of a tree whose body the target does not run, read from the
     tree's audited gates: a walk for the target does not enter those bodies
@@ -124,7 +139,7 @@ class Skips:
         return any(first <= line <= last for line in self._refusals.get(path, ()))
 
     def walk(self, path: str, code: Iterable[ast.AST], target: bool = False,
-             key: Key | None = None) -> Iterator[ast.AST]:
+             key: Key | None = None, trail: Trail | None = None) -> Iterator[ast.AST]:
         """Every node of ``code`` the target may run (depth first).  ``target``: the
         walk is of what the target itself runs (an admitting gate's code), so a
         statement that refuses it ends its block, and a function or class defined there
@@ -138,6 +153,8 @@ class Skips:
             for node in nodes:
                 kept.append(node)
                 if target and isinstance(node, ast.stmt) and self.refuses(path, node):
+                    if trail is not None:
+                        trail.stopped(path, node)
                     break
                 if (target and isinstance(node, ast.If) and node.body
                         and isinstance(node.body[-1], ast.Return | ast.Raise)
@@ -159,6 +176,8 @@ class Skips:
             elif entries is not None:
                 children = list(entries)
             elif isinstance(node, ast.If | ast.While) and self(path, node):
+                if trail is not None and target:
+                    trail.stopped(path, node)
                 children = [node.test, *runs(node.orelse)]
             elif taken is not None and isinstance(node, ast.If):  # the target's own branch
                 children = [node.test, *runs(node.body if taken else node.orelse)]
@@ -186,7 +205,9 @@ class Outside:
 
 
 @dataclass(frozen=True)
-class _Block:
+class Block:
+    """Code a walk runs: ``code`` of ``holder`` in ``path``, and the steps that led there."""
+
     path: str
     holder: Function | None
     code: tuple[ast.AST, ...]
@@ -203,45 +224,77 @@ class Walker:
         self.ev, self._texts, self.roots, self.excluded = ev, texts, roots, excluded
         self.skips = skips
         self._target = False  # the walk under way is of the target's own way
+        self.trail: Trail | None = None  # set: what the target's way met is kept there
+        # A feature's walk follows its setting's value too: where a function binds it
+        # (`backend = getattr(args, "x")`) and a string it is set to (`args.x = "auto"`);
+        # a gate's walk follows only the flags its code sets.
+        self.values = False
         self._parents: dict[str, dict[int, ast.AST]] = {}
-        self._flags: dict[tuple[str, object], list[_Block]] = {}
-        self._callers: dict[str, list[_Block]] = {}
+        self._flags: dict[tuple[str, object, bool, bool], list[Block]] = {}
+        self._flag_met: dict[tuple[str, object, bool, bool], list[tuple[str, int, int]]] = {}
+        self._callers: dict[tuple[str, bool], list[Block]] = {}
+        self._index: dict[str, dict[str, list[ast.AST]]] = {}  # per file: _named
+        self._memo: dict[tuple[object, ...], tuple[list[Outside | Block],
+                                                   list[tuple[str, int, int]]]] = {}
         self._words: dict[str, list[str]] | None = None  # identifier -> files naming it
         self._methods = Methods(ev, texts)  # methods by name, of the files walked
 
     def outside(self, path: str, holder: Function | None, code: Iterable[ast.AST], *,
-                target: bool = False) -> list[Outside]:
+                target: bool = False, depth: int = MAX_DEPTH) -> list[Outside]:
         """The calls into the lower package that ``code`` (in ``holder`` of ``path``)
-        reaches; ``target``: on the target's own way, which ends where it is refused."""
+        reaches; ``target``: on the target's own way, which ends where it is refused;
+        ``depth``: the steps followed below it."""
         self._target = target
         found: dict[tuple[str, tuple[tuple[str, str], ...]], Outside] = {}
         seen: set[tuple[str, int, int]] = set()
-        queue = deque([(_Block(path, holder, tuple(code), ()), 0)])
+        queue = deque([(Block(path, holder, tuple(code), ()), 0)])
         walked = 0
         while queue and walked < MAX_BLOCKS:
-            block, depth = queue.popleft()
+            block, steps = queue.popleft()
             walked += 1
-            for step in self._steps(block):
+            for step in self._steps_of(block):
                 if isinstance(step, Outside):
                     found.setdefault((step.dotted, step.keys), step)
-                elif depth < MAX_DEPTH and _key(step) not in seen:
+                elif steps < depth and _key(step) not in seen:
                     seen.add(_key(step))
-                    queue.append((step, depth + 1))
+                    queue.append((step, steps + 1))
         return list(found.values())
 
-    def _steps(self, block: _Block) -> Iterator[Outside | _Block]:
+    def _steps_of(self, block: Block) -> Iterable[Outside | Block]:
+        """:meth:`_steps`; kept per block in a feature's walk (hundreds of features walk
+        the same code), with the places the target was turned away on the way."""
+        if not self.values:
+            return self._steps(block)
+        key = (*_key(block), id(block.holder), self._target)
+        kept = self._memo.get(key)
+        if kept is None:
+            outer, self.trail = self.trail, Trail()
+            try:
+                steps = list(self._steps(Block(block.path, block.holder, block.code, ())))
+                kept = self._memo[key] = (steps, self.trail.met)
+            finally:
+                self.trail = outer
+        steps, met = kept
+        if self.trail is not None:
+            self.trail.met += met
+        if not block.via:
+            return steps
+        return [Outside(s.dotted, (*block.via, *s.via), s.keys) if isinstance(s, Outside)
+                else Block(s.path, s.holder, s.code, (*block.via, *s.via)) for s in steps]
+
+    def _steps(self, block: Block) -> Iterator[Outside | Block]:
         frame = self.frame(block.path, block.holder)
         chosen = [s for node in block.code if isinstance(node, ast.expr)  # the value a gate picks
                   for s in spread_literals(node)]
         bound: dict[str, str] = {}  # names and attributes the walk saw set to a string
-        for node in self.skips.walk(block.path, block.code, self._target):
+        for node in self.skips.walk(block.path, block.code, self._target, trail=self.trail):
             if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
                     and isinstance(node.value.value, str)):
                 bound.update((ast.unparse(t), node.value.value) for t in node.targets
                              if isinstance(t, ast.Name | ast.Attribute))
             for name in [*chosen, *value_literals(node)]:  # a backend's name handed on
                 for entry in self.ev.registry.of(name):
-                    yield _Block(entry.path, entry.node, tuple(entry.node.body),
+                    yield Block(entry.path, entry.node, tuple(entry.node.body),
                                  (*block.via, f'"{name}"', entry.node.name))
             chosen = []
             if isinstance(node, ast.Return) and node.value is not None:
@@ -251,24 +304,27 @@ class Walker:
                           if isinstance(node.value, ast.Call)
                           else named_functions(self.ev, node.value, frame))
                 for func in handed:
-                    yield _Block(func.path, func.node, tuple(func.node.body),
+                    yield Block(func.path, func.node, tuple(func.node.body),
                                  (*block.via, func.node.name))
             if isinstance(node, ast.Call):
                 yield from self._call(block, frame, node, bound)
-            elif isinstance(node, ast.Assign) and _truthy(node.value):
+            elif isinstance(node, ast.Assign) and _setting(node.value, self.values) is not None:
+                # `self.flag = True`, `self.backend = "auto"`: what reads it set so runs
+                value = _setting(node.value, self.values)
                 for target in node.targets:
                     if isinstance(target, ast.Attribute):
-                        via = (*block.via, f"sets {target.attr}")
-                        yield from (_Block(b.path, b.holder, b.code, via + b.via)
-                                    for b in self._readers(target.attr))
+                        via = (*block.via, f"sets {target.attr}" if value is True
+                               else f"sets {target.attr}={value!r}")
+                        yield from (Block(b.path, b.holder, b.code, via + b.via)
+                                    for b in self._readers(target.attr, value))
             if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
                 for attr, value in _settings(node.value):
                     via = (*block.via, f"returns {attr}={value!r}")
-                    yield from (_Block(b.path, b.holder, b.code, via + b.via)
+                    yield from (Block(b.path, b.holder, b.code, via + b.via)
                                 for b in self._readers(attr, value))
 
-    def _call(self, block: _Block, frame: Frame, call: ast.Call,
-              bound: dict[str, str]) -> Iterator[Outside | _Block]:
+    def _call(self, block: Block, frame: Frame, call: ast.Call,
+              bound: dict[str, str]) -> Iterator[Outside | Block]:
         func = call.func.value if isinstance(call.func, ast.Subscript) else call.func
         self.ev.cap = (0, 0)
         values = ordered(self.ev.eval(func, frame))
@@ -276,7 +332,7 @@ class Walker:
         for value in values:
             if isinstance(value, Func):
                 resolved = True
-                yield _Block(value.path, value.node, tuple(value.node.body),
+                yield Block(value.path, value.node, tuple(value.node.body),
                              (*block.via, value.node.name))
             elif isinstance(value, Ext) and value.dotted.split(".")[0] in self.roots:
                 resolved = True
@@ -284,16 +340,16 @@ class Walker:
         if not resolved:  # a class of the tree made: what constructing it runs
             for method in constructed(self.ev, func, frame):
                 resolved = True
-                yield _Block(method.path, method.node, tuple(method.node.body),
+                yield Block(method.path, method.node, tuple(method.node.body),
                              (*block.via, method.node.name))
         if not resolved and isinstance(func, ast.Attribute):  # a method of an object made here
             for method in instance_methods(self.ev, func, frame):
                 resolved = True
-                yield _Block(method.path, method.node, tuple(method.node.body),
+                yield Block(method.path, method.node, tuple(method.node.body),
                              (*block.via, method.node.name))
         if not resolved and isinstance(func, ast.Attribute):
             for method in self._methods.named(func.attr):
-                yield _Block(method.path, method.node, tuple(method.node.body),
+                yield Block(method.path, method.node, tuple(method.node.body),
                              (*block.via, method.node.name))
 
     def frame(self, path: str, holder: Function | None) -> Frame:
@@ -335,40 +391,89 @@ class Walker:
         modules = [(p, self.ev.module(p)) for p in paths]
         return [(p, m[0]) for p, m in modules if m is not None]
 
-    def _readers(self, attr: str, value: object = True) -> list[_Block]:
+    def enabled_by(self, attr: str, value: object = True) -> list[Block]:
+        """What the target runs where the tree reads setting ``attr`` set to ``value``
+        (True, or a string), following the setting's value too (:attr:`values`): a
+        feature's first steps, with where the target was turned away kept on
+        :attr:`trail`."""
+        self._target, values, self.values = True, self.values, True
+        try:
+            return self._readers(attr, value)
+        finally:
+            self.values = values
+
+    def _readers(self, attr: str, value: object = True) -> list[Block]:
         """What runs where the tree reads ``.attr`` set to ``value`` (True, or a string):
         the ``if`` bodies it tests, and what the callers of a function deciding with it
         run after the call; for a string, only the reads :func:`_may_hold` enables."""
-        if (attr, value) not in self._flags:
-            self._flags[(attr, value)] = []  # a flag read while its readers are found adds nothing
-            blocks: list[_Block] = []
-            pattern = re.compile(rf"\.{re.escape(attr)}\b")
-            for path, module in self._modules_naming(attr, pattern, _MAX_READERS):
-                parents = self.parents(path)
-                for node in walk(module):
-                    if (isinstance(node, ast.Attribute) and node.attr == attr
-                            and isinstance(node.ctx, ast.Load)
-                            and _may_hold(node, parents.get(id(node)), value)):
-                        blocks += self._read_at(path, node, f"read {attr}")
-            self._flags[(attr, value)] = blocks
-        return self._flags[(attr, value)]
+        key = (attr, value, self._target, self.values)
+        if key not in self._flags:
+            self._flags[key] = []  # a flag read while its readers are found adds nothing
+            outer, self.trail = self.trail, Trail()  # where its reads are turned away, kept
+            self._flag_met[key] = self.trail.met
+            try:
+                self._flags[key] = self._find_readers(attr, value)
+            finally:
+                self.trail = outer
+        if self.trail is not None:
+            self.trail.met += self._flag_met.get(key, [])
+        return self._flags[key]
 
-    def _read_at(self, path: str, node: ast.AST, what: str) -> list[_Block]:
+    def _find_readers(self, attr: str, value: object) -> list[Block]:
+        blocks: list[Block] = []
+        # `.attr`, or `getattr(args, "attr", None)`
+        pattern = re.compile(rf"\.{re.escape(attr)}\b" + (
+            rf"|getattr\([^)]*[\"']{re.escape(attr)}[\"']" if self.values else ""))
+        for path, module in self._modules_naming(attr, pattern, _MAX_READERS):
+            parents = self.parents(path)
+            for node in self._named(path, module).get(attr, ()):
+                if not _reads(node, attr, self.values):
+                    continue
+                parent = parents.get(id(node))
+                if _may_hold(node, parent, value):
+                    blocks += self._read_at(path, node, f"read {attr}")
+                elif self.values and isinstance(parent, ast.Assign) and all(
+                        isinstance(t, ast.Name) for t in parent.targets):
+                    blocks += self._bound_at(path, parent, f"read {attr}")
+        return blocks
+
+    def _bound_at(self, path: str, statement: ast.Assign, what: str) -> list[Block]:
+        """A setting's value bound to a local name (``backend = getattr(args, "x")``):
+        what its function runs after the binding, which decides with it there."""
+        parents = self.parents(path)
+        holder = parents.get(id(statement))
+        body = getattr(holder, "body", None)
+        if not isinstance(holder, Function) or not isinstance(body, list) or (
+                statement not in body):
+            return []
+        after = tuple(body[body.index(statement) + 1:])
+        return [Block(path, holder, after, (f"{what} in {holder.name}()",))] if after else []
+
+    def _read_at(self, path: str, node: ast.AST, what: str) -> list[Block]:
         parents = self.parents(path)
         child, up = node, parents.get(id(node))
         while up is not None and not isinstance(up, Function):
             if isinstance(up, ast.If | ast.While) and up.test is child:
                 if self.excluded(path, up.test.lineno, up.test.end_lineno or up.test.lineno):
+                    if self.trail is not None:
+                        self.trail.stopped(path, up)
                     return []
-                return [_Block(path, self.holder(path, up), tuple(up.body),
+                return [Block(path, self.holder(path, up), tuple(up.body),
                                (f"{what} at {path}:{up.lineno}",))]
             if isinstance(up, ast.stmt):
-                break  # read in a statement other than a test: a decision, below
+                # read in a statement other than a test: a decision, below; on the
+                # target's way, one that an excluding gate of the same statement decides
+                # is false (`return (is_sm90() or is_sm100()) and args.flag`)
+                if self._target and self.excluded(path, up.lineno, up.end_lineno or up.lineno):
+                    if self.trail is not None:
+                        self.trail.stopped(path, up)
+                    return []
+                break
             child, up = up, parents.get(id(up))
         decider = self.holder(path, node)
         if decider is None:
             return []
-        return [_Block(b.path, b.holder, b.code, (f"{what} in {decider.name}()", *b.via))
+        return [Block(b.path, b.holder, b.code, (f"{what} in {decider.name}()", *b.via))
                 for b in self._callers_of(decider.name)]
 
     def through_callers(self, holder: Function, *, target: bool = False) -> list[Outside]:
@@ -383,23 +488,45 @@ class Walker:
                     found.append(led)
         return found
 
-    def _callers_of(self, name: str) -> list[_Block]:
+    def _named(self, path: str, module: ast.Module) -> dict[str, list[ast.AST]]:
+        """The module's attribute reads (``x.attr``), ``getattr(x, "attr")`` calls and
+        calls by callee name, each under its name, in the order of one walk (kept: a
+        tree's walks ask one module for many names)."""
+        index = self._index.get(path)
+        if index is None:
+            index = self._index[path] = {}
+            for node in walk(module):
+                if isinstance(node, ast.Attribute):
+                    index.setdefault(node.attr, []).append(node)
+                elif isinstance(node, ast.Call):
+                    name = callee_name(node)
+                    if name:
+                        index.setdefault(name, []).append(node)
+                    if (isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                            and isinstance(node.args[1].value, str)
+                            and node.args[1].value != name):
+                        index.setdefault(node.args[1].value, []).append(node)
+        return index
+
+    def _callers_of(self, name: str) -> list[Block]:
         """The code that runs after each call of ``name`` in its block (and the body of
         an ``if`` that tests the call)."""
         if not distinctive(name):
             return []
-        if name not in self._callers:
-            self._callers[name] = []
-            blocks: list[_Block] = []
+        key = (name, self.values)
+        if key not in self._callers:
+            self._callers[key] = []
+            blocks: list[Block] = []
             pattern = re.compile(rf"\b{re.escape(name)}\(")
             for path, module in self._modules_naming(name, pattern, _MAX_CALLERS):
-                for node in walk(module):
+                for node in self._named(path, module).get(name, ()):
                     if isinstance(node, ast.Call) and callee_name(node) == name:
                         blocks += self._after(path, node, name)
-            self._callers[name] = blocks
-        return self._callers[name]
+            self._callers[key] = blocks
+        return self._callers[key]
 
-    def _after(self, path: str, call: ast.Call, name: str) -> list[_Block]:
+    def _after(self, path: str, call: ast.Call, name: str) -> list[Block]:
         parents = self.parents(path)
         up: ast.AST = call
         while not isinstance(up, ast.stmt) and id(up) in parents:
@@ -410,21 +537,34 @@ class Walker:
         holder = self.holder(path, statement)
         if holder is not None and passes_on(call, parents):
             # `return _resolve_backend(...)`: what its own callers run with the result
-            return [_Block(b.path, b.holder, b.code, (f"returned by {holder.name}()", *b.via))
+            return [Block(b.path, b.holder, b.code, (f"returned by {holder.name}()", *b.via))
                     for b in self._callers_of(holder.name)]
         block = parents.get(id(statement))
+        if self.values and not _decides_with(statement, call):
+            return []  # a feature's way: only code run because of what the call decided
         for field in ("body", "orelse", "finalbody"):
             seq = getattr(block, field, None)
             if isinstance(seq, list) and statement in seq:
                 after = seq[seq.index(statement) + 1:]
+                if self.values and isinstance(statement, ast.If):
+                    after = []  # the body the decision enables, not what runs anyway
                 code = (*getattr(statement, "body", ()), *after) if isinstance(
                     statement, ast.If) else tuple(after)
                 via = (f"its caller at {path}:{statement.lineno}",)
-                return [_Block(path, self.holder(path, statement), tuple(code), via)]
+                return [Block(path, self.holder(path, statement), tuple(code), via)]
         return []
 
 
-def _key(block: _Block) -> tuple[str, int, int]:
+def _decides_with(statement: ast.stmt, call: ast.Call) -> bool:
+    """Whether ``statement`` decides with what ``call`` returns: an ``if`` testing it,
+    or an assignment binding it to a name the code after reads."""
+    if isinstance(statement, ast.If | ast.While):
+        return any(node is call for node in ast.walk(statement.test))
+    return isinstance(statement, ast.Assign) and all(
+        isinstance(t, ast.Name) for t in statement.targets)
+
+
+def _key(block: Block) -> tuple[str, int, int]:
     """A block by its first statement (the syntax trees are kept, so ids are stable)."""
     return (block.path, id(block.code[0]) if block.code else 0, len(block.code))
 
@@ -440,8 +580,13 @@ def _passed(call: ast.Call, bound: dict[str, str]) -> tuple[tuple[str, str], ...
     return tuple(passed)
 
 
-def _truthy(value: ast.expr) -> bool:
-    return isinstance(value, ast.Constant) and value.value is True
+def _setting(value: ast.expr, strings: bool) -> object | None:
+    """What an assignment sets that enables code reading it: True, or (``strings``) a
+    non-empty string (a backend's name); None for anything else."""
+    if isinstance(value, ast.Constant) and (value.value is True or (
+            strings and isinstance(value.value, str) and value.value)):
+        return value.value
+    return None
 
 
 def _settings(table: ast.Dict) -> Iterator[tuple[str, object]]:
@@ -455,7 +600,16 @@ def _settings(table: ast.Dict) -> Iterator[tuple[str, object]]:
             yield key.value, value.value
 
 
-def _may_hold(read: ast.Attribute, parent: ast.AST | None, value: object) -> bool:
+def _reads(node: ast.AST, attr: str, getattr_too: bool) -> bool:
+    """Whether ``node`` reads attribute ``attr``: ``x.attr``, or ``getattr(x, "attr"...)``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == attr and isinstance(node.ctx, ast.Load)
+    return (getattr_too and isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr" and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant) and node.args[1].value == attr)
+
+
+def _may_hold(read: ast.AST, parent: ast.AST | None, value: object) -> bool:
     """Whether a test reading ``read`` is enabled by its being set to ``value``: a flag
     (True) is read by any test; a string only by a test that it is set (``is not
     None``, an ``if`` on it alone) or that it is this one (``==``/``in`` of strings

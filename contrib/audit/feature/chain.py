@@ -1,0 +1,302 @@
+"""A feature's chain across the stack, and the one verdict it comes to.
+
+The chain of a server argument starts where the server reads it: the walk of the
+stack below (:class:`~contrib.audit.stack.walk.Walker`) follows the code that runs
+when the flag is set (the ``if`` bodies testing it, what the callers of a function
+deciding with it run, settings it sets in turn: ``--enable-flashinfer-allreduce-fusion``
+sets the fusion backend to ``auto``), on the target's own way: it stops where a gate
+of the tree turns the target away (:class:`~contrib.audit.stack.walk.Trail` keeps
+where).  The calls it makes into the upstream below, at the version this tree pins,
+are followed there (:meth:`~contrib.audit.stack.lower.Lower.below`) to the gates and
+kernels they reach.  A public API of a library is its own chain's first call.
+
+The verdict, from the links' decisions (never from their sentences):
+
+* **crash**: the target passes every gate of this tree on the way to a call the
+  upstream below refuses it (an error, not a generic path);
+* **needs-kernel-work**: a gate on the way turns the target away from kernels it does
+  not have (its class, or upstream's own intent to leave it out);
+* **unknown**: a gate on the way whose class cannot be decided;
+* **gate-only**: every gate that turns the target away on the way is gate-only: open
+  them, in order (:attr:`Chain.enable` says how);
+* **on**: the target passes every gate on the way, to kernels it has.
+
+A feature read nowhere the walk can see is ``unknown``, with that reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from contrib.audit.feature.declared import Feature, FeatureKind
+from contrib.audit.model import (
+    GATE_ONLY,
+    INTENTIONAL,
+    NEEDS_KERNEL_WORK,
+    NOT_BUILDABLE,
+    AuditGate,
+    GateClass,
+    admits_text,
+)
+from contrib.audit.stack.lower import Lower
+from contrib.audit.stack.walk import Outside, Trail, Walker
+
+# Calls followed below a place reading the feature.  What a setting enables runs close
+# to where it is read; ten steps down (the gate walk's bound) every feature reaches the
+# model's whole forward pass, and with it every gate of the tree.
+FEATURE_DEPTH = 4
+
+
+class Verdict(StrEnum):
+    """What a feature comes to on the target (in this order in tables: worst first)."""
+
+    CRASH = "crash"
+    NEEDS_KERNEL_WORK = "needs-kernel-work"
+    UNKNOWN = "unknown"
+    GATE_ONLY = "gate-only"
+    ON = "on"
+
+
+VERDICTS = tuple(Verdict)
+
+
+class Role(StrEnum):
+    """What a link of a chain is."""
+
+    READ = "read"  # where the tree reads the feature's setting
+    GATE = "gate"  # a gate of the tree on the way
+    CALL = "call"  # a call into the upstream below
+    BELOW = "below"  # a gate of the upstream below, on the way
+    BEHIND = "behind"  # a gate below one that turned the target away: opened with it
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link: where (upstream, commit, file, line, function), what it admits, its
+    effect and class when it is a gate, and why, for people."""
+
+    role: Role
+    upstream: str
+    commit: str
+    file: str
+    line: int
+    function: str
+    admits: str = ""
+    excludes: bool = False
+    refuses: bool = False
+    class_: GateClass | None = None
+    why: str = ""
+
+    @property
+    def spot(self) -> str:
+        """``FILE:FUNCTION``, as ``contrib enable`` takes it."""
+        return f"{self.file}:{self.function.rsplit('.', 1)[-1]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role.value, "upstream": self.upstream, "commit": self.commit,
+                "file": self.file, "line": self.line, "function": self.function,
+                "admits": self.admits, "excludes_target": self.excludes,
+                "refuses": self.refuses, "class": self.class_.value if self.class_ else None,
+                "why": self.why}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Link:
+        """A link as :meth:`to_dict` wrote it; ValueError (or KeyError, TypeError) for
+        anything else."""
+        texts = [data[k] for k in ("upstream", "commit", "file", "function", "admits", "why")]
+        flags = [data[k] for k in ("excludes_target", "refuses")]
+        line, klass = data["line"], data["class"]
+        if (not all(isinstance(t, str) for t in texts) or not all(isinstance(f, bool) for f in flags)
+                or not isinstance(line, int) or not (klass is None or isinstance(klass, str))):
+            raise ValueError("not a link")
+        return cls(Role(data["role"]), texts[0], texts[1], texts[2], line, texts[3], texts[4],
+                   flags[0], flags[1], GateClass(klass) if klass else None, texts[5])
+
+
+@dataclass
+class Chain:
+    """A feature's links in the order the code runs them, and its verdict."""
+
+    feature: Feature
+    links: list[Link] = field(default_factory=list)
+    verdict: Verdict = Verdict.UNKNOWN
+    reason: str = ""
+
+    @property
+    def gated(self) -> bool:
+        """Whether any gate stands on the way (a chain with none is not worth a row)."""
+        return any(link.role in _GATES for link in self.links)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"feature": self.feature.name, "kind": self.feature.kind.value,
+                "declared": f"{self.feature.file}:{self.feature.line}",
+                "verdict": self.verdict.value, "reason": self.reason,
+                "links": [link.to_dict() for link in self.links]}
+
+
+def gate_link(role: Role, upstream: str, commit: str, gate: AuditGate, why: str = "") -> Link:
+    """A gate as a link of a chain."""
+    return Link(role, upstream, commit, gate.file, gate.line, gate.function,
+                admits_text(gate.admits), gate.excludes_target,
+                gate.excludes_target and gate.effect.kind.refuses, gate.class_,
+                why or gate.reason or gate.effect.why)
+
+
+# -- the walk -----------------------------------------------------------------------------
+
+
+@dataclass
+class Upper:
+    """The tree a server's features are read in: its name, commit, audited gates (by
+    file) and the walker of its code."""
+
+    name: str
+    commit: str
+    gates: list[AuditGate]
+    walker: Walker
+
+    def __post_init__(self) -> None:
+        self._by_file: dict[str, list[AuditGate]] = {}
+        for gate in self.gates:
+            self._by_file.setdefault(gate.file, []).append(gate)
+
+    def on(self, path: str, first: int, last: int) -> list[AuditGate]:
+        """The gates on lines ``first``..``last`` of ``path``."""
+        return [g for g in self._by_file.get(path, ()) if first <= g.line <= last]
+
+
+def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None) -> Chain:
+    """The chain of one feature: a server argument read in ``upper`` and followed into
+    ``lower``, or (``upper`` None) a public API of ``lower`` itself."""
+    chain = Chain(feature)
+    if feature.kind == FeatureKind.API or upper is None:
+        if lower is not None:
+            _below(chain, lower, [Outside(feature.attr, (), feature.keys)], api=True)
+    else:
+        _walk_flag(chain, feature, upper, lower)
+    decide(chain)
+    return chain
+
+
+def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None) -> None:
+    walker = upper.walker
+    trail = walker.trail = Trail()
+    walker.values = True
+    try:
+        blocks = walker.enabled_by(feature.attr, feature.value or True)
+        outs: list[Outside] = []
+        for block in blocks:
+            chain.links.append(Link(Role.READ, upper.name, upper.commit, block.path,
+                                    getattr(block.code[0], "lineno", 0) if block.code else 0,
+                                    block.holder.name if block.holder else "<module>",
+                                    why=" > ".join(block.via)))
+            for out in walker.outside(block.path, block.holder, block.code, target=True,
+                                      depth=FEATURE_DEPTH):
+                led = Outside(out.dotted, (*block.via, *out.via), out.keys)
+                if all(o.dotted != led.dotted or o.keys != led.keys for o in outs):
+                    outs.append(led)
+        met = list(dict.fromkeys(trail.met))
+    finally:
+        walker.trail, walker.values = None, False
+    seen: set[tuple[str, int]] = set()
+    behind: list[Link] = []
+    for path, first, last in met:
+        for gate in upper.on(path, first, last):
+            if gate.excludes_target and (gate.file, gate.line) not in seen:
+                seen.add((gate.file, gate.line))
+                chain.links.append(gate_link(Role.GATE, upper.name, upper.commit, gate))
+                behind += [_behind(b) for b in gate.below if b.get("excludes_target")]
+    chain.links += list(dict.fromkeys(behind))
+    if lower is not None:
+        _below(chain, lower, outs, api=False)
+
+
+def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool) -> None:
+    """The calls into ``lower`` and the gates they reach there (each once)."""
+    seen: set[tuple[str, int]] = set()
+    for out in outs:
+        chain.links.append(Link(Role.CALL, lower.name, lower.tag, "", 0, out.dotted,
+                                why=" > ".join((*out.via, out.dotted))))
+        for gate, _calls in lower.below(out.dotted, out.keys):
+            if (gate.file, gate.line) in seen:
+                continue
+            seen.add((gate.file, gate.line))
+            link = gate_link(Role.BELOW, lower.name, f"{lower.tag}", gate)
+            chain.links.append(link if not api else _own(link))
+
+
+def _behind(entry: dict[str, Any]) -> Link:
+    """A lower gate behind an upper one (the link's ``below`` entry): the target meets it
+    once the gate above is opened."""
+    klass = entry.get("class")
+    return Link(Role.BEHIND, str(entry["upstream"]), str(entry["tag"]), str(entry["file"]),
+                int(entry["line"]), str(entry["function"]), str(entry["admits"]), True, False,
+                GateClass(klass) if klass else None, str(entry.get("effect", "")))
+
+
+def _own(link: Link) -> Link:
+    """A library's own gate, reached from its own API: a refusal there is the API's
+    answer (an error the caller asked for), not a crash between layers."""
+    return Link(Role.GATE, link.upstream, link.commit, link.file, link.line, link.function,
+                link.admits, link.excludes, link.refuses, link.class_, link.why)
+
+
+# -- the verdict ---------------------------------------------------------------------------
+
+
+_KERNEL_WORK = (NEEDS_KERNEL_WORK, NOT_BUILDABLE, INTENTIONAL)
+_GATES = (Role.GATE, Role.BELOW, Role.BEHIND)
+
+
+def decide(chain: Chain) -> None:
+    """Set the chain's verdict, reason and enable commands from its links."""
+    below = [link for link in chain.links if link.role == Role.BELOW]
+    crash = [link for link in below if link.refuses]
+    if crash:
+        first = crash[0]
+        chain.verdict = Verdict.CRASH
+        chain.reason = (f"admitted on the way down, then refused by {first.upstream} "
+                        f"{first.commit} {first.file}:{first.line} {first.function} "
+                        f"(admits {first.admits}): {first.why}")
+        return
+    excluding = [link for link in chain.links if link.role in _GATES and link.excludes]
+    hollow = [link for link in below if not link.excludes and link.class_ == NEEDS_KERNEL_WORK]
+    if not chain.links:
+        chain.verdict = Verdict.UNKNOWN
+        chain.reason = "read nowhere the walk can follow"
+        return
+    if not excluding and not hollow:
+        chain.verdict = Verdict.ON
+        chain.reason = ("every gate on the way admits the target" if chain.gated
+                        else "no architecture gate on the way")
+        return
+    kernel = [link for link in excluding + hollow if link.class_ in _KERNEL_WORK]
+    if kernel:
+        first = kernel[0]
+        chain.verdict = Verdict.NEEDS_KERNEL_WORK
+        chain.reason = f"{first.upstream} {first.file}:{first.line} {first.function}: {first.why}"
+        return
+    unknown = [link for link in excluding if link.class_ != GATE_ONLY]
+    if unknown:
+        first = unknown[0]
+        chain.verdict = Verdict.UNKNOWN
+        chain.reason = (f"{first.upstream} {first.file}:{first.line} {first.function} turns "
+                        f"the target away, and its class is not decided: {first.why}")
+        return
+    chain.verdict = Verdict.GATE_ONLY
+    chain.reason = "open " + ", then ".join(f"{link.upstream} {link.spot}" for link in excluding)
+
+
+def to_open(chain: Chain) -> dict[str, list[str]]:
+    """The gates a gate-only chain opens, as ``FILE:FUNCTION`` per upstream, in the
+    order met."""
+    spots: dict[str, list[str]] = {}
+    for link in chain.links:
+        if link.role in _GATES and link.excludes:
+            found = spots.setdefault(link.upstream, [])
+            if link.spot not in found:
+                found.append(link.spot)
+    return spots

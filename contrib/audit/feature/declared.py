@@ -1,0 +1,308 @@
+"""The features an upstream declares, read from its own code.
+
+A feature is what a user turns on, named as they would name it:
+
+* a server argument of a Python server whose settings are one dataclass: sglang's
+  ``ServerArgs``.  A flag (a ``bool`` field) is one feature
+  (``--enable-flashinfer-allreduce-fusion``); a setting with choices is one feature
+  per choice (``--attention-backend=trtllm_mla``).  The choices are read from the
+  field's annotation (``Literal[...]``, ``Arg(choices=...)``) or from the
+  ``add_argument`` call that declares its flag, with module-level lists of strings
+  followed by name.  The flag is the one ``add_argument`` declares, else the field's
+  name with dashes, as ``dataclass``-driven parsers derive it.
+* a public function of a library package (what its ``__init__`` exports:
+  ``flashinfer.mm_bf16``); with one feature per value of its ``backend`` parameter
+  where the parameter is a ``Literal`` (``flashinfer.mm_bf16:backend=cublaslt``).
+
+Each feature keeps where it is declared.  What the feature runs, and the gates on
+the way, are the chain's business (:mod:`contrib.audit.feature.chain`).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from enum import StrEnum
+
+from contrib.analysis.pyparse import PARSE_ERRORS
+from contrib.analysis.tree import SourceTree
+from contrib.audit.stack.lower import package_roots
+
+_SETTINGS_CLASS = "ServerArgs"
+_BACKEND = "backend"
+_MAX_CHOICES = 40  # more than this is a free-form value, not a list of features
+
+
+class FeatureKind(StrEnum):
+    """How a user turns a feature on."""
+
+    FLAG = "flag"  # a server argument: --enable-x, --x=value
+    API = "api"  # a public function of the package: pkg.fn, pkg.fn:backend=value
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature: its name as a user writes it, and what the code reads.
+
+    ``attr``: the settings' attribute (``enable_flashinfer_allreduce_fusion``), or the
+    API's dotted name (``flashinfer.comm.trtllm_allreduce_fusion``); ``value``: the
+    choice (``trtllm_mla``, a ``backend=`` value), or "" for a flag or a plain API."""
+
+    kind: FeatureKind
+    name: str
+    attr: str
+    value: str = ""
+    file: str = ""
+    line: int = 0
+
+    @property
+    def keys(self) -> tuple[tuple[str, str], ...]:
+        """What an API feature's call passes by keyword (``backend="cublaslt"``)."""
+        return ((_BACKEND, self.value),) if self.kind == FeatureKind.API and self.value else ()
+
+
+def declared(tree: SourceTree) -> list[Feature]:
+    """Every feature the tree declares: its server arguments, else its public API."""
+    paths = [p for p in tree.paths() if p.endswith(".py")]
+    flags = server_arguments(tree, paths)
+    return flags if flags else public_api(tree, paths)
+
+
+def _parse(tree: SourceTree, path: str) -> ast.Module | None:
+    text = tree.read_text(path)
+    if text is None:
+        return None
+    try:
+        return ast.parse(text, filename=path)
+    except PARSE_ERRORS:
+        return None
+
+
+# -- server arguments -----------------------------------------------------------------
+
+
+def server_arguments(tree: SourceTree, paths: list[str]) -> list[Feature]:
+    """The features of the tree's settings dataclass (``class ServerArgs``)."""
+    found = _settings_class(tree, paths)
+    if found is None:
+        return []
+    path, module, cls = found
+    lists = _string_lists(module)
+    cli = _cli_arguments(module, lists)
+    features: list[Feature] = []
+    for item in cls.body:
+        if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+            continue
+        attr = item.target.id
+        if attr.startswith("_"):
+            continue
+        flag, choices = cli.get(attr, (None, []))
+        flag = flag or "--" + attr.replace("_", "-")
+        choices = choices or _annotated_choices(item.annotation, lists)
+        if choices:
+            features += [Feature(FeatureKind.FLAG, f"{flag}={c}", attr, c, path, item.lineno)
+                         for c in choices]
+        elif _is_bool(item):
+            features.append(Feature(FeatureKind.FLAG, flag, attr, "", path, item.lineno))
+    return features
+
+
+def _settings_class(tree: SourceTree, paths: list[str]
+                    ) -> tuple[str, ast.Module, ast.ClassDef] | None:
+    """The module defining the settings dataclass, and the class: of the package's
+    files declaring ``class ServerArgs`` (the name is sglang's, the shape any
+    dataclass-driven server's), the one with the most fields (a router's or a test's
+    smaller one is not the server's)."""
+    roots = tuple(prefix + root + "/" for root, prefix in package_roots(paths).items())
+    best: tuple[int, str, ast.Module, ast.ClassDef] | None = None
+    for path in paths:
+        if not path.startswith(roots):
+            continue
+        text = tree.read_text(path) or ""
+        if f"class {_SETTINGS_CLASS}" not in text:
+            continue
+        module = _parse(tree, path)
+        for node in module.body if module else ():
+            if isinstance(node, ast.ClassDef) and node.name == _SETTINGS_CLASS:
+                fields = sum(isinstance(i, ast.AnnAssign) for i in node.body)
+                if module is not None and (best is None or fields > best[0]):
+                    best = (fields, path, module, node)
+    return None if best is None else best[1:]
+
+
+def _string_lists(module: ast.Module) -> dict[str, list[str]]:
+    """Module-level names bound to a list, tuple or set of strings (or a dict's string
+    keys), and aliases of them (``NSA_CHOICES = DSA_CHOICES``)."""
+    lists: dict[str, list[str]] = {}
+    for node in module.body:
+        if not (isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        values = _strings(node.value, lists)
+        if values is not None:
+            lists.update((n, values) for n in names)
+    return lists
+
+
+def _strings(node: ast.expr, lists: dict[str, list[str]]) -> list[str] | None:
+    if isinstance(node, ast.Name):
+        return lists.get(node.id)
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        elts = node.elts
+    elif isinstance(node, ast.Dict):
+        elts = [k for k in node.keys if k is not None]
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _strings(node.left, lists), _strings(node.right, lists)
+        return None if left is None or right is None else left + right
+    else:
+        return None
+    values = [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    if len(values) != len(elts) or not values:
+        return None
+    return list(dict.fromkeys(values))
+
+
+def _cli_arguments(module: ast.Module, lists: dict[str, list[str]]
+                   ) -> dict[str, tuple[str | None, list[str]]]:
+    """Per attribute, the long flag and choices its ``add_argument`` call declares."""
+    found: dict[str, tuple[str | None, list[str]]] = {}
+    for node in ast.walk(module):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            continue
+        flags = [a.value for a in node.args if isinstance(a, ast.Constant)
+                 and isinstance(a.value, str) and a.value.startswith("--")]
+        if not flags:
+            continue
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        dest = keywords.get("dest")
+        attr = (dest.value if isinstance(dest, ast.Constant) and isinstance(dest.value, str)
+                else flags[0][2:].replace("-", "_"))
+        choices = _strings(keywords["choices"], lists) if "choices" in keywords else None
+        if choices is None and _is_store_false(keywords):
+            continue  # --disable-x storing False into x: the flag of another name
+        found.setdefault(attr, (flags[0], _few(choices)))
+    return found
+
+
+def _is_store_false(keywords: dict[str, ast.expr]) -> bool:
+    action = keywords.get("action")
+    return isinstance(action, ast.Constant) and action.value == "store_false"
+
+
+def _annotated_choices(annotation: ast.expr, lists: dict[str, list[str]]) -> list[str]:
+    """Choices a field's annotation names: ``Literal["a", "b"]`` anywhere in it, or an
+    ``Arg(choices=...)`` of an ``Annotated``-style alias."""
+    for node in ast.walk(annotation):
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                and node.value.id == "Literal"):
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            values = [e.value for e in elts if isinstance(e, ast.Constant)
+                      and isinstance(e.value, str)]
+            if values:
+                return _few(values)
+        if isinstance(node, ast.Call):
+            for k in node.keywords:
+                if k.arg == "choices":
+                    return _few(_strings(k.value, lists))
+    return []
+
+
+def _few(choices: list[str] | None) -> list[str]:
+    return list(choices) if choices and len(choices) <= _MAX_CHOICES else []
+
+
+def _is_bool(item: ast.AnnAssign) -> bool:
+    """A field typed ``bool`` (alone or first in an ``Annotated``-style alias), or
+    defaulting to True or False."""
+    if isinstance(item.value, ast.Constant) and isinstance(item.value.value, bool):
+        return True
+    annotation = item.annotation
+    if isinstance(annotation, ast.Subscript):
+        first = annotation.slice.elts[0] if isinstance(annotation.slice, ast.Tuple) else (
+            annotation.slice)
+        annotation = first
+    if isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Name) and (
+            annotation.value.id == "Optional"):
+        annotation = annotation.slice
+    return isinstance(annotation, ast.Name) and annotation.id == "bool"
+
+
+# -- public API -----------------------------------------------------------------------
+
+
+def public_api(tree: SourceTree, paths: list[str]) -> list[Feature]:
+    """The functions and classes a package's top-level ``__init__`` exports (and its
+    subpackages' ``__init__``s, named as imported: ``flashinfer.comm.x``), each with
+    one feature per ``backend`` value its ``Literal`` annotation lists."""
+    roots = package_roots(paths)
+    names = set(paths)
+    features: dict[str, Feature] = {}
+    sources: set[tuple[str, str]] = set()  # (file, name): one feature per function
+    parsed: dict[str, ast.Module | None] = {}
+    for root, prefix in sorted(roots.items()):
+        for path in sorted(p for p in paths if p.startswith(f"{prefix}{root}/")
+                           and p.endswith("/__init__.py") and p.count("/") - prefix.count("/") <= 2):
+            package = path[len(prefix):-len("/__init__.py")].replace("/", ".")
+            module = _parse(tree, path)
+            for node in module.body if module else ():
+                if not isinstance(node, ast.ImportFrom) or node.level != 1 or not node.module:
+                    continue
+                for alias in node.names:
+                    source, defined = _origin(tree, parsed, names, path, node.module,
+                                              alias.name)
+                    public = alias.asname or alias.name
+                    if public.startswith("_") or alias.name == "*":
+                        continue
+                    dotted = f"{package}.{public}"
+                    origin = (source or dotted, defined)
+                    if dotted in features or origin in sources:
+                        continue
+                    sources.add(origin)
+                    backends = _backends(parsed.get(source or ""), defined)
+                    features[dotted] = Feature(FeatureKind.API, dotted, dotted, "", path,
+                                               node.lineno)
+                    for value in backends:
+                        name = f"{dotted}:{_BACKEND}={value}"
+                        features[name] = Feature(FeatureKind.API, name, dotted, value, path,
+                                                 node.lineno)
+    return list(features.values())
+
+
+def _origin(tree: SourceTree, parsed: dict[str, ast.Module | None], names: set[str],
+            path: str, module: str, name: str) -> tuple[str | None, str]:
+    """The module that defines what ``from .module import name`` in ``path`` imports,
+    re-exports through ``__init__``s followed, and its name there."""
+    source = _module_path(path, module, names)
+    for _ in range(6):
+        if source is None:
+            return None, name
+        if source not in parsed:
+            parsed[source] = _parse(tree, source)
+        found = parsed[source]
+        imported = next((n for n in (found.body if found else ())
+                         if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module
+                         and any((a.asname or a.name) == name for a in n.names)), None)
+        if imported is None or imported.module is None:
+            return source, name
+        name = next(a.name for a in imported.names if (a.asname or a.name) == name)
+        source = _module_path(source, imported.module, names)
+    return source, name
+
+
+def _module_path(init: str, module: str, names: set[str]) -> str | None:
+    folder = init.rsplit("/", 1)[0]
+    stem = f"{folder}/{module.replace('.', '/')}"
+    return next((p for p in (f"{stem}.py", f"{stem}/__init__.py") if p in names), None)
+
+
+def _backends(module: ast.Module | None, name: str) -> list[str]:
+    """The ``backend`` values of function ``name`` of ``module``: a ``Literal`` of its
+    ``backend`` parameter."""
+    for node in module.body if module else ():
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            for arg in [*node.args.args, *node.args.kwonlyargs]:
+                if arg.arg == _BACKEND and arg.annotation is not None:
+                    return _annotated_choices(arg.annotation, {})
+    return []

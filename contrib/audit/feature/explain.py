@@ -1,0 +1,114 @@
+"""Every feature of an audited tree, each with its chain and verdict.
+
+A server's features (its settings) are walked in its own tree and followed into the
+upstream below at the version it pins; a library's (its public API) in its own tree.
+The trees' audits are the engine's (cached); the walk of one feature is bounded
+(:data:`~contrib.audit.stack.walk.MAX_BLOCKS`), so a whole table costs one pass over
+the features, and one feature, for ``contrib why``, only its own walk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from contrib import __version__, environ
+from contrib.analysis.tree import GitTree
+from contrib.audit.engine import FORMAT, TreeAudit
+from contrib.audit.feature.chain import Chain, Link, Upper, Verdict, chain_of
+from contrib.audit.feature.declared import Feature, FeatureKind, declared
+from contrib.audit.model import AuditGate
+from contrib.audit.stack.link import LINK_FORMAT, walker_of
+from contrib.audit.stack.lower import Lower
+from contrib.errors import ContribError
+from contrib.git.repo import Git
+from contrib.workspace.txn import atomic_write, check_inside
+
+FEATURE_FORMAT = 1  # bump when the chains change over the same audits
+
+Choose = Callable[[list[Feature]], list[Feature]]
+
+
+def every(features: list[Feature]) -> list[Feature]:
+    """The :data:`Choose` of every feature (what a feature table follows, and caches)."""
+    return features
+
+
+def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
+            below: tuple[str, str, str, TreeAudit, GitTree] | None, *, key: str,
+            choose: Choose | None = None, ref: str = "") -> list[Chain]:
+    """The chains of the features of ``tree`` (``name`` at ``commit``, audited as
+    ``gates``) that ``choose`` keeps (all by default).  ``below``: the upstream below
+    as pinned (its name, tag, commit, audit and tree), for a server's features.
+    ``key``: what the chains depend on beside contrib (the trees, the arch); every
+    feature's chain is kept in the cache under it, and answers a later ``choose``.
+    ``ref``: how a library's own links name its commit (default: the sha's start)."""
+    path = _cache_file(key)
+    features = declared(tree)
+    kept = _load(path, features)
+    if choose is None:
+        choose = every
+    if kept is not None:
+        return kept if choose is every else _chosen(kept, choose(features))
+    chosen = choose(features)
+    if not chosen:
+        return []
+    if chosen[0].kind == FeatureKind.API:
+        own = Lower(name, ref or commit[:10], commit, TreeAudit(commit, "", gates), tree)
+        chains = [chain_of(f, None, own) for f in chosen]
+    else:
+        lower = Lower(*below) if below is not None else None
+        roots = lower.roots if lower is not None else {}
+        upper = Upper(name, commit, gates, walker_of(gates, tree, roots))
+        chains = [chain_of(f, upper, lower) for f in chosen]
+    if choose is every:
+        with contextlib.suppress(ContribError):
+            check_inside(environ.cache_root(), path)
+            atomic_write(path, json.dumps([_cached(c) for c in chains]))
+    return chains
+
+
+def _chosen(chains: list[Chain], features: list[Feature]) -> list[Chain]:
+    wanted = {f.name for f in features}
+    return [c for c in chains if c.feature.name in wanted]
+
+
+def _cache_file(key: str) -> Path:
+    digest = hashlib.sha256(f"features\0{key}\0{__version__}\0{FORMAT}\0{LINK_FORMAT}\0"
+                            f"{FEATURE_FORMAT}".encode()).hexdigest()
+    return environ.cache_root() / "audit" / f"features-{digest[:32]}.json"
+
+
+def _cached(chain: Chain) -> dict[str, object]:
+    return {"feature": chain.feature.name, "verdict": chain.verdict.value,
+            "reason": chain.reason, "links": [link.to_dict() for link in chain.links]}
+
+
+def _load(path: Path, features: list[Feature]) -> list[Chain] | None:
+    """The kept chains, in ``features``' order; None when absent, damaged or of other
+    features (an edit of the cache, a hash collision): follow them again."""
+    try:
+        check_inside(environ.cache_root(), path)
+        if path.is_symlink():
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, list) or len(data) != len(features):
+            return None
+        chains = []
+        for feature, item in zip(features, data, strict=True):
+            if item["feature"] != feature.name or not isinstance(item["reason"], str):
+                return None
+            chains.append(Chain(feature, [Link.from_dict(x) for x in item["links"]],
+                                Verdict(item["verdict"]), item["reason"]))
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, ContribError):
+        return None
+    return chains
+
+
+def lower_of(git: Git, name: str, tag: str, commit: str, audit: TreeAudit
+             ) -> tuple[str, str, str, TreeAudit, GitTree]:
+    """What :func:`explain` takes for the upstream below."""
+    return name, tag, commit, audit, GitTree(git, commit)

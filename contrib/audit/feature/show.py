@@ -1,0 +1,133 @@
+"""How a feature's chain reads: its links as lines, its verdict, the commands to run;
+and the feature table the audit leads with."""
+
+from __future__ import annotations
+
+from contrib.audit.feature.chain import VERDICTS, Chain, Link, Role, Verdict, to_open
+from contrib.audit.feature.declared import Feature, FeatureKind
+
+VERDICT_TEXT = {
+    Verdict.ON: "on",
+    Verdict.GATE_ONLY: "off, gate-only",
+    Verdict.NEEDS_KERNEL_WORK: "off, needs kernel work",
+    Verdict.CRASH: "crash",
+    Verdict.UNKNOWN: "unknown",
+}
+
+
+def find(features: list[Feature], wanted: str) -> list[Feature]:
+    """The features named ``wanted``: its exact name (``--x=v``, ``pkg.fn:backend=v``),
+    the name without dashes, or a setting's every choice (``--attention-backend``
+    names each ``--attention-backend=...``)."""
+    spelled = {wanted, f"--{wanted.lstrip('-')}"}
+    exact = [f for f in features if f.name in spelled]
+    if exact:
+        return exact
+    return [f for f in features if f.value and any(
+        f.name.startswith(f"{s}=") or f.name.startswith(f"{s}:") for s in spelled)]
+
+
+def enable_commands(chain: Chain, arch: str, at: dict[str, str]) -> list[str]:
+    """``contrib enable UPSTREAM FILE:FUNCTION... --arch ARCH --at REF`` per upstream
+    whose gates a gate-only chain opens, the lower upstream first (the upper one's
+    patchset requires it); ``at``: the commit or tag each upstream was read at."""
+    commands = []
+    for upstream, spots in reversed(to_open(chain).items()):
+        where = f" --at {at[upstream]}" if at.get(upstream) else ""
+        commands.append(f"contrib enable {upstream} {' '.join(spots)} --arch {arch}{where}")
+    return commands
+
+
+def link_line(n: int, link: Link, arch: str) -> str:
+    """One link of a chain, for ``contrib why``."""
+    at = f"{link.upstream}@{link.commit[:10]}"
+    if link.role == Role.READ:
+        return f"{n:>2}. reads  {at} {link.file}:{link.line} {link.function}: {link.why}"
+    if link.role == Role.CALL:
+        return f"{n:>2}. calls  {link.upstream} {link.commit} {link.function}"
+    what = (f"turns {arch} away ({link.class_ or 'unknown'})" if link.excludes
+            else f"admits {arch}")
+    if link.role == Role.BEHIND:
+        return (f"{n:>2}. below  {at} {link.file}:{link.line} {link.function}: admits "
+                f"{link.admits}; behind the gate above: {what}; {link.why}")
+    effect = "refuses" if link.refuses else ("falls back" if link.excludes else "passes")
+    return (f"{n:>2}. gate   {at} {link.file}:{link.line} {link.function}: admits "
+            f"{link.admits}; {effect}: {what}; {link.why}")
+
+
+def chain_lines(chain: Chain, arch: str, at: dict[str, str], *, reads: int = 3) -> list[str]:
+    """The chain of ``contrib why``: its links in the order the code meets them (the
+    first ``reads`` places reading the setting, then the count of the rest), then the
+    verdict and what to do."""
+    lines = [f"{chain.feature.name} on {arch}: {VERDICT_TEXT[chain.verdict]}"]
+    n = 0
+    read = [link for link in chain.links if link.role == Role.READ]
+    for link in read[:reads]:
+        n += 1
+        lines.append(link_line(n, link, arch))
+    if len(read) > reads:
+        lines.append(f"    ... and {len(read) - reads} more places reading it (--json lists all)")
+    for link in chain.links:
+        if link.role != Role.READ:
+            n += 1
+            lines.append(link_line(n, link, arch))
+    lines.append(f"verdict: {VERDICT_TEXT[chain.verdict]}: {chain.reason}")
+    for command in enable_commands(chain, arch, at) if chain.verdict == Verdict.GATE_ONLY else ():
+        lines.append(f"  {command}")
+    return lines
+
+
+FEATURE_COLUMNS = ["verdict", "feature", "next"]
+
+
+def shown(chains: list[Chain], verdicts: set[Verdict] | None = None) -> list[Chain]:
+    """The chains worth a row: every one with a gate on its way, or off for a reason
+    read (crashes first); with ``verdicts``, every one of those.  A setting read
+    nowhere the walk can follow says nothing worth a row; a chain with no gate on its
+    way is on."""
+    kept = [c for c in chains if (c.verdict in verdicts if verdicts else
+                                  (c.gated or (c.verdict != Verdict.ON and c.links)))]
+    return sorted(kept, key=lambda c: (VERDICTS.index(c.verdict), c.feature.name))
+
+
+def feature_rows(chains: list[Chain], arch: str, at: dict[str, str]) -> list[list[str]]:
+    """Rows of the feature table: verdict, feature, what to do next.  The choices of one
+    setting that come to the same verdict for the same reason share a row
+    (``--moe-runner-backend=auto|triton|...``)."""
+    groups: dict[tuple[str, Verdict, str, str], list[Chain]] = {}
+    for chain in chains:
+        if chain.verdict == Verdict.GATE_ONLY:
+            step = "; ".join(enable_commands(chain, arch, at))
+        elif chain.verdict == Verdict.ON:
+            step = ""
+        else:
+            step = chain.reason
+        groups.setdefault((_setting(chain), chain.verdict, step, chain.feature.kind), []
+                          ).append(chain)
+    rows = []
+    for (setting, verdict, step, _), members in groups.items():
+        name = members[0].feature.name
+        if len(members) > 1:
+            sep = "=" if members[0].feature.kind == FeatureKind.FLAG else ":backend="
+            name = f"{setting}{sep}" + "|".join(c.feature.value for c in members)
+        rows.append([VERDICT_TEXT[verdict], name, step])
+    return rows
+
+
+def _setting(chain: Chain) -> str:
+    """The setting a feature is a choice of (``--attention-backend``,
+    ``flashinfer.mm_bf16``); its own name when it is no choice."""
+    feature = chain.feature
+    if not feature.value:
+        return feature.name
+    return feature.name.split("=")[0] if feature.kind == FeatureKind.FLAG else feature.attr
+
+
+def feature_summary(name: str, chains: list[Chain], rows: int) -> str:
+    """``sglang: 611 features: 7 crash, 31 needs-kernel-work, ..., 319 on; 42 rows``."""
+    counts = {v: sum(1 for c in chains if c.verdict == v) for v in VERDICTS}
+    said = ", ".join(f"{n} {v.value}" for v, n in counts.items() if n)
+    lost = sum(1 for c in chains if not c.links)
+    return (f"{name}: {len(chains)} features ({said or 'none'}); "
+            f"{lost} not followed (read nowhere the walk can see); "
+            f"{len(chains) - rows} without a row")

@@ -1,0 +1,241 @@
+"""Features: what an upstream declares, each feature's chain across the stack, its verdict.
+
+The mini server of :mod:`testing.featureupstreams` stands on ``lower`` as sglang on
+flashinfer: one feature for each verdict, and a pin bump that turns a crash on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contrib.analysis.tree import DictTree
+from contrib.audit.feature.chain import Chain, Link, Role, Verdict, decide
+from contrib.audit.feature.declared import Feature, FeatureKind, declared
+from contrib.audit.feature.show import feature_rows, find
+from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, UNKNOWN
+from testing.featureupstreams import feature_upstream
+from testing.gitutil import Repo
+from testing.stackupstreams import lower_upstream, repin
+from testing.workspace import Workspace
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> tuple[Workspace, Repo]:
+    top = feature_upstream(tmp_path / "top")
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, {"top": top, "lower": lower_upstream(tmp_path / "lower")})
+    ws.write_config()
+    return ws, top
+
+
+def _why(ws: Workspace, *args: str) -> tuple[int, dict[str, Any]]:
+    result = ws.run("why", *args, "--arch", "sm_120a", "--json")
+    assert result.code in (0, 1), result.err
+    data = result.json
+    assert isinstance(data, dict)
+    return result.code, data
+
+
+def _verdicts(data: dict[str, Any]) -> dict[str, str]:
+    return {f["feature"]: f["verdict"] for f in data["features"]}
+
+
+def test_each_verdict_on_one_server(server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    code, data = _why(ws, "top", "--attention-backend")  # every choice of the setting
+    assert code == 1
+    assert _verdicts(data) == {"--attention-backend=plain": "on",
+                               "--attention-backend=decode": "needs-kernel-work"}
+    decode = next(f for f in data["features"] if f["feature"].endswith("=decode"))
+    roles = [(link["role"], link["function"]) for link in decode["links"]]
+    assert roles == [("read", "attention"), ("gate", "attend"), ("behind", "gen_decode_module")]
+    assert decode["links"][1]["class"] == "needs-kernel-work"
+    assert _verdicts(_why(ws, "top", "--enable-custom-op")[1]) == {"--enable-custom-op": "unknown"}
+    _, data = _why(ws, "top", "--log-requests")  # declared, read nowhere
+    assert data["features"][0]["reason"] == "read nowhere the walk can follow"
+
+
+def test_a_crash_is_admitted_above_and_refused_below(server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    code, data = _why(ws, "top", "--enable-quick-reduce")
+    assert code == 1
+    [chain] = data["features"]
+    assert chain["verdict"] == "crash"
+    assert [link["role"] for link in chain["links"]] == ["read", "call", "below"]
+    below = chain["links"][-1]
+    assert (below["upstream"], below["commit"], below["file"], below["function"],
+            below["refuses"]) == ("lower", "v1.0", "lowerlib/jit.py", "gen_comm_module", True)
+    assert "refused by lower v1.0 lowerlib/jit.py:5 gen_comm_module" in chain["reason"]
+
+
+def test_a_pin_bump_turns_the_crash_on_and_the_gate_only_chain_shorter(
+        server: tuple[Workspace, Repo]) -> None:
+    ws, top = server
+    _, data = _why(ws, "top", "--enable-fusion")
+    [fusion] = data["features"]
+    assert fusion["verdict"] == "gate-only"
+    opened = [(link["upstream"], link["function"]) for link in fusion["links"]
+              if link["excludes_target"]]
+    assert opened == [("top", "allreduce"), ("lower", "gen_comm_module")]
+    human = ws.run("why", "top", "--enable-fusion", "--arch", "sm_120a", "--no-fetch").out
+    lower_cmd = "contrib enable lower lowerlib/jit.py:gen_comm_module --arch sm_120a --at v1.0"
+    assert lower_cmd in human
+    assert human.index(lower_cmd) < human.index("contrib enable top python/top/layers.py:allreduce")
+    repin(top, "lower_lib==2.0")  # the release below that builds comm for SM12x
+    _, data = _why(ws, "top", "--enable-quick-reduce")
+    assert data["stack"][0]["tag"] == "v2.0"
+    assert _verdicts(data) == {"--enable-quick-reduce": "on"}
+    _, data = _why(ws, "top", "--enable-fusion")
+    [fusion] = data["features"]
+    assert fusion["verdict"] == "gate-only"
+    assert [link["upstream"] for link in fusion["links"] if link["excludes_target"]] == ["top"]
+
+
+def test_a_library_answers_by_its_public_api(server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    code, data = _why(ws, "lower", "lowerlib.fused_allreduce", "--at", "v1.0")
+    assert code == 1
+    [chain] = data["features"]
+    assert chain["verdict"] == "gate-only"  # its own refusal is its answer, not a crash
+    human = ws.run("why", "lower", "lowerlib.fused_allreduce", "--at", "v2.0", "--arch",
+                   "sm_120a", "--no-fetch")
+    assert human.code == 0 and "lowerlib.fused_allreduce on sm_120a: on" in human.out
+
+
+def test_an_unknown_feature_is_one_line_naming_the_close_ones(
+        server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    result = ws.run("why", "top", "--enable-fusio", "--arch", "sm_120a")
+    assert result.code == 2
+    [line] = result.err.strip().splitlines()
+    assert line.startswith("contrib: error: top at main tip declares no feature '--enable-fusio'; "
+                           "did you mean '--enable-fusion'")
+
+
+def test_the_audit_leads_with_features_and_keeps_every_gate_in_json(
+        server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    result = ws.run("audit", "top", "--arch", "sm_120a")
+    assert result.code == 1
+    lines = result.out.splitlines()
+    rows = [line.split()[0] for line in lines if line.split()[1:2] and line.split()[1].startswith("--")
+            or line.startswith(("crash", "off", "unknown", "on "))]
+    assert rows[0] == "crash"  # the worst first
+    assert lines[-1].startswith("top at main tip")  # the summary again at the end
+    assert "--log-requests" not in result.out  # not followed: no row
+    gates = ws.run("audit", "top", "--arch", "sm_120a", "--gates", "--no-fetch").out
+    assert "python/top/layers.py:11" in gates and "--enable-fusion" not in gates
+    only = ws.run("audit", "top", "--arch", "sm_120a", "--gates", "--class", "unknown",
+                  "--no-fetch").out
+    assert "python/top/layers.py:32" in only and "python/top/layers.py:11" not in only
+    data = ws.run("audit", "top", "--arch", "sm_120a", "--json", "--no-fetch").json
+    assert isinstance(data, dict)
+    [audit] = data["upstreams"]
+    assert len(audit["gates"]) == 3 and len(audit["features"]) == 6
+    crash = ws.run("audit", "top", "--arch", "sm_120a", "--verdict", "on", "--no-fetch").out
+    assert "--attention-backend=plain" in crash and "--enable-quick-reduce" not in crash
+
+
+# -- declared features, read from the code ------------------------------------------------
+
+SETTINGS = '''\
+from typing import Literal, Optional
+from .arg_utils import A, Arg, NS
+
+BACKENDS = ["triton", "trtllm_mla"]
+MORE = BACKENDS + ["fa4"]
+
+
+@dataclass
+class ServerArgs:
+    attention_backend: A[Optional[str], Arg(help="x", choices=MORE), NS("k")] = None
+    fusion_backend: A[Optional[Literal["auto", "trtllm"]], Arg(help="y"), NS("c")] = None
+    enable_fusion: A[bool, Arg(no_cli=True), NS("c")] = False
+    disable_cuda_graph: bool = False
+    port: int = 30000
+    _private: bool = False
+'''
+
+
+def test_a_servers_settings_are_its_features() -> None:
+    tree = DictTree({"python/srv/__init__.py": "", "python/srv/server_args.py": SETTINGS,
+                     "python/srv/router/server_args.py": "class ServerArgs:\n    x: bool = False\n"})
+    names = [f.name for f in declared(tree)]
+    assert names == ["--attention-backend=triton", "--attention-backend=trtllm_mla",
+                     "--attention-backend=fa4", "--fusion-backend=auto",
+                     "--fusion-backend=trtllm", "--enable-fusion", "--disable-cuda-graph"]
+    feature = declared(tree)[0]
+    assert (feature.kind, feature.attr, feature.value, feature.file, feature.line) == (
+        FeatureKind.FLAG, "attention_backend", "triton", "python/srv/server_args.py", 10)
+
+
+def test_a_librarys_public_api_is_its_features_with_its_backends() -> None:
+    tree = DictTree({
+        "lib/__init__.py": "from .gemm import mm as mm\nfrom .gemm import _hidden\n",
+        "lib/gemm/__init__.py": "from .base import mm\n",
+        "lib/gemm/base.py": ('from typing import Literal\n\n\n'
+                             'def mm(a, backend: Literal["cudnn", "cutlass"] = "cudnn"):\n'
+                             '    return a\n'),
+    })
+    assert [f.name for f in declared(tree)] == [
+        "lib.mm", "lib.mm:backend=cudnn", "lib.mm:backend=cutlass"]  # once, by its shortest name
+    assert declared(tree)[1].keys == (("backend", "cudnn"),)
+
+
+def test_find_takes_a_flag_with_or_without_dashes_and_a_setting_for_each_choice() -> None:
+    features = [Feature(FeatureKind.FLAG, "--x=a", "x", "a"), Feature(FeatureKind.FLAG, "--x=b", "x", "b"),
+                Feature(FeatureKind.FLAG, "--enable-y", "enable_y")]
+    assert [f.name for f in find(features, "enable-y")] == ["--enable-y"]
+    assert [f.name for f in find(features, "--x")] == ["--x=a", "--x=b"]
+    assert [f.name for f in find(features, "--x=b")] == ["--x=b"]
+    assert find(features, "--z") == []
+
+
+# -- the verdict, from the links' decisions ------------------------------------------------
+
+def _link(role: Role, *, excludes: bool = False, refuses: bool = False,
+          klass: Any = None, upstream: str = "up") -> Link:
+    return Link(role, upstream, "abc", "f.py", 3, "fn", "majors 9, 10", excludes, refuses,
+                klass, "because")
+
+
+@pytest.mark.parametrize(("links", "verdict"), [
+    ([], Verdict.UNKNOWN),
+    ([_link(Role.READ)], Verdict.ON),
+    ([_link(Role.READ), _link(Role.BELOW)], Verdict.ON),
+    ([_link(Role.GATE, excludes=True, klass=GATE_ONLY)], Verdict.GATE_ONLY),
+    ([_link(Role.GATE, excludes=True, klass=GATE_ONLY),
+      _link(Role.BEHIND, excludes=True, klass=NEEDS_KERNEL_WORK)], Verdict.NEEDS_KERNEL_WORK),
+    ([_link(Role.GATE, excludes=True, klass=UNKNOWN)], Verdict.UNKNOWN),
+    ([_link(Role.GATE, excludes=True, klass=GATE_ONLY),
+      _link(Role.BELOW, excludes=True, refuses=True, klass=GATE_ONLY)], Verdict.CRASH),
+    # a refusal behind a gate that turned the target away is met only once it opens
+    ([_link(Role.BEHIND, excludes=True, refuses=True, klass=GATE_ONLY)], Verdict.GATE_ONLY),
+    # a gate below that admits the target into code compiled out for it
+    ([_link(Role.BELOW, klass=NEEDS_KERNEL_WORK)], Verdict.NEEDS_KERNEL_WORK),
+])
+def test_the_verdict_is_read_from_the_links(links: list[Link], verdict: Verdict) -> None:
+    chain = Chain(Feature(FeatureKind.FLAG, "--f", "f"), links)
+    decide(chain)
+    assert chain.verdict == verdict
+
+
+def test_choices_with_one_verdict_and_reason_share_a_row() -> None:
+    chains = []
+    for value in ("a", "b"):
+        chain = Chain(Feature(FeatureKind.FLAG, f"--x={value}", "x", value),
+                      [_link(Role.GATE, excludes=True, klass=UNKNOWN)])
+        decide(chain)
+        chains.append(chain)
+    assert [row[:2] for row in feature_rows(chains, "sm_120a", {})] == [["unknown", "--x=a|b"]]
+
+
+def test_link_round_trip_and_a_damaged_one_is_refused() -> None:
+    link = _link(Role.BEHIND, excludes=True, klass=GATE_ONLY)
+    assert Link.from_dict(link.to_dict()) == link
+    with pytest.raises((ValueError, KeyError, TypeError)):
+        Link.from_dict(link.to_dict() | {"line": "3"})
