@@ -10,6 +10,9 @@ What the chain reaches below its gates counts too (the audit's ``reached``
 targets and ``units`` per gate, handed in as :class:`ChainGate`, since this
 layer does not read the audit):
 
+* prebuilt cubins a function of the chain fetches (flashinfer's trtllm-gen GEMM
+  kernels, fetched by ``gen_trtllm_gen_gemm_module``): "runs prebuilt SM100 cubins",
+  the majors the audit read for them, unless those name the target;
 * a unit ``ptx`` compiled with no kernel of its own launches kernels built
   elsewhere (flashinfer's trtllm-gen runner loads prebuilt SM100 cubins);
 * a JIT module whose own nvcc flags name other majors (``compute_100a``), an
@@ -289,6 +292,13 @@ def _unbuilt(target: Endpoint, arch: Arch) -> str:
             built = "/".join(f"SM{m}0" for m in target.majors)
             return f"runs {where}, built with nvcc flags for {built} only"
         return ""
+    if target.kind == "cubin":
+        if target.majors and arch.major in target.majors:
+            return ""  # their arch list, as the audit read it, names the target
+        made = "/".join(f"SM{m}0" for m in target.majors)
+        if made:
+            return f"runs prebuilt {made} cubins, fetched by {where}: none made for {arch.name}"
+        return f"runs prebuilt cubins, fetched by {where}, whose arch list contrib does not read"
     if target.kind == "aot":
         return f"runs the ahead-of-time built op {target.name}, whose binaries' arch list " \
                "contrib does not read"

@@ -1188,3 +1188,73 @@ def test_a_builder_names_a_source_file_not_a_bare_suffix() -> None:
     assert builds([ast.parse("def f(**kw):\n    return get(supported_major_versions=[9])\n")])
     assert not builds([ast.parse("def f(source):\n    return source.suffix == '.cu'\n")])
     assert not builds([ast.parse("def f(source):\n    return source.endswith(f'.cu')\n")])
+
+
+CUBIN_LOADER = "def get_artifact(name, sha256):\n    return open(name, 'rb').read()\n"
+GEMM_JIT = """\
+from pkg.core import build
+from pkg.cubin_loader import get_artifact
+
+sm100a_nvcc_flags = ["-gencode=arch=compute_100a,code=sm_100a"]
+
+
+def gen_trtllm_gen_gemm_module():
+    checksum = get_artifact("gemm-1/checksums.txt", "0")
+    return build("trtllm_gemm", ["trtllm_gemm_runner.cu"],
+                 ['-DTLLM_GEN_GEMM_CUBIN_PATH=gemm-1/'] + sm100a_nvcc_flags)
+"""
+GEMM = """\
+from pkg.gemm_jit import gen_trtllm_gen_gemm_module
+from pkg.utils import is_sm100_supported
+
+
+def mm_fp4(a):
+    if not is_sm100_supported():
+        raise ValueError("trtllm-gen GEMMs need SM100")
+    return gen_trtllm_gen_gemm_module().run(a)
+"""
+PREBUILT = BASE | {"pkg/cubin_loader.py": CUBIN_LOADER, "pkg/gemm_jit.py": GEMM_JIT,
+                   "pkg/gemm.py": GEMM, "csrc/trtllm_gemm_runner.cu": "void run() {}\n"}
+
+
+def test_a_gate_whose_code_runs_prebuilt_cubins_is_not_gate_only() -> None:
+    """flashinfer's trtllm-gen GEMM: the builder compiles a runner with no kernel of its
+    own and fetches the kernels as prebuilt cubins.  Nothing compiled here is what the
+    target would run: their arch list (the runner's nvcc flags: SM100) omits the
+    target, so kernels must be built upstream; with no arch read at all, unknown."""
+    gate = _audit(PREBUILT)["pkg/gemm.py:mm_fp4"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert gate.reason.startswith("its code runs prebuilt cubins fetched by "
+                                  "gen_trtllm_gen_gemm_module (pkg/gemm_jit.py), made for sm_10x")
+    assert gate.evidence == ["pkg/gemm_jit.py gen_trtllm_gen_gemm_module: prebuilt cubins for "
+                             "sm_10x only"]
+    assert [text(e) for e in gate.reached] == [
+        "cubin|pkg/gemm_jit.py|gen_trtllm_gen_gemm_module|10|gen_trtllm_gen_gemm_module"]
+
+    # A loader that builds the runner, then hands it to the cubin loader, takes its arch.
+    loader = ("from pkg.gemm_jit import gen_runner_module\n\n\n"
+              "def get_gemm_module():\n    mod = gen_runner_module()\n"
+              "    setup_cubin_loader(mod.path)\n    return mod\n")
+    split = PREBUILT | {
+        "pkg/gemm_jit.py": GEMM_JIT.replace("gen_trtllm_gen_gemm_module", "gen_runner_module")
+        .replace("'-DTLLM_GEN_GEMM_CUBIN_PATH=gemm-1/'", "'-DX'"),
+        "pkg/gemm_loader.py": loader,
+        "pkg/gemm.py": GEMM.replace("from pkg.gemm_jit import gen_trtllm_gen_gemm_module",
+                                    "from pkg.gemm_loader import get_gemm_module")
+        .replace("gen_trtllm_gen_gemm_module()", "get_gemm_module()")}
+    through = _audit(split)["pkg/gemm.py:mm_fp4"]
+    assert through.class_ == "needs-kernel-work", through.reason
+    assert [text(e) for e in through.reached] == [
+        "cubin|pkg/gemm_loader.py|get_gemm_module|10|get_gemm_module"]
+
+    unflagged = PREBUILT | {"pkg/gemm_jit.py": GEMM_JIT.replace(' + sm100a_nvcc_flags', '')}
+    unread = _audit(unflagged)["pkg/gemm.py:mm_fp4"]
+    assert unread.class_ == "unknown", unread.reason
+    assert "it runs prebuilt cubins fetched by gen_trtllm_gen_gemm_module (pkg/gemm_jit.py), " \
+           "whose arch list is not read here" in unread.reason
+
+    # Cubins named for the target's family serve it: lifting the gate is all it takes.
+    named = unflagged | {"pkg/gemm_jit.py": unflagged["pkg/gemm_jit.py"].replace(
+        '"gemm-1/checksums.txt"', 'f"gemm-1/{kind}_sm120f.cubin"').replace(
+        "def gen_trtllm_gen_gemm_module():", "def gen_trtllm_gen_gemm_module(kind=1):")}
+    assert _audit(named)["pkg/gemm.py:mm_fp4"].class_ == "gate-only"

@@ -102,14 +102,16 @@ def test_compile_without_nvcc_exits_2_with_one_line(mini: tuple[Workspace, Repo]
         result.err
 
 
-def test_a_missing_header_leaves_the_class_to_the_guards() -> None:
-    """A header this machine lacks (curand, nvshmem) says nothing about the arch: the
-    unit is named as not compiled here, and the gate keeps its class; a unit with no
-    kernel entry for the arch neither confirms nor refutes."""
+def test_a_missing_header_makes_a_gate_only_gate_unknown() -> None:
+    """A header this machine lacks (curand, CUTLASS) says nothing about the arch: the
+    unit is named as not compiled here.  gate-only would stand on the #if guards alone
+    (flashinfer's gen_mla_module: SM100 MLA kernels behind CUTLASS headers), so the gate
+    is unknown; a finding of the guards stands.  A unit with no kernel entry for the
+    arch neither confirms nor refutes."""
     from contrib.analysis.ptx import Outcome
     from contrib.arch import parse_arch
     from contrib.audit.classing.ptxcheck import _apply
-    from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
+    from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate, GateKind
 
     arch = parse_arch("sm_120a")
     gate = AuditGate("pkg/jit.py", 3, "gen_x_module", GateKind.JIT, frozenset({10}), True,
@@ -117,11 +119,18 @@ def test_a_missing_header_leaves_the_class_to_the_guards() -> None:
     lacking = Outcome("csrc/x.cu", False, missing_header="curand_kernel.h",
                       error="csrc/x.cu:1:10: fatal error: curand_kernel.h: No such file")
     _apply(gate, [lacking], arch, "compute_120f")
-    assert gate.class_ == "gate-only"
+    assert gate.class_ == "unknown"
     assert gate.evidence == ["csrc/x.cu: not compiled here: nvcc cannot find "
                              "`curand_kernel.h`"]
-    assert "stands on the #if guards alone" in gate.reason
+    assert "gate-only would stand on the #if guards alone" in gate.reason
     assert "curand_kernel.h (from the CUDA toolkit" in gate.reason
+
+    found = AuditGate("pkg/jit.py", 5, "gen_z_module", GateKind.JIT, frozenset({10}), True,
+                      class_=NEEDS_KERNEL_WORK, units=["csrc/x.cu"],
+                      evidence=["csrc/x.cu:4 empty-kernel: ..."], reason="1 kernel compiled out")
+    _apply(found, [lacking], arch, "compute_120f")
+    assert found.class_ == "needs-kernel-work"
+    assert found.reason.startswith("1 kernel compiled out; 1 unit not compiled for lack of")
 
     hollow = AuditGate("pkg/jit.py", 9, "gen_y_module", GateKind.JIT, frozenset({10}), True,
                        class_=GATE_ONLY, units=["csrc/y.cu"])

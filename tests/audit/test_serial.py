@@ -26,7 +26,8 @@ def _gate() -> AuditGate:
                  flag="self.fast", returned=""),
         GATE_ONLY, RUNTIME, ["csrc/a.cu:3 empty-kernel"], "why", units=["csrc/a.cu"],
         reached=(Endpoint(EndpointKind.JIT, "pkg/jit.py", "gen_x", (9, 10), "a>gen_x"),
-                 Endpoint(EndpointKind.AOT, "", "torch.ops.ns.op")),
+                 Endpoint(EndpointKind.AOT, "", "torch.ops.ns.op"),
+                 Endpoint(EndpointKind.CUBIN, "pkg/jit.py", "gen_gemm", (10,), "a>gen_gemm")),
         parser_kind=Form.KEYWORD, index=2, end_line=192)
 
 
@@ -34,7 +35,8 @@ def test_the_json_entry_says_decisions_in_words() -> None:
     data = gate_json(_gate())
     assert data["admits"] == "majors 9, 10" and data["class"] == "gate-only"
     assert data["effect"] == "self.fast: falls back: false on the target"
-    assert data["reached"] == ["jit|pkg/jit.py|gen_x|9,10|a>gen_x", "aot||torch.ops.ns.op||"]
+    assert data["reached"] == ["jit|pkg/jit.py|gen_x|9,10|a>gen_x", "aot||torch.ops.ns.op||",
+                               "cubin|pkg/jit.py|gen_gemm|10|a>gen_gemm"]
     assert data["kind"] == "jit" and data["parser_kind"] == "supported_major_versions"
     unread = gate_json(AuditGate("a.py", 1, "f", GateKind.PREDICATE, None, False))
     assert unread["admits"] == "unknown" and unread["class"] is None
@@ -46,6 +48,7 @@ def test_the_cache_keeps_every_decision_as_data() -> None:
     assert back == gate
     assert back is not None and back.effect.kind is EffectKind.VALUE_FALLS_BACK
     assert back.effect.self_flag() == "fast" and back.admits == frozenset({9, 10})
+    assert back.reached[2].kind is EndpointKind.CUBIN and back.reached[2].majors == (10,)
     assert gate_json(back) == gate_json(gate)
 
 

@@ -18,6 +18,7 @@ from testing.recordutil import run_of
 
 SM120 = parse_arch("sm_120a")
 JIT, AOT, LIB, TRITON, CHECKS = Kind.JIT, Kind.AOT, Kind.LIB, Kind.TRITON, Kind.CHECKS
+CUBIN = Kind.CUBIN
 
 
 def test_below_names_what_no_stage_here_builds() -> None:
@@ -39,6 +40,26 @@ def test_below_names_what_no_stage_here_builds() -> None:
         "here builds it"]
     assert below([ChainGate("pkg/a.py:3 f", "predicate", (),
                             (Endpoint(CHECKS, "pkg/a.py", "f", (), "f"),))], SM120) == []
+
+
+def test_a_chain_reaching_prebuilt_cubins_is_held_back_with_their_majors() -> None:
+    """flashinfer's trtllm-gen GEMM: the cubins gen_trtllm_gen_gemm_module fetches are
+    built nowhere here; the majors the audit read for them name the line.  Cubins whose
+    arch list names the target hold nothing back."""
+    fetcher = "gen_trtllm_gen_gemm_module"
+
+    def gate(majors: tuple[int, ...]) -> ChainGate:
+        return ChainGate("flashinfer/gemm/gemm_base.py:5699 _trtllm_gemm_fp4_requirement",
+                         "capability", (), (Endpoint(CUBIN, "flashinfer/jit/gemm/core.py",
+                                                     fetcher, majors, "mm_fp4>" + fetcher),))
+
+    assert below([gate((10,))], SM120) == [
+        f"runs prebuilt SM100 cubins, fetched by {fetcher} (flashinfer/jit/gemm/core.py): "
+        "none made for sm_120a"]
+    assert below([gate(())], SM120) == [
+        f"runs prebuilt cubins, fetched by {fetcher} (flashinfer/jit/gemm/core.py), whose arch "
+        "list contrib does not read"]
+    assert below([gate((10, 12))], SM120) == []
 
 
 def test_kernel_less_modules_are_those_whose_every_unit_has_no_entry() -> None:

@@ -1,8 +1,9 @@
 """What a walk can end at that classes a gate, and what a tree function is.
 
 An :class:`Endpoint` is where a walk stops because what it found decides a class:
-a JIT builder (its units are read), a Triton or CuTe DSL kernel, an op built ahead
-of time, a vendor library's call, or code that only checks.  :class:`Facts` keeps
+a JIT builder (its units are read), a Triton or CuTe DSL kernel, prebuilt kernel
+binaries fetched at run time (:func:`fetches_cubins`), an op built ahead of time, a
+vendor library's call, or code that only checks.  :class:`Facts` keeps
 what each function of a tree is, whatever GPU runs it.
 """
 
@@ -38,6 +39,7 @@ class EndpointKind(StrEnum):
     JIT = "jit"  # a tree function that builds CUDA units
     TRITON = "triton"  # a @triton.jit kernel
     CUTE = "cute"  # a CuTe DSL kernel or class
+    CUBIN = "cubin"  # a tree function that fetches prebuilt kernel binaries (cubins)
     AOT = "aot"  # an op built ahead of time (torch.ops.NS.op)
     LIB = "lib"  # a vendor library with kernels of its own
     CHECKS = "checks"  # the code behind a gate only checks (asserts, raises)
@@ -49,7 +51,8 @@ CHECKS = EndpointKind.CHECKS
 @dataclass(frozen=True)
 class Endpoint:
     """Something reached that can class a gate; ``majors``: what its build flags name
-    (a CuTe kernel's: its archs); ``chain``: the calls that led to it."""
+    (a CuTe kernel's: its archs; prebuilt cubins': :func:`cubin_majors`); ``chain``:
+    the calls that led to it."""
 
     kind: EndpointKind
     path: str
@@ -85,13 +88,19 @@ class Facts:
         return names.get(id(node), getattr(node, "name", "?"))
 
     def kind(self, func: Func, frame: Frame) -> tuple[EndpointKind | None, tuple[int, ...]]:
-        """``jit``, ``triton``, ``cute`` or None (a plain function), and its majors."""
+        """``jit``, ``triton``, ``cute``, ``cubin`` or None (a plain function), and its
+        majors.  Fetching prebuilt kernels wins over building units: flashinfer's
+        ``gen_trtllm_gen_gemm_module`` compiles a runner with no kernel of its own, and
+        the cubins it fetches are what the target would run."""
         found = self.kinds.get(id(func.node))
         if found is None:
             node = func.node
             kind = (EndpointKind.TRITON if _is_triton(node) else EndpointKind.CUTE
-                    if _is_cute(node) else EndpointKind.JIT if _builds(node) else None)
+                    if _is_cute(node) else EndpointKind.CUBIN
+                    if fetches_cubins(node)
+                    else EndpointKind.JIT if _builds(node) else None)
             flags = (_flag_majors(self.ev, frame, node) if kind in (None, EndpointKind.JIT)
+                     else cubin_majors(self.ev, frame, node) if kind == EndpointKind.CUBIN
                      else self.cute_majors(func.path) if kind == EndpointKind.CUTE else ())
             found = self.kinds[id(node)] = (kind, flags)
         return found
@@ -197,6 +206,62 @@ def own_build(ev: TreeEval, frame: Frame, function: ast.AST | None, qualname: st
         return None
     majors = _flag_majors(ev, frame, function)
     return Endpoint(EndpointKind.JIT, frame.path, qualname, majors, qualname)
+
+
+_CUBIN = re.compile(r"cubin|fatbin", re.IGNORECASE)  # CUDA's words for a device binary
+# a cubin file, or a macro handing a build the folder its runner loads cubins from
+_CUBIN_TEXT = re.compile(r"\.(?:cubin|fatbin)\b|^-D\w*(?:CUBIN|FATBIN)\w*=", re.IGNORECASE)
+_ARCH_NAME = re.compile(r"(?<![a-z0-9])sm_?(\d{2,3})[af]?(?![0-9])", re.IGNORECASE)
+
+
+def fetches_cubins(node: ast.AST) -> bool:
+    """Whether a function runs prebuilt kernel binaries instead of (or besides) kernels
+    built here.  The reading is CUDA's own word for a device binary, "cubin" (and
+    "fatbin"), where the function loads one:
+
+    1. it calls a loader named so (``setup_cubin_loader(path)``, ``load_cubin(...)``);
+    2. a string names a cubin file (``cubin_name + ".cubin"``), or a macro handing the
+       runner it builds the folder it loads cubins from
+       (``-DTLLM_GEN_GEMM_CUBIN_PATH=...``: flashinfer's trtllm-gen runners).
+
+    Fetching an artifact is not enough: flashinfer's ``gen_moe_utils_module`` fetches
+    trtllm-gen's headers with ``get_artifact`` and reads ``FLASHINFER_CUBIN_DIR`` as an
+    include folder, but compiles its kernels here.  A sentence (a log line) is not read.
+    Triton's and CuTe DSL's own compiled cubins are not these: their functions are read
+    as those kernels first."""
+    for inner in walk(node):
+        if isinstance(inner, ast.Call):
+            called = inner.func.attr if isinstance(inner.func, ast.Attribute) else \
+                inner.func.id if isinstance(inner.func, ast.Name) else ""
+            if _CUBIN.search(called):
+                return True
+        text = _string_text(inner)
+        if text is not None and not any(c.isspace() for c in text) and _CUBIN_TEXT.search(text):
+            return True
+    return False
+
+
+def cubin_majors(ev: TreeEval, frame: Frame, node: ast.AST) -> tuple[int, ...]:
+    """The majors the prebuilt binaries a function fetches are made for: the archs
+    their names carry (``f"{kernel}_sm100f.cubin"``, a value it reads named for archs:
+    ``ArtifactPath.DSL_FMHA_ARCHS = ("sm_100a", "sm_103a")``), else the majors of the
+    nvcc flags of the runner it builds to launch them (``sm100a_nvcc_flags``: a runner
+    built only for SM100 loads only SM100's cubins; a loader that builds none takes its
+    runner's: :meth:`~contrib.analysis.reach.walk.Graph.function`); empty when none is
+    read."""
+    found: set[int] = set()
+    for inner in walk(node):
+        text = _string_text(inner)
+        if text is not None and _CUBIN_TEXT.search(text):
+            found |= {int(m) // 10 for m in _ARCH_NAME.findall(text)}
+        elif isinstance(inner, ast.Name | ast.Attribute) and "arch" in (
+                inner.id if isinstance(inner, ast.Name) else inner.attr).lower():
+            ev.cap = (0, 0)
+            for value in ev.eval(inner, frame):
+                for item in value if isinstance(value, tuple) else (value,):
+                    if isinstance(item, str):
+                        found |= {int(m) // 10 for m in _ARCH_NAME.findall(item)}
+    return tuple(sorted(found)) or _flag_majors(ev, frame, node)
 
 
 _CUTE_DECORATOR = re.compile(r"(?:cutlass\.)?cute(?:\.experimental)?\.(?:kernel|jit)\b")

@@ -86,8 +86,26 @@ class Graph:
             frame = Frame(func.path, self.ev.function_scope(node), None, key)
             kind, flags = self.facts.kind(func, frame)
             calls = [] if kind else self.resolve(frame, node.body)
+            if kind == EndpointKind.CUBIN and not flags:
+                flags = self._runner_majors(frame, node)
             self.known[key] = _Known(self.qualname(func.path, node), calls, kind, flags)
         return self.known[key]
+
+    def _runner_majors(self, frame: Frame, node: ast.AST) -> tuple[int, ...]:
+        """A cubin loader that names no arch takes the majors of the runner it builds
+        and loads them through: flashinfer's ``_get_trtllm_gemm_module_impl`` calls
+        ``gen_trtllm_gen_gemm_module()`` (built with ``sm100a_nvcc_flags``), then
+        ``setup_cubin_loader(mod.get_library_path())``.  One call down, no further."""
+        found: set[int] = set()
+        for _, callees in self.resolve(frame, getattr(node, "body", [])):
+            for callee in callees:
+                if isinstance(callee, Func):
+                    inner = Frame(callee.path, self.ev.function_scope(callee.node), None,
+                                  id(callee.node))
+                    kind, flags = self.facts.kind(callee, inner)
+                    if kind in (EndpointKind.JIT, EndpointKind.CUBIN):
+                        found.update(flags)
+        return tuple(sorted(found))
 
     def resolve(self, frame: Frame, nodes: Iterable[ast.AST]) -> list[tuple[str, list[Func | Endpoint]]]:
         out: list[tuple[str, list[Func | Endpoint]]] = []
@@ -374,7 +392,10 @@ def reach(ev: PyTree, frame: Frame, code: list[ast.AST], cap: Cap | None = None,
                 seen.add(visit)
                 walked += 1
                 if known.kind is not None:
-                    kept = majors if known.kind == EndpointKind.JIT else known.flags
+                    # prebuilt cubins whose own reading names no arch: the flags of the
+                    # chain that builds their runner (as a JIT module's)
+                    kept = (majors if known.kind == EndpointKind.JIT else known.flags or majors
+                            if known.kind == EndpointKind.CUBIN else known.flags)
                     out.endpoints.append(Endpoint(known.kind, callee.path, known.qualname, kept,
                                                 chain))
                     if known.kind == EndpointKind.TRITON:

@@ -12,7 +12,18 @@ op's name).  Each is judged once per tree:
   kernel for it: ``needs-kernel-work``;
 * an ahead-of-time op (``torch.ops.sgl_kernel.X``) is found by its registration in
   the tree's C++ and judged by its unit, as a JIT module's;
-* a Triton kernel compiles for the GPU it runs on: ``gate-only``.
+* a Triton kernel compiles for the GPU it runs on: ``gate-only``;
+* prebuilt cubins a tree function fetches (flashinfer's trtllm-gen GEMM and FMHA
+  kernels, DeepGEMM's) are built nowhere here: lifting the gate is not all it takes
+  unless their arch list names the target.  Read and lacking it
+  (``needs-kernel-work``: kernels for it must be built and published upstream), or
+  not read (the gate is ``unknown``: "runs prebuilt cubins ... whose arch list is not
+  read here"); an op built ahead of time by another package (a definition outside
+  the tree) is unread the same way;
+* a vendor library's call (cuDNN, ``triton_kernels``) stays ``gate-only``, on purpose:
+  such a library ships kernels for every architecture of its release (or compiles
+  them for the GPU it runs on), so a release that knows the target serves it, and
+  which release is installed is the user's choice, not the upstream's code.
 
 Which one speaks for the gate: what the target is kept from.  A module that
 omits the target (its gate, its flags, its admissible archs) is at stake; among
@@ -173,6 +184,8 @@ class Behind:
             if gate is not None:
                 return f"the JIT module {where}, whose own class is {gate.class_ or 'not read'}"
             return f"the JIT builder {where}, which names no CUDA unit of the tree"
+        if target.kind == EndpointKind.CUBIN:
+            return f"it runs prebuilt cubins fetched by {where}, whose arch list is not read here"
         if target.kind == EndpointKind.AOT:
             if self._ops is None:
                 self._ops = aotops.OpIndex(self.tree)
@@ -194,6 +207,8 @@ class Behind:
             return self._cute(target)
         if target.kind == EndpointKind.AOT:
             return self._aot(target)
+        if target.kind == EndpointKind.CUBIN:
+            return self._cubin(target)
         if target.kind == EndpointKind.CHECKS:
             return Verdict(GATE_ONLY, "what it guards only checks (asserts, raises, log lines): "
                            "it runs no kernel, so admitting the target changes gate lines only",
@@ -256,6 +271,22 @@ class Behind:
         return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, whose archs ({archs}: its "
                        f"admissible_archs, or the arch-specific CuTe ops its module uses) omit "
                        f"{self.arch.name}", [f"{target.path} {target.name}: {archs} only"])
+
+    def _cubin(self, target: Endpoint) -> Verdict | None:
+        """Prebuilt cubins: needs kernel work when the majors read for them omit the
+        target; gate-only (nothing at stake) when they name it; None (unread) else."""
+        if not target.majors:
+            return None
+        archs = ", ".join(f"sm_{m}x" for m in target.majors)
+        where = f"prebuilt cubins fetched by {target.name} ({target.path})"
+        if self.arch.major in target.majors:
+            return Verdict(GATE_ONLY, f"its code runs {where}, made for {archs}",
+                           at_stake=False)
+        return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, made for {archs} (the archs "
+                       "their names carry, or the nvcc flags of the runner built to launch "
+                       f"them), none for {self.arch.name}: no source here builds them, and "
+                       "kernels for it must be built and published upstream",
+                       [f"{target.path} {target.name}: prebuilt cubins for {archs} only"])
 
     def _aot(self, target: Endpoint) -> Verdict | None:
         if self._ops is None:

@@ -47,6 +47,7 @@ from contrib.audit.model import (
     JIT,
     NEEDS_KERNEL_WORK,
     NOT_BUILDABLE,
+    UNKNOWN,
     AuditGate,
     Step,
 )
@@ -176,16 +177,34 @@ def _build_functions(gate: AuditGate) -> list[tuple[str, str]]:
 def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
            others: dict[str, tuple[Arch, Outcome]] | None = None) -> None:
     """The gate's class and evidence from its units' PTX (``others``: a unit with no
-    entry for ``arch``, compiled for an admitted arch)."""
+    entry for ``arch``, compiled for an admitted arch).
+
+    A unit nvcc could not compile for lack of a header (curand, nvshmem, CUTLASS, a
+    header downloaded at JIT time) says nothing about the arch.  A finding the other
+    units give stands; but ``gate-only`` would then stand on the ``#if`` guards alone
+    for the units nvcc never saw (flashinfer's ``gen_mla_module``: SM100 MLA kernels
+    whose arch-specific code lives in the CUTLASS headers the guard reading lacks), so
+    such a gate is ``unknown`` until the header is installed and it is compiled."""
     unbuilt = [o for o in outcomes if not o.ok and o.missing_header]
-    if unbuilt:  # this machine lacks a header (curand, nvshmem, a downloaded one): not ARCH
-        gate.evidence += [f"{o.unit}: not compiled here: nvcc cannot find "
-                          f"`{o.missing_header}`" for o in unbuilt]
-        gate.reason = ((gate.reason + "; ") if gate.reason else "") + (
-            f"{counted(len(unbuilt), 'unit')} not compiled for lack of "
-            f"{cure(o.missing_header or '' for o in unbuilt)}: the class stands on the #if "
-            "guards alone")
-        outcomes = [o for o in outcomes if o not in unbuilt]
+    _apply_compiled(gate, [o for o in outcomes if o not in unbuilt], arch, compute, others)
+    if not unbuilt:
+        return
+    gate.evidence += [f"{o.unit}: not compiled here: nvcc cannot find "
+                      f"`{o.missing_header}`" for o in unbuilt]
+    lacking = (f"{counted(len(unbuilt), 'unit')} not compiled for lack of "
+               f"{cure(o.missing_header or '' for o in unbuilt)}")
+    if gate.class_ == GATE_ONLY:
+        gate.class_ = UNKNOWN
+        gate.reason = (f"{lacking}: gate-only would stand on the #if guards alone, which "
+                       f"cannot see into what nvcc did not compile ({gate.reason})")
+        return
+    gate.reason = ((gate.reason + "; ") if gate.reason else "") + (
+        f"{lacking}: its class stands on the findings without them")
+
+
+def _apply_compiled(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
+                    others: dict[str, tuple[Arch, Outcome]] | None) -> None:
+    """The gate's class and evidence from the PTX of the units nvcc compiled or refused."""
     failed = [o for o in outcomes if not o.ok]
     if failed:
         gate.class_ = NOT_BUILDABLE
