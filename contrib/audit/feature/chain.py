@@ -89,6 +89,7 @@ class Link:
     refuses: bool = False
     class_: GateClass | None = None
     why: str = ""
+    evidence: tuple[str, ...] = ()  # the guards, kernels or ops behind its class (a few)
 
     @property
     def spot(self) -> str:
@@ -100,7 +101,7 @@ class Link:
                 "file": self.file, "line": self.line, "function": self.function,
                 "admits": self.admits, "excludes_target": self.excludes,
                 "refuses": self.refuses, "class": self.class_.value if self.class_ else None,
-                "why": self.why}
+                "why": self.why, "evidence": list(self.evidence)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Link:
@@ -108,12 +109,14 @@ class Link:
         anything else."""
         texts = [data[k] for k in ("upstream", "commit", "file", "function", "admits", "why")]
         flags = [data[k] for k in ("excludes_target", "refuses")]
-        line, klass = data["line"], data["class"]
+        line, klass, evidence = data["line"], data["class"], data["evidence"]
         if (not all(isinstance(t, str) for t in texts) or not all(isinstance(f, bool) for f in flags)
-                or not isinstance(line, int) or not (klass is None or isinstance(klass, str))):
+                or not isinstance(line, int) or not (klass is None or isinstance(klass, str))
+                or not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence)):
             raise ValueError("not a link")
         return cls(Role(data["role"]), texts[0], texts[1], texts[2], line, texts[3], texts[4],
-                   flags[0], flags[1], GateClass(klass) if klass else None, texts[5])
+                   flags[0], flags[1], GateClass(klass) if klass else None, texts[5],
+                   tuple(evidence))
 
 
 @dataclass
@@ -142,7 +145,7 @@ def gate_link(role: Role, upstream: str, commit: str, gate: AuditGate, why: str 
     return Link(role, upstream, commit, gate.file, gate.line, gate.function,
                 admits_text(gate.admits), gate.excludes_target,
                 gate.excludes_target and gate.effect.kind.refuses, gate.class_,
-                why or gate.reason or gate.effect.why)
+                why or gate.reason or gate.effect.why, tuple(gate.evidence[:_EVIDENCE]))
 
 
 # -- the walk -----------------------------------------------------------------------------
@@ -241,13 +244,14 @@ def _own(link: Link) -> Link:
     """A library's own gate, reached from its own API: a refusal there is the API's
     answer (an error the caller asked for), not a crash between layers."""
     return Link(Role.GATE, link.upstream, link.commit, link.file, link.line, link.function,
-                link.admits, link.excludes, link.refuses, link.class_, link.why)
+                link.admits, link.excludes, link.refuses, link.class_, link.why, link.evidence)
 
 
 # -- the verdict ---------------------------------------------------------------------------
 
 
-_KERNEL_WORK = (NEEDS_KERNEL_WORK, NOT_BUILDABLE, INTENTIONAL)
+_KERNEL_WORK = (NEEDS_KERNEL_WORK, NOT_BUILDABLE)
+_EVIDENCE = 3
 _GATES = (Role.GATE, Role.BELOW, Role.BEHIND)
 
 
@@ -273,6 +277,17 @@ def decide(chain: Chain) -> None:
         chain.reason = ("every gate on the way admits the target" if chain.gated
                         else "no architecture gate on the way")
         return
+    # A gate that leaves the target out on purpose (flashinfer's MNNVL allreduce beside
+    # the single-node one) is one way the feature does not take; where it is every way,
+    # upstream's intent is the answer.
+    meant = [link for link in excluding if link.class_ == INTENTIONAL]
+    if meant and len(meant) == len(excluding) and not hollow:
+        first = meant[0]
+        chain.verdict = Verdict.NEEDS_KERNEL_WORK
+        chain.reason = (f"{first.upstream} {first.file}:{first.line} {first.function} leaves "
+                        f"the target out on purpose: {first.why}")
+        return
+    excluding = [link for link in excluding if link.class_ != INTENTIONAL]
     kernel = [link for link in excluding + hollow if link.class_ in _KERNEL_WORK]
     if kernel:
         first = kernel[0]
@@ -295,7 +310,7 @@ def to_open(chain: Chain) -> dict[str, list[str]]:
     order met."""
     spots: dict[str, list[str]] = {}
     for link in chain.links:
-        if link.role in _GATES and link.excludes:
+        if link.role in _GATES and link.excludes and link.class_ != INTENTIONAL:
             found = spots.setdefault(link.upstream, [])
             if link.spot not in found:
                 found.append(link.spot)

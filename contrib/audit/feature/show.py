@@ -72,6 +72,9 @@ def chain_lines(chain: Chain, arch: str, at: dict[str, str], *, reads: int = 3) 
             n += 1
             lines.append(link_line(n, link, arch))
     lines.append(f"verdict: {VERDICT_TEXT[chain.verdict]}: {chain.reason}")
+    if chain.verdict == Verdict.NEEDS_KERNEL_WORK:  # the guards, kernels or ops to write
+        shown_ = next((link.evidence for link in chain.links if link.evidence), ())
+        lines += [f"  needs: {e}" for e in shown_]
     for command in enable_commands(chain, arch, at) if chain.verdict == Verdict.GATE_ONLY else ():
         lines.append(f"  {command}")
     return lines

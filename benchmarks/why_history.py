@@ -1,0 +1,157 @@
+"""`contrib why` and the feature table on sglang's real history, with flashinfer below.
+
+    python benchmarks/why_history.py --sglang SGLANG_GIT --flashinfer FLASHINFER_GIT \\
+        [--story] [--pin-bumps N] [--at REV ...] [--json OUT] [--cache DIR]
+
+Both mirrors may be bare (``fetch github:mmangkad-dev/sglang`` and
+``github:flashinfer-ai/flashinfer``).  A scratch workspace names them; each sglang
+commit is audited with the flashinfer version it pins below, and every feature is
+followed to its verdict (the table ``contrib audit`` leads with).
+
+``--story``: the three points of the story (``shared/seed``) and what each must say
+of ``--enable-flashinfer-allreduce-fusion``:
+
+* 1ab9b8e0a (pins 0.5.3): **crash**, refused by flashinfer's ``gen_trtllm_comm_module``;
+* 00e57d74f^ (pins 0.6.15.post1): **needs kernel work**, the comm module's kernels
+  compiled out for SM12x (``trtllm_allreduce.cuh``);
+* 00e57d74f (pins 0.6.17): **gate-only**, opening the two gates the shipped patchset
+  ``patchsets/sglang/sm120-allreduce-fusion`` opens (``_resolve_backend``,
+  ``apply_flashinfer_allreduce_fusion``).
+
+``--pin-bumps N``: the last N commits of sglang's main that changed the flashinfer pin,
+each with its crash rows (a feature admitted on SM12x over the pinned flashinfer that
+refuses it): the cases to keep.  Printed per commit: the pin, the verdict counts, the
+rows, the seconds (first, then warm: the chains come from the cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from contrib.arch import parse_arch  # noqa: E402
+from contrib.audit.feature.chain import Role, Verdict, to_open  # noqa: E402
+from contrib.audit.feature.explain import every  # noqa: E402
+from contrib.audit.feature.show import shown  # noqa: E402
+from contrib.audit.run import audit_upstream  # noqa: E402
+from contrib.workspace.model import Workspace  # noqa: E402
+
+FUSION = "--enable-flashinfer-allreduce-fusion"
+STORY = [
+    ("1ab9b8e0a", Verdict.CRASH, {"flashinfer": ["flashinfer/jit/comm.py:gen_trtllm_comm_module"]}),
+    ("00e57d74f^", Verdict.NEEDS_KERNEL_WORK, {"flashinfer": ["trtllm_allreduce.cuh"]}),
+    ("00e57d74f", Verdict.GATE_ONLY, {"sglang": [
+        "python/sglang/srt/layers/communicator.py:apply_flashinfer_allreduce_fusion",
+        "python/sglang/srt/layers/flashinfer_comm_fusion.py:_resolve_backend"]}),
+]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sglang", required=True, type=Path)
+    parser.add_argument("--flashinfer", required=True, type=Path)
+    parser.add_argument("--story", action="store_true")
+    parser.add_argument("--pin-bumps", type=int, default=0)
+    parser.add_argument("--at", action="append", default=[], metavar="REV")
+    parser.add_argument("--arch", default="sm_120a")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--cache", type=Path, help="CONTRIB_CACHE (default: a new folder)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="why-history-"))
+    os.environ["CONTRIB_CACHE"] = str(args.cache or root / "cache")
+    (root / "contrib.toml").write_text(
+        f'[upstreams.sglang]\nurl = "{args.sglang}"\nbranch = "main"\n\n'
+        f'[upstreams.flashinfer]\nurl = "{args.flashinfer}"\nbranch = "main"\n', encoding="utf-8")
+    ws = Workspace.find(root)
+    arch = parse_arch(args.arch)
+    report: dict[str, Any] = {"arch": arch.name, "story": [], "commits": []}
+    failed = 0
+    if args.story:
+        for rev, expected, opened in STORY:
+            row = _story(ws, arch, rev, expected, opened)
+            report["story"].append(row)
+            failed += not row["ok"]
+            print(f"story {rev:<11} pins {row['pin']:<14} {FUSION}: {row['verdict']:<18} "
+                  f"(expected {expected.value}) {'OK' if row['ok'] else 'MISS'} "
+                  f"[{row['seconds']:.1f} s]  {row['reason'][:120]}")
+    revs = list(args.at) + _pin_bumps(args.sglang, args.pin_bumps)
+    for rev in revs:
+        row = _commit(ws, arch, rev)
+        report["commits"].append(row)
+        print(f"\n{rev} pins flashinfer {row['pin']}: {row['features']} features, "
+              f"{row['counts']}; {row['rows']} rows; {row['seconds']:.1f} s first, "
+              f"{row['warm']:.1f} s warm")
+        for crash in row["crashes"]:
+            print(f"  crash  {crash['feature']}: {crash['reason'][:160]}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return 1 if failed else 0
+
+
+def _pin_bumps(mirror: Path, count: int) -> list[str]:
+    if count <= 0:
+        return []
+    out = subprocess.run(["git", "-C", str(mirror), "log", "--format=%h", "-G",
+                          "flashinfer_python", "main", "--", "python/pyproject.toml"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return out[:count]
+
+
+def _story(ws: Workspace, arch: Any, rev: str, expected: Verdict,
+           opened: dict[str, list[str]]) -> dict[str, Any]:
+    started = time.monotonic()
+    audit = audit_upstream(ws, "sglang", arch, at=rev, since=None, fetch=False,
+                           features=lambda fs: [f for f in fs if f.name == FUSION])
+    seconds = time.monotonic() - started
+    [chain] = audit.features
+    ok = chain.verdict == expected
+    if expected == Verdict.GATE_ONLY:
+        ok = ok and {k: sorted(v) for k, v in to_open(chain).items()} == opened
+    if expected == Verdict.CRASH:
+        refused = [f"{link.file}:{link.function}" for link in chain.links
+                   if link.role == Role.BELOW and link.refuses]
+        ok = ok and refused[:1] == opened["flashinfer"]
+    if expected == Verdict.NEEDS_KERNEL_WORK:  # the guards named, in the flashinfer below
+        ok = ok and any(f"flashinfer:include/flashinfer/comm/{opened['flashinfer'][0]}" in e
+                        for link in chain.links for e in link.evidence)
+    pin = audit.stack[0]["tag"] if audit.stack else "-"
+    return {"rev": rev, "pin": pin, "verdict": chain.verdict.value, "expected": expected.value,
+            "ok": ok, "reason": chain.reason, "opens": to_open(chain), "seconds": seconds,
+            "links": [link.to_dict() for link in chain.links]}
+
+
+def _commit(ws: Workspace, arch: Any, rev: str) -> dict[str, Any]:
+    started = time.monotonic()
+    audit = audit_upstream(ws, "sglang", arch, at=rev, since=None, fetch=False, features=every)
+    seconds = time.monotonic() - started
+    started = time.monotonic()
+    audit_upstream(ws, "sglang", arch, at=rev, since=None, fetch=False, features=every)
+    warm = time.monotonic() - started
+    counts = Counter(c.verdict.value for c in audit.features)
+    crashes = [{"feature": c.feature.name, "reason": c.reason,
+                "links": [link.to_dict() for link in c.links]}
+               for c in audit.features if c.verdict == Verdict.CRASH]
+    return {"rev": rev, "pin": audit.stack[0]["tag"] if audit.stack else "-",
+            "features": len(audit.features), "counts": dict(counts),
+            "rows": len(shown(audit.features)), "crashes": crashes,
+            "seconds": seconds, "warm": warm}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
