@@ -21,7 +21,9 @@ the UI, and gets ``None`` or a no-op when progress is off.
 
 from __future__ import annotations
 
+import io
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -251,6 +253,41 @@ class Task:
         self.update(text)
 
 
+class _Held(io.StringIO):
+    """A terminal's output held for the pager: a terminal still, of the same width."""
+
+    def __init__(self, terminal: IO[str]) -> None:
+        super().__init__()
+        self._terminal = terminal
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._terminal.fileno()
+
+
+def _page(text: str, terminal: IO[str]) -> None:
+    """``text`` on ``terminal``, through the pager when it does not fit."""
+    pager = os.environ.get("PAGER", "less")
+    try:
+        rows = os.get_terminal_size(terminal.fileno()).lines
+    except (OSError, ValueError):
+        rows = 0
+    if not text or pager in ("", "cat") or rows <= 0 or text.count("\n") < rows:
+        terminal.write(text)
+        terminal.flush()
+        return
+    env = dict(os.environ)
+    env.setdefault("LESS", "FRX")  # quit if one screen, keep colour, no clearing
+    try:
+        subprocess.run(pager, shell=True, input=text, text=True, env=env, check=False,
+                       stdout=terminal)
+    except OSError:  # no shell: print it as it is
+        terminal.write(text)
+        terminal.flush()
+
+
 class UI:
     """Where a command reports: human text, a status line, or one JSON document."""
 
@@ -280,6 +317,24 @@ class UI:
             yield task
         finally:
             self.done()
+
+    @contextmanager
+    def paged(self) -> Iterator[None]:
+        """Human output of the block through a pager when it is longer than the terminal
+        is tall, as git does: ``$PAGER`` (run by the shell), else ``less`` with
+        ``LESS=FRX`` unless set; ``PAGER=cat`` or an empty one, a pipe or a file, and
+        --json print as they are."""
+        if self.json_mode or not _isatty(sys.stdout):
+            yield
+            return
+        real = sys.stdout
+        held = _Held(real)
+        sys.stdout = held
+        try:
+            yield
+        finally:
+            sys.stdout = real
+            _page(held.getvalue(), real)
 
     def done(self) -> None:
         """Clear the status line (before other output, and when the command ends)."""

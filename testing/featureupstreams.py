@@ -13,15 +13,31 @@ one dataclass as sglang's are: one feature for each verdict ``contrib why`` give
   decode kernel compiled out for it (needs kernel work); ``=plain`` runs no gate (on);
 * ``--enable-custom-op``: a gate whose code runs a built op of another package
   (unknown);
+* ``--enable-scaled-quant``: calls ``lowerlib.quant.quant``, which refuses other GPUs
+  than SM100 only when its caller passes ``scale`` (a misuse of the API, not a crash);
 * ``--log-requests``: declared, read nowhere (not followed).
+
+:func:`feature_lower` is ``lower`` with that ``quant`` module.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from testing.gitutil import Repo
-from testing.stackupstreams import TOP_DECODE, TOP_UTILS, pyproject
+from testing.auditupstream import UTILS
+from testing.gitutil import Repo, git
+from testing.stackupstreams import LOWER, LOWER_JIT, TOP_DECODE, TOP_UTILS, pyproject
+
+QUANT = '''\
+from lowerlib.jit import gen_norm_module
+from lowerlib.utils import is_sm100_supported
+
+
+def quant(x, scale=None):
+    if not is_sm100_supported() and scale is not None:
+        raise ValueError("scale is supported on SM100 only")
+    return gen_norm_module().run(x)
+'''
 
 SERVER_ARGS = '''\
 import argparse
@@ -36,6 +52,7 @@ class ServerArgs:
     enable_fusion: bool = False
     enable_quick_reduce: bool = False
     enable_custom_op: bool = False
+    enable_scaled_quant: bool = False
     log_requests: bool = False
     attention_backend: Optional[str] = None
     port: int = 30000
@@ -56,6 +73,7 @@ def get_server_args():
 LAYERS = '''\
 import lowerlib
 import lowerlib.comm as comm
+import lowerlib.quant as quant
 import torch
 
 from top.decode import attend
@@ -83,6 +101,12 @@ def attention(x):
     return x
 
 
+def quantize(x):
+    if get_server_args().enable_scaled_quant:
+        return quant.quant(x)
+    return x
+
+
 def custom(x):
     if get_server_args().enable_custom_op:
         if is_sm100_supported():
@@ -100,4 +124,16 @@ def feature_upstream(path: Path, requirement: str = "lower_lib==1.0") -> Repo:
         "python/top/server_args.py": SERVER_ARGS, "python/top/layers.py": LAYERS,
         "python/top/decode.py": TOP_DECODE,
     })
+    return repo
+
+
+def feature_lower(path: Path) -> Repo:
+    """``lower`` (tags ``v1.0`` and ``v2.0``, as :func:`~testing.stackupstreams.
+    lower_upstream`) with ``lowerlib/quant.py``."""
+    repo = Repo(path)
+    extra = {"lowerlib/quant.py": QUANT, "lowerlib/utils.py": UTILS}
+    repo.commit("lower 1.0", {**LOWER, **extra, "lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10]")})
+    git(path, "tag", "v1.0")
+    repo.commit("comm: admit SM12x (#7)", {"lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10, 12]")})
+    git(path, "tag", "v2.0")
     return repo

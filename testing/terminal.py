@@ -18,11 +18,11 @@ ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def on_terminal(cwd: Path, columns: int, *args: str, stdout: Path | None = None,
-                codes: tuple[int, ...] = (0, 1), **extra: str) -> str:
-    """Run contrib on a pseudo-terminal ``columns`` wide (stdout into the file ``stdout``
-    when given); everything the terminal showed."""
+                codes: tuple[int, ...] = (0, 1), rows: int = 40, **extra: str) -> str:
+    """Run contrib on a pseudo-terminal ``columns`` wide and ``rows`` tall (stdout into
+    the file ``stdout`` when given); everything the terminal showed."""
     main, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR", "COLUMNS")}
     env |= {"PYTHONPATH": str(ROOT), "TERM": "xterm"} | extra
     out = stdout.open("w") if stdout is not None else None

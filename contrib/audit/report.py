@@ -100,12 +100,13 @@ def history_cell(gate: AuditGate) -> str:
 def table_rows(audit: UpstreamAudit, show_all: bool) -> list[list[str]]:
     """Rows for the table: excluding gates (all with ``show_all``), grouped by class."""
     gates = sorted(audit.gates, key=sort_key) if show_all else audit.excluding()
-    return [[g.class_ or "-", g.scope, f"{g.file}:{g.line}", g.function, g.kind,
+    return [[g.class_ or "-", g.scope, f"{g.file}:{g.function}", str(g.line), g.kind,
              admits_text(g.admits), g.covered_by or "", history_cell(g),
              g.reason or g.effect.why] for g in gates]
 
 
-COLUMNS = ["class", "scope", "gate", "function", "kind", "admits", "covered by", "history", "why"]
+# The gate as FILE:FUNCTION, what `contrib enable` takes: copied whole from a row.
+COLUMNS = ["class", "scope", "gate", "line", "kind", "admits", "covered by", "history", "why"]
 
 
 def summary_line(arch: str, audit: UpstreamAudit) -> str:

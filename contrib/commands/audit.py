@@ -52,32 +52,41 @@ def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str | None, at: 
             audits.append(audit_upstream(ws, name, target, at=at, since=since, fetch=fetch,
                                          progress=ui.progress, step=task.step, nvcc=nvcc,
                                          features=None if gates else every))
+    with ui.paged():
+        _report(ui, audits, target.name, as_markdown=as_markdown, show_all=show_all,
+                gates=gates, classes=classes, scopes=scopes, verdicts=verdicts)
+    for one in audits:
+        for note in one.notes:
+            ui.warn(note)
+    ui.emit(document(target.name, audits))
+    return 1 if any(a.uncovered_runtime() or a.mismatches for a in audits) else 0
+
+
+def _report(ui: UI, audits: list[UpstreamAudit], arch: str, *, as_markdown: bool,
+            show_all: bool, gates: bool, classes: tuple[str, ...], scopes: tuple[str, ...],
+            verdicts: tuple[str, ...]) -> None:
+    """The human report: Markdown, or per upstream its summary, mismatches and table."""
     if as_markdown:
-        ui.info(markdown(target.name, audits, show_all))
+        ui.info(markdown(arch, audits, show_all))
     else:
         for one in audits:
-            ui.info(summary_line(target.name, one))
+            ui.info(summary_line(arch, one))
             if one.stack:
                 ui.info(stack_line(one))
             if one.mismatches:  # first: the target is sent where the upstream below refuses it
                 ui.table(f"mismatches of {one.name} with the upstream below", MISMATCH_COLUMNS,
                          mismatch_rows(one), wrap=("function", "function below", "what happens"))
             if not gates and one.features:  # a tree declaring no feature: its gates
-                _features(ui, one, target.name, {Verdict(v) for v in verdicts})
+                _features(ui, one, arch, {Verdict(v) for v in verdicts})
                 continue
             rows = [row for row in table_rows(one, show_all)
                     if (not classes or row[0] in classes) and (not scopes or row[1] in scopes)]
             if rows:
                 ui.table(f"audit {one.name}", COLUMNS, rows,
-                         wrap=("kind", "admits", "function", "covered by", "history", "why"),
+                         wrap=("kind", "admits", "covered by", "history", "why"),
                          keys=("gate",))
         if len(audits) == 1 and not gates and audits[0].features:
-            ui.info(summary_line(target.name, audits[0]))  # again: the table scrolled it away
-    for one in audits:
-        for note in one.notes:
-            ui.warn(note)
-    ui.emit(document(target.name, audits))
-    return 1 if any(a.uncovered_runtime() or a.mismatches for a in audits) else 0
+            ui.info(summary_line(arch, audits[0]))  # again: the table scrolled it away
 
 
 def _features(ui: UI, one: UpstreamAudit, arch: str, verdicts: set[Verdict]) -> None:

@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 
 from contrib.analysis.tree import DictTree
-from contrib.audit.feature.chain import Chain, Link, Role, Verdict, decide
+from contrib.audit.engine import TreeAudit
+from contrib.audit.feature.chain import Chain, Link, Role, Verdict, decide, passed_by_caller
 from contrib.audit.feature.declared import Feature, FeatureKind, declared
 from contrib.audit.feature.show import feature_rows, find
-from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, UNKNOWN
-from testing.featureupstreams import feature_upstream
+from contrib.audit.model import CAPABILITY, GATE_ONLY, NEEDS_KERNEL_WORK, UNKNOWN, AuditGate
+from contrib.audit.stack.lower import Lower
+from testing.featureupstreams import feature_lower, feature_upstream
 from testing.gitutil import Repo
-from testing.stackupstreams import lower_upstream, repin
+from testing.stackupstreams import repin
 from testing.workspace import Workspace
 
 
@@ -27,7 +29,7 @@ def server(tmp_path: Path) -> tuple[Workspace, Repo]:
     top = feature_upstream(tmp_path / "top")
     root = tmp_path / "ws"
     root.mkdir()
-    ws = Workspace(root, {"top": top, "lower": lower_upstream(tmp_path / "lower")})
+    ws = Workspace(root, {"top": top, "lower": feature_lower(tmp_path / "lower")})
     ws.write_config()
     return ws, top
 
@@ -70,6 +72,40 @@ def test_a_crash_is_admitted_above_and_refused_below(server: tuple[Workspace, Re
     assert (below["upstream"], below["commit"], below["file"], below["function"],
             below["refuses"]) == ("lower", "v1.0", "lowerlib/jit.py", "gen_comm_module", True)
     assert "refused by lower v1.0 lowerlib/jit.py:5 gen_comm_module" in chain["reason"]
+
+
+def test_a_refusal_below_that_needs_a_parameter_passed_is_no_crash(
+        server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    _, data = _why(ws, "top", "--enable-scaled-quant")
+    [chain] = data["features"]
+    assert chain["verdict"] == "on"
+    [quant] = [link for link in chain["links"] if link["function"] == "quant"]
+    assert not quant["excludes_target"] and not quant["refuses"]  # its test names major 12
+
+
+def test_a_refusal_needing_a_parameter_the_function_never_sets_is_the_callers() -> None:
+    code = (
+        "def decode(q, backend='auto', scale=None, sparse=False):\n"
+        "    if backend == 'auto':\n"
+        "        backend = 'gen' if major() == 10 else 'xqa'\n"
+        "    if backend != 'gen' and scale is not None:\n"
+        "        raise ValueError('scale needs gen')\n"
+        "    if sparse:\n"
+        "        if backend != 'gen':\n"
+        "            raise ValueError('sparse needs gen')\n"
+        "    if backend != 'gen':\n"
+        "        raise ValueError('gen only')\n")
+    tree = DictTree({"lib/__init__.py": "", "lib/decode.py": code})
+    lower = Lower("lib", "v1", "c" * 40, TreeAudit("c" * 40, "", []), tree)  # type: ignore[arg-type]
+
+    def given(line: int) -> str | None:
+        gate = AuditGate("lib/decode.py", line, "decode", CAPABILITY, frozenset({10}), True)
+        return passed_by_caller(lower, gate)
+
+    assert given(4) == "scale"  # beside the test on the GPU's backend
+    assert given(7) == "sparse"  # in the test around it
+    assert given(9) is None  # the GPU's backend alone: the target is turned away
 
 
 def test_a_pin_bump_turns_the_crash_on_and_the_gate_only_chain_shorter(
@@ -128,14 +164,14 @@ def test_the_audit_leads_with_features_and_keeps_every_gate_in_json(
     assert lines[-1].startswith("top at main tip")  # the summary again at the end
     assert "--log-requests" not in result.out  # not followed: no row
     gates = ws.run("audit", "top", "--arch", "sm_120a", "--gates", "--no-fetch").out
-    assert "python/top/layers.py:11" in gates and "--enable-fusion" not in gates
+    assert "python/top/layers.py:allreduce" in gates and "--enable-fusion" not in gates
     only = ws.run("audit", "top", "--arch", "sm_120a", "--gates", "--class", "unknown",
                   "--no-fetch").out
-    assert "python/top/layers.py:32" in only and "python/top/layers.py:11" not in only
+    assert "python/top/layers.py:custom" in only and "layers.py:allreduce" not in only
     data = ws.run("audit", "top", "--arch", "sm_120a", "--json", "--no-fetch").json
     assert isinstance(data, dict)
     [audit] = data["upstreams"]
-    assert len(audit["gates"]) == 3 and len(audit["features"]) == 6
+    assert len(audit["gates"]) == 3 and len(audit["features"]) == 7
     crash = ws.run("audit", "top", "--arch", "sm_120a", "--verdict", "on", "--no-fetch").out
     assert "--attention-backend=plain" in crash and "--enable-quick-reduce" not in crash
 

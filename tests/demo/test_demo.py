@@ -28,7 +28,7 @@ def test_demo_tells_the_whole_story(tmp_path: Path, isolated: Path) -> None:
     # the audit finds the one gate, and says its kernels are compiled out
     step1 = out.split("== 1.")[1].split("== 2.")[0]
     assert "$ contrib audit\n" in step1 and "needs-kernel-work" in step1
-    assert "flashinfer/jit/comm.py:12" in step1 and "1 gate, 1 turn sm_120a away" in step1
+    assert "flashinfer/jit/comm.py:gen_trtllm_comm_module" in step1 and "1 gate, 1 turn sm_120a away" in step1
     # enable drafts the one-line patch, past the audit's refusal, and says what is next
     step2 = out.split("== 2.")[1].split("== 3.")[0]
     assert "drafted minifer/sm120-gate-only at " in step2

@@ -26,8 +26,9 @@ A feature read nowhere the walk can see is ``unknown``, with that reason.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -42,7 +43,7 @@ from contrib.audit.model import (
     admits_text,
 )
 from contrib.audit.stack.lower import Lower
-from contrib.audit.stack.walk import Outside, Trail, Walker
+from contrib.audit.stack.walk import Function, Outside, Trail, Walker
 
 # Calls followed below a place reading the feature.  What a setting enables runs close
 # to where it is read; ten steps down (the gate walk's bound) every feature reaches the
@@ -140,12 +141,16 @@ class Chain:
                 "links": [link.to_dict() for link in self.links]}
 
 
-def gate_link(role: Role, upstream: str, commit: str, gate: AuditGate, why: str = "") -> Link:
-    """A gate as a link of a chain."""
+def gate_link(role: Role, upstream: str, commit: str, gate: AuditGate, major: int) -> Link:
+    """A gate as a link of a chain.  A gate whose list names the target's ``major`` but
+    whose code still turns it away does so for something else than the GPU (flashinfer's
+    ``if backend != "trtllm-gen" and bmm1_scale_log2 is not None: raise``, after an
+    ``auto`` backend chosen by the arch): not a gate the feature stops at."""
+    excludes = gate.excludes_target and gate.admits_major(major) is not True
     return Link(role, upstream, commit, gate.file, gate.line, gate.function,
-                admits_text(gate.admits), gate.excludes_target,
-                gate.excludes_target and gate.effect.kind.refuses, gate.class_,
-                why or gate.reason or gate.effect.why, tuple(gate.evidence[:_EVIDENCE]))
+                admits_text(gate.admits), excludes,
+                excludes and gate.effect.kind.refuses, gate.class_,
+                gate.reason or gate.effect.why, tuple(gate.evidence[:_EVIDENCE]))
 
 
 # -- the walk -----------------------------------------------------------------------------
@@ -171,20 +176,22 @@ class Upper:
         return [g for g in self._by_file.get(path, ()) if first <= g.line <= last]
 
 
-def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None) -> Chain:
-    """The chain of one feature: a server argument read in ``upper`` and followed into
-    ``lower``, or (``upper`` None) a public API of ``lower`` itself."""
+def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None, major: int) -> Chain:
+    """The chain of one feature on a GPU of ``major``: a server argument read in
+    ``upper`` and followed into ``lower``, or (``upper`` None) a public API of ``lower``
+    itself."""
     chain = Chain(feature)
     if feature.kind == FeatureKind.API or upper is None:
         if lower is not None:
-            _below(chain, lower, [Outside(feature.attr, (), feature.keys)], api=True)
+            _below(chain, lower, [Outside(feature.attr, (), feature.keys)], major, api=True)
     else:
-        _walk_flag(chain, feature, upper, lower)
+        _walk_flag(chain, feature, upper, lower, major)
     decide(chain)
     return chain
 
 
-def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None) -> None:
+def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None,
+               major: int) -> None:
     walker = upper.walker
     trail = walker.trail = Trail()
     walker.values = True
@@ -205,19 +212,20 @@ def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None
     finally:
         walker.trail, walker.values = None, False
     seen: set[tuple[str, int]] = set()
-    behind: list[Link] = []
+    behind: list[Link] = []  # what lies below the gates met, once they are opened
     for path, first, last in met:
         for gate in upper.on(path, first, last):
             if gate.excludes_target and (gate.file, gate.line) not in seen:
                 seen.add((gate.file, gate.line))
-                chain.links.append(gate_link(Role.GATE, upper.name, upper.commit, gate))
-                behind += [_behind(b) for b in gate.below if b.get("excludes_target")]
-    chain.links += list(dict.fromkeys(behind))
+                chain.links.append(gate_link(Role.GATE, upper.name, upper.commit, gate, major))
+                behind += _behind(gate, lower, major)
+    chain.links += [link for link in dict.fromkeys(behind) if link.excludes]
     if lower is not None:
-        _below(chain, lower, outs, api=False)
+        _below(chain, lower, outs, major, api=False)
 
 
-def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool) -> None:
+def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], major: int, *,
+           api: bool) -> None:
     """The calls into ``lower`` and the gates they reach there (each once)."""
     seen: set[tuple[str, int]] = set()
     for out in outs:
@@ -227,17 +235,47 @@ def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool) ->
             if (gate.file, gate.line) in seen:
                 continue
             seen.add((gate.file, gate.line))
-            link = gate_link(Role.BELOW, lower.name, f"{lower.tag}", gate)
+            link = gate_link(Role.BELOW, lower.name, f"{lower.tag}", gate, major)
+            given = passed_by_caller(lower, gate) if link.refuses else None
+            if given is not None:
+                link = replace(link, excludes=False, refuses=False,
+                               why=f"refuses only when the caller passes {given}: {link.why}")
             chain.links.append(link if not api else _own(link))
 
 
-def _behind(entry: dict[str, Any]) -> Link:
-    """A lower gate behind an upper one (the link's ``below`` entry): the target meets it
-    once the gate above is opened."""
-    klass = entry.get("class")
-    return Link(Role.BEHIND, str(entry["upstream"]), str(entry["tag"]), str(entry["file"]),
-                int(entry["line"]), str(entry["function"]), str(entry["admits"]), True, False,
-                GateClass(klass) if klass else None, str(entry.get("effect", "")))
+def _behind(gate: AuditGate, lower: Lower | None, major: int) -> list[Link]:
+    """The lower gates behind an upper one (its link's ``below``): the target meets
+    them once the gate above is opened."""
+    if lower is None:
+        return []
+    found = (lower.gate_at(str(b["file"]), int(b["line"])) for b in gate.below)
+    return [gate_link(Role.BEHIND, lower.name, lower.tag, g, major) for g in found if g]
+
+
+def passed_by_caller(lower: Lower, gate: AuditGate) -> str | None:
+    """The parameter a refusal below also needs the caller to pass, or None: a test
+    holding the gate, or one around it in its function, reads a parameter the function
+    never sets itself (``if backend != "trtllm-gen" and bmm1_scale_log2 is not None:
+    raise``; ``backend`` the function sets from the GPU, ``bmm1_scale_log2`` only the
+    caller does).  Such a refusal is a misuse of the API, not the GPU turned away."""
+    module = lower.ev.module(gate.file)
+    if module is None:
+        return None
+    function = next((n for n in ast.walk(module[0]) if isinstance(n, Function)
+                     and n.name == gate.name and n.lineno <= gate.line <= (n.end_lineno or 0)),
+                    None)
+    if function is None:
+        return None
+    params = {a.arg for a in [*function.args.args, *function.args.kwonlyargs]} - {"self"}
+    params -= {t.id for n in ast.walk(function) if isinstance(n, ast.Assign | ast.AugAssign)
+               for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+               if isinstance(t, ast.Name)}
+    for node in ast.walk(function):
+        if (isinstance(node, ast.If) and node.lineno <= gate.line <= (node.end_lineno or 0)):
+            read = sorted({n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} & params)
+            if read:
+                return read[0]
+    return None
 
 
 def _own(link: Link) -> Link:

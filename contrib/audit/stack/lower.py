@@ -58,6 +58,7 @@ class Lower:
     _targets: dict[tuple[str, tuple[tuple[str, str], ...]], list[Endpoint]] = field(
         default_factory=dict)
     _behind: Behind | None = None
+    _at: dict[tuple[str, int], AuditGate] | None = None
 
     def __post_init__(self) -> None:
         paths = [p for p in self.tree.paths() if p.endswith(".py")]
@@ -70,6 +71,13 @@ class Lower:
         for gate in self.audit.gates:
             if gate.scope == RUNTIME:
                 self._held.setdefault(gate.file, []).append(gate)
+
+    def gate_at(self, file: str, line: int) -> AuditGate | None:
+        """The lower audit's gate at ``file``:``line`` (what an upper gate's ``below``
+        entry names)."""
+        if self._at is None:
+            self._at = {(g.file, g.line): g for g in self.audit.gates}
+        return self._at.get((file, line))
 
     def behind(self, dotted: str, arch: Arch, keys: tuple[tuple[str, str], ...] = ()) -> Verdict | None:
         """The class of what a call of ``dotted`` reaches in the lower tree when no gate
