@@ -312,8 +312,8 @@ def audit(ctx: Context, upstreams: tuple[str, ...], arch: str | None, at: str | 
 @click.argument("upstream", shell_complete=complete_upstreams)
 @click.argument("feature", metavar="FEATURE")
 @click.option("--arch", shell_complete=complete_arch,
-              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0 (default: "
-                   "contrib.toml's [defaults] arch).")
+              help="Target GPU architecture, or several side by side (sm_120a,sm_121a); "
+                   "default: contrib.toml's [defaults] arch.")
 @click.option("--at", "at", metavar="REF", help="Read this commit, tag or branch "
               "(default: the tip).")
 @click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")

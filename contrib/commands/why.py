@@ -12,7 +12,7 @@ import difflib
 from contrib.arch import parse_arch
 from contrib.audit.feature.chain import Verdict
 from contrib.audit.feature.declared import Feature
-from contrib.audit.feature.show import chain_lines, find
+from contrib.audit.feature.show import VERDICT_TEXT, chain_lines, find
 from contrib.audit.report import stack_line
 from contrib.audit.run import audit_upstream
 from contrib.errors import UsageError
@@ -22,34 +22,46 @@ from contrib.workspace.model import Workspace
 
 def why(ws: Workspace, ui: UI, upstream: str, feature: str, *, arch: str | None,
         at: str | None, fetch: bool) -> int:
-    """Follow ``feature`` of ``upstream`` across the stack; say its chain and verdict."""
-    target = parse_arch(ws.config.default_arch(arch, "why"))
+    """Follow ``feature`` of ``upstream`` across the stack for each GPU of ``arch``
+    (``sm_120a,sm_121a``: a family side by side); say each chain and verdict."""
+    targets = [parse_arch(a) for a in ws.config.default_arch(arch, "why").split(",") if a]
     ws.config.upstream(upstream)  # an unknown name fails before any work
     names: list[str] = []
 
     def choose(features: list[Feature]) -> list[Feature]:
-        names.extend(f.name for f in features)
+        names[:] = [f.name for f in features]
         return find(features, feature)
 
-    with ui.task(f"auditing {upstream}") as task:
-        audit = audit_upstream(ws, upstream, target, at=at, since=None, fetch=fetch,
-                               progress=ui.progress, step=task.step, features=choose)
-    if not audit.features:
-        close = difflib.get_close_matches(feature, names, n=3, cutoff=0.75)
-        hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else
-                f"; `contrib audit {upstream}` lists its features")
-        raise UsageError(f"{upstream} at {audit.ref} declares no feature {feature!r}{hint}")
-    places = {audit.name: audit.commit[:10]} | {s["upstream"]: s["tag"] for s in audit.stack}
-    ui.info(f"{upstream} at {audit.ref} ({audit.commit[:10]})")
-    if audit.stack:
-        ui.info(stack_line(audit))
-    for chain in audit.features:
+    results = []
+    for target in dict.fromkeys(targets):
+        with ui.task(f"auditing {upstream} for {target.name}") as task:
+            audit = audit_upstream(ws, upstream, target, at=at, since=None, fetch=fetch,
+                                   progress=ui.progress, step=task.step, features=choose)
+        if not audit.features:
+            close = difflib.get_close_matches(feature, names, n=3, cutoff=0.75)
+            hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else
+                    f"; `contrib audit {upstream}` lists its features")
+            raise UsageError(f"{upstream} at {audit.ref} declares no feature {feature!r}{hint}")
+        results.append((target.name, audit))
+    first = results[0][1]
+    ui.info(f"{upstream} at {first.ref} ({first.commit[:10]})")
+    if first.stack:
+        ui.info(stack_line(first))
+    for name, audit in results:
+        places = {audit.name: audit.commit[:10]} | {s["upstream"]: s["tag"] for s in audit.stack}
+        for chain in audit.features:
+            ui.info("")
+            for line in chain_lines(chain, name, places):
+                ui.info(line)
+    if len(results) > 1:  # the family side by side: one row per feature
         ui.info("")
-        for line in chain_lines(chain, target.name, places):
-            ui.info(line)
-    for note in audit.notes:
+        rows = [[chain.feature.name, *(VERDICT_TEXT[a.features[n].verdict] for _, a in results)]
+                for n, chain in enumerate(first.features)]
+        ui.table("the family side by side", ["feature", *(n for n, _ in results)], rows)
+    for note in dict.fromkeys(n for _, a in results for n in a.notes):
         ui.warn(note)
-    ui.emit({"arch": target.name, "upstream": upstream, "commit": audit.commit,
-             "ref": audit.ref, "stack": audit.stack,
-             "features": [c.to_dict() for c in audit.features]})
-    return 0 if all(c.verdict == Verdict.ON for c in audit.features) else 1
+    documents = [{"arch": name, "upstream": upstream, "commit": audit.commit,
+                  "ref": audit.ref, "stack": audit.stack,
+                  "features": [c.to_dict() for c in audit.features]} for name, audit in results]
+    ui.emit(documents[0] if len(documents) == 1 else {"archs": documents})
+    return 0 if all(c.verdict == Verdict.ON for _, a in results for c in a.features) else 1

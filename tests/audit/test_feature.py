@@ -131,6 +131,22 @@ def test_a_pin_bump_turns_the_crash_on_and_the_gate_only_chain_shorter(
     assert [link["upstream"] for link in fusion["links"] if link["excludes_target"]] == ["top"]
 
 
+def test_a_family_side_by_side(server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    result = ws.run("why", "top", "--enable-fusion", "--arch", "sm_100a,sm_120a", "--no-fetch")
+    assert result.code == 1
+    assert "--enable-fusion on sm_100a: on" in result.out
+    assert "--enable-fusion on sm_120a: off, gate-only" in result.out
+    table = result.out.splitlines()[-2:]
+    assert table[0].split() == ["feature", "sm_100a", "sm_120a"]
+    assert table[1].split() == ["--enable-fusion", "on", "off,", "gate-only"]
+    data = ws.run("why", "top", "--enable-fusion", "--arch", "sm_100a,sm_120a", "--json",
+                  "--no-fetch").json
+    assert isinstance(data, dict)
+    assert [(d["arch"], d["features"][0]["verdict"]) for d in data["archs"]] == [
+        ("sm_100a", "on"), ("sm_120a", "gate-only")]
+
+
 def test_a_library_answers_by_its_public_api(server: tuple[Workspace, Repo]) -> None:
     ws, _ = server
     code, data = _why(ws, "lower", "lowerlib.fused_allreduce", "--at", "v1.0")
