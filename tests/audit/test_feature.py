@@ -81,7 +81,8 @@ def test_a_refusal_below_that_needs_a_parameter_passed_is_no_crash(
     [chain] = data["features"]
     assert chain["verdict"] == "on"
     [quant] = [link for link in chain["links"] if link["function"] == "quant"]
-    assert not quant["excludes_target"] and not quant["refuses"]  # its test names major 12
+    assert not quant["excludes_target"] and not quant["refuses"]
+    assert quant["why"].startswith("refuses only when the caller passes scale")
 
 
 def test_a_refusal_needing_a_parameter_the_function_never_sets_is_the_callers() -> None:

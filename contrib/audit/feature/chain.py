@@ -141,12 +141,9 @@ class Chain:
                 "links": [link.to_dict() for link in self.links]}
 
 
-def gate_link(role: Role, upstream: str, commit: str, gate: AuditGate, major: int) -> Link:
-    """A gate as a link of a chain.  A gate whose list names the target's ``major`` but
-    whose code still turns it away does so for something else than the GPU (flashinfer's
-    ``if backend != "trtllm-gen" and bmm1_scale_log2 is not None: raise``, after an
-    ``auto`` backend chosen by the arch): not a gate the feature stops at."""
-    excludes = gate.excludes_target and gate.admits_major(major) is not True
+def gate_link(role: Role, upstream: str, commit: str, gate: AuditGate) -> Link:
+    """A gate as a link of a chain."""
+    excludes = gate.excludes_target
     return Link(role, upstream, commit, gate.file, gate.line, gate.function,
                 admits_text(gate.admits), excludes,
                 excludes and gate.effect.kind.refuses, gate.class_,
@@ -176,22 +173,20 @@ class Upper:
         return [g for g in self._by_file.get(path, ()) if first <= g.line <= last]
 
 
-def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None, major: int) -> Chain:
-    """The chain of one feature on a GPU of ``major``: a server argument read in
-    ``upper`` and followed into ``lower``, or (``upper`` None) a public API of ``lower``
-    itself."""
+def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None) -> Chain:
+    """The chain of one feature: a server argument read in ``upper`` and followed into
+    ``lower``, or (``upper`` None) a public API of ``lower`` itself."""
     chain = Chain(feature)
     if feature.kind == FeatureKind.API or upper is None:
         if lower is not None:
-            _below(chain, lower, [Outside(feature.attr, (), feature.keys)], major, api=True)
+            _below(chain, lower, [Outside(feature.attr, (), feature.keys)], api=True)
     else:
-        _walk_flag(chain, feature, upper, lower, major)
+        _walk_flag(chain, feature, upper, lower)
     decide(chain)
     return chain
 
 
-def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None,
-               major: int) -> None:
+def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None) -> None:
     walker = upper.walker
     trail = walker.trail = Trail()
     walker.values = True
@@ -217,15 +212,14 @@ def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None
         for gate in upper.on(path, first, last):
             if gate.excludes_target and (gate.file, gate.line) not in seen:
                 seen.add((gate.file, gate.line))
-                chain.links.append(gate_link(Role.GATE, upper.name, upper.commit, gate, major))
-                behind += _behind(gate, lower, major)
+                chain.links.append(gate_link(Role.GATE, upper.name, upper.commit, gate))
+                behind += _behind(gate, lower)
     chain.links += [link for link in dict.fromkeys(behind) if link.excludes]
     if lower is not None:
-        _below(chain, lower, outs, major, api=False)
+        _below(chain, lower, outs, api=False)
 
 
-def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], major: int, *,
-           api: bool) -> None:
+def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool) -> None:
     """The calls into ``lower`` and the gates they reach there (each once)."""
     seen: set[tuple[str, int]] = set()
     for out in outs:
@@ -235,7 +229,7 @@ def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], major: int, *,
             if (gate.file, gate.line) in seen:
                 continue
             seen.add((gate.file, gate.line))
-            link = gate_link(Role.BELOW, lower.name, f"{lower.tag}", gate, major)
+            link = gate_link(Role.BELOW, lower.name, f"{lower.tag}", gate)
             given = passed_by_caller(lower, gate) if link.refuses else None
             if given is not None:
                 link = replace(link, excludes=False, refuses=False,
@@ -243,13 +237,13 @@ def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], major: int, *,
             chain.links.append(link if not api else _own(link))
 
 
-def _behind(gate: AuditGate, lower: Lower | None, major: int) -> list[Link]:
+def _behind(gate: AuditGate, lower: Lower | None) -> list[Link]:
     """The lower gates behind an upper one (its link's ``below``): the target meets
     them once the gate above is opened."""
     if lower is None:
         return []
     found = (lower.gate_at(str(b["file"]), int(b["line"])) for b in gate.below)
-    return [gate_link(Role.BEHIND, lower.name, lower.tag, g, major) for g in found if g]
+    return [gate_link(Role.BEHIND, lower.name, lower.tag, g) for g in found if g]
 
 
 def passed_by_caller(lower: Lower, gate: AuditGate) -> str | None:

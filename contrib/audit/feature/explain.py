@@ -27,7 +27,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 4  # bump when the chains change over the same audits
+FEATURE_FORMAT = 5  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -38,12 +38,12 @@ def every(features: list[Feature]) -> list[Feature]:
 
 
 def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
-            below: tuple[str, str, str, TreeAudit, GitTree] | None, *, major: int, key: str,
+            below: tuple[str, str, str, TreeAudit, GitTree] | None, *, key: str,
             choose: Choose | None = None, ref: str = "") -> list[Chain]:
     """The chains of the features of ``tree`` (``name`` at ``commit``, audited as
     ``gates``) that ``choose`` keeps (all by default).  ``below``: the upstream below
     as pinned (its name, tag, commit, audit and tree), for a server's features.
-    ``major``: the target GPU's.  ``key``: what the chains depend on beside contrib (the trees, the arch); every
+    ``key``: what the chains depend on beside contrib (the trees, the arch); every
     feature's chain is kept in the cache under it, and answers a later ``choose``.
     ``ref``: how a library's own links name its commit (default: the sha's start)."""
     path = _cache_file(key)
@@ -58,12 +58,12 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
         return []
     if chosen[0].kind == FeatureKind.API:
         own = Lower(name, ref or commit[:10], commit, TreeAudit(commit, "", gates), tree)
-        chains = [chain_of(f, None, own, major) for f in chosen]
+        chains = [chain_of(f, None, own) for f in chosen]
     else:
         lower = Lower(*below) if below is not None else None
         roots = lower.roots if lower is not None else {}
         upper = Upper(name, commit, gates, walker_of(gates, tree, roots))
-        chains = [chain_of(f, upper, lower, major) for f in chosen]
+        chains = [chain_of(f, upper, lower) for f in chosen]
     if choose is every:
         with contextlib.suppress(ContribError):
             check_inside(environ.cache_root(), path)
