@@ -16,6 +16,7 @@ from contrib.audit.model import Step
 from contrib.audit.report import UpstreamAudit
 from contrib.audit.stack.link import audit_and_link
 from contrib.audit.stack.pins import find_pin, package_name, required_names, tag_of
+from contrib.audit.stack.walk import Walker
 from contrib.errors import ContribError
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
@@ -41,15 +42,15 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
         old = audit_commit(git, since_commit, arch, step)
         audit.seconds += old.seconds
         mark_history(git, since_commit, commit, old.gates, audit.gates)
-    below: list[tuple[str, str, str, TreeAudit, GitTree]] = []
+    below: list[tuple[tuple[str, str, str, TreeAudit, GitTree], Walker | None]] = []
     _stack_below(ws, audit, GitTree(git, commit), result.tree, arch, fetch, step, below)
     if features is not None:
         if step is not None:
             step(0, 1, "following its features")
-        lower = below[0] if below else None
+        lower, walker = below[0] if below else (None, None)
         key = f"{result.tree}\0{lower[2] if lower else ''}\0{arch.name}"
         audit.features = explain(name, commit, GitTree(git, commit), audit.gates, lower,
-                                 key=f"{key}\0{at or ''}", choose=features, ref=at or "")
+                                 walker=walker, key=f"{key}\0{at or ''}", choose=features, ref=at or "")
     if nvcc is not None:
         python = ws.config.upstream(name).python or sys.executable
         audit.compiled = compile_gates(GitTree(git, commit), audit.gates, arch, nvcc=nvcc,
@@ -71,7 +72,8 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
 
 def _stack_below(ws: Workspace, audit: UpstreamAudit, tree: GitTree, tree_sha: str, arch: Arch,
                  fetch: bool, step: Step | None,
-                 below: list[tuple[str, str, str, TreeAudit, GitTree]]) -> None:
+                 below: list[tuple[tuple[str, str, str, TreeAudit, GitTree], Walker | None]]
+                 ) -> None:
     """Link the audit to each other upstream of the workspace whose package its tree
     pins: ``below`` on its gates, ``mismatches`` and ``stack`` on the audit.  An upstream
     whose cache cannot be read is one note; the audit goes on without it."""
@@ -111,9 +113,10 @@ def _lower_package(ws: Workspace, other: str, required: set[str],
 
 def _link(audit: UpstreamAudit, mirror: Mirror, other: str, lower: tuple[str, str], tree: GitTree,
           tree_sha: str, arch: Arch, step: Step | None
-          ) -> tuple[str, str, str, TreeAudit, GitTree]:
+          ) -> tuple[tuple[str, str, str, TreeAudit, GitTree], Walker | None]:
     """Audit ``other`` at the pinned tag and link the upper audit's gates to it; what
-    the features' walk takes of it."""
+    the features' walk takes of it (the lower upstream, and the upper tree's walker
+    when the link walked it: its parsed modules serve the features too)."""
     tag, commit = lower
     linked = audit_and_link(audit.gates, tree, tree_sha, mirror.git, other, tag, commit, arch, step)
     below = linked.below
@@ -123,7 +126,7 @@ def _link(audit: UpstreamAudit, mirror: Mirror, other: str, lower: tuple[str, st
                         "seconds": round(below.seconds, 2), "cached": below.cached,
                         "link_seconds": round(linked.seconds, 2)})
     audit.notes += [f"{other} {tag}: {n}" for n in below.notes]
-    return lower_of(mirror.git, other, tag, commit, below)
+    return lower_of(mirror.git, other, tag, commit, below), linked.walker
 
 
 def _pinned(audit: UpstreamAudit, other: str, where: str, requirement: str, version: str,

@@ -23,6 +23,7 @@ from contrib.audit.feature.declared import Feature, FeatureKind, declared
 from contrib.audit.model import AuditGate
 from contrib.audit.stack.link import LINK_FORMAT, walker_of
 from contrib.audit.stack.lower import Lower
+from contrib.audit.stack.walk import Walker
 from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
@@ -39,13 +40,16 @@ def every(features: list[Feature]) -> list[Feature]:
 
 def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
             below: tuple[str, str, str, TreeAudit, GitTree] | None, *, key: str,
-            choose: Choose | None = None, ref: str = "") -> list[Chain]:
+            choose: Choose | None = None, ref: str = "",
+            walker: Walker | None = None) -> list[Chain]:
     """The chains of the features of ``tree`` (``name`` at ``commit``, audited as
     ``gates``) that ``choose`` keeps (all by default).  ``below``: the upstream below
     as pinned (its name, tag, commit, audit and tree), for a server's features.
     ``key``: what the chains depend on beside contrib (the trees, the arch); every
     feature's chain is kept in the cache under it, and answers a later ``choose``.
-    ``ref``: how a library's own links name its commit (default: the sha's start)."""
+    ``ref``: how a library's own links name its commit (default: the sha's start).
+    ``walker``: the upper tree's, when the link walked it already (its parsed modules
+    and indexes are kept)."""
     path = _cache_file(key)
     features = declared(tree)
     kept = _load(path, features)
@@ -62,7 +66,7 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
     else:
         lower = Lower(*below) if below is not None else None
         roots = lower.roots if lower is not None else {}
-        upper = Upper(name, commit, gates, walker_of(gates, tree, roots))
+        upper = Upper(name, commit, gates, walker or walker_of(gates, tree, roots))
         chains = [chain_of(f, upper, lower) for f in chosen]
     if choose is every:
         with contextlib.suppress(ContribError):

@@ -81,6 +81,7 @@ class Linked:
     mismatches: list[dict[str, Any]]
     seconds: float
     cached: bool
+    walker: Walker | None = None  # the upper tree's, when it was walked: what it parsed is kept
 
 
 def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Git, name: str,
@@ -97,16 +98,18 @@ def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Gi
     kept = _load_link(path, upper)
     lower_tree = GitTree(git, commit)
     walk: _Background[list[list[Outside] | None]] | None = None
+    walker: Walker | None = None
     if kept is None:
         roots = package_roots(p for p in lower_tree.paths() if p.endswith(".py"))
-        walk = _Background(lambda: upper_calls(upper, tree, roots))
+        walker = walker_of(upper, tree, roots)
+        walk = _Background(lambda: upper_calls(upper, tree, roots, walker))
     below = audit_commit(git, commit, arch, step)
     started = time.monotonic()
     if kept is not None:
         changes, mismatches = kept
         for gate, change in zip(upper, changes, strict=True):
             apply_linked(gate, change)
-        return Linked(below, mismatches, time.monotonic() - started, True)
+        return Linked(below, mismatches, time.monotonic() - started, True, None)
     assert walk is not None
     lower = Lower(name, tag, commit, below, lower_tree)
     mismatches = link(upper, tree, lower, arch, walk.result())
@@ -114,7 +117,7 @@ def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Gi
     with contextlib.suppress(ContribError):
         check_inside(environ.cache_root(), path)
         atomic_write(path, json.dumps({"gates": changes, "mismatches": mismatches}))
-    return Linked(below, mismatches, time.monotonic() - started, False)
+    return Linked(below, mismatches, time.monotonic() - started, False, walker)
 
 
 _T = TypeVar("_T")
@@ -194,12 +197,12 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch,
     return mismatches
 
 
-def upper_calls(upper: list[AuditGate], tree: GitTree,
-                roots: Iterable[str]) -> list[list[Outside] | None]:
+def upper_calls(upper: list[AuditGate], tree: GitTree, roots: Iterable[str],
+                walker: Walker | None = None) -> list[list[Outside] | None]:
     """Per upper gate, the calls into the lower package (its top-level ``roots``) that
     the code it decides about reaches (None: a gate that decides nothing the walk reads).
     The upper tree's half of :func:`link`: it needs no audit of the lower tree."""
-    walker = walker_of(upper, tree, roots)
+    walker = walker or walker_of(upper, tree, roots)
     decisions: dict[str, list[ast.AST]] = {}
     found: list[list[Outside] | None] = []
     for gate in upper:
