@@ -15,7 +15,7 @@ Everything is written under a fresh temporary folder (workspace, cache, clone);
 nothing is ever committed.  Not part of CI: it needs a real fork's clone.
 
     python benchmarks/fork_trial.py /path/to/fork.git [--main main] [--json out.json] \
-        [--baseline /tmp/contrib-main]   # e.g. `git archive main | tar -x -C /tmp/contrib-main`
+        [--baseline /tmp/contrib-main] [--branch NAME]   # e.g. `git archive main | tar -x -C /tmp/contrib-main`
 """
 
 from __future__ import annotations
@@ -45,10 +45,12 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
     return proc.stdout.strip()
 
 
-def candidates(repo: Path, main: str) -> list[tuple[str, int, int]]:
-    """(branch, commits, behind) of each branch with one author and no merges."""
+def candidates(repo: Path, main: str, only: list[str]) -> list[tuple[str, int, int]]:
+    """(branch, commits, behind) of each branch with one author and no merges, or of
+    each branch of ``only`` (whoever wrote it)."""
     out = []
-    for branch in git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").split():
+    for branch in only or git(repo, "for-each-ref", "--format=%(refname:short)",
+                              "refs/heads").split():
         if branch == main:
             continue
         base = git(repo, "merge-base", main, branch, check=False)
@@ -57,7 +59,7 @@ def candidates(repo: Path, main: str) -> list[tuple[str, int, int]]:
         authors = set(git(repo, "log", "--format=%ae", f"{base}..{branch}").split())
         merges = git(repo, "rev-list", "--merges", f"{base}..{branch}")
         commits = len(git(repo, "rev-list", f"{base}..{branch}").split())
-        if len(authors) == 1 and not merges and commits:
+        if (only or len(authors) == 1 and not merges) and commits:
             behind = len(git(repo, "rev-list", f"{base}..{main}").split())
             out.append((branch, commits, behind))
     return out
@@ -114,6 +116,9 @@ def main() -> None:
     parser.add_argument("repo", type=Path)
     parser.add_argument("--main", default="main")
     parser.add_argument("--json", type=Path, help="write the rows here too")
+    parser.add_argument("--branch", action="append", default=[],
+                        help="this branch, whoever wrote it (repeatable; default: every "
+                             "single-author branch without merges)")
     parser.add_argument("--baseline", type=Path,
                         help="another contrib source tree (e.g. `git archive` of main): each "
                              "branch is also synced with it, in turn, and both times printed")
@@ -135,7 +140,7 @@ def main() -> None:
     git(tmp, "clone", "-q", "--no-checkout", str(repo), str(clone))
     main_tip = git(repo, "rev-parse", args.main)
     rows = []
-    for branch, commits, behind in candidates(repo, args.main):
+    for branch, commits, behind in candidates(repo, args.main, args.branch):
         name = branch.replace("/", "-").lower()[:60]
         rc, made, _ = contrib(ws, env, "new", "sglang", name, "--from-branch", str(repo), branch)
         if rc != 0:

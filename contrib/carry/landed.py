@@ -45,7 +45,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from contrib.carry.places import FileView, Place, Span, count, meaningful, places_of, upstream_spans
+from contrib.carry.places import (FileView, Place, Span, count, meaningful, series_places,
+                                  upstream_spans)
 from contrib.carry.series import parse_hunks
 from contrib.git.repo import Git
 from contrib.ui import counted
@@ -159,7 +160,8 @@ class Look:
                                            if self._where[p] != p])
         self._now = {p: FileView(p, now.get(self._where[p])) for p in paths}
         self._then = {p: FileView(p, then.get(p)) for p in paths}
-        self._places = [places_of(h, hunks[:k], self._then) for k, h in enumerate(hunks)]
+        placed = series_places(hunks, self._then)
+        self._places, self._undone = placed.places, placed.undone
         self._done: dict[int, tuple[float, Evidence]] = {}
         self._upstream: dict[str, list[Span]] = {}
 

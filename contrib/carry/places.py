@@ -97,37 +97,139 @@ class FileView:
         return max((self.region(i) for i in starts), key=shared)
 
 
+Key = tuple[str, int]  # a place's identity in its file: (path, anchor at the base)
+
+
 def places_of(hunks: Sequence[Hunk], earlier: Sequence[Sequence[Hunk]],
               base: Mapping[str, FileView]) -> list[Place]:
     """The places of one patch's ``hunks`` (made on the base plus the ``earlier``
-    patches of its series), with their :func:`meaningful` lines.  A line both removed
-    and added in one file (moved) counts in neither."""
-    found: dict[tuple[str, int], Place] = {}
-    for hunk in hunks:
-        view = base.get(hunk.path)
-        raw = view.raw if view is not None else []
-        index = _at_base(hunk.source_start + hunk.lead - 2, hunk.path, earlier)
-        scope = _scope(raw, index, hunk) if raw else None
-        if scope:
-            place = found.setdefault((hunk.path, scope[1]), Place(hunk.path, *scope))
-        elif raw:  # outside every definition: the lines it replaces, and no others
-            window = _widened(raw, index + 1, index + 1 + len(hunk.removed))
-            lo = window[0]
-            place = found.setdefault((hunk.path, -2 - lo), Place(hunk.path, window=window))
-        else:  # a file the base lacks: all of it
-            place = found.setdefault((hunk.path, -1), Place(hunk.path))
-        place.added += [m for m in map(meaningful, hunk.added) if m]
-        place.removed += [m for m in map(meaningful, hunk.removed) if m]
-        place.raw_removed += [r.strip() for r in hunk.removed if meaningful(r)]
-    for path in {p.path for p in found.values()}:
-        mine = [p for p in found.values() if p.path == path]
-        moved = Counter(a for p in mine for a in p.added) & Counter(r for p in mine
-                                                                    for r in p.removed)
-        for lines in ([p.added for p in mine], [p.removed for p in mine]):
-            left = Counter(moved)
-            for kept in lines:
-                kept[:] = _minus(kept, left)
+    patches of its series), judged alone: every line it adds or removes counts."""
+    found = _placed([*earlier, hunks], base)[-1]
     return [p for p in found.values() if p.added or p.removed]
+
+
+@dataclass(frozen=True)
+class SeriesPlaces:
+    """The places of every patch of a series, by the series' net change at each
+    place; ``undone[k]``: the other patches whose lines cancel patch ``k``'s there."""
+
+    places: list[list[Place]]
+    undone: list[set[int]]
+
+
+def series_places(series: Sequence[Sequence[Hunk]],
+                  base: Mapping[str, FileView]) -> SeriesPlaces:
+    """The places of each patch of ``series``, judged by the series' net change: a
+    line one patch adds and a later one removes at the same place (or removes and a
+    later one adds back) is no change of the series there, and counts in neither.
+    A later hunk that changes lines an earlier patch added is placed where that
+    patch placed them (at the base those lines do not exist)."""
+    found = _placed(series, base)
+    undone: list[set[int]] = [set() for _ in series]
+    for later, mine in enumerate(found):
+        for key, place in mine.items():
+            for k in range(later - 1, -1, -1):
+                other = found[k].get(key)
+                if other is None:
+                    continue
+                if _cancel(place.removed, other.added) + _cancel(place.added, other.removed):
+                    undone[later].add(k)
+                    undone[k].add(later)
+    for mine in found:
+        for place in mine.values():
+            left, raw = Counter(place.removed), []
+            for line in place.raw_removed:
+                if left[meaningful(line)] > 0:
+                    left[meaningful(line)] -= 1
+                    raw.append(line)
+            place.raw_removed[:] = raw
+    return SeriesPlaces([[p for p in mine.values() if p.added or p.removed] for mine in found],
+                        undone)
+
+
+def _cancel(ours: list[str], theirs: list[str]) -> int:
+    """Take the lines common to both lists out of both; how many were taken."""
+    common = Counter(ours) & Counter(theirs)
+    if common:
+        ours[:] = _minus(ours, Counter(common))
+        theirs[:] = _minus(theirs, Counter(common))
+    return sum(common.values())
+
+
+def _placed(series: Sequence[Sequence[Hunk]],
+            base: Mapping[str, FileView]) -> list[dict[Key, Place]]:
+    """Each patch's places by key, with its :func:`meaningful` lines.  A line both
+    removed and added in one file by one patch (moved) counts in neither."""
+    out: list[dict[Key, Place]] = []
+    keys: list[list[Key]] = []
+    for k, hunks in enumerate(series):
+        found: dict[Key, Place] = {}
+        mine: list[Key] = []
+        for hunk in hunks:
+            inherited = _inherited(hunk, series[:k], keys)
+            if inherited is not None:
+                key, was = inherited
+                template = out[was][key]
+                place = found.setdefault(key, Place(template.path, template.name,
+                                                    template.start, template.window))
+            else:
+                key, place = _anchored(hunk, series[:k], base)
+                place = found.setdefault(key, place)
+            mine.append(key)
+            place.added += [m for m in map(meaningful, hunk.added) if m]
+            place.removed += [m for m in map(meaningful, hunk.removed) if m]
+            place.raw_removed += [r.strip() for r in hunk.removed if meaningful(r)]
+        keys.append(mine)
+        for path in {p.path for p in found.values()}:
+            same = [p for p in found.values() if p.path == path]
+            moved = Counter(a for p in same for a in p.added) & Counter(r for p in same
+                                                                        for r in p.removed)
+            for lines in ([p.added for p in same], [p.removed for p in same]):
+                left = Counter(moved)
+                for kept in lines:
+                    kept[:] = _minus(kept, left)
+        out.append(found)
+    return out
+
+
+def _anchored(hunk: Hunk, earlier: Sequence[Sequence[Hunk]],
+              base: Mapping[str, FileView]) -> tuple[Key, Place]:
+    """The place of a hunk found at the base: the definition it changes there, else
+    the base lines it replaces, else (a file the base lacks) the whole file."""
+    view = base.get(hunk.path)
+    raw = view.raw if view is not None else []
+    index = _at_base(hunk.source_start + hunk.lead - 2, hunk.path, earlier)
+    scope = _scope(raw, index, hunk) if raw else None
+    if scope:
+        return (hunk.path, scope[1]), Place(hunk.path, *scope)
+    if raw:  # outside every definition: the lines it replaces, and no others
+        window = _widened(raw, index + 1, index + 1 + len(hunk.removed))
+        return (hunk.path, -2 - window[0]), Place(hunk.path, window=window)
+    return (hunk.path, -1), Place(hunk.path)
+
+
+def _inherited(hunk: Hunk, earlier: Sequence[Sequence[Hunk]],
+               keys: Sequence[Sequence[Key]]) -> tuple[Key, int] | None:
+    """The key of the earlier hunk whose changed lines ``hunk`` changes (or inserts
+    among), and that patch's index; None when it changes lines of the base."""
+    at = hunk.source_start - 1 + hunk.lead  # its first change, 0-based, in its preimage
+    for k in range(len(earlier) - 1, -1, -1):
+        shift, inside = 0, None
+        for i, h in enumerate(earlier[k]):
+            if h.path != hunk.path:
+                continue
+            top = h.target_start - 1
+            lo, hi = top + h.lead, top + h.target_length - h.trail
+            # On the lines it wrote, or right against them (an insertion after them).
+            if lo <= at < hi or at == lo or (at == hi and not hunk.removed):
+                return keys[k][i], k
+            if top + h.target_length <= at:
+                shift += h.target_length - h.source_length
+            elif top <= at:  # in its context: the same line of its source
+                inside = _source_line(h, at)
+                break
+        at = inside if inside is not None else at - shift
+    return None
 
 
 def _scope(raw: Sequence[str], index: int, hunk: Hunk) -> tuple[str, int] | None:
@@ -176,11 +278,22 @@ def _at_base(index: int, path: str, earlier: Sequence[Sequence[Hunk]]) -> int:
                 continue
             if h.target_start + h.target_length - 1 <= index:
                 shift += h.target_length - h.source_length
-            elif h.target_start - 1 <= index:  # inside an earlier hunk: as far into it
-                inside = h.source_start - 1 + min(index - h.target_start + 1, h.source_length)
+            elif h.target_start - 1 <= index:
+                inside = _source_line(h, index)
                 break
         index = inside if inside is not None else index - shift
     return max(index, 0)
+
+
+def _source_line(h: Hunk, index: int) -> int:
+    """Line ``index`` of ``h``'s target, which ``h`` covers, in its source: a context
+    line is the same line there; a line it wrote, as far into what it replaced."""
+    top = h.target_start - 1
+    if index < top + h.lead:
+        return h.source_start - 1 + index - top
+    if index >= top + h.target_length - h.trail:
+        return h.source_start - 1 + h.source_length - (top + h.target_length - index)
+    return h.source_start - 1 + min(index - top, max(h.source_length - h.trail - 1, 0))
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ class Hunk:
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     lead: int = 0  # context lines before its first change (0 in a -U0 diff)
+    trail: int = 0  # context lines after its last change
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ def parse_hunks(diff_text: str, where: str = "patch") -> list[Hunk]:
                 section=h.section_header.strip(),
                 added=tuple(line.value for line in h if line.is_added),
                 removed=tuple(line.value for line in h if line.is_removed),
-                lead=next((i for i, line in enumerate(h) if not line.is_context), 0)))
+                lead=next((i for i, line in enumerate(h) if not line.is_context), 0),
+                trail=next((i for i, line in enumerate(reversed(h)) if not line.is_context), 0)))
     return hunks
 
 
