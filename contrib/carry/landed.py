@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from contrib.carry.places import (FileView, Place, Span, count, meaningful, series_places,
@@ -73,6 +73,9 @@ class Evidence:
     paths: tuple[str, ...] = field(default=(), compare=False)  # its files at the target
     missing: tuple[str, ...] = ()  # places where upstream has nothing of its change
     whole: bool = False  # every place holds the change itself (the threshold of each)
+    rewritten: tuple[str, ...] = ()  # places that once held it upstream, rewritten since
+    undone: bool = False  # its whole change is undone within its series
+    with_series: bool = False  # landed as part of its series' net change
 
     @property
     def share(self) -> float:
@@ -83,6 +86,9 @@ class Evidence:
 
     def summary(self) -> str:
         """One line for a person, e.g. "62% of its added lines are upstream, most from X"."""
+        if self.undone:
+            text = "its change is undone by another patch of its series"
+            return text + (", which upstream landed" if self.landed_by else "")
         if not self.lines and not self.removed:
             return "it adds or removes no meaningful line to look for upstream"
         if not self.lines:
@@ -93,6 +99,10 @@ class Evidence:
             text += f", {round(count / self.lines * 100)}% from {sha[:10]}"
             if len(self.by) > 1:
                 text += f" and the rest from {counted(len(self.by) - 1, 'other commit')}"
+        if self.rewritten:
+            text += f"; {counted(len(self.rewritten), 'place')} held it once and were rewritten since"
+        if self.with_series:
+            text += "; landed with its series"
         return text
 
     def why_not(self) -> str:
@@ -162,45 +172,126 @@ class Look:
         self._then = {p: FileView(p, then.get(p)) for p in paths}
         placed = series_places(hunks, self._then)
         self._places, self._undone = placed.places, placed.undone
-        self._done: dict[int, tuple[float, Evidence]] = {}
-        self._upstream: dict[str, list[Span]] = {}
+        self._done: dict[int, tuple[float, Evidence, Brought]] = {}
+        self._whole: dict[float, Evidence] = {}
+        self._upstream: dict[tuple[str, str | None], list[Span]] = {}
 
     def evidence(self, index: int, blame_from: float | None = None) -> Evidence:
         """Patch ``index``'s evidence; the history of its files is read only when the
         tip has ``blame_from`` (default: the threshold) of its added lines: below
-        that, nothing can land it, and the pre-check stays cheap."""
+        that, nothing can land it, and the pre-check stays cheap.  A patch the rule
+        does not land alone lands with its series when the series' net change does
+        (upstream lands a branch squashed: its review commits are no unit upstream)
+        and none of its own places is missing."""
         bar = self.threshold if blame_from is None else blame_from
+        ev = self._own(index, bar)
+        if ev.landed_by is None and not ev.missing and len(self._places) > 1 \
+                and (ev.lines or ev.removed or ev.undone):
+            series = self._series(bar)
+            if series.landed_by is not None:
+                ev = replace(ev, landed_by=series.landed_by, changed_by=series.changed_by,
+                             with_series=True)
+        return ev
+
+    def _own(self, index: int, bar: float) -> Evidence:
+        """Patch ``index``'s evidence by its own places."""
         done = self._done.get(index)
         if done is not None and (done[0] <= bar or done[1].share < bar):
             return done[1]  # blamed already, or below the bar: nothing more to ask
         places = self._places[index]
         if not places:
-            return Evidence(self.threshold)
-        ev, present = self._count(places)
+            return Evidence(self.threshold, undone=bool(self._undone[index]))
+        ev, present, missing = self._count(places)
+        by = Brought()
         if self.base is not None:
             longest = max(((len(r), r, self._where[p.path]) for p in places
                            for r in p.raw_removed), default=None)
-            by = _brought(self.git, self.base, self.target, present,
-                          {p.path for p in places}, self._where, self._then) \
-                if ev.lines and ev.share >= bar else Brought()
+            if ev.lines and ev.share >= bar:
+                by = _brought(self.git, self.base, self.target, present,
+                              {p.path for p in places}, self._where, self._then,
+                              Counter(line for p in missing for line in p.added))
+                ev = self._rewritten(ev, missing, by)
             ev = decide(self.git, ev, self.base, self.target, by,
                         longest[1:] if longest else None)
-        self._done[index] = (bar, ev)
+        self._done[index] = (bar, ev, by)
         return ev
 
-    def _spans(self, path: str) -> list[Span]:
-        """Upstream's own -U0 diff of ``path``, base to target (asked once per file)."""
-        if path not in self._upstream:
+    def _series(self, bar: float) -> Evidence:
+        """The series' net change judged as one patch, from each patch's own count and
+        the commits that brought its lines (no history is read twice)."""
+        if bar not in self._whole:
+            evs = [self._own(k, bar) for k in range(len(self._places))]
+            credit: Counter[str] = Counter()
+            wrote: Counter[str] = Counter()
+            for k in range(len(evs)):
+                brought = self._done[k][2] if k in self._done else Brought()
+                credit.update(dict(brought.by))
+                wrote.update(brought.wrote)
+            ev = Evidence(self.threshold, sum(e.lines for e in evs),
+                          sum(e.present for e in evs), (), sum(e.removed for e in evs),
+                          sum(e.gone for e in evs),
+                          paths=tuple(dict.fromkeys(p for e in evs for p in e.paths)),
+                          missing=tuple(m for e in evs for m in e.missing),
+                          whole=all(e.whole or e.undone for e in evs),
+                          rewritten=tuple(r for e in evs for r in e.rewritten))
+            by = Brought(sorted(credit.items(), key=lambda kv: (-kv[1], kv[0])), dict(wrote))
+            self._whole[bar] = decide(self.git, ev, self.base, self.target, by, None) \
+                if self.base is not None and ev.lines else ev
+        return self._whole[bar]
+
+    def _rewritten(self, ev: Evidence, missing: list[Place], by: Brought) -> Evidence:
+        """``ev`` with the places that upstream once held and rewrote since taken from its
+        missing ones: a commit of base..target whose own diff added lines of the place
+        held the change there (the threshold of it, at that place, in that commit's
+        tree), and the place at the target is no longer as the base had it."""
+        held = []
+        for place in missing:
+            if not self._changed_here(place):
+                continue  # upstream went back to the base there: nothing of it stands
+            wanted = set(place.added)
+            for sha in [s for s in by.order if wanted & by.adds.get(s, set())]:
+                if self._held_at(place, sha):
+                    held.append(place)
+                    break
+        if not held:
+            return ev
+        return replace(ev, missing=tuple(p.label for p in missing if p not in held),
+                       rewritten=tuple(p.label for p in held))
+
+    def _changed_here(self, place: Place) -> bool:
+        found = count(place, self._now[place.path], self._then[place.path],
+                      partial(self._spans, place.path))
+        return found.changed
+
+    def _held_at(self, place: Place, sha: str) -> bool:
+        """Whether upstream's tree at ``sha`` holds the change at ``place``."""
+        path = self._where[place.path]
+        blob = self.git.read_blobs(sha, [path])[path]
+        if blob is None and path != place.path:
+            path = place.path
+            blob = self.git.read_blobs(sha, [path])[path]
+        if blob is None:
+            return False
+        found = count(place, FileView(path, blob), self._then[place.path],
+                      partial(self._spans, place.path, sha, path))
+        return found.whole(place, self.threshold)
+
+    def _spans(self, path: str, at: str | None = None, there: str | None = None) -> list[Span]:
+        """Upstream's own -U0 diff of ``path``, base to the target (or to ``at``, where
+        the file is ``there``), asked once per file and commit."""
+        key = (path, at)
+        if key not in self._upstream:
             status, out = 1, ""
-            if self.base is not None and self._now[path].raw and self._then[path].raw:
+            if self.base is not None and self._then[path].raw and (at or self._now[path].raw):
                 status, out, _ = self.git.try_run(
                     "diff", "-U0", "--no-color", "--no-ext-diff", "--no-renames",
-                    f"{self.base}:{path}", f"{self.target}:{self._where[path]}")
-            self._upstream[path] = upstream_spans(out) if status == 0 else []
-        return self._upstream[path]
+                    f"{self.base}:{path}", f"{at or self.target}:{there or self._where[path]}")
+            self._upstream[key] = upstream_spans(out) if status == 0 else []
+        return self._upstream[key]
 
-    def _count(self, places: list[Place]) -> tuple[Evidence, Counter[str]]:
-        """The anchored counts of one patch, and its added lines present at their places."""
+    def _count(self, places: list[Place]) -> tuple[Evidence, Counter[str], list[Place]]:
+        """The anchored counts of one patch, its added lines present at their places, and
+        the places where upstream has nothing of it."""
         present: Counter[str] = Counter()
         gone, missing, whole = 0, [], True
         for place in places:
@@ -210,12 +301,12 @@ class Look:
             gone += found.gone
             whole = whole and found.whole(place, self.threshold)
             if not found.accounted(place):
-                missing.append(place.label)
+                missing.append(place)
         ev = Evidence(self.threshold, sum(len(p.added) for p in places),
                       sum(present.values()), (), sum(len(p.removed) for p in places), gone,
                       paths=tuple(dict.fromkeys(self._where[p.path] for p in places)),
-                      missing=tuple(missing), whole=whole)
-        return ev, present
+                      missing=tuple(p.label for p in missing), whole=whole)
+        return ev, present, missing
 
 
 def decide(git: Git, ev: Evidence, base: str, target: str, brought: Brought,
@@ -238,29 +329,39 @@ def decide(git: Git, ev: Evidence, base: str, target: str, brought: Brought,
     if landed is not None:
         out = git.run("rev-list", "--reverse", f"{landed}..{target}", "--", *ev.paths)
         changed = tuple(out.split()[:_SHOWN])
-    return Evidence(ev.threshold, ev.lines, ev.present, tuple(by[:_SHOWN]), ev.removed,
-                    ev.gone, landed, changed, ev.paths, ev.missing, ev.whole)
+    return replace(ev, by=tuple(by[:_SHOWN]), landed_by=landed, changed_by=changed)
 
 
 # -- asking git which commits brought them ---------------------------------------------------
 
 def _brought(git: Git, base: str, target: str, need: Counter[str], files: set[str],
-             where: dict[str, str], then: dict[str, FileView]) -> Brought:
+             where: dict[str, str], then: dict[str, FileView],
+             extra: Counter[str] | None = None) -> Brought:
     """Commits of base..target whose own diffs brought the patch's added lines present
     at its places (``need``) to the tip: (sha, lines), most first, and how many each
     diff wrote when it was made.
     Each wanted line keeps a stack of who added its copies (the base's at the
     bottom): a commit's net additions of the line push it, net removals pop the
-    newest, so a revert takes the landing's credit away and a move changes nothing."""
+    newest, so a revert takes the landing's credit away and a move changes nothing.
+    The same walk notes which commits' diffs added any line of ``extra`` (the lines
+    of places the tip has nothing of: did upstream once write them there?)."""
     stacks = {line: [""] * sum(Counter(then[p].lines)[line] for p in files) for line in need}
     paths = sorted({*files, *(where[p] for p in files)})
     status, out, _ = git.try_run("log", "--reverse", "--no-merges", "--no-renames", "--no-color",
                                  "--no-ext-diff", "-p", "-U0", "--format=%x00%H",
                                  f"{base}..{target}", "--", *paths)
     wrote: Counter[str] = Counter()
+    wanted = need | (extra or Counter())
+    order: list[str] = []
+    adds: dict[str, set[str]] = {}
     for chunk in out.split("\0")[1:] if status == 0 else []:
         sha, _, diff = chunk.partition("\n")
-        for line, n in _net(diff, need).items():
+        order.append(sha)
+        for line, n in _net(diff, wanted).items():
+            if extra and n > 0 and line in extra:
+                adds.setdefault(sha, set()).add(line)
+            if line not in need:
+                continue
             stack = stacks[line]
             if n > 0:
                 stack += [sha] * n
@@ -270,7 +371,8 @@ def _brought(git: Git, base: str, target: str, need: Counter[str], files: set[st
     credit: Counter[str] = Counter()
     for line, stack in stacks.items():
         credit.update(s for s in [s for s in stack if s][:need[line]])
-    return Brought(sorted(credit.items(), key=lambda kv: (-kv[1], kv[0])), dict(wrote))
+    return Brought(sorted(credit.items(), key=lambda kv: (-kv[1], kv[0])), dict(wrote),
+                   order, adds)
 
 
 @dataclass(frozen=True)
@@ -280,6 +382,8 @@ class Brought:
 
     by: list[tuple[str, int]] = field(default_factory=list)
     wrote: dict[str, int] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)  # the commits walked, oldest first
+    adds: dict[str, set[str]] = field(default_factory=dict)  # commit -> extra lines it added
 
 
 def _net(diff: str, wanted: Counter[str]) -> Counter[str]:

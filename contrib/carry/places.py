@@ -302,6 +302,7 @@ class Counted:
 
     present: Counter[str]
     gone: int
+    changed: bool = True  # the place at the target is not as the base had it
 
     def accounted(self, place: Place) -> bool:
         """Whether something of the change stands at its place: one of its added lines
@@ -343,7 +344,7 @@ def count(place: Place, now: FileView, then: FileView,
                        if have[line] > before[line]})
     gone = sum(min(n, max(0, before[line] - have[line]))
                for line, n in Counter(place.removed).items())
-    return Counted(present, gone)
+    return Counted(present, gone, have != before)
 
 
 def _through(window: tuple[int, int], then: FileView, now: FileView,
