@@ -76,6 +76,7 @@ class Evidence:
     rewritten: tuple[str, ...] = ()  # places that once held it upstream, rewritten since
     undone: bool = False  # its whole change is undone within its series
     with_series: bool = False  # landed as part of its series' net change
+    rewriters: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @property
     def share(self) -> float:
@@ -233,7 +234,8 @@ class Look:
                           paths=tuple(dict.fromkeys(p for e in evs for p in e.paths)),
                           missing=tuple(m for e in evs for m in e.missing),
                           whole=all(e.whole or e.undone for e in evs),
-                          rewritten=tuple(r for e in evs for r in e.rewritten))
+                          rewritten=tuple(r for e in evs for r in e.rewritten),
+                          rewriters=frozenset(r for e in evs for r in e.rewriters))
             by = Brought(sorted(credit.items(), key=lambda kv: (-kv[1], kv[0])), dict(wrote))
             self._whole[bar] = decide(self.git, ev, self.base, self.target, by, None) \
                 if self.base is not None and ev.lines else ev
@@ -244,19 +246,20 @@ class Look:
         missing ones: a commit of base..target whose own diff added lines of the place
         held the change there (the threshold of it, at that place, in that commit's
         tree), and the place at the target is no longer as the base had it."""
-        held = []
+        held, rewriters = [], set()
         for place in missing:
             if not self._changed_here(place):
                 continue  # upstream went back to the base there: nothing of it stands
             wanted = set(place.added)
-            for sha in [s for s in by.order if wanted & by.adds.get(s, set())]:
-                if self._held_at(place, sha):
+            for at, sha in enumerate(by.order):
+                if wanted & by.adds.get(sha, set()) and self._held_at(place, sha):
                     held.append(place)
+                    rewriters |= {s for s in by.order[at + 1:] if wanted & by.drops.get(s, set())}
                     break
         if not held:
             return ev
         return replace(ev, missing=tuple(p.label for p in missing if p not in held),
-                       rewritten=tuple(p.label for p in held))
+                       rewritten=tuple(p.label for p in held), rewriters=frozenset(rewriters))
 
     def _changed_here(self, place: Place) -> bool:
         found = count(place, self._now[place.path], self._then[place.path],
@@ -327,8 +330,11 @@ def decide(git: Git, ev: Evidence, base: str, target: str, brought: Brought,
         landed = _remover(git, base, target, *longest)
     changed: tuple[str, ...] = ()
     if landed is not None:
-        out = git.run("rev-list", "--reverse", f"{landed}..{target}", "--", *ev.paths)
-        changed = tuple(out.split()[:_SHOWN])
+        later = git.run("rev-list", "--reverse", f"{landed}..{target}", "--", *ev.paths).split()
+        # The commits that rewrote a place it once held are named first.
+        shown = [c for c in later if c in ev.rewriters][:_SHOWN]
+        shown += [c for c in later if c not in ev.rewriters][:_SHOWN - len(shown)]
+        changed = tuple(c for c in later if c in shown)
     return replace(ev, by=tuple(by[:_SHOWN]), landed_by=landed, changed_by=changed)
 
 
@@ -354,12 +360,13 @@ def _brought(git: Git, base: str, target: str, need: Counter[str], files: set[st
     wanted = need | (extra or Counter())
     order: list[str] = []
     adds: dict[str, set[str]] = {}
+    drops: dict[str, set[str]] = {}
     for chunk in out.split("\0")[1:] if status == 0 else []:
         sha, _, diff = chunk.partition("\n")
         order.append(sha)
         for line, n in _net(diff, wanted).items():
-            if extra and n > 0 and line in extra:
-                adds.setdefault(sha, set()).add(line)
+            if extra and line in extra:
+                (adds if n > 0 else drops).setdefault(sha, set()).add(line)
             if line not in need:
                 continue
             stack = stacks[line]
@@ -372,7 +379,7 @@ def _brought(git: Git, base: str, target: str, need: Counter[str], files: set[st
     for line, stack in stacks.items():
         credit.update(s for s in [s for s in stack if s][:need[line]])
     return Brought(sorted(credit.items(), key=lambda kv: (-kv[1], kv[0])), dict(wrote),
-                   order, adds)
+                   order, adds, drops)
 
 
 @dataclass(frozen=True)
@@ -384,6 +391,7 @@ class Brought:
     wrote: dict[str, int] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)  # the commits walked, oldest first
     adds: dict[str, set[str]] = field(default_factory=dict)  # commit -> extra lines it added
+    drops: dict[str, set[str]] = field(default_factory=dict)  # commit -> extra lines it removed
 
 
 def _net(diff: str, wanted: Counter[str]) -> Counter[str]:
