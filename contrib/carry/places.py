@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from contrib.carry.imports import IMPORTS, block_change, imports
 from contrib.carry.scope import TOP, definition, enclosing, extent, language
 from contrib.carry.series import Hunk
 
@@ -54,9 +55,12 @@ class Place:
     added: list[str] = field(default_factory=list)  # meaningful, squashed
     removed: list[str] = field(default_factory=list)
     raw_removed: list[str] = field(default_factory=list)  # stripped, for `git log -S`
+    block: bool = False  # the file's top-level imports, matched by name (contrib.carry.imports)
 
     @property
     def label(self) -> str:
+        if self.block:
+            return f"{self.path} (imports)"
         if self.window is not None:
             return f"{self.path} (line {self.window[0] + 1})"
         return self.path if self.name == TOP else f"{self.path} ({self.name})"
@@ -70,6 +74,14 @@ class FileView:
         self.raw = blob.decode("utf-8", "replace").splitlines() if blob else []
         self.lines = [squash(x) for x in self.raw]
         self._defs: dict[str, list[int]] | None = None
+        self._imports: list[str] | None = None
+
+    @property
+    def imports(self) -> list[str]:
+        """Its top-level imports, one name each (:func:`contrib.carry.imports.imports`)."""
+        if self._imports is None:
+            self._imports = imports(self.raw)[0] if self.lang == "python" else []
+        return self._imports
 
     def region(self, start: int) -> list[str]:
         """The squashed lines of the definition starting on ``start`` (-1: the file)."""
@@ -97,7 +109,7 @@ class FileView:
         return max((self.region(i) for i in starts), key=shared)
 
 
-Key = tuple[str, int]  # a place's identity in its file: (path, anchor at the base)
+Key = tuple[str, int | str]  # a place's identity in its file: (path, anchor at the base)
 
 
 def places_of(hunks: Sequence[Hunk], earlier: Sequence[Sequence[Hunk]],
@@ -167,15 +179,25 @@ def _placed(series: Sequence[Sequence[Hunk]],
         mine: list[Key] = []
         for hunk in hunks:
             inherited = _inherited(hunk, series[:k], keys)
+            view = base.get(hunk.path)
+            above = view.raw[:_at_base(hunk.source_start - 1, hunk.path, series[:k])] \
+                if view is not None else []
             if inherited is not None:
                 key, was = inherited
                 template = out[was][key]
                 place = found.setdefault(key, Place(template.path, template.name,
-                                                    template.start, template.window))
+                                                    template.start, template.window,
+                                                    block=template.block))
             else:
-                key, place = _anchored(hunk, series[:k], base)
+                key, place = _anchored(hunk, series[:k], base, above)
                 place = found.setdefault(key, place)
             mine.append(key)
+            change = block_change(hunk, above) if place.block else None
+            if change is not None:  # the imports it adds and removes, by name
+                place.added += change[0]
+                place.removed += change[1]
+                place.raw_removed += change[1]
+                continue
             place.added += [m for m in map(meaningful, hunk.added) if m]
             place.removed += [m for m in map(meaningful, hunk.removed) if m]
             place.raw_removed += [r.strip() for r in hunk.removed if meaningful(r)]
@@ -193,15 +215,19 @@ def _placed(series: Sequence[Sequence[Hunk]],
 
 
 def _anchored(hunk: Hunk, earlier: Sequence[Sequence[Hunk]],
-              base: Mapping[str, FileView]) -> tuple[Key, Place]:
+              base: Mapping[str, FileView], above: Sequence[str]) -> tuple[Key, Place]:
     """The place of a hunk found at the base: the definition it changes there, else
-    the base lines it replaces, else (a file the base lacks) the whole file."""
+    its file's import block when it changes only top-level imports (``above``: the
+    base's lines above it), else the base lines it replaces, else (a file the base
+    lacks) the whole file."""
     view = base.get(hunk.path)
     raw = view.raw if view is not None else []
     index = _at_base(hunk.source_start + hunk.lead - 2, hunk.path, earlier)
     scope = _scope(raw, index, hunk) if raw else None
     if scope:
         return (hunk.path, scope[1]), Place(hunk.path, *scope)
+    if raw and language(hunk.path) == "python" and block_change(hunk, above) is not None:
+        return (hunk.path, IMPORTS), Place(hunk.path, IMPORTS, block=True)
     if raw:  # outside every definition: the lines it replaces, and no others
         window = _widened(raw, index + 1, index + 1 + len(hunk.removed))
         return (hunk.path, -2 - window[0]), Place(hunk.path, window=window)
@@ -326,7 +352,9 @@ def count(place: Place, now: FileView, then: FileView,
     ``upstream`` gives upstream's own diff of the file, base to target: for a place
     outside every definition, or a definition the target has under no such name, the
     place at the target is where upstream's diff puts the base's lines."""
-    if place.window is not None:
+    if place.block:
+        had, here = then.imports, now.imports
+    elif place.window is not None:
         had, here = _through(place.window, then, now, upstream())
     else:
         had = then.region(place.start)

@@ -56,6 +56,7 @@ class Hunk:
     removed: tuple[str, ...] = ()
     lead: int = 0  # context lines before its first change (0 in a -U0 diff)
     trail: int = 0  # context lines after its last change
+    body: tuple[str, ...] = field(default=(), compare=False, repr=False)  # " "/+/- and the line
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,9 @@ def parse_hunks(diff_text: str, where: str = "patch") -> list[Hunk]:
                 added=tuple(line.value for line in h if line.is_added),
                 removed=tuple(line.value for line in h if line.is_removed),
                 lead=next((i for i, line in enumerate(h) if not line.is_context), 0),
-                trail=next((i for i, line in enumerate(reversed(h)) if not line.is_context), 0)))
+                trail=next((i for i, line in enumerate(reversed(h)) if not line.is_context), 0),
+                body=tuple(line.line_type + line.value.rstrip("\r\n") for line in h
+                           if line.line_type in "+- ")))
     return hunks
 
 
