@@ -222,7 +222,9 @@ def _anchored(hunk: Hunk, earlier: Sequence[Sequence[Hunk]],
     lacks) the whole file."""
     view = base.get(hunk.path)
     raw = view.raw if view is not None else []
-    index = _at_base(hunk.source_start + hunk.lead - 2, hunk.path, earlier)
+    # A series whose hunks do not add up at the base (edited by hand, or made on
+    # another base) may map past its end: the place is then its last line.
+    index = min(_at_base(hunk.source_start + hunk.lead - 2, hunk.path, earlier), len(raw) - 1)
     scope = _scope(raw, index, hunk) if raw else None
     if scope:
         return (hunk.path, scope[1]), Place(hunk.path, *scope)
@@ -273,6 +275,7 @@ def _scope(raw: Sequence[str], index: int, hunk: Hunk) -> tuple[str, int] | None
 def _widened(raw: Sequence[str], lo: int, hi: int) -> tuple[int, int]:
     """[lo, hi) grown over the blank and bracket-only lines around it: where a diff puts
     an insertion among blank lines is a matter of alignment, not of place."""
+    lo, hi = min(lo, len(raw)), min(max(hi, lo), len(raw))
     while lo > 0 and not meaningful(raw[lo - 1]):
         lo -= 1
     while hi < len(raw) and not meaningful(raw[hi]):

@@ -155,3 +155,31 @@ def test_a_line_that_stood_only_in_the_next_function_is_no_place_landed_then_cha
     assert evidence.present == 4 and evidence.lines == 5, evidence
     assert evidence.missing == ("pkg/comm.py (gen_mixed_comm_module)",)
     assert evidence.rewritten == () and evidence.landed_by is None
+
+
+TESTS = ('import pytest\n\n\ndef test_a():\n    assert True\n\n\n'
+         'if __name__ == "__main__":\n    pytest.main([__file__])\n')
+APPENDED = TESTS + "".join(f'\n\n@pytest.mark.parametrize("n", [{i}, {i + 1}])\n'
+                           f'def test_{name}(n):\n    assert n\n'
+                           for i, name in enumerate("bcdef"))
+
+
+def test_a_later_patch_changing_lines_an_earlier_one_appended_at_the_end_of_a_file(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    # flashinfer's mla-api-internals-redesign: 0001 appends tests at the end of a file,
+    # 0002 edits a decorator among them; placing 0002's hunk read past the base's end.
+    upstream.commit("tests: a", {"tests/test_mla.py": TESTS})
+    base = add_patchset(workspace, upstream, tmp_path, "mla", [
+        ("tests: more cases", {"tests/test_mla.py": APPENDED}),
+        ("tests: a wider case", {"tests/test_mla.py": APPENDED.replace("[3, 4]", "[3, 4, 5]")})])
+    fast_import(upstream, [*filler(2), Change("tests: main guard", {
+        "tests/test_mla.py": TESTS.replace("pytest.main([__file__])", 'pytest.main(["-q"])')})])
+
+    code, res = sync_json(workspace)
+
+    assert code == 1 and res["result"] == "conflict", res
+    assert res["conflict"]["evidence"]["landed_by"] is None
+    patches = sorted(version_dir(workspace, "mla", base).glob("*.patch"))
+    look = Look(Git(upstream.path), [(p.name, p.read_text()) for p in patches], base,
+                upstream.head())
+    assert look.evidence(1).present == 0
