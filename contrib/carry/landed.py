@@ -29,7 +29,11 @@ share): that commit landed it, the later ones that touched its files are
 upstream widening the gate next door does not widen this one.  Why 80%: review
 rewords a few lines of a PR and later commits rewrite a few more.  Why one
 commit bringing most of them: upstream writing the same thing independently
-spreads it over commits.  A patch that only removes lines is landed when every
+spreads it over commits.  A place where the tip has nothing of it is accounted for
+when a commit of the same walk wrote its lines there and the place was rewritten
+since (landed, then changed); a series is judged by its net change
+(:func:`contrib.carry.places.series_places`), and a patch that does not land alone
+lands with its series when the series does.  A patch that only removes lines is landed when every
 removed line is gone from its place; the oldest commit of base..target that
 changed the count of its longest one (``git log -S``) landed it.  The sync asks
 this only of a patch that no longer carries: one that still changes the tree is
@@ -45,8 +49,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from contrib.carry.places import (FileView, Place, Span, count, meaningful, series_places,
-                                  upstream_spans)
+from contrib.carry.places import (
+    FileView,
+    Place,
+    Span,
+    count,
+    meaningful,
+    series_places,
+    upstream_spans,
+)
 from contrib.carry.series import parse_hunks
 from contrib.git.repo import Git
 from contrib.ui import counted
