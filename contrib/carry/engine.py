@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from contrib.carry.landed import FLOOR, LANDED_SHARE, Evidence, Look
 from contrib.carry.scope import (
@@ -321,6 +321,38 @@ def first_parent_path(git: Git, base: str, target: str) -> list[Sha]:
     return [Sha(s) for s in out.split()]
 
 
+class FirstParents(Sequence[Sha]):
+    """base..target's first-parent line (``base`` an ancestor, at least one commit
+    behind), listed only when more than its end is asked for: a carry that applies
+    at the target never needs the rest (one git process fewer)."""
+
+    def __init__(self, git: Git, base: str, target: str) -> None:
+        self._git, self._base, self._target = git, base, target
+        self._shas: list[Sha] | None = None
+
+    def _all(self) -> list[Sha]:
+        if self._shas is None:
+            self._shas = first_parent_path(self._git, self._base, self._target)
+        return self._shas
+
+    @overload
+    def __getitem__(self, index: int) -> Sha: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Sha]: ...
+
+    def __getitem__(self, index: int | slice) -> Sha | Sequence[Sha]:
+        if isinstance(index, int) and index == -1 and self._shas is None:
+            return Sha(self._target)
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __bool__(self) -> bool:
+        return True  # at least the target itself
+
+
 def first_true(items: Sequence[str], pred: Callable[[str], bool]) -> int:
     """Index of the first item where ``pred`` holds, by bisection.
 
@@ -402,8 +434,11 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
     if base == target:
         return Plan(UNCHANGED, base, target)
     plan = Plan(REBASED, base, target)
-    have_base = git.try_rev_parse(base) is not None
-    path = _path(git, base, target, have_base, plan)
+    # One walk says both whether the cache has the base and how far it is behind.
+    status, out, _ = git.try_run("rev-list", "--left-right", "--count", f"{base}...{target}")
+    counts = tuple(map(int, out.split())) if status == 0 and len(out.split()) == 2 else None
+    have_base = counts is not None
+    path: Sequence[Sha] = _path(git, base, target, counts, plan)
     bisect = bool(path)
     path = path or [target]
     carrier = Carrier(git, patches, base if have_base else None, on_probe)
@@ -445,7 +480,7 @@ def plan_sync(git: Git, patches: list[MailPatch], base: Sha, target: Sha, *,
     return plan
 
 
-def _drop_landed(git: Git, carrier: Carrier, path: list[Sha], plan: Plan,
+def _drop_landed(git: Git, carrier: Carrier, path: Sequence[Sha], plan: Plan,
                  share: float | None, beside: Executor) -> tuple[Carry, Future[Evidence] | None]:
     """The carry at the target, with every patch that upstream landed in its own form
     dropped; the evidence of each patch goes into ``plan.evidence``.
@@ -504,14 +539,14 @@ def carry_dropping(carrier: Carrier, path: Sequence[str], landed_at: Callable[[i
         carrier.drop(failed.index, path, at)
 
 
-def _position(git: Git, path: list[Sha], commit: str) -> int:
+def _position(git: Git, path: Sequence[Sha], commit: str) -> int:
     """The first commit of ``path`` that holds ``commit`` (which may sit on a side branch)."""
     if commit in path:
         return path.index(Sha(commit))
     return first_true(path, lambda c: git.is_ancestor(commit, c))
 
 
-def _landed_at(carrier: Carrier, path: list[Sha], index: int) -> int:
+def _landed_at(carrier: Carrier, path: Sequence[Sha], index: int) -> int:
     """First commit of ``path`` at which patch ``index`` is already upstream."""
     def upstream_at(commit: str) -> bool:
         return carrier.carry(commit).state_of(index) == UPSTREAM
@@ -519,7 +554,8 @@ def _landed_at(carrier: Carrier, path: list[Sha], index: int) -> int:
     return first_true(path, upstream_at)
 
 
-def _path(git: Git, base: str, target: str, have_base: bool, plan: Plan) -> list[Sha]:
+def _path(git: Git, base: str, target: str, counts: tuple[int, ...] | None,
+          plan: Plan) -> Sequence[Sha]:
     """The commits to bisect over: target's first-parent line since the base (empty: none).
 
     When the base is not an ancestor of the target (a release branch, or a
@@ -527,10 +563,11 @@ def _path(git: Git, base: str, target: str, have_base: bool, plan: Plan) -> list
     base at all there is nothing to bisect and the carry happens at the
     target only.
     """
-    only_base, only_target = git.left_right_count(base, target) if have_base else (1, 0)
+    have_base = counts is not None
+    only_base, only_target = counts if counts is not None else (1, 0)
     if only_base == 0:  # the base is an ancestor of the target
         plan.commits = only_target
-        return first_parent_path(git, base, target)
+        return FirstParents(git, base, target)
     status, out, _ = git.try_run("merge-base", base, target) if have_base else (1, "", "")
     if status == 0 and out.strip():
         fork = out.strip()

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from contrib.carry.series import MailPatch
-from contrib.errors import PatchError
+from contrib.errors import GitError, PatchError
 from contrib.git.repo import Git, Tree
 
 MAX_SPARSE = 400  # beyond this many paths a plain read-tree is as cheap
@@ -57,22 +57,78 @@ def load(git: Git, env: dict[str, str], tree: str, paths: list[str] | None) -> N
     # No index file is an empty index to git: one process fewer than `read-tree --empty`.
     Path(env["GIT_INDEX_FILE"]).unlink(missing_ok=True)
     if paths:
-        entries = git.run("ls-tree", "-r", "-z", "--full-tree", tree, "--", *paths, strip=False)
+        entries = listing(git, tree, paths)
         if entries:
             git.run("update-index", "-z", "--index-info", env=env, input=entries)
 
 
+def listing(git: Git, tree: str, paths: list[str]) -> str:
+    """``ls-tree -r -z --full-tree TREE -- PATHS`` read from the tree objects through the
+    batch reader, without a process: each path's entry, or every file under a folder."""
+    folders: dict[str, list[tuple[str, str, str, str]]] = {}
+
+    def entries(folder: str, sha: str) -> list[tuple[str, str, str, str]]:
+        if folder not in folders:
+            found = git.tree_entries(sha)
+            if found is None:
+                raise GitError(f"ls-tree: {sha} is not a tree in {git.path}")
+            folders[folder] = found
+        return folders[folder]
+
+    def below(folder: str, sha: str) -> Iterator[tuple[str, str, str, str]]:
+        for mode, kind, obj, name in entries(folder, sha):
+            if kind == "tree":
+                yield from below(f"{folder}{name}/", obj)
+            else:
+                yield mode, kind, obj, f"{folder}{name}"
+
+    root = git.tree_of(tree)
+    found: dict[str, tuple[str, str, str]] = {}
+    for path in paths:
+        folder, sha, parts = "", root, path.split("/")
+        for depth, part in enumerate(parts):
+            entry = next((e for e in entries(folder, sha) if e[3] == part), None)
+            if entry is None:
+                break
+            if depth == len(parts) - 1 or entry[1] != "tree":
+                if entry[1] == "tree":
+                    found |= {p: (m, k, o) for m, k, o, p in below(f"{folder}{part}/", entry[2])}
+                elif depth == len(parts) - 1:
+                    found[f"{folder}{part}"] = entry[:3]
+                break
+            folder, sha = f"{folder}{part}/", entry[2]
+    return "".join(f"{m} {k} {o}\t{p}\0" for p, (m, k, o) in sorted(found.items()))
+
+
 def changes(git: Git, old: str, new: str) -> dict[str, tuple[str, str] | None]:
-    """path -> (mode, blob) or None (deleted), between two (small) trees."""
-    out = git.run("diff-tree", "-r", "-z", "--no-renames", "--full-index", old, new,
-                  strip=False)
-    fields = out.split("\0")
+    """path -> (mode, blob) or None (deleted), between two (small) trees: what
+    ``diff-tree -r`` says, read from the tree objects through the batch reader."""
     result: dict[str, tuple[str, str] | None] = {}
-    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
-        if not meta.startswith(":"):
-            continue
-        _, mode, _, sha, status = meta[1:].split(" ")
-        result[path] = None if status == "D" else (mode, sha)
+
+    def entries(tree: str | None) -> dict[str, tuple[str, str, str]]:
+        if tree is None:
+            return {}
+        found = git.tree_entries(tree)
+        if found is None:
+            raise GitError(f"diff-tree: {tree} is not a tree in {git.path}")
+        return {name: (mode, kind, sha) for mode, kind, sha, name in found}
+
+    def walk(a: str | None, b: str | None, prefix: str) -> None:
+        was, now = entries(a), entries(b)
+        for name in sorted(was.keys() | now.keys()):
+            x, y = was.get(name), now.get(name)
+            if x == y:
+                continue
+            x_tree, y_tree = x is not None and x[1] == "tree", y is not None and y[1] == "tree"
+            if x_tree or y_tree:
+                walk(x[2] if x is not None and x_tree else None,
+                     y[2] if y is not None and y_tree else None, f"{prefix}{name}/")
+            if y is not None and not y_tree:
+                result[prefix + name] = (y[0], y[2])
+            elif x is not None and not x_tree:
+                result[prefix + name] = None
+
+    walk(old, new, "")
     return result
 
 
@@ -86,11 +142,10 @@ def _graft(git: Git, tree: str | None, edits: dict[str, tuple[str, str] | None],
            prefix: str) -> Tree | None:
     entries: dict[str, tuple[str, str, str]] = {}
     if tree is not None:
-        for line in git.run("ls-tree", "-z", tree, strip=False).split("\0"):
-            if line:
-                meta, name = line.split("\t", 1)
-                mode, kind, sha = meta.split(" ")
-                entries[name] = (mode, kind, sha)
+        found = git.tree_entries(tree)
+        if found is None:
+            raise GitError(f"ls-tree: {tree} is not a tree in {git.path}")
+        entries = {name: (mode, kind, sha) for mode, kind, sha, name in found}
     nested: dict[str, dict[str, tuple[str, str] | None]] = {}
     for path, value in edits.items():
         head, sep, rest = path.partition("/")

@@ -38,6 +38,14 @@ class BlobReader:
         wanted = list(dict.fromkeys(paths))
         names = [p for p in wanted if "\n" not in p and "\r" not in p]
         found: dict[str, bytes | None] = dict.fromkeys(wanted)
+        for path, got in zip(names, self.objects([f"{rev}:{p}" for p in names]), strict=True):
+            found[path] = got[2] if got is not None and got[1] == "blob" else None
+        return found
+
+    def objects(self, names: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
+        """(sha, type, content) of each object name (``REV``, ``REV:PATH``,
+        ``REV^{tree}``), None for one that names nothing; one request, in order."""
+        found: list[tuple[str, str, bytes] | None] = []
         if not names:
             return found
         stdin, stdout = self._pipes()
@@ -47,11 +55,10 @@ class BlobReader:
             # once the names pass the pipe's buffer: ~1000 paths at a full sha).
             for start in range(0, len(names), _CHUNK):
                 chunk = names[start:start + _CHUNK]
-                request = "".join(f"{rev}:{p}\n" for p in chunk)
+                request = "".join(f"{name}\n" for name in chunk)
                 stdin.write(request.encode("utf-8", "surrogateescape"))
                 stdin.flush()
-                for path in chunk:
-                    found[path] = _answer(stdout)
+                found += [_answer(stdout) for _ in chunk]
         except (OSError, ValueError) as exc:  # the process died under us: start afresh next time
             self.close()
             raise GitError(f"`git cat-file --batch` in {self.path} stopped: {exc}") from None
@@ -89,7 +96,7 @@ class BlobReader:
         self.close()
 
 
-def _answer(stdout: IO[bytes]) -> bytes | None:
+def _answer(stdout: IO[bytes]) -> tuple[str, str, bytes] | None:
     """One answer of ``--batch``: ``<sha> <type> <size>`` and the content, or ``... missing``."""
     header = stdout.readline()
     if not header:
@@ -99,4 +106,4 @@ def _answer(stdout: IO[bytes]) -> bytes | None:
         return None
     data = stdout.read(int(parts[2]))
     stdout.read(1)  # the newline after the content
-    return data if parts[1] == b"blob" else None
+    return parts[0].decode("ascii"), parts[1].decode("ascii"), data

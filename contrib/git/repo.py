@@ -280,8 +280,18 @@ class Git:
         return Tree(self.run("write-tree", env=env))
 
     def tree_of(self, rev: str) -> Tree:
-        """The tree a commit records."""
-        return Tree(self.run("rev-parse", f"{rev}^{{tree}}"))
+        """The tree a commit records (through the batch reader: no process)."""
+        found = self.blobs.objects([f"{rev}^{{tree}}"])[0]
+        if found is None or found[1] != "tree":
+            raise GitError(f"unknown revision {rev!r} in {self.path}")
+        return Tree(found[0])
+
+    def tree_entries(self, tree: str) -> list[tuple[str, str, str, str]] | None:
+        """(mode, type, sha, name) of each entry of ``tree`` (or a commit's), as
+        ``ls-tree`` prints them, read through the batch reader (no process); None when
+        it names no tree."""
+        found = self.blobs.objects([f"{tree}^{{tree}}"])[0]
+        return _entries(found[2], len(found[0]) // 2) if found and found[1] == "tree" else None
 
     def commit_tree(self, tree: Tree, parents: Sequence[str], message: str,
                     author: Identity, committer: Identity | None = None) -> Sha:
@@ -357,3 +367,17 @@ def _install_index(source: Path, index: Path) -> bool:
         lock.unlink(missing_ok=True)
         raise
     return True
+
+
+def _entries(data: bytes, width: int) -> list[tuple[str, str, str, str]]:
+    """A tree object's entries: ``<mode> <name>\\0<raw sha>`` each (``width`` bytes)."""
+    out, at = [], 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        nul = data.index(b"\0", space)
+        mode = data[at:space].decode("ascii").zfill(6)
+        kind = "tree" if mode == "040000" else "commit" if mode == "160000" else "blob"
+        sha = data[nul + 1:nul + 1 + width].hex()
+        out.append((mode, kind, sha, data[space + 1:nul].decode("utf-8", "surrogateescape")))
+        at = nul + 1 + width
+    return out
