@@ -85,7 +85,7 @@ def listing(git: Git, tree: str, paths: list[str]) -> str:
     root = git.tree_of(tree)
     found: dict[str, tuple[str, str, str]] = {}
     for path in paths:
-        folder, sha, parts = "", root, path.split("/")
+        folder, sha, parts = "", str(root), path.split("/")
         for depth, part in enumerate(parts):
             entry = next((e for e in entries(folder, sha) if e[3] == part), None)
             if entry is None:
