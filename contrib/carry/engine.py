@@ -38,7 +38,7 @@ from contrib.carry.scope import (
     scoped_hunks,
 )
 from contrib.carry.series import Hunk, MailPatch, apply_one, parse_hunks
-from contrib.carry.trees import changes, graft, small_index, touched_paths
+from contrib.carry.trees import changes, graft, listing, small_index, touched_paths
 from contrib.errors import PatchError
 from contrib.git.repo import Git, Sha, Tree
 from contrib.workspace.schema import SyncResult
@@ -150,12 +150,15 @@ class Carrier:
         self._dropped: dict[int, int] = {}  # patch index -> path position where it landed
         self._position: dict[str, int] = {}  # commit -> its position on the bisected path
         self.before: list[Tree] = []  # per patch, the small tree it applies to at the base
+        self.after: list[Tree] = []  # and the one it makes there
+        self._base_entries: str | None = None  # the base's entries of its files
         self.reference = (self._at_base(base) if base is not None
                           else [parse_hunks(p.diff, p.name) for p in patches])
 
     def _at_base(self, base: Sha) -> list[list[Hunk]]:
         git, out = self.git, []
-        with small_index(git, base, self.paths) as env:
+        self._base_entries = listing(git, base, self.paths) if self.paths else None
+        with small_index(git, base, self.paths, self._base_entries) as env:
             tree = git.write_tree(env)
             for patch in self.patches:
                 self.before.append(tree)
@@ -165,8 +168,23 @@ class Carrier:
                                      f"{base[:12]}; the version is damaged:\n  {err[:400]}")
                 new = git.write_tree(env)
                 out.append(scoped_hunks(git, tree, new))
+                self.after.append(new)
                 tree = new
         return out
+
+    def _as_at_base(self, onto: Sha) -> Carry | None:
+        """The carry at ``onto`` when its files are the base's, entry for entry: each
+        patch then does there what it did at the base, and nothing need be asked of git
+        (upstream moved on without touching them, the common case)."""
+        if self._base_entries is None or self._dropped \
+                or listing(self.git, onto, self.paths or []) != self._base_entries:
+            return None
+        results = []
+        for index, patch in enumerate(self.patches):
+            before, after = self.before[index], self.after[index]
+            results.append(PatchCarry(index, patch.name, UPSTREAM, how="empty") if after == before
+                           else PatchCarry(index, patch.name, APPLIED, before=before, after=after))
+        return Carry(onto, 0, results)
 
     def carry(self, onto: str, *, start: int = 0) -> Carry:
         """Apply patches[start:] on ``onto`` (a commit); cached per commit."""
@@ -206,6 +224,9 @@ class Carrier:
 
     def _carry(self, onto: Sha, start: int) -> Carry:
         git = self.git
+        known = self._as_at_base(onto) if start == 0 else None
+        if known is not None:
+            return known
         results: list[PatchCarry] = []
         with small_index(git, onto, self.paths) as env:
             tree = git.write_tree(env)
@@ -498,9 +519,9 @@ def _drop_landed(git: Git, carrier: Carrier, path: Sequence[Sha], plan: Plan,
     """
     look = None
     if share is not None and carrier.base is not None:
-        # The look reads its blobs (its own reader: one cat-file per thread) while the
-        # plain carry at the target runs: each is mostly waiting on git.
-        looking = beside.submit(Look, Git(git.path), [(p.name, p.diff) for p in carrier.patches],
+        # The look reads its blobs (through the one reader, which takes a request at a
+        # time) while the plain carry at the target runs: each is mostly waiting on git.
+        looking = beside.submit(Look, git, [(p.name, p.diff) for p in carrier.patches],
                                 carrier.base, path[-1], share)
         first = carrier.carry(path[-1])
         look = looking.result()

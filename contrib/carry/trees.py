@@ -13,6 +13,7 @@ level, still without an index.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,14 +43,17 @@ def touched_paths(patches: list[MailPatch]) -> list[str] | None:
 
 
 @contextmanager
-def small_index(git: Git, tree: str, paths: list[str] | None) -> Iterator[dict[str, str]]:
-    """A temporary index holding ``paths`` of ``tree`` (all of it when None)."""
+def small_index(git: Git, tree: str, paths: list[str] | None,
+                entries: str | None = None) -> Iterator[dict[str, str]]:
+    """A temporary index holding ``paths`` of ``tree`` (all of it when None); ``entries``:
+    their :func:`listing`, when the caller has it already."""
     with git.temp_index() as env:
-        load(git, env, tree, paths)
+        load(git, env, tree, paths, entries)
         yield env
 
 
-def load(git: Git, env: dict[str, str], tree: str, paths: list[str] | None) -> None:
+def load(git: Git, env: dict[str, str], tree: str, paths: list[str] | None,
+         entries: str | None = None) -> None:
     """(Re)load the temporary index in ``env`` with ``paths`` of ``tree``."""
     if paths is None:
         git.run("read-tree", tree, env=env)
@@ -57,7 +61,7 @@ def load(git: Git, env: dict[str, str], tree: str, paths: list[str] | None) -> N
     # No index file is an empty index to git: one process fewer than `read-tree --empty`.
     Path(env["GIT_INDEX_FILE"]).unlink(missing_ok=True)
     if paths:
-        entries = listing(git, tree, paths)
+        entries = listing(git, tree, paths) if entries is None else entries
         if entries:
             git.run("update-index", "-z", "--index-info", env=env, input=entries)
 
@@ -134,12 +138,17 @@ def changes(git: Git, old: str, new: str) -> dict[str, tuple[str, str] | None]:
 
 def graft(git: Git, tree: str, edits: dict[str, tuple[str, str] | None]) -> Tree:
     """``tree`` with ``edits`` applied (path -> (mode, blob) or None to delete)."""
-    new = _graft(git, tree, edits, "")
-    return new if new is not None else Tree(git.run("mktree", input=""))
+    written: list[tuple[dict[str, tuple[str, str, str]], str]] = []
+    new = _graft(git, tree, edits, "", written)
+    if new is None:
+        return Tree(git.run("mktree", input=""))
+    return _write(git, written)
 
 
 def _graft(git: Git, tree: str | None, edits: dict[str, tuple[str, str] | None],
-           prefix: str) -> Tree | None:
+           prefix: str, written: list[tuple[dict[str, tuple[str, str, str]], str]]) -> str | None:
+    """The new tree's sha, its entries and those of every new tree below it appended to
+    ``written`` (the lowest first), to be written together."""
     entries: dict[str, tuple[str, str, str]] = {}
     if tree is not None:
         found = git.tree_entries(tree)
@@ -160,12 +169,48 @@ def _graft(git: Git, tree: str | None, edits: dict[str, tuple[str, str] | None],
         if current is not None and current[1] != "tree":
             raise PatchError(f"{prefix}{name}: is a file upstream, but the patch puts files "
                              "under it; resolve by hand")
-        new = _graft(git, current[2] if current else None, sub, f"{prefix}{name}/")
+        new = _graft(git, current[2] if current else None, sub, f"{prefix}{name}/", written)
         if new is None:
             entries.pop(name, None)
         else:
             entries[name] = ("040000", "tree", new)
     if not entries:
         return None
-    listing = "".join(f"{m} {k} {s}\t{n}\0" for n, (m, k, s) in sorted(entries.items()))
-    return Tree(git.run("mktree", "-z", input=listing))
+    written.append((entries, _tree_sha(entries)))
+    return written[-1][1]
+
+
+def _tree_sha(entries: dict[str, tuple[str, str, str]]) -> str:
+    """The sha git gives a tree of ``entries`` (its object: mode, name, raw sha each, in
+    git's order, where a folder sorts as its name and a slash)."""
+    def key(name: str) -> bytes:
+        raw = name.encode("utf-8", "surrogateescape")
+        return raw + b"/" if entries[name][1] == "tree" else raw
+
+    body = b"".join(b"%d %s\0%s" % (int(entries[n][0]), n.encode("utf-8", "surrogateescape"),
+                                     bytes.fromhex(entries[n][2]))
+                    for n in sorted(entries, key=key))
+    width = len(next(iter(entries.values()))[2])
+    algorithm = hashlib.sha1 if width == 40 else hashlib.sha256
+    return algorithm(b"tree %d\0" % len(body) + body).hexdigest()
+
+
+_PLAIN = re.compile(r'^[^"\\\n\t\x00-\x1f]+$')  # a name mktree reads as written, unquoted
+
+
+def _write(git: Git, written: list[tuple[dict[str, tuple[str, str, str]], str]]) -> Tree:
+    """Write the new trees (the lowest first) with one ``mktree --batch``; the last is
+    the root.  Each is written in turn (``mktree -z``) when a name would need quoting
+    or git's sha is not the one computed here."""
+    if all(_PLAIN.match(n) for entries, _ in written for n in entries):
+        request = "\n".join("".join(f"{m} {k} {o}\t{n}\n" for n, (m, k, o) in
+                                     sorted(entries.items())) for entries, _ in written)
+        status, out, _ = git.try_run("mktree", "--batch", input=request)
+        if status == 0 and out.split() == [sha for _, sha in written]:
+            return Tree(written[-1][1])
+    sha, actual = "", dict[str, str]()  # computed sha -> git's
+    for entries, computed in written:
+        listing = "".join(f"{m} {k} {actual.get(o, o)}\t{n}\0"
+                          for n, (m, k, o) in sorted(entries.items()))
+        sha = actual[computed] = git.run("mktree", "-z", input=listing)
+    return Tree(sha)

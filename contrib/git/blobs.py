@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
@@ -28,6 +29,8 @@ class BlobReader:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._proc: subprocess.Popen[bytes] | None = None
+        # The sync's landed look reads beside the carry, on a thread: one request at a time.
+        self._lock = threading.Lock()
 
     def read(self, rev: str, path: str) -> bytes | None:
         """The blob at ``rev:path``; None when there is none (absent, a tree, a bad name)."""
@@ -48,6 +51,11 @@ class BlobReader:
         found: list[tuple[str, str, bytes] | None] = []
         if not names:
             return found
+        with self._lock:
+            return self._ask(names)
+
+    def _ask(self, names: Sequence[str]) -> list[tuple[str, str, bytes] | None]:
+        found: list[tuple[str, str, bytes] | None] = []
         stdin, stdout = self._pipes()
         try:
             # A few requests at a time: all at once, git blocks writing answers nobody

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -49,6 +50,9 @@ class Identity:
             f"GIT_{role}_EMAIL": self.email,
             f"GIT_{role}_DATE": self.date,
         }
+
+
+_STARTING = threading.Lock()  # two threads asking first start one reader
 
 
 class Git:
@@ -151,7 +155,9 @@ class Git:
     def blobs(self) -> BlobReader:
         """This repository's persistent blob reader (started on the first read)."""
         if self._blobs is None:
-            self._blobs = BlobReader(self.path)
+            with _STARTING:
+                if self._blobs is None:
+                    self._blobs = BlobReader(self.path)
         return self._blobs
 
     def ls_tree_paths(self, rev: str) -> list[str]:

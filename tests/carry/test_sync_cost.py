@@ -34,3 +34,27 @@ def test_a_one_patch_carry_asks_git_only_what_it_needs(
     assert not [r for r in runs if r.startswith(("for-each-ref", "log --no-walk"))], runs
     # A probe's index starts as no file, never a `read-tree --empty`.
     assert not [r for r in runs if r.startswith("read-tree --empty")], runs
+    # Trees, their entries and a commit's tree come through the batch reader, the cache's
+    # base and its distance from one rev-list, and the first-parent line is never listed
+    # when the patch carries at the target.
+    asked = [r.split()[0] for r in runs]
+    for name in ("ls-tree", "diff-tree", "rev-parse --verify --quiet --end-of-options "
+                 f"{upstream.head()}"):
+        assert not [r for r in runs if r.startswith(name)], (name, runs)
+    assert not [r for r in runs if r.startswith("rev-list --first-parent")], runs
+    assert asked.count("rev-list") == 1, runs
+    # Upstream did not touch the patch's file: the probe at the target is the base's
+    # application again, answered without applying anything (25 processes before).
+    assert not [r for r in runs if r.startswith("apply --cached --whitespace=nowarn --3way")]
+    assert len(runs) <= 12, "\n".join(runs)
+
+
+def test_a_carry_onto_a_changed_file_still_applies_it_three_way(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3", [("core: f3 = 33", {"pkg/core.py": F3_PATCH})])
+    upstream.commit("core: a header", {"pkg/core.py": "# core\n" + F3_PATCH.replace(
+        "    return 33\n", "    return 3\n")})
+    assert workspace.run("status").code == 0
+    runs = _git_runs(workspace)
+    assert [r for r in runs if r.startswith("apply --cached --whitespace=nowarn --3way")], runs
+    assert len([r for r in runs if r.startswith("mktree")]) == 1, runs
