@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from contrib.carry.imports import IMPORTS, block_change, imports
 from contrib.carry.scope import TOP, definition, enclosing, extent, language
@@ -179,9 +180,7 @@ def _placed(series: Sequence[Sequence[Hunk]],
         mine: list[Key] = []
         for hunk in hunks:
             inherited = _inherited(hunk, series[:k], keys)
-            view = base.get(hunk.path)
-            above = view.raw[:_at_base(hunk.source_start - 1, hunk.path, series[:k])] \
-                if view is not None else []
+            above = partial(_above, base.get(hunk.path), hunk, series[:k])
             if inherited is not None:
                 key, was = inherited
                 template = out[was][key]
@@ -192,7 +191,7 @@ def _placed(series: Sequence[Sequence[Hunk]],
                 key, place = _anchored(hunk, series[:k], base, above)
                 place = found.setdefault(key, place)
             mine.append(key)
-            change = block_change(hunk, above) if place.block else None
+            change = block_change(hunk, above()) if place.block else None
             if change is not None:  # the imports it adds and removes, by name
                 place.added += change[0]
                 place.removed += change[1]
@@ -214,8 +213,15 @@ def _placed(series: Sequence[Sequence[Hunk]],
     return out
 
 
+def _above(view: FileView | None, hunk: Hunk,
+           earlier: Sequence[Sequence[Hunk]]) -> Sequence[str]:
+    """The base's lines above ``hunk`` (asked only of a Python file's top-level change)."""
+    return view.raw[:_at_base(hunk.source_start - 1, hunk.path, earlier)] if view else []
+
+
 def _anchored(hunk: Hunk, earlier: Sequence[Sequence[Hunk]],
-              base: Mapping[str, FileView], above: Sequence[str]) -> tuple[Key, Place]:
+              base: Mapping[str, FileView],
+              above: Callable[[], Sequence[str]]) -> tuple[Key, Place]:
     """The place of a hunk found at the base: the definition it changes there, else
     its file's import block when it changes only top-level imports (``above``: the
     base's lines above it), else the base lines it replaces, else (a file the base
@@ -228,7 +234,7 @@ def _anchored(hunk: Hunk, earlier: Sequence[Sequence[Hunk]],
     scope = _scope(raw, index, hunk) if raw else None
     if scope:
         return (hunk.path, scope[1]), Place(hunk.path, *scope)
-    if raw and language(hunk.path) == "python" and block_change(hunk, above) is not None:
+    if raw and language(hunk.path) == "python" and block_change(hunk, above()) is not None:
         return (hunk.path, IMPORTS), Place(hunk.path, IMPORTS, block=True)
     if raw:  # outside every definition: the lines it replaces, and no others
         window = _widened(raw, index + 1, index + 1 + len(hunk.removed))
