@@ -187,13 +187,6 @@ class Git:
     def count(self, range_: str) -> int:
         return int(self.run("rev-list", "--count", range_))
 
-    def left_right_count(self, left: str, right: str) -> tuple[int, int]:
-        """(commits only ``left`` reaches, commits only ``right`` reaches), in one walk:
-        ``(0, n)`` says ``left`` is an ancestor of ``right``, n commits behind it."""
-        only_left, only_right = self.run("rev-list", "--left-right", "--count",
-                                         f"{left}...{right}").split()
-        return int(only_left), int(only_right)
-
     def commit_dates(self, revs: Sequence[str]) -> dict[str, str]:
         """Committer date (ISO 8601) of each full sha in ``revs`` that the repository
         has, in one git run (status reads one per patchset)."""
