@@ -292,3 +292,50 @@ def test_link_round_trip_and_a_damaged_one_is_refused() -> None:
     assert Link.from_dict(link.to_dict()) == link
     with pytest.raises((ValueError, KeyError, TypeError)):
         Link.from_dict(link.to_dict() | {"line": "3"})
+
+
+def test_the_gate_only_commands_draft_both_halves_tied_by_requires(
+        server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    human = ws.run("why", "top", "--enable-fusion", "--arch", "sm_120a", "--no-fetch").out
+    commands = [line.strip().split()[1:] for line in human.splitlines()
+                if line.strip().startswith("contrib enable ")]
+    assert [c[1] for c in commands] == ["lower", "top"]
+    assert commands[0][-2:] == ["--name", "enable-fusion"]
+    assert commands[1][-4:] == ["--name", "enable-fusion", "--requires", "lower/enable-fusion"]
+    upper = ws.run(*commands[1], "--json")  # the upper half first: below is not carried yet
+    assert upper.code == 1, upper.err
+    assert upper.json["drafted"][0]["verdict"] == "failed"
+    record = ws.run("validate", "top/enable-fusion", "--arch", "sm_120a", "--json")
+    [requires] = [s for s in record.json["validations"][0]["run"]["stages"]
+                  if s["name"] == "requires"]
+    assert requires["reason"] == ("lower-lib==1.0 (v1.0) lacks patchset lower/enable-fusion: "
+                                  "draft it there (contrib enable lower --at v1.0 --name "
+                                  "enable-fusion)")
+    meta = (ws.root / "patchsets/top/enable-fusion/patchset.toml").read_text()
+    assert meta.count("[[requires]]") == 1
+    for key in ('upstream = "lower"', 'patchset = "lower/enable-fusion"',
+                'pin_file = "python/pyproject.toml"', 'tag_format = "v{version}"'):
+        assert key in meta, meta
+    lower = ws.run(*commands[0], "--json")
+    assert lower.code in (0, 1), lower.err
+    assert lower.json["drafted"][0]["patchset"] == "lower/enable-fusion"
+    again = ws.run("validate", "top/enable-fusion", "--arch", "sm_120a", "--json")
+    [requires] = [s for s in again.json["validations"][0]["run"]["stages"]
+                  if s["name"] == "requires"]
+    assert requires["status"] == "passed", requires
+    assert "satisfied by patchset lower/enable-fusion" in requires["reason"]
+
+
+def test_requires_names_a_patchset_below_that_the_tree_pins(server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    for args, said in [(["--requires", "top/x"], "a patchset of top itself"),
+                       (["--requires", "lower"], "give the patchset below as UPSTREAM/NAME"),
+                       (["--requires", "nowhere/x"], "nowhere")]:
+        result = ws.run("enable", "top", "python/top/layers.py:allreduce", "--arch", "sm_120a",
+                        *args)
+        assert result.code == 2 and said in result.err, result.err
+        assert len(result.err.strip().splitlines()) == 1
+    below = ws.run("enable", "lower", "lowerlib/jit.py:gen_comm_module", "--arch", "sm_120a",
+                   "--requires", "top/x")  # lower pins no version of top
+    assert below.code == 2 and "pins no version of top" in below.err, below.err
