@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 from contrib.arch import parse_arch  # noqa: E402
 from contrib.audit.feature.chain import Role, Verdict, to_open  # noqa: E402
 from contrib.audit.feature.explain import every  # noqa: E402
-from contrib.audit.feature.show import shown  # noqa: E402
+from contrib.audit.feature.show import feature_rows, shown  # noqa: E402
 from contrib.audit.run import audit_upstream  # noqa: E402
 from contrib.workspace.model import Workspace  # noqa: E402
 
@@ -95,8 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         row = _commit(ws, arch, rev)
         report["commits"].append(row)
         print(f"\n{rev} pins flashinfer {row['pin']}: {row['features']} features, "
-              f"{row['counts']}; {row['rows']} rows; {row['seconds']:.1f} s first, "
-              f"{row['warm']:.1f} s warm")
+              f"{row['counts']}; {row['rows']} table rows ({row['chains']} features); "
+              f"{row['seconds']:.1f} s first, {row['warm']:.1f} s warm")
         for crash in row["crashes"]:
             print(f"  crash  {crash['feature']}: {crash['reason'][:160]}")
     if args.json:
@@ -149,7 +149,9 @@ def _commit(ws: Workspace, arch: Any, rev: str) -> dict[str, Any]:
                for c in audit.features if c.verdict == Verdict.CRASH]
     return {"rev": rev, "pin": audit.stack[0]["tag"] if audit.stack else "-",
             "features": len(audit.features), "counts": dict(counts),
-            "rows": len(shown(audit.features)), "crashes": crashes,
+            "chains": len(shown(audit.features)), "crashes": crashes,
+            # the feature table's rows, as `contrib audit` prints them (choices grouped)
+            "rows": len(feature_rows(shown(audit.features), arch.name, {"sglang": rev})),
             "seconds": seconds, "warm": warm}
 
 

@@ -305,7 +305,7 @@ def audit(ctx: Context, upstreams: tuple[str, ...], arch: str | None, at: str | 
     return _unlocked(ctx, json_mode, lambda ws, ui: run(
         ws, ui, list(upstreams), arch=arch, at=at, since=since, fetch=not no_fetch,
         show_all=show_all, as_markdown=as_markdown, compile_ptx=compile_ptx,
-        gates=list_gates or show_all or as_markdown or bool(classes or scopes),
+        gates=list_gates or show_all or bool(classes or scopes),
         classes=classes, scopes=scopes, verdicts=verdicts))
 
 

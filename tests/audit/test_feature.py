@@ -339,3 +339,22 @@ def test_requires_names_a_patchset_below_that_the_tree_pins(server: tuple[Worksp
     below = ws.run("enable", "lower", "lowerlib/jit.py:gen_comm_module", "--arch", "sm_120a",
                    "--requires", "top/x")  # lower pins no version of top
     assert below.code == 2 and "pins no version of top" in below.err, below.err
+
+
+def test_the_markdown_report_leads_with_the_features_worst_first(
+        server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    md = ws.run("audit", "top", "--arch", "sm_120a", "--no-fetch", "--markdown").out
+    assert md.index("## Features on `sm_120a`") < md.index("## Architecture gates")
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "`--" in line]
+    verdicts = [row.split(" | ")[0].lstrip("| ") for row in rows]
+    assert verdicts[0] == "crash"
+    order = ["crash", "off, needs kernel work", "unknown", "off, gate-only", "on"]
+    assert [order.index(v) for v in verdicts] == sorted(order.index(v) for v in verdicts)
+    fusion = next(row for row in rows if "`--enable-fusion`" in row)
+    assert "`contrib enable lower lowerlib/jit.py:gen_comm_module" in fusion
+    assert "enable-fusion`; `contrib enable top " in fusion  # each command its own code span
+    assert "\n\n## Architecture gates" in md
+    only_gates = ws.run("audit", "top", "--arch", "sm_120a", "--no-fetch", "--markdown",
+                        "--gates").out
+    assert "## Features" not in only_gates and "## Architecture gates" in only_gates

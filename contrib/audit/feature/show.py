@@ -152,3 +152,21 @@ def feature_summary(name: str, chains: list[Chain], rows: int) -> str:
     return (f"{name}: {len(chains)} features ({said or 'none'}); "
             f"{lost} not followed (read nowhere the walk can see); "
             f"{len(chains) - rows} without a row")
+
+
+def feature_markdown(name: str, ref: str, chains: list[Chain], arch: str,
+                     at: dict[str, str]) -> list[str]:
+    """The feature table as Markdown, for a PR description or an issue: one row per
+    feature with a gate on its way, the worst first, as the terminal prints it."""
+    kept = shown(chains)
+    out = [f"### Features of {name} at `{ref}`", "",
+           feature_summary(name, chains, len(kept)) + ".", ""]
+    if not kept:
+        return out
+    out += ["| verdict | feature | next |", "|---|---|---|"]
+    for verdict, feature, step in feature_rows(kept, arch, at):
+        if step.startswith("contrib "):  # each command copyable on its own
+            step = "; ".join(f"`{command}`" for command in step.split("; "))
+        cells = [verdict, f"`{feature}`", step]
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return out + [""]
