@@ -165,8 +165,13 @@ def feature_markdown(name: str, ref: str, chains: list[Chain], arch: str,
         return out
     out += ["| verdict | feature | next |", "|---|---|---|"]
     for verdict, feature, step in feature_rows(kept, arch, at):
-        if step.startswith("contrib "):  # each command copyable on its own
-            step = "; ".join(f"`{command}`" for command in step.split("; "))
-        cells = [verdict, f"`{feature}`", step]
+        cells = [verdict, f"`{feature}`", markdown_step(step)]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return out + [""]
+
+
+def markdown_step(step: str) -> str:
+    """A feature row's next step for Markdown: each command its own code span."""
+    if step.startswith("contrib "):
+        return "; ".join(f"`{command}`" for command in step.split("; "))
+    return step
