@@ -105,4 +105,5 @@ def _features(ui: UI, one: UpstreamAudit, arch: str, verdicts: set[Verdict]) -> 
         ui.table(f"features of {one.name}", FEATURE_COLUMNS, feature_rows(kept, arch, at),
                  wrap=("next",), keys=("feature",))
     ui.info(feature_summary(one.name, one.features, len(kept)) +
-            " (--verdict VERDICT lists those of one verdict; --gates lists the gates)")
+            f" (`contrib why {one.name} FEATURE` gives a feature's whole chain; --verdict "
+            "VERDICT lists those of one verdict; --gates lists the gates)")

@@ -72,6 +72,7 @@ def test_a_crash_is_admitted_above_and_refused_below(server: tuple[Workspace, Re
     assert (below["upstream"], below["commit"], below["file"], below["function"],
             below["refuses"]) == ("lower", "v1.0", "lowerlib/jit.py", "gen_comm_module", True)
     assert "refused by lower v1.0 lowerlib/jit.py:5 gen_comm_module" in chain["reason"]
+    assert chain["where"] == "refused by lower v1.0 lowerlib/jit.py:5 gen_comm_module"
 
 
 def test_a_refusal_below_that_needs_a_parameter_passed_is_no_crash(
@@ -284,7 +285,8 @@ def test_choices_with_one_verdict_and_reason_share_a_row() -> None:
                       [_link(Role.GATE, excludes=True, klass=UNKNOWN)])
         decide(chain)
         chains.append(chain)
-    assert [row[:2] for row in feature_rows(chains, "sm_120a", {})] == [["unknown", "--x=a|b"]]
+    assert feature_rows(chains, "sm_120a", {}) == [
+        ["unknown", "--x=a|b", "class not decided at up f.py:3 fn"]]
 
 
 def test_link_round_trip_and_a_damaged_one_is_refused() -> None:

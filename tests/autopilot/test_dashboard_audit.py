@@ -169,7 +169,8 @@ def test_the_section_answers_by_feature_the_crash_first(
     assert ("7 features (1 crash, 1 needs-kernel-work, 2 unknown, 1 gate-only, 2 on); "
             "5 rows with a gate on the way:") in audit
     rows = [line for line in audit.splitlines() if line.startswith("| ") and "`--" in line]
-    assert rows[0].startswith("| crash | `--enable-quick-reduce` | admitted on the way down")
+    assert rows[0] == ("| crash | `--enable-quick-reduce` | refused by lower v1.0 "
+                       "lowerlib/jit.py:5 gen_comm_module |")
     fusion = next(row for row in rows if "`--enable-fusion`" in row)
     assert "`contrib enable lower lowerlib/jit.py:gen_comm_module --arch sm_120a --at v1.0 " \
            "--name enable-fusion`; `contrib enable mini " in fusion

@@ -121,8 +121,8 @@ def feature_rows(chains: list[Chain], arch: str, at: dict[str, str]) -> list[lis
             step = "; ".join(enable_commands(chain, arch, at))
         elif chain.verdict == Verdict.ON:
             step = ""
-        else:
-            step = chain.reason
+        else:  # where it stops; `contrib why` says the whole of it
+            step = chain.where or chain.reason
         groups.setdefault((_setting(chain), chain.verdict, step, chain.feature.kind), []
                           ).append(chain)
     rows = []
