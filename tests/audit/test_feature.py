@@ -360,3 +360,21 @@ def test_the_markdown_report_leads_with_the_features_worst_first(
     only_gates = ws.run("audit", "top", "--arch", "sm_120a", "--no-fetch", "--markdown",
                         "--gates").out
     assert "## Features" not in only_gates and "## Architecture gates" in only_gates
+
+
+def test_a_flag_read_beside_a_rocm_switch_does_nothing_on_nvidia(
+        server: tuple[Workspace, Repo]) -> None:
+    """sglang's `apply_aiter_all_reduce_fusion`: `_use_aiter and ... and
+    args.enable_aiter_allreduce_fusion` is false on every NVIDIA GPU (`is_hip()`), so the
+    fusion it guards below is no way of this flag there, and no crash."""
+    ws, top = server
+    layers = (top.path / "python/top/layers.py").read_text()
+    top.commit("quick reduce on ROCm only", {
+        "python/top/layers.py": layers.replace(
+            "def quick_reduce(x):\n    if get_server_args().enable_quick_reduce:",
+            "_use_rocm = torch.version.hip is not None\n\n\n"
+            "def quick_reduce(x):\n    if _use_rocm and get_server_args().enable_quick_reduce:")})
+    _, data = _why(ws, "top", "--enable-quick-reduce")
+    [chain] = data["features"]
+    assert chain["verdict"] != "crash", chain
+    assert not [link for link in chain["links"] if link["role"] == "below"]

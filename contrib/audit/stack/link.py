@@ -71,7 +71,7 @@ from contrib.workspace.txn import atomic_write, check_inside
 # -- the upper side ---------------------------------------------------------------------
 
 
-LINK_FORMAT = 10  # bump when linking changes what it finds over the same audits
+LINK_FORMAT = 11  # bump when linking changes what it finds over the same audits
 
 
 @dataclass
