@@ -18,6 +18,9 @@ of ``--enable-flashinfer-allreduce-fusion``:
   ``patchsets/sglang/sm120-allreduce-fusion`` opens (``_resolve_backend``,
   ``apply_flashinfer_allreduce_fusion``).
 
+Then the other cases of ``CASES``: a false crash of the pin bumps (an AMD-only flag),
+and sglang#24633's MLA prefill crash, which the audit does not read yet (a MISS).
+
 ``--pin-bumps N``: the last N commits of sglang's main that changed the flashinfer pin,
 each with its crash rows (a feature admitted on SM12x over the pinned flashinfer that
 refuses it): the cases to keep.  Printed per commit: the pin, the verdict counts, the
@@ -44,7 +47,7 @@ sys.path.insert(0, str(REPO))
 from contrib.arch import parse_arch  # noqa: E402
 from contrib.audit.feature.chain import Role, Verdict, to_open  # noqa: E402
 from contrib.audit.feature.explain import every  # noqa: E402
-from contrib.audit.feature.show import shown  # noqa: E402
+from contrib.audit.feature.show import feature_rows, shown  # noqa: E402
 from contrib.audit.run import audit_upstream  # noqa: E402
 from contrib.workspace.model import Workspace  # noqa: E402
 
@@ -55,6 +58,22 @@ STORY = [
     ("00e57d74f", Verdict.GATE_ONLY, {"sglang": [
         "python/sglang/srt/layers/communicator.py:apply_flashinfer_allreduce_fusion",
         "python/sglang/srt/layers/flashinfer_comm_fusion.py:_resolve_backend"]}),
+]
+# More cases of sglang's history, with what upstream's own record says (the verdict a
+# user met), kept whether the audit reads them right or not (MISS is printed, and the
+# run fails): (rev, feature, the verdict expected, why).
+CASES = [
+    # sglang's pin bumps 0.6.8.post1-0.6.12 read this AMD-only flag as a crash: its read
+    # stands in `_use_aiter and ...`, false on every NVIDIA GPU; nothing below is its way.
+    ("d5f3254ed", "--enable-aiter-allreduce-fusion", Verdict.ON,
+     "an AMD-only flag: `_use_aiter` (is_hip()) is false on NVIDIA"),
+    # sgl-project/sglang#24633 and flashinfer-ai/flashinfer#3263 (2026-05, sglang 0.5.10 on
+    # flashinfer 0.6.7.post2): MLA prefill through the trtllm_mla backend reaches
+    # trtllm_ragged_attention_deepseek, whose TllmGenFmhaRunner refuses SM120 in C++
+    # ("Unsupported architecture"). Not read yet: the backend's class is not followed from
+    # the flag, and the runner's check is host C++ behind prebuilt cubins.
+    ("46bf19cda", "--attention-backend=trtllm_mla", Verdict.CRASH,
+     "sglang#24633: TllmGenFmhaRunner refuses SM120"),
 ]
 
 
@@ -90,13 +109,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"story {rev:<11} pins {row['pin']:<14} {FUSION}: {row['verdict']:<18} "
                   f"(expected {expected.value}) {'OK' if row['ok'] else 'MISS'} "
                   f"[{row['seconds']:.1f} s]  {row['reason'][:120]}")
+    if args.story:
+        for rev, feature, expected, why in CASES:
+            row = _case(ws, arch, rev, feature, expected)
+            report["story"].append(row | {"why": why})
+            failed += not row["ok"]
+            print(f"case  {rev:<11} pins {row['pin']:<14} {feature}: {row['verdict']:<18} "
+                  f"(expected {expected.value}) {'OK' if row['ok'] else 'MISS'} "
+                  f"[{row['seconds']:.1f} s]  {why}")
     revs = list(args.at) + _pin_bumps(args.sglang, args.pin_bumps)
     for rev in revs:
         row = _commit(ws, arch, rev)
         report["commits"].append(row)
         print(f"\n{rev} pins flashinfer {row['pin']}: {row['features']} features, "
-              f"{row['counts']}; {row['rows']} rows; {row['seconds']:.1f} s first, "
-              f"{row['warm']:.1f} s warm")
+              f"{row['counts']}; {row['rows']} table rows ({row['chains']} features); "
+              f"{row['seconds']:.1f} s first, {row['warm']:.1f} s warm")
         for crash in row["crashes"]:
             print(f"  crash  {crash['feature']}: {crash['reason'][:160]}")
     if args.json:
@@ -136,6 +163,20 @@ def _story(ws: Workspace, arch: Any, rev: str, expected: Verdict,
             "links": [link.to_dict() for link in chain.links]}
 
 
+def _case(ws: Workspace, arch: Any, rev: str, feature: str,
+          expected: Verdict) -> dict[str, Any]:
+    started = time.monotonic()
+    audit = audit_upstream(ws, "sglang", arch, at=rev, since=None, fetch=False,
+                           features=lambda fs: [f for f in fs if f.name == feature])
+    seconds = time.monotonic() - started
+    [chain] = audit.features
+    return {"rev": rev, "feature": feature,
+            "pin": audit.stack[0]["tag"] if audit.stack else "-",
+            "verdict": chain.verdict.value, "expected": expected.value,
+            "ok": chain.verdict == expected, "reason": chain.reason, "seconds": seconds,
+            "links": [link.to_dict() for link in chain.links]}
+
+
 def _commit(ws: Workspace, arch: Any, rev: str) -> dict[str, Any]:
     started = time.monotonic()
     audit = audit_upstream(ws, "sglang", arch, at=rev, since=None, fetch=False, features=every)
@@ -149,7 +190,9 @@ def _commit(ws: Workspace, arch: Any, rev: str) -> dict[str, Any]:
                for c in audit.features if c.verdict == Verdict.CRASH]
     return {"rev": rev, "pin": audit.stack[0]["tag"] if audit.stack else "-",
             "features": len(audit.features), "counts": dict(counts),
-            "rows": len(shown(audit.features)), "crashes": crashes,
+            "chains": len(shown(audit.features)), "crashes": crashes,
+            # the feature table's rows, as `contrib audit` prints them (choices grouped)
+            "rows": len(feature_rows(shown(audit.features), arch.name, {"sglang": rev})),
             "seconds": seconds, "warm": warm}
 
 

@@ -244,19 +244,23 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
               "enable-FUNCTION).")
 @click.option("--force", is_flag=True, help="Also draft a gate the audit refuses for kernel "
               "work: the gate's half of the fix, which validate fails until the kernels build.")
+@click.option("--requires", "requires", multiple=True, metavar="UPSTREAM/NAME",
+              shell_complete=complete_targets,
+              help="The draft needs this patchset of the upstream it pins (its [[requires]]; "
+                   "repeat).")
 @click.option("--no-fetch", is_flag=True, help="Use the cached upstream as it is.")
 @json_option
 @pass_ctx
 def enable(ctx: Context, upstream: str, gates: tuple[str, ...], arch: str | None,
-           at: str | None, name: str | None, force: bool, no_fetch: bool,
-           json_mode: bool) -> int:
+           at: str | None, name: str | None, force: bool, requires: tuple[str, ...],
+           no_fetch: bool, json_mode: bool) -> int:
     """Draft the patch that opens gate-only GATEs (FILE:FUNCTION or FILE:LINE; default:
     every uncovered one) to ARCH, as a Draft patchset, and validate it."""
     from contrib.commands.enable import enable as run
 
     return _locked(ctx, json_mode, lambda ws, ui: run(
         ws, ui, upstream, list(gates), arch=arch, at=at, name=name, fetch=not no_fetch,
-        force=force))
+        force=force, requires=list(requires)))
 
 
 @cli.command(epilog=example("contrib audit flashinfer --arch sm_120a --since v0.6.16"))
@@ -301,7 +305,7 @@ def audit(ctx: Context, upstreams: tuple[str, ...], arch: str | None, at: str | 
     return _unlocked(ctx, json_mode, lambda ws, ui: run(
         ws, ui, list(upstreams), arch=arch, at=at, since=since, fetch=not no_fetch,
         show_all=show_all, as_markdown=as_markdown, compile_ptx=compile_ptx,
-        gates=list_gates or show_all or as_markdown or bool(classes or scopes),
+        gates=list_gates or show_all or bool(classes or scopes),
         classes=classes, scopes=scopes, verdicts=verdicts))
 
 

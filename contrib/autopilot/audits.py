@@ -27,6 +27,9 @@ from typing import Any
 
 from contrib import environ
 from contrib.arch import parse_arch
+from contrib.audit.feature.chain import VERDICTS
+from contrib.audit.feature.explain import every
+from contrib.audit.feature.show import feature_rows, markdown_step, shown
 from contrib.audit.model import CAPABILITY, AuditGate
 from contrib.audit.report import history_cell
 from contrib.audit.run import audit_upstream
@@ -68,7 +71,7 @@ def audit_one(ws: Workspace, name: str, arch: str, *, fetch: bool, remember: boo
         view.commit = str(mirror.tip())
         view.since = _since(upstream, arch, view.commit, mirror.git.try_rev_parse)
         audit = audit_upstream(ws, name, parse_arch(arch), at=view.commit, since=view.since,
-                               fetch=False)
+                               fetch=False, features=every)
     except ContribError as exc:
         view.error = scrub(str(exc)).splitlines()[0]
         return view
@@ -85,6 +88,10 @@ def audit_one(ws: Workspace, name: str, arch: str, *, fetch: bool, remember: boo
     view.opened = [g for g in audit.gates if g.opened_by]
     view.closed = [g for g in audit.gates if g.closed_by]
     view.mismatches = audit.mismatches
+    at = {name: view.commit[:10]} | {s["upstream"]: s["tag"] for s in audit.stack}
+    view.features = [(v, f, n) for v, f, n in feature_rows(shown(audit.features), arch, at)]
+    view.feature_counts = {v.value: n for v in VERDICTS
+                           if (n := sum(1 for c in audit.features if c.verdict == v))}
     return view
 
 
@@ -170,6 +177,15 @@ def _upstream_lines(view: AuditView) -> list[str]:
         out += [f"- {_gate_at(view, m['gate'])}: {m['message']}"
                 for m in view.mismatches[:MAX_GATES]]
         out += _more(len(view.mismatches))
+        out.append("")
+    if view.features:  # by feature, the worst first, as `contrib audit` leads
+        said = ", ".join(f"{n} {v}" for v, n in view.feature_counts.items())
+        out += [f"{counted(sum(view.feature_counts.values()), 'feature')} ({said}); "
+                f"{counted(len(view.features), 'row')} with a gate on the way:", "",
+                "| verdict | feature | next |", "| --- | --- | --- |"]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in (v, f"`{f}`", markdown_step(n))) + " |"
+                for v, f, n in view.features[:MAX_GATES]]
+        out += _more(len(view.features))
         out.append("")
     if view.uncovered:
         out += ["| uncovered runtime gate | function | class |", "| --- | --- | --- |"]

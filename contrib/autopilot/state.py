@@ -198,6 +198,9 @@ class AuditView:
     opened: list[AuditGate] = field(default_factory=list)
     closed: list[AuditGate] = field(default_factory=list)
     mismatches: list[dict[str, Any]] = field(default_factory=list)  # admitted, refused below
+    # The feature table: (verdict, feature, next) per row, the worst first; its summary.
+    features: list[tuple[str, str, str]] = field(default_factory=list)
+    feature_counts: dict[str, int] = field(default_factory=dict)
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -207,6 +210,8 @@ class AuditView:
                      "opened_by": g.opened_by, "closed_by": g.closed_by} for g in gates]
         return {"upstream": self.upstream, "arch": self.arch, "commit": self.commit or None,
                 "since": self.since, "counts": self.counts, "excluding": self.excluding,
-                "mismatches": self.mismatches,
+                "mismatches": self.mismatches, "feature_counts": self.feature_counts,
+                "features": [{"verdict": v, "feature": f, "next": n}
+                             for v, f, n in self.features],
                 "uncovered_runtime": where(self.uncovered), "opened": where(self.opened),
                 "closed": where(self.closed), "error": self.error or None}

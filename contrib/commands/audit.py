@@ -14,6 +14,7 @@ from contrib.audit.feature.chain import Verdict
 from contrib.audit.feature.explain import every
 from contrib.audit.feature.show import (
     FEATURE_COLUMNS,
+    feature_markdown,
     feature_rows,
     feature_summary,
     shown,
@@ -66,8 +67,15 @@ def _report(ui: UI, audits: list[UpstreamAudit], arch: str, *, as_markdown: bool
             show_all: bool, gates: bool, classes: tuple[str, ...], scopes: tuple[str, ...],
             verdicts: tuple[str, ...]) -> None:
     """The human report: Markdown, or per upstream its summary, mismatches and table."""
-    if as_markdown:
-        ui.info(markdown(arch, audits, show_all))
+    if as_markdown:  # the features first, as on a terminal; then every gate
+        features: list[str] = []
+        for one in audits:
+            if not gates and one.features:
+                at = {one.name: one.commit[:10]} | {s["upstream"]: s["tag"] for s in one.stack}
+                features += feature_markdown(one.name, one.ref, one.features, arch, at)
+        if features:
+            features = [f"## Features on `{arch}`", "", *features]
+        ui.info("\n".join([*features, markdown(arch, audits, show_all)]))
     else:
         for one in audits:
             ui.info(summary_line(arch, one))
@@ -97,4 +105,5 @@ def _features(ui: UI, one: UpstreamAudit, arch: str, verdicts: set[Verdict]) -> 
         ui.table(f"features of {one.name}", FEATURE_COLUMNS, feature_rows(kept, arch, at),
                  wrap=("next",), keys=("feature",))
     ui.info(feature_summary(one.name, one.features, len(kept)) +
-            " (--verdict VERDICT lists those of one verdict; --gates lists the gates)")
+            f" (`contrib why {one.name} FEATURE` gives a feature's whole chain; --verdict "
+            "VERDICT lists those of one verdict; --gates lists the gates)")

@@ -29,13 +29,14 @@ class _Quiet(UI):
 
 def enable(ws: Workspace, ui: UI, upstream: str, gates: list[str], *, arch: str | None,
            at: str | None, name: str | None, fetch: bool,
-           force: bool = False) -> int:
+           force: bool = False, requires: list[str] | None = None) -> int:
     """Draft, write and validate; report each draft and each gate left alone."""
     target = parse_arch(ws.config.default_arch(arch, "enable"))
     ws.config.upstream(upstream)  # an unknown name fails before any work
     with ui.task(f"auditing {upstream}") as task:
         run = draft(ws, upstream, target, at=at, specs=gates, name=name, fetch=fetch,
-                    check=_Quiet(), progress=ui.progress, step=task.step, force=force)
+                    check=_Quiet(), progress=ui.progress, step=task.step, force=force,
+                    requires=requires or ())
     for done in run.drafted:
         _show(ui, done, target.name)
     for skipped in run.skipped:
@@ -61,6 +62,9 @@ def _show(ui: UI, done: Drafted, arch: str) -> None:
         ui.info(f"  opens {gate}")
     if done.overridden:
         ui.info(f"  drafted past the audit's refusal (--force): {done.overridden}")
+    if done.unproven:
+        ui.warn(f"{done.patchset}: gate-only stands on the #if guards alone here: the ptx "
+                f"stage was skipped ({done.unproven}); nothing proves {arch} gets real kernels")
     if done.folder:
         ui.info(f"  patches in {shown_path(Path(done.folder))}")
     ui.info(f"  next: {_next(done, arch)}")

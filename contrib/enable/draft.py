@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,8 @@ class Drafted:
     skipped: list[str] = field(default_factory=list)  # the stages that could not run here
     unmet: list[str] = field(default_factory=list)  # the required stages not passed
     overridden: str = ""  # the audit's refusal that --force drafted past
+    # Why the ptx stage could not run here: the class then stands on the #if guards alone.
+    unproven: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -88,14 +91,18 @@ class EnableRun:
 
 def enable(ws: Workspace, upstream: str, arch: Arch, *, at: str | None, specs: list[str],
            name: str | None, fetch: bool, check: UI, progress: ProgressFn | None = None,
-           step: Any = None, force: bool = False) -> EnableRun:
+           step: Any = None, force: bool = False, requires: Sequence[str] = ()) -> EnableRun:
     """Draft (and validate, reporting to ``check``) a patchset per uncovered chain;
     ``force`` drafts a chain the audit refuses for kernel work too (the gate's half of
-    the whole fix, which validate then fails on the guards it names)."""
+    the whole fix, which validate then fails on the guards it names); ``requires``:
+    patchsets of the upstreams below (``UP/NAME``) each draft needs, as ``[[requires]]``."""
     if name is not None:
         check_name(name)
+    for target in requires:
+        _below_target(ws, upstream, target)
     audit = audit_upstream(ws, upstream, arch, at=at, since=None, fetch=fetch,
                            progress=progress, step=step)
+    needs = [_requirement(audit, target, arch) for target in requires]
     git = Mirror(ws.config.upstream(upstream)).ensure(fetch_now=False).git
     where = f"{upstream} at {audit.commit[:12]}"
     starts = named(audit.gates, specs, arch, where) if specs else uncovered(audit.gates)
@@ -107,7 +114,7 @@ def enable(ws: Workspace, upstream: str, arch: Arch, *, at: str | None, specs: l
             continue
         chain = gate_chain(audit.gates, tree, start, arch)
         taken |= {(g.file, g.line) for g in chain}
-        drafted = _draft_chain(ws, git, tree, audit, chain, arch, name, run, force)
+        drafted = _draft_chain(ws, git, tree, audit, chain, arch, name, run, force, needs)
         if drafted is not None:
             _validate(ws, check, drafted, arch)
             run.drafted.append(drafted)
@@ -116,7 +123,8 @@ def enable(ws: Workspace, upstream: str, arch: Arch, *, at: str | None, specs: l
 
 def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
                  chain: list[AuditGate], arch: Arch, name: str | None,
-                 run: EnableRun, force: bool = False) -> Drafted | None:
+                 run: EnableRun, force: bool = False,
+                 needs: Sequence[dict[str, str]] = ()) -> Drafted | None:
     start = chain[0]
     refused = next((r for g in chain if (r := refusal(g)) is not None), None)
     if refused is not None and not force:
@@ -145,7 +153,7 @@ def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
                 run.skipped.append(Skipped(label(start), str(exc)))
                 return None
             decisions[label(gate)] = f"left as it is: {exc}"
-    drafted = _write(ws, git, audit, chain, editor, decisions, arch, target)
+    drafted = _write(ws, git, audit, chain, editor, decisions, arch, target, needs)
     drafted.overridden = refused.why if refused is not None else ""
     return drafted
 
@@ -180,8 +188,39 @@ def _default_name(gate: AuditGate) -> str:
     return f"enable-{slug or 'gate'}"
 
 
+def _below_target(ws: Workspace, upstream: str, target: str) -> None:
+    """UsageError unless ``target`` is ``UP/NAME`` of another upstream of the workspace."""
+    below, _, name = target.partition("/")
+    if not name or "/" in name:
+        raise UsageError(f"--requires {target}: give the patchset below as UPSTREAM/NAME")
+    check_name(name)
+    ws.config.upstream(below)  # an unknown upstream is named with its did-you-mean
+    if below == upstream:
+        raise UsageError(f"--requires {target}: a patchset of {upstream} itself; --requires "
+                         "names a patchset of the upstream below, which this one pins")
+
+
+def _requirement(audit: UpstreamAudit, target: str, arch: Arch) -> dict[str, str]:
+    """The ``[[requires]]`` table tying a draft to ``target`` (``UP/NAME``) below: where
+    the audited tree pins UP, as the audit's stack read it."""
+    below = target.partition("/")[0]
+    pinned = next((s for s in audit.stack if s.get("upstream") == below and s.get("pin")), None)
+    if pinned is None:
+        raise UsageError(f"--requires {target}: {audit.name} at {audit.commit[:12]} pins no "
+                         f"version of {below} the audit could read (`contrib audit "
+                         f"{audit.name}` says why in its notes)")
+    tag, version = str(pinned["tag"]), str(pinned["version"])
+    return {"upstream": below, "patchset": target,
+            "pin_file": str(pinned["pin"]).rpartition(":")[0],
+            "pin_package": str(pinned["package"]),
+            "tag_format": tag.replace(version, "{version}", 1) if version in tag else "v{version}",
+            "reason": f"the gates it opens call into {below} {tag}, which turns {arch.name} "
+                      f"away until {target} is carried"}
+
+
 def _write(ws: Workspace, git: Git, audit: UpstreamAudit, chain: list[AuditGate],
-           editor: Editor, decisions: dict[str, str], arch: Arch, target: str) -> Drafted:
+           editor: Editor, decisions: dict[str, str], arch: Arch, target: str,
+           needs: Sequence[dict[str, str]] = ()) -> Drafted:
     """The edits as commits on the audited commit, written as the patchset's version."""
     start = chain[0]
     what = start.function.rsplit(".", 1)[-1]
@@ -197,6 +236,10 @@ def _write(ws: Workspace, git: Git, audit: UpstreamAudit, chain: list[AuditGate]
                for area, files in areas.items()]
     exported = make_commits(git, audit.commit, commits)
     meta = _meta(commits[0].message.splitlines()[0], chain, decisions, arch, audit.commit)
+    if needs:
+        meta["requires"] = tomlkit.aot()
+        for need in needs:
+            meta["requires"].append(tomlkit.item(dict(need)))
     add_event(meta, Event(How.ENABLE, audit.commit,
                           detail=f"drafted from the audit for {arch.name}"))
     folder = ws.root / "patchsets" / audit.name / target
@@ -256,3 +299,5 @@ def _validate(ws: Workspace, check: UI, drafted: Drafted, arch: Arch) -> None:
     for one in document.get("validations", [])[:1]:
         drafted.skipped = list(one.get("skipped", []))
         drafted.unmet = list(one.get("unmet", []))
+        drafted.unproven = next((str(s.get("reason", "")) for s in one.get("run", {}).get(
+            "stages", []) if s.get("name") == "ptx" and s.get("status") == "skipped"), "")

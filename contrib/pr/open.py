@@ -329,12 +329,15 @@ def _requires(ws: Workspace, ps: Patchset) -> list[str]:
     out = []
     for req in requirements(ps):
         upstream = ws.config.upstreams.get(req.upstream)
-        commit = f"`{req.commit[:12]}`"
-        if upstream is not None and upstream.github:
-            commit = f"[{commit}](https://github.com/{upstream.github}/commit/{req.commit})"
-        text = f"{req.upstream} commit {commit}"
-        if req.patchset:
-            text += f" (or our patchset `{req.patchset}`{_pr_link(ws, req.patchset)})"
+        if not req.commit:  # a draft's requirement: the fix is only our patchset so far
+            text = f"{req.upstream}: our patchset `{req.patchset}`{_pr_link(ws, req.patchset)}"
+        else:
+            commit = f"`{req.commit[:12]}`"
+            if upstream is not None and upstream.github:
+                commit = f"[{commit}](https://github.com/{upstream.github}/commit/{req.commit})"
+            text = f"{req.upstream} commit {commit}"
+            if req.patchset:
+                text += f" (or our patchset `{req.patchset}`{_pr_link(ws, req.patchset)})"
         if req.reason:
             text += f": {req.reason}"
         out.append(text)

@@ -67,10 +67,12 @@ def check(ws: Workspace, ps: Patchset,
 def _check_one(ws: Workspace, ps: Patchset, req: Requirement,
                read_patched: Callable[[str], bytes | None]) -> Outcome:
     mirror = Mirror(ws.config.upstream(req.upstream)).ensure(fetch_now=False)
-    try:
-        fix = mirror.resolve(req.commit)
-    except ContribError as exc:
-        return Outcome(req, "failed", f"{req.describe()}: {exc}")
+    fix = ""
+    if req.commit:
+        try:
+            fix = mirror.resolve(req.commit)
+        except ContribError as exc:
+            return Outcome(req, "failed", f"{req.describe()}: {exc}")
     if not req.pin_file:
         return Outcome(req, "skipped", f"no pin_file declared; cannot tell which {req.upstream} "
                        f"{ps.target} runs with (needs {req.describe()})")
@@ -83,15 +85,16 @@ def _check_one(ws: Workspace, ps: Patchset, req: Requirement,
         return Outcome(req, "failed", f"{req.pin_file} pins no exact {req.pin_package}==X; "
                        f"cannot prove {req.describe()} is present")
     tag = req.tag_format.format(version=version)
-    details: dict[str, Any] = {"pin": f"{req.pin_package}=={version}", "tag": tag,
-                               "commit": fix}
+    details: dict[str, Any] = {"pin": f"{req.pin_package}=={version}", "tag": tag}
+    if fix:
+        details["commit"] = fix
     tag_sha = mirror.git.try_rev_parse(f"refs/tags/{tag}")
     if tag_sha is None:
         return Outcome(req, "failed", f"{req.pin_file} pins {req.pin_package}=={version} but "
                        f"{req.upstream} has no tag {tag}; fetch it (contrib status {req.upstream}) "
                        "or fix tag_format", details)
     details["tag_sha"] = tag_sha
-    if mirror.git.is_ancestor(fix, tag_sha):
+    if fix and mirror.git.is_ancestor(fix, tag_sha):
         return Outcome(req, "satisfied", f"{req.pin_package}=={version} ({tag}) contains "
                        f"{fix[:12]}", details)
     carrier = _carrying_patchset(ws, req, tag_sha, mirror)
@@ -99,6 +102,13 @@ def _check_one(ws: Workspace, ps: Patchset, req: Requirement,
         details["patchset"] = carrier
         return Outcome(req, "satisfied", f"satisfied by patchset {carrier}: it carries the fix "
                        f"on {tag} ({tag_sha[:12]})", details)
+    if not fix:  # a draft's requirement: only our patchset carries the fix
+        name = req.patchset.partition("/")[2]
+        todo = (f"carry it at {tag} (contrib sync {req.patchset} --to {tag})"
+                if (ws.root / "patchsets" / req.upstream / name).is_dir() else
+                f"draft it there (contrib enable {req.upstream} --at {tag} --name {name})")
+        return Outcome(req, "failed", f"{req.pin_package}=={version} ({tag}) lacks patchset "
+                       f"{req.patchset}: {todo}", details)
     first = _first_release(mirror, fix)
     fix_hint = (f"bump {req.pin_package} to {first}" if first
                 else f"wait for a {req.upstream} release containing {fix[:12]}")

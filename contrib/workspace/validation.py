@@ -24,7 +24,9 @@ from contrib.workspace.table import Table
 
 @dataclass(frozen=True)
 class Requirement:
-    """One ``[[requires]]`` entry: a fix another upstream must contain."""
+    """One ``[[requires]]`` entry: a fix another upstream must contain.  A draft's
+    requirement (``contrib enable --requires``) names only ``patchset``: the fix exists
+    as that patchset until upstream takes it, so no commit can contain it yet."""
 
     upstream: str
     commit: str
@@ -38,11 +40,14 @@ class Requirement:
     def read(cls, t: Table) -> Requirement:
         t.only({f.name for f in fields(cls)})
         req = cls(t.need_string("upstream", pattern=re.compile(NAME_PATTERN), hint="an upstream name"),
-                  t.need_string("commit", pattern=re.compile(r"[0-9A-Za-z._/-]+"),
-                             hint="a commit or tag"),
+                  t.string("commit", "", pattern=re.compile(r"[0-9A-Za-z._/-]+"),
+                           hint="a commit or tag") or "",
                   t.string("patchset", "", pattern=TARGET_RE, hint="UPSTREAM/NAME") or "",
                   t.string("pin_file", "") or "", t.string("pin_package", "") or "",
                   t.string("tag_format", "v{version}") or "", t.string("reason", "") or "")
+        if not req.commit and not req.patchset:
+            raise t.fail("commit", "is required (the fix that must be present), unless "
+                                   "patchset names the patchset carrying it")
         if bool(req.pin_file) != bool(req.pin_package):
             raise t.fail("pin_file", "and pin_package must be given together")
         try:
@@ -54,6 +59,8 @@ class Requirement:
         return req
 
     def describe(self) -> str:
+        if not self.commit:
+            return f"{self.upstream} patchset {self.patchset}"
         what = f"{self.upstream} commit {self.commit[:12]}"
         if self.patchset:
             what += f" (or patchset {self.patchset})"

@@ -72,6 +72,7 @@ def test_a_crash_is_admitted_above_and_refused_below(server: tuple[Workspace, Re
     assert (below["upstream"], below["commit"], below["file"], below["function"],
             below["refuses"]) == ("lower", "v1.0", "lowerlib/jit.py", "gen_comm_module", True)
     assert "refused by lower v1.0 lowerlib/jit.py:5 gen_comm_module" in chain["reason"]
+    assert chain["where"] == "refused by lower v1.0 lowerlib/jit.py:5 gen_comm_module"
 
 
 def test_a_refusal_below_that_needs_a_parameter_passed_is_no_crash(
@@ -284,7 +285,8 @@ def test_choices_with_one_verdict_and_reason_share_a_row() -> None:
                       [_link(Role.GATE, excludes=True, klass=UNKNOWN)])
         decide(chain)
         chains.append(chain)
-    assert [row[:2] for row in feature_rows(chains, "sm_120a", {})] == [["unknown", "--x=a|b"]]
+    assert feature_rows(chains, "sm_120a", {}) == [
+        ["unknown", "--x=a|b", "class not decided at up f.py:3 fn"]]
 
 
 def test_link_round_trip_and_a_damaged_one_is_refused() -> None:
@@ -292,3 +294,87 @@ def test_link_round_trip_and_a_damaged_one_is_refused() -> None:
     assert Link.from_dict(link.to_dict()) == link
     with pytest.raises((ValueError, KeyError, TypeError)):
         Link.from_dict(link.to_dict() | {"line": "3"})
+
+
+def test_the_gate_only_commands_draft_both_halves_tied_by_requires(
+        server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    human = ws.run("why", "top", "--enable-fusion", "--arch", "sm_120a", "--no-fetch").out
+    commands = [line.strip().split()[1:] for line in human.splitlines()
+                if line.strip().startswith("contrib enable ")]
+    assert [c[1] for c in commands] == ["lower", "top"]
+    assert commands[0][-2:] == ["--name", "enable-fusion"]
+    assert commands[1][-4:] == ["--name", "enable-fusion", "--requires", "lower/enable-fusion"]
+    upper = ws.run(*commands[1], "--json")  # the upper half first: below is not carried yet
+    assert upper.code == 1, upper.err
+    assert upper.json["drafted"][0]["verdict"] == "failed"
+    record = ws.run("validate", "top/enable-fusion", "--arch", "sm_120a", "--json")
+    [requires] = [s for s in record.json["validations"][0]["run"]["stages"]
+                  if s["name"] == "requires"]
+    assert requires["reason"] == ("lower-lib==1.0 (v1.0) lacks patchset lower/enable-fusion: "
+                                  "draft it there (contrib enable lower --at v1.0 --name "
+                                  "enable-fusion)")
+    meta = (ws.root / "patchsets/top/enable-fusion/patchset.toml").read_text()
+    assert meta.count("[[requires]]") == 1
+    for key in ('upstream = "lower"', 'patchset = "lower/enable-fusion"',
+                'pin_file = "python/pyproject.toml"', 'tag_format = "v{version}"'):
+        assert key in meta, meta
+    lower = ws.run(*commands[0], "--json")
+    assert lower.code in (0, 1), lower.err
+    assert lower.json["drafted"][0]["patchset"] == "lower/enable-fusion"
+    again = ws.run("validate", "top/enable-fusion", "--arch", "sm_120a", "--json")
+    [requires] = [s for s in again.json["validations"][0]["run"]["stages"]
+                  if s["name"] == "requires"]
+    assert requires["status"] == "passed", requires
+    assert "satisfied by patchset lower/enable-fusion" in requires["reason"]
+
+
+def test_requires_names_a_patchset_below_that_the_tree_pins(server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    for args, said in [(["--requires", "top/x"], "a patchset of top itself"),
+                       (["--requires", "lower"], "give the patchset below as UPSTREAM/NAME"),
+                       (["--requires", "nowhere/x"], "nowhere")]:
+        result = ws.run("enable", "top", "python/top/layers.py:allreduce", "--arch", "sm_120a",
+                        *args)
+        assert result.code == 2 and said in result.err, result.err
+        assert len(result.err.strip().splitlines()) == 1
+    below = ws.run("enable", "lower", "lowerlib/jit.py:gen_comm_module", "--arch", "sm_120a",
+                   "--requires", "top/x")  # lower pins no version of top
+    assert below.code == 2 and "pins no version of top" in below.err, below.err
+
+
+def test_the_markdown_report_leads_with_the_features_worst_first(
+        server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    md = ws.run("audit", "top", "--arch", "sm_120a", "--no-fetch", "--markdown").out
+    assert md.index("## Features on `sm_120a`") < md.index("## Architecture gates")
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "`--" in line]
+    verdicts = [row.split(" | ")[0].lstrip("| ") for row in rows]
+    assert verdicts[0] == "crash"
+    order = ["crash", "off, needs kernel work", "unknown", "off, gate-only", "on"]
+    assert [order.index(v) for v in verdicts] == sorted(order.index(v) for v in verdicts)
+    fusion = next(row for row in rows if "`--enable-fusion`" in row)
+    assert "`contrib enable lower lowerlib/jit.py:gen_comm_module" in fusion
+    assert "enable-fusion`; `contrib enable top " in fusion  # each command its own code span
+    assert "\n\n## Architecture gates" in md
+    only_gates = ws.run("audit", "top", "--arch", "sm_120a", "--no-fetch", "--markdown",
+                        "--gates").out
+    assert "## Features" not in only_gates and "## Architecture gates" in only_gates
+
+
+def test_a_flag_read_beside_a_rocm_switch_does_nothing_on_nvidia(
+        server: tuple[Workspace, Repo]) -> None:
+    """sglang's `apply_aiter_all_reduce_fusion`: `_use_aiter and ... and
+    args.enable_aiter_allreduce_fusion` is false on every NVIDIA GPU (`is_hip()`), so the
+    fusion it guards below is no way of this flag there, and no crash."""
+    ws, top = server
+    layers = (top.path / "python/top/layers.py").read_text()
+    top.commit("quick reduce on ROCm only", {
+        "python/top/layers.py": layers.replace(
+            "def quick_reduce(x):\n    if get_server_args().enable_quick_reduce:",
+            "_use_rocm = torch.version.hip is not None\n\n\n"
+            "def quick_reduce(x):\n    if _use_rocm and get_server_args().enable_quick_reduce:")})
+    _, data = _why(ws, "top", "--enable-quick-reduce")
+    [chain] = data["features"]
+    assert chain["verdict"] != "crash", chain
+    assert not [link for link in chain["links"] if link["role"] == "below"]

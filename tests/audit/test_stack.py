@@ -189,7 +189,7 @@ def test_an_excluding_gate_takes_its_class_from_below(stacked: tuple[Workspace, 
     _, audit = _audit(ws)
     norm, comm = _gate(audit, "norm"), _gate(audit, "comm_step")
     assert norm["excludes_target"] and norm["class"] == "gate-only"
-    assert "lower v1.0" in norm["reason"] and "admit sm_120a" in norm["reason"]
+    assert "lower v1.0" in norm["reason"] and "admits sm_120a with its kernels" in norm["reason"]
     assert [b["function"] for b in norm["below"]] == ["gen_norm_module"]
     # The comm module below turns the target away from kernels it compiles: lifting
     # both gates is the whole change.

@@ -152,3 +152,30 @@ def test_a_mismatch_with_the_upstream_below_comes_first(
     assert audit.index(line) < audit.index("| uncovered runtime gate |")
     (view,) = [v for v in doc["audit"] if v["upstream"] == "mini"]
     assert view["mismatches"][0]["below"]["function"] == "gen_comm_module"
+
+
+def test_the_section_answers_by_feature_the_crash_first(
+        tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    from testing.featureupstreams import feature_lower, feature_upstream
+
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    fake_github.add_repo(WSREPO)
+    top = feature_upstream(tmp_path / "top")
+    lower = feature_lower(tmp_path / "lower")
+    root = audit_workspace(tmp_path, top, fake_github.url, WSREPO,
+                           extra=f'\n[upstreams.lower]\nurl = "{lower.path}"\nbranch = "main"\n')
+    _, doc = _run(root)
+    audit = _body(fake_github).split("#### mini", 1)[1].split("####", 1)[0]
+    assert ("7 features (1 crash, 1 needs-kernel-work, 2 unknown, 1 gate-only, 2 on); "
+            "5 rows with a gate on the way:") in audit
+    rows = [line for line in audit.splitlines() if line.startswith("| ") and "`--" in line]
+    assert rows[0] == ("| crash | `--enable-quick-reduce` | refused by lower v1.0 "
+                       "lowerlib/jit.py:5 gen_comm_module |")
+    fusion = next(row for row in rows if "`--enable-fusion`" in row)
+    assert "`contrib enable lower lowerlib/jit.py:gen_comm_module --arch sm_120a --at v1.0 " \
+           "--name enable-fusion`; `contrib enable mini " in fusion
+    assert audit.index("| verdict | feature | next |") < audit.index("| uncovered runtime gate |")
+    (view,) = [v for v in doc["audit"] if v["upstream"] == "mini"]
+    assert view["feature_counts"]["crash"] == 1
+    assert view["features"][0] == {"verdict": "crash", "feature": "--enable-quick-reduce",
+                                   "next": rows[0].split(" | ")[2].removesuffix(" |")}

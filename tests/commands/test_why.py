@@ -14,7 +14,7 @@ def test_the_audit_choices_are_the_enums_values() -> None:
     assert sorted(cli.AUDIT_CLASSES) == sorted(c.value for c in GateClass)
     assert sorted(cli.AUDIT_SCOPES) == sorted(s.value for s in Scope)
     # The verdicts in the order the table sorts them: the worst first.
-    assert cli.FEATURE_VERDICTS == [v.value for v in Verdict]
+    assert [v.value for v in Verdict] == cli.FEATURE_VERDICTS
 
 
 def test_help_does_not_load_the_audit() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -143,3 +144,24 @@ def test_the_draft_is_a_patchset_sync_and_validate_read(mini: tuple[Workspace, R
     status = ws.run("status", "--no-fetch", "--json")
     assert status.code in (0, 1), status.err
     assert "mini/enable-norm" in status.out
+
+
+def test_a_draft_whose_kernels_nvcc_could_not_compile_is_said_to_stand_on_the_guards(
+        tmp_path: Path) -> None:
+    from testing.proofupstream import proof_upstream
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, {"mini": proof_upstream(tmp_path / "mini")})
+    ws.write_config()
+    result = ws.run("enable", "mini", "--arch", "sm_120a", "pkg/jit.py:gen_mla_module")
+    assert result.code in (0, 1), result.err
+    [warning] = [line for line in result.err.splitlines() if "#if guards alone" in line]
+    assert warning.startswith("mini/enable-mla: gate-only stands on the #if guards alone here: "
+                              "the ptx stage was skipped (")
+    assert warning.endswith("nothing proves sm_120a gets real kernels")
+    assert ("cutlass/cutlass.h" if shutil.which("nvcc") else "nvcc") in warning
+    proven = ws.run("enable", "mini", "--arch", "sm_120a", "pkg/jit.py:gen_act_module", "--json")
+    if shutil.which("nvcc"):  # its unit compiles here: proven, nothing to warn of
+        assert proven.json["drafted"][0]["unproven"] == ""
+        assert "#if guards alone" not in proven.err

@@ -70,3 +70,12 @@ def test_setters_keep_the_users_comments(workspace: Workspace, upstream: Repo,
     again = RealWorkspace(workspace.root).patchset("proj/x")
     assert again.pr == PrRecord(url="u", number=5, state="open", pushed_history=(SHA,))
     assert again.upstream_status is UpstreamStatus.SUBMITTED
+
+
+def test_a_drafts_requirement_names_its_patchset_alone() -> None:
+    meta = _read(f"current = '{SHA}'\n[[requires]]\nupstream = 'lower'\n"
+                 "patchset = 'lower/enable-fusion'\npin_file = 'pyproject.toml'\n"
+                 "pin_package = 'lower_lib'\n")
+    [req] = meta.requires  # type: ignore[attr-defined]
+    assert (req.commit, req.patchset) == ("", "lower/enable-fusion")
+    assert req.describe() == "lower patchset lower/enable-fusion"

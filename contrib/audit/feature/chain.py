@@ -128,6 +128,9 @@ class Chain:
     links: list[Link] = field(default_factory=list)
     verdict: Verdict = Verdict.UNKNOWN
     reason: str = ""
+    # Where the verdict was decided, in a few words: the link that stops the feature
+    # (``refused by flashinfer v0.5.3 flashinfer/jit/comm.py:60 gen_trtllm_comm_module``).
+    where: str = ""
 
     @property
     def gated(self) -> bool:
@@ -137,7 +140,7 @@ class Chain:
     def to_dict(self) -> dict[str, Any]:
         return {"feature": self.feature.name, "kind": self.feature.kind.value,
                 "declared": f"{self.feature.file}:{self.feature.line}",
-                "verdict": self.verdict.value, "reason": self.reason,
+                "verdict": self.verdict.value, "reason": self.reason, "where": self.where,
                 "links": [link.to_dict() for link in self.links]}
 
 
@@ -297,6 +300,7 @@ def decide(chain: Chain) -> None:
         chain.reason = (f"admitted on the way down, then refused by {first.upstream} "
                         f"{first.commit} {first.file}:{first.line} {first.function} "
                         f"(admits {first.admits}): {first.why}")
+        chain.where = f"refused by {first.upstream} {first.commit} {_at(first)}"
         return
     excluding = [link for link in chain.links if link.role in _GATES and link.excludes]
     hollow = [link for link in below if not link.excludes and link.class_ == NEEDS_KERNEL_WORK]
@@ -318,6 +322,7 @@ def decide(chain: Chain) -> None:
         chain.verdict = Verdict.NEEDS_KERNEL_WORK
         chain.reason = (f"{first.upstream} {first.file}:{first.line} {first.function} leaves "
                         f"the target out on purpose: {first.why}")
+        chain.where = f"left out on purpose at {first.upstream} {_at(first)}"
         return
     excluding = [link for link in excluding if link.class_ != INTENTIONAL]
     kernel = [link for link in excluding + hollow if link.class_ in _KERNEL_WORK]
@@ -325,6 +330,7 @@ def decide(chain: Chain) -> None:
         first = kernel[0]
         chain.verdict = Verdict.NEEDS_KERNEL_WORK
         chain.reason = f"{first.upstream} {first.file}:{first.line} {first.function}: {first.why}"
+        chain.where = f"kernel work at {first.upstream} {_at(first)}"
         return
     unknown = [link for link in excluding if link.class_ != GATE_ONLY]
     if unknown:
@@ -332,9 +338,15 @@ def decide(chain: Chain) -> None:
         chain.verdict = Verdict.UNKNOWN
         chain.reason = (f"{first.upstream} {first.file}:{first.line} {first.function} turns "
                         f"the target away, and its class is not decided: {first.why}")
+        chain.where = f"class not decided at {first.upstream} {_at(first)}"
         return
     chain.verdict = Verdict.GATE_ONLY
     chain.reason = "open " + ", then ".join(f"{link.upstream} {link.spot}" for link in excluding)
+
+
+def _at(link: Link) -> str:
+    """``FILE:LINE FUNCTION`` of a link."""
+    return f"{link.file}:{link.line} {link.function}"
 
 
 def to_open(chain: Chain) -> dict[str, list[str]]:

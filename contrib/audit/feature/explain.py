@@ -28,7 +28,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 5  # bump when the chains change over the same audits
+FEATURE_FORMAT = 7  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -88,7 +88,8 @@ def _cache_file(key: str) -> Path:
 
 def _cached(chain: Chain) -> dict[str, object]:
     return {"feature": chain.feature.name, "verdict": chain.verdict.value,
-            "reason": chain.reason, "links": [link.to_dict() for link in chain.links]}
+            "reason": chain.reason, "where": chain.where,
+            "links": [link.to_dict() for link in chain.links]}
 
 
 def _load(path: Path, features: list[Feature]) -> list[Chain] | None:
@@ -103,10 +104,11 @@ def _load(path: Path, features: list[Feature]) -> list[Chain] | None:
             return None
         chains = []
         for feature, item in zip(features, data, strict=True):
-            if item["feature"] != feature.name or not isinstance(item["reason"], str):
+            if item["feature"] != feature.name or not isinstance(item["reason"], str) \
+                    or not isinstance(item["where"], str):
                 return None
             chains.append(Chain(feature, [Link.from_dict(x) for x in item["links"]],
-                                Verdict(item["verdict"]), item["reason"]))
+                                Verdict(item["verdict"]), item["reason"], item["where"]))
     except (OSError, ValueError, KeyError, TypeError, RecursionError, ContribError):
         return None
     return chains

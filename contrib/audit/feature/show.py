@@ -3,8 +3,12 @@ and the feature table the audit leads with."""
 
 from __future__ import annotations
 
+import re
+
 from contrib.audit.feature.chain import VERDICTS, Chain, Link, Role, Verdict, to_open
 from contrib.audit.feature.declared import Feature, FeatureKind
+
+_NAME_MAX = 48  # as `contrib enable` cuts its default names
 
 VERDICT_TEXT = {
     Verdict.ON: "on",
@@ -29,13 +33,27 @@ def find(features: list[Feature], wanted: str) -> list[Feature]:
 
 def enable_commands(chain: Chain, arch: str, at: dict[str, str]) -> list[str]:
     """``contrib enable UPSTREAM FILE:FUNCTION... --arch ARCH --at REF`` per upstream
-    whose gates a gate-only chain opens, the lower upstream first (the upper one's
-    patchset requires it); ``at``: the commit or tag each upstream was read at."""
+    whose gates a gate-only chain opens, the lower upstream first; ``at``: the commit
+    or tag each upstream was read at.  Over two upstreams both drafts are named for the
+    feature and the upper one requires the lower (``--requires``: its ``[[requires]]``)."""
+    opened = list(reversed(to_open(chain).items()))
+    name = patchset_name(chain.feature) if len(opened) > 1 else ""
     commands = []
-    for upstream, spots in reversed(to_open(chain).items()):
+    for n, (upstream, spots) in enumerate(opened):
         where = f" --at {at[upstream]}" if at.get(upstream) else ""
-        commands.append(f"contrib enable {upstream} {' '.join(spots)} --arch {arch}{where}")
+        tie = f" --name {name}" if name else ""
+        if name and n:
+            tie += "".join(f" --requires {below}/{name}" for below, _ in opened[:n])
+        commands.append(f"contrib enable {upstream} {' '.join(spots)} --arch {arch}{where}{tie}")
     return commands
+
+
+def patchset_name(feature: Feature) -> str:
+    """The drafts' name for a feature: ``enable-`` and the feature's words
+    (``--enable-flashinfer-allreduce-fusion``: ``enable-flashinfer-allreduce-fusion``)."""
+    words = re.sub(r"[^a-z0-9]+", "-", feature.name.lower()).strip("-")
+    words = re.sub(r"^enable-", "", words)
+    return f"enable-{words}"[:_NAME_MAX].strip("-")
 
 
 def link_line(n: int, link: Link, arch: str) -> str:
@@ -103,8 +121,8 @@ def feature_rows(chains: list[Chain], arch: str, at: dict[str, str]) -> list[lis
             step = "; ".join(enable_commands(chain, arch, at))
         elif chain.verdict == Verdict.ON:
             step = ""
-        else:
-            step = chain.reason
+        else:  # where it stops; `contrib why` says the whole of it
+            step = chain.where or chain.reason
         groups.setdefault((_setting(chain), chain.verdict, step, chain.feature.kind), []
                           ).append(chain)
     rows = []
@@ -134,3 +152,26 @@ def feature_summary(name: str, chains: list[Chain], rows: int) -> str:
     return (f"{name}: {len(chains)} features ({said or 'none'}); "
             f"{lost} not followed (read nowhere the walk can see); "
             f"{len(chains) - rows} without a row")
+
+
+def feature_markdown(name: str, ref: str, chains: list[Chain], arch: str,
+                     at: dict[str, str]) -> list[str]:
+    """The feature table as Markdown, for a PR description or an issue: one row per
+    feature with a gate on its way, the worst first, as the terminal prints it."""
+    kept = shown(chains)
+    out = [f"### Features of {name} at `{ref}`", "",
+           feature_summary(name, chains, len(kept)) + ".", ""]
+    if not kept:
+        return out
+    out += ["| verdict | feature | next |", "|---|---|---|"]
+    for verdict, feature, step in feature_rows(kept, arch, at):
+        cells = [verdict, f"`{feature}`", markdown_step(step)]
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return out + [""]
+
+
+def markdown_step(step: str) -> str:
+    """A feature row's next step for Markdown: each command its own code span."""
+    if step.startswith("contrib "):
+        return "; ".join(f"`{command}`" for command in step.split("; "))
+    return step

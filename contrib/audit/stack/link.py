@@ -65,12 +65,13 @@ from contrib.audit.stack.lower import Lower, package_roots
 from contrib.audit.stack.walk import Function, Outside, Skips, Walker
 from contrib.errors import ContribError
 from contrib.git.repo import Git
+from contrib.ui import counted
 from contrib.workspace.txn import atomic_write, check_inside
 
 # -- the upper side ---------------------------------------------------------------------
 
 
-LINK_FORMAT = 9  # bump when linking changes what it finds over the same audits
+LINK_FORMAT = 11  # bump when linking changes what it finds over the same audits
 
 
 @dataclass
@@ -369,8 +370,10 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
         return
     admitting = [b for b in below if not b.excludes_target]
     gate.class_ = GATE_ONLY
-    gate.reason = (f"its code reaches {at}, whose {len(admitting)} gate(s) on that path admit "
-                   f"{arch.name} with their kernels (e.g. {_where(admitting[0])})")
+    one = len(admitting) == 1
+    gate.reason = (f"its code reaches {at}, whose {counted(len(admitting), 'gate')} on that path "
+                   f"admit{'s' if one else ''} {arch.name} with {'its' if one else 'their'} "
+                   f"kernels ({'' if one else 'e.g. '}{_where(admitting[0])})")
 
 
 def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside], arch: Arch) -> None:

@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from contrib.analysis.archvalues import Ext, Frame, Func, ordered
+from contrib.analysis.archvalues import Ext, Frame, Func, ordered, truth_of
 from contrib.analysis.gates import DECORATOR, KEYWORD
 from contrib.analysis.pywalk import callee_name, parents, passes_on, walk
 from contrib.analysis.reach.backends import (
@@ -212,6 +212,11 @@ class Block:
     holder: Function | None
     code: tuple[ast.AST, ...]
     via: tuple[str, ...]
+
+
+# A GPU of each family the upstreams build for: an operand false on all of them is false
+# on the target whatever its arch (a ROCm switch, a platform's flag).
+_NVIDIA_CAPS = ((8, 0), (9, 0), (10, 0), (12, 0))
 
 
 class Walker:
@@ -451,6 +456,8 @@ class Walker:
 
     def _read_at(self, path: str, node: ast.AST, what: str) -> list[Block]:
         parents = self.parents(path)
+        if self._never_true(path, node):
+            return []
         child, up = node, parents.get(id(node))
         while up is not None and not isinstance(up, Function):
             if isinstance(up, ast.If | ast.While) and up.test is child:
@@ -475,6 +482,34 @@ class Walker:
             return []
         return [Block(b.path, b.holder, b.code, (f"{what} in {decider.name}()", *b.via))
                 for b in self._callers_of(decider.name)]
+
+    def _never_true(self, path: str, node: ast.AST) -> bool:
+        """Whether the read ``node`` stands in an ``and`` beside an operand that is false
+        on every NVIDIA GPU (``_use_aiter and ... and args.enable_aiter_allreduce_fusion``:
+        ``is_hip()`` is false there), so the setting decides nothing on the target.  The
+        operand is evaluated for the GPUs of several families: one that tests the arch is
+        the audit's gate, not this."""
+        parents = self.parents(path)
+        child, up = node, parents.get(id(node))
+        while isinstance(up, ast.BoolOp | ast.UnaryOp | ast.Compare | ast.Call | ast.Attribute):
+            if isinstance(up, ast.BoolOp) and isinstance(up.op, ast.And):
+                frame = self.frame(path, self.holder(path, up))
+                for operand in up.values:
+                    if operand is not child and self._false_on_nvidia(operand, frame):
+                        return True
+            child, up = up, parents.get(id(up))
+        return False
+
+    def _false_on_nvidia(self, operand: ast.expr, frame: Frame) -> bool:
+        cap = self.ev.cap
+        try:
+            for family in _NVIDIA_CAPS:
+                self.ev.cap = family
+                if truth_of(self.ev.eval(operand, frame)) != {False}:
+                    return False
+            return True
+        finally:
+            self.ev.cap = cap
 
     def through_callers(self, holder: Function, *, target: bool = False) -> list[Outside]:
         """The calls into the lower package that the callers of the decision function
