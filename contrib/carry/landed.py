@@ -67,6 +67,7 @@ __all__ = ["FLOOR", "LANDED_SHARE", "Evidence", "Look", "meaningful", "measure",
 LANDED_SHARE = 0.8  # the default threshold; see the module docstring for why
 FLOOR = 0.3  # below this share present, nothing upstream is worth blaming
 _SHOWN = 5  # at most this many commits named as "by" or "changed by"
+_CANDIDATES = 8  # at most this many commits asked whether they held a missing place
 
 
 @dataclass(frozen=True)
@@ -262,8 +263,12 @@ class Look:
             if not self._changed_here(place):
                 continue  # upstream went back to the base there: nothing of it stands
             wanted = set(place.added)
-            for at, sha in enumerate(by.order):
-                if wanted & by.adds.get(sha, set()) and self._held_at(place, sha):
+            # The commits that wrote most of its lines first, and only a few: each asks
+            # for a blob (and, off a definition, a diff).
+            wrote = sorted(range(len(by.order)), key=lambda k: (
+                -len(wanted & by.adds.get(by.order[k], set())), k))[:_CANDIDATES]
+            for at in wrote:
+                if wanted & by.adds.get(by.order[at], set()) and self._held_at(place, by.order[at]):
                     held.append(place)
                     rewriters |= {s for s in by.order[at + 1:] if wanted & by.drops.get(s, set())}
                     break

@@ -94,3 +94,7 @@ def test_the_names_of_top_level_imports() -> None:
     indented, _ = imports(["def f():", "    import os", "    from a import b"])
     assert indented == []
     assert imports(["    Fp8Config,", ")"], inside="pkg.fp8")[0] == ["from pkg.fp8 import Fp8Config"]
+    relative, _ = imports(["from . import utils", "from ..quant import (fp8 as f,  # noqa",
+                           "    fp4,", ")", "import a.b as c, d"])
+    assert relative == ["from . import utils", "from ..quant import fp8 as f",
+                        "from ..quant import fp4", "import a.b as c", "import d"]
