@@ -193,13 +193,14 @@ class Look:
         """Patch ``index``'s evidence; the history of its files is read only when the
         tip has ``blame_from`` (default: the threshold) of its added lines: below
         that, nothing can land it, and the pre-check stays cheap.  A patch the rule
-        does not land alone lands with its series when the series' net change does
-        (upstream lands a branch squashed: its review commits are no unit upstream)
-        and none of its own places is missing."""
+        does not land alone (its removed lines still stand, or several commits brought
+        its lines) lands with its series when the series' net change does (upstream
+        lands a branch squashed: its review commits are no unit upstream), provided
+        its own share is at the threshold and none of its places is missing."""
         bar = self.threshold if blame_from is None else blame_from
         ev = self._own(index, bar)
         if ev.landed_by is None and not ev.missing and len(self._places) > 1 \
-                and (ev.lines or ev.removed or ev.undone):
+                and (ev.undone or ev.share >= ev.threshold):
             series = self._series(bar)
             if series.landed_by is not None:
                 ev = replace(ev, landed_by=series.landed_by, changed_by=series.changed_by,

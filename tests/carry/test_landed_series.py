@@ -183,3 +183,29 @@ def test_a_later_patch_changing_lines_an_earlier_one_appended_at_the_end_of_a_fi
     look = Look(Git(upstream.path), [(p.name, p.read_text()) for p in patches], base,
                 upstream.head())
     assert look.evidence(1).present == 0
+
+
+TWO = ("def a(x):\n    y = x + 1\n    return y\n\n\n"
+       "def b(x):\n    mode = 'fast'\n    limit = 4\n    return run(x, mode, limit)\n")
+A_NEW = "    y = scale(x) + 1\n    y = clamp(y, 0, 99)\n    log('a', y)\n    y = round(y)\n"
+OURS_A = TWO.replace("    y = x + 1\n", A_NEW)
+OURS_B = OURS_A.replace("    mode = 'fast'\n    limit = 4\n", "    mode = 'exact'\n    limit = 8\n")
+
+
+def test_a_patch_with_little_of_its_own_upstream_never_lands_with_its_series(
+        workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:
+    upstream.commit("core: a, b", {"pkg/ab.py": TWO})
+    add_patchset(workspace, upstream, tmp_path, "ab", [
+        ("a: scaled and clamped", {"pkg/ab.py": OURS_A}),
+        ("b: exact mode, a higher limit", {"pkg/ab.py": OURS_B})])
+    # Upstream lands the first patch, and writes b its own way: the patch's mode, not
+    # its limit.  The series has 5 of its 6 lines upstream; the second patch 1 of 2.
+    theirs = OURS_A.replace("    mode = 'fast'\n    limit = 4\n", "    mode = 'exact'\n    limit = 6\n")
+    fast_import(upstream, [*filler(1), Change("a: scale (#7)", {"pkg/ab.py": OURS_A}),
+                           Change("b: exact (#8)", {"pkg/ab.py": theirs})])
+
+    code, res = sync_json(workspace)
+
+    assert code == 1 and res["result"] == "conflict", res
+    assert res["conflict"]["patch"].startswith("0002"), res["conflict"]
+    assert res["conflict"]["evidence"]["landed_by"] is None
