@@ -111,3 +111,18 @@ HELPER = ('def scaled(values, factor):\n'
 AFTER_F3 = "def f4():\n"
 OURS = CORE.replace(AFTER_F3, HELPER + AFTER_F3)
 REVIEWED = OURS.replace('"factor must not be zero"', '"factor is zero: nothing to scale"')
+
+
+# Two JIT specs with the same gate line, as flashinfer's jit/comm.py has them: a patch
+# widening one must not read as landed when upstream widens the other.
+TWIN_GATES = ('def gen_mixed_comm_module():\n'
+         '    flags = nvcc_flags(\n'
+         '        supported_major_versions=[9, 10]\n'
+         '    ) + ["-rdc=true"]\n'
+         '    return spec("mixed", flags)\n'
+         '\n\n'
+         'def gen_trtllm_comm_module():\n'
+         '    flags = nvcc_flags(\n'
+         '        supported_major_versions=[9, 10]\n'
+         '    )\n'
+         '    return spec("trtllm", flags)\n')

@@ -136,16 +136,23 @@ def test_bad_audit_arch_exits_2_naming_the_line(tmp_path: Path, mini: Repo, valu
     assert f"contrib.toml:{number}: {words}" in result.err, result.err
 
 
-def test_a_mismatch_with_the_upstream_below_comes_first(
-        tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
-    fake_github.add_repo(WSREPO)
-    top = top_upstream(tmp_path / "top")
-    lower = lower_upstream(tmp_path / "lower")
-    root = audit_workspace(tmp_path, top, fake_github.url, WSREPO,
+def _stacked(tmp_path: Path, fake: FakeGitHub, monkeypatch: pytest.MonkeyPatch, top: Repo,
+             lower: Repo) -> tuple[dict[str, Any], str]:
+    """One autopilot run of a workspace of ``top`` (as ``mini``) over ``lower``: its
+    document and the dashboard's audit of ``mini``."""
+    monkeypatch.setenv("GITHUB_TOKEN", fake.token)
+    fake.add_repo(WSREPO)
+    root = audit_workspace(tmp_path, top, fake.url, WSREPO,
                            extra=f'\n[upstreams.lower]\nurl = "{lower.path}"\nbranch = "main"\n')
     _, doc = _run(root)
-    audit = _body(fake_github).split("#### mini", 1)[1].split("####", 1)[0]
+    return doc, _body(fake).split("#### mini", 1)[1].split("####", 1)[0]
+
+
+def test_a_mismatch_with_the_upstream_below_comes_first(
+        tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    top = top_upstream(tmp_path / "top")
+    doc, audit = _stacked(tmp_path, fake_github, monkeypatch, top,
+                          lower_upstream(tmp_path / "lower"))
     assert "**1 mismatch with the upstream below** (admitted here, refused there):" in audit
     line = f"- [`python/top/args.py:8`]({BLOB}/{top.head()}/python/top/args.py#L8): "
     assert line in audit and "sm_120a crashes there" in audit
@@ -158,14 +165,8 @@ def test_the_section_answers_by_feature_the_crash_first(
         tmp_path: Path, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
     from testing.featureupstreams import feature_lower, feature_upstream
 
-    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
-    fake_github.add_repo(WSREPO)
-    top = feature_upstream(tmp_path / "top")
-    lower = feature_lower(tmp_path / "lower")
-    root = audit_workspace(tmp_path, top, fake_github.url, WSREPO,
-                           extra=f'\n[upstreams.lower]\nurl = "{lower.path}"\nbranch = "main"\n')
-    _, doc = _run(root)
-    audit = _body(fake_github).split("#### mini", 1)[1].split("####", 1)[0]
+    doc, audit = _stacked(tmp_path, fake_github, monkeypatch,
+                          feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower"))
     assert ("7 features (1 crash, 1 needs-kernel-work, 2 unknown, 1 gate-only, 2 on); "
             "5 rows with a gate on the way:") in audit
     rows = [line for line in audit.splitlines() if line.startswith("| ") and "`--" in line]

@@ -9,21 +9,10 @@ from contrib.carry.landed import measure
 from contrib.git.repo import Git
 from testing.gitutil import Repo
 from testing.histories import Change, fast_import, filler
-from testing.synchelp import add_patchset, applied_file, sync_json, version_dir
+from testing.synchelp import TWIN_GATES, add_patchset, applied_file, sync_json, version_dir
 from testing.workspace import Workspace
 
-# Two JIT specs with the same gate line, as flashinfer's jit/comm.py has them.
-GATES = ('def gen_mixed_comm_module():\n'
-         '    flags = nvcc_flags(\n'
-         '        supported_major_versions=[9, 10]\n'
-         '    ) + ["-rdc=true"]\n'
-         '    return spec("mixed", flags)\n'
-         '\n\n'
-         'def gen_trtllm_comm_module():\n'
-         '    flags = nvcc_flags(\n'
-         '        supported_major_versions=[9, 10]\n'
-         '    )\n'
-         '    return spec("trtllm", flags)\n')
+GATES = TWIN_GATES
 WIDE = "supported_major_versions=[9, 10, 12]"
 MIXED = GATES.replace("[9, 10]", "[9, 10, 12]", 1)  # the patch: the first spec
 TRTLLM = GATES[::-1].replace("[9, 10]"[::-1], "[9, 10, 12]"[::-1], 1)[::-1]  # upstream: the second

@@ -10,7 +10,7 @@ from contrib.carry.landed import Look, measure
 from contrib.git.repo import Git
 from testing.gitutil import Repo, git
 from testing.histories import Change, fast_import, filler
-from testing.synchelp import add_patchset, sync_json, version_dir
+from testing.synchelp import TWIN_GATES, add_patchset, sync_json, version_dir
 from testing.workspace import Workspace
 
 
@@ -119,17 +119,7 @@ def test_a_series_whose_later_patch_reverts_a_flag_is_judged_without_it(
     assert second.undone and second.landed_by == shas[1]
 
 
-GATES = ('def gen_mixed_comm_module():\n'
-         '    flags = nvcc_flags(\n'
-         '        supported_major_versions=[9, 10]\n'
-         '    ) + ["-rdc=true"]\n'
-         '    return spec("mixed", flags)\n'
-         '\n\n'
-         'def gen_trtllm_comm_module():\n'
-         '    flags = nvcc_flags(\n'
-         '        supported_major_versions=[9, 10]\n'
-         '    )\n'
-         '    return spec("trtllm", flags)\n')
+GATES = TWIN_GATES
 HELPERS = ("def sm12x(major):\n    return major == 12\n\n\n"
            "def lamport_ok(major):\n    return sm12x(major) or major in (9, 10)\n")
 
