@@ -29,7 +29,7 @@ from contrib import environ
 from contrib.arch import parse_arch
 from contrib.audit.feature.chain import VERDICTS
 from contrib.audit.feature.explain import every
-from contrib.audit.feature.show import feature_rows, markdown_step, shown
+from contrib.audit.feature.show import feature_rows, markdown_step, read_at, shown
 from contrib.audit.model import CAPABILITY, AuditGate
 from contrib.audit.report import history_cell
 from contrib.audit.run import audit_upstream
@@ -88,8 +88,8 @@ def audit_one(ws: Workspace, name: str, arch: str, *, fetch: bool, remember: boo
     view.opened = [g for g in audit.gates if g.opened_by]
     view.closed = [g for g in audit.gates if g.closed_by]
     view.mismatches = audit.mismatches
-    at = {name: view.commit[:10]} | {s["upstream"]: s["tag"] for s in audit.stack}
-    view.features = [(v, f, n) for v, f, n in feature_rows(shown(audit.features), arch, at)]
+    view.features = [(v, f, n) for v, f, n in feature_rows(shown(audit.features), arch,
+                                                            read_at(audit))]
     view.feature_counts = {v.value: n for v in VERDICTS
                            if (n := sum(1 for c in audit.features if c.verdict == v))}
     return view

@@ -17,6 +17,7 @@ from contrib.audit.feature.show import (
     feature_markdown,
     feature_rows,
     feature_summary,
+    read_at,
     shown,
 )
 from contrib.audit.report import (
@@ -71,8 +72,8 @@ def _report(ui: UI, audits: list[UpstreamAudit], arch: str, *, as_markdown: bool
         features: list[str] = []
         for one in audits:
             if not gates and one.features:
-                at = {one.name: one.commit[:10]} | {s["upstream"]: s["tag"] for s in one.stack}
-                features += feature_markdown(one.name, one.ref, one.features, arch, at)
+                features += feature_markdown(one.name, one.ref, one.features, arch,
+                                             read_at(one))
         if features:
             features = [f"## Features on `{arch}`", "", *features]
         ui.info("\n".join([*features, markdown(arch, audits, show_all)]))
@@ -99,7 +100,7 @@ def _report(ui: UI, audits: list[UpstreamAudit], arch: str, *, as_markdown: bool
 
 def _features(ui: UI, one: UpstreamAudit, arch: str, verdicts: set[Verdict]) -> None:
     """The feature table: one row per feature with a gate on its way, worst first."""
-    at = {one.name: one.commit[:10]} | {s["upstream"]: s["tag"] for s in one.stack}
+    at = read_at(one)
     kept = shown(one.features, verdicts or None)
     if kept:
         ui.table(f"features of {one.name}", FEATURE_COLUMNS, feature_rows(kept, arch, at),

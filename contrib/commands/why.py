@@ -12,7 +12,7 @@ import difflib
 from contrib.arch import parse_arch
 from contrib.audit.feature.chain import Verdict
 from contrib.audit.feature.declared import Feature
-from contrib.audit.feature.show import VERDICT_TEXT, chain_lines, find
+from contrib.audit.feature.show import VERDICT_TEXT, chain_lines, find, read_at
 from contrib.audit.report import stack_line
 from contrib.audit.run import audit_upstream
 from contrib.errors import UsageError
@@ -48,10 +48,9 @@ def why(ws: Workspace, ui: UI, upstream: str, feature: str, *, arch: str | None,
     if first.stack:
         ui.info(stack_line(first))
     for name, audit in results:
-        places = {audit.name: audit.commit[:10]} | {s["upstream"]: s["tag"] for s in audit.stack}
         for chain in audit.features:
             ui.info("")
-            for line in chain_lines(chain, name, places):
+            for line in chain_lines(chain, name, read_at(audit)):
                 ui.info(line)
     if len(results) > 1:  # the family side by side: one row per feature
         ui.info("")

@@ -7,6 +7,7 @@ import re
 
 from contrib.audit.feature.chain import VERDICTS, Chain, Link, Role, Verdict, to_open
 from contrib.audit.feature.declared import Feature, FeatureKind
+from contrib.audit.report import UpstreamAudit
 
 _NAME_MAX = 48  # as `contrib enable` cuts its default names
 
@@ -29,6 +30,11 @@ def find(features: list[Feature], wanted: str) -> list[Feature]:
         return exact
     return [f for f in features if f.value and any(
         f.name.startswith(f"{s}=") or f.name.startswith(f"{s}:") for s in spelled)]
+
+
+def read_at(audit: UpstreamAudit) -> dict[str, str]:
+    """What each upstream of an audit was read at: its own commit, the tags below."""
+    return {audit.name: audit.commit[:10]} | {s["upstream"]: s["tag"] for s in audit.stack}
 
 
 def enable_commands(chain: Chain, arch: str, at: dict[str, str]) -> list[str]:
