@@ -7,7 +7,9 @@ default the last) give way first and wrap inside their column, then move under
 their row; then the other columns follow them there, the rightmost first.  A
 key column (what a user types back: a patchset, a gate's FILE:LINE) is never
 cut, and no text is broken inside a word: a path, an identifier or a command
-copies and pastes whole.
+copies and pastes whole.  A key wider than the terminal that lists choices
+(``--kv-cache-dtype=auto|bf16|...``) breaks after a ``|``, its continuation
+indented, since what a user types back is one of its choices, not the list.
 
 rich's Table was tried first and left out: as configured (identifiers
 ``no_wrap`` with an ellipsis, free text folding), status's nine columns at 80
@@ -102,11 +104,12 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, width
                 break
             kept.remove(movable[-1])
         under = [n for n in range(len(columns)) if n not in kept]
-        widths = [natural[n] for n in kept]
+        widths = [min(natural[n], width) if columns[n] in key else natural[n] for n in kept]
     out = [_line([columns[n] for n in kept], widths, _BOLD if colour else "")]
     for row in rows:
         parts = [textwrap.wrap(row[n], w, break_on_hyphens=False, break_long_words=False)
-                 or [""] if wrapping[n] else [row[n]]
+                 or [""] if wrapping[n] else
+                 choices(row[n], w) if columns[n] in key else [row[n]]
                  for n, w in zip(kept, widths, strict=True)]
         for depth in range(max(len(p) for p in parts)):
             line = [p[depth] if depth < len(p) else "" for p in parts]
@@ -115,6 +118,21 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, width
         if below:
             out += render_line(f"    {below}", width=width, colour=colour).split("\n")
     return "\n".join(out)
+
+
+def choices(text: str, width: int, indent: str = "  ") -> list[str]:
+    """``text`` as it stands when it fits in ``width``; else, when it lists choices
+    (``NAME=a|b|c``, no space in it), broken after a ``|`` into lines of at most
+    ``width``, the continuations indented.  A choice longer than a line stands
+    alone on its own; anything else is left whole (a key is never cut)."""
+    if len(text) <= width or " " in text or "|" not in text:
+        return [text]
+    lines = [""]
+    for piece in re.split(r"(?<=\|)", text):
+        if lines[-1].strip() and len(lines[-1]) + len(piece) > width:
+            lines.append(indent)
+        lines[-1] += piece
+    return lines
 
 
 def _line(cells: list[str], widths: list[int], style: str, *, paint_cells: bool = False) -> str:

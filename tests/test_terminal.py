@@ -98,6 +98,25 @@ def test_free_text_wraps_under_its_row_and_no_key_is_cut() -> None:
     assert "    class: gate-only; scope: runtime; why: nothing compiled out" in audit
 
 
+def test_a_key_listing_choices_breaks_after_a_bar_and_nothing_else_is_split() -> None:
+    # the feature table groups the choices of one setting that share a verdict
+    key = ("--kv-cache-dtype=auto|bf16|bfloat16|fp4_e2m1|fp4_mx_block16|fp8_e4m3|"
+           "fp8_e5m2|mxfp8|nvfp4")
+    table = render_table(["verdict", "feature", "next"],
+                         [["off, needs kernel work", key, "kernel work at sglang x.py:30 f"]],
+                         width=80, colour=False, keys=["feature"], wrap=["next"])
+    lines = table.splitlines()
+    assert widest(table) <= 80
+    assert lines[1:3] == [key[:key.index("mxfp8")], "  mxfp8|nvfp4"]
+    assert "".join(line.strip() for line in lines[1:3]) == key  # each choice whole
+    assert lines[3].startswith("    verdict: off, needs kernel work")
+    # a key with no choices, or with a space, is never split even when too wide
+    gate = "flashinfer/" + "a" * 90 + ".py:1"
+    alone = render_table(["gate", "why"], [[gate, "w"]], width=80, colour=False,
+                         keys=["gate"])
+    assert alone.splitlines()[1] == gate
+
+
 def test_prose_breaks_at_spaces_only_and_pipes_are_left_alone(tmp_path: Path) -> None:
     from contrib.termtable import render_line
 
