@@ -266,8 +266,8 @@ def enable(ctx: Context, upstream: str, gates: tuple[str, ...], arch: str | None
 @cli.command(epilog=example("contrib audit flashinfer --arch sm_120a --since v0.6.16"))
 @click.argument("upstreams", nargs=-1, shell_complete=complete_upstreams)
 @click.option("--arch", shell_complete=complete_arch,
-              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0 (default: "
-                   "contrib.toml's [defaults] arch).")
+              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0, or several side "
+                   "by side (sm_120a,sm_121a); default: contrib.toml's [defaults] arch.")
 @click.option("--at", "at", metavar="REF", help="Audit this commit, tag or branch (default: the tip).")
 @click.option("--since", metavar="REF",
               help="Also say which gates upstream opened or closed since REF.")

@@ -1,9 +1,11 @@
-"""``contrib audit [UPSTREAM...] --arch ARCH``: every gate that turns the target away.
+"""``contrib audit [UPSTREAM...] --arch ARCH[,ARCH...]``: every gate that turns the target away.
 
 Options in, outcome out: the audit itself lives in :mod:`contrib.audit`.  Exit 0
 when no uncovered gate turns the target away at runtime and no gate admits it
 where the upstream below refuses it (a mismatch), 1 otherwise; bad input
-(an unknown upstream or ref, an arch that does not parse) exits 2.
+(an unknown upstream or ref, an arch that does not parse) exits 2.  Several
+archs (a family: ``sm_120a,sm_121a``) are audited each in turn and their
+features put side by side.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from contrib.audit.feature.chain import Verdict
 from contrib.audit.feature.explain import every
 from contrib.audit.feature.show import (
     FEATURE_COLUMNS,
+    family_rows,
     feature_markdown,
     feature_rows,
     feature_summary,
@@ -32,7 +35,7 @@ from contrib.audit.report import (
     table_rows,
 )
 from contrib.audit.run import audit_upstream
-from contrib.ui import UI
+from contrib.ui import UI, counted
 from contrib.workspace.model import Workspace
 
 
@@ -40,28 +43,69 @@ def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str | None, at: 
           since: str | None, fetch: bool, show_all: bool, as_markdown: bool,
           compile_ptx: bool = False, gates: bool = False, classes: tuple[str, ...] = (),
           scopes: tuple[str, ...] = (), verdicts: tuple[str, ...] = ()) -> int:
-    """Audit each upstream (all of the workspace's when none is named) and report: one
-    row per feature first (``gates``: the gate rows instead), filtered by class, scope
-    and verdict."""
-    target = parse_arch(ws.config.default_arch(arch, "audit"))
+    """Audit each upstream (all of the workspace's when none is named) for each arch
+    of ``arch`` and report: one row per feature first (``gates``: the gate rows
+    instead), filtered by class, scope and verdict; for several archs, the features
+    side by side (the gate rows and Markdown of each arch in turn)."""
+    targets = list(dict.fromkeys(parse_arch(a) for a in
+                                 ws.config.default_arch(arch, "audit").split(",") if a.strip()))
     names = list(dict.fromkeys(upstreams)) or sorted(ws.config.upstreams)
     for name in names:
         ws.config.upstream(name)  # an unknown name fails before any work
     nvcc = find_compiler() if compile_ptx else None
-    audits: list[UpstreamAudit] = []
-    for name in names:
-        with ui.task(f"auditing {name}") as task:
-            audits.append(audit_upstream(ws, name, target, at=at, since=since, fetch=fetch,
-                                         progress=ui.progress, step=task.step, nvcc=nvcc,
-                                         features=None if gates else every))
+    runs: list[tuple[str, list[UpstreamAudit]]] = []
+    for target in targets:
+        audits: list[UpstreamAudit] = []
+        for name in names:
+            label = f"auditing {name}" + (f" for {target.name}" if len(targets) > 1 else "")
+            with ui.task(label) as task:
+                audits.append(audit_upstream(ws, name, target, at=at, since=since, fetch=fetch,
+                                             progress=ui.progress, step=task.step, nvcc=nvcc,
+                                             features=None if gates else every))
+        runs.append((target.name, audits))
     with ui.paged():
-        _report(ui, audits, target.name, as_markdown=as_markdown, show_all=show_all,
-                gates=gates, classes=classes, scopes=scopes, verdicts=verdicts)
-    for one in audits:
-        for note in one.notes:
-            ui.warn(note)
-    ui.emit(document(target.name, audits))
-    return 1 if any(a.uncovered_runtime() or a.mismatches for a in audits) else 0
+        if len(runs) > 1 and not (gates or as_markdown):
+            _family(ui, runs, {Verdict(v) for v in verdicts})
+        else:
+            for name, audits in runs:
+                _report(ui, audits, name, as_markdown=as_markdown, show_all=show_all,
+                        gates=gates, classes=classes, scopes=scopes, verdicts=verdicts)
+    for note in dict.fromkeys(n for _, audits in runs for one in audits for n in one.notes):
+        ui.warn(note)
+    documents = [document(name, audits) for name, audits in runs]
+    ui.emit(documents[0] if len(documents) == 1 else {"archs": documents})
+    return 1 if any(a.uncovered_runtime() or a.mismatches
+                    for _, audits in runs for a in audits) else 0
+
+
+def _family(ui: UI, runs: list[tuple[str, list[UpstreamAudit]]], verdicts: set[Verdict]) -> None:
+    """A family side by side, per upstream: each arch's summary and mismatches, then
+    one row per feature with its verdict on each arch, those that differ first."""
+    archs = [name for name, _ in runs]
+    for n, first in enumerate(runs[0][1]):
+        results = [(name, audits[n]) for name, audits in runs]
+        for name, one in results:
+            ui.info(summary_line(name, one))
+        if first.stack:
+            ui.info(stack_line(first))
+        for name, one in results:
+            if one.mismatches:
+                ui.table(f"mismatches of {one.name} on {name}", MISMATCH_COLUMNS,
+                         mismatch_rows(one), wrap=("function", "function below", "what happens"))
+        if not first.features:
+            continue
+        rows, differ = family_rows(results, verdicts or None)
+        if rows:
+            ui.table(f"features of {first.name} side by side", ["feature", *archs], rows,
+                     keys=("feature",))
+        said = f": {', '.join(differ[:5])}" + (f" and {len(differ) - 5} more"
+                                                if len(differ) > 5 else "") if differ else ""
+        turned = [{g.key: g.excludes_target for g in one.gates} for _, one in results]
+        apart = sum(1 for key in turned[0] if len({t.get(key) for t in turned}) > 1)
+        ui.info(f"{first.name}: {len(first.features)} features, {len(differ)} of them differ "
+                f"between {' and '.join(archs)}{said}; {counted(apart, 'gate')} turn one "
+                f"away and not another (`contrib why {first.name} FEATURE --arch "
+                f"{','.join(archs)}` gives each chain; --gates lists each arch's gates)")
 
 
 def _report(ui: UI, audits: list[UpstreamAudit], arch: str, *, as_markdown: bool,

@@ -149,6 +149,35 @@ def test_a_family_side_by_side(server: tuple[Workspace, Repo]) -> None:
         ("sm_100a", "on"), ("sm_120a", "gate-only")]
 
 
+def test_the_audit_puts_a_family_side_by_side(server: tuple[Workspace, Repo]) -> None:
+    ws, _ = server
+    result = ws.run("audit", "top", "--arch", "sm_100a,sm_120a")
+    assert result.code == 1, result.err
+    lines = result.out.splitlines()
+    assert all(line.startswith("top at main tip") for line in lines[:2])  # each arch's summary
+    assert "turn sm_100a away" in lines[0] and "turn sm_120a away" in lines[1]
+    header = next(n for n, line in enumerate(lines) if line.split()[:1] == ["feature"])
+    assert lines[header].split() == ["feature", "sm_100a", "sm_120a"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[header + 1:]
+            if line.startswith("--")}
+    assert rows["--enable-fusion"] == ["on", "gate-only"]
+    # the features that differ come first, and are named at the end
+    assert lines[header + 1].split()[1:] != lines[header + 1].split()[1:2] * 2
+    assert "differ between sm_100a and sm_120a: " in lines[-1]
+    assert "--enable-fusion" in lines[-1].split("differ between")[1]
+    data = ws.run("audit", "top", "--arch", "sm_100a,sm_120a", "--json", "--no-fetch").json
+    assert isinstance(data, dict)
+    assert [d["arch"] for d in data["archs"]] == ["sm_100a", "sm_120a"]
+    verdicts = [{f["feature"]: f["verdict"] for f in d["upstreams"][0]["features"]}
+                for d in data["archs"]]
+    assert [v["--enable-fusion"] for v in verdicts] == ["on", "gate-only"]
+    # with --gates, each arch's gate rows in turn; one arch given twice is audited once
+    gates = ws.run("audit", "top", "--arch", "sm_100a,sm_120a", "--gates", "--no-fetch").out
+    assert gates.count("top at main tip") == 2
+    once = ws.run("audit", "top", "--arch", "sm120,sm_120a", "--json", "--no-fetch").json
+    assert isinstance(once, dict) and once["arch"] == "sm_120a"
+
+
 def test_a_library_answers_by_its_public_api(server: tuple[Workspace, Repo]) -> None:
     ws, _ = server
     code, data = _why(ws, "lower", "lowerlib.fused_allreduce", "--at", "v1.0")

@@ -141,6 +141,44 @@ def feature_rows(chains: list[Chain], arch: str, at: dict[str, str]) -> list[lis
     return rows
 
 
+FAMILY_VERDICT = {v: v.value for v in VERDICTS}  # one word a cell: side by side at 80 columns
+
+
+def family_rows(results: list[tuple[str, UpstreamAudit]],
+                verdicts: set[Verdict] | None = None) -> tuple[list[list[str]], list[str]]:
+    """The feature table of a family side by side (``--arch sm_120a,sm_121a``): a row
+    per feature shown for any of the archs (:func:`shown`), its verdict on each; the
+    features whose verdicts differ first, then the worst; the choices of one setting
+    with the same verdicts share a row.  Also the names of the features that differ."""
+    by_arch = [{c.feature.name: c for c in audit.features} for _, audit in results]
+    names = dict.fromkeys(c.feature.name for _, audit in results
+                          for c in shown(audit.features, verdicts))
+    lines: list[tuple[Chain, tuple[Verdict | None, ...]]] = []
+    for name in names:
+        chains = [chains.get(name) for chains in by_arch]
+        first = next(c for c in chains if c is not None)
+        lines.append((first, tuple(c.verdict if c is not None else None for c in chains)))
+
+    def order(line: tuple[Chain, tuple[Verdict | None, ...]]) -> tuple[bool, int, str]:
+        chain, says = line
+        worst = min(VERDICTS.index(v) if v is not None else len(VERDICTS) for v in says)
+        return len(set(says)) == 1, worst, chain.feature.name
+
+    lines.sort(key=order)
+    differ = [c.feature.name for c, says in lines if len(set(says)) > 1]
+    groups: dict[tuple[str, tuple[Verdict | None, ...], str], list[Chain]] = {}
+    for chain, says in lines:
+        groups.setdefault((_setting(chain), says, chain.feature.kind), []).append(chain)
+    rows = []
+    for (setting, says, _), members in groups.items():
+        name = members[0].feature.name
+        if len(members) > 1:
+            sep = "=" if members[0].feature.kind == FeatureKind.FLAG else ":backend="
+            name = f"{setting}{sep}" + "|".join(c.feature.value for c in members)
+        rows.append([name, *(FAMILY_VERDICT[v] if v is not None else "-" for v in says)])
+    return rows, differ
+
+
 def _setting(chain: Chain) -> str:
     """The setting a feature is a choice of (``--attention-backend``,
     ``flashinfer.mm_bf16``); its own name when it is no choice."""
