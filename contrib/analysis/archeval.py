@@ -82,6 +82,10 @@ class TreeEval:
         self.cap: Cap = (0, 0)
         self.touched = False  # whether the value being read came from the GPU
         self._depth = 0
+        self._cut = False  # the value being read was cut short at _DEPTH
+        self._following = False  # reading what a helper's callers pass (one hop only)
+        self._passed: dict[tuple[int, str], list[tuple[ast.expr, Frame]]] = {}
+        self._calls: dict[str, tuple[dict[str, list[tuple[ast.Call, Any]]], set[str]]] = {}
 
     # -- modules and scopes --------------------------------------------------
 
@@ -117,7 +121,7 @@ class TreeEval:
         scope = self._scopes.get(id(node))
         if scope is None:
             body = node.body if isinstance(node.body, list) else []
-            scope = self._scopes[id(node)] = scope_of_body(body, node.args)
+            scope = self._scopes[id(node)] = scope_of_body(body, node.args, node)
         return scope
 
     def may_read_gpu(self, node: ast.expr, frame: Frame, nodes: list[ast.AST] | None = None) -> bool:
@@ -140,6 +144,7 @@ class TreeEval:
             self._local_touch[key] = False  # a name assigned from itself adds nothing
             self._local_touch[key] = any(
                 self.may_read_gpu(b.node, frame) if b.kind == "expr" and isinstance(b.node, ast.expr)
+                else self._param_touches(b, frame.path) if b.kind == "param"
                 else b.kind in ("def", "import") and self._binding_touches(b, frame.path)
                 for b in local)
         return self._local_touch[key]
@@ -180,9 +185,13 @@ class TreeEval:
         free = self._free.get(key[:-1])
         if free is not None:
             return free
-        if key in self._busy or self._depth > _DEPTH:
+        if key in self._busy:
+            return ANY
+        if self._depth > _DEPTH:
+            self._cut = True
             return ANY
         before, self.touched = self.touched, False
+        cut_before, self._cut = self._cut, False
         self._busy.add(key)
         self._depth += 1
         try:
@@ -190,10 +199,12 @@ class TreeEval:
         finally:
             self._busy.discard(key)
             self._depth -= 1
-        self._memo[key] = (value, self.touched)
-        if not self.touched:
-            self._free[key[:-1]] = value
+        if not self._cut:  # a value cut short by the depth is not what the name holds
+            self._memo[key] = (value, self.touched)
+            if not self.touched:
+                self._free[key[:-1]] = value
         self.touched |= before
+        self._cut |= cut_before
         return value
 
     def _eval(self, node: ast.expr, frame: Frame) -> Values:
@@ -380,7 +391,104 @@ class TreeEval:
             return values
         if binding.kind == "import":
             return self.imported(binding, frame.path)
+        if binding.kind == "param" and not self._following:
+            passed = self._passed_nodes(binding, frame.path)
+            if not passed:
+                return ANY
+            self._following = True  # one hop: a caller's own parameter is unknown
+            try:
+                return values_of(v for n, f in passed for v in self.eval(n, f))
+            finally:
+                self._following = False
         return ANY
+
+    # -- a private helper's parameters, from its callers ---------------------
+
+    def _param_touches(self, binding: Binding, path: str) -> bool:
+        if self._following:
+            return False
+        self._following = True
+        try:
+            return any(self.may_read_gpu(n, f) for n, f in self._passed_nodes(binding, path))
+        finally:
+            self._following = False
+
+    def _passed_nodes(self, binding: Binding, path: str) -> list[tuple[ast.expr, Frame]]:
+        """What the callers of a module's private helper pass for one of its parameters
+        (``_rejection_reason(arch_major=_arch_major, ...)``), each with the frame it is
+        read in; empty when the callers are not all known.  A private function (``_x``,
+        not ``__x__``) at a module's top level, undecorated and never read other than
+        as the callee of a plain call in that module, is called only there; a caller
+        leaving the parameter out passes its default."""
+        func = binding.node
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            return []
+        key = (id(func), binding.attr)
+        found = self._passed.get(key)
+        if found is None:
+            found = self._passed[key] = self._find_passed(func, binding.attr, path)
+        return found
+
+    def _find_passed(self, func: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
+                     path: str) -> list[tuple[ast.expr, Frame]]:
+        module = self.module(path)
+        if (module is None or not func.name.startswith("_") or func.name.startswith("__")
+                or func.decorator_list or not any(s is func for s in module[0].body)):
+            return []
+        calls, escaped = self._module_calls(path, module[0])
+        sites = calls.get(func.name, [])
+        if not sites or func.name in escaped or len(module[1].names.get(func.name, [])) != 1:
+            return []
+        spec = func.args
+        positional = [a.arg for a in (*spec.posonlyargs, *spec.args)]
+        defaults = dict(zip(reversed(positional), reversed(spec.defaults), strict=False))
+        defaults |= {a.arg: d for a, d in zip(spec.kwonlyargs, spec.kw_defaults, strict=True)
+                     if d is not None}
+        if name not in positional and name not in defaults and name not in {
+                a.arg for a in spec.kwonlyargs}:
+            return []  # *args, **kwargs
+        out: list[tuple[ast.expr, Frame]] = []
+        for call, owner in sites:
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                    k.arg is None for k in call.keywords):
+                return []
+            given = next((k.value for k in call.keywords if k.arg == name), None)
+            if given is None and name in positional and positional.index(name) < len(call.args):
+                given = call.args[positional.index(name)]
+            if given is None:
+                if name not in defaults:
+                    return []
+                out.append((defaults[name], Frame(path)))
+                continue
+            out.append((given, Frame(path) if owner is None else
+                        Frame(path, self.function_scope(owner), None, id(owner))))
+        return out
+
+    def _module_calls(self, path: str, module: ast.Module
+                      ) -> tuple[dict[str, list[tuple[ast.Call, Any]]], set[str]]:
+        """A module's plain calls by callee name, each with the function around it (None
+        at the top level), and the names it reads other than as such a callee."""
+        found = self._calls.get(path)
+        if found is not None:
+            return found
+        calls: dict[str, list[tuple[ast.Call, Any]]] = {}
+        escaped: set[str] = set()
+        callees: set[int] = set()
+        stack: list[tuple[ast.AST, Any]] = [(module, None)]
+        while stack:
+            node, owner = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.Call) and isinstance(child.func, ast.Name):
+                    calls.setdefault(child.func.id, []).append((child, owner))
+                    callees.add(id(child.func))
+                elif (isinstance(child, ast.Name) and id(child) not in callees
+                      and not isinstance(child.ctx, ast.Store)):
+                    escaped.add(child.id)
+                inner = child if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef |
+                                            ast.Lambda) else owner
+                stack.append((child, inner))
+        found = self._calls[path] = (calls, escaped)
+        return found
 
     def imported(self, binding: Binding, importer: str) -> Values:
         target = self.index.find(binding.module, importer, binding.level)

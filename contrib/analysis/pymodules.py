@@ -24,9 +24,9 @@ class Binding:
 
     ``kind``: ``expr`` (``node`` is the value, ``index`` picks an element of a
     tuple target), ``def`` (a function), ``class``, ``import`` (``module`` and
-    ``attr``; attr empty for ``import x.y as z``), ``unknown`` (a loop target, an
-    augmented assignment, a parameter; a `with` target keeps its context expression
-    as ``node``)."""
+    ``attr``; attr empty for ``import x.y as z``), ``param`` (a parameter: ``attr``
+    its name, ``node`` its function when known), ``unknown`` (a loop target, an
+    augmented assignment; a `with` target keeps its context expression as ``node``)."""
 
     kind: str
     node: ast.AST | None = None
@@ -108,15 +108,16 @@ def _bind_unknown(scope: Scope, node: ast.stmt) -> None:
             scope.add(name, Binding("unknown", node=source, line=node.lineno))
 
 
-def scope_of_body(body: list[ast.stmt], args: ast.arguments | None = None) -> Scope:
+def scope_of_body(body: list[ast.stmt], args: ast.arguments | None = None,
+                  owner: ast.AST | None = None) -> Scope:
     """The bindings of a module's or a function's statements (nested blocks included,
-    nested functions' own bodies not)."""
+    nested functions' own bodies not); ``owner``: the function whose ``args`` they are."""
     scope = Scope()
     if args is not None:
         every = [*args.posonlyargs, *args.args, *args.kwonlyargs]
         every += [a for a in (args.vararg, args.kwarg) if a is not None]
         for arg in every:
-            scope.add(arg.arg, Binding("unknown"))
+            scope.add(arg.arg, Binding("param", node=owner, attr=arg.arg))
     blocks = [body]
     while blocks:
         for statement in blocks.pop():

@@ -236,3 +236,69 @@ def test_sglang_shaped_refusal_gate(sm120):
     assert gate.admits(sm120)
     (finding,) = gate_findings([gate], sm120)
     assert finding.severity == "info" and "[9, 10] -> [9, 10, 12]" in finding.message
+
+
+# A private helper reads the capability its callers pass (flashinfer's
+# `_cp_delta_rule_rejection_reason(arch_major=...)`, which b43c480141 widened to SM120).
+REASON = (
+    "def _rejection_reason(arch_major, x=None):\n"
+    "    if arch_major != 9:\n"
+    "        return 'CP delta rule is currently implemented only for SM90'\n"
+    "    return None\n"
+    "\n"
+    "def run(q):\n"
+    "    major = get_compute_capability(q.device)[0]\n"
+    "    reason = _rejection_reason(arch_major=major)\n"
+    "    if reason is not None:\n"
+    "        raise ValueError(reason)\n"
+)
+
+
+def test_a_private_helpers_parameter_holds_what_its_callers_pass(sm120):
+    text = REASON + STAR
+    gates, _ = find_gates("pkg/m.py", text, evaluator(text), sm120)
+    [gate] = [g for g in gates if g.function == "_rejection_reason"]
+    assert (gate.line, gate.kind, sorted(gate.majors or ())) == (2, "skip-condition", [9])
+    # a caller passing it positionally, or leaving it to its default, counts too
+    positional = REASON.replace("arch_major=major", "major") + STAR
+    assert any(g.function == "_rejection_reason"
+               for g in find_gates("pkg/m.py", positional, evaluator(positional), sm120)[0])
+    default = (REASON.replace("(arch_major, x=None)", "(x, arch_major=get_compute_capability()[0])")
+               .replace("arch_major=major", "x=1")) + STAR
+    assert any(g.function == "_rejection_reason"
+               for g in find_gates("pkg/m.py", default, evaluator(default), sm120)[0])
+
+
+@pytest.mark.parametrize("change", [
+    ("def _rejection_reason", "def rejection_reason", "_rejection_reason(", "rejection_reason("),
+    ("    return None\n", "    return None\n\nHOOKS = [_rejection_reason]\n"),  # escapes
+    ("def _rejection_reason", "@cache\ndef _rejection_reason"),  # a decorator may rebind it
+    ("reason = _rejection_reason(arch_major=major)", "reason = _rejection_reason(**kw)"),
+])
+def test_a_parameter_whose_callers_are_not_all_known_stays_unknown(change, sm120):
+    text = REASON
+    for old, new in zip(change[::2], change[1::2], strict=True):
+        text = text.replace(old, new)
+    text += STAR
+    gates, _ = find_gates("pkg/m.py", text, evaluator(text), sm120)
+    assert not [g for g in gates if "reason" in g.function and "run" not in g.function]
+
+
+@pytest.mark.parametrize("links", range(12, 26))
+def test_a_value_read_deep_in_a_chain_is_still_a_gate_at_the_top(links):
+    # sglang's cutedsl_gdn_mtp_ring.py: a helper's parameter, read through its caller's
+    # chain of names, reached the module's `_GPU_MAJOR` near the evaluator's depth; the
+    # value cut short there was kept for every later reader, and the module's own
+    # `_GPU_MAJOR >= 10` was no gate (16 to 20 links here lost it).
+    chain = "".join(f"    a{n + 1} = a{n}\n" for n in range(links))
+    text = (
+        "import torch\n"
+        "def _use(v):\n"
+        "    if v >= 10:\n"
+        "        go()\n"
+        f"def caller():\n    a0 = _GPU_MAJOR\n{chain}    _use(a{links})\n"
+        "_GPU_MAJOR, _ = torch.cuda.get_device_capability(0)\n"
+        "_USE_FMA = _GPU_MAJOR >= 10\n"
+    )
+    gates, _ = find_gates("pkg/m.py", text, evaluator(text))
+    assert ("<module>", "_GPU_MAJOR >= 10") in [(g.function, g.text) for g in gates]
