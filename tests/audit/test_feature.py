@@ -14,11 +14,11 @@ import pytest
 from contrib.analysis.tree import DictTree
 from contrib.audit.engine import TreeAudit
 from contrib.audit.feature.chain import Chain, Link, Role, Verdict, decide, passed_by_caller
-from contrib.audit.feature.declared import Feature, FeatureKind, declared
+from contrib.audit.feature.declared import Feature, FeatureKind, declared, settings_elsewhere
 from contrib.audit.feature.show import feature_rows, find
 from contrib.audit.model import CAPABILITY, GATE_ONLY, NEEDS_KERNEL_WORK, UNKNOWN, AuditGate
 from contrib.audit.stack.lower import Lower
-from testing.featureupstreams import feature_lower, feature_upstream
+from testing.featureupstreams import SERVER_ARGS, feature_lower, feature_upstream
 from testing.gitutil import Repo
 from testing.stackupstreams import repin
 from testing.workspace import Workspace
@@ -176,6 +176,47 @@ def test_the_audit_puts_a_family_side_by_side(server: tuple[Workspace, Repo]) ->
     assert gates.count("top at main tip") == 2
     once = ws.run("audit", "top", "--arch", "sm120,sm_120a", "--json", "--no-fetch").json
     assert isinstance(once, dict) and once["arch"] == "sm_120a"
+
+
+IMAGEGEN_ARGS = """\
+import dataclasses
+
+
+@dataclasses.dataclass
+class ServerArgs:
+    attention_backend: str = "plain"
+"""
+
+IMAGEGEN_RUN = """\
+from top.utils import is_sm100_supported
+
+
+def run(args):
+    if args.attention_backend == "plain" and not is_sm100_supported():
+        raise ValueError("imagegen's plain attention needs SM100")
+    return args
+"""
+
+
+def test_a_setting_another_program_declares_too_is_read_only_in_the_servers_code(
+        server: tuple[Workspace, Repo]) -> None:
+    # sglang's multimodal_gen/ has a ServerArgs of its own with an attention_backend:
+    # its reads are not the server's --attention-backend
+    ws, top = server
+    top.commit("imagegen: a second program", {
+        "python/top/imagegen/__init__.py": "",
+        "python/top/imagegen/server_args.py": IMAGEGEN_ARGS,
+        "python/top/imagegen/runner.py": IMAGEGEN_RUN})
+    code, data = _why(ws, "top", "--attention-backend=plain")
+    assert code == 0, data
+    assert _verdicts(data) == {"--attention-backend=plain": "on"}
+    reads = [link["file"] for f in data["features"] for link in f["links"]]
+    assert reads and not [r for r in reads if "imagegen" in r]
+    assert settings_elsewhere(DictTree({
+        "python/top/__init__.py": "", "python/top/server_args.py": SERVER_ARGS,
+        "python/top/imagegen/__init__.py": "",
+        "python/top/imagegen/server_args.py": IMAGEGEN_ARGS})) == {
+            "attention_backend": ("python/top/imagegen/",)}
 
 
 def test_a_library_answers_by_its_public_api(server: tuple[Workspace, Repo]) -> None:

@@ -113,8 +113,16 @@ def _settings_class(tree: SourceTree, paths: list[str]
     files declaring ``class ServerArgs`` (the name is sglang's, the shape any
     dataclass-driven server's), the one with the most fields (a router's or a test's
     smaller one is not the server's)."""
+    found = _settings_classes(tree, paths)
+    return found[0][1:] if found else None
+
+
+def _settings_classes(tree: SourceTree, paths: list[str]
+                      ) -> list[tuple[int, str, ast.Module, ast.ClassDef]]:
+    """Each ``class ServerArgs`` of the package's files with its field count, path and
+    module, the most fields first."""
     roots = tuple(prefix + root + "/" for root, prefix in package_roots(paths).items())
-    best: tuple[int, str, ast.Module, ast.ClassDef] | None = None
+    found: list[tuple[int, str, ast.Module, ast.ClassDef]] = []
     for path in paths:
         if not path.startswith(roots):
             continue
@@ -123,11 +131,43 @@ def _settings_class(tree: SourceTree, paths: list[str]
             continue
         module = _parse(tree, path)
         for node in module.body if module else ():
-            if isinstance(node, ast.ClassDef) and node.name == _SETTINGS_CLASS:
-                fields = sum(isinstance(i, ast.AnnAssign) for i in node.body)
-                if module is not None and (best is None or fields > best[0]):
-                    best = (fields, path, module, node)
-    return None if best is None else best[1:]
+            if module is not None and isinstance(node, ast.ClassDef) and (
+                    node.name == _SETTINGS_CLASS):
+                found.append((sum(isinstance(i, ast.AnnAssign) for i in node.body), path,
+                              module, node))
+    return sorted(found, key=lambda f: (-f[0], f[1]))
+
+
+def settings_elsewhere(tree: SourceTree) -> dict[str, tuple[str, ...]]:
+    """The settings that other programs of the package declare under the server's own
+    names, by attribute: the folder of each such program.  sglang's
+    ``multimodal_gen/`` has a ``ServerArgs`` of its own with an ``attention_backend``;
+    a read of ``.attention_backend`` under ``python/sglang/multimodal_gen/`` is that
+    program's, not the server's.  A program's folder is where its path leaves the
+    server's (``python/sglang/`` + ``multimodal_gen/``); one declared beside the
+    server's own module cannot be told apart and is left out."""
+    paths = [p for p in tree.paths() if p.endswith(".py")]
+    found = _settings_classes(tree, paths)
+    if len(found) < 2:
+        return {}
+    own = found[0][1].split("/")
+    mine = {i.target.id for i in found[0][3].body
+            if isinstance(i, ast.AnnAssign) and isinstance(i.target, ast.Name)}
+    out: dict[str, tuple[str, ...]] = {}
+    for _, path, _, cls in found[1:]:
+        parts = path.split("/")
+        common = 0
+        while common < min(len(own), len(parts)) - 1 and own[common] == parts[common]:
+            common += 1
+        if common >= len(parts) - 1:
+            continue  # in the server's own folder, or above it
+        folder = "/".join(parts[:common + 1]) + "/"
+        for item in cls.body:
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and (
+                    item.target.id in mine):
+                out[item.target.id] = tuple(dict.fromkeys((*out.get(item.target.id, ()),
+                                                           folder)))
+    return out
 
 
 def _string_lists(module: ast.Module) -> dict[str, list[str]]:

@@ -19,7 +19,7 @@ from contrib import __version__, environ
 from contrib.analysis.tree import GitTree
 from contrib.audit.engine import FORMAT, TreeAudit
 from contrib.audit.feature.chain import Chain, Link, Upper, Verdict, chain_of
-from contrib.audit.feature.declared import Feature, FeatureKind, declared
+from contrib.audit.feature.declared import Feature, FeatureKind, declared, settings_elsewhere
 from contrib.audit.model import AuditGate
 from contrib.audit.stack.link import LINK_FORMAT, walker_of
 from contrib.audit.stack.lower import Lower
@@ -28,7 +28,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 7  # bump when the chains change over the same audits
+FEATURE_FORMAT = 8  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -67,6 +67,7 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
         lower = Lower(*below) if below is not None else None
         roots = lower.roots if lower is not None else {}
         upper = Upper(name, commit, gates, walker or walker_of(gates, tree, roots))
+        upper.walker.read_elsewhere(settings_elsewhere(tree))
         chains = [chain_of(f, upper, lower) for f in chosen]
     if choose is every:
         with contextlib.suppress(ContribError):

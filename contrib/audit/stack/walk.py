@@ -235,14 +235,27 @@ class Walker:
         # a gate's walk follows only the flags its code sets.
         self.values = False
         self._parents: dict[str, dict[int, ast.AST]] = {}
-        self._flags: dict[tuple[str, object, bool, bool], list[Block]] = {}
-        self._flag_met: dict[tuple[str, object, bool, bool], list[tuple[str, int, int]]] = {}
+        self._flags: dict[tuple[str, object, bool, bool, tuple[str, ...]], list[Block]] = {}
+        self._flag_met: dict[tuple[str, object, bool, bool, tuple[str, ...]],
+                             list[tuple[str, int, int]]] = {}
         self._callers: dict[tuple[str, bool], list[Block]] = {}
         self._index: dict[str, dict[str, list[ast.AST]]] = {}  # per file: _named
         self._memo: dict[tuple[object, ...], tuple[list[Outside | Block],
                                                    list[tuple[str, int, int]]]] = {}
         self._words: dict[str, list[str]] | None = None  # identifier -> files naming it
         self._methods = Methods(ev, texts)  # methods by name, of the files walked
+        # A setting other programs of the tree declare too, by attribute: the folders
+        # whose reads of it are theirs (:meth:`read_elsewhere`).
+        self._elsewhere: dict[str, tuple[str, ...]] = {}
+
+    def read_elsewhere(self, folders: dict[str, tuple[str, ...]]) -> None:
+        """Say which folders read a setting of another program under the same name
+        (sglang's ``multimodal_gen/`` has a ``ServerArgs`` of its own with an
+        ``attention_backend``): a read of ``.attention_backend`` there is not the
+        server's.  What was walked before with other folders is walked again."""
+        if folders != self._elsewhere:
+            self._elsewhere = dict(folders)
+            self._memo.clear()
 
     def outside(self, path: str, holder: Function | None, code: Iterable[ast.AST], *,
                 target: bool = False, depth: int = MAX_DEPTH) -> list[Outside]:
@@ -411,7 +424,7 @@ class Walker:
         """What runs where the tree reads ``.attr`` set to ``value`` (True, or a string):
         the ``if`` bodies it tests, and what the callers of a function deciding with it
         run after the call; for a string, only the reads :func:`_may_hold` enables."""
-        key = (attr, value, self._target, self.values)
+        key = (attr, value, self._target, self.values, self._elsewhere.get(attr, ()))
         if key not in self._flags:
             self._flags[key] = []  # a flag read while its readers are found adds nothing
             outer, self.trail = self.trail, Trail()  # where its reads are turned away, kept
@@ -429,7 +442,10 @@ class Walker:
         # `.attr`, or `getattr(args, "attr", None)`
         pattern = re.compile(rf"\.{re.escape(attr)}\b" + (
             rf"|getattr\([^)]*[\"']{re.escape(attr)}[\"']" if self.values else ""))
+        elsewhere = self._elsewhere.get(attr, ())
         for path, module in self._modules_naming(attr, pattern, _MAX_READERS):
+            if path.startswith(elsewhere):
+                continue
             parents = self.parents(path)
             for node in self._named(path, module).get(attr, ()):
                 if not _reads(node, attr, self.values):
