@@ -82,7 +82,9 @@ class TreeEval:
         self.cap: Cap = (0, 0)
         self.touched = False  # whether the value being read came from the GPU
         self._depth = 0
-        self._cut = False  # the value being read was cut short at _DEPTH
+        # the value being read was cut short (at _DEPTH, or a parameter not followed
+        # one hop from its helper): it is not kept for later readers
+        self._cut = False
         self._following = False  # reading what a helper's callers pass (one hop only)
         self._passed: dict[tuple[int, str], list[tuple[ast.expr, Frame]]] = {}
         self._calls: dict[str, tuple[dict[str, list[tuple[ast.Call, Any]]], set[str]]] = {}
@@ -142,11 +144,18 @@ class TreeEval:
         key = (frame.key, name)
         if key not in self._local_touch:
             self._local_touch[key] = False  # a name assigned from itself adds nothing
-            self._local_touch[key] = any(
+            cut, self._cut = self._cut, False
+            touches = any(
                 self.may_read_gpu(b.node, frame) if b.kind == "expr" and isinstance(b.node, ast.expr)
                 else self._param_touches(b, frame.path) if b.kind == "param"
                 else b.kind in ("def", "import") and self._binding_touches(b, frame.path)
                 for b in local)
+            if self._cut:  # a parameter not followed here: asked again, it may be
+                del self._local_touch[key]
+            else:
+                self._local_touch[key] = touches
+            self._cut |= cut
+            return touches
         return self._local_touch[key]
 
     def _binding_touches(self, binding: Binding, path: str) -> bool:
@@ -391,9 +400,12 @@ class TreeEval:
             return values
         if binding.kind == "import":
             return self.imported(binding, frame.path)
-        if binding.kind == "param" and not self._following:
+        if binding.kind == "param":
             passed = self._passed_nodes(binding, frame.path)
             if not passed:
+                return ANY
+            if self._following:  # not followed from here, but asked directly it is
+                self._cut = True
                 return ANY
             self._following = True  # one hop: a caller's own parameter is unknown
             try:
@@ -405,11 +417,15 @@ class TreeEval:
     # -- a private helper's parameters, from its callers ---------------------
 
     def _param_touches(self, binding: Binding, path: str) -> bool:
-        if self._following:
+        passed = self._passed_nodes(binding, path)
+        if not passed:
+            return False
+        if self._following:  # one hop (see :meth:`_binding`)
+            self._cut = True
             return False
         self._following = True
         try:
-            return any(self.may_read_gpu(n, f) for n, f in self._passed_nodes(binding, path))
+            return any(self.may_read_gpu(n, f) for n, f in passed)
         finally:
             self._following = False
 

@@ -302,3 +302,23 @@ def test_a_value_read_deep_in_a_chain_is_still_a_gate_at_the_top(links):
     )
     gates, _ = find_gates("pkg/m.py", text, evaluator(text))
     assert ("<module>", "_GPU_MAJOR >= 10") in [(g.function, g.text) for g in gates]
+
+
+def test_a_parameter_not_followed_two_hops_away_is_followed_where_it_is_read(sm120):
+    # `_inner`'s callers pass `_outer`'s own parameter (two hops from the GPU: not
+    # followed from `_inner`); read in `_outer` itself, it is one hop, and a gate
+    text = (
+        "def _inner(x):\n"
+        "    if x >= 10:\n"
+        "        go()\n"
+        "\n"
+        "def _outer(y):\n"
+        "    _inner(y)\n"
+        "    if y >= 10:\n"
+        "        go()\n"
+        "\n"
+        "def run():\n"
+        "    _outer(get_device_capability()[0])\n"
+    ) + STAR
+    gates, _ = find_gates("pkg/m.py", text, evaluator(text), sm120)
+    assert [(g.function, g.line) for g in gates] == [("_outer", 7)]
