@@ -45,3 +45,15 @@ def test_long_output_goes_through_the_pager_short_output_does_not(short_tmp: Pat
     shown = on_terminal(ws.root, 80, "audit", "top", "--arch", "sm_120a", "--no-color",
                         "--no-fetch", rows=60, PAGER=f"cat > {paged}")
     assert "verdict" in shown and not paged.exists()  # it fits: no pager
+
+
+def test_a_family_side_by_side_fits_80_columns(short_tmp: Path) -> None:
+    ws = _server(short_tmp)
+    shown = on_terminal(ws.root, 80, "audit", "top", "--arch", "sm_100a,sm_120a",
+                        "--no-color", PAGER="cat")
+    lines = shown.rstrip("\n").splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    header = next(n for n, line in enumerate(lines) if line.startswith("feature"))
+    assert lines[header].split() == ["feature", "sm_100a", "sm_120a"]
+    assert lines[header + 1].split()[1:] == ["on", "crash"]  # those that differ, worst first
+    assert "differ between sm_100a and sm_120a" in " ".join(shown.split())
