@@ -19,7 +19,8 @@ of ``--enable-flashinfer-allreduce-fusion``:
   ``apply_flashinfer_allreduce_fusion``).
 
 Then the other cases of ``CASES``: a false crash of the pin bumps (an AMD-only flag),
-and sglang#24633's MLA prefill crash, which the audit does not read yet (a MISS).
+sglang#24633's MLA prefill crash, which the audit does not read yet (a MISS), and
+sglang#14842's trtllm_mha, which sglang itself refused on SM120 (off, not a crash).
 
 ``--pin-bumps N``: the last N commits of sglang's main that changed the flashinfer pin,
 each with its crash rows (a feature admitted on SM12x over the pinned flashinfer that
@@ -74,6 +75,12 @@ CASES = [
     # the flag, and the runner's check is host C++ behind prebuilt cubins.
     ("46bf19cda", "--attention-backend=trtllm_mla", Verdict.CRASH,
      "sglang#24633: TllmGenFmhaRunner refuses SM120"),
+    # sgl-project/sglang#14842 (fe6d38d2f, on flashinfer 0.5.3): "trtllm_mha does not
+    # support SM120"; the fix stops auto-selecting it there.  Set by hand the flag is
+    # refused by sglang's own check (`_handle_attention_backend_compatibility` admits
+    # SM100 only), over xqa kernels of wgmma only below: off, not a crash.
+    ("fe6d38d2f^", "--attention-backend=trtllm_mha", Verdict.NEEDS_KERNEL_WORK,
+     "sglang#14842: trtllm_mha has no SM120 kernels; sglang refuses it"),
 ]
 
 
