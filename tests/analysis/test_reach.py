@@ -31,15 +31,19 @@ FILES = {
         "    return open(f'fmha/{kernel}_sm100f.cubin').read()\n\n"
         "def load_moe(path):\n"  # names the loader; no arch read anywhere
         "    return setup_cubin_loader(path)\n\n"
+        "def load_gemm(name):\n"  # wraps its cubins in a runtime named for SM100
+        "    path = get_artifact(f'deepgemm/kernel.{name}.cubin', '0')\n"
+        "    return SM100FP8GemmRuntime(path)\n\n"
         "def say():\n"  # a sentence naming cubins is a log line, not a fetch
         '    """Reads no .cubin file."""\n'
         "    print('loading the .cubin cache')\n"),
     "pkg/api.py": ("import torch\nimport cudnn\nfrom pkg.jit import gen_norm_module\n"
                    "from pkg.kern import add_kernel\nfrom pkg.cute import Gemm\n\n"
                    "from pkg.prebuilt import gen_gemm_runner_module, gen_utils_module, load_fmha, load_moe, say\n"
+                   "from pkg.prebuilt import load_gemm\n"
                    "def prebuilt():\n    gen_gemm_runner_module()\n    gen_utils_module()\n"
                    "    load_fmha('k')\n"
-                   "    load_moe('x')\n    say()\n\n"
+                   "    load_moe('x')\n    load_gemm('g')\n    say()\n\n"
                    "def norm(x):\n    return gen_norm_module().run(x)\n\n"
                    "def helper(x):\n    add_kernel[(1,)](x)\n    return norm(x)\n\n"
                    "def api(x):\n    helper(x)\n    Gemm()()\n"
@@ -68,12 +72,14 @@ def test_every_kind_of_endpoint_is_reached_with_the_calls_that_lead_to_it() -> N
 def test_a_function_fetching_prebuilt_cubins_is_an_endpoint_with_their_majors() -> None:
     """What loads cubins (a cubin path handed to its runner, a `.cubin` file, a loader
     named so) runs prebuilt kernels, over building its runner; fetching headers is not
-    that.  The majors are their names' archs, else the runner's nvcc flags', else none."""
+    that.  The majors are their names' archs, else those of the runtime it wraps them in,
+    else the runner's nvcc flags', else none."""
     assert _reached("prebuilt()\n") == [
         (EndpointKind.CUBIN, "gen_gemm_runner_module", (10,), "prebuilt>gen_gemm_runner_module"),
         (EndpointKind.JIT, "gen_utils_module", (10,), "prebuilt>gen_utils_module"),
         (EndpointKind.CUBIN, "load_fmha", (10,), "prebuilt>load_fmha"),
-        (EndpointKind.CUBIN, "load_moe", (), "prebuilt>load_moe")]
+        (EndpointKind.CUBIN, "load_moe", (), "prebuilt>load_moe"),
+        (EndpointKind.CUBIN, "load_gemm", (10,), "prebuilt>load_gemm")]
 
 
 def test_the_walk_gives_the_same_answer_on_a_fresh_tree() -> None:

@@ -244,13 +244,22 @@ def fetches_cubins(node: ast.AST) -> bool:
 def cubin_majors(ev: TreeEval, frame: Frame, node: ast.AST) -> tuple[int, ...]:
     """The majors the prebuilt binaries a function fetches are made for: the archs
     their names carry (``f"{kernel}_sm100f.cubin"``, a value it reads named for archs:
-    ``ArtifactPath.DSL_FMHA_ARCHS = ("sm_100a", "sm_103a")``), else the majors of the
-    nvcc flags of the runner it builds to launch them (``sm100a_nvcc_flags``: a runner
-    built only for SM100 loads only SM100's cubins; a loader that builds none takes its
-    runner's: :meth:`~contrib.analysis.reach.walk.Graph.function`); empty when none is
-    read."""
+    ``ArtifactPath.DSL_FMHA_ARCHS = ("sm_100a", "sm_103a")``), else those of what it
+    calls or returns named for archs (flashinfer's DeepGEMM ``load`` wraps its cubins in
+    ``SM100FP8GemmRuntime``), else the majors of the nvcc flags of the runner it builds
+    to launch them (``sm100a_nvcc_flags``: a runner built only for SM100 loads only
+    SM100's cubins; a loader that builds none takes its runner's:
+    :meth:`~contrib.analysis.reach.walk.Graph.function`); empty when none is read."""
     found: set[int] = set()
+    named: set[int] = set()
+    returns = getattr(node, "returns", None)
+    if returns is not None:
+        named |= {int(m) // 10 for m in _ARCH_NAME.findall(ast.unparse(returns))}
     for inner in walk(node):
+        if isinstance(inner, ast.Call):
+            callee = inner.func.id if isinstance(inner.func, ast.Name) else (
+                inner.func.attr if isinstance(inner.func, ast.Attribute) else "")
+            named |= {int(m) // 10 for m in _ARCH_NAME.findall(callee)}
         text = _string_text(inner)
         if text is not None and _CUBIN_TEXT.search(text):
             found |= {int(m) // 10 for m in _ARCH_NAME.findall(text)}
@@ -261,7 +270,7 @@ def cubin_majors(ev: TreeEval, frame: Frame, node: ast.AST) -> tuple[int, ...]:
                 for item in value if isinstance(value, tuple) else (value,):
                     if isinstance(item, str):
                         found |= {int(m) // 10 for m in _ARCH_NAME.findall(item)}
-    return tuple(sorted(found)) or _flag_majors(ev, frame, node)
+    return tuple(sorted(found or named)) or _flag_majors(ev, frame, node)
 
 
 _CUTE_DECORATOR = re.compile(r"(?:cutlass\.)?cute(?:\.experimental)?\.(?:kernel|jit)\b")

@@ -283,7 +283,8 @@ class Behind:
             return Verdict(GATE_ONLY, f"its code runs {where}, made for {archs}",
                            at_stake=False)
         return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, made for {archs} (the archs "
-                       "their names carry, or the nvcc flags of the runner built to launch "
+                       "their names carry, what their loader calls or returns named for "
+                       "archs, or the nvcc flags of the runner built to launch "
                        f"them), none for {self.arch.name}: no source here builds them, and "
                        "kernels for it must be built and published upstream",
                        [f"{target.path} {target.name}: prebuilt cubins for {archs} only"])
