@@ -17,11 +17,13 @@ pass over each file (comments stripped):
   runs on every newer GPU, so it counts as generic.
 * **A host check refusing the target.**  A capability read from the runtime
   (``cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ...)``,
-  ``sm = getSMVersion()``) and then checked: ``TVM_FFI_ICHECK_EQ(major, 10)``,
-  ``TORCH_CHECK(sm == 90 || sm == 100)``, ``if (sm < 90) { throw ... }``.  The
-  check's expression is evaluated on the target and on the admitted majors
-  (only when it names nothing but the capability); false on the target and true
-  on one of them is a refusal in the kernel's own C++.
+  ``sm = getSMVersion()``, a member initialised so: ``mSM(getSMVersion())``) and
+  then checked: ``TVM_FFI_ICHECK_EQ(major, 10)``, ``TORCH_CHECK(sm == 90 || sm ==
+  100)``, ``if (sm < 90) { throw ... }``, ``FLASHINFER_CHECK(mSM == kSM_100 || mSM ==
+  kSM_103, ...)``.  The check's expression is evaluated on the target and on the
+  admitted majors (only when it names nothing but the capability and integer
+  constants the files define: ``constexpr int32_t kSM_100 = 100;``); false on the
+  target and true on one of them is a refusal in the kernel's own C++.
 
 Only ISA facts are tabled here (which PTX families which arch has), never an
 upstream's predicates.
@@ -55,6 +57,13 @@ _CAP_ATTR = re.compile(r"cudaDeviceGetAttribute\s*\(\s*&\s*(\w+)\s*,\s*"
                        r"cudaDevAttrComputeCapability(Major|Minor)")
 _SM_CALL = re.compile(r"\b(\w+)\s*=\s*(?:[\w:]+::)?(?:getSMVersion|get_sm_version|getSmVersion|"
                       r"GetSMVersion)\s*\(")
+# a member initialised from it: `TllmGenFmhaRunner(...) : mSM(getSMVersion()), ...`
+_SM_INIT = re.compile(r"[:,]\s*(\w+)\s*\(\s*(?:[\w:]+::)?(?:getSMVersion|get_sm_version|"
+                      r"getSmVersion|GetSMVersion)\s*\(")
+# an integer constant a check compares with: `constexpr int32_t kSM_100 = 100;`
+_CONSTEXPR = re.compile(r"\b(?:static\s+)?constexpr\s+(?:static\s+)?(?:unsigned\s+)?"
+                        r"(?:int|int32_t|int64_t|uint32_t|long|short|size_t|auto)\s+(\w+)\s*"
+                        r"=\s*(\d+)\s*;")
 _SM_SUM = re.compile(r"\b(\w+)\s*=\s*(\w+)\s*\*\s*10\s*\+\s*(\w+)\b")
 _CHECK = re.compile(r"\b(?:TVM_FFI_ICHECK|ICHECK|TORCH_CHECK|TLLM_CHECK(?:_WITH_INFO)?|"
                     r"FLASHINFER_CHECK|CHECK)(_EQ|_NE|_GE|_GT|_LE|_LT)?\s*\(")
@@ -99,12 +108,13 @@ def arch_findings(files: Mapping[str, str], target_pass: Pass | None, arch: Arch
     admitted = sorted(set(admitted) - {arch.major})
     findings: list[Finding] = []
     uses: list[tuple[str, _Use]] = []
+    known = constants(files) if admitted else {}
     for path, text in sorted(files.items()):
         code = strip_comments(text)
         uses += [(path, u) for u in _isa_uses(code)
                  if target_pass is None or target_pass.compiled(path, u.line)]
         if admitted:
-            findings += _host_checks(path, code, arch, admitted)
+            findings += _host_checks(path, code, arch, admitted, known)
     findings += _isa_finding(uses, arch)
     return findings
 
@@ -139,23 +149,48 @@ def _capability_names(code: str) -> dict[str, str]:
     """Names holding the runtime capability: ``major``, ``minor`` or ``sm`` (major*10+minor)."""
     names = {m[1]: m[2].lower() for m in _CAP_ATTR.finditer(code)}
     names.update((m[1], "sm") for m in _SM_CALL.finditer(code))
+    names.update((m[1], "sm") for m in _SM_INIT.finditer(code))
     for m in _SM_SUM.finditer(code):
         if names.get(m[2]) == "major" and names.get(m[3]) == "minor":
             names[m[1]] = "sm"
     return names
 
 
-def _host_checks(path: str, code: str, arch: Arch, admitted: list[int]) -> list[Finding]:
+def constants(files: Mapping[str, str]) -> dict[str, int]:
+    """The integer constants the files define (``constexpr int32_t kSM_100 = 100;``),
+    which host checks compare the capability with; a name defined twice with two values
+    is left out."""
+    found: dict[str, int] = {}
+    twice: set[str] = set()
+    for text in files.values():
+        for m in _CONSTEXPR.finditer(strip_comments(text)):
+            if found.setdefault(m[1], int(m[2])) != int(m[2]):
+                twice.add(m[1])
+    return {name: value for name, value in found.items() if name not in twice}
+
+
+def host_checks(files: Mapping[str, str], arch: Arch, admitted: Iterable[int]) -> list[Finding]:
+    """Each host check of ``files`` that refuses ``arch`` while a major of ``admitted``
+    passes it (the second half of :func:`arch_findings`)."""
+    admitted = sorted(set(admitted) - {arch.major})
+    known = constants(files)
+    return [f for path, text in sorted(files.items())
+            for f in _host_checks(path, strip_comments(text), arch, admitted, known)]
+
+
+def _host_checks(path: str, code: str, arch: Arch, admitted: list[int],
+                 known: Mapping[str, int] | None = None) -> list[Finding]:
     names = _capability_names(code)
     if not names:
         return []
+    known = {n: v for n, v in (known or {}).items() if n not in names}
     findings = []
     for line, expression, shown in _checks(code):
         idents = set(_IDENT.findall(expression))
-        if not idents or not idents <= set(names):
+        if not idents & set(names) or not idents <= set(names) | set(known):
             continue
-        on_target = _value(expression, names, arch.major, arch.minor)
-        passing = [m for m in admitted if _value(expression, names, m, 0)]
+        on_target = _value(expression, names, arch.major, arch.minor, known)
+        passing = [m for m in admitted if _value(expression, names, m, 0, known)]
         if on_target is False and passing:
             findings.append(Finding(
                 "host-refusal", ERROR, path, line,
@@ -228,9 +263,11 @@ def _arguments(code: str, start: int) -> list[str] | None:
     return args
 
 
-def _value(expression: str, names: dict[str, str], major: int, minor: int) -> bool | None:
+def _value(expression: str, names: dict[str, str], major: int, minor: int,
+           known: Mapping[str, int] | None = None) -> bool | None:
     values = {"major": major, "minor": minor, "sm": major * 10 + minor}
-    macros = {name: Macro(name, str(values[kind])) for name, kind in names.items()}
+    macros = {name: Macro(name, str(value)) for name, value in (known or {}).items()}
+    macros |= {name: Macro(name, str(values[kind])) for name, kind in names.items()}
     try:
         return evaluate(expression, macros).true
     except ExprError:

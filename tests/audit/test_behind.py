@@ -1253,6 +1253,25 @@ def test_a_gate_whose_code_runs_prebuilt_cubins_is_not_gate_only() -> None:
     assert "it runs prebuilt cubins fetched by gen_trtllm_gen_gemm_module (pkg/gemm_jit.py), " \
            "whose arch list is not read here" in unread.reason
 
+    # Unread, but the launcher the loader builds refuses the target in its C++ (the
+    # trtllm-gen FMHA runner: a member set from getSMVersion() checked against constants
+    # of another header), built by a `gen_*` builder of another file.
+    runner = ("#include \"common.h\"\n"
+              "struct Runner {\n"
+              "  Runner() : mSM(getSMVersion()) {\n"
+              "    FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103, \"Unsupported architecture\");\n"
+              "  }\n  int mSM;\n};\n")
+    checked = split | {
+        "pkg/gemm_jit.py": split["pkg/gemm_jit.py"].replace(" + sm100a_nvcc_flags", ""),
+        "csrc/trtllm_gemm_runner.cu": runner,
+        "csrc/common.h": "constexpr int32_t kSM_100 = 100;\nconstexpr int32_t kSM_103 = 103;\n"}
+    refused = _audit(checked)["pkg/gemm.py:mm_fp4"]
+    assert refused.class_ == "needs-kernel-work", refused.reason
+    assert "whose launcher refuses sm_120a in C++ (csrc/trtllm_gemm_runner.cu:4:" in refused.reason
+    assert refused.evidence[0].startswith("csrc/trtllm_gemm_runner.cu:4 host-refusal: ")
+    admitted = checked | {"csrc/common.h": checked["csrc/common.h"].replace("103", "120")}
+    assert _audit(admitted)["pkg/gemm.py:mm_fp4"].class_ == "unknown"  # it passes: unread
+
     # Cubins named for the target's family serve it: lifting the gate is all it takes.
     named = unflagged | {"pkg/gemm_jit.py": unflagged["pkg/gemm_jit.py"].replace(
         '"gemm-1/checksums.txt"', 'f"gemm-1/{kind}_sm120f.cubin"').replace(

@@ -38,18 +38,19 @@ serves it, ``gate-only``.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from contrib.analysis import aotops
 from contrib.analysis.cuda_arch import analyze
 from contrib.analysis.gates import built_sources, module_strings
-from contrib.analysis.hostarch import arch_findings, named_so, written_for
+from contrib.analysis.hostarch import arch_findings, host_checks, named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_units, include_closure
 from contrib.analysis.pyparse import PARSE_ERRORS, parse
 from contrib.analysis.reach.endpoints import VENDOR_LIBRARIES, Endpoint, EndpointKind
 from contrib.analysis.tree import SourceTree
-from contrib.arch import Arch, admitted_archs
+from contrib.arch import Arch, admitted_archs, all_majors
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate, GateClass, admits_text
 from contrib.record.finding import ERROR
 from contrib.ui import counted
@@ -120,6 +121,7 @@ def _evidence(location: str, kind: str, guard: str | None, message: str) -> str:
 
 
 _RANK = {NEEDS_KERNEL_WORK: 0, GATE_ONLY: 1}
+_GEN_DEF = re.compile(r"^\s*def (gen_\w+)\(", re.MULTILINE)
 
 
 class Behind:
@@ -131,6 +133,7 @@ class Behind:
         self._done: dict[_Key, Verdict | None] = {}
         self._unread: dict[_Key, str] = {}  # an endpoint judged None: why
         self._functions: dict[str, tuple[dict[str, ast.AST], dict[str, list[str]]]] = {}
+        self._builders: dict[str, list[str]] | None = None  # gen_* name -> files
         self._ops: aotops.OpIndex | None = None
 
     def of(self, reached: Iterable[Endpoint]) -> Verdict | None:
@@ -274,9 +277,12 @@ class Behind:
 
     def _cubin(self, target: Endpoint) -> Verdict | None:
         """Prebuilt cubins: needs kernel work when the majors read for them omit the
-        target; gate-only (nothing at stake) when they name it; None (unread) else."""
+        target, or when the launcher their loader builds here refuses it in a C++ host
+        check (trtllm-gen's ``TllmGenFmhaRunner``: ``FLASHINFER_CHECK(mSM == kSM_100 ||
+        mSM == kSM_103, "Unsupported architecture")``); gate-only (nothing at stake) when
+        they name it; None (unread) else."""
         if not target.majors:
-            return None
+            return self._launcher(target)
         archs = ", ".join(f"sm_{m}x" for m in target.majors)
         where = f"prebuilt cubins fetched by {target.name} ({target.path})"
         if self.arch.major in target.majors:
@@ -288,6 +294,54 @@ class Behind:
                        f"them), none for {self.arch.name}: no source here builds them, and "
                        "kernels for it must be built and published upstream",
                        [f"{target.path} {target.name}: prebuilt cubins for {archs} only"])
+
+    def _launcher(self, target: Endpoint) -> Verdict | None:
+        """Cubins whose arch list is not read: the host checks of the units their loader
+        builds to launch them (itself, or the ``gen_*`` builders it calls: flashinfer's
+        ``get_trtllm_gen_fmha_module`` calls ``gen_trtllm_gen_fmha_module`` of another
+        file), and of what those include."""
+        units = self._units(target) or [
+            unit for name in self._called_builders(target)
+            for path in self._builder_files().get(name, ())
+            for unit in self._units(Endpoint(EndpointKind.JIT, path, name))]
+        if not units:
+            return None
+        closure = include_closure(self.tree, units, self.resolver)
+        files = {path: self.tree.read_text(path) or "" for path in closure.files}
+        refusals = host_checks(files, self.arch, all_majors())
+        if not refusals:
+            return None
+        where = f"prebuilt cubins fetched by {target.name} ({target.path})"
+        first = refusals[0]
+        return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, whose launcher refuses "
+                       f"{self.arch.name} in C++ ({first.location}: {first.message}): no "
+                       "source here builds the cubins, and kernels for it must be built and "
+                       "published upstream",
+                       [_evidence(f.location, f.kind, f.guard, f.message) for f in refusals],
+                       units)
+
+    def _called_builders(self, target: Endpoint) -> list[str]:
+        read = self._functions.get(target.path)
+        if read is None:
+            read = self._functions[target.path] = _functions(self.tree, target.path)
+        node = read[0].get(target.name)
+        if node is None:
+            return []
+        return list(dict.fromkeys(
+            name for call in ast.walk(node) if isinstance(call, ast.Call)
+            for name in [call.func.id if isinstance(call.func, ast.Name) else
+                         call.func.attr if isinstance(call.func, ast.Attribute) else ""]
+            if name.startswith("gen_")))
+
+    def _builder_files(self) -> dict[str, list[str]]:
+        """Where each ``gen_*`` function of the tree is defined, read once."""
+        if self._builders is None:
+            self._builders = {}
+            for path in self.tree.paths():
+                if path.endswith(".py"):
+                    for name in _GEN_DEF.findall(self.tree.read_text(path) or ""):
+                        self._builders.setdefault(name, []).append(path)
+        return self._builders
 
     def _aot(self, target: Endpoint) -> Verdict | None:
         if self._ops is None:
