@@ -96,6 +96,12 @@ def parse_arch(text: str) -> Arch:
     return Arch(f"sm_{major}{minor}{suffix}", major, minor, suffix)
 
 
+def parse_archs(text: str) -> list[Arch]:
+    """A family side by side, ``sm_120a,sm_121a``: each name parsed
+    (:func:`parse_arch`), an empty one too (``""``, ``"sm_120a,"`` are exit 2)."""
+    return [parse_arch(name) for name in text.split(",")]
+
+
 def representative(major: int) -> Arch:
     """The architecture a gate admitting ``major`` builds first: ``sm_X0``, ``a`` from 9 on."""
     minors = sorted(minor for maj, minor in KNOWN if maj == major)

@@ -10,7 +10,7 @@ features put side by side.
 
 from __future__ import annotations
 
-from contrib.arch import parse_arch
+from contrib.arch import parse_archs
 from contrib.audit.classing.ptxcheck import find_compiler
 from contrib.audit.feature.chain import Verdict
 from contrib.audit.feature.explain import every
@@ -47,8 +47,7 @@ def audit(ws: Workspace, ui: UI, upstreams: list[str], *, arch: str | None, at: 
     of ``arch`` and report: one row per feature first (``gates``: the gate rows
     instead), filtered by class, scope and verdict; for several archs, the features
     side by side (the gate rows and Markdown of each arch in turn)."""
-    targets = list(dict.fromkeys(parse_arch(a) for a in
-                                 ws.config.default_arch(arch, "audit").split(",") if a.strip()))
+    targets = list(dict.fromkeys(parse_archs(ws.config.default_arch(arch, "audit"))))
     names = list(dict.fromkeys(upstreams)) or sorted(ws.config.upstreams)
     for name in names:
         ws.config.upstream(name)  # an unknown name fails before any work

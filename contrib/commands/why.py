@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-from contrib.arch import parse_arch
+from contrib.arch import parse_archs
 from contrib.audit.feature.chain import Verdict
 from contrib.audit.feature.declared import Feature
 from contrib.audit.feature.show import VERDICT_TEXT, chain_lines, find, read_at
@@ -24,7 +24,7 @@ def why(ws: Workspace, ui: UI, upstream: str, feature: str, *, arch: str | None,
         at: str | None, fetch: bool) -> int:
     """Follow ``feature`` of ``upstream`` across the stack for each GPU of ``arch``
     (``sm_120a,sm_121a``: a family side by side); say each chain and verdict."""
-    targets = [parse_arch(a) for a in ws.config.default_arch(arch, "why").split(",") if a]
+    targets = parse_archs(ws.config.default_arch(arch, "why"))
     ws.config.upstream(upstream)  # an unknown name fails before any work
     names: list[str] = []
 
