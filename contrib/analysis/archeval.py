@@ -73,7 +73,7 @@ class TreeEval:
         self._trees = trees if trees is not None else {}
         self.index = ModuleIndex(paths)
         self.touch = Touch(self.module, self.index)
-        self._local_touch: dict[tuple[int, str], bool] = {}
+        self._local_touch: dict[tuple[int, str, bool], bool] = {}
         self._modules: dict[str, tuple[ast.Module, Scope] | None] = {}
         self._scopes: dict[int, Scope] = {}
         self._memo: dict[tuple[Any, ...], tuple[Values, bool]] = {}
@@ -141,21 +141,15 @@ class TreeEval:
         local = frame.local.names.get(name) if frame.local is not None else None
         if local is None:
             return self.touch.name(name, frame.path)
-        key = (frame.key, name)
+        key = (frame.key, name, self._following)  # one hop from a helper: its own answer
         if key not in self._local_touch:
             self._local_touch[key] = False  # a name assigned from itself adds nothing
-            cut, self._cut = self._cut, False
             touches = any(
                 self.may_read_gpu(b.node, frame) if b.kind == "expr" and isinstance(b.node, ast.expr)
                 else self._param_touches(b, frame.path) if b.kind == "param"
                 else b.kind in ("def", "import") and self._binding_touches(b, frame.path)
                 for b in local)
-            if self._cut:  # a parameter not followed here: asked again, it may be
-                del self._local_touch[key]
-            else:
-                self._local_touch[key] = touches
-            self._cut |= cut
-            return touches
+            self._local_touch[key] = touches
         return self._local_touch[key]
 
     def _binding_touches(self, binding: Binding, path: str) -> bool:
@@ -421,7 +415,6 @@ class TreeEval:
         if not passed:
             return False
         if self._following:  # one hop (see :meth:`_binding`)
-            self._cut = True
             return False
         self._following = True
         try:
