@@ -105,18 +105,10 @@ def arch_findings(files: Mapping[str, str], target_pass: Pass | None, arch: Arch
                   admitted: Iterable[int]) -> list[Finding]:
     """Errors for a closure whose device code has only ISA other archs have, and for
     each host check that refuses ``arch`` while it passes an admitted major."""
-    admitted = sorted(set(admitted) - {arch.major})
-    findings: list[Finding] = []
-    uses: list[tuple[str, _Use]] = []
-    known = constants(files) if admitted else {}
-    for path, text in sorted(files.items()):
-        code = strip_comments(text)
-        uses += [(path, u) for u in _isa_uses(code)
-                 if target_pass is None or target_pass.compiled(path, u.line)]
-        if admitted:
-            findings += _host_checks(path, code, arch, admitted, known)
-    findings += _isa_finding(uses, arch)
-    return findings
+    codes = {path: strip_comments(text) for path, text in sorted(files.items())}
+    uses = [(path, u) for path, code in codes.items() for u in _isa_uses(code)
+            if target_pass is None or target_pass.compiled(path, u.line)]
+    return _host_findings(codes, arch, admitted) + _isa_finding(uses, arch)
 
 
 def _isa_uses(code: str) -> list[_Use]:
@@ -156,14 +148,14 @@ def _capability_names(code: str) -> dict[str, str]:
     return names
 
 
-def constants(files: Mapping[str, str]) -> dict[str, int]:
+def _constants(codes: Iterable[str]) -> dict[str, int]:
     """The integer constants the files define (``constexpr int32_t kSM_100 = 100;``),
     which host checks compare the capability with; a name defined twice with two values
     is left out."""
     found: dict[str, int] = {}
     twice: set[str] = set()
-    for text in files.values():
-        for m in _CONSTEXPR.finditer(strip_comments(text)):
+    for code in codes:
+        for m in _CONSTEXPR.finditer(code):
             if found.setdefault(m[1], int(m[2])) != int(m[2]):
                 twice.add(m[1])
     return {name: value for name, value in found.items() if name not in twice}
@@ -172,18 +164,25 @@ def constants(files: Mapping[str, str]) -> dict[str, int]:
 def host_checks(files: Mapping[str, str], arch: Arch, admitted: Iterable[int]) -> list[Finding]:
     """Each host check of ``files`` that refuses ``arch`` while a major of ``admitted``
     passes it (the second half of :func:`arch_findings`)."""
-    admitted = sorted(set(admitted) - {arch.major})
-    known = constants(files)
-    return [f for path, text in sorted(files.items())
-            for f in _host_checks(path, strip_comments(text), arch, admitted, known)]
+    return _host_findings({path: strip_comments(text) for path, text in sorted(files.items())},
+                          arch, admitted)
+
+
+def _host_findings(codes: Mapping[str, str], arch: Arch, admitted: Iterable[int]) -> list[Finding]:
+    """The host checks of the files (``codes``: their text, comments stripped)."""
+    majors = sorted(set(admitted) - {arch.major})
+    if not majors:
+        return []
+    known = _constants(codes.values())
+    return [f for path, code in codes.items() for f in _host_checks(path, code, arch, majors, known)]
 
 
 def _host_checks(path: str, code: str, arch: Arch, admitted: list[int],
-                 known: Mapping[str, int] | None = None) -> list[Finding]:
+                 known: Mapping[str, int]) -> list[Finding]:
     names = _capability_names(code)
     if not names:
         return []
-    known = {n: v for n, v in (known or {}).items() if n not in names}
+    known = {n: v for n, v in known.items() if n not in names}
     findings = []
     for line, expression, shown in _checks(code):
         idents = set(_IDENT.findall(expression))
@@ -264,9 +263,9 @@ def _arguments(code: str, start: int) -> list[str] | None:
 
 
 def _value(expression: str, names: dict[str, str], major: int, minor: int,
-           known: Mapping[str, int] | None = None) -> bool | None:
+           known: Mapping[str, int]) -> bool | None:
     values = {"major": major, "minor": minor, "sm": major * 10 + minor}
-    macros = {name: Macro(name, str(value)) for name, value in (known or {}).items()}
+    macros = {name: Macro(name, str(value)) for name, value in known.items()}
     macros |= {name: Macro(name, str(values[kind])) for name, kind in names.items()}
     try:
         return evaluate(expression, macros).true

@@ -102,8 +102,8 @@ def _family(ui: UI, runs: list[tuple[str, list[UpstreamAudit]]], verdicts: set[V
         turned = [{g.key: g.excludes_target for g in one.gates} for _, one in results]
         apart = sum(1 for key in turned[0] if len({t.get(key) for t in turned}) > 1)
         ui.info(f"{first.name}: {len(first.features)} features, {len(differ)} of them differ "
-                f"between {' and '.join(archs)}{said}; {counted(apart, 'gate')} turn one "
-                f"away and not another (`contrib why {first.name} FEATURE --arch "
+                f"between {' and '.join(archs)}{said}; {counted(apart, 'gate')} "
+                f"turn{'s' if apart == 1 else ''} one away and not another (`contrib why {first.name} FEATURE --arch "
                 f"{','.join(archs)}` gives each chain; --gates lists each arch's gates)")
 
 

@@ -19,7 +19,7 @@ from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func
 from contrib.analysis.gates import KEYWORD
 from contrib.analysis.hostarch import CUTE_FAMILIES
-from contrib.analysis.pywalk import walk
+from contrib.analysis.pywalk import callee_name, walk
 from contrib.analysis.reach.objects import classes_of
 
 _ARCH_FLAG = re.compile(r"\b(?:compute|sm)_(\d{2,3})[af]?\b")
@@ -257,9 +257,7 @@ def cubin_majors(ev: TreeEval, frame: Frame, node: ast.AST) -> tuple[int, ...]:
         named |= {int(m) // 10 for m in _ARCH_NAME.findall(ast.unparse(returns))}
     for inner in walk(node):
         if isinstance(inner, ast.Call):
-            callee = inner.func.id if isinstance(inner.func, ast.Name) else (
-                inner.func.attr if isinstance(inner.func, ast.Attribute) else "")
-            named |= {int(m) // 10 for m in _ARCH_NAME.findall(callee)}
+            named |= {int(m) // 10 for m in _ARCH_NAME.findall(callee_name(inner) or "")}
         text = _string_text(inner)
         if text is not None and _CUBIN_TEXT.search(text):
             found |= {int(m) // 10 for m in _ARCH_NAME.findall(text)}

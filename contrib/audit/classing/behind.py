@@ -48,6 +48,7 @@ from contrib.analysis.gates import built_sources, module_strings
 from contrib.analysis.hostarch import arch_findings, host_checks, named_so, written_for
 from contrib.analysis.includes import IncludeResolver, find_units, include_closure
 from contrib.analysis.pyparse import PARSE_ERRORS, parse
+from contrib.analysis.pywalk import callee_name
 from contrib.analysis.reach.endpoints import VENDOR_LIBRARIES, Endpoint, EndpointKind
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch, admitted_archs, all_majors
@@ -329,9 +330,7 @@ class Behind:
             return []
         return list(dict.fromkeys(
             name for call in ast.walk(node) if isinstance(call, ast.Call)
-            for name in [call.func.id if isinstance(call.func, ast.Name) else
-                         call.func.attr if isinstance(call.func, ast.Attribute) else ""]
-            if name.startswith("gen_")))
+            for name in [callee_name(call) or ""] if name.startswith("gen_")))
 
     def _builder_files(self) -> dict[str, list[str]]:
         """Where each ``gen_*`` function of the tree is defined, read once."""

@@ -131,17 +131,17 @@ def feature_rows(chains: list[Chain], arch: str, at: dict[str, str]) -> list[lis
             step = chain.where or chain.reason
         groups.setdefault((_setting(chain), chain.verdict, step, chain.feature.kind), []
                           ).append(chain)
-    rows = []
-    for (setting, verdict, step, _), members in groups.items():
-        name = members[0].feature.name
-        if len(members) > 1:
-            sep = "=" if members[0].feature.kind == FeatureKind.FLAG else ":backend="
-            name = f"{setting}{sep}" + "|".join(c.feature.value for c in members)
-        rows.append([VERDICT_TEXT[verdict], name, step])
-    return rows
+    return [[VERDICT_TEXT[verdict], _grouped(setting, members), step]
+            for (setting, verdict, step, _), members in groups.items()]
 
 
-FAMILY_VERDICT = {v: v.value for v in VERDICTS}  # one word a cell: side by side at 80 columns
+def _grouped(setting: str, members: list[Chain]) -> str:
+    """The name of a row's features: the one's, or the setting's with every choice
+    (``--moe-runner-backend=auto|triton``, ``flashinfer.mm_bf16:backend=a|b``)."""
+    if len(members) == 1:
+        return members[0].feature.name
+    sep = "=" if members[0].feature.kind == FeatureKind.FLAG else ":backend="
+    return f"{setting}{sep}" + "|".join(c.feature.value for c in members)
 
 
 def family_rows(results: list[tuple[str, UpstreamAudit]],
@@ -169,13 +169,9 @@ def family_rows(results: list[tuple[str, UpstreamAudit]],
     groups: dict[tuple[str, tuple[Verdict | None, ...], str], list[Chain]] = {}
     for chain, says in lines:
         groups.setdefault((_setting(chain), says, chain.feature.kind), []).append(chain)
-    rows = []
-    for (setting, says, _), members in groups.items():
-        name = members[0].feature.name
-        if len(members) > 1:
-            sep = "=" if members[0].feature.kind == FeatureKind.FLAG else ":backend="
-            name = f"{setting}{sep}" + "|".join(c.feature.value for c in members)
-        rows.append([name, *(FAMILY_VERDICT[v] if v is not None else "-" for v in says)])
+    # one word a cell (the verdict's own), so that the archs fit side by side
+    rows = [[_grouped(setting, members), *(v.value if v is not None else "-" for v in says)]
+            for (setting, says, _), members in groups.items()]
     return rows, differ
 
 

@@ -393,17 +393,19 @@ class Walker:
 
     # -- flags, methods and callers, found by name in the tree's texts -------------
 
-    def _modules_naming(self, word: str, pattern: re.Pattern[str],
-                        most: int) -> list[tuple[str, ast.Module]]:
-        """The parsed modules whose text matches ``pattern`` (around identifier ``word``);
-        none when more than ``most`` files name it: a name that common is no lead."""
+    def _modules_naming(self, word: str, pattern: re.Pattern[str], most: int,
+                        skip: tuple[str, ...] = ()) -> list[tuple[str, ast.Module]]:
+        """The parsed modules whose text matches ``pattern`` (around identifier ``word``),
+        but those under the folders ``skip``; none when more than ``most`` files name it:
+        a name that common is no lead."""
         if self._words is None:
             self._words = {}
             for path, text in self._texts().items():
                 for name in set(_WORD.findall(text)):
                     self._words.setdefault(name, []).append(path)
         texts = self._texts()
-        paths = [p for p in self._words.get(word, ()) if pattern.search(texts[p])]
+        paths = [p for p in self._words.get(word, ())
+                 if not p.startswith(skip) and pattern.search(texts[p])]
         if len(paths) > most:
             return []
         modules = [(p, self.ev.module(p)) for p in paths]
@@ -442,10 +444,8 @@ class Walker:
         # `.attr`, or `getattr(args, "attr", None)`
         pattern = re.compile(rf"\.{re.escape(attr)}\b" + (
             rf"|getattr\([^)]*[\"']{re.escape(attr)}[\"']" if self.values else ""))
-        elsewhere = self._elsewhere.get(attr, ())
-        for path, module in self._modules_naming(attr, pattern, _MAX_READERS):
-            if path.startswith(elsewhere):
-                continue
+        for path, module in self._modules_naming(attr, pattern, _MAX_READERS,
+                                                 self._elsewhere.get(attr, ())):
             parents = self.parents(path)
             for node in self._named(path, module).get(attr, ()):
                 if not _reads(node, attr, self.values):
