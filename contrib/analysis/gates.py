@@ -304,7 +304,8 @@ def source_literals(function: ast.AST, major: int | None = None,
     """The C/C++/CUDA files ``function`` names, in order, unique: string literals, and
     f-strings whose fields are known (``f"{prefix}_sm100_kernel_inst.jinja"`` for each
     ``prefix`` of a literal list it loops over; ``f"{_STEMS[variant]}_binding.cu"`` for
-    each value of a module-level table of literals in ``constants``): the templates it
+    each value of a module-level table of literals in ``constants``), the files of such a
+    table it reads by name (flashinfer's ``[_copy(f) for f in _SOURCE_FILES]``): the templates it
     renders into generated units, whose ``#include`` closure is what those units
     compile, and the units themselves.  A field nothing here knows is a wildcard
     (``f"cake_router_gemm_m{tokens}_k{hidden}_device.cu"``: every such unit of the tree,
@@ -326,6 +327,9 @@ def source_literals(function: ast.AST, major: int | None = None,
                 continue
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             values = [node.value.strip()]
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and constants \
+                and node.id in constants:  # a module table of units: ``for f in _SOURCE_FILES``
+            values = [v.strip() for v in constants[node.id]]
         elif isinstance(node, ast.JoinedStr):
             values = [v for v in _expanded(node, loops) if _named_unit(v)]
         else:

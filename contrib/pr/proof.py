@@ -304,8 +304,8 @@ def _unbuilt(target: Endpoint, arch: Arch) -> str:
                "contrib does not read"
     if target.kind == "lib":
         return f"runs the kernels of {where}, whose binaries' arch list contrib does not read"
-    if target.kind in ("triton", "cute"):
-        kind = {"triton": "Triton", "cute": "CuTe DSL"}[target.kind]
+    if target.kind in ("triton", "cute", "cutile"):
+        kind = {"triton": "Triton", "cute": "CuTe DSL", "cutile": "cuTile"}[target.kind]
         return f"runs the {kind} kernel {where}, compiled on the GPU at run time: no stage " \
                "here builds it"
     return f"reaches {target.kind} code {where}, which no stage here builds"

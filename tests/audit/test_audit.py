@@ -221,6 +221,10 @@ def test_a_refusal_says_what_it_refuses_and_work_to_come_is_not_intentional() ->
     assert says_intentional("SM107 is not yet supported, so reject it. Consumer Blackwell "
                             "(SM120/SM121) lacks tcgen05, so reject it here.", arch)
     assert not says_intentional("Tuned on 12.0 hardware; other parts fall back.", arch)
+    # served by another path of its own (sglang's NVFP4 KV-cache scales)
+    assert says_intentional("SM120 uses a different kernel path where scales already "
+                            "include this factor.", arch)
+    assert not says_intentional("SM120 is different.", arch)
 
 
 def test_early_exits_of_a_chain_leave_the_target_the_code_after_it_unless_an_else_refuses() -> None:

@@ -12,6 +12,7 @@ from contrib.audit.model import AuditGate
 from contrib.audit.serial import endpoint_text as text
 
 SM120 = parse_arch("sm_120a")
+SM90 = parse_arch("sm_90a")
 
 UTILS = '''\
 import torch
@@ -1277,3 +1278,177 @@ def test_a_gate_whose_code_runs_prebuilt_cubins_is_not_gate_only() -> None:
         '"gemm-1/checksums.txt"', 'f"gemm-1/{kind}_sm120f.cubin"').replace(
         "def gen_trtllm_gen_gemm_module():", "def gen_trtllm_gen_gemm_module(kind=1):")}
     assert _audit(named)["pkg/gemm.py:mm_fp4"].class_ == "gate-only"
+
+
+def test_a_cutile_kernel_is_compiled_for_the_gpu_it_runs_on() -> None:
+    """flashinfer's ``mm_bf16_cutile.py``: a tuning choice for SM100 before a ``@ct.kernel``
+    launch.  cuTile compiles Tile IR when the kernel is launched, for Blackwell (10.x,
+    12.x) and, since CUDA 13.2, 8.x: lifting the gate is a change of gate lines for
+    SM120; for SM90, which cuTile does not compile for, the class is not read."""
+    kernel = ("import cuda.tile as ct\nimport torch\n\n\n"
+              "@ct.kernel\ndef _gemm_kernel(a, b):\n    ct.store(b, index=(0,), tile=ct.load(a))\n\n\n"
+              "def gemm(a, b):\n    if torch.cuda.get_device_capability()[0] == 10:\n"
+              "        ct.launch(None, (1,), _gemm_kernel, (a, b))\n        return b\n"
+              "    return a @ b\n")
+    other = kernel.replace("import cuda.tile as ct", "import mylib as ct")
+    gates = _audit(BASE | {"pkg/tile_mm.py": kernel, "pkg/other_mm.py": other})
+    gate = gates["pkg/tile_mm.py:gemm"]
+    assert gate.class_ == "gate-only", gate.reason
+    assert gate.reason.startswith("its code runs the cuTile kernel _gemm_kernel (pkg/tile_mm.py)")
+    assert "cutile:_gemm_kernel" in gate.calls, gate.calls
+    # a `kernel` decorator of another library is no cuTile kernel
+    assert gates["pkg/other_mm.py:gemm"].class_ == "unknown"
+    tree = DictTree(BASE | {"pkg/tile_mm.py": kernel.replace("[0] == 10", "[0] == 12")})
+    found, _ = find_all(tree, SM90)
+    judge(tree, found, SM90)
+    on_hopper = next(g for g in found if g.file == "pkg/tile_mm.py" and g.excludes_target)
+    assert on_hopper.class_ == "unknown" and "cuTile compiles for compute capability 8.x, " \
+        "10.x, 12.x, not sm_90a" in on_hopper.reason, on_hopper.reason
+
+
+def test_a_refusal_in_a_check_the_base_class_calls_on_self_guards_the_objects_methods() -> None:
+    """flashinfer's MoE runners: the base class's ``check_support()`` calls
+    ``self._check_support()``, which each runner overrides with its own refusal.  Nothing
+    calls the override by name: what the runner's other methods run stands behind it.
+    A method returning a value is a decision, read through its callers instead, and so
+    is a check that overrides nothing (sglang's ``ServerArgs._handle_*``)."""
+    runners = ("from pkg.loader import get_fmha_module\nfrom pkg.utils import cap\n\n\n"
+               "class Runner:\n    def check_support(self):\n        self._check_support()\n\n"
+               "    def _check_support(self):\n        pass\n\n\n"
+               "class Fmha100Runner(Runner):\n    def _check_support(self):\n"
+               "        super()._check_support()\n        major = cap()[0]\n"
+               "        if major != 10:\n            raise NotImplementedError(f'SM{major} unsupported')\n\n"
+               "    def forward(self, q):\n        return get_fmha_module('100').run(q)\n\n\n"
+               "class Fmha100Picker(Runner):\n    def _supported(self):\n"
+               "        if cap()[0] != 10:\n            raise NotImplementedError('unsupported')\n"
+               "        return True\n\n"
+               "    def forward(self, q):\n        return get_fmha_module('100').run(q)\n\n\n"
+               "class Args:\n    def _handle_backend(self):\n        major = cap()[0]\n"
+               "        if major != 10:\n            raise ValueError('needs SM100')\n\n"
+               "    def forward(self, q):\n        return get_fmha_module('100').run(q)\n")
+    gates = _audit(BASE | {"pkg/runners.py": runners})
+    check = gates["pkg/runners.py:Fmha100Runner._check_support"]
+    assert check.class_ == "needs-kernel-work", check.reason
+    assert "reached through get_fmha_module>gen_fmha_sm100_module" in check.reason
+    assert "forward>get_fmha_module" in check.calls, check.calls
+    assert gates["pkg/runners.py:Fmha100Picker._supported"].class_ == "unknown"
+    # a check no base defines is called by name in its class: its callers are the lead
+    assert gates["pkg/runners.py:Args._handle_backend"].class_ == "unknown"
+
+
+def test_a_check_whose_callers_are_named_for_other_archs_needs_kernel_work() -> None:
+    """flashinfer's ``_blackwell_compile_options()`` refuses what is not SM10x; its file
+    and name say no architecture ("Blackwell" is SM10x and SM12x), but the functions
+    calling it are ``cp_delta_rule_*_dsl_sm100``: code written for SM10x.  A caller
+    named for the target's family says otherwise."""
+    check = ("from pkg.utils import cap\n\n\n"
+             "def _compile_options():\n    major = cap()[0]\n    if major != 10:\n"
+             "        raise RuntimeError(f'needs a compute 10.x device, got {major}')\n"
+             "    return ['--gpu-arch=sm_100a']\n\n\n"
+             "def delta_rule_dsl_sm100(x):\n    options = _compile_options()\n    return compile_it(x, options)\n\n\n"
+             "def compile_it(x, options):\n    return x\n")
+    gates = _audit(BASE | {"pkg/blackwell/cp.py": check})
+    gate = gates["pkg/blackwell/cp.py:_compile_options"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert gate.reason.startswith("a Python condition admitting only what its code is named for: "
+                                  "sm_10x (delta_rule_dsl_sm100)"), gate.reason
+    assert gate.evidence == ["delta_rule_dsl_sm100: named for sm_10x"]
+    both = check + ("\n\ndef delta_rule_dsl_sm120(x):\n    options = _compile_options()\n"
+                    "    return compile_it(x, options)\n")
+    assert _audit(BASE | {"pkg/blackwell/cp.py": both})["pkg/blackwell/cp.py:_compile_options"
+                                                        ].class_ == "unknown"
+
+
+def test_a_builder_reading_a_module_table_of_sources_is_a_jit_module() -> None:
+    """flashinfer's ``gen_monomoe_module()`` copies ``_SOURCE_FILES`` (a module table)
+    and builds them with ``sm90a_nvcc_flags``: it names no source itself, yet it is the
+    JIT module its callers load, and its units' ``wgmma`` is SM90a's alone."""
+    jit = ("from pkg.core import build\n\n"
+           "sm90a_nvcc_flags = ['-gencode=arch=compute_90a,code=sm_90a']\n"
+           "_SOURCE_FILES = [\n    'mono_binding.cu',\n    'src/mono_tma.cu',\n]\n\n\n"
+           "def _copy(name):\n    return 'gen/' + name\n\n\n"
+           "def gen_mono_module():\n    sources = [_copy(f) for f in _SOURCE_FILES]\n"
+           "    return build('mono', sources, extra_cuda_cflags=sm90a_nvcc_flags + ['-O3'])\n")
+    api = ("from pkg.jit_mono import gen_mono_module\nfrom pkg.utils import cap\n\n\n"
+           "def mono(x):\n    major = cap()[0]\n    if major != 9:\n"
+           "        raise RuntimeError('MonoMoE needs SM90')\n"
+           "    return gen_mono_module().build_and_load().run(x)\n")
+    tma = ('__global__ void mono_kernel(float* out) {\n'
+           '  asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");\n}\n')
+    files = BASE | {"pkg/jit_mono.py": jit, "pkg/mono.py": api,
+                    "csrc/mono/mono_binding.cu": '#include "src/mono_tma.cu"\n',
+                    "csrc/mono/src/mono_tma.cu": tma}
+    gate = _audit(files)["pkg/mono.py:mono"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert gate.reason.startswith("its code loads gen_mono_module (pkg/jit_mono.py), built for "
+                                  "majors 9 by its nvcc flags"), gate.reason
+    assert gate.units == ["csrc/mono/mono_binding.cu", "csrc/mono/src/mono_tma.cu"]
+    assert any("wgmma" in e for e in gate.evidence), gate.evidence
+
+
+def test_a_method_of_a_module_the_object_loaded_runs_that_module() -> None:
+    """flashinfer's ``BatchDecodeMlaWithPagedKVCacheWrapper``: ``plan()`` keeps
+    ``self._cached_module = get_batch_decode_mla_module(...)``, and ``run()`` refuses
+    what is not SM80 before ``self._cached_module.run(...)``: the module the loader
+    builds is what ``run()`` keeps from the target."""
+    wrapper = ("from pkg.loader import get_fmha_module\nfrom pkg.utils import cap\n\n\n"
+               "class Wrapper:\n    def plan(self, backend):\n"
+               "        self._cached_module = get_fmha_module(backend)\n        self._scale = 1.0\n\n"
+               "    def run(self, q):\n        major = cap()[0]\n        if major != 10:\n"
+               "            raise RuntimeError(f'not supported on SM{major}0')\n"
+               "        return self._cached_module.run(q, self._scale)\n")
+    gate = _audit(BASE | {"pkg/wrapper.py": wrapper})["pkg/wrapper.py:Wrapper.run"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert "gen_fmha_sm100_module" in gate.reason, gate.reason
+    # flashinfer's MoE runners: a base in another file keeps the module in `_build()`,
+    # the runner's check refuses, and its `forward()` calls the module kept
+    base = ("from pkg.loader import get_fmha_module\n\n\n"
+            "class RunnerBase:\n    def _build(self):\n        self._module = get_fmha_module('100')\n\n"
+            "    def _check_support(self):\n        pass\n")
+    runner = ("from pkg.base import RunnerBase\nfrom pkg.utils import cap\n\n\n"
+              "class FmhaRunner(RunnerBase):\n    def _check_support(self):\n"
+              "        major = cap()[0]\n        if major != 10:\n"
+              "            raise NotImplementedError('unsupported')\n\n"
+              "    def forward(self, q):\n        return self._module.FmhaRunner(q).run()\n")
+    gates = _audit(BASE | {"pkg/base.py": base, "pkg/runner.py": runner})
+    check = gates["pkg/runner.py:FmhaRunner._check_support"]
+    assert check.class_ == "needs-kernel-work", check.reason
+
+
+def test_an_object_remade_from_itself_is_read_once() -> None:
+    """``self._module = self._module.to(device)``: the held object's making leads back
+    to itself; it is read once, not until Python's stack runs out."""
+    wrapper = ("from pkg.loader import get_fmha_module\nfrom pkg.utils import cap\n\n\n"
+               "class Wrapper:\n    def plan(self, backend):\n"
+               "        self._module = get_fmha_module(backend)\n"
+               "        self._module = self._module.to('cuda')\n\n"
+               "    def run(self, q):\n        major = cap()[0]\n        if major != 10:\n"
+               "            raise RuntimeError('SM100 only')\n"
+               "        return self._module.run(q)\n")
+    gate = _audit(BASE | {"pkg/wrapper.py": wrapper})["pkg/wrapper.py:Wrapper.run"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+
+
+def test_a_library_built_for_some_archs_only_is_kernel_work_in_that_library() -> None:
+    """sglang's DeepSeek-V4 bf16xfp32 GEMM calls Tencent HPC-Ops (``import hpc``), whose
+    README requires an SM90 GPU: the gate before the call keeps the target from
+    kernels that library does not build for it.  The decision functions built on that
+    gate take its class; a library of the same name's first letters is not it."""
+    gemm = ("import importlib.util\n\nimport torch\n\n\n"
+            "def _hpc_available():\n    if importlib.util.find_spec('hpc') is None:\n"
+            "        return False\n    major, _ = torch.cuda.get_device_capability()\n"
+            "    return major == 9\n\n\n"
+            "def _can_use_hpc(x):\n    if x.dim() != 2:\n        return False\n"
+            "    return _hpc_available()\n\n\n"
+            "def linear_hpc(x, y):\n    if not _can_use_hpc(x):\n        return None\n\n"
+            "    import hpc\n\n    return hpc.gemm_bf16xfp32(x, y)\n")
+    gates = _audit(BASE | {"pkg/gemm.py": gemm})
+    gate = gates["pkg/gemm.py:linear_hpc"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert gate.reason.startswith("its code calls hpc.gemm_bf16xfp32 of Tencent HPC-Ops, whose "
+                                  "kernels are built for sm_9x only"), gate.reason
+    assert gate.evidence == ["hpc.gemm_bf16xfp32: Tencent HPC-Ops, sm_9x only"]
+    assert gates["pkg/gemm.py:_can_use_hpc"].class_ == "needs-kernel-work"
+    assert gates["pkg/gemm.py:_hpc_available"].class_ == "needs-kernel-work"
+    other = gemm.replace("import hpc\n", "import hpcx as hpc\n")
+    assert _audit(BASE | {"pkg/gemm.py": other})["pkg/gemm.py:linear_hpc"].class_ == "unknown"

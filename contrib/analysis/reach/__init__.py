@@ -16,6 +16,8 @@ and ``endpoints``, what can class a gate, by identity, whatever its depth:
   holds a ``supported_major_versions`` list), with the majors the literal nvcc
   flags along its chain name (``compute_100a``: 10), if any;
 * ``triton``: a ``@triton.jit`` kernel;
+* ``cutile``: a cuTile Python kernel (``@ct.kernel``, ``ct`` being ``cuda.tile``), with
+  the majors the toolkit's Tile IR compiles for (:data:`CUTILE_MAJORS`);
 * ``cute``: a class holding ``admissible_archs`` (CuTe DSL), with its archs; a
   ``@cute.kernel``/``@cute.jit`` function, with the archs of the arch-specific CuTe
   namespaces its module uses (``tcgen05``: 10, 11; ``warpgroup``: 9; none: generic);

@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func
-from contrib.analysis.gates import KEYWORD
+from contrib.analysis.gates import KEYWORD, module_strings
 from contrib.analysis.hostarch import CUTE_FAMILIES
 from contrib.analysis.pywalk import callee_name, walk
 from contrib.analysis.reach.objects import classes_of
@@ -31,6 +31,13 @@ _SOURCE = re.compile(r"[^./\s]\.(?:cu|cuh|cpp|cc)$")  # a file's name, not a bar
 # by their top-level Python module (a fact about the library, not an upstream's).
 VENDOR_LIBRARIES = {"cudnn": "NVIDIA cuDNN",
                     "triton_kernels": "Triton's triton_kernels (Triton, compiled for the GPU)"}
+# Libraries whose kernels are built for some architectures only, as each says of itself
+# (by top-level Python module): a call into one is kernel work in that library for any
+# other architecture.
+ARCH_LIBRARIES: dict[str, tuple[str, tuple[int, ...]]] = {
+    # README, "Requirements: NVIDIA SM90 architecture GPU" (github.com/Tencent/hpc-ops)
+    "hpc": ("Tencent HPC-Ops", (9,)),
+}
 
 
 class EndpointKind(StrEnum):
@@ -38,6 +45,7 @@ class EndpointKind(StrEnum):
 
     JIT = "jit"  # a tree function that builds CUDA units
     TRITON = "triton"  # a @triton.jit kernel
+    CUTILE = "cutile"  # a cuTile Python kernel (@ct.kernel of cuda.tile)
     CUTE = "cute"  # a CuTe DSL kernel or class
     CUBIN = "cubin"  # a tree function that fetches prebuilt kernel binaries (cubins)
     AOT = "aot"  # an op built ahead of time (torch.ops.NS.op)
@@ -72,6 +80,7 @@ class Facts:
         self.cute: dict[str, tuple[int, ...]] = {}
         self.kinds: dict[int, tuple[EndpointKind | None, tuple[int, ...]]] = {}
         self.owners: dict[str, dict[int, ast.ClassDef]] = {}
+        self._tables: dict[str, dict[str, list[str]]] = {}
 
     def owner(self, path: str, key: int) -> ast.ClassDef | None:
         """The class whose method is the function ``key`` (its node's id) of ``path``."""
@@ -95,15 +104,24 @@ class Facts:
         found = self.kinds.get(id(func.node))
         if found is None:
             node = func.node
-            kind = (EndpointKind.TRITON if _is_triton(node) else EndpointKind.CUTE
+            kind = (EndpointKind.TRITON if _is_triton(node) else EndpointKind.CUTILE
+                    if _is_cutile(self.ev, func.path, node) else EndpointKind.CUTE
                     if _is_cute(node) else EndpointKind.CUBIN
                     if fetches_cubins(node)
-                    else EndpointKind.JIT if _builds(node) else None)
+                    else EndpointKind.JIT if _builds(node, self.tables(func.path)) else None)
             flags = (_flag_majors(self.ev, frame, node) if kind in (None, EndpointKind.JIT)
                      else cubin_majors(self.ev, frame, node) if kind == EndpointKind.CUBIN
-                     else self.cute_majors(func.path) if kind == EndpointKind.CUTE else ())
+                     else self.cute_majors(func.path) if kind == EndpointKind.CUTE
+                     else CUTILE_MAJORS if kind == EndpointKind.CUTILE else ())
             found = self.kinds[id(node)] = (kind, flags)
         return found
+
+    def tables(self, path: str) -> dict[str, list[str]]:
+        """A module's tables of string literals (:func:`module_strings`), read once."""
+        if path not in self._tables:
+            module = self.ev.parsed(path)
+            self._tables[path] = module_strings(module) if module is not None else {}
+        return self._tables[path]
 
     def cute_majors(self, path: str) -> tuple[int, ...]:
         """The archs of the arch-specific CuTe namespaces a module uses (empty: generic)."""
@@ -167,9 +185,18 @@ def _flag_majors(ev: TreeEval, frame: Frame, node: ast.AST) -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
-def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether a function builds CUDA units: it names a source or holds a JIT list."""
-    return builds([node])
+def _builds(node: ast.FunctionDef | ast.AsyncFunctionDef, tables: dict[str, list[str]]) -> bool:
+    """Whether a function builds CUDA units: it names a source or holds a JIT list, or
+    reads a module table of sources by name (``_SOURCE_FILES = ["moe_binding.cu", ...]``)
+    and hands nvcc flags on (``extra_cuda_cflags=``)."""
+    if builds([node]):
+        return True
+    read = {n.id for n in walk(node) if isinstance(n, ast.Name) and n.id in tables}
+    return any(_SOURCE.search(v.strip()) for name in read for v in tables[name]) and any(
+        isinstance(n, ast.keyword) and n.arg in _FLAG_KEYWORDS for n in walk(node))
+
+
+_FLAG_KEYWORDS = frozenset({"extra_cuda_cflags", "extra_cflags", "nvcc_flags", "cuda_cflags"})
 
 
 def builds(code: Iterable[ast.AST]) -> bool:
@@ -288,6 +315,31 @@ def _is_triton(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         if text.startswith(_TRITON_KERNEL) or text in ("jit", "triton_jit"):
             return True
     return False
+
+
+def _is_cutile(ev: TreeEval, path: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``@ct.kernel`` where ``ct`` is ``cuda.tile`` as the module imports it (``import
+    cuda.tile as ct``, ``from cuda import tile``): a cuTile Python kernel, compiled from
+    Tile IR for the GPU it runs on when first launched."""
+    names = {ast.unparse(d).split("(")[0] for d in node.decorator_list}
+    if not any(n.endswith(".kernel") or n == "kernel" for n in names):
+        return False
+    module = ev.parsed(path)
+    tile = {"cuda.tile.kernel"}
+    for statement in module.body if isinstance(module, ast.Module) else ():
+        if isinstance(statement, ast.Import):
+            tile |= {f"{a.asname}.kernel" for a in statement.names
+                     if a.name == "cuda.tile" and a.asname}
+        elif isinstance(statement, ast.ImportFrom) and statement.module in ("cuda", "cuda.tile"):
+            tile |= {(f"{a.asname or a.name}.kernel" if statement.module == "cuda" else
+                      a.asname or a.name) for a in statement.names
+                     if a.name == ("tile" if statement.module == "cuda" else "kernel")}
+    return bool(names & tile)
+
+
+# cuTile (CUDA 13.1: Blackwell, compute capability 10.x and 12.x; 13.2 added Ampere
+# and Ada, 8.x): the majors Tile IR compiles for, a fact of the toolkit.
+CUTILE_MAJORS = (8, 10, 12)
 
 
 _TRITON_KERNEL = ("triton.jit", "triton.autotune", "triton.heuristics")

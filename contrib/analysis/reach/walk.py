@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from contrib.analysis.archvalues import UNK, Cap, Ext, Frame, Func, ordered, truth_of
-from contrib.analysis.pywalk import callee_name
+from contrib.analysis.pywalk import callee_name, walk
 from contrib.analysis.reach.backends import (
     Key,
     backend_test,
@@ -21,6 +21,7 @@ from contrib.analysis.reach.backends import (
     value_literals,
 )
 from contrib.analysis.reach.endpoints import (
+    ARCH_LIBRARIES,
     VENDOR_LIBRARIES,
     Endpoint,
     EndpointKind,
@@ -74,6 +75,7 @@ class Graph:
         self.ev, self.cap, self.key = ev, cap, key
         self.known: dict[int, _Known] = {}
         self._operands: dict[int, frozenset[str]] = {}  # per frame: see backend_test
+        self._loading: set[tuple[int, str]] = set()  # the held objects being read (_loaded)
         self.facts = ev.facts
 
     def qualname(self, path: str, node: ast.AST) -> str:
@@ -273,6 +275,10 @@ class Graph:
                 found += self.ev.ops.of(op) or [Endpoint(EndpointKind.AOT, "", op)]
             elif isinstance(value, Ext) and value.dotted.split(".")[0] in VENDOR_LIBRARIES:
                 found.append(Endpoint(EndpointKind.LIB, "", value.dotted))
+            elif isinstance(value, Ext) and value.dotted.split(".")[0] in ARCH_LIBRARIES \
+                    and "." in value.dotted:
+                majors = ARCH_LIBRARIES[value.dotted.split(".")[0]][1]
+                found.append(Endpoint(EndpointKind.LIB, "", value.dotted, majors))
             elif value is UNK or isinstance(value, Ext):
                 found += self._unbound(func, frame) or self._wrapped(func, frame)
         return found
@@ -323,6 +329,53 @@ class Graph:
             if not found:  # the object's class unknown, or a subclass's override
                 found += self.ev.methods.named(func.attr)
             found += [f for f in self._own(func, frame) if f not in found]
+            if not found:
+                found += self._loaded(func, frame)
+        return found
+
+    def _loaded(self, func: ast.Attribute, frame: Frame) -> list[Func | Endpoint]:
+        """``self._cached_module.run(...)`` in a method, where the class's methods set
+        ``self._cached_module = get_batch_decode_mla_module(...)``: an object a call
+        made and kept, whose method is called here (flashinfer's wrappers call the JIT
+        module their ``plan()`` loaded; its MoE runners the one their base's ``_build()``
+        kept).  What those calls reach stands behind the call:
+        the module they load is what runs."""
+        held = func.value
+        if not (isinstance(held, ast.Attribute) and isinstance(held.value, ast.Name)
+                and held.value.id == "self" and frame.key):
+            return []
+        owner = self.facts.owner(frame.path, frame.key)
+        key = (id(owner), held.attr)
+        if owner is None or key in self._loading:
+            return []  # ``self._m = self._m.to(device)``: the object's own making is read once
+        self._loading.add(key)
+        found: list[Func | Endpoint] = []
+        for path, cls in self._lineage(frame.path, owner):
+            for method in cls.body:
+                if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                inner: Frame | None = None
+                for node in walk(method):
+                    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and any(
+                            isinstance(t, ast.Attribute) and t.attr == held.attr
+                            and isinstance(t.value, ast.Name) and t.value.id == "self"
+                            for t in node.targets):
+                        inner = inner or Frame(path, self.ev.function_scope(method), None,
+                                               id(method))
+                        found += [f for f in self._callees(inner, node.value) if f not in found]
+        self._loading.discard(key)
+        return found
+
+    def _lineage(self, path: str, cls: ast.ClassDef) -> list[tuple[str, ast.ClassDef]]:
+        """``cls`` and its tree bases, nearest first (an attribute a base's method sets:
+        flashinfer's ``_TrtllmRunnerBase._build()`` keeps ``self._module``)."""
+        found = [(path, cls)]
+        for current_path, current in found:
+            if len(found) > 8:
+                break
+            for base in current.bases:
+                found += [c for c in classes_named(self.ev, base, Frame(current_path))
+                          if all(c[1] is not f[1] for f in found)]
         return found
 
     def _own(self, func: ast.Attribute, frame: Frame) -> list[Func | Endpoint]:
@@ -398,8 +451,8 @@ def reach(ev: PyTree, frame: Frame, code: list[ast.AST], cap: Cap | None = None,
                             if known.kind == EndpointKind.CUBIN else known.flags)
                     out.endpoints.append(Endpoint(known.kind, callee.path, known.qualname, kept,
                                                 chain))
-                    if known.kind == EndpointKind.TRITON:
-                        shown = f"{prefix}>triton:{name}" if prefix else f"triton:{name}"
+                    if known.kind in (EndpointKind.TRITON, EndpointKind.CUTILE):
+                        shown = f"{prefix}>{known.kind}:{name}" if prefix else f"{known.kind}:{name}"
                 elif depth < MAX_DEPTH:
                     queue.append((known.calls, chain, depth + 1, majors))
             if len(out.calls) < MAX_CALLS and shown not in out.calls:

@@ -49,7 +49,12 @@ from contrib.analysis.hostarch import arch_findings, host_checks, named_so, writ
 from contrib.analysis.includes import IncludeResolver, find_units, include_closure
 from contrib.analysis.pyparse import PARSE_ERRORS, parse
 from contrib.analysis.pywalk import callee_name
-from contrib.analysis.reach.endpoints import VENDOR_LIBRARIES, Endpoint, EndpointKind
+from contrib.analysis.reach.endpoints import (
+    ARCH_LIBRARIES,
+    VENDOR_LIBRARIES,
+    Endpoint,
+    EndpointKind,
+)
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch, admitted_archs, all_majors
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate, GateClass, admits_text
@@ -198,6 +203,10 @@ class Behind:
                 return f"the built op {target.name}, registered nowhere in the tree's C++"
             return (f"the built op {target.name}, registered as {registered}, whose definition "
                     "is not in the tree (a dependency fetched at build time)")
+        if target.kind == EndpointKind.CUTILE:
+            archs = ", ".join(f"{m}.x" for m in target.majors)
+            return (f"the cuTile kernel {where}: cuTile compiles for compute capability "
+                    f"{archs}, not {self.arch.name}")
         return f"{target.kind} {where}"
 
     def _judge(self, target: Endpoint) -> Verdict | None:
@@ -206,6 +215,12 @@ class Behind:
         if target.kind == EndpointKind.TRITON:
             return Verdict(GATE_ONLY, f"its code runs the Triton kernel {target.name} "
                            f"({target.path}); Triton compiles for the GPU it runs on",
+                           at_stake=False)
+        if target.kind == EndpointKind.CUTILE:
+            if self.arch.major not in target.majors:
+                return None  # unread: the toolkit's list, not the tree's code, leaves it out
+            return Verdict(GATE_ONLY, f"its code runs the cuTile kernel {target.name} "
+                           f"({target.path}); cuTile compiles Tile IR for the GPU it runs on",
                            at_stake=False)
         if target.kind == EndpointKind.CUTE:
             return self._cute(target)
@@ -217,6 +232,16 @@ class Behind:
             return Verdict(GATE_ONLY, "what it guards only checks (asserts, raises, log lines): "
                            "it runs no kernel, so admitting the target changes gate lines only",
                            at_stake=False)
+        if target.kind == EndpointKind.LIB and target.majors:
+            library = ARCH_LIBRARIES[target.name.split(".")[0]][0]
+            archs = ", ".join(f"sm_{m}x" for m in target.majors)
+            if self.arch.major in target.majors:
+                return Verdict(GATE_ONLY, f"its code calls {target.name} of {library}, whose "
+                               f"kernels are built for {archs}", at_stake=False)
+            return Verdict(NEEDS_KERNEL_WORK, f"its code calls {target.name} of {library}, "
+                           f"whose kernels are built for {archs} only (as the library says): "
+                           f"kernels for {self.arch.name} must come from that library",
+                           [f"{target.name}: {library}, {archs} only"])
         if target.kind == EndpointKind.LIB:
             library = VENDOR_LIBRARIES.get(target.name.split(".")[0], target.name)
             return Verdict(GATE_ONLY, f"its code calls {target.name} of {library}, which brings "

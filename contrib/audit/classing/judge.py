@@ -228,17 +228,26 @@ def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
     """A gate admitting only the majors its own code is named for (``_validate_sm90_arch``
     in ``moe_ep/backends/mega/kernel/sm90/...``), never the target's, guards code written
     for them: what stands behind it needs kernel work, though nothing behind it could
-    be read (the same reading as a JIT module named so: :func:`units_verdict`)."""
+    be read (the same reading as a JIT module named so: :func:`units_verdict`).  Its
+    own file and function named for no architecture, the functions its reading went
+    through first (its callers, or what its code calls) speak: flashinfer's
+    ``_blackwell_compile_options()`` admits SM10x for ``cp_delta_rule_*_dsl_sm100``."""
     if gate.reached:
         return None
-    written = written_for([*gate.file.split("/"), *gate.function.split(".")])
     admits = set(gate.admits or ())
-    if not written or arch.major in written or not admits or not admits <= set(written):
-        return None
-    archs, names = named_so(written)
-    return Verdict(NEEDS_KERNEL_WORK, f"a Python condition admitting only what its code is "
-                   f"named for: {archs} ({', '.join(names[:3])}), never {arch.name}",
-                   [f"{gate.file}: named for {archs}"])
+    own = written_for([*gate.file.split("/"), *gate.function.split(".")])
+    tested = set(CALLED.findall(gate.text))  # what its test calls is what it tests, not guards
+    first = [n for n in dict.fromkeys(c.split(">")[0] for c in gate.calls) if n not in tested]
+    for written, where in ((own, gate.file), (written_for(first), "")):
+        if not written:
+            continue
+        if arch.major in written or not admits or not admits <= set(written):
+            return None
+        archs, names = named_so(written)
+        return Verdict(NEEDS_KERNEL_WORK, f"a Python condition admitting only what its code is "
+                       f"named for: {archs} ({', '.join(names[:3])}), never {arch.name}",
+                       [f"{where or name}: named for {archs}" for name in names[:1 if where else 3]])
+    return None
 
 
 def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arch: Arch) -> None:

@@ -57,7 +57,10 @@ _PREDICATE_TEXT = re.compile(r"\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blac
 
 _REFUSAL_WORDS = re.compile(
     r"\b(?:not|no|unsupported|exclud\w*|intentional\w*|on purpose|deliberate\w*|skip\w*|"
-    r"disabl\w*|lacks?|doesn't|don't|won't|cannot|can't)\b", re.I)
+    r"disabl\w*|lacks?|doesn't|don't|won't|cannot|can't|"
+    # served by another path on purpose: "SM120 uses a different kernel path"
+    r"(?:uses|takes|has|goes through|runs) (?:a |an |its own )?(?:different|separate|dedicated))\b",
+    re.I)
 
 
 _TO_DO = re.compile(r"\b(?:not yet|yet to|todo|fixme|for now|currently|temporar\w*|"

@@ -11,7 +11,8 @@ order, and the first that finds something speaks for the gate:
 2. **its callers elsewhere**: the same, in the tree's other files, found by identity;
 3. **registrations**: a check handed to another function's decorator
    (``@backend_requirement({"cutlass": _cutlass_requirement})``) guards that function;
-4. **the object's methods**: a refusal of ``__init__`` guards every method of the object;
+4. **the object's methods**: a refusal of ``__init__``, or of a method that checks the
+   object and returns nothing (``_check_support()``), guards every method of the object;
 5. **the configuration**: a refusal in ``__init__`` under a backend's test guards the
    methods' branches under the same test (not tried after 4);
 6. **the backends its test names** (``if backend == "trtllm_mha" and not sm100:``);
@@ -39,6 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame
 from contrib.analysis.gates import (
     DECORATOR,
@@ -50,6 +52,7 @@ from contrib.analysis.reach.backends import (
     spread_literals,
 )
 from contrib.analysis.reach.endpoints import CHECKS, Endpoint
+from contrib.analysis.reach.objects import classes_named, lookup
 from contrib.analysis.reach.walk import Reached, reach
 from contrib.audit.finding.effect import Effect
 from contrib.audit.finding.sites import CallSites, calls_to, guarded_by, named_backends, tests_for
@@ -159,10 +162,40 @@ def refuses_making(function: ast.AST | None, line: int, kind: str) -> bool:
     return bool(holding) and max(holding, key=lambda n: n.lineno) in function.body
 
 
+def checks_object(ev: TreeEval, path: str, function: ast.AST | None,
+                  parents: dict[int, ast.AST], refuses: bool) -> bool:
+    """Whether a refusing gate sits in a method that checks its object, returns
+    nothing and overrides a method of a tree base: flashinfer's
+    ``TrtllmFp4RoutedRunner._check_support()``, which the base class's
+    ``check_support()`` calls on ``self`` before anything is built or run.  Such a
+    method has no caller of its own to read (the call is the base class's, on whatever
+    subclass is made): what the object's other methods run stands behind it, as
+    behind a refusal in ``__init__`` (:func:`refuses_making`).  A method no base
+    defines is called by name in its own class (sglang's ``ServerArgs._handle_*``
+    checks, called from ``__post_init__``): its callers are the lead, not the object."""
+    owner = parents.get(id(function)) if function is not None else None
+    if not refuses or not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) \
+            or function.name in _MAKES or not isinstance(owner, ast.ClassDef):
+        return False
+    if not any(lookup(ev, base_path, base, function.name)
+               for node in owner.bases for base_path, base in classes_named(ev, node, Frame(path))):
+        return False
+    todo: list[ast.AST] = list(function.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue  # a nested definition's returns are its own
+        if isinstance(node, ast.Return) and node.value is not None and not (
+                isinstance(node.value, ast.Constant) and node.value.value is None):
+            return False  # it returns a value: its callers read it (a decision, not a check)
+        todo += ast.iter_child_nodes(node)
+    return True
+
+
 def sibling_methods(init: ast.AST | None, parents: dict[int, ast.AST]
                     ) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    """The other methods of the class whose ``__init__`` is ``init``: what the object it
-    makes runs."""
+    """The other methods of the class whose method is ``init`` (its ``__init__``, or a
+    check of the object): what the object it makes runs."""
     owner = parents.get(id(init)) if init is not None else None
     if not isinstance(owner, ast.ClassDef):
         return []
@@ -173,8 +206,9 @@ def sibling_methods(init: ast.AST | None, parents: dict[int, ast.AST]
 def _from_methods(found: Scan, function: ast.AST | None, parents: dict[int, ast.AST],
                   own: Reached, sites: CallSites) -> Reached:
     """A gate refusing in a class's ``__init__`` (flashinfer's
-    ``@supported_compute_capability([100, 103])`` on ``CuteDslMoEWrapper.__init__``)
-    guards every method of the object it would make: what those run stands behind it."""
+    ``@supported_compute_capability([100, 103])`` on ``CuteDslMoEWrapper.__init__``), or
+    in a method checking the object (:func:`checks_object`), guards every method of
+    the object it would make: what those run stands behind it."""
     out = Reached(list(own.calls), list(own.endpoints))
     for method in sibling_methods(function, parents):
         path = found.frames["<module>"].path
@@ -316,7 +350,9 @@ def _registrations(g: Gated, behind: Reached) -> Reached:
 
 
 def _methods(g: Gated, behind: Reached) -> Reached:
-    if not refuses_making(g.function, g.gate.line, g.gate.kind):
+    if not (refuses_making(g.function, g.gate.line, g.gate.kind)
+            or checks_object(g.sites.follow, g.gate.file, g.function, g.parents,
+                             g.effect.kind.stops)):
         return behind
     return _from_methods(g.found, g.function, g.parents, behind, g.sites)
 
