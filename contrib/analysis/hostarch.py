@@ -83,6 +83,9 @@ class _Use:
 _ARCH_NAMED = re.compile(r"(?<![A-Za-z0-9])sm_?(\d{1,2}x|\d{2,3})[af]?(?![0-9])")
 
 
+HOST_REFUSAL = "host-refusal"  # a Finding kind: a host check raising on the target
+
+
 def named_so(written: dict[int, list[str]]) -> tuple[str, list[str]]:
     """The architectures of a :func:`written_for` reading (``sm_9x, sm_10x``) and the
     names that say so, sorted."""
@@ -192,7 +195,7 @@ def _host_checks(path: str, code: str, arch: Arch, admitted: list[int],
         passing = [m for m in admitted if _value(expression, names, m, 0, known)]
         if on_target is False and passing:
             findings.append(Finding(
-                "host-refusal", ERROR, path, line,
+                HOST_REFUSAL, ERROR, path, line,
                 f"`{shown}` refuses {arch.name} at run time; majors "
                 f"{', '.join(map(str, passing))} pass it"))
     return findings

@@ -19,7 +19,7 @@ from contrib.audit.feature.show import feature_rows, find
 from contrib.audit.model import CAPABILITY, GATE_ONLY, NEEDS_KERNEL_WORK, UNKNOWN, AuditGate
 from contrib.audit.stack.lower import Lower
 from testing.featureupstreams import SERVER_ARGS, feature_lower, feature_upstream
-from testing.gitutil import Repo
+from testing.gitutil import Repo, git
 from testing.stackupstreams import repin
 from testing.workspace import Workspace
 
@@ -450,3 +450,103 @@ def test_a_flag_read_beside_a_rocm_switch_does_nothing_on_nvidia(
     [chain] = data["features"]
     assert chain["verdict"] != "crash", chain
     assert not [link for link in chain["links"] if link["role"] == "below"]
+
+
+REGISTRY = '''\
+ATTENTION_BACKENDS = {}
+
+
+def register_attention_backend(name):
+    def decorator(fn):
+        ATTENTION_BACKENDS[name] = fn
+        return fn
+    return decorator
+
+
+@register_attention_backend("ragged_mla")
+def create_ragged_mla_backend(runner):
+    from top.ragged import RaggedBackend
+    return RaggedBackend(runner)
+'''
+RAGGED = '''\
+import lowerlib.prefill as prefill
+
+
+class RaggedBackend:
+    def __init__(self, runner):
+        self.runner = runner
+
+    def forward_extend(self, q):
+        return prefill.ragged_attention(q)
+'''
+RUNNER_PY = '''\
+from top.registry import ATTENTION_BACKENDS
+from top.server_args import get_server_args
+
+
+def attention_backend():
+    backend_str = get_server_args().attention_backend
+    return ATTENTION_BACKENDS[backend_str](None)
+'''
+LOWER_PREFILL = '''\
+from lowerlib.fmha_jit import gen_fmha_runner_module
+
+
+def get_fmha_module():
+    mod = gen_fmha_runner_module()
+    setup_cubin_loader(mod.path)
+    return mod
+
+
+def ragged_attention(q):
+    return get_fmha_module().run(q)
+'''
+LOWER_FMHA_JIT = '''\
+from lowerlib.core import build
+
+
+def gen_fmha_runner_module():
+    return build("fmha_runner", ["fmha_runner.cu"], ["-DX"])
+'''
+FMHA_RUNNER = ('#include "common.h"\nstruct Runner {\n  Runner() : mSM(getSMVersion()) {\n'
+               '    FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103, "Unsupported architecture");\n'
+               '  }\n  int mSM;\n};\n')
+
+
+def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_path: Path) -> None:
+    """sgl-project/sglang#24633: ``--attention-backend=trtllm_mla`` runs what
+    ``@register_attention_backend("trtllm_mla")`` registers (``ATTENTION_BACKENDS[
+    backend_str](self)``), whose prefill calls flashinfer's ragged attention: no Python
+    gate there, but the launcher built for the prebuilt cubins refuses SM120 in C++.
+    Admitted above, refused below: a crash, named at the C++ check."""
+    top = feature_upstream(tmp_path / "top")
+    args = SERVER_ARGS.replace('["plain", "decode"]', '["plain", "decode", "ragged_mla"]')
+    top.commit("a registered backend", {"python/top/server_args.py": args,
+                                         "python/top/registry.py": REGISTRY,
+                                         "python/top/ragged.py": RAGGED,
+                                         "python/top/runner.py": RUNNER_PY})
+    lower = feature_lower(tmp_path / "lower")
+    git(tmp_path / "lower", "checkout", "-q", "v1.0")
+    lower.commit("ragged prefill", {"lowerlib/prefill.py": LOWER_PREFILL,
+                                    "lowerlib/fmha_jit.py": LOWER_FMHA_JIT,
+                                    "csrc/fmha_runner.cu": FMHA_RUNNER,
+                                    "csrc/common.h": "constexpr int32_t kSM_100 = 100;\n"
+                                                     "constexpr int32_t kSM_103 = 103;\n"})
+    git(tmp_path / "lower", "tag", "-f", "v1.0")
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, {"top": top, "lower": lower})
+    ws.write_config()
+    code, data = _why(ws, "top", "--attention-backend=ragged_mla")
+    assert code == 1
+    [chain] = data["features"]
+    assert chain["verdict"] == "crash", chain
+    first = chain["links"][0]
+    assert (first["role"], first["function"]) == ("read", "create_ragged_mla_backend")
+    assert first["why"] == 'registered as "ragged_mla" > create_ragged_mla_backend'
+    below = chain["links"][-1]
+    assert (below["role"], below["file"], below["line"], below["function"], below["refuses"]) == (
+        "below", "csrc/fmha_runner.cu", 4, "lowerlib.prefill.ragged_attention", True)
+    assert chain["where"] == ("refused by lower v1.0 csrc/fmha_runner.cu:4 "
+                              "lowerlib.prefill.ragged_attention")
+    assert "whose launcher refuses sm_120a in C++" in chain["reason"]

@@ -60,6 +60,16 @@ class Registry:
                 m for f in entries for m in self._returned_methods(f))
         return self._found[name]
 
+    def under(self, name: str, setting: str) -> tuple[Func, ...]:
+        """What is registered under ``name`` by a decorator named for ``setting``
+        (``@register_attention_backend("trtllm_mla")`` for ``attention_backend``): the
+        registry a setting's value picks from, where a plain word may name entries of
+        others too (``"triton"``), with the methods of the classes they return."""
+        entries = [f for f in self.of(name) if isinstance(f.node, ast.FunctionDef | ast.AsyncFunctionDef)
+                   and any(name in registered_names(d) and setting in _called_name(d)
+                           for d in f.node.decorator_list)]
+        return tuple(entries) + tuple(m for f in entries for m in self._returned_methods(f))
+
     def _returned_methods(self, func: Func) -> list[Func]:
         frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
         out: list[Func] = []
@@ -82,6 +92,13 @@ def registered_names(decorator: ast.expr) -> list[str]:
             break
         strings.append(arg.value)
     return _names(strings)
+
+
+def _called_name(decorator: ast.expr) -> str:
+    """The name a decorator call calls (``register_attention_backend``), or ""."""
+    func = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(
+        func, ast.Name) else ""
 
 
 def _names(strings: list[str]) -> list[str]:

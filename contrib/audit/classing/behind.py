@@ -40,12 +40,18 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from contrib.analysis import aotops
 from contrib.analysis.cuda_arch import analyze
 from contrib.analysis.gates import built_sources, module_strings
-from contrib.analysis.hostarch import arch_findings, host_checks, named_so, written_for
+from contrib.analysis.hostarch import (
+    HOST_REFUSAL,
+    arch_findings,
+    host_checks,
+    named_so,
+    written_for,
+)
 from contrib.analysis.includes import IncludeResolver, find_units, include_closure
 from contrib.analysis.pyparse import PARSE_ERRORS, parse
 from contrib.analysis.pywalk import callee_name
@@ -58,7 +64,7 @@ from contrib.analysis.reach.endpoints import (
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch, admitted_archs, all_majors
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate, GateClass, admits_text
-from contrib.record.finding import ERROR
+from contrib.record.finding import ERROR, Finding
 from contrib.ui import counted
 
 
@@ -72,6 +78,7 @@ class Verdict:
     evidence: list[str] = field(default_factory=list)
     units: list[str] = field(default_factory=list)
     at_stake: bool = True
+    refused: Finding | None = None  # a C/C++ host check raising on the target: a crash there
 
 
 def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
@@ -95,7 +102,8 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
     if errors:
         evidence = [_evidence(f.location, f.kind, f.guard, f.message) for f in errors]
         return Verdict(NEEDS_KERNEL_WORK, f"{counted(len(errors), 'kernel or statement', 'kernels or statements')} "
-                       f"compiled out or refused for {arch.name}", evidence, units)
+                       f"compiled out or refused for {arch.name}", evidence, units,
+                       refused=next((f for f in errors if f.kind == HOST_REFUSAL), None))
     nothing = (f"nothing in {counted(len(units), 'unit')} and "
                f"{counted(len(closure.files), 'file')} is compiled out for {arch.name}")
     written = written_for([*named, *units]) if majors and arch.major not in majors else {}
@@ -344,7 +352,7 @@ class Behind:
                        "source here builds the cubins, and kernels for it must be built and "
                        "published upstream",
                        [_evidence(f.location, f.kind, f.guard, f.message) for f in refusals],
-                       units)
+                       units, refused=first)
 
     def _called_builders(self, target: Endpoint) -> list[str]:
         read = self._functions.get(target.path)
@@ -393,8 +401,7 @@ def _via(verdict: Verdict, target: Endpoint) -> Verdict:
     """The verdict with the call chain that reaches it in its reason."""
     if not target.chain:
         return verdict
-    return Verdict(verdict.class_, f"{verdict.reason} (reached through {target.chain})",
-                   verdict.evidence, verdict.units, verdict.at_stake)
+    return replace(verdict, reason=f"{verdict.reason} (reached through {target.chain})")
 
 
 def _functions(tree: SourceTree, path: str) -> tuple[dict[str, ast.AST], dict[str, list[str]]]:

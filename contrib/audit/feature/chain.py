@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from contrib.arch import Arch
 from contrib.audit.feature.declared import Feature, FeatureKind
 from contrib.audit.model import (
     GATE_ONLY,
@@ -176,20 +177,24 @@ class Upper:
         return [g for g in self._by_file.get(path, ()) if first <= g.line <= last]
 
 
-def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None) -> Chain:
+def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None,
+             arch: Arch | None = None) -> Chain:
     """The chain of one feature: a server argument read in ``upper`` and followed into
-    ``lower``, or (``upper`` None) a public API of ``lower`` itself."""
+    ``lower``, or (``upper`` None) a public API of ``lower`` itself.  With ``arch``, a
+    call into ``lower`` with no Python gate refusing it on the way is read down to
+    the C/C++ host checks of what it runs (:func:`_host_refusal`)."""
     chain = Chain(feature)
     if feature.kind == FeatureKind.API or upper is None:
         if lower is not None:
-            _below(chain, lower, [Outside(feature.attr, (), feature.keys)], api=True)
+            _below(chain, lower, [Outside(feature.attr, (), feature.keys)], api=True, arch=arch)
     else:
-        _walk_flag(chain, feature, upper, lower)
+        _walk_flag(chain, feature, upper, lower, arch)
     decide(chain)
     return chain
 
 
-def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None) -> None:
+def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None,
+               arch: Arch | None) -> None:
     walker = upper.walker
     trail = walker.trail = Trail()
     walker.values = True
@@ -219,15 +224,17 @@ def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None
                 behind += _behind(gate, lower)
     chain.links += [link for link in dict.fromkeys(behind) if link.excludes]
     if lower is not None:
-        _below(chain, lower, outs, api=False)
+        _below(chain, lower, outs, api=False, arch=arch)
 
 
-def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool) -> None:
+def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool,
+           arch: Arch | None = None) -> None:
     """The calls into ``lower`` and the gates they reach there (each once)."""
     seen: set[tuple[str, int]] = set()
     for out in outs:
         chain.links.append(Link(Role.CALL, lower.name, lower.tag, "", 0, out.dotted,
                                 why=" > ".join((*out.via, out.dotted))))
+        start = len(chain.links)
         for gate, _calls in lower.below(out.dotted, out.keys):
             if (gate.file, gate.line) in seen:
                 continue
@@ -238,6 +245,26 @@ def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool) ->
                 link = replace(link, excludes=False, refuses=False,
                                why=f"refuses only when the caller passes {given}: {link.why}")
             chain.links.append(link if not api else _own(link))
+        if arch is not None and not any(link.refuses for link in chain.links[start:]):
+            refused = _host_refusal(lower, out, arch)
+            if refused is not None:
+                chain.links.append(refused if not api else _own(refused))
+
+
+def _host_refusal(lower: Lower, out: Outside, arch: Arch) -> Link | None:
+    """A C/C++ host check that raises on the target in what a call into ``lower`` runs,
+    where no Python gate refuses it on the way (flashinfer's trtllm-gen launchers:
+    ``FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103, "Unsupported architecture")``
+    behind ``trtllm_ragged_attention_deepseek``, sgl-project/sglang#24633): the call is
+    admitted in Python and refused below it, a crash."""
+    verdict = lower.behind(out.dotted, arch, out.keys)
+    if verdict is None or verdict.refused is None:
+        return None
+    found = verdict.refused
+    return Link(Role.BELOW, lower.name, lower.tag, found.file, found.line, out.dotted,
+                excludes=True, refuses=True, class_=NEEDS_KERNEL_WORK,
+                why=verdict.reason,
+                evidence=tuple(verdict.evidence[:3]))
 
 
 def _behind(gate: AuditGate, lower: Lower | None) -> list[Link]:
@@ -297,9 +324,10 @@ def decide(chain: Chain) -> None:
     if crash:
         first = crash[0]
         chain.verdict = Verdict.CRASH
+        admits = f" (admits {first.admits})" if first.admits else ""
         chain.reason = (f"admitted on the way down, then refused by {first.upstream} "
-                        f"{first.commit} {first.file}:{first.line} {first.function} "
-                        f"(admits {first.admits}): {first.why}")
+                        f"{first.commit} {first.file}:{first.line} {first.function}"
+                        f"{admits}: {first.why}")
         chain.where = f"refused by {first.upstream} {first.commit} {_at(first)}"
         return
     excluding = [link for link in chain.links if link.role in _GATES and link.excludes]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from contrib import __version__, environ
 from contrib.analysis.tree import GitTree
+from contrib.arch import Arch
 from contrib.audit.engine import FORMAT, TreeAudit
 from contrib.audit.feature.chain import Chain, Link, Upper, Verdict, chain_of
 from contrib.audit.feature.declared import Feature, FeatureKind, declared, settings_elsewhere
@@ -28,7 +29,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 9  # bump when the chains change over the same audits
+FEATURE_FORMAT = 10  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -41,7 +42,7 @@ def every(features: list[Feature]) -> list[Feature]:
 def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
             below: tuple[str, str, str, TreeAudit, GitTree] | None, *, key: str,
             choose: Choose | None = None, ref: str = "",
-            walker: Walker | None = None) -> list[Chain]:
+            walker: Walker | None = None, arch: Arch | None = None) -> list[Chain]:
     """The chains of the features of ``tree`` (``name`` at ``commit``, audited as
     ``gates``) that ``choose`` keeps (all by default).  ``below``: the upstream below
     as pinned (its name, tag, commit, audit and tree), for a server's features.
@@ -49,7 +50,8 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
     feature's chain is kept in the cache under it, and answers a later ``choose``.
     ``ref``: how a library's own links name its commit (default: the sha's start).
     ``walker``: the upper tree's, when the link walked it already (its parsed modules
-    and indexes are kept)."""
+    and indexes are kept).  ``arch``: the target, for the C/C++ host checks below a
+    call no Python gate refuses (a crash there)."""
     path = _cache_file(key)
     features = declared(tree)
     kept = _load(path, features)
@@ -62,13 +64,13 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
         return []
     if chosen[0].kind == FeatureKind.API:
         own = Lower(name, ref or commit[:10], commit, TreeAudit(commit, "", gates), tree)
-        chains = [chain_of(f, None, own) for f in chosen]
+        chains = [chain_of(f, None, own, arch) for f in chosen]
     else:
         lower = Lower(*below) if below is not None else None
         roots = lower.roots if lower is not None else {}
         upper = Upper(name, commit, gates, walker or walker_of(gates, tree, roots))
         upper.walker.read_elsewhere(settings_elsewhere(tree))
-        chains = [chain_of(f, upper, lower) for f in chosen]
+        chains = [chain_of(f, upper, lower, arch) for f in chosen]
     if choose is every:
         with contextlib.suppress(ContribError):
             check_inside(environ.cache_root(), path)

@@ -415,10 +415,16 @@ class Walker:
         """What the target runs where the tree reads setting ``attr`` set to ``value``
         (True, or a string), following the setting's value too (:attr:`values`): a
         feature's first steps, with where the target was turned away kept on
-        :attr:`trail`."""
+        :attr:`trail`.  A string's own way comes first: what a decorator named for the
+        setting registers under it (sglang's ``ATTENTION_BACKENDS[backend_str](self)``
+        runs ``@register_attention_backend("trtllm_mla")``'s function)."""
         self._target, values, self.values = True, self.values, True
         try:
-            return self._readers(attr, value)
+            own = [Block(f.path, f.node, tuple(f.node.body), (f'registered as "{value}"',
+                                                              f.node.name))
+                   for f in (self.ev.registry.under(value, attr) if isinstance(value, str)
+                             else ())]
+            return own + self._readers(attr, value)
         finally:
             self.values = values
 
