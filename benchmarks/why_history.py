@@ -19,8 +19,8 @@ of ``--enable-flashinfer-allreduce-fusion``:
   ``apply_flashinfer_allreduce_fusion``).
 
 Then the other cases of ``CASES``: a false crash of the pin bumps (an AMD-only flag),
-sglang#24633's MLA prefill crash, which the audit does not read yet (a MISS), and
-sglang#14842's trtllm_mha, which sglang itself refused on SM120 (off, not a crash).
+sglang#24633's MLA prefill crash (refused in flashinfer's C++), and sglang#14842's
+trtllm_mha, which sglang itself refused on SM120 (off, not a crash).
 
 ``--pin-bumps N``: the last N commits of sglang's main that changed the flashinfer pin,
 each with its crash rows (a feature admitted on SM12x over the pinned flashinfer that
@@ -71,8 +71,8 @@ CASES = [
     # sgl-project/sglang#24633 and flashinfer-ai/flashinfer#3263 (2026-05, sglang 0.5.10 on
     # flashinfer 0.6.7.post2): MLA prefill through the trtllm_mla backend reaches
     # trtllm_ragged_attention_deepseek, whose TllmGenFmhaRunner refuses SM120 in C++
-    # ("Unsupported architecture"). Not read yet: the backend's class is not followed from
-    # the flag, and the runner's check is host C++ behind prebuilt cubins.
+    # ("Unsupported architecture"): the backend is what `@register_attention_backend(
+    # "trtllm_mla")` registers, the runner's check host C++ behind prebuilt cubins.
     ("46bf19cda", "--attention-backend=trtllm_mla", Verdict.CRASH,
      "sglang#24633: TllmGenFmhaRunner refuses SM120"),
     # sgl-project/sglang#14842 (fe6d38d2f, on flashinfer 0.5.3): "trtllm_mha does not

@@ -12,7 +12,7 @@ from contrib.analysis.cscan import strip_comments
 from contrib.analysis.tree import SourceTree
 
 CUDA_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".inl")
-_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
 def is_cuda_source(path: str) -> bool:
@@ -131,7 +131,7 @@ def include_closure(
         seen.add(path)
         closure.files.append(path)
         text = tree.read_text(path) or ""
-        for match in _INCLUDE.finditer(strip_comments(text)):
+        for match in INCLUDE.finditer(strip_comments(text)):
             name = match.group(1)
             target = resolver(path, name)
             if target is None:
@@ -156,7 +156,7 @@ class IncludeGraph:
         for path in tree.paths():
             if not is_cuda_source(path):
                 continue
-            for name in _INCLUDE.findall(tree.read_text(path) or ""):
+            for name in INCLUDE.findall(tree.read_text(path) or ""):
                 target = resolver(path, name)
                 if target is not None:
                     self.forward.setdefault(path, set()).add(target)

@@ -1452,3 +1452,27 @@ def test_a_library_built_for_some_archs_only_is_kernel_work_in_that_library() ->
     assert gates["pkg/gemm.py:_hpc_available"].class_ == "needs-kernel-work"
     other = gemm.replace("import hpc\n", "import hpcx as hpc\n")
     assert _audit(BASE | {"pkg/gemm.py": other})["pkg/gemm.py:linear_hpc"].class_ == "unknown"
+
+
+def test_a_builder_rendering_a_cpp_template_builds_what_the_template_includes() -> None:
+    """flashinfer's ``gen_act_and_mul_module`` writes ``{name}_and_mul.cu`` from
+    ``activation_templ``, a Python string that includes ``<pkg/act.cuh>``: that header's
+    kernels are what it builds.  Written with SM100's ``tcgen05``, the test's gate needs
+    kernel work; generic, it is gate-only."""
+    jit = ('import os\n\nimport jinja2\n\nfrom pkg.core import build\n\n'
+           'act_templ = r"""\n#include <pkg/act.cuh>\n#include <cuda_runtime.h>\n\n'
+           'void {{ name }}_and_mul(float* out) { launch(out); }\n"""\n\n\n'
+           'def get_act_cu_str(name):\n    return jinja2.Template(act_templ).render(name=name)\n\n\n'
+           'def gen_act_and_mul_module(name):\n    path = f"gen/{name}_and_mul.cu"\n'
+           '    write(path, get_act_cu_str(name))\n    return build(f"{name}_and_mul", [path], [])\n')
+    test = ("import pytest\nimport torch\n\nfrom pkg.act_jit import gen_act_and_mul_module\n\n\n"
+            "@pytest.mark.skipif(torch.cuda.get_device_capability()[0] != 10, reason='SM100')\n"
+            "def test_silu():\n    gen_act_and_mul_module('silu').run(1)\n")
+    files = BASE | {"pkg/act_jit.py": jit, "tests/test_act.py": test,
+                    "include/pkg/act.cuh": ('__global__ void act_kernel(float* out) {\n'
+                                            '  asm volatile("tcgen05.fence::before_thread_sync;");\n}\n')}
+    gate = _audit(files)["tests/test_act.py:test_silu"]
+    assert gate.class_ == "needs-kernel-work", gate.reason
+    assert gate.units == ["include/pkg/act.cuh"]
+    generic = files | {"include/pkg/act.cuh": KERNEL.format(name="act")}
+    assert _audit(generic)["tests/test_act.py:test_silu"].class_ == "gate-only"
