@@ -467,6 +467,12 @@ def register_attention_backend(name):
 def create_ragged_mla_backend(runner):
     from top.ragged import RaggedBackend
     return RaggedBackend(runner)
+
+
+@register_attention_backend("paged_mla")
+def create_paged_mla_backend(runner):
+    from top.ragged import PagedBackend
+    return PagedBackend(runner)
 '''
 RAGGED = '''\
 import lowerlib.prefill as prefill
@@ -478,6 +484,11 @@ class RaggedBackend:
 
     def forward_extend(self, q):
         return prefill.ragged_attention(q)
+
+
+class PagedBackend:
+    def forward_extend(self, q):
+        return prefill.paged_attention(q)
 '''
 RUNNER_PY = '''\
 from top.registry import ATTENTION_BACKENDS
@@ -490,6 +501,7 @@ def attention_backend():
 '''
 LOWER_PREFILL = '''\
 from lowerlib.fmha_jit import gen_fmha_runner_module
+from lowerlib.jit import gen_norm_module
 
 
 def get_fmha_module():
@@ -500,6 +512,12 @@ def get_fmha_module():
 
 def ragged_attention(q):
     return get_fmha_module().run(q)
+
+
+def paged_attention(q, backend="auto"):
+    if backend == "trtllm-gen":
+        return get_fmha_module().run(q)
+    return gen_norm_module().run(q)
 '''
 LOWER_FMHA_JIT = '''\
 from lowerlib.core import build
@@ -518,9 +536,10 @@ def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_pa
     ``@register_attention_backend("trtllm_mla")`` registers (``ATTENTION_BACKENDS[
     backend_str](self)``), whose prefill calls flashinfer's ragged attention: no Python
     gate there, but the launcher built for the prebuilt cubins refuses SM120 in C++.
-    Admitted above, refused below: a crash, named at the C++ check."""
+    Admitted above, refused below: a crash, named at the C++ check, where every way the
+    call can take is refused so."""
     top = feature_upstream(tmp_path / "top")
-    args = SERVER_ARGS.replace('["plain", "decode"]', '["plain", "decode", "ragged_mla"]')
+    args = SERVER_ARGS.replace('["plain", "decode"]', '["plain", "decode", "ragged_mla", "paged_mla"]')
     top.commit("a registered backend", {"python/top/server_args.py": args,
                                          "python/top/registry.py": REGISTRY,
                                          "python/top/ragged.py": RAGGED,
@@ -550,3 +569,6 @@ def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_pa
     assert chain["where"] == ("refused by lower v1.0 csrc/fmha_runner.cu:4 "
                               "lowerlib.prefill.ragged_attention")
     assert "whose launcher refuses sm_120a in C++" in chain["reason"]
+    # a call with another way, built for the target (its default backend), is no crash
+    _, data = _why(ws, "top", "--attention-backend=paged_mla")
+    assert data["features"][0]["verdict"] == "on", data["features"][0]

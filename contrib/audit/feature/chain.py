@@ -256,8 +256,9 @@ def _host_refusal(lower: Lower, out: Outside, arch: Arch) -> Link | None:
     where no Python gate refuses it on the way (flashinfer's trtllm-gen launchers:
     ``FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103, "Unsupported architecture")``
     behind ``trtllm_ragged_attention_deepseek``, sgl-project/sglang#24633): the call is
-    admitted in Python and refused below it, a crash."""
-    verdict = lower.behind(out.dotted, arch, out.keys)
+    admitted in Python and refused below it, a crash.  Only where every way the call
+    can take is refused so (:meth:`~contrib.audit.stack.lower.Lower.refused_every_way`)."""
+    verdict = lower.refused_every_way(out.dotted, arch, out.keys)
     if verdict is None or verdict.refused is None:
         return None
     found = verdict.refused
@@ -321,7 +322,8 @@ def decide(chain: Chain) -> None:
     """Set the chain's verdict, reason and enable commands from its links."""
     below = [link for link in chain.links if link.role == Role.BELOW]
     crash = [link for link in below if link.refuses]
-    if crash:
+    refused_above = any(link.role == Role.GATE and link.refuses for link in chain.links)
+    if crash and not refused_above:  # refused above, the user meets this tree's own error
         first = crash[0]
         chain.verdict = Verdict.CRASH
         admits = f" (admits {first.admits})" if first.admits else ""

@@ -97,6 +97,21 @@ class Lower:
             self._targets[(dotted, keys)] = targets
         return self._behind.of(self._targets[(dotted, keys)])
 
+    def refused_every_way(self, dotted: str, arch: Arch,
+                          keys: tuple[tuple[str, str], ...] = ()) -> Verdict | None:
+        """The verdict of what a call of ``dotted`` reaches when every way it can take
+        ends at a C/C++ host check raising on the target (flashinfer's
+        ``trtllm_ragged_attention_deepseek``: one launcher, refusing SM120); None when
+        one way may serve it or cannot be read (a wrapper whose other backends build
+        modules for it is no crash, whichever its trtllm-gen backend refuses)."""
+        if self.behind(dotted, arch, keys) is None or self._behind is None:
+            return None
+        ways = self._targets[(dotted, keys)]
+        verdicts = [self._behind.of([t]) for t in ways]
+        if not ways or any(v is None or v.refused is None for v in verdicts):
+            return None
+        return verdicts[0]
+
     def resolve(self, dotted: str, methods: bool = False) -> list[Func]:
         """The functions of the tree that ``dotted`` (``pkg.mod.name``) names."""
         parts = dotted.split(".")
