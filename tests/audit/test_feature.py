@@ -498,6 +498,11 @@ from top.server_args import get_server_args
 def attention_backend():
     backend_str = get_server_args().attention_backend
     return ATTENTION_BACKENDS[backend_str](None)
+
+
+def adjust(args):
+    if args.enable_fast_prefill:
+        args.attention_backend = "ragged_mla"
 '''
 LOWER_PREFILL = '''\
 from lowerlib.fmha_jit import gen_fmha_runner_module
@@ -539,7 +544,9 @@ def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_pa
     Admitted above, refused below: a crash, named at the C++ check, where every way the
     call can take is refused so."""
     top = feature_upstream(tmp_path / "top")
-    args = SERVER_ARGS.replace('["plain", "decode"]', '["plain", "decode", "ragged_mla", "paged_mla"]')
+    args = SERVER_ARGS.replace('["plain", "decode"]', '["plain", "decode", "ragged_mla", "paged_mla"]'
+                               ).replace("    log_requests: bool = False\n",
+                                         "    log_requests: bool = False\n    enable_fast_prefill: bool = False\n")
     top.commit("a registered backend", {"python/top/server_args.py": args,
                                          "python/top/registry.py": REGISTRY,
                                          "python/top/ragged.py": RAGGED,
@@ -572,3 +579,9 @@ def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_pa
     # a call with another way, built for the target (its default backend), is no crash
     _, data = _why(ws, "top", "--attention-backend=paged_mla")
     assert data["features"][0]["verdict"] == "on", data["features"][0]
+    # a flag whose code hands the backend's name on (as sglang picks one when none is
+    # given): the way past the name is not surely the flag's, and no crash is claimed
+    _, data = _why(ws, "top", "--enable-fast-prefill")
+    [fast] = data["features"]
+    assert any('"ragged_mla"' in link["why"] for link in fast["links"]), fast
+    assert fast["verdict"] != "crash", fast
