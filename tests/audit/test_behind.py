@@ -1476,3 +1476,23 @@ def test_a_builder_rendering_a_cpp_template_builds_what_the_template_includes() 
     assert gate.units == ["include/pkg/act.cuh"]
     generic = files | {"include/pkg/act.cuh": KERNEL.format(name="act")}
     assert _audit(generic)["tests/test_act.py:test_silu"].class_ == "gate-only"
+
+
+def test_a_gate_only_reading_names_the_includes_it_could_not_see() -> None:
+    """flashinfer's SM100 MLA units include CUTLASS headers the tree does not hold: the
+    guards of the tree's own files are all the reading sees, and a gate-only class says
+    it stands on them alone (``contrib audit --compile`` compiles what they hide)."""
+    test = ("import pytest\nimport torch\n\nfrom pkg.api import fmha\n\n\n"
+            "@pytest.mark.skipif(torch.cuda.get_device_capability()[0] != 10, reason='SM100')\n"
+            "def test_fmha():\n    fmha(1)\n")
+    generic = {path: text.replace("_sm100_", "_dense_").replace("_sm90_", "_paged_")
+               for path, text in BASE.items()}
+    unit = '#include "cutlass/gemm/device/gemm.h"\n#include <cuda_runtime.h>\n' + \
+        KERNEL.format(name="fmha")
+    gate = _audit(generic | {"tests/test_fmha.py": test, "csrc/fmha.cu": unit}
+                  )["tests/test_fmha.py:test_fmha"]
+    assert gate.class_ == "gate-only", gate.reason
+    assert "it stands on the #if guards alone, unread: 1 include not in the tree " \
+           "(cutlass/gemm/device/gemm.h); contrib audit --compile" in gate.reason, gate.reason
+    plain = _audit(generic | {"tests/test_fmha.py": test, "csrc/fmha.cu": KERNEL.format(name="fmha")})
+    assert "guards alone" not in plain["tests/test_fmha.py:test_fmha"].reason

@@ -112,7 +112,20 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
         return Verdict(NEEDS_KERNEL_WORK, f"{nothing}, but its code is written for {archs} "
                        f"(named so: {', '.join(names[:4])}) and nothing in it for {arch.name}",
                        [f"{n}: named for {archs}" for n in names[:10]], units)
-    return Verdict(GATE_ONLY, nothing, [], units)
+    return Verdict(GATE_ONLY, nothing + _unseen(closure.unresolved), [], units)
+
+
+def _unseen(unresolved: list[tuple[str, str]]) -> str:
+    """What a gate-only reading could not see: the quoted includes of the closure that
+    are not in the tree (CUTLASS, a header fetched at build time).  Their code may be
+    what the target lacks; the class then stands on the ``#if`` guards of the tree's
+    own files, until ``contrib audit --compile`` compiles the units."""
+    names = list(dict.fromkeys(name for _, name in unresolved))
+    if not names:
+        return ""
+    shown = ", ".join(names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
+    return (f"; it stands on the #if guards alone, unread: {counted(len(names), 'include')} "
+            f"not in the tree ({shown}); contrib audit --compile compiles through them")
 
 
 _Key = tuple[EndpointKind, str, str, tuple[int, ...], tuple[str, ...]]
