@@ -76,6 +76,7 @@ class Graph:
         self.known: dict[int, _Known] = {}
         self._operands: dict[int, frozenset[str]] = {}  # per frame: see backend_test
         self._loading: set[tuple[int, str]] = set()  # the held objects being read (_loaded)
+        self._loaded_by: dict[tuple[int, str], list[Func | Endpoint]] = {}  # and once read
         self.facts = ev.facts
 
     def qualname(self, path: str, node: ast.AST) -> str:
@@ -348,6 +349,8 @@ class Graph:
         key = (id(owner), held.attr)
         if owner is None or key in self._loading:
             return []  # ``self._m = self._m.to(device)``: the object's own making is read once
+        if key in self._loaded_by:
+            return self._loaded_by[key]
         self._loading.add(key)
         found: list[Func | Endpoint] = []
         for path, cls in self._lineage(frame.path, owner):
@@ -364,6 +367,7 @@ class Graph:
                                                id(method))
                         found += [f for f in self._callees(inner, node.value) if f not in found]
         self._loading.discard(key)
+        self._loaded_by[key] = found
         return found
 
     def _lineage(self, path: str, cls: ast.ClassDef) -> list[tuple[str, ast.ClassDef]]:
