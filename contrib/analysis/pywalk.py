@@ -82,5 +82,12 @@ def callee_name(call: ast.Call) -> str | None:
     """The name a call calls: ``f`` of ``f()``, ``m`` of ``obj.m()``, ``k`` of ``k[grid]()``;
     None for a call of anything else (``f()()``)."""
     func = call.func.value if isinstance(call.func, ast.Subscript) else call.func  # kernel[grid](...)
-    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-    return name if isinstance(name, str) else None
+    return name_of(func)
+
+
+def name_of(node: ast.expr) -> str | None:
+    """The name an expression ends with: ``f``, ``m`` of ``obj.m``, and of a decorator
+    called (``@register("x")``) the one it calls; None for anything else."""
+    node = node.func if isinstance(node, ast.Call) else node
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(
+        node, ast.Attribute) else None

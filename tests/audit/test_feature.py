@@ -27,11 +27,16 @@ from testing.workspace import Workspace
 @pytest.fixture
 def server(tmp_path: Path) -> tuple[Workspace, Repo]:
     top = feature_upstream(tmp_path / "top")
+    return _workspace(tmp_path, top, feature_lower(tmp_path / "lower")), top
+
+
+def _workspace(tmp_path: Path, top: Repo, lower: Repo) -> Workspace:
+    """A workspace naming ``top`` and ``lower``, its config written."""
     root = tmp_path / "ws"
     root.mkdir()
-    ws = Workspace(root, {"top": top, "lower": feature_lower(tmp_path / "lower")})
+    ws = Workspace(root, {"top": top, "lower": lower})
     ws.write_config()
-    return ws, top
+    return ws
 
 
 def _why(ws: Workspace, *args: str) -> tuple[int, dict[str, Any]]:
@@ -559,10 +564,7 @@ def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_pa
                                     "csrc/common.h": "constexpr int32_t kSM_100 = 100;\n"
                                                      "constexpr int32_t kSM_103 = 103;\n"})
     git(tmp_path / "lower", "tag", "-f", "v1.0")
-    root = tmp_path / "ws"
-    root.mkdir()
-    ws = Workspace(root, {"top": top, "lower": lower})
-    ws.write_config()
+    ws = _workspace(tmp_path, top, lower)
     code, data = _why(ws, "top", "--attention-backend=ragged_mla")
     assert code == 1
     [chain] = data["features"]

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func
 from contrib.analysis.hostarch import written_for
-from contrib.analysis.pywalk import walk
+from contrib.analysis.pywalk import name_of, walk
 from contrib.analysis.reach.names import MAX_REGISTERED, distinctive
 from contrib.analysis.reach.objects import object_methods
 
@@ -66,7 +66,7 @@ class Registry:
         registry a setting's value picks from, where a plain word may name entries of
         others too (``"triton"``), with the methods of the classes they return."""
         entries = [f for f in self.of(name) if isinstance(f.node, ast.FunctionDef | ast.AsyncFunctionDef)
-                   and any(name in registered_names(d) and setting in _called_name(d)
+                   and any(name in registered_names(d) and setting in (name_of(d) or "")
                            for d in f.node.decorator_list)]
         return tuple(entries) + tuple(m for f in entries for m in self._returned_methods(f))
 
@@ -92,13 +92,6 @@ def registered_names(decorator: ast.expr) -> list[str]:
             break
         strings.append(arg.value)
     return _names(strings)
-
-
-def _called_name(decorator: ast.expr) -> str:
-    """The name a decorator call calls (``register_attention_backend``), or ""."""
-    func = decorator.func if isinstance(decorator, ast.Call) else decorator
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(
-        func, ast.Name) else ""
 
 
 def _names(strings: list[str]) -> list[str]:

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from contrib.analysis.archeval import TreeEval
-from contrib.analysis.archvalues import Frame, Func
+from contrib.analysis.archvalues import Ext, Frame, Func
 from contrib.analysis.gates import KEYWORD, module_strings
 from contrib.analysis.hostarch import CUTE_FAMILIES
-from contrib.analysis.pywalk import callee_name, walk
+from contrib.analysis.pywalk import callee_name, name_of, walk
 from contrib.analysis.reach.objects import classes_of
 
 _ARCH_FLAG = re.compile(r"\b(?:compute|sm)_(\d{2,3})[af]?\b")
@@ -318,23 +318,17 @@ def _is_triton(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def _is_cutile(ev: TreeEval, path: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """``@ct.kernel`` where ``ct`` is ``cuda.tile`` as the module imports it (``import
-    cuda.tile as ct``, ``from cuda import tile``): a cuTile Python kernel, compiled from
-    Tile IR for the GPU it runs on when first launched."""
-    names = {ast.unparse(d).split("(")[0] for d in node.decorator_list}
-    if not any(n.endswith(".kernel") or n == "kernel" for n in names):
-        return False
-    module = ev.parsed(path)
-    tile = {"cuda.tile.kernel"}
-    for statement in module.body if isinstance(module, ast.Module) else ():
-        if isinstance(statement, ast.Import):
-            tile |= {f"{a.asname}.kernel" for a in statement.names
-                     if a.name == "cuda.tile" and a.asname}
-        elif isinstance(statement, ast.ImportFrom) and statement.module in ("cuda", "cuda.tile"):
-            tile |= {(f"{a.asname or a.name}.kernel" if statement.module == "cuda" else
-                      a.asname or a.name) for a in statement.names
-                     if a.name == ("tile" if statement.module == "cuda" else "kernel")}
-    return bool(names & tile)
+    """``@ct.kernel`` that the evaluator binds to ``cuda.tile.kernel`` however the module
+    imports it (``import cuda.tile as ct``, ``from cuda import tile``): a cuTile Python
+    kernel, compiled from Tile IR for the GPU it runs on when first launched."""
+    for decorator in node.decorator_list:
+        if name_of(decorator) == "kernel":
+            ev.cap = (0, 0)
+            func = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if any(isinstance(v, Ext) and v.dotted == "cuda.tile.kernel"
+                   for v in ev.eval(func, Frame(path))):
+                return True
+    return False
 
 
 # cuTile (CUDA 13.1: Blackwell, compute capability 10.x and 12.x; 13.2 added Ampere

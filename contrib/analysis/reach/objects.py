@@ -64,20 +64,32 @@ def _module_class(ev: TreeEval, name: str, path: str, depth: int) -> Iterator[tu
                 yield from _module_class(ev, binding.attr, target, depth + 1)
 
 
-def lookup(ev: TreeEval, path: str, cls: ast.ClassDef, name: str,
-            depth: int = 0) -> list[Func]:
+def lookup(ev: TreeEval, path: str, cls: ast.ClassDef, name: str) -> list[Func]:
     """The method ``name`` of the tree class ``cls`` (at ``path``) as Python's attribute
     lookup finds it: in the class's own body, else in its tree bases, left to right."""
-    own = [Func(path, item) for item in cls.body
-           if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == name]
-    if own or depth > 6:
-        return own
+    for owner_path, owner in lineage(ev, path, cls):
+        own = [Func(owner_path, item) for item in owner.body
+               if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == name]
+        if own:
+            return own
+    return []
+
+
+def lineage(ev: TreeEval, path: str, cls: ast.ClassDef,
+            depth: int = 0, seen: set[int] | None = None) -> Iterator[tuple[str, ast.ClassDef]]:
+    """``cls`` and its tree bases, depth first, left to right, each once (the order a
+    lookup on an object of it takes, for single and simple multiple inheritance),
+    read lazily: a lookup that finds its name in the class reads no base."""
+    seen = set() if seen is None else seen
+    if id(cls) in seen:
+        return
+    seen.add(id(cls))
+    yield path, cls
+    if depth > 6:
+        return
     for base in cls.bases:
         for base_path, node in classes_named(ev, base, Frame(path)):
-            found = lookup(ev, base_path, node, name, depth + 1)
-            if found:
-                return found
-    return []
+            yield from lineage(ev, base_path, node, depth + 1, seen)
 
 
 def named_functions(ev: TreeEval, node: ast.expr, frame: Frame) -> list[Func]:

@@ -30,6 +30,7 @@ from contrib.analysis.reach.endpoints import (
 from contrib.analysis.reach.objects import (
     classes_named,
     instance_methods,
+    lineage,
     lookup,
     modules_of,
     named_functions,
@@ -353,7 +354,7 @@ class Graph:
             return self._loaded_by[key]
         self._loading.add(key)
         found: list[Func | Endpoint] = []
-        for path, cls in self._lineage(frame.path, owner):
+        for path, cls in lineage(self.ev, frame.path, owner):
             for method in cls.body:
                 if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
                     continue
@@ -368,18 +369,6 @@ class Graph:
                         found += [f for f in self._callees(inner, node.value) if f not in found]
         self._loading.discard(key)
         self._loaded_by[key] = found
-        return found
-
-    def _lineage(self, path: str, cls: ast.ClassDef) -> list[tuple[str, ast.ClassDef]]:
-        """``cls`` and its tree bases, nearest first (an attribute a base's method sets:
-        flashinfer's ``_TrtllmRunnerBase._build()`` keeps ``self._module``)."""
-        found = [(path, cls)]
-        for current_path, current in found:
-            if len(found) > 8:
-                break
-            for base in current.bases:
-                found += [c for c in classes_named(self.ev, base, Frame(current_path))
-                          if all(c[1] is not f[1] for f in found)]
         return found
 
     def _own(self, func: ast.Attribute, frame: Frame) -> list[Func | Endpoint]:

@@ -162,7 +162,6 @@ class Behind:
         self._functions: dict[str, tuple[dict[str, ast.AST], dict[str, list[str]]]] = {}
         self._builders: dict[str, list[str]] | None = None  # gen_* name -> files
         self._ops: aotops.OpIndex | None = None
-        self._templates: dict[str, dict[str, str]] = {}  # per module: its C++ templates
 
     def of(self, reached: Iterable[Endpoint]) -> Verdict | None:
         """The verdict that speaks for a gate whose code reaches ``reached``."""
@@ -311,9 +310,10 @@ class Behind:
             read = self._functions[target.path] = _functions(self.tree, target.path)
         functions, strings = read
         return (find_units(self.tree, built_sources(functions, target.name, self.arch.major, strings))
-                or self._templated(target, functions))
+                or self._templated(target, functions, strings))
 
-    def _templated(self, target: Endpoint, functions: dict[str, ast.AST]) -> list[str]:
+    def _templated(self, target: Endpoint, functions: dict[str, ast.AST],
+                   strings: dict[str, list[str]]) -> list[str]:
         """A builder that writes its unit from a C++ template held in a Python string
         (flashinfer's ``gen_act_and_mul_module`` renders ``activation_templ`` into
         ``{name}_and_mul.cu``): the files of the tree that template includes
@@ -325,12 +325,9 @@ class Behind:
         named = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
         for callee in [functions[n] for n in list(named) if n in functions]:
             named |= {n.id for n in ast.walk(callee) if isinstance(n, ast.Name)}
-        texts = self._templates.get(target.path)
-        if texts is None:
-            texts = self._templates[target.path] = _cpp_templates(self.tree, target.path)
         found: list[str] = []
-        for name in sorted(named & set(texts)):
-            for include in INCLUDE.findall(texts[name]):
+        for name in sorted(named & set(strings)):  # a module string that includes: C++
+            for include in (i for text in strings[name] for i in INCLUDE.findall(text)):
                 path = self.resolver(target.path, include)
                 if path is not None and path not in found:
                     found.append(path)
@@ -440,24 +437,6 @@ def _via(verdict: Verdict, target: Endpoint) -> Verdict:
     if not target.chain:
         return verdict
     return replace(verdict, reason=f"{verdict.reason} (reached through {target.chain})")
-
-
-def _cpp_templates(tree: SourceTree, path: str) -> dict[str, str]:
-    """A Python module's top-level strings that are C++ source (they ``#include``
-    something): the templates its builders render into units, by name."""
-    try:
-        module = parse(tree.read_text(path) or "", path)
-    except (SyntaxError, ValueError, *PARSE_ERRORS):
-        return {}
-    found: dict[str, str] = {}
-    for statement in getattr(module, "body", []):
-        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Name)
-                and isinstance(statement.value, ast.Constant)
-                and isinstance(statement.value.value, str)
-                and INCLUDE.search(statement.value.value)):
-            found[statement.targets[0].id] = statement.value.value
-    return found
 
 
 def _functions(tree: SourceTree, path: str) -> tuple[dict[str, ast.AST], dict[str, list[str]]]:

@@ -238,16 +238,13 @@ def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
     own = written_for([*gate.file.split("/"), *gate.function.split(".")])
     tested = set(CALLED.findall(gate.text))  # what its test calls is what it tests, not guards
     first = [n for n in dict.fromkeys(c.split(">")[0] for c in gate.calls) if n not in tested]
-    for written, where in ((own, gate.file), (written_for(first), "")):
-        if not written:
-            continue
-        if arch.major in written or not admits or not admits <= set(written):
-            return None
-        archs, names = named_so(written)
-        return Verdict(NEEDS_KERNEL_WORK, f"a Python condition admitting only what its code is "
-                       f"named for: {archs} ({', '.join(names[:3])}), never {arch.name}",
-                       [f"{where or name}: named for {archs}" for name in names[:1 if where else 3]])
-    return None
+    written = own or written_for(first)
+    if not written or arch.major in written or not admits or not admits <= set(written):
+        return None
+    archs, names = named_so(written)
+    return Verdict(NEEDS_KERNEL_WORK, f"a Python condition admitting only what its code is "
+                   f"named for: {archs} ({', '.join(names[:3])}), never {arch.name}",
+                   [f"{where}: named for {archs}" for where in ([gate.file] if own else names[:3])])
 
 
 def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arch: Arch) -> None:
