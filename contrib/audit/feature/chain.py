@@ -27,7 +27,6 @@ A feature read nowhere the walk can see is ``unknown``, with that reason.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -45,7 +44,7 @@ from contrib.audit.model import (
     admits_text,
 )
 from contrib.audit.stack.lower import Lower
-from contrib.audit.stack.walk import Function, Outside, Trail, Walker
+from contrib.audit.stack.walk import Function, Handed, Outside, Trail, Walker
 
 # Calls followed below a place reading the feature.  What a setting enables runs close
 # to where it is read; ten steps down (the gate walk's bound) every feature reaches the
@@ -247,16 +246,10 @@ def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool,
                                why=f"refuses only when the caller passes {given}: {link.why}")
             chain.links.append(link if not api else _own(link))
         if arch is not None and not any(link.refuses for link in chain.links[start:]) \
-                and not any(_HANDED.match(step) for step in out.via):
+                and not any(isinstance(step, Handed) for step in out.via):
             refused = _host_refusal(lower, out, arch)
             if refused is not None:
                 chain.links.append(refused if not api else _own(refused))
-
-
-# A backend's name handed on as a value on the way (`"trtllm_mha"`: the code picks it,
-# under conditions the walk does not weigh, such as sglang's choice when none is given):
-# what lies past it is not surely the feature's way, and no crash is claimed there.
-_HANDED = re.compile(r'^"[^"]+"$')
 
 
 def _host_refusal(lower: Lower, out: Outside, arch: Arch) -> Link | None:
@@ -266,7 +259,9 @@ def _host_refusal(lower: Lower, out: Outside, arch: Arch) -> Link | None:
     behind ``trtllm_ragged_attention_deepseek``, sgl-project/sglang#24633): the call is
     admitted in Python and refused below it, a crash.  Only where every way the call
     can take is refused so (:meth:`~contrib.audit.stack.lower.Lower.refused_every_way`),
-    and the way to the call hands no backend's name on (:data:`_HANDED`)."""
+    and the way to the call hands no backend's name on (a
+    :class:`~contrib.audit.stack.walk.Handed` step: what lies past it is not surely
+    the feature's way)."""
     verdict = lower.refused_every_way(out.dotted, arch, out.keys)
     if verdict is None or verdict.refused is None:
         return None

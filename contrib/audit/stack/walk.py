@@ -65,6 +65,14 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 
+class Handed(str):
+    """A step of a way that is a backend's name handed on as a value (``"trtllm_mha"``):
+    the code picks it there, under conditions the walk does not weigh (sglang's choice
+    when none is given).  A string, shown as the other steps are."""
+
+    __slots__ = ()
+
+
 class Trail:
     """What a walk of the target's way met: the statements of the tree where it was
     turned away (an ``if`` on the arch it does not take, a refusal, a read of a flag
@@ -313,7 +321,7 @@ class Walker:
             for name in [*chosen, *value_literals(node)]:  # a backend's name handed on
                 for entry in self.ev.registry.of(name):
                     yield Block(entry.path, entry.node, tuple(entry.node.body),
-                                 (*block.via, f'"{name}"', entry.node.name))
+                                 (*block.via, Handed(f'"{name}"'), entry.node.name))
             chosen = []
             if isinstance(node, ast.Return) and node.value is not None:
                 # handed back, run by the caller: an object's methods (`return Method()`),
