@@ -224,7 +224,10 @@ def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None
                 behind += _behind(gate, lower)
     chain.links += [link for link in dict.fromkeys(behind) if link.excludes]
     if lower is not None:
-        _below(chain, lower, outs, api=False, arch=arch)
+        # refused by a gate of this tree on the way, the target never meets what is below
+        # it: no host check there is read (decide() would not name it a crash)
+        refused = any(link.role == Role.GATE and link.refuses for link in chain.links)
+        _below(chain, lower, outs, api=False, arch=None if refused else arch)
 
 
 def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool,
