@@ -2,6 +2,7 @@
 
     python benchmarks/audit_history.py [--upstream flashinfer|sglang] [--limit N]
         [--since DATE] [--json OUT] [--mine] [--write-corpus] [--cache DIR] [--no-stack]
+        [--commit PREFIX ...] [--no-main]
 
 The corpus: commits of flashinfer's and sglang's own main that opened a gate
 to SM12x (see ``history_mine``), pinned in ``audit_history_corpus.toml`` (shas,
@@ -22,7 +23,9 @@ excluding gate can take its class from the flashinfer path it reaches;
 ``PYTHONPATH=OTHER_CHECKOUT`` measures another tree; the audit's result cache
 lives under ``--cache`` in a folder keyed by that tree's source, so two trees
 never share answers.  ``--limit N`` keeps N opening commits per upstream,
-spread evenly over time (default 12; 0: all).
+spread evenly over time (default 12; 0: all).  ``--commit PREFIX`` (repeatable) keeps
+the openings of those commits only and ``--no-main`` skips the mains: one miss
+measured again in a minute, not the whole corpus in half an hour.
 """
 
 from __future__ import annotations
@@ -135,7 +138,7 @@ def spread(openings: Sequence[Opening], limit: int) -> list[Opening]:
 
 def run_upstream(name: str, openings: Sequence[Opening], git: Git, arch: str,
                  progress: bool, below: tuple[str, Git] | None = None,
-                 ) -> tuple[list[Row], dict[str, object]]:
+                 with_main: bool = True) -> tuple[list[Row], dict[str, object]]:
     """The rows of one upstream's openings and the audit of its main (each audit linked
     to ``below`` at the version it pins, when given)."""
     auditor = Auditor(git, arch, below)
@@ -154,6 +157,10 @@ def run_upstream(name: str, openings: Sequence[Opening], git: Git, arch: str,
             found = [measure(o, before, later, n) for o, n in zip(mine, names, strict=True)]
         rows += found
     tip = git.run("rev-parse", "main")
+    if not with_main:
+        return rows, {"commit": tip, "runtime_excluding": 0, "unknown": 0,
+                      "audits": auditor.count, "fresh_audits": auditor.fresh,
+                      "audit_seconds": round(auditor.seconds, 1)}
     excluding = [g for g in auditor.gates(tip) if g.excludes_target and g.scope == "runtime"]
     main = {"commit": tip, "runtime_excluding": len(excluding),
             "unknown": sum(1 for g in excluding if g.class_ == "unknown"),
@@ -235,6 +242,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
                         help="opening commits per upstream, spread over time (0: all)")
     parser.add_argument("--since", help="only openings committed on or after this date")
+    parser.add_argument("--commit", action="append", default=[], metavar="PREFIX",
+                        help="only the openings of this commit (a sha prefix; repeatable): "
+                        "a miss measured again without the whole corpus")
+    parser.add_argument("--no-main", action="store_true",
+                        help="do not audit the mains (no unknown@main figure)")
     parser.add_argument("--json", type=Path, help="write the raw rows here")
     parser.add_argument("--arch", default="sm_120a")
     parser.add_argument("--corpus", type=Path, default=history_corpus.PINNED)
@@ -268,11 +280,14 @@ def measure_all(args: argparse.Namespace) -> int:
     results = {}
     for name in names:
         openings = [o for o in corpus if o.upstream == name
-                    and (not args.since or o.date >= args.since)]
+                    and (not args.since or o.date >= args.since)
+                    and (not args.commit or any(o.commit.startswith(c) for c in args.commit))]
+        if not openings and args.commit:
+            continue
         below = STACKED.get(name) if not args.no_stack else None
         lower = (below, Git(getattr(args, f"{below}_git"))) if below else None
         results[name] = run_upstream(name, spread(openings, args.limit), gits[name], args.arch,
-                                     not args.quiet, lower)
+                                     not args.quiet, lower, not args.no_main)
     print_report(results, args.arch)
     for name, (_, main) in results.items():
         if "stacked" in main:
