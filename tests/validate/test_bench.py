@@ -225,7 +225,10 @@ def test_a_12_percent_slowdown_fails_a_5_percent_threshold(tmp_path: Path) -> No
     result = _bench(tmp_path, _tree(tmp_path / "a", 20_000), _tree(tmp_path / "b", 22_400))
     assert result.status == "failed", result.reason
     (figure,) = result.details["metrics"]
-    assert 1.08 < figure["ratio"] < 1.16 and figure["ci95"][0] > 1.05
+    # Each run is +-3% off its work, drawn anew: the ratio of 1.12 lies anywhere the
+    # noise can move it (a bound of 1.16 failed CI at 1.1696), the interval beyond 5%.
+    assert 1.12 * 0.97 / 1.03 < figure["ratio"] < 1.12 * 1.03 / 0.97
+    assert figure["ci95"][0] > 1.05
 
 
 # Heavy noise: each run's figure is the work times a factor from e^-3 to e^3, the n-th
