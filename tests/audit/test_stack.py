@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from contrib.audit.serial import gate_json
-from testing.gitutil import Repo
+from testing.gitutil import Repo, git
 from testing.stackupstreams import LOWER_ATTN, LOWER_MM, lower_upstream, repin, top_upstream
 from testing.workspace import Result, Workspace
 
@@ -261,6 +261,7 @@ def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
     from contrib.arch import parse_arch
     from contrib.audit.model import UNKNOWN, AuditGate, GateKind
     from contrib.audit.stack.link import _inherit
+    from contrib.audit.stack.walk import Outside
 
     class _Lower:
         name, tag = "lower", "v1.0"
@@ -280,7 +281,8 @@ def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
     ):
         gate = AuditGate("top/layer.py", 9, "step", GateKind.CAPABILITY, frozenset({9, 10}), True,
                          class_=UNKNOWN)
-        _inherit(gate, _Lower(), below, parse_arch("sm_120a"))  # type: ignore[arg-type]
+        reached = [(Outside("lowerlib.fused_allreduce", ()), b) for b in below]
+        _inherit(gate, _Lower(), reached, parse_arch("sm_120a"))  # type: ignore[arg-type]
         assert gate.class_ == expected, (below, gate.reason)
 
 
@@ -641,3 +643,72 @@ def test_a_setting_a_pass_returns_enables_what_reads_it(
     assert [b["function"] for b in gate["below"]] == ["gen_comm_module"], gate["below"]
     assert "returns fusion_backend='auto' > read fusion_backend at python/top/fuse.py:7" in (
         gate["below"][0]["via"])
+
+
+LOWER_GEMM8 = '''\
+import torch
+
+from lowerlib.core import build, ctx
+
+
+def gen_gemm8_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10, 12])
+    return build("gemm8", ["gemm.cu"], flags)
+
+
+def gen_trt_module():
+    flags = ctx.get_nvcc_flags_list(supported_major_versions=[10])
+    return build("gemm8_trt", ["decode.cu"], flags)  # compiled out for SM12x
+
+
+def gemm8(x, backend="cutlass"):
+    major = torch.cuda.get_device_capability()[0]
+    if backend == "cutlass":
+        if major not in {cutlass}:
+            raise ValueError("gemm8: its cutlass backend needs another GPU")
+        return gen_gemm8_module().run(x)
+    elif backend == "trtllm":
+        if major != 10:
+            raise ValueError("gemm8: its trtllm backend needs SM100")
+        return gen_trt_module().run(x)
+    raise ValueError(backend)
+'''
+TOP_GEMM8 = '''\
+from lowerlib.gemm8 import gemm8
+
+from top.utils import is_sm100_supported
+
+
+def matmul8(x):
+    if is_sm100_supported():
+        return gemm8(x, backend="trtllm")
+    return x
+'''
+
+
+@pytest.mark.parametrize(("cutlass", "expected", "says"), [
+    ("(10, 12)", "gate-only", "choosing 'trtllm', whose way reaches lowerlib/gemm8.py:12 "
+                              "gen_trt_module, which turns sm_120a away (needs-kernel-work); "
+                              "'cutlass' of the same call serves sm_120a (lowerlib/gemm8.py:7 "
+                              "admits it): choosing 'cutlass' on sm_120a is the change"),
+    ("(10,)", "needs-kernel-work", "lowerlib/gemm8.py:12 gen_trt_module, which turns sm_120a"),
+])
+def test_a_backend_chosen_by_name_without_kernels_is_gate_only_where_another_serves_the_target(
+        stacked: tuple[Workspace, Repo], cutlass: str, expected: str, says: str) -> None:
+    """sglang's fp8_utils called flashinfer's ``gemm_fp8_nt_groupwise(...,
+    backend="trtllm")`` on SM100 only: trtllm runs cubins made for sm_10x, but the
+    cutlass backend of the same call admits SM120 and builds for it.  Choosing it there
+    is what upstream did (no kernel work); where no other backend admits the target,
+    the kernels are what it takes.  The gates on the branch the chosen backend does
+    not take are not on its way below."""
+    ws, top = stacked
+    lower = ws.upstreams["lower"]
+    lower.commit("gemm8", {"lowerlib/gemm8.py": LOWER_GEMM8.format(cutlass=cutlass)})
+    git(lower.path, "tag", "v3.0")
+    top.commit("gemm8", {"python/top/gemm8.py": TOP_GEMM8})
+    _, audit = _audit(ws, "--at", repin(top, "lower_lib==3.0"))
+    gate = _gate(audit, "matmul8")
+    assert gate["excludes_target"] and gate["class"] == expected, gate["reason"]
+    assert says in gate["reason"], gate["reason"]
+    # the trtllm branch's gates only, not the cutlass branch's (line 19)
+    assert [b["line"] for b in gate["below"]] == [12, 23], gate["below"]

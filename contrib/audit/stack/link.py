@@ -71,7 +71,7 @@ from contrib.workspace.txn import atomic_write, check_inside
 # -- the upper side ---------------------------------------------------------------------
 
 
-LINK_FORMAT = 11  # bump when linking changes what it finds over the same audits
+LINK_FORMAT = 12  # bump when linking changes what it finds over the same audits
 
 
 @dataclass
@@ -186,7 +186,7 @@ def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch,
             # attention kernel flashinfer runs); nothing else below changes it.
             kept = (gate.class_, gate.reason, list(gate.evidence))
             if pairs:
-                _inherit(gate, lower, [b for _, b, _ in pairs], arch)
+                _inherit(gate, lower, [(out, b) for out, b, _ in pairs], arch)
             else:
                 _from_code_below(gate, lower, out_calls, arch)
             if kept[0] == GATE_ONLY and gate.class_ != NEEDS_KERNEL_WORK:
@@ -311,6 +311,13 @@ def _rest_of_function(walker: Walker, gate: AuditGate, parents: dict[int, ast.AS
     return walker.holder(gate.file, statement), tuple(body[body.index(statement):])
 
 
+def _hollow(gate: AuditGate) -> bool:
+    """Kernels are missing for the target there: a gate of class needs-kernel-work, or
+    one admitting it into code compiled out for it (its evidence)."""
+    return ((gate.excludes_target and gate.class_ == NEEDS_KERNEL_WORK)
+            or (not gate.excludes_target and bool(gate.evidence)))
+
+
 def _refuses(gate: AuditGate) -> bool:
     """The target gets an error there (not a generic path)."""
     return gate.excludes_target and gate.effect.kind.refuses
@@ -328,21 +335,33 @@ def _entry(lower: Lower, out: Outside, gate: AuditGate, chain: str) -> dict[str,
             "via": " > ".join((*out.via, out.dotted, *chain.split(">")[1:]))}
 
 
-def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) -> None:
+def _inherit(gate: AuditGate, lower: Lower, reached: list[tuple[Outside, AuditGate]],
+             arch: Arch) -> None:
     """Class an excluding gate by the lower path its code reaches: kernels missing there
     (a lower gate of class needs-kernel-work, or one admitting the target into code
-    compiled out for it) make it needs-kernel-work; lower gates that only turn the
-    target away from kernels it can run make it gate-only (each gate on the path is
-    lifted, nothing else); a path whose lower gates cannot be classed leaves it."""
+    compiled out for it) make it needs-kernel-work, unless the call chose that path by
+    a backend where the same call serves the target another way
+    (:func:`_served_otherwise`); lower gates that only turn the target away from
+    kernels it can run make it gate-only (each gate on the path is lifted, nothing
+    else); a path whose lower gates cannot be classed leaves it."""
     at = f"{lower.name} {lower.tag}"
-    hollow = [b for b in below if (b.excludes_target and b.class_ == NEEDS_KERNEL_WORK)
-              or (not b.excludes_target and b.evidence)]
+    below = [b for _, b in reached]
+    hollow = [(out, b) for out, b in reached if _hollow(b)]
     if hollow:
-        b = hollow[0]
-        gate.class_ = NEEDS_KERNEL_WORK
-        gate.evidence = [f"{lower.name}:{e}" for e in b.evidence[:20]]
+        out, b = hollow[0]
         why = f"turns {arch.name} away ({b.class_})" if b.excludes_target else (
             f"admits {arch.name}, but its kernels are compiled out for it")
+        served = {o: _served_otherwise(lower, o) for o, _ in hollow}
+        if all(served.values()):
+            chosen, name, other = served[out] or ("", "", b)
+            gate.class_, gate.evidence = GATE_ONLY, [f"{lower.name}:{other.file}:{other.line}"]
+            gate.reason = (f"its code calls {at} {out.dotted} choosing {chosen!r}, whose way "
+                           f"reaches {_where(b)}, which {why}; {name!r} of the same call serves "
+                           f"{arch.name} ({other.file}:{other.line} admits it): choosing "
+                           f"{name!r} on {arch.name} is the change")
+            return
+        gate.class_ = NEEDS_KERNEL_WORK
+        gate.evidence = [f"{lower.name}:{e}" for e in b.evidence[:20]]
         detail = b.reason or b.effect.why
         gate.reason = f"its code reaches {at} {_where(b)}, which {why}" + (
             f": {detail}" if detail else "")
@@ -374,6 +393,30 @@ def _inherit(gate: AuditGate, lower: Lower, below: list[AuditGate], arch: Arch) 
     gate.reason = (f"its code reaches {at}, whose {counted(len(admitting), 'gate')} on that path "
                    f"admit{'s' if one else ''} {arch.name} with {'its' if one else 'their'} "
                    f"kernels ({'' if one else 'e.g. '}{_where(admitting[0])})")
+
+
+def _served_otherwise(lower: Lower, out: Outside) -> tuple[str, str, AuditGate] | None:
+    """Another backend of the registry ``out`` chooses from, whose way below meets no
+    kernels missing for the target and no refusal of it, and a gate admitting it
+    (flashinfer's ``gemm_fp8_nt_groupwise``: its trtllm backend runs cubins made for
+    sm_10x only, its cutlass backend admits SM120 and builds for it): the call may
+    choose that one on the target: the backend chosen, that one, and the gate.  None:
+    the call chooses no backend by name, or no other serves the target."""
+    key = lower.chosen(out.dotted, out.keys) if out.keys else None
+    if key is None:
+        return None
+    chosen, names = key
+    taken = {(g.file, g.line) for g, _ in lower.below(out.dotted, out.keys)}
+    for name in sorted(names - {chosen}):
+        keys = tuple((k, name if v == chosen else v) for k, v in out.keys)
+        way = [g for g, _ in lower.below(out.dotted, keys)]
+        if any(_hollow(g) or _refuses(g) for g in way):
+            continue
+        admitting = sorted((g for g in way if not g.excludes_target),
+                           key=lambda g: (g.file, g.line) in taken)
+        if admitting:
+            return chosen, name, admitting[0]
+    return None
 
 
 def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside], arch: Arch) -> None:

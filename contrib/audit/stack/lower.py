@@ -154,6 +154,11 @@ class Lower:
             path, names = target, [imported.attr]
         return []
 
+    def chosen(self, dotted: str, keys: tuple[tuple[str, str], ...]) -> Key | None:
+        """The backend a call of ``dotted`` passing ``keys`` chooses, with every name of
+        the callee's registry (None: it chooses none)."""
+        return next((k for k in (self._key(f, keys) for f in self.resolve(dotted)) if k), None)
+
     def _key(self, func: Func, keys: tuple[tuple[str, str], ...]) -> Key | None:
         """The backend a call chooses of the callee's registry: the first string it
         passes by keyword that names one (the registry read from the callee's
@@ -176,26 +181,31 @@ class Lower:
         backend of the callee's registry (``bmm_fp8(..., backend="cublas")``)."""
         if (dotted, keys) not in self._below:
             found: dict[tuple[str, int], tuple[AuditGate, str]] = {}
-            for func, chain in self._reached(self.resolve(dotted), keys):
+            for func, chain, aside in self._reached(self.resolve(dotted), keys):
                 for gate in self._held.get(func.path, []):
-                    if _holds(func.node, gate):
+                    if _holds(func.node, gate) and not any(
+                            first <= gate.line <= last for first, last in aside):
                         found.setdefault((gate.file, gate.line), (gate, chain))
             self._below[(dotted, keys)] = sorted(found.values(),
                                                  key=lambda p: (p[0].file, p[0].line))
         return self._below[(dotted, keys)]
 
-    def _reached(self, entries: list[Func], keys: tuple[tuple[str, str], ...] = ()) -> list[tuple[Func, str]]:
-        seen: dict[int, tuple[Func, str]] = {}
+    def _reached(self, entries: list[Func], keys: tuple[tuple[str, str], ...] = ()
+                 ) -> list[tuple[Func, str, list[tuple[int, int]]]]:
+        """The functions a call of ``entries`` reaches, each with the calls leading to it
+        and the lines of its branches the backend chosen by ``keys`` does not take."""
+        seen: dict[int, tuple[Func, str, list[tuple[int, int]]]] = {}
         queue = deque((f, f.node.name, 0, self._key(f, keys)) for f in entries)
         while queue and len(seen) < MAX_BELOW:
             func, chain, depth, key = queue.popleft()
             if id(func.node) in seen:
                 continue
-            seen[id(func.node)] = (func, chain)
+            aside: list[tuple[int, int]] = []
+            seen[id(func.node)] = (func, chain, aside)
             if depth >= MAX_DEPTH:
                 continue
             frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
-            for node in self.skips.walk(func.path, func.node.body, key=key):
+            for node in self.skips.walk(func.path, func.node.body, key=key, aside=aside):
                 if isinstance(node, ast.Call):
                     self.ev.cap = (0, 0)
                     for value in ordered(self.ev.eval(node.func, frame)):

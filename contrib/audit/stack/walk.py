@@ -147,14 +147,16 @@ class Skips:
         return any(first <= line <= last for line in self._refusals.get(path, ()))
 
     def walk(self, path: str, code: Iterable[ast.AST], target: bool = False,
-             key: Key | None = None, trail: Trail | None = None) -> Iterator[ast.AST]:
+             key: Key | None = None, trail: Trail | None = None,
+             aside: list[tuple[int, int]] | None = None) -> Iterator[ast.AST]:
         """Every node of ``code`` the target may run (depth first).  ``target``: the
         walk is of what the target itself runs (an admitting gate's code), so a
         statement that refuses it ends its block, and a function or class defined there
         is not entered (it runs where it is called, on that caller's way); a walk of
         what admitted archs run goes on past both.  ``key``: the backend the caller chose by name (``bmm_fp8(...,
         backend="cublas")``): tests of the registry's names, and tables keyed by them,
-        go its way."""
+        go its way; ``aside``: where given, the lines of each branch the chosen backend
+        does not take are added to it (first, last)."""
 
         def runs(nodes: Iterable[ast.AST]) -> list[ast.AST]:
             kept: list[ast.AST] = []
@@ -181,6 +183,9 @@ class Skips:
             taken = self.taken(path, node) if target and isinstance(node, ast.If) else None
             if chosen is not None and isinstance(node, ast.If):
                 children: list[ast.AST] = [node.test, *runs(node.body if chosen else node.orelse)]
+                if aside is not None:
+                    aside += [(n.lineno, n.end_lineno or n.lineno)
+                              for n in (node.orelse if chosen else node.body)]
             elif entries is not None:
                 children = list(entries)
             elif isinstance(node, ast.If | ast.While) and self(path, node):
