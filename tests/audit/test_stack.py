@@ -9,7 +9,14 @@ import pytest
 
 from contrib.audit.serial import gate_json
 from testing.gitutil import Repo, git
-from testing.stackupstreams import LOWER_ATTN, LOWER_MM, lower_upstream, repin, top_upstream
+from testing.stackupstreams import (
+    LOWER_ATTN,
+    LOWER_MM,
+    TOP_MM,
+    lower_upstream,
+    repin,
+    top_upstream,
+)
 from testing.workspace import Result, Workspace
 
 
@@ -673,17 +680,12 @@ def gemm8(x, backend="cutlass"):
         return gen_trt_module().run(x)
     raise ValueError(backend)
 '''
-TOP_GEMM8 = '''\
-from lowerlib.gemm8 import gemm8
-
-from top.utils import is_sm100_supported
-
-
-def matmul8(x):
-    if is_sm100_supported():
-        return gemm8(x, backend="trtllm")
-    return x
-'''
+# TOP_MM's first function, calling gemm8's trtllm backend on SM100 only
+TOP_GEMM8 = TOP_MM.split("\n\n\ndef fused_mm")[0] + "\n"
+for old, new in (("lowerlib.mm import mm", "lowerlib.gemm8 import gemm8"),
+                 ("is_blackwell_supported", "is_sm100_supported"), ("plain_mm", "matmul8"),
+                 ('mm(x, backend="plain")', 'gemm8(x, backend="trtllm")')):
+    TOP_GEMM8 = TOP_GEMM8.replace(old, new)
 
 
 @pytest.mark.parametrize(("cutlass", "expected", "says"), [
