@@ -351,9 +351,9 @@ def _inherit(gate: AuditGate, lower: Lower, reached: list[tuple[Outside, AuditGa
         out, b = hollow[0]
         why = f"turns {arch.name} away ({b.class_})" if b.excludes_target else (
             f"admits {arch.name}, but its kernels are compiled out for it")
-        served = {o: _served_otherwise(lower, o) for o, _ in hollow}
-        if all(served.values()):
-            chosen, name, other = served[out] or ("", "", b)
+        served = [_served_otherwise(lower, o) for o, _ in hollow]
+        if served[0] is not None and all(served):
+            chosen, name, other = served[0]
             gate.class_, gate.evidence = GATE_ONLY, [f"{lower.name}:{other.file}:{other.line}"]
             gate.reason = (f"its code calls {at} {out.dotted} choosing {chosen!r}, whose way "
                            f"reaches {_where(b)}, which {why}; {name!r} of the same call serves "
