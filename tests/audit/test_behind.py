@@ -161,6 +161,31 @@ def test_a_built_op_is_judged_by_its_registered_unit_and_build_list() -> None:
     assert "its build lists sm_9x, sm_10x" in gate.reason
 
 
+def test_a_built_op_built_for_the_target_is_not_judged_by_its_unit_s_name() -> None:
+    """A unit named for another architecture (``scaled_mm_sm90.cu``) is kernel work only
+    where the op's build leaves the target out; built for it, nothing compiled out, the
+    op serves it (as a JIT module built for the target does)."""
+    ops = ("import torch\n\nfrom pkg.utils import is_sm100_supported\n\n\n"
+           "def scaled_mm(a):\n    if not is_sm100_supported():\n        raise ValueError(a)\n"
+           "    return torch.ops.mykernel.scaled_mm.default(a)\n")
+    build = ('set(FLAGS "-gencode=arch=compute_90a,code=sm_90a" '
+             '"-gencode=arch=compute_100a,code=sm_100a"{more})\n')
+    files = BASE | {
+        "pkg/ops.py": ops,
+        "kernel/csrc/ext.cc": ('TORCH_LIBRARY_FRAGMENT(mykernel, m) {\n  m.def("scaled_mm(Tensor a) -> '
+                               'Tensor");\n  m.impl("scaled_mm", torch::kCUDA, &scaled_mm);\n}\n'),
+        "kernel/csrc/gemm/scaled_mm_sm90.cu": KERNEL.format(name="mm") + (
+            "torch::Tensor scaled_mm(torch::Tensor a) {\n  return a;\n}\n"),
+        "kernel/CMakeLists.txt": build.format(more=' "-gencode=arch=compute_120a,code=sm_120a"'),
+    }
+    gate = _audit(files)["pkg/ops.py:scaled_mm"]
+    assert gate.class_ == "gate-only", gate.reason
+    assert "its build lists sm_9x, sm_10x, sm_12x" in gate.reason
+    left_out = _audit(files | {"kernel/CMakeLists.txt": build.format(more="")})["pkg/ops.py:scaled_mm"]
+    assert left_out.class_ == "needs-kernel-work", left_out.reason
+    assert "written for sm_9x" in left_out.reason
+
+
 def test_a_cute_kernel_whose_admissible_archs_omit_the_target_needs_kernel_work() -> None:
     cute = ("class GroupedGemmKernel:\n    admissible_archs = ['sm_100a', 'sm_103a']\n\n"
             "    def __init__(self, tile):\n        self.tile = tile\n")

@@ -416,13 +416,16 @@ class Behind:
         op = self._ops.find(target.name)
         if op is None:
             return None
-        majors = [m for m in op.majors if m != self.arch.major]
-        verdict = units_verdict(self.tree, self.resolver, [op.unit], majors, self.arch)
+        # as for a JIT module: the majors its build lists, where they leave the target out
+        # (a unit named for another architecture is kernel work only then)
+        omits = bool(op.majors) and self.arch.major not in op.majors
+        verdict = units_verdict(self.tree, self.resolver, [op.unit], op.majors if omits else (),
+                                self.arch)
         builds = ("its build lists " + ", ".join(f"sm_{m}x" for m in op.majors)
                   if op.majors else "its build's arch list is not read")
         verdict.reason = (f"its code calls the built op {target.name}, {op.function} in "
                           f"{op.unit} ({builds}): {verdict.reason}")
-        verdict.at_stake = bool(op.majors) and self.arch.major not in op.majors
+        verdict.at_stake = omits
         return verdict
 
 
