@@ -84,9 +84,25 @@ class _Run:
         return env
 
     def compound(self, node: ast.stmt, env: Env) -> Env | None:
-        """Loops, ``try``, ``with``, ``match``: each block may run or not (once)."""
-        for name in bound_names(node):
-            env[name] = ANY
+        """Loops, ``try``, ``with``, ``match``: each block may run or not (once).  A loop
+        may run its body again on what it bound, so those names are unknown; a ``try``
+        or a ``match`` runs each block once at most, so a name it binds holds what it
+        held before or what a block bound (sglang's ``get_device_capability`` binds
+        ``major`` in a ``try`` of its HPU branch: still the GPU's major, or None)."""
+        if isinstance(node, ast.Try | ast.TryStar):
+            # a handler may run after the body stopped between two bindings of a name
+            seen: set[str] = set()
+            for statement in node.body:
+                names = bound_names(statement) if not isinstance(
+                    statement, ast.Assign | ast.AnnAssign) else {
+                        n for t in (statement.targets if isinstance(statement, ast.Assign)
+                                    else [statement.target]) for n, _ in targets_of(t)}
+                for name in names & seen:
+                    env[name] = ANY
+                seen |= names
+        elif not isinstance(node, ast.Match):
+            for name in bound_names(node):
+                env[name] = ANY
         blocks = [getattr(node, n) for n in ("body", "orelse", "finalbody")
                   if isinstance(getattr(node, n, None), list)]
         blocks += [h.body for h in getattr(node, "handlers", [])]

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from contrib.analysis.reach.tree import PyTree
-from contrib.analysis.tree import GitTree
+from contrib.analysis.tree import DictTree, GitTree
 from contrib.arch import parse_arch
+from contrib.audit.engine import find_all
 from contrib.audit.finding.gates import gates_of_file
-from contrib.audit.model import AuditGate
+from contrib.audit.model import AuditGate, EffectKind
 from contrib.git.repo import Git
 from testing.archforms import arch_forms_upstream
 
@@ -157,3 +158,46 @@ def test_the_toolkit_is_one_that_can_build_the_target(tree: GitTree) -> None:
     assert read[0] == {(10, 0): {True}, (12, 0): {False}, (9, 0): {False}}
     assert read[1] == {(10, 0): {True}, (12, 0): {True}, (9, 0): {False}}
     assert read[2] is None or all(v == {False} for v in read[2].values())
+
+
+CAPABILITY_WITH_TRY = '''\
+import torch
+
+
+def get_device_capability(device_id=0):
+    major, minor = None, None
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability(device_id)
+    if hasattr(torch, "hpu") and torch.hpu.is_available():
+        try:
+            major, minor = None, None
+        except Exception as e:
+            raise RuntimeError("hpu") from e
+    return major, minor
+'''
+TRY_CALLER = '''\
+from pkg.utils import get_device_capability
+
+
+def create(runner):
+    major, minor = get_device_capability()
+    assert major == 9, "FlashAttention v3 requires SM90"
+    return runner
+'''
+
+
+def test_a_name_bound_in_a_try_keeps_what_it_could_hold() -> None:
+    """sglang's ``get_device_capability`` binds ``major`` in a ``try`` of its HPU branch:
+    after it ``major`` is the GPU's major or None, not anything (a loop's would be), so
+    ``assert major == 9`` (its FA3 backend) refuses SM120.  A name bound twice in the
+    body may stop half-way: unknown then."""
+    def gates(utils: str) -> list[AuditGate]:
+        tree = DictTree({"pkg/__init__.py": "", "pkg/utils.py": utils, "pkg/reg.py": TRY_CALLER})
+        return [g for g in find_all(tree, parse_arch("sm_120a"))[0] if g.file == "pkg/reg.py"]
+
+    [gate] = gates(CAPABILITY_WITH_TRY)
+    assert gate.excludes_target and gate.effect.kind == EffectKind.ASSERT_FAILS
+    twice = CAPABILITY_WITH_TRY.replace(
+        "            major, minor = None, None\n",
+        "            major, minor = None, None\n            major = torch.hpu.version()\n")
+    assert not [g for g in gates(twice) if g.excludes_target]
