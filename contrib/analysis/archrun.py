@@ -5,7 +5,8 @@ The arch evaluator reads a helper such as sglang's ``_check_cuda_device_version`
 statement by statement: assignments update the names, an ``if`` whose test the
 GPU decides takes its branch, one the GPU does not decide takes both, ``raise``
 ends a path, and every ``return`` adds its values.  Loops run their body once
-or not at all, with the names they assign unknown.
+or not at all, with the names they assign unknown; each block of a ``try`` or a
+``match`` runs once or not at all.
 """
 
 from __future__ import annotations
@@ -93,10 +94,7 @@ class _Run:
             # a handler may run after the body stopped between two bindings of a name
             seen: set[str] = set()
             for statement in node.body:
-                names = bound_names(statement) if not isinstance(
-                    statement, ast.Assign | ast.AnnAssign) else {
-                        n for t in (statement.targets if isinstance(statement, ast.Assign)
-                                    else [statement.target]) for n, _ in targets_of(t)}
+                names = bound_names(statement)
                 for name in names & seen:
                     env[name] = ANY
                 seen |= names
