@@ -161,6 +161,20 @@ def test_a_built_op_is_judged_by_its_registered_unit_and_build_list() -> None:
     assert "its build lists sm_9x, sm_10x" in gate.reason
 
 
+def test_an_assert_the_target_fails_keeps_from_it_the_code_after_it() -> None:
+    """sglang's FA3 backend factory: ``assert major == 9`` then ``return
+    FlashAttentionBackend(runner)``.  What follows the assert is what the target is kept
+    from, as what follows ``if major != 9: raise``."""
+    kernels = ("import triton\n\n\n@triton.jit\ndef _attn_kernel(x):\n    pass\n\n\n"
+               "def attend(q):\n    _attn_kernel[(1,)](q)\n")
+    factory = ("import torch\n\nfrom pkg.kernels import attend\n\n\n"
+               "def create(q):\n    major, minor = torch.cuda.get_device_capability()\n"
+               "    assert major == 9, 'needs SM90'\n    return attend(q)\n")
+    gate = _audit(BASE | {"pkg/kernels.py": kernels, "pkg/factory.py": factory})["pkg/factory.py:create"]
+    assert gate.class_ == "gate-only", gate.reason
+    assert "Triton kernel _attn_kernel" in gate.reason and gate.message == "needs SM90"
+
+
 def test_a_built_op_built_for_the_target_is_not_judged_by_its_unit_s_name() -> None:
     """A unit named for another architecture (``scaled_mm_sm90.cu``) is kernel work only
     where the op's build leaves the target out; built for it, nothing compiled out, the

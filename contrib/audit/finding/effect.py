@@ -37,6 +37,7 @@ from contrib.audit.finding.code import (
     function_of,
     producers,
     readers_after,
+    runs_after,
 )
 from contrib.audit.model import (
     Decision,
@@ -101,7 +102,9 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
     if isinstance(parent, ast.Assert) and parent.test is node:
         if admitted:
             return Effect(EffectKind.ASSERT_HOLDS, "an assert")
-        return Effect(EffectKind.ASSERT_FAILS, "an assert the target fails", message=_text_of(parent.msg))
+        # what the target is kept from: the code after the assert, as after `if not ok: raise`
+        return Effect(EffectKind.ASSERT_FAILS, "an assert the target fails",
+                      tuple(runs_after(parent, parents)), message=_text_of(parent.msg))
     if isinstance(parent, ast.If) and parent.test is node:
         return _branch(found, parent, arch, _chain_above(parent, parents), parents)
     if isinstance(parent, ast.IfExp) and parent.test is node:
