@@ -141,19 +141,28 @@ def test_a_decision_function_is_followed_to_the_code_its_callers_run() -> None:
     assert gates["pkg/attend.py:_use_fused"].class_ == "needs-kernel-work"
 
 
-def test_a_built_op_is_judged_by_its_registered_unit_and_build_list() -> None:
+SCALED_MM_BUILD = ('set(FLAGS "-gencode=arch=compute_90a,code=sm_90a" '
+                   '"-gencode=arch=compute_100a,code=sm_100a"{more})\n')
+
+
+def _scaled_mm_op(unit: str, kernels: str, more: str = "") -> dict[str, str]:
+    """A tree whose ``pkg/ops.py`` refuses all but SM100 before calling the built op
+    ``torch.ops.mykernel.scaled_mm``, defined in ``unit`` after ``kernels``, built for
+    sm_90a and sm_100a (and ``more`` gencode flags)."""
     ops = ("import torch\n\nfrom pkg.utils import is_sm100_supported\n\n\n"
            "def scaled_mm(a):\n    if not is_sm100_supported():\n        raise ValueError(a)\n"
            "    return torch.ops.mykernel.scaled_mm.default(a)\n")
-    files = BASE | {
+    return BASE | {
         "pkg/ops.py": ops,
         "kernel/csrc/ext.cc": ('TORCH_LIBRARY_FRAGMENT(mykernel, m) {\n  m.def("scaled_mm(Tensor a) -> '
                                'Tensor");\n  m.impl("scaled_mm", torch::kCUDA, &scaled_mm);\n}\n'),
-        "kernel/csrc/gemm/scaled_mm.cu": GUARDED.replace("fmha", "mm") + (
-            "torch::Tensor scaled_mm(torch::Tensor a) {\n  return a;\n}\n"),
-        "kernel/CMakeLists.txt": 'set(FLAGS "-gencode=arch=compute_90a,code=sm_90a" '
-                                 '"-gencode=arch=compute_100a,code=sm_100a")\n',
+        unit: kernels + "torch::Tensor scaled_mm(torch::Tensor a) {\n  return a;\n}\n",
+        "kernel/CMakeLists.txt": SCALED_MM_BUILD.format(more=more),
     }
+
+
+def test_a_built_op_is_judged_by_its_registered_unit_and_build_list() -> None:
+    files = _scaled_mm_op("kernel/csrc/gemm/scaled_mm.cu", GUARDED.replace("fmha", "mm"))
     gate = _audit(files)["pkg/ops.py:scaled_mm"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "the built op torch.ops.mykernel.scaled_mm, scaled_mm in kernel/csrc/gemm/scaled_mm.cu" \
@@ -165,12 +174,11 @@ def test_an_assert_the_target_fails_keeps_from_it_the_code_after_it() -> None:
     """sglang's FA3 backend factory: ``assert major == 9`` then ``return
     FlashAttentionBackend(runner)``.  What follows the assert is what the target is kept
     from, as what follows ``if major != 9: raise``."""
-    kernels = ("import triton\n\n\n@triton.jit\ndef _attn_kernel(x):\n    pass\n\n\n"
-               "def attend(q):\n    _attn_kernel[(1,)](q)\n")
-    factory = ("import torch\n\nfrom pkg.kernels import attend\n\n\n"
-               "def create(q):\n    major, minor = torch.cuda.get_device_capability()\n"
-               "    assert major == 9, 'needs SM90'\n    return attend(q)\n")
-    gate = _audit(BASE | {"pkg/kernels.py": kernels, "pkg/factory.py": factory})["pkg/factory.py:create"]
+    factory = ("import torch\n\nfrom pkg.triton_attn import TritonAttn\n\n\n"
+               "def create(runner):\n    major, minor = torch.cuda.get_device_capability()\n"
+               "    assert major == 9, 'needs SM90'\n    return TritonAttn(runner).forward_decode(1)\n")
+    files = BASE | {"pkg/triton_attn.py": TRITON_ATTN, "pkg/factory.py": factory}
+    gate = _audit(files)["pkg/factory.py:create"]
     assert gate.class_ == "gate-only", gate.reason
     assert "Triton kernel _attn_kernel" in gate.reason and gate.message == "needs SM90"
 
@@ -179,23 +187,12 @@ def test_a_built_op_built_for_the_target_is_not_judged_by_its_unit_s_name() -> N
     """A unit named for another architecture (``scaled_mm_sm90.cu``) is kernel work only
     where the op's build leaves the target out; built for it, nothing compiled out, the
     op serves it (as a JIT module built for the target does)."""
-    ops = ("import torch\n\nfrom pkg.utils import is_sm100_supported\n\n\n"
-           "def scaled_mm(a):\n    if not is_sm100_supported():\n        raise ValueError(a)\n"
-           "    return torch.ops.mykernel.scaled_mm.default(a)\n")
-    build = ('set(FLAGS "-gencode=arch=compute_90a,code=sm_90a" '
-             '"-gencode=arch=compute_100a,code=sm_100a"{more})\n')
-    files = BASE | {
-        "pkg/ops.py": ops,
-        "kernel/csrc/ext.cc": ('TORCH_LIBRARY_FRAGMENT(mykernel, m) {\n  m.def("scaled_mm(Tensor a) -> '
-                               'Tensor");\n  m.impl("scaled_mm", torch::kCUDA, &scaled_mm);\n}\n'),
-        "kernel/csrc/gemm/scaled_mm_sm90.cu": KERNEL.format(name="mm") + (
-            "torch::Tensor scaled_mm(torch::Tensor a) {\n  return a;\n}\n"),
-        "kernel/CMakeLists.txt": build.format(more=' "-gencode=arch=compute_120a,code=sm_120a"'),
-    }
+    unit, kernels = "kernel/csrc/gemm/scaled_mm_sm90.cu", KERNEL.format(name="mm")
+    files = _scaled_mm_op(unit, kernels, ' "-gencode=arch=compute_120a,code=sm_120a"')
     gate = _audit(files)["pkg/ops.py:scaled_mm"]
     assert gate.class_ == "gate-only", gate.reason
     assert "its build lists sm_9x, sm_10x, sm_12x" in gate.reason
-    left_out = _audit(files | {"kernel/CMakeLists.txt": build.format(more="")})["pkg/ops.py:scaled_mm"]
+    left_out = _audit(_scaled_mm_op(unit, kernels))["pkg/ops.py:scaled_mm"]
     assert left_out.class_ == "needs-kernel-work", left_out.reason
     assert "written for sm_9x" in left_out.reason
 
