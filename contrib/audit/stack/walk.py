@@ -256,6 +256,7 @@ class Walker:
         self._memo: dict[tuple[object, ...], tuple[list[Outside | Block],
                                                    list[tuple[str, int, int]]]] = {}
         self._words: dict[str, list[str]] | None = None  # identifier -> files naming it
+        self._naming: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}  # _modules_naming
         self._methods = Methods(ev, texts)  # methods by name, of the files walked
         # A setting other programs of the tree declare too, by attribute: the folders
         # whose reads of it are theirs (:meth:`read_elsewhere`).
@@ -416,9 +417,12 @@ class Walker:
             for path, text in self._texts().items():
                 for name in set(_WORD.findall(text)):
                     self._words.setdefault(name, []).append(path)
-        texts = self._texts()
-        paths = [p for p in self._words.get(word, ())
-                 if not p.startswith(skip) and pattern.search(texts[p])]
+        key = (word, pattern.pattern, skip)
+        paths = self._naming.get(key)
+        if paths is None:  # one search per word and pattern: each choice of a setting asks
+            texts = self._texts()
+            paths = self._naming[key] = [p for p in self._words.get(word, ())
+                                         if not p.startswith(skip) and pattern.search(texts[p])]
         if len(paths) > most:
             return []
         modules = [(p, self.ev.module(p)) for p in paths]
