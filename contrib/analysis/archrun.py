@@ -5,8 +5,8 @@ The arch evaluator reads a helper such as sglang's ``_check_cuda_device_version`
 statement by statement: assignments update the names, an ``if`` whose test the
 GPU decides takes its branch, one the GPU does not decide takes both, ``raise``
 ends a path, and every ``return`` adds its values.  Loops run their body once
-or not at all, with the names they assign unknown; each block of a ``try`` or a
-``match`` runs once or not at all.
+or not at all, with the names they assign unknown; each block of a ``try`` runs
+once or not at all.
 """
 
 from __future__ import annotations
@@ -86,10 +86,11 @@ class _Run:
 
     def compound(self, node: ast.stmt, env: Env) -> Env | None:
         """Loops, ``try``, ``with``, ``match``: each block may run or not (once).  A loop
-        may run its body again on what it bound, so those names are unknown; a ``try``
-        or a ``match`` runs each block once at most, so a name it binds holds what it
-        held before or what a block bound (sglang's ``get_device_capability`` binds
-        ``major`` in a ``try`` of its HPU branch: still the GPU's major, or None)."""
+        may run its body again on what it bound, so those names are unknown (a
+        ``match``'s too: its patterns bind names no statement does); a ``try`` runs
+        each block once at most, so a name it binds holds what it held before or what
+        a block bound (sglang's ``get_device_capability`` binds ``major`` in a ``try``
+        of its HPU branch: still the GPU's major, or None)."""
         if isinstance(node, ast.Try | ast.TryStar):
             # a handler may run after the body stopped between two bindings of a name
             seen: set[str] = set()
@@ -98,7 +99,7 @@ class _Run:
                 for name in names & seen:
                     env[name] = ANY
                 seen |= names
-        elif not isinstance(node, ast.Match):
+        else:
             for name in bound_names(node):
                 env[name] = ANY
         blocks = [getattr(node, n) for n in ("body", "orelse", "finalbody")
