@@ -9,7 +9,7 @@ callee's definition in the tree, imports followed; a class's ``__init__`` and
 module is reached however many helpers stand between.
 
 Two answers: ``calls``, the chains of call names as written (``a>b>get_x_module``,
-a Triton kernel as ``triton:name``; the first :data:`MAX_CALLS`, for the reader),
+a Triton kernel as ``triton:name``; the first :data:`~.walk.MAX_CALLS`, for the reader),
 and ``endpoints``, what can class a gate, by identity, whatever its depth:
 
 * ``jit``: a tree function that builds CUDA units (it names ``.cu`` sources or
@@ -17,13 +17,13 @@ and ``endpoints``, what can class a gate, by identity, whatever its depth:
   flags along its chain name (``compute_100a``: 10), if any;
 * ``triton``: a ``@triton.jit`` kernel;
 * ``cutile``: a cuTile Python kernel (``@ct.kernel``, ``ct`` being ``cuda.tile``), with
-  the majors the toolkit's Tile IR compiles for (:data:`CUTILE_MAJORS`);
+  the majors the toolkit's Tile IR compiles for (:data:`~.endpoints.CUTILE_MAJORS`);
 * ``cute``: a class holding ``admissible_archs`` (CuTe DSL), with its archs; a
   ``@cute.kernel``/``@cute.jit`` function, with the archs of the arch-specific CuTe
   namespaces its module uses (``tcgen05``: 10, 11; ``warpgroup``: 9; none: generic);
 * ``aot``: an ahead-of-time built op, ``torch.ops.NS.op`` (its C++ is read by the judge);
 * ``lib``: a call into a vendor library that brings kernels of its own for every
-  architecture its release supports (:data:`VENDOR_LIBRARIES`: cuDNN's Python
+  architecture its release supports (:data:`~.endpoints.VENDOR_LIBRARIES`: cuDNN's Python
   frontend; ``triton_kernels``, Triton kernels compiled for the GPU they run on): no
   kernel of the tree does that work;
 * ``checks``: the code behind the gate only checks (asserts, raises, log lines).
@@ -32,11 +32,11 @@ A name handed on as a value (``server_args.attention_backend = "trtllm_mha"``,
 ``return {"attention_backend": "triton"}``) leads to what a decorator registers
 under it anywhere in the tree (``@register_attention_backend("trtllm_mha")`` on
 the factory), and to the methods of the class that factory returns: what the
-backend runs once chosen (:class:`Registry`, shared with the stack's walk).
+backend runs once chosen (:class:`~.backends.Registry`, shared with the stack's walk).
 Strings passed by keyword to another library (``graph.tensor(name="bias")``) are
 its words, not leads.  What is handed on runs too: a tree function passed by name
 (``Runner(forward_impl=_impl)``), and the methods of an object returned
-(``return Mxfp4MoEMethod(...)``: :func:`object_methods`).  A function met at
+(``return Mxfp4MoEMethod(...)``: :func:`~.objects.object_methods`).  A function met at
 module level (a test, a method of a test class) is read in its own frame.
 
 A walk may also follow one backend of a registry (``key``): flashinfer's
@@ -56,8 +56,10 @@ The package, by seam:
 * :mod:`~contrib.analysis.reach.objects`: classes, objects and methods;
 * :mod:`~contrib.analysis.reach.ops`: ops registered with torch in Python;
 * :mod:`~contrib.analysis.reach.backends`: registries and backends chosen by name;
-* :mod:`~contrib.analysis.reach.refusal`: when a branch refuses (one vocabulary);
 * :mod:`~contrib.analysis.reach.names`: a callee's name, and which names are followed;
 * :mod:`~contrib.analysis.reach.tree`: :class:`~.tree.PyTree`, the evaluator with the
   indexes the walks keep for a tree.
+
+When a branch refuses is not the walk's own question: its one vocabulary of refusing
+calls is :mod:`contrib.analysis.refusal`, shared with the gate parser.
 """
