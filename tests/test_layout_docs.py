@@ -14,7 +14,6 @@ The package docstrings (``__init__.py``) cite modules with Sphinx roles
 from __future__ import annotations
 
 import ast
-import importlib
 import re
 from pathlib import Path
 
@@ -104,21 +103,31 @@ def test_layer_line_names_every_top_level_package() -> None:
 
 
 def resolves(target: str, package: str) -> bool:
-    """Whether a role's target names a module, or something a module defines."""
+    """Whether a role's target names a module, or a name its module defines at top level."""
     dotted = package + target if target.startswith(".") else target
     if not dotted.startswith("contrib"):
         dotted = f"{package}.{dotted}"
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         path = PACKAGE.parent.joinpath(*parts[:cut])
-        if path.with_suffix(".py").exists() or (path / "__init__.py").exists():
-            obj = importlib.import_module(".".join(parts[:cut]))
-            for attr in parts[cut:]:
-                if not hasattr(obj, attr):
-                    return False
-                obj = getattr(obj, attr)
-            return True
+        source = path.with_suffix(".py") if path.with_suffix(".py").exists() else path / "__init__.py"
+        if source.exists():
+            return cut == len(parts) or parts[cut] in top_level_names(source)
     return False
+
+
+def top_level_names(source: Path) -> set[str]:
+    """What a module defines or imports at its top level, read without importing it."""
+    names = set()
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
 
 
 def test_package_docstrings_cite_what_exists() -> None:
