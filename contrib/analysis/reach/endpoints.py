@@ -17,8 +17,9 @@ from enum import StrEnum
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Ext, Frame, Func
-from contrib.analysis.gates import KEYWORD, module_strings
+from contrib.analysis.gates import KEYWORD
 from contrib.analysis.hostarch import CUTE_FAMILIES
+from contrib.analysis.jitsources import module_strings
 from contrib.analysis.pywalk import callee_name, name_of, walk
 from contrib.analysis.reach.objects import classes_of
 
