@@ -51,12 +51,14 @@ JSON writes one as ``kind|path|qualified name|majors|chain``.
 The package, by seam:
 
 * :mod:`~contrib.analysis.reach.walk`: the walk itself (:func:`~.walk.reach`);
+* :mod:`~contrib.analysis.reach.graph`: the call graph it walks, as one GPU runs it
+  (:class:`~.graph.Graph`: what each call resolves to, the branches taken);
 * :mod:`~contrib.analysis.reach.endpoints`: what a walk ends at (:class:`~.endpoints.Endpoint`)
   and what a tree function is (JIT builder, Triton or CuTe kernel);
 * :mod:`~contrib.analysis.reach.objects`: classes, objects and methods;
 * :mod:`~contrib.analysis.reach.ops`: ops registered with torch in Python;
 * :mod:`~contrib.analysis.reach.backends`: registries and backends chosen by name;
-* :mod:`~contrib.analysis.reach.refusal`: when a branch refuses (one vocabulary);
+* :mod:`~contrib.analysis.refusal` (beside the package): when a branch refuses (one vocabulary);
 * :mod:`~contrib.analysis.reach.names`: a callee's name, and which names are followed;
 * :mod:`~contrib.analysis.reach.tree`: :class:`~.tree.PyTree`, the evaluator with the
   indexes the walks keep for a tree.
