@@ -16,24 +16,29 @@ toolkit's version, a server flag) is *unknown*, and a condition over it is
 satisfiable either way: ``is_sm100_supported() and cuda >= 12.8`` can be true on
 SM100 only.  Results are cached per (expression, capability) and per (function,
 arguments, capability), so a module is never walked once per finding.
+
+This module decides what names, attributes and calls are worth (bindings, the
+tree's functions run, what torch and the builtins answer) and keeps the caches;
+operators and literals are :mod:`~contrib.analysis.archexpr`'s, a function body
+:mod:`~contrib.analysis.archrun`'s, whether a name can reach the GPU at all
+:mod:`~contrib.analysis.archtouch`'s, and what a private helper's callers pass it
+:mod:`~contrib.analysis.archcallers`'s.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
-import operator
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
+from contrib.analysis.archcallers import Callers
+from contrib.analysis.archexpr import evaluate
 from contrib.analysis.archrun import run_body
 from contrib.analysis.archtouch import SOURCES, Touch
 from contrib.analysis.archvalues import (
     ANY,
-    BINOPS,
     BUILTINS,
     IDENTITY,
-    LIMIT,
     TOOLKIT,
     UNK,
     Cap,
@@ -44,13 +49,9 @@ from contrib.analysis.archvalues import (
     Partial,
     Props,
     Values,
-    compare,
-    hashable,
     index,
     safe,
-    settled,
     toolkit_in,
-    truth_of,
     vague,
     values_of,
 )
@@ -59,7 +60,6 @@ from contrib.analysis.pyparse import parse_python
 from contrib.analysis.pywalk import walk
 
 _DEPTH = 24  # nested calls followed
-_T = TypeVar("_T")
 
 
 class TreeEval:
@@ -86,8 +86,7 @@ class TreeEval:
         # one hop from its helper): it is not kept for later readers
         self._cut = False
         self._following = False  # reading what a helper's callers pass (one hop only)
-        self._passed: dict[tuple[int, str], list[tuple[ast.expr, Frame]]] = {}
-        self._calls: dict[str, tuple[dict[str, list[tuple[ast.Call, Any]]], set[str]]] = {}
+        self.callers = Callers(self.module, self.function_scope)
 
     # -- modules and scopes --------------------------------------------------
 
@@ -157,6 +156,20 @@ class TreeEval:
             return self.touch.node(path, binding.node)
         return self.touch.binding(binding, path)
 
+    def _param_touches(self, binding: Binding, path: str) -> bool:
+        """Whether what the callers of a private helper pass for a parameter may read
+        the GPU (:class:`~contrib.analysis.archcallers.Callers`)."""
+        passed = self.callers.passed(binding, path)
+        if not passed:
+            return False
+        if self._following:  # one hop (see :meth:`_binding`)
+            return False
+        self._following = True
+        try:
+            return any(self.may_read_gpu(n, f) for n, f in passed)
+        finally:
+            self._following = False
+
     # -- per-capability reading ----------------------------------------------
 
     def on_caps(self, node: ast.expr, frame: Frame, caps: Iterable[Cap]) -> dict[Cap, Values] | None:
@@ -211,133 +224,7 @@ class TreeEval:
         return value
 
     def _eval(self, node: ast.expr, frame: Frame) -> Values:
-        method = getattr(self, "_e_" + type(node).__name__, None)
-        return method(node, frame) if method is not None else ANY
-
-    def _e_Constant(self, node: ast.Constant, frame: Frame) -> Values:
-        return frozenset({node.value}) if hashable(node.value) else ANY
-
-    def _e_Name(self, node: ast.Name, frame: Frame) -> Values:
-        return self.lookup(node.id, frame, node.lineno)
-
-    def _e_NamedExpr(self, node: ast.NamedExpr, frame: Frame) -> Values:
-        return self.eval(node.value, frame)
-
-    def _e_Tuple(self, node: ast.Tuple | ast.List | ast.Set, frame: Frame) -> Values:
-        if any(isinstance(e, ast.Starred) for e in node.elts) or len(node.elts) > 64:
-            return ANY
-        parts = [self.eval(e, frame) for e in node.elts]
-        if any(len(p) > 1 for p in parts):
-            size = 1
-            for p in parts:
-                size *= len(p)
-            if size > LIMIT:
-                return frozenset({tuple(UNK if len(p) > 1 else next(iter(p)) for p in parts)})
-        return values_of(tuple(combo) for combo in itertools.product(*parts))
-
-    _e_List = _e_Set = _e_Tuple
-
-    def _e_JoinedStr(self, node: ast.JoinedStr, frame: Frame) -> Values:
-        parts: list[Values] = []
-        for value in node.values:
-            if isinstance(value, ast.FormattedValue):
-                inner = self.eval(value.value, frame)
-                parts.append(values_of(UNK if vague(v) else str(v) for v in inner))
-            else:
-                parts.append(self.eval(value, frame))
-        return values_of(UNK if any(vague(p) for p in combo) else "".join(map(str, combo))
-                       for combo in itertools.product(*parts))
-
-    def _e_BoolOp(self, node: ast.BoolOp, frame: Frame) -> Values:
-        is_and = isinstance(node.op, ast.And)
-        out: set[Any] = set()
-        current = self.eval(node.values[0], frame)
-        for following in node.values[1:]:
-            go_on = False
-            for value in current:
-                truth = truth_of(frozenset({value}))
-                if (not is_and) in truth:  # stops here: this value is the result
-                    out.add(settled(value, not is_and))
-                if is_and in truth:
-                    go_on = True
-            if not go_on:
-                return values_of(out)
-            current = self.eval(following, frame)
-        return values_of(out | set(current))
-
-    def _e_UnaryOp(self, node: ast.UnaryOp, frame: Frame) -> Values:
-        operand = self.eval(node.operand, frame)
-        if isinstance(node.op, ast.Not):
-            return frozenset(not t for t in truth_of(operand))
-        if isinstance(node.op, ast.USub):
-            return values_of(UNK if vague(v) else safe(operator.neg, v) for v in operand)
-        return ANY
-
-    def _e_BinOp(self, node: ast.BinOp, frame: Frame) -> Values:
-        op = BINOPS.get(type(node.op))
-        left, right = self.eval(node.left, frame), self.eval(node.right, frame)
-        if op is None:
-            return ANY
-        return values_of(UNK if vague(a) or vague(b) else safe(op, a, b)
-                       for a in left for b in right)
-
-    def _e_Compare(self, node: ast.Compare, frame: Frame) -> Values:
-        operands = [self.eval(x, frame) for x in (node.left, *node.comparators)]
-        truths: set[bool] = {True}
-        for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
-            step = set()
-            for a, b in itertools.product(left, right):
-                step |= compare(op, a, b)
-            truths = {x and y for x in truths for y in step}
-        return frozenset(truths)
-
-    def _e_IfExp(self, node: ast.IfExp, frame: Frame) -> Values:
-        truth = truth_of(self.eval(node.test, frame))
-        out: set[Any] = set()
-        if True in truth:
-            out |= self.eval(node.body, frame)
-        if False in truth:
-            out |= self.eval(node.orelse, frame)
-        return values_of(out)
-
-    def _e_Subscript(self, node: ast.Subscript, frame: Frame) -> Values:
-        bases = self.eval(node.value, frame)
-        if isinstance(node.slice, ast.Slice):
-            lower = self.eval(node.slice.lower, frame) if node.slice.lower else frozenset({None})
-            upper = self.eval(node.slice.upper, frame) if node.slice.upper else frozenset({None})
-            return values_of(index(b, slice(a, c)) if not (vague(a) or vague(c)) else UNK
-                             for b in bases for a in lower for c in upper)
-        keys = self.eval(node.slice, frame)
-        return values_of(index(b, k) for b in bases for k in keys)
-
-    def _e_Attribute(self, node: ast.Attribute, frame: Frame) -> Values:
-        return values_of(v for base in self.eval(node.value, frame)
-                       for v in self._attribute(base, node.attr))
-
-    def _attribute(self, base: Any, attr: str) -> Values:
-        dotted = f"{base.dotted}.{attr}" if isinstance(base, Ext) else ""
-        if base is TOOLKIT or dotted == "torch.version.cuda":
-            return frozenset({TOOLKIT})  # its version, `.split`, `.major`: the toolkit still
-        if dotted == "torch.version.hip":
-            return frozenset({None})  # an NVIDIA GPU: torch is not a ROCm build
-        if isinstance(base, Ext):
-            return frozenset({Ext(f"{base.dotted}.{attr}")})
-        if isinstance(base, ModRef):
-            return self.global_(attr, base.path)
-        if isinstance(base, Props) and attr in ("major", "minor"):
-            self.touched = True
-            return frozenset({self.cap[0] if attr == "major" else self.cap[1]})
-        return ANY
-
-    def _e_Call(self, node: ast.Call, frame: Frame) -> Values:
-        callees = self.eval(node.func, frame)
-        if any(isinstance(a, ast.Starred) for a in node.args):
-            return ANY
-        args = tuple(self.eval(a, frame) for a in node.args)
-        kwargs = tuple((k.arg, self.eval(k.value, frame)) for k in node.keywords if k.arg)
-        if len(kwargs) != len(node.keywords):
-            return ANY
-        return values_of(v for callee in callees for v in self.call(callee, args, kwargs))
+        return evaluate(self, node, frame)
 
     # -- names and calls -----------------------------------------------------
 
@@ -395,7 +282,7 @@ class TreeEval:
         if binding.kind == "import":
             return self.imported(binding, frame.path)
         if binding.kind == "param":
-            passed = self._passed_nodes(binding, frame.path)
+            passed = self.callers.passed(binding, frame.path)
             if not passed:
                 return ANY
             if self._following:  # not followed from here, but asked directly it is
@@ -407,97 +294,6 @@ class TreeEval:
             finally:
                 self._following = False
         return ANY
-
-    # -- a private helper's parameters, from its callers ---------------------
-
-    def _param_touches(self, binding: Binding, path: str) -> bool:
-        passed = self._passed_nodes(binding, path)
-        if not passed:
-            return False
-        if self._following:  # one hop (see :meth:`_binding`)
-            return False
-        self._following = True
-        try:
-            return any(self.may_read_gpu(n, f) for n, f in passed)
-        finally:
-            self._following = False
-
-    def _passed_nodes(self, binding: Binding, path: str) -> list[tuple[ast.expr, Frame]]:
-        """What the callers of a module's private helper pass for one of its parameters
-        (``_rejection_reason(arch_major=_arch_major, ...)``), each with the frame it is
-        read in; empty when the callers are not all known.  A private function (``_x``,
-        not ``__x__``) at a module's top level, undecorated and never read other than
-        as the callee of a plain call in that module, is called only there; a caller
-        leaving the parameter out passes its default."""
-        func = binding.node
-        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
-            return []
-        key = (id(func), binding.attr)
-        found = self._passed.get(key)
-        if found is None:
-            found = self._passed[key] = self._find_passed(func, binding.attr, path)
-        return found
-
-    def _find_passed(self, func: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
-                     path: str) -> list[tuple[ast.expr, Frame]]:
-        module = self.module(path)
-        if (module is None or not func.name.startswith("_") or func.name.startswith("__")
-                or func.decorator_list or not any(s is func for s in module[0].body)):
-            return []
-        calls, escaped = self._module_calls(path, module[0])
-        sites = calls.get(func.name, [])
-        if not sites or func.name in escaped or len(module[1].names.get(func.name, [])) != 1:
-            return []
-        spec = func.args
-        positional = [a.arg for a in (*spec.posonlyargs, *spec.args)]
-        defaults = dict(zip(reversed(positional), reversed(spec.defaults), strict=False))
-        defaults |= {a.arg: d for a, d in zip(spec.kwonlyargs, spec.kw_defaults, strict=True)
-                     if d is not None}
-        if name not in positional and name not in defaults and name not in {
-                a.arg for a in spec.kwonlyargs}:
-            return []  # *args, **kwargs
-        out: list[tuple[ast.expr, Frame]] = []
-        for call, owner in sites:
-            if any(isinstance(a, ast.Starred) for a in call.args) or any(
-                    k.arg is None for k in call.keywords):
-                return []
-            given = next((k.value for k in call.keywords if k.arg == name), None)
-            if given is None and name in positional and positional.index(name) < len(call.args):
-                given = call.args[positional.index(name)]
-            if given is None:
-                if name not in defaults:
-                    return []
-                out.append((defaults[name], Frame(path)))
-                continue
-            out.append((given, Frame(path) if owner is None else
-                        Frame(path, self.function_scope(owner), None, id(owner))))
-        return out
-
-    def _module_calls(self, path: str, module: ast.Module
-                      ) -> tuple[dict[str, list[tuple[ast.Call, Any]]], set[str]]:
-        """A module's plain calls by callee name, each with the function around it (None
-        at the top level), and the names it reads other than as such a callee."""
-        found = self._calls.get(path)
-        if found is not None:
-            return found
-        calls: dict[str, list[tuple[ast.Call, Any]]] = {}
-        escaped: set[str] = set()
-        callees: set[int] = set()
-        stack: list[tuple[ast.AST, Any]] = [(module, None)]
-        while stack:
-            node, owner = stack.pop()
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.Call) and isinstance(child.func, ast.Name):
-                    calls.setdefault(child.func.id, []).append((child, owner))
-                    callees.add(id(child.func))
-                elif (isinstance(child, ast.Name) and id(child) not in callees
-                      and not isinstance(child.ctx, ast.Store)):
-                    escaped.add(child.id)
-                inner = child if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef |
-                                            ast.Lambda) else owner
-                stack.append((child, inner))
-        found = self._calls[path] = (calls, escaped)
-        return found
 
     def imported(self, binding: Binding, importer: str) -> Values:
         target = self.index.find(binding.module, importer, binding.level)
@@ -514,6 +310,24 @@ class TreeEval:
         if target is not None:
             return ANY
         return frozenset({Ext(f"{binding.module}.{binding.attr}".strip("."))})
+
+    def attribute(self, base: Any, attr: str) -> Values:
+        """Attribute ``attr`` of the value ``base``: a tree module's name, an outside
+        name's (``torch.version.cuda``: the toolkit), the GPU's ``.major``/``.minor``."""
+        dotted = f"{base.dotted}.{attr}" if isinstance(base, Ext) else ""
+        if base is TOOLKIT or dotted == "torch.version.cuda":
+            return frozenset({TOOLKIT})  # its version, `.split`, `.major`: the toolkit still
+        if dotted == "torch.version.hip":
+            return frozenset({None})  # an NVIDIA GPU: torch is not a ROCm build
+        if isinstance(base, Ext):
+            return frozenset({Ext(f"{base.dotted}.{attr}")})
+        if isinstance(base, ModRef):
+            return self.global_(attr, base.path)
+        if isinstance(base, Props) and attr in ("major", "minor"):
+            self.touched = True
+            return frozenset({self.cap[0] if attr == "major" else self.cap[1]})
+        return ANY
+
 
     def call(self, callee: Any, args: tuple[Values, ...],
              kwargs: tuple[tuple[str, Values], ...]) -> Values:

@@ -58,7 +58,7 @@ _MAX_MATCHES = 64  # a wildcard name matching more names no family of units
 def find_units(tree: SourceTree, names: Iterable[str]) -> list[str]:
     """The repo paths of the units a build names, in order, unique: each name as
     :func:`find_by_name` resolves it; a name with ``*`` (an f-string's unknown field,
-    :func:`contrib.analysis.gates.source_literals`) is every file whose path ends so,
+    :func:`contrib.analysis.jitsources.source_literals`) is every file whose path ends so,
     in the folder the best of them is in (nothing when more than a family match)."""
     found: list[str] = []
     for name in names:

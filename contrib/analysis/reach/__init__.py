@@ -51,6 +51,8 @@ JSON writes one as ``kind|path|qualified name|majors|chain``.
 The package, by seam:
 
 * :mod:`~contrib.analysis.reach.walk`: the walk itself (:func:`~.walk.reach`);
+* :mod:`~contrib.analysis.reach.graph`: the call graph it walks, as one GPU runs it
+  (:class:`~.graph.Graph`: what each call resolves to, the branches taken);
 * :mod:`~contrib.analysis.reach.endpoints`: what a walk ends at (:class:`~.endpoints.Endpoint`)
   and what a tree function is (JIT builder, Triton or CuTe kernel);
 * :mod:`~contrib.analysis.reach.objects`: classes, objects and methods;

@@ -17,8 +17,9 @@ from enum import StrEnum
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Ext, Frame, Func
-from contrib.analysis.gates import KEYWORD, module_strings
+from contrib.analysis.gates import KEYWORD
 from contrib.analysis.hostarch import CUTE_FAMILIES
+from contrib.analysis.jitsources import module_strings
 from contrib.analysis.pywalk import callee_name, name_of, walk
 from contrib.analysis.reach.objects import classes_of
 
@@ -276,7 +277,7 @@ def cubin_majors(ev: TreeEval, frame: Frame, node: ast.AST) -> tuple[int, ...]:
     ``SM100FP8GemmRuntime``), else the majors of the nvcc flags of the runner it builds
     to launch them (``sm100a_nvcc_flags``: a runner built only for SM100 loads only
     SM100's cubins; a loader that builds none takes its runner's:
-    :meth:`~contrib.analysis.reach.walk.Graph.function`); empty when none is read."""
+    :meth:`~contrib.analysis.reach.graph.Graph.function`); empty when none is read."""
     found: set[int] = set()
     named: set[int] = set()
     returns = getattr(node, "returns", None)

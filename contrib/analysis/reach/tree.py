@@ -2,27 +2,26 @@
 
 Every walk of a tree (each GPU, each backend followed, each gate) reads the same
 facts: what each function is, the ops registered in Python, the methods by name,
-the registries, which files call a name.  They are made on first use and live as
-long as the evaluator: typed attributes, not a bag of strings.
+the registries, which files call a name, and the call graph as each GPU runs it
+(:class:`~contrib.analysis.reach.graph.Graph`, made from the others).  They are
+made on first use and live as long as the evaluator: typed attributes, not a bag
+of strings.
 """
 
 from __future__ import annotations
 
 import ast
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Cap
 from contrib.analysis.pywalk import callee_name, parents, walk
 from contrib.analysis.reach.backends import Key, Registry
 from contrib.analysis.reach.endpoints import Facts
+from contrib.analysis.reach.graph import Graph
 from contrib.analysis.reach.names import CALLED
 from contrib.analysis.reach.objects import Methods
 from contrib.analysis.reach.ops import PyOps
-
-if TYPE_CHECKING:  # the walk's graphs are kept here; the walk imports this module
-    from contrib.analysis.reach.walk import Graph
 
 CallSites = tuple[dict[int, ast.AST], dict[str, list[ast.Call]]]  # parents, calls by name
 
@@ -51,8 +50,7 @@ class PyTree(TreeEval):
         return Registry(self)
 
     @cached_property
-    def graphs(self) -> dict[tuple[Cap | None, Key | None], Graph]:
-        """The call graph as each GPU (and backend followed) runs it."""
+    def _graphs(self) -> dict[tuple[Cap | None, Key | None], Graph]:
         return {}
 
     @cached_property
@@ -66,6 +64,15 @@ class PyTree(TreeEval):
     @cached_property
     def _sites(self) -> dict[str, CallSites | None]:
         return {}
+
+    def graph(self, cap: Cap | None, key: Key | None) -> Graph:
+        """The call graph of the tree as the GPU ``cap`` runs it (None: every branch),
+        following the backend ``key`` of a registry (None: every backend); kept."""
+        found = self._graphs.get((cap, key))
+        if found is None:
+            found = self._graphs[(cap, key)] = Graph(self, self.facts, self.registry, self.ops,
+                                                     self.methods, cap, key)
+        return found
 
     def files_calling(self, name: str) -> list[str]:
         """The tree's files in which something named ``name`` is called (``name(`` in

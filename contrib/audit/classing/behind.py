@@ -44,7 +44,6 @@ from dataclasses import dataclass, field, replace
 
 from contrib.analysis import aotops
 from contrib.analysis.cuda_arch import analyze
-from contrib.analysis.gates import built_sources, module_strings
 from contrib.analysis.hostarch import (
     HOST_REFUSAL,
     arch_findings,
@@ -53,6 +52,7 @@ from contrib.analysis.hostarch import (
     written_for,
 )
 from contrib.analysis.includes import INCLUDE, IncludeResolver, find_units, include_closure
+from contrib.analysis.jitsources import built_sources, module_strings
 from contrib.analysis.pyparse import PARSE_ERRORS, parse
 from contrib.analysis.pywalk import callee_name
 from contrib.analysis.reach.endpoints import (

@@ -22,10 +22,9 @@ from contrib.analysis.gates import (
     KEYWORD,
     Gate,
     Scan,
-    builders,
-    built_sources,
     scan,
 )
+from contrib.analysis.jitsources import builders, built_sources
 from contrib.analysis.pywalk import parents as node_parents
 from contrib.analysis.reach.backends import (
     configuration_key,
