@@ -18,7 +18,7 @@ from contrib.autopilot.proposals import WAITING, Proposal
 from contrib.autopilot.state import Need, Run
 from contrib.enable.draft import enable
 from contrib.errors import ContribError
-from contrib.pr.open import validation_problem
+from contrib.pr.prepare import validation_problem
 from contrib.record import version_standing
 from contrib.secrets import scrub
 from contrib.ui import UI
