@@ -1,5 +1,9 @@
 """Command line: parse arguments, call one function per command.
 
+What every command receives (the context, the shared options) is
+:mod:`contrib.clicontext`; the commands on an upstream's arch gates are
+:mod:`contrib.cligates`, added to the group here.
+
 Exceptions become messages and exit codes in :mod:`contrib.runner` (click's
 own, usage errors among them, here).
 
@@ -12,119 +16,27 @@ tests/test_startup.py fails when ``import contrib.cli`` pulls in a heavy library
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import click
 
-from contrib import __version__
+from contrib import __version__, cligates
+from contrib.clicontext import (
+    DIR_HELP,
+    DIR_TYPE,
+    Context,
+    example,
+    json_option,
+    output_options,
+    pass_ctx,
+)
 from contrib.completion import complete_arch, complete_targets, complete_upstreams
 from contrib.errors import UsageError
-from contrib.ui import NORMAL, QUIET, UI, VERBOSE, no_colour
-
-# The audit's enumerations by value, spelled here so that `contrib --help` does not load
-# the audit (tests/commands/test_why.py holds them equal to GateClass, Scope, Verdict).
-AUDIT_CLASSES = ["needs-kernel-work", "not-buildable", "gate-only", "intentional", "unknown"]
-AUDIT_SCOPES = ["runtime", "test", "benchmark", "example"]
-FEATURE_VERDICTS = ["crash", "needs-kernel-work", "unknown", "gate-only", "on"]
-
-if TYPE_CHECKING:
-    from contrib.workspace.model import Workspace
-
-
-class Context:
-    """What every command receives: where the workspace is, how to print."""
-
-    def __init__(self, directory: Path | None = None) -> None:
-        self.directory = directory
-        self.verbosity = NORMAL
-        self.progress: bool | None = None
-        self.ui = UI()
-
-    def make_ui(self, json_mode: bool) -> UI:
-        """The UI for this run, from --json, -q/-v and --progress (see contrib.ui)."""
-        from contrib.git.process import trace_commands
-
-        self.ui = UI(json_mode, verbosity=self.verbosity, progress=self.progress)
-        trace_commands(self.ui.trace if self.verbosity >= VERBOSE else None)
-        return self.ui
-
-    def workspace(self) -> Workspace:
-        from contrib.workspace.model import Workspace
-
-        return Workspace.find(self.directory)
-
-
-pass_ctx = click.make_pass_decorator(Context)
-
-
-def _set_quiet(click_ctx: click.Context, _: click.Parameter, value: bool) -> None:
-    if value:
-        click_ctx.ensure_object(Context).verbosity = QUIET
-
-
-def _set_verbose(click_ctx: click.Context, _: click.Parameter, value: bool) -> None:
-    if value:
-        click_ctx.ensure_object(Context).verbosity = VERBOSE
-
-
-def _set_progress(click_ctx: click.Context, _: click.Parameter, value: bool | None) -> None:
-    if value is not None:
-        click_ctx.ensure_object(Context).progress = value
-
-
-def _set_no_colour(_ctx: click.Context, _: click.Parameter, value: bool) -> None:
-    if value:
-        no_colour()
-
-
-def _set_directory(click_ctx: click.Context, _: click.Parameter, value: Path | None) -> None:
-    if value is not None:
-        click_ctx.ensure_object(Context).directory = value
-
-
-# -C DIR before the command (git's place) or after it, among the command's options.
-_DIR_TYPE = click.Path(exists=True, file_okay=False, path_type=Path)
-_DIR_HELP = "Run as if started in DIR (the workspace or below it)."
-
-_OUTPUT_OPTIONS = (
-    click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_set_quiet,
-                 help="No progress and no step messages: results, warnings and errors only."),
-    click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_set_verbose,
-                 help="Also show each git command run (tokens hidden)."),
-    click.option("--progress/--no-progress", default=None, expose_value=False,
-                 callback=_set_progress,
-                 help="Force progress on (even without a terminal or with CI set) or off."),
-    click.option("--no-color", "--no-colour", is_flag=True, expose_value=False,
-                 callback=_set_no_colour, help="No colour, as NO_COLOR=1 says."),
-)
-
-
-def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """-q/--quiet, -v/--verbose and --progress/--no-progress (stored on the Context)."""
-    for option in reversed(_OUTPUT_OPTIONS):
-        func = option(func)
-    return func
-
-
-def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--json (passed as ``json_mode``) plus the :func:`output_options` and ``-C DIR``."""
-    func = output_options(func)
-    func = click.option("-C", "workdir", expose_value=False, callback=_set_directory,
-                        type=_DIR_TYPE, help=_DIR_HELP)(func)
-    return click.option("--json", "json_mode", is_flag=True,
-                        help="Print one JSON document on stdout and nothing else there.")(func)
-
-
-def example(*lines: str) -> str:
-    """The epilog every command's --help ends with: one example."""
-    return "\b\nExample:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]},
              epilog=example("contrib status --no-fetch"))
-@click.option("-C", "directory", type=_DIR_TYPE, help=_DIR_HELP)
+@click.option("-C", "directory", type=DIR_TYPE, help=DIR_HELP)
 @output_options
 @click.version_option(__version__, prog_name="contrib")
 @click.pass_context
@@ -133,22 +45,8 @@ def cli(click_ctx: click.Context, directory: Path | None) -> None:
     click_ctx.ensure_object(Context).directory = directory
 
 
-def _locked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
-    from contrib.runner import locked
-
-    return locked(ctx.directory, ctx.make_ui(json_mode), body)
-
-
-def _unlocked(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
-    from contrib.runner import unlocked
-
-    return unlocked(ctx.directory, ctx.make_ui(json_mode), body)
-
-
-def _reading(ctx: Context, json_mode: bool, body: Callable[[Any, UI], int]) -> int:
-    from contrib.runner import reading
-
-    return reading(ctx.directory, ctx.make_ui(json_mode), body)
+for _command in (cligates.audit, cligates.why, cligates.enable):
+    cli.add_command(_command)
 
 
 @cli.command("init", epilog=example("contrib init ~/carry --upstream flashinfer"))
@@ -211,7 +109,7 @@ def new(ctx: Context, upstream: str, name: str, more_patches: tuple[Path, ...],
     if not name:
         raise UsageError("name the patchset: contrib new UPSTREAM/NAME ...")
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(
+    return ctx.locked(json_mode, lambda ws, ui: run(
         ws, ui, upstream, name, base, patches=[*patches, *more_patches], commits=commits,
         repo=repo, title=title, arch=arch, from_pr=from_pr, from_branch=from_branch or None,
         squash=squash))
@@ -228,111 +126,8 @@ def status(ctx: Context, targets: tuple[str, ...], no_fetch: bool, json_mode: bo
     from contrib.commands.status import status as run
 
     # Read-only (the cache has its own lock): it never waits on a sync or an autopilot.
-    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets),
-                                                       fetch=not no_fetch))
-
-
-@cli.command(epilog=example("contrib enable flashinfer --arch 120 flashinfer/jit/comm.py:175"))
-@click.argument("upstream", shell_complete=complete_upstreams)
-@click.argument("gates", nargs=-1, metavar="[GATE]...")
-@click.option("--arch", shell_complete=complete_arch,
-              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0 (default: "
-                   "contrib.toml's [defaults] arch).")
-@click.option("--at", "at", metavar="REF", help="Draft on this commit, tag or branch "
-              "(default: the tip).")
-@click.option("--name", metavar="NAME", help="The draft patchset's name (default: "
-              "enable-FUNCTION).")
-@click.option("--force", is_flag=True, help="Also draft a gate the audit refuses for kernel "
-              "work: the gate's half of the fix, which validate fails until the kernels build.")
-@click.option("--requires", "requires", multiple=True, metavar="UPSTREAM/NAME",
-              shell_complete=complete_targets,
-              help="The draft needs this patchset of the upstream it pins (its [[requires]]; "
-                   "repeat).")
-@click.option("--no-fetch", is_flag=True, help="Use the cached upstream as it is.")
-@json_option
-@pass_ctx
-def enable(ctx: Context, upstream: str, gates: tuple[str, ...], arch: str | None,
-           at: str | None, name: str | None, force: bool, requires: tuple[str, ...],
-           no_fetch: bool, json_mode: bool) -> int:
-    """Draft the patch that opens gate-only GATEs (FILE:FUNCTION or FILE:LINE; default:
-    every uncovered one) to ARCH, as a Draft patchset, and validate it."""
-    from contrib.commands.enable import enable as run
-
-    return _locked(ctx, json_mode, lambda ws, ui: run(
-        ws, ui, upstream, list(gates), arch=arch, at=at, name=name, fetch=not no_fetch,
-        force=force, requires=list(requires)))
-
-
-@cli.command(epilog=example("contrib audit flashinfer --arch sm_120a --since v0.6.16"))
-@click.argument("upstreams", nargs=-1, shell_complete=complete_upstreams)
-@click.option("--arch", shell_complete=complete_arch,
-              help="Target GPU architecture: sm_120a, sm120, 120 or 12.0, or several side "
-                   "by side (sm_120a,sm_121a); default: contrib.toml's [defaults] arch.")
-@click.option("--at", "at", metavar="REF", help="Audit this commit, tag or branch (default: the tip).")
-@click.option("--since", metavar="REF",
-              help="Also say which gates upstream opened or closed since REF.")
-@click.option("--compile", "compile_ptx", is_flag=True,
-              help="Also compile the units behind each excluding gate to PTX (needs nvcc).")
-@click.option("--all", "show_all", is_flag=True,
-              help="List every gate found, not only those that turn the target away.")
-@click.option("--markdown", "as_markdown", is_flag=True,
-              help="Print Markdown for a PR description or an issue.")
-@click.option("--gates", "list_gates", is_flag=True,
-              help="List the gate rows instead of one row per feature.")
-@click.option("--class", "classes", multiple=True, metavar="CLASS",
-              type=click.Choice(AUDIT_CLASSES),
-              help="With --gates: only gates of this class (repeat).")
-@click.option("--scope", "scopes", multiple=True, type=click.Choice(AUDIT_SCOPES),
-              help="With --gates: only gates of this scope (repeat).")
-@click.option("--verdict", "verdicts", multiple=True,
-              type=click.Choice(FEATURE_VERDICTS),
-              help="Only features of this verdict (repeat; default: every feature with a "
-                   "gate on its way).")
-@click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
-@json_option
-@pass_ctx
-def audit(ctx: Context, upstreams: tuple[str, ...], arch: str | None, at: str | None, since: str | None,
-          show_all: bool, as_markdown: bool, no_fetch: bool, compile_ptx: bool,
-          list_gates: bool, classes: tuple[str, ...], scopes: tuple[str, ...],
-          verdicts: tuple[str, ...], json_mode: bool) -> int:
-    """Every architecture gate that turns ARCH away, what stands behind it, who covers it."""
-    from contrib.commands.audit import audit as run
-
-    if json_mode and as_markdown:
-        raise UsageError("--json and --markdown exclude each other; pick one")
-    # It writes only the cache (whose upstreams have their own lock), so a long
-    # --compile does not hold up `status` or `sync` of the same workspace.
-    return _unlocked(ctx, json_mode, lambda ws, ui: run(
-        ws, ui, list(upstreams), arch=arch, at=at, since=since, fetch=not no_fetch,
-        show_all=show_all, as_markdown=as_markdown, compile_ptx=compile_ptx,
-        gates=list_gates or show_all or bool(classes or scopes),
-        classes=classes, scopes=scopes, verdicts=verdicts))
-
-
-# A feature is often a flag itself (`--enable-x`): unknown options are the FEATURE.
-@cli.command(epilog=example("contrib why sglang --enable-flashinfer-allreduce-fusion "
-                            "--arch sm_120a"),
-             context_settings={"ignore_unknown_options": True})
-@click.argument("upstream", shell_complete=complete_upstreams)
-@click.argument("feature", metavar="FEATURE")
-@click.option("--arch", shell_complete=complete_arch,
-              help="Target GPU architecture, or several side by side (sm_120a,sm_121a); "
-                   "default: contrib.toml's [defaults] arch.")
-@click.option("--at", "at", metavar="REF", help="Read this commit, tag or branch "
-              "(default: the tip).")
-@click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
-@json_option
-@pass_ctx
-def why(ctx: Context, upstream: str, feature: str, arch: str | None, at: str | None,
-        no_fetch: bool, json_mode: bool) -> int:
-    """Why FEATURE is on, off or crashing on ARCH, and what it takes: its chain from where
-    the flag is read down through every gate into the upstream below, and one verdict.
-    FEATURE: a server flag (--enable-x, --x=value) or a public API (pkg.fn,
-    pkg.fn:backend=value)."""
-    from contrib.commands.why import why as run
-
-    return _unlocked(ctx, json_mode, lambda ws, ui: run(
-        ws, ui, upstream, feature, arch=arch, at=at, fetch=not no_fetch))
+    return ctx.reading(json_mode, lambda ws, ui: run(ws, ui, list(targets),
+                                                     fetch=not no_fetch))
 
 
 @cli.command(epilog=example("contrib sync flashinfer --to v0.6.17 --commit"))
@@ -351,7 +146,7 @@ def sync(ctx: Context, targets: tuple[str, ...], to: str | None, commit: bool,
     """Carry every patchset onto the new upstream commit."""
     from contrib.commands.sync import sync as run
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(
+    return ctx.locked(json_mode, lambda ws, ui: run(
         ws, ui, list(targets), to=to, commit=commit, continue_=continue_, abort=abort,
         fetch=not no_fetch))
 
@@ -380,18 +175,18 @@ def validate(ctx: Context, targets: tuple[str, ...], arch: str | None, junit: Pa
     if drop:
         if arch or junit or out or merge:
             raise UsageError("--drop takes targets only (no --arch, --junit, --out or --merge)")
-        return _locked(ctx, json_mode, lambda ws, ui: command.drop(ws, ui, list(targets), list(drop)))
+        return ctx.locked(json_mode, lambda ws, ui: command.drop(ws, ui, list(targets), list(drop)))
     if merge:
         if arch or junit or out:
             raise UsageError("--merge takes run files only (no --arch, --junit or --out)")
         if not targets:
             raise UsageError("--merge needs the run files to merge: contrib validate --merge FILE...")
-        return _locked(ctx, json_mode, lambda ws, ui: command.merge(ws, ui, list(map(Path, targets))))
+        return ctx.locked(json_mode, lambda ws, ui: command.merge(ws, ui, list(map(Path, targets))))
     if out is not None:  # touches nothing in the workspace, so takes no lock there
-        return _unlocked(ctx, json_mode, lambda ws, ui: command.validate(
+        return ctx.unlocked(json_mode, lambda ws, ui: command.validate(
             ws, ui, list(targets), arch=arch, junit=junit, out=out))
-    return _locked(ctx, json_mode, lambda ws, ui: command.validate(ws, ui, list(targets),
-                                                                   arch=arch, junit=junit))
+    return ctx.locked(json_mode, lambda ws, ui: command.validate(ws, ui, list(targets),
+                                                                 arch=arch, junit=junit))
 
 
 @cli.command("open-pr", epilog=example("contrib open-pr flashinfer/sm120-trtllm-comm --dry-run"))
@@ -406,8 +201,8 @@ def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, 
     """Open or update a draft PR per patchset, pushed from the fork."""
     from contrib.commands.open_pr import open_pr_command as run
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, list(targets), dry_run=dry_run,
-                                                      force=force, reopen=reopen))
+    return ctx.locked(json_mode, lambda ws, ui: run(ws, ui, list(targets), dry_run=dry_run,
+                                                    force=force, reopen=reopen))
 
 
 @cli.command(epilog=example("contrib edit flashinfer/sm120-trtllm-comm"))
@@ -429,8 +224,8 @@ def edit(ctx: Context, target: str, path: Path | None, repo: Path | None, force:
     """
     from contrib.commands.edit import edit as run
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, path=path, repo=repo,
-                                                      force=force))
+    return ctx.locked(json_mode, lambda ws, ui: run(ws, ui, target, path=path, repo=repo,
+                                                    force=force))
 
 
 @cli.command(epilog=example("contrib refresh flashinfer/sm120-trtllm-comm"))
@@ -448,8 +243,8 @@ def refresh(ctx: Context, target: str, path: Path | None, repo: Path | None, no_
     """Take the branch `contrib edit` made back as the patchset's current version."""
     from contrib.commands.refresh import refresh as run
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(ws, ui, target, path=path, repo=repo,
-                                                      fetch=not no_fetch))
+    return ctx.locked(json_mode, lambda ws, ui: run(ws, ui, target, path=path, repo=repo,
+                                                    fetch=not no_fetch))
 
 
 @cli.command(epilog=example("contrib diff flashinfer/sm120-trtllm-comm"))
@@ -462,7 +257,7 @@ def diff(ctx: Context, target: str, old: str | None, new: str | None, json_mode:
     """Range-diff between two versions (default: the previous and the current)."""
     from contrib.commands.diff import diff as run
 
-    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target, old, new))
+    return ctx.reading(json_mode, lambda ws, ui: run(ws, ui, target, old, new))
 
 
 @cli.command(epilog=example("contrib show flashinfer/sm120-trtllm-comm"))
@@ -473,7 +268,7 @@ def show(ctx: Context, target: str, json_mode: bool) -> int:
     """A patchset's targets, versions and patches (subject, files, lines)."""
     from contrib.commands.show import show as run
 
-    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target))
+    return ctx.reading(json_mode, lambda ws, ui: run(ws, ui, target))
 
 
 @cli.command(epilog=example("contrib log flashinfer/sm120-trtllm-comm --json"))
@@ -484,7 +279,7 @@ def log(ctx: Context, target: str, json_mode: bool) -> int:
     """The versions, oldest first: how each was made, validation, PR pushes."""
     from contrib.commands.log import log as run
 
-    return _reading(ctx, json_mode, lambda ws, ui: run(ws, ui, target))
+    return ctx.reading(json_mode, lambda ws, ui: run(ws, ui, target))
 
 
 @cli.command(epilog=example("contrib doctor --json"))
@@ -517,7 +312,7 @@ def autopilot(ctx: Context, targets: tuple[str, ...], push: bool, dry_run: bool,
     """Sync, validate, keep PRs current, commit, push and update the dashboard, once."""
     from contrib.commands.autopilot import autopilot as run
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(
+    return ctx.locked(json_mode, lambda ws, ui: run(
         ws, ui, list(targets), push=push, dry_run=dry_run, fetch=not no_fetch,
         gpu_missing=list(gpu_missing)))
 
@@ -538,7 +333,7 @@ def init_ci(ctx: Context, gpu_runners: tuple[str, ...], install: str | None, cro
     """Write .github/workflows/contrib.yml: autopilot on a schedule, GPU legs, the merge."""
     from contrib.commands.init_ci import init_ci as run
 
-    return _locked(ctx, json_mode, lambda ws, ui: run(
+    return ctx.locked(json_mode, lambda ws, ui: run(
         ws, ui, gpu_runners=list(gpu_runners), force=force, install=install, cron=cron,
         branch=branch))
 

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from contrib import __version__
 from contrib.autopilot import drafts
 from contrib.autopilot.audits import audit_all, section
-from contrib.autopilot.proposals import ELSEWHERE, WAITING
-from contrib.autopilot.state import Need, validation_view
+from contrib.autopilot.state import ELSEWHERE, WAITING, Need, Outcome, Run, validation_view
 from contrib.carry.engine import CONFLICT
 from contrib.clock import now_iso
 from contrib.errors import ContribError
@@ -40,9 +38,6 @@ from contrib.secrets import scrub
 from contrib.validate import bench
 from contrib.workspace.model import Patchset, Workspace
 from contrib.workspace.schema import Landed
-
-if TYPE_CHECKING:
-    from contrib.autopilot.state import Outcome, Run
 
 MARKER = "<!-- contrib:dashboard -->"
 FOOTER = "<!-- contrib:dashboard-footer -->"

@@ -14,11 +14,10 @@ so it reads the same then.
 from __future__ import annotations
 
 from contrib.arch import parse_arch
-from contrib.autopilot.proposals import WAITING, Proposal
-from contrib.autopilot.state import Need, Run
+from contrib.autopilot.state import WAITING, Need, Proposal, Run
 from contrib.enable.draft import enable
 from contrib.errors import ContribError
-from contrib.pr.open import validation_problem
+from contrib.pr.prepare import validation_problem
 from contrib.record import version_standing
 from contrib.secrets import scrub
 from contrib.ui import UI

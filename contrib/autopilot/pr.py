@@ -25,7 +25,8 @@ from contrib.carry.engine import UPSTREAMED
 from contrib.errors import ContribError
 from contrib.forge.api import Forge, ForgeUnavailable, PullRequest
 from contrib.forge.recording import RecordingForge
-from contrib.pr.open import open_pr, pr_branch, validation_problem
+from contrib.pr.open import open_pr
+from contrib.pr.prepare import pr_branch, validation_problem
 from contrib.record import Verdict, version_standing
 from contrib.secrets import scrub
 from contrib.workspace.model import Patchset, Workspace

@@ -21,57 +21,33 @@ is a candidate.  Per upstream, each run:
    no PR is opened, the dashboard links it, and the draft is carried as usual
    until sync finds it upstream.
 
-Every answer is a :class:`Proposal` in ``run.proposals``; the dashboard's "Drafted"
-section and ``--json`` show them.
+Every answer is a :class:`~contrib.autopilot.state.Proposal` in ``run.proposals``; the
+dashboard's "Drafted" section and ``--json`` show them.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from contrib.arch import Arch, parse_arch
 from contrib.audit.engine import audit_commit
 from contrib.audit.model import CAPABILITY, PREDICATE
 from contrib.autopilot import pr as autopilot_pr
-from contrib.autopilot.state import Outcome, Run
+from contrib.autopilot.state import ELSEWHERE, HELD, PROPOSED, WAITING, Outcome, Proposal, Run
 from contrib.carry.engine import UPSTREAMED
 from contrib.errors import ContribError
 from contrib.forge.api import Forge, FoundPr, PrFile
 from contrib.git.cache import Mirror
-from contrib.pr.proof import ChainGate, Proof, prove
+from contrib.pr.proof import ChainGate, prove
 from contrib.record import version_standing
 from contrib.secrets import scrub
 from contrib.workspace.model import Patchset, Workspace
 from contrib.workspace.schema import UpstreamStatus
 
-OPEN, PROPOSED, HELD, WAITING, ELSEWHERE = "open", "proposed", "held back", "waiting", \
-    "proposed elsewhere"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? ", re.MULTILINE)
-
-
-@dataclass
-class Proposal:
-    """What the autopilot made of one draft without a PR of its own."""
-
-    target: str
-    arch: str
-    upstream: str
-    gates: list[str]
-    state: str = WAITING
-    why: str = ""
-    elsewhere: FoundPr | None = None
-    proof: Proof | None = None
-    chain: list[ChainGate] | None = field(default=None, repr=False)
-    order: tuple[Any, ...] = field(default=(), repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"patchset": self.target, "arch": self.arch, "state": self.state,
-                "why": self.why or None, "gates": self.gates,
-                "elsewhere": self.elsewhere.to_json() if self.elsewhere else None,
-                "proof": self.proof.to_dict() if self.proof else None}
 
 
 def is_candidate(ws: Workspace, ps: Patchset, outcome: Outcome) -> bool:

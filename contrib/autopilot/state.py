@@ -3,25 +3,25 @@ run a :class:`Run`; both become the ``--json`` document and the dashboard.
 
 A :class:`Need` is one thing a person must do (the dashboard's "Needs you"):
 a conflict to resolve, a failed validation, a PR a human closed, a GPU leg
-with no runner, a failure of GitHub or of the push.
+with no runner, a failure of GitHub or of the push.  A :class:`Proposal` is what
+the run made of one draft without a PR (:mod:`contrib.autopilot.proposals` decides).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contrib.audit.model import AuditGate
+from contrib.autopilot.forges import Forges
 from contrib.carry.conflict import folder_for
 from contrib.carry.engine import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, UPSTREAMED
 from contrib.enable.draft import EnableRun
+from contrib.forge.api import FoundPr
+from contrib.pr.proof import ChainGate, Proof
 from contrib.record import StageStatus, Standing, Verdict
-
-if TYPE_CHECKING:
-    from contrib.autopilot.forges import Forges
-    from contrib.autopilot.proposals import Proposal
-    from contrib.workspace.model import Workspace
+from contrib.workspace.model import Workspace
 
 OK_SYNC = (UNCHANGED, REBASED, PARTIAL, UPSTREAMED)
 
@@ -153,6 +153,33 @@ class Outcome:
         return {"patchset": self.patchset, "result": result, "actions": self.actions,
                 "sync": self.sync, "validation": self.validation, "pr": self.pr,
                 "needs": [n.as_dict() for n in self.needs]}
+
+
+# What became of a draft: a Proposal's state, and the result of its "pr" action.
+OPEN, PROPOSED, HELD, WAITING, ELSEWHERE = "open", "proposed", "held back", "waiting", \
+    "proposed elsewhere"
+
+
+@dataclass
+class Proposal:
+    """What the autopilot made of one draft without a PR of its own."""
+
+    target: str
+    arch: str
+    upstream: str
+    gates: list[str]
+    state: str = WAITING
+    why: str = ""
+    elsewhere: FoundPr | None = None
+    proof: Proof | None = None
+    chain: list[ChainGate] | None = field(default=None, repr=False)
+    order: tuple[Any, ...] = field(default=(), repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"patchset": self.target, "arch": self.arch, "state": self.state,
+                "why": self.why or None, "gates": self.gates,
+                "elsewhere": self.elsewhere.to_json() if self.elsewhere else None,
+                "proof": self.proof.to_dict() if self.proof else None}
 
 
 @dataclass

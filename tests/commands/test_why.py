@@ -5,16 +5,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from contrib import cli
+from contrib import cligates
 from contrib.audit.feature.chain import Verdict
 from contrib.audit.model import GateClass, Scope
 
 
 def test_the_audit_choices_are_the_enums_values() -> None:
-    assert sorted(cli.AUDIT_CLASSES) == sorted(c.value for c in GateClass)
-    assert sorted(cli.AUDIT_SCOPES) == sorted(s.value for s in Scope)
+    assert sorted(cligates.AUDIT_CLASSES) == sorted(c.value for c in GateClass)
+    assert sorted(cligates.AUDIT_SCOPES) == sorted(s.value for s in Scope)
     # The verdicts in the order the table sorts them: the worst first.
-    assert [v.value for v in Verdict] == cli.FEATURE_VERDICTS
+    assert [v.value for v in Verdict] == cligates.FEATURE_VERDICTS
 
 
 def test_help_does_not_load_the_audit() -> None:

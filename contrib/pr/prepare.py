@@ -1,0 +1,231 @@
+"""A patchset's PR worked out before anything is pushed or posted: the :class:`Job`.
+
+The checks come first (the push URL can only be the fork's; the version's validation
+is enough, or ``--force``), then the branch: the version's patches applied on its base
+as commits (``git am`` semantics, so identical input gives identical SHAs), then the
+title and the body (:mod:`contrib.pr.body`) with the range-diff from the previous push
+and the ``[[requires]]``.  :mod:`contrib.pr.open` pushes the branch and opens the PR.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from contrib.arch import parse_arch
+from contrib.carry.rangediff import range_diff
+from contrib.carry.series import apply_series, split_mail
+from contrib.errors import ConfigError, ContribError, NeedsAttention
+from contrib.git.cache import Mirror
+from contrib.git.process import ProgressFn
+from contrib.git.repo import Git, Sha
+from contrib.pr.body import BodyInput, CommitLine, render_body, render_title
+from contrib.pr.proof import recorded
+from contrib.record import Standing, Verdict, version_standing
+from contrib.validate.requires import requirements
+from contrib.workspace.config import Upstream
+from contrib.workspace.model import Patchset, Version, Workspace
+from contrib.workspace.schema import PrRecord
+from contrib.workspace.txn import utf8
+
+BRANCH_PREFIX = "contrib/"
+
+
+@dataclass
+class Job:
+    """One patchset's PR, worked out before anything is pushed or posted."""
+
+    ps: Patchset
+    upstream: Upstream
+    git: Git
+    branch: str
+    head: str  # fork-owner:contrib/<name>
+    push_url: str
+    tip: Sha
+    commits: list[CommitLine]
+    forced: bool
+    title: str = ""
+    body: str = ""
+    validation: str = ""  # the verdict as the body's first line shows it
+    actions: list[str] = field(default_factory=list)
+    progress: ProgressFn | None = None  # git's push progress, for the status line
+
+    @property
+    def repo(self) -> str:
+        return self.upstream.github
+
+    @property
+    def base(self) -> str:
+        """The branch the PR targets: the patchset's target branch."""
+        return self.ps.branch
+
+    @property
+    def version(self) -> str:
+        return self.ps.current.base
+
+    def result(self, result: str, **extra: Any) -> dict[str, Any]:
+        return {"patchset": self.ps.target, "result": result, "repo": self.repo,
+                "target": self.ps.branch, "base": self.base,
+                "head": self.head, "branch": self.branch, "version": self.version,
+                "tip": self.tip, "forced": self.forced, "validation": self.validation,
+                "title": self.title,
+                "commits": [asdict(c) for c in self.commits], "actions": self.actions,
+                "exit_code": 0, **extra}
+
+
+def pr_branch(ps: Patchset) -> str:
+    """The fork branch a patchset's PR is pushed to: ``contrib/NAME``, and for a
+    patchset carried on several branches ``contrib/NAME--BRANCH`` (one PR per line)."""
+    if len(ps.branches) == 1 and not ps.targets_at:
+        return BRANCH_PREFIX + ps.name
+    return f"{BRANCH_PREFIX}{ps.name}--{ps.branch.replace('/', '-')}"
+
+
+def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: bool) -> Job:
+    """``ps``'s PR worked out: the config and the validation checked, the branch built in
+    the upstream's cache (``mirrors``, one per upstream, shared by the run), title and body."""
+    upstream = ws.config.upstream(ps.upstream)
+    push_url = _check_config(ws, upstream)
+    version = ps.current
+    validation, problem = _check_validation(ps, version, force)
+    forced = bool(problem)
+    if upstream.name not in mirrors:
+        mirrors[upstream.name] = Mirror(upstream).ensure(fetch_now=False)
+    mirror = mirrors[upstream.name]
+    mirror.resolve(version.base)  # fetches once if the cache lacks the base
+    commits, tip = _build(mirror.git, version)
+    branch = pr_branch(ps)
+    job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
+              push_url, tip, commits, forced=forced)
+    job.validation = validation.summary()
+    job.title = render_title(ps.title, ps.target)
+    job.body = render_body(BodyInput(
+        target=ps.target, version=version.base, base_branch=ps.branch,
+        other_lines=tuple(b for b in ps.branches if b != ps.branch),
+        summary=ps.summary, commits=commits, validation=validation,
+        forced=forced, problem=problem, range_diff=_range_diff(job), requires=_requires(ws, ps),
+        previous_version=_previous(job)[1], proof=recorded(ps, validation)))
+    return job
+
+
+def _check_validation(ps: Patchset, version: Version, force: bool) -> tuple[Standing, str]:
+    """(the version's standing, why it is not enough or ""); NeedsAttention unless --force.
+
+    Enough means: a record bound to exactly this version (:mod:`contrib.record`), a
+    run for the patchset's arch whose required stages all passed, and no failed arch.
+    """
+    standing = version_standing(version)
+    problem = validation_problem(ps, standing)
+    if problem and not force:
+        raise NeedsAttention(
+            f"{version.validation_path}: {problem}; run `contrib validate {ps.target}` until "
+            "its required stages pass, or pass --force to open the PR anyway (the body will "
+            "say so)")
+    return standing, problem
+
+
+def validation_problem(ps: Patchset, standing: Standing) -> str:
+    """Why open-pr would not take this version ("" when it would): no record bound to
+    it, no run for the patchset's arch, a required stage not passed, or a failed arch."""
+    if standing.record is None:
+        return f"not validated ({standing.reason})"
+    try:
+        arch = parse_arch(ps.arch).name
+    except ContribError:
+        arch = ps.arch
+    target = standing.for_arch(arch)
+    if target is None:
+        return f"no run for {arch} (runs for {', '.join(standing.record.archs())})"
+    if target.unmet:
+        return f"{target.line()}; required {'stage' if len(target.unmet) == 1 else 'stages'} not passed: {', '.join(target.unmet)}"
+    failed = [v.line() for v in standing.verdicts if v.verdict == Verdict.FAILED]
+    return f"failed: {'; '.join(failed)}" if failed else ""
+
+
+def _check_config(ws: Workspace, upstream: Upstream) -> str:
+    """The push URL, after making sure PRs and pushes can only go where they should."""
+    where = f"{ws.config.path} [upstreams.{upstream.name}]"
+    if not upstream.github or not upstream.fork:
+        raise ConfigError(f"{where}: open-pr needs github = \"OWNER/NAME\" (the repository PRs "
+                          "target) and fork = \"YOU/NAME\" (where branches are pushed)")
+    if upstream.fork.lower() == upstream.github.lower():
+        raise ConfigError(f"{where}: fork is the upstream itself ({upstream.fork}); contrib "
+                          "pushes only to a fork: set fork to your fork's OWNER/NAME")
+    push_url = upstream.fork_push_url()
+    if "://" not in push_url and not re.match(r"^[\w.-]+@[\w.-]+:", push_url):
+        push_url = str((ws.root / push_url).resolve())  # a local path, relative to the workspace
+    parts = urlsplit(push_url)
+    if parts.username or parts.password:
+        raise ConfigError(f"{where}: push_url carries credentials; remove them (contrib takes "
+                          "the token from GITHUB_TOKEN and never puts it in a URL)")
+    norm = push_url.lower().rstrip("/").removesuffix(".git")
+    if norm == upstream.url.lower().rstrip("/").removesuffix(".git") or norm.endswith(
+            "/" + upstream.github.lower()):
+        raise ConfigError(f"{where}: push_url {push_url} is the upstream; contrib pushes only "
+                          "to the fork: point push_url at your fork")
+    return push_url
+
+
+def _build(git: Git, version: Version) -> tuple[list[CommitLine], Sha]:
+    """The PR branch: the version's patches applied on its base, as commits."""
+    mails = [split_mail(git, name, raw) for name, raw in version.patch_texts()]
+    applied = apply_series(git, version.base, mails)
+    lines = [CommitLine(a.commit, a.name, utf8(a.patch.subject), utf8(a.patch.author.name))
+             for a in applied]
+    return lines, applied[-1].commit
+
+
+def _previous(job: Job) -> tuple[str | None, str | None]:
+    """(tip, version) of the push the range-diff compares with."""
+    pr = job.ps.pr or PrRecord()
+    if pr.pushed and pr.pushed != job.tip:
+        return pr.pushed, pr.version
+    return (pr.previous, pr.previous_version) if pr.previous else (None, None)
+
+
+def _range_diff(job: Job) -> str | None:
+    """``git range-diff`` from the previously pushed version to this one, if known."""
+    old_tip, old_version = _previous(job)
+    if not old_tip or not old_version or old_tip == job.tip:
+        return None
+    if job.git.try_rev_parse(old_tip) is None:
+        # Not in this cache: rebuild it from the old version folder (same SHAs).
+        old = job.ps.version(str(old_version))
+        try:
+            _, rebuilt = _build(job.git, old)
+        except ContribError:
+            return None
+        if rebuilt != old_tip:
+            return None
+    return range_diff(job.git, str(old_version), old_tip, job.version, job.tip)
+
+
+def _requires(ws: Workspace, ps: Patchset) -> list[str]:
+    """The ``[[requires]]`` of the patchset, with links to the fix and our backport PR."""
+    out = []
+    for req in requirements(ps):
+        upstream = ws.config.upstreams.get(req.upstream)
+        if not req.commit:  # a draft's requirement: the fix is only our patchset so far
+            text = f"{req.upstream}: our patchset `{req.patchset}`{_pr_link(ws, req.patchset)}"
+        else:
+            commit = f"`{req.commit[:12]}`"
+            if upstream is not None and upstream.github:
+                commit = f"[{commit}](https://github.com/{upstream.github}/commit/{req.commit})"
+            text = f"{req.upstream} commit {commit}"
+            if req.patchset:
+                text += f" (or our patchset `{req.patchset}`{_pr_link(ws, req.patchset)})"
+        if req.reason:
+            text += f": {req.reason}"
+        out.append(text)
+    return out
+
+
+def _pr_link(ws: Workspace, target: str) -> str:
+    try:
+        pr = ws.patchset(target).pr
+        url = pr.url if pr else None
+    except ContribError:
+        return ""
+    return f", {url}" if url else ""
