@@ -13,14 +13,14 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
 from contrib.analysis.gates import find_gates
-from contrib.audit.model import AuditGate
+from contrib.audit.model import AuditGate, Blame
 from contrib.git.repo import Git
 
 _PR = re.compile(r"\(#(\d+)\)\s*$|Merge pull request #(\d+)")
@@ -100,32 +100,36 @@ def _enclosing(path: str, text: str | None, lines: set[int]) -> set[str]:
     return found
 
 
-def mark_covered(gates: Iterable[AuditGate], coverages: Iterable[Coverage]) -> None:
-    """Set ``covered_by`` on each excluding gate a patchset changes."""
+def mark_covered(gates: Iterable[AuditGate], coverages: Iterable[Coverage]) -> list[AuditGate]:
+    """The gates, each excluding one a patchset changes with ``covered_by`` set: a line of
+    its function, or a CUDA file its units or this tree's evidence name."""
     coverages = list(coverages)
+    out = []
     for gate in gates:
-        if not gate.excludes_target:
-            continue
-        cuda = set(gate.units) | {e.split(":", 1)[0] for e in gate.evidence}
-        for cover in coverages:
-            if (gate.file, gate.function) in cover.functions or cuda & cover.files:
-                gate.covered_by = cover.target
-                break
+        cuda = set(gate.units) | {e.path for e in gate.evidence if e.path and not e.upstream}
+        cover = next((c for c in coverages if (gate.file, gate.function) in c.functions
+                      or cuda & c.files), None) if gate.excludes_target else None
+        out.append(gate if cover is None else replace(gate, covered_by=cover.target))
+    return out
 
 
 def mark_history(git: Git, since: str, tip: str, old: list[AuditGate],
-                 new: list[AuditGate]) -> None:
-    """Set ``opened_by`` / ``closed_by`` on gates whose verdict flipped between the commits."""
+                 new: list[AuditGate]) -> list[AuditGate]:
+    """``new`` with ``opened_by`` / ``closed_by`` set on gates whose verdict flipped
+    since ``old``."""
     before = {g.key: g for g in old}
+    out = []
     for gate in new:
         was = before.get(gate.key)
         if was is not None and was.excludes_target and not gate.excludes_target:
-            gate.opened_by = blame(git, since, tip, gate)
+            gate = replace(gate, opened_by=blame(git, since, tip, gate))
         elif gate.excludes_target and (was is None or not was.excludes_target):
-            gate.closed_by = blame(git, since, tip, gate)
+            gate = replace(gate, closed_by=blame(git, since, tip, gate))
+        out.append(gate)
+    return out
 
 
-def blame(git: Git, since: str, tip: str, gate: AuditGate) -> dict[str, Any] | None:
+def blame(git: Git, since: str, tip: str, gate: AuditGate) -> Blame | None:
     """The newest commit after ``since`` that changed the gate's lines at ``tip``."""
     last = max(gate.end_line, gate.line)
     status, out, _ = git.try_run("blame", "--porcelain", "-L", f"{gate.line},{last}",
@@ -140,4 +144,4 @@ def blame(git: Git, since: str, tip: str, gate: AuditGate) -> dict[str, Any] | N
     info = max(newer, key=lambda i: i.committer_date)
     match = _PR.search(info.subject)
     number = int(match[1] or match[2]) if match else None
-    return {"sha": str(info.sha), "subject": info.subject, "pr": number}
+    return Blame(str(info.sha), info.subject, number)

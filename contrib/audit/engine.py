@@ -92,8 +92,7 @@ def audit_commit(git: Git, commit: str, arch: Arch, step: Step | None = None) ->
         return TreeAudit(commit, tree_sha, gates, time.monotonic() - started, True, notes)
     tree = GitTree(git, commit)
     gates, notes = find_all(tree, arch, step)
-    judge(tree, gates, arch, step)
-    gates.sort(key=sort_key)
+    gates = sorted(judge(tree, gates, arch, step), key=sort_key)
     _save(path, gates, notes)
     return TreeAudit(commit, tree_sha, gates, time.monotonic() - started, False, notes)
 

@@ -11,9 +11,9 @@ written and read back in one place, :mod:`contrib.audit.serial`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
+from typing import NamedTuple
 
 from contrib.analysis.gates import Form
 from contrib.analysis.reach.endpoints import Endpoint
@@ -160,9 +160,103 @@ def admits_text(admits: Admits) -> str:
     return "majors " + (", ".join(map(str, sorted(admits))) or "none")
 
 
-@dataclass
+Call = tuple[str, ...]  # a call chain, outermost first: ("helper", "get_x_module")
+
+
+class Place(NamedTuple):
+    """A line of a file: where a finding or a guard is."""
+
+    path: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One thing a class stands on: where it was seen and what was seen there.
+
+    ``where`` is a file, a ``file:line`` or a name (``gen_x_sm100_module``); ``path``
+    and ``line``: the file it is in and the line, when it is in one of the tree's (and
+    on one); ``guard``: the ``#if``
+    that compiled it out; ``upstream``: the upstream below where it was read (empty:
+    this tree).  People read it as one line (:meth:`__str__`); code reads the fields.
+    """
+
+    where: str
+    path: str = ""
+    kind: str = ""  # the finding's kind ("empty-kernel"), when a finding
+    says: str = ""
+    guard: Place | None = None
+    upstream: str = ""
+    line: int = 0  # the line of ``path`` it is on, when one
+
+    def __str__(self) -> str:
+        text = self.where + (f" {self.kind}" if self.kind else "")
+        text += f" (guard {self.guard})" if self.guard else ""
+        text += f": {self.says}" if self.kind or self.says else ""
+        return f"{self.upstream}:{text}" if self.upstream else text
+
+    def below(self, upstream: str) -> Evidence:
+        """The same evidence, read in the upstream ``upstream`` below."""
+        return replace(self, upstream=upstream)
+
+    @property
+    def at(self) -> Place | None:
+        """Where it stands in the tree it was read in: its guard, else its own line."""
+        if self.guard is not None:
+            return self.guard
+        return Place(self.path, self.line) if self.path and self.line else None
+
+
+@dataclass(frozen=True)
+class Blame:
+    """The commit that flipped a gate between two commits (``opened_by``/``closed_by``)."""
+
+    sha: str
+    subject: str
+    pr: int | None = None
+
+
+@dataclass(frozen=True)
+class Below:
+    """A gate of the upstream below that an upper gate's code reaches, and the way there."""
+
+    upstream: str
+    tag: str
+    commit: str
+    file: str
+    line: int
+    function: str
+    admits: Admits
+    excludes_target: bool
+    class_: GateClass | None
+    effect: str  # what it does to the target, as the lower audit says it
+    calls: str  # the lower upstream's function this tree's code calls
+    via: Call  # from this tree's code to the lower gate's function
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A gate admitting the target whose code reaches a lower gate refusing it: the
+    target crashes there."""
+
+    file: str
+    line: int
+    function: str
+    below: Below  # the first refusing gate below
+    message: str
+
+
+@dataclass(frozen=True)
 class AuditGate:
-    """A gate of one tree and what the audit made of it."""
+    """A gate of one tree and what the audit made of it.
+
+    A stage hands on a new value (:func:`dataclasses.replace`), never changes the one
+    it was given: finding makes it, classing sets ``class_``, ``reason``,
+    ``evidence`` and ``units``, the stack link ``below`` (and a class from below),
+    coverage ``covered_by``, ``opened_by`` and ``closed_by``."""
 
     file: str
     line: int
@@ -174,21 +268,21 @@ class AuditGate:
     effect: Decision = NO_DECISION  # why it does or does not turn the target away
     class_: GateClass | None = None  # set only when it excludes the target
     scope: Scope = RUNTIME
-    evidence: list[str] = field(default_factory=list)
+    evidence: tuple[Evidence, ...] = ()
     reason: str = ""  # for `unknown`, and how the class was reached
     comment: str = ""  # the upstream comment at the gate, if any
     message: str = ""  # what the refusal the target meets says (its raise's message)
-    units: list[str] = field(default_factory=list)  # CUDA units its function builds
-    builders: list[str] = field(default_factory=list)  # same-file functions it builds through
-    calls: list[str] = field(default_factory=list)  # call chains the gated code runs (to read)
+    units: tuple[str, ...] = ()  # CUDA units its function builds
+    builders: tuple[str, ...] = ()  # same-file functions it builds through
+    calls: tuple[Call, ...] = ()  # call chains the gated code runs (to read)
     reached: tuple[Endpoint, ...] = ()  # what can class it
     index: int = 0  # ordinal among the gates of one function and parser form
     end_line: int = 0  # last line of the gate's expression
     parser_kind: Form | str = ""  # the gate parser's form (empty for a gate made by hand)
     covered_by: str | None = None
-    opened_by: dict[str, Any] | None = None
-    closed_by: dict[str, Any] | None = None
-    below: list[dict[str, Any]] = field(default_factory=list)  # gates of the upstream below
+    opened_by: Blame | None = None
+    closed_by: Blame | None = None
+    below: tuple[Below, ...] = ()  # gates of the upstream below
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -209,8 +303,116 @@ class AuditGate:
         the gates testing its calls decide)."""
         return self.effect.returned != "" and self.effect.returned == self.name
 
+    def classed(self, class_: GateClass | None, reason: str,
+                evidence: tuple[Evidence, ...] | None = None) -> AuditGate:
+        """This gate with its class, reason and (when given) evidence."""
+        return replace(self, class_=class_, reason=reason,
+                       evidence=self.evidence if evidence is None else evidence)
+
 
 def sort_key(gate: AuditGate) -> tuple[int, int, str, int]:
     """Runtime first, then by class (excluding gates first), file and line."""
     klass = CLASSES.index(gate.class_) if gate.class_ in CLASSES else len(CLASSES)
     return (SCOPES.index(gate.scope), klass, gate.file, gate.line)
+
+
+# -- features: what a user turns on, and what it comes to on the target -------------------
+
+_BACKEND = "backend"  # the keyword an API feature's choice is passed by
+
+
+class FeatureKind(StrEnum):
+    """How a user turns a feature on."""
+
+    FLAG = "flag"  # a server argument: --enable-x, --x=value
+    API = "api"  # a public function of the package: pkg.fn, pkg.fn:backend=value
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature: its name as a user writes it, and what the code reads.
+
+    ``attr``: the settings' attribute (``enable_flashinfer_allreduce_fusion``), or the
+    API's dotted name (``flashinfer.comm.trtllm_allreduce_fusion``); ``value``: the
+    choice (``trtllm_mla``, a ``backend=`` value), or "" for a flag or a plain API."""
+
+    kind: FeatureKind
+    name: str
+    attr: str
+    value: str = ""
+    file: str = ""
+    line: int = 0
+
+    @property
+    def keys(self) -> tuple[tuple[str, str], ...]:
+        """What an API feature's call passes by keyword (``backend="cublaslt"``)."""
+        return ((_BACKEND, self.value),) if self.kind == FeatureKind.API and self.value else ()
+
+
+class Verdict(StrEnum):
+    """What a feature comes to on the target (in this order in tables: worst first)."""
+
+    CRASH = "crash"
+    NEEDS_KERNEL_WORK = "needs-kernel-work"
+    UNKNOWN = "unknown"
+    GATE_ONLY = "gate-only"
+    ON = "on"
+
+
+VERDICTS = tuple(Verdict)
+
+
+class Role(StrEnum):
+    """What a link of a chain is."""
+
+    READ = "read"  # where the tree reads the feature's setting
+    GATE = "gate"  # a gate of the tree on the way
+    CALL = "call"  # a call into the upstream below
+    BELOW = "below"  # a gate of the upstream below, on the way
+    BEHIND = "behind"  # a gate below one that turned the target away: opened with it
+
+
+GATE_ROLES = (Role.GATE, Role.BELOW, Role.BEHIND)
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link: where (upstream, commit, file, line, function), what it admits, its
+    effect and class when it is a gate, and why, for people."""
+
+    role: Role
+    upstream: str
+    commit: str
+    file: str
+    line: int
+    function: str
+    admits: str = ""
+    excludes: bool = False
+    refuses: bool = False
+    class_: GateClass | None = None
+    why: str = ""
+    evidence: tuple[Evidence, ...] = ()  # the guards, kernels or ops behind its class (a few)
+
+    @property
+    def spot(self) -> str:
+        """``FILE:FUNCTION``, as ``contrib enable`` takes it."""
+        return f"{self.file}:{self.function.rsplit('.', 1)[-1]}"
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A feature's links in the order the code runs them, and its verdict.  ``where``:
+    the link that decided it, in a few words (``refused by flashinfer v0.5.3
+    flashinfer/jit/comm.py:60 gen_trtllm_comm_module``)."""
+
+    feature: Feature
+    links: tuple[Link, ...] = ()
+    verdict: Verdict = Verdict.UNKNOWN
+    reason: str = ""
+    where: str = ""
+
+    @property
+    def gated(self) -> bool:
+        """Whether any gate stands on the way (a chain with none is not worth a row)."""
+        return any(link.role in GATE_ROLES for link in self.links)
+

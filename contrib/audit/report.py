@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contrib.analysis.headers import cure
-from contrib.audit.model import CLASSES, RUNTIME, AuditGate, admits_text, sort_key
-from contrib.audit.serial import gate_json
+from contrib.audit.model import (
+    CLASSES,
+    RUNTIME,
+    AuditGate,
+    Chain,
+    Mismatch,
+    admits_text,
+    sort_key,
+)
+from contrib.audit.serial import chain_json, gate_json, mismatch_json
 from contrib.ui import counted
-
-if TYPE_CHECKING:
-    from contrib.audit.feature.chain import Chain
 
 
 @dataclass
@@ -29,7 +34,7 @@ class UpstreamAudit:
     cached: bool = False
     notes: list[str] = field(default_factory=list)
     compiled: dict[str, Any] | None = None  # --compile: what nvcc did (ptxcheck.CompileSummary)
-    mismatches: list[dict[str, Any]] = field(default_factory=list)  # admitted here, refused below
+    mismatches: list[Mismatch] = field(default_factory=list)  # admitted here, refused below
     stack: list[dict[str, Any]] = field(default_factory=list)  # the upstreams below, as pinned
     features: list[Chain] = field(default_factory=list)  # what each feature comes to
 
@@ -52,8 +57,8 @@ class UpstreamAudit:
             "name": self.name, "commit": self.commit, "ref": self.ref, "since": self.since,
             "since_commit": self.since_commit, "seconds": round(self.seconds, 2),
             "cached": self.cached, "counts": self.counts(), "compile": self.compiled,
-            "mismatches": self.mismatches, "stack": self.stack,
-            "features": [c.to_dict() for c in self.features],
+            "mismatches": [mismatch_json(m) for m in self.mismatches], "stack": self.stack,
+            "features": [chain_json(c) for c in self.features],
             "gates": [gate_json(g) for g in sorted(self.gates, key=sort_key)],
         }
 
@@ -62,10 +67,10 @@ def mismatch_rows(audit: UpstreamAudit) -> list[list[str]]:
     """Rows for the mismatches table: the gate here, the gate below, what happens."""
     rows = []
     for m in audit.mismatches:
-        gate, below = m["gate"], m["below"]
-        rows.append([f"{gate['file']}:{gate['line']}", str(gate["function"]),
-                     f"{below['upstream']} {below['tag']} {below['file']}:{below['line']}",
-                     str(below["function"]), str(below["admits"]), str(m["message"])])
+        below = m.below
+        rows.append([f"{m.file}:{m.line}", m.function,
+                     f"{below.upstream} {below.tag} {below.file}:{below.line}",
+                     below.function, admits_text(below.admits), m.message])
     return rows
 
 
@@ -92,8 +97,8 @@ def history_cell(gate: AuditGate) -> str:
     """``opened by abc1234 (#3903)`` / ``closed by ...`` / ``""``."""
     for word, link in (("opened", gate.opened_by), ("closed", gate.closed_by)):
         if link:
-            pr = f" (#{link['pr']})" if link.get("pr") else ""
-            return f"{word} by {str(link['sha'])[:10]}{pr}"
+            pr = f" (#{link.pr})" if link.pr else ""
+            return f"{word} by {link.sha[:10]}{pr}"
     return ""
 
 
@@ -150,7 +155,7 @@ def markdown(arch: str, audits: list[UpstreamAudit], show_all: bool = False) -> 
         evidence = [g for g in rows if g.evidence]
         for g in evidence:
             out += ["", f"<details><summary>{g.file}:{g.line} ({g.class_})</summary>", ""]
-            out += [f"- `{e[:300]}`" for e in g.evidence[:20]]
+            out += [f"- `{str(e)[:300]}`" for e in g.evidence[:20]]
             out += ["", "</details>"]
         out.append("")
     return "\n".join(out)
@@ -166,5 +171,5 @@ def _markdown_mismatches(audit: UpstreamAudit) -> list[str]:
     for row in mismatch_rows(audit):
         cells = [f"`{row[0]}` `{row[1]}`", f"{row[2]} `{row[3]}`", row[4]]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    out += [""] + [f"- {m['message']}" for m in audit.mismatches] + [""]
+    out += [""] + [f"- {m.message}" for m in audit.mismatches] + [""]
     return out

@@ -41,7 +41,7 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
     if since_commit is not None:
         old = audit_commit(git, since_commit, arch, step)
         audit.seconds += old.seconds
-        mark_history(git, since_commit, commit, old.gates, audit.gates)
+        audit.gates = mark_history(git, since_commit, commit, old.gates, audit.gates)
     below: list[tuple[tuple[str, str, str, TreeAudit, GitTree], Walker | None]] = []
     _stack_below(ws, audit, GitTree(git, commit), result.tree, arch, fetch, step, below)
     if features is not None:
@@ -54,8 +54,9 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
                                  arch=arch)
     if nvcc is not None:
         python = ws.config.upstream(name).python or sys.executable
-        audit.compiled = compile_gates(GitTree(git, commit), audit.gates, arch, nvcc=nvcc,
-                                       python=python, step=step).to_dict()
+        audit.gates, summary = compile_gates(GitTree(git, commit), audit.gates, arch,
+                                             nvcc=nvcc, python=python, step=step)
+        audit.compiled = summary.to_dict()
     coverages = []
     for ps in ws.patchsets():
         if ps.upstream != name:
@@ -67,7 +68,7 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
             audit.notes.append(f"{ps.target}: {exc}; not counted for covered_by")
             continue
         coverages.append(patch_coverage(ps.target, git, version.base, patches))
-    mark_covered(audit.gates, coverages)
+    audit.gates = mark_covered(audit.gates, coverages)
     return audit
 
 
@@ -121,6 +122,7 @@ def _link(audit: UpstreamAudit, mirror: Mirror, other: str, lower: tuple[str, st
     tag, commit = lower
     linked = audit_and_link(audit.gates, tree, tree_sha, mirror.git, other, tag, commit, arch, step)
     below = linked.below
+    audit.gates = linked.gates
     audit.mismatches += linked.mismatches
     audit.seconds += below.seconds + linked.seconds
     audit.stack.append({"upstream": other, "tag": tag, "commit": commit,

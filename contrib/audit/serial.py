@@ -1,28 +1,43 @@
-"""The audit's two written forms, and the only place either is read back.
+"""The audit's written forms, and the only place any is read back.
 
 * The JSON document (``contrib audit --json``) says what people and scripts read:
   ``admits`` as ``"majors 9, 10"``, ``effect`` as the sentence, ``reached`` as
-  ``kind|path|name|majors|chain``.  It is written here and never parsed again.
+  ``kind|path|name|majors|chain``, ``calls`` and ``via`` as ``a>b`` and ``a > b``,
+  evidence as its line.  It is written here and never parsed again.
 * The result cache keeps the same gate as data (the effect's kind, the majors as
-  numbers, each endpoint's fields) and is read back by :func:`gate_from_cache`,
-  which refuses anything not of the right type: a damaged or hand-edited entry is
-  audited again, never trusted.
+  numbers, each endpoint's, call's, piece of evidence's and lower gate's fields) and
+  is read back by :func:`gate_from_cache`, which refuses anything not of the right
+  type: a damaged or hand-edited entry is audited again, never trusted.
+* The link cache keeps what linking to the stack below gave each gate
+  (:func:`linked_cache`, :func:`linked_from_cache`) and the mismatches; the features
+  cache each feature's chain (:func:`chain_cache`, :func:`chain_from_cache`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from contrib.analysis.gates import Form
 from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.audit.model import (
     AuditGate,
+    Below,
+    Blame,
+    Chain,
     Decision,
     EffectKind,
+    Evidence,
+    Feature,
     GateClass,
     GateKind,
+    Link,
+    Mismatch,
+    Place,
+    Role,
     Scope,
+    Verdict,
     admits_text,
 )
 
@@ -32,7 +47,7 @@ from contrib.audit.model import (
 def endpoint_text(endpoint: Endpoint) -> str:
     """An endpoint as the JSON shows it: ``kind|path|qualified name|majors|chain``."""
     return "|".join([endpoint.kind, endpoint.path, endpoint.name,
-                     ",".join(map(str, endpoint.majors)), endpoint.chain])
+                     ",".join(map(str, endpoint.majors)), ">".join(endpoint.chain)])
 
 
 def gate_json(gate: AuditGate) -> dict[str, Any]:
@@ -42,13 +57,36 @@ def gate_json(gate: AuditGate) -> dict[str, Any]:
         "kind": str(gate.kind), "admits": admits_text(gate.admits),
         "excludes_target": gate.excludes_target, "text": gate.text,
         "effect": gate.effect.why, "class": _str(gate.class_), "scope": str(gate.scope),
-        "evidence": list(gate.evidence), "reason": gate.reason, "comment": gate.comment,
-        "message": gate.message, "units": list(gate.units), "builders": list(gate.builders),
-        "calls": list(gate.calls), "reached": [endpoint_text(e) for e in gate.reached],
+        "evidence": [str(e) for e in gate.evidence], "reason": gate.reason,
+        "comment": gate.comment, "message": gate.message, "units": list(gate.units),
+        "builders": list(gate.builders), "calls": [">".join(c) for c in gate.calls],
+        "reached": [endpoint_text(e) for e in gate.reached],
         "index": gate.index, "end_line": gate.end_line, "parser_kind": str(gate.parser_kind),
-        "covered_by": gate.covered_by, "opened_by": gate.opened_by,
-        "closed_by": gate.closed_by, "below": list(gate.below),
+        "covered_by": gate.covered_by, "opened_by": blame_json(gate.opened_by),
+        "closed_by": blame_json(gate.closed_by), "below": [below_json(b) for b in gate.below],
     }
+
+
+def below_json(below: Below) -> dict[str, Any]:
+    """A lower gate an upper gate's code reaches, as the JSON shows it."""
+    return {"upstream": below.upstream, "tag": below.tag, "commit": below.commit,
+            "file": below.file, "line": below.line, "function": below.function,
+            "admits": admits_text(below.admits), "excludes_target": below.excludes_target,
+            "class": _str(below.class_), "effect": below.effect, "calls": below.calls,
+            "via": " > ".join(below.via)}
+
+
+def mismatch_json(mismatch: Mismatch) -> dict[str, Any]:
+    """A mismatch with the upstream below, as the JSON shows it."""
+    return {"gate": {"file": mismatch.file, "line": mismatch.line,
+                     "function": mismatch.function},
+            "below": below_json(mismatch.below), "message": mismatch.message}
+
+
+def blame_json(blame: Blame | None) -> dict[str, Any] | None:
+    """The commit that flipped a gate, as the JSON shows it."""
+    return None if blame is None else {"sha": blame.sha, "subject": blame.subject,
+                                       "pr": blame.pr}
 
 
 def _str(value: str | None) -> str | None:
@@ -61,11 +99,32 @@ def _str(value: str | None) -> str | None:
 def gate_cache(gate: AuditGate) -> dict[str, Any]:
     """A gate as the result cache keeps it: the JSON entry with its decisions as data."""
     data = gate_json(gate)
-    data["admits"] = None if gate.admits is None else sorted(gate.admits)
+    data["admits"] = _majors(gate.admits)
     data["effect"] = {"kind": str(gate.effect.kind), "why": gate.effect.why,
                       "flag": gate.effect.flag, "returned": gate.effect.returned}
-    data["reached"] = [[str(e.kind), e.path, e.name, list(e.majors), e.chain]
+    data["reached"] = [[str(e.kind), e.path, e.name, list(e.majors), list(e.chain)]
                        for e in gate.reached]
+    data["calls"] = [list(c) for c in gate.calls]
+    data["evidence"] = [evidence_cache(e) for e in gate.evidence]
+    data["below"] = [_below_cache(b) for b in gate.below]
+    return data
+
+
+def _majors(admits: frozenset[int] | None) -> list[int] | None:
+    return None if admits is None else sorted(admits)
+
+
+def evidence_cache(evidence: Evidence) -> list[Any]:
+    """A piece of evidence as data: where, path, kind, says, guard, upstream, line."""
+    guard = None if evidence.guard is None else [evidence.guard.path, evidence.guard.line]
+    return [evidence.where, evidence.path, evidence.kind, evidence.says, guard,
+            evidence.upstream, evidence.line]
+
+
+def _below_cache(below: Below) -> dict[str, Any]:
+    data = below_json(below)
+    data["admits"] = _majors(below.admits)
+    data["via"] = list(below.via)
     return data
 
 
@@ -79,6 +138,7 @@ def gate_from_cache(data: object) -> AuditGate | None:
     if data["class"] is not None and not isinstance(data["class"], str):
         return None
     plain = {key: data[key] for key in _PLAIN}
+    plain.update({key: tuple(data[key]) for key in _TUPLES})
     kind, scope = _GATE_KINDS.get(data["kind"]), _SCOPES.get(data["scope"])
     klass = _CLASSES.get(data["class"]) if data["class"] is not None else None
     form: Form | str | None = _FORMS.get(data["parser_kind"]) if data["parser_kind"] else ""
@@ -87,10 +147,17 @@ def gate_from_cache(data: object) -> AuditGate | None:
     admits = _admits(data["admits"])
     effect = _decision(data["effect"])
     reached = _endpoints(data["reached"])
-    if isinstance(admits, _Malformed) or effect is None or reached is None:
+    calls = _calls(data["calls"])
+    evidence = _evidences(data["evidence"])
+    below = _belows(data["below"])
+    opened, closed = _blame_of(data["opened_by"]), _blame_of(data["closed_by"])
+    if (isinstance(admits, _Malformed) or effect is None or reached is None or calls is None
+            or evidence is None or below is None or isinstance(opened, _Malformed)
+            or isinstance(closed, _Malformed)):
         return None
     return AuditGate(kind=kind, scope=scope, class_=klass, parser_kind=form, admits=admits,
-                     effect=effect, reached=reached, **plain)
+                     effect=effect, reached=reached, calls=calls, evidence=evidence,
+                     below=below, opened_by=opened, closed_by=closed, **plain)
 
 
 class _Malformed:
@@ -120,14 +187,75 @@ def _endpoints(value: object) -> tuple[Endpoint, ...] | None:
     found = []
     for item in value:
         if not (isinstance(item, list) and len(item) == 5 and all(
-                isinstance(item[n], str) for n in (0, 1, 2, 4))
-                and isinstance(item[3], list) and all(_int(m) for m in item[3])):
+                isinstance(item[n], str) for n in (0, 1, 2))
+                and isinstance(item[3], list) and all(_int(m) for m in item[3])
+                and _strings(item[4])):
             return None
         kind = _ENDPOINT_KINDS.get(item[0])
         if kind is None:
             return None
-        found.append(Endpoint(kind, item[1], item[2], tuple(item[3]), item[4]))
+        found.append(Endpoint(kind, item[1], item[2], tuple(item[3]), tuple(item[4])))
     return tuple(found)
+
+
+def _calls(value: object) -> tuple[tuple[str, ...], ...] | None:
+    if not (isinstance(value, list) and all(_strings(c) for c in value)):
+        return None
+    return tuple(tuple(c) for c in value)
+
+
+def _evidences(value: object) -> tuple[Evidence, ...] | None:
+    if not isinstance(value, list):
+        return None
+    found = [_evidence(item) for item in value]
+    return None if any(e is None for e in found) else tuple(e for e in found if e is not None)
+
+
+def _evidence(item: object) -> Evidence | None:
+    if not (isinstance(item, list) and len(item) == 7
+            and all(isinstance(item[n], str) for n in (0, 1, 2, 3, 5)) and _int(item[6])):
+        return None
+    guard = item[4]
+    if guard is not None and not (isinstance(guard, list) and len(guard) == 2
+                                  and isinstance(guard[0], str) and _int(guard[1])):
+        return None
+    return Evidence(item[0], item[1], item[2], item[3],
+                    None if guard is None else Place(guard[0], guard[1]), item[5], item[6])
+
+
+def _belows(value: object) -> tuple[Below, ...] | None:
+    if not isinstance(value, list):
+        return None
+    found = [_below(item) for item in value]
+    return None if any(b is None for b in found) else tuple(b for b in found if b is not None)
+
+
+_BELOW_TEXT = ("upstream", "tag", "commit", "file", "function", "effect", "calls")
+
+
+def _below(item: object) -> Below | None:
+    if not (isinstance(item, dict) and set(item) == {*_BELOW_TEXT, "line", "admits",
+                                                      "excludes_target", "class", "via"}
+            and all(isinstance(item[k], str) for k in _BELOW_TEXT) and _int(item["line"])
+            and isinstance(item["excludes_target"], bool) and _strings(item["via"])
+            and (item["class"] is None or item["class"] in _CLASSES)):
+        return None
+    admits = _admits(item["admits"])
+    if isinstance(admits, _Malformed):
+        return None
+    return Below(**{k: item[k] for k in _BELOW_TEXT}, line=item["line"], admits=admits,
+                 excludes_target=item["excludes_target"], via=tuple(item["via"]),
+                 class_=None if item["class"] is None else _CLASSES[item["class"]])
+
+
+def _blame_of(value: object) -> Blame | None | _Malformed:
+    if value is None:
+        return None
+    if not (isinstance(value, dict) and set(value) == {"sha", "subject", "pr"}
+            and isinstance(value["sha"], str) and isinstance(value["subject"], str)
+            and (value["pr"] is None or _int(value["pr"]))):
+        return _Malformed()
+    return Blame(value["sha"], value["subject"], value["pr"])
 
 
 def _int(value: object) -> bool:
@@ -138,21 +266,17 @@ def _strings(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _optional(check: Callable[[object], bool]) -> Callable[[object], bool]:
-    return lambda v: v is None or check(v)
-
-
 _PLAIN: dict[str, Callable[[object], bool]] = {
     **dict.fromkeys(("file", "function", "text", "reason", "comment", "message"),
                     lambda v: isinstance(v, str)),
     **dict.fromkeys(("line", "index", "end_line"), _int),
     "excludes_target": lambda v: isinstance(v, bool),
-    **dict.fromkeys(("evidence", "units", "builders", "calls"), _strings),
-    "covered_by": _optional(lambda v: isinstance(v, str)),
-    **dict.fromkeys(("opened_by", "closed_by"), _optional(lambda v: isinstance(v, dict))),
-    "below": lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v),
+    **dict.fromkeys(("units", "builders"), _strings),
+    "covered_by": lambda v: v is None or isinstance(v, str),
 }
-_CACHE_KEYS = {*_PLAIN, "kind", "scope", "class", "parser_kind", "admits", "effect", "reached"}
+_TUPLES = ("units", "builders")
+_CACHE_KEYS = {*_PLAIN, "kind", "scope", "class", "parser_kind", "admits", "effect", "reached",
+               "calls", "evidence", "below", "opened_by", "closed_by"}
 # Each enumeration by its written value (a dict read is a tenth of an Enum call, and the
 # cache is read on every repeat audit).
 _GATE_KINDS = {k.value: k for k in GateKind}
@@ -164,22 +288,112 @@ _ENDPOINT_KINDS = {k.value: k for k in EndpointKind}
 
 # -- what linking to the stack below changes on a gate ------------------------------------
 
-LINKED = ("below", "class", "reason", "evidence")
 
-
-def linked_of(gate: AuditGate) -> dict[str, Any]:
+def linked_cache(gate: AuditGate) -> dict[str, Any]:
     """What linking set on a gate, as the link cache keeps it."""
-    return {"below": list(gate.below), "class": _str(gate.class_), "reason": gate.reason,
-            "evidence": list(gate.evidence)}
+    return {"below": [_below_cache(b) for b in gate.below], "class": _str(gate.class_),
+            "reason": gate.reason, "evidence": [evidence_cache(e) for e in gate.evidence]}
 
 
-def apply_linked(gate: AuditGate, data: object) -> bool:
-    """Set what :func:`linked_of` kept on ``gate``; False (nothing set) when malformed."""
-    if not (isinstance(data, dict) and set(data) == set(LINKED)
-            and _PLAIN["below"](data["below"]) and isinstance(data["reason"], str)
-            and _strings(data["evidence"])
-            and (data["class"] is None or isinstance(data["class"], str) and data["class"] in _CLASSES)):
-        return False
-    gate.below, gate.reason, gate.evidence = data["below"], data["reason"], data["evidence"]
-    gate.class_ = None if data["class"] is None else _CLASSES[data["class"]]
-    return True
+def linked_from_cache(gate: AuditGate, data: object) -> AuditGate | None:
+    """``gate`` with what :func:`linked_cache` kept; None when that is malformed."""
+    if not (isinstance(data, dict) and set(data) == {"below", "class", "reason", "evidence"}
+            and isinstance(data["reason"], str)
+            and (data["class"] is None or isinstance(data["class"], str)
+                 and data["class"] in _CLASSES)):
+        return None
+    below, evidence = _belows(data["below"]), _evidences(data["evidence"])
+    if below is None or evidence is None:
+        return None
+    klass = None if data["class"] is None else _CLASSES[data["class"]]
+    return replace(gate, below=below).classed(klass, data["reason"], evidence)
+
+
+def mismatch_cache(mismatch: Mismatch) -> dict[str, Any]:
+    """A mismatch as the link cache keeps it."""
+    data = mismatch_json(mismatch)
+    data["below"] = _below_cache(mismatch.below)
+    return data
+
+
+def mismatch_from_cache(data: object) -> Mismatch | None:
+    """Back from :func:`mismatch_cache`; None for anything not of that shape."""
+    if not (isinstance(data, dict) and set(data) == {"gate", "below", "message"}
+            and isinstance(data["message"], str) and isinstance(data["gate"], dict)):
+        return None
+    gate, below = data["gate"], _below(data["below"])
+    if not (below is not None and set(gate) == {"file", "line", "function"}
+            and isinstance(gate["file"], str) and _int(gate["line"])
+            and isinstance(gate["function"], str)):
+        return None
+    return Mismatch(gate["file"], gate["line"], gate["function"], below, data["message"])
+
+
+# -- a feature's chain ----------------------------------------------------------------------
+
+
+def link_json(link: Link) -> dict[str, Any]:
+    """A link of a feature's chain, as the JSON shows it."""
+    return {"role": link.role.value, "upstream": link.upstream, "commit": link.commit,
+            "file": link.file, "line": link.line, "function": link.function,
+            "admits": link.admits, "excludes_target": link.excludes, "refuses": link.refuses,
+            "class": _str(link.class_), "why": link.why,
+            "evidence": [str(e) for e in link.evidence]}
+
+
+def chain_json(chain: Chain) -> dict[str, Any]:
+    """A feature's chain and verdict, as the JSON shows them."""
+    return {"feature": chain.feature.name, "kind": chain.feature.kind.value,
+            "declared": f"{chain.feature.file}:{chain.feature.line}",
+            "verdict": chain.verdict.value, "reason": chain.reason, "where": chain.where,
+            "links": [link_json(link) for link in chain.links]}
+
+
+def chain_cache(chain: Chain) -> dict[str, Any]:
+    """A chain as the features cache keeps it (its feature by name)."""
+    links = []
+    for link in chain.links:
+        data = link_json(link)
+        data["evidence"] = [evidence_cache(e) for e in link.evidence]
+        links.append(data)
+    return {"feature": chain.feature.name, "verdict": chain.verdict.value,
+            "reason": chain.reason, "where": chain.where, "links": links}
+
+
+def chain_from_cache(feature: Feature, data: object) -> Chain | None:
+    """Back from :func:`chain_cache` for ``feature``; None for anything else."""
+    if not (isinstance(data, dict) and data.get("feature") == feature.name
+            and isinstance(data.get("reason"), str) and isinstance(data.get("where"), str)
+            and data.get("verdict") in _VERDICTS and isinstance(data.get("links"), list)):
+        return None
+    links = [_link(item) for item in data["links"]]
+    if any(link is None for link in links):
+        return None
+    return Chain(feature, tuple(link for link in links if link is not None),
+                 _VERDICTS[data["verdict"]], data["reason"], data["where"])
+
+
+_LINK_TEXT = ("upstream", "commit", "file", "function", "admits", "why")
+
+
+def _link(item: object) -> Link | None:
+    if not (isinstance(item, dict) and set(item) == {*_LINK_TEXT, "role", "line",
+                                                      "excludes_target", "refuses", "class",
+                                                      "evidence"}
+            and all(isinstance(item[k], str) for k in _LINK_TEXT) and _int(item["line"])
+            and isinstance(item["excludes_target"], bool) and isinstance(item["refuses"], bool)
+            and item["role"] in _ROLES
+            and (item["class"] is None or item["class"] in _CLASSES)):
+        return None
+    evidence = _evidences(item["evidence"])
+    if evidence is None:
+        return None
+    return Link(_ROLES[item["role"]], item["upstream"], item["commit"], item["file"],
+                item["line"], item["function"], admits=item["admits"],
+                excludes=item["excludes_target"], refuses=item["refuses"],
+                class_=None if item["class"] is None else _CLASSES[item["class"]],
+                why=item["why"], evidence=evidence)
+
+
+_VERDICTS = {v.value: v for v in Verdict}
+_ROLES = {r.value: r for r in Role}

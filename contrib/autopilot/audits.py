@@ -23,14 +23,12 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from contrib import environ
 from contrib.arch import parse_arch
-from contrib.audit.feature.chain import VERDICTS
 from contrib.audit.feature.explain import every
 from contrib.audit.feature.show import feature_rows, markdown_step, read_at, shown
-from contrib.audit.model import CAPABILITY, AuditGate
+from contrib.audit.model import CAPABILITY, VERDICTS, AuditGate, Mismatch
 from contrib.audit.report import history_cell
 from contrib.audit.run import audit_upstream
 from contrib.autopilot.state import AuditView, Need, Run
@@ -174,7 +172,7 @@ def _upstream_lines(view: AuditView) -> list[str]:
     if view.mismatches:  # first: the target is sent where the upstream below refuses it
         out += [f"**{counted(len(view.mismatches), 'mismatch', 'mismatches')} with the "
                 "upstream below** (admitted here, refused there):", ""]
-        out += [f"- {_gate_at(view, m['gate'])}: {m['message']}"
+        out += [f"- {_gate_at(view, m)}: {m.message}"
                 for m in view.mismatches[:MAX_GATES]]
         out += _more(len(view.mismatches))
         out.append("")
@@ -220,18 +218,18 @@ def _gate(view: AuditView, gate: AuditGate) -> str:
     return f"[{text}](https://github.com/{view.github}/blob/{view.commit}/{gate.file}#L{gate.line})"
 
 
-def _gate_at(view: AuditView, where: dict[str, Any]) -> str:
+def _gate_at(view: AuditView, mismatch: Mismatch) -> str:
     """A mismatch's gate, as :func:`_gate` writes an audited one."""
-    return _gate(view, AuditGate(str(where["file"]), int(where["line"]), str(where["function"]),
-                                 CAPABILITY, None, False))
+    return _gate(view, AuditGate(mismatch.file, mismatch.line, mismatch.function, CAPABILITY,
+                                 None, False))
 
 
 def _history(view: AuditView, gate: AuditGate) -> str:
     link = gate.opened_by or gate.closed_by
     if not link:
         return history_cell(gate) or "commit not found"
-    pr = f" (#{link['pr']})" if link.get("pr") and f"#{link['pr']}" not in link["subject"] else ""
-    return f"{_commit(view.github, str(link['sha']))} {link['subject']}{pr}"
+    pr = f" (#{link.pr})" if link.pr and f"#{link.pr}" not in link.subject else ""
+    return f"{_commit(view.github, link.sha)} {link.subject}{pr}"
 
 
 def _commit(github: str, sha: str) -> str:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contrib.audit.model import AuditGate
+from contrib.audit.model import AuditGate, Mismatch
+from contrib.audit.serial import blame_json, mismatch_json
 from contrib.autopilot.forges import Forges
 from contrib.carry.conflict import folder_for
 from contrib.carry.engine import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, UPSTREAMED
@@ -224,7 +225,7 @@ class AuditView:
     uncovered: list[AuditGate] = field(default_factory=list)  # runtime, no patchset covers it
     opened: list[AuditGate] = field(default_factory=list)
     closed: list[AuditGate] = field(default_factory=list)
-    mismatches: list[dict[str, Any]] = field(default_factory=list)  # admitted, refused below
+    mismatches: list[Mismatch] = field(default_factory=list)  # admitted, refused below
     # The feature table: (verdict, feature, next) per row, the worst first; its summary.
     features: list[tuple[str, str, str]] = field(default_factory=list)
     feature_counts: dict[str, int] = field(default_factory=dict)
@@ -234,10 +235,12 @@ class AuditView:
         """The autopilot ``--json`` form."""
         def where(gates: list[AuditGate]) -> list[dict[str, Any]]:
             return [{"file": g.file, "line": g.line, "function": g.function, "class": g.class_,
-                     "opened_by": g.opened_by, "closed_by": g.closed_by} for g in gates]
+                     "opened_by": blame_json(g.opened_by),
+                     "closed_by": blame_json(g.closed_by)} for g in gates]
         return {"upstream": self.upstream, "arch": self.arch, "commit": self.commit or None,
                 "since": self.since, "counts": self.counts, "excluding": self.excluding,
-                "mismatches": self.mismatches, "feature_counts": self.feature_counts,
+                "mismatches": [mismatch_json(m) for m in self.mismatches],
+                "feature_counts": self.feature_counts,
                 "features": [{"verdict": v, "feature": f, "next": n}
                              for v, f, n in self.features],
                 "uncovered_runtime": where(self.uncovered), "opened": where(self.opened),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from contrib.arch import parse_archs
 from contrib.audit.classing.ptxcheck import find_compiler
-from contrib.audit.feature.chain import Verdict
 from contrib.audit.feature.explain import every
 from contrib.audit.feature.show import (
     FEATURE_COLUMNS,
@@ -23,6 +22,7 @@ from contrib.audit.feature.show import (
     read_at,
     shown,
 )
+from contrib.audit.model import Verdict
 from contrib.audit.report import (
     COLUMNS,
     MISMATCH_COLUMNS,

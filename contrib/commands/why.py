@@ -10,11 +10,11 @@ from __future__ import annotations
 import difflib
 
 from contrib.arch import parse_archs
-from contrib.audit.feature.chain import Verdict
-from contrib.audit.feature.declared import Feature
 from contrib.audit.feature.show import VERDICT_TEXT, chain_lines, find, read_at
+from contrib.audit.model import Feature, Verdict
 from contrib.audit.report import stack_line
 from contrib.audit.run import audit_upstream
+from contrib.audit.serial import chain_json
 from contrib.errors import UsageError
 from contrib.ui import UI
 from contrib.workspace.model import Workspace
@@ -61,6 +61,6 @@ def why(ws: Workspace, ui: UI, upstream: str, feature: str, *, arch: str | None,
         ui.warn(note)
     documents = [{"arch": name, "upstream": upstream, "commit": audit.commit,
                   "ref": audit.ref, "stack": audit.stack,
-                  "features": [c.to_dict() for c in audit.features]} for name, audit in results]
+                  "features": [chain_json(c) for c in audit.features]} for name, audit in results]
     ui.emit(documents[0] if len(documents) == 1 else {"archs": documents})
     return 0 if all(c.verdict == Verdict.ON for _, a in results for c in a.features) else 1

@@ -36,7 +36,7 @@ def module_names(function: str) -> set[str]:
 
 def called(gate: AuditGate) -> set[str]:
     """The function names the gate's code calls, at either level the audit lists."""
-    return {name.rpartition(">")[2] for name in gate.calls}
+    return {call[-1] for call in gate.calls if call}
 
 
 def gate_chain(gates: list[AuditGate], tree: SourceTree, start: AuditGate,

@@ -13,10 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contrib.arch import Arch
-from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, RUNTIME, AuditGate, admits_text
+from contrib.audit.model import (
+    GATE_ONLY,
+    NEEDS_KERNEL_WORK,
+    RUNTIME,
+    AuditGate,
+    Evidence,
+    admits_text,
+)
 from contrib.errors import UsageError
-
-_GUARD = " (guard "
 
 
 @dataclass(frozen=True)
@@ -77,21 +82,24 @@ def refusal(gate: AuditGate) -> Skipped | None:
     if gate.class_ != NEEDS_KERNEL_WORK:
         return None
     by_file: dict[str, list[str]] = {}
-    for where in guards(gate.evidence):
-        path, _, line = where.rpartition(":")
-        by_file.setdefault(path or where, []).append(line)
-    named = "; ".join(f"{path}:{','.join(filter(None, lines))}" for path, lines in by_file.items())
+    for path, line in guards(gate.evidence):
+        lines = by_file.setdefault(path, [])
+        if line:
+            lines.append(str(line))
+    named = "; ".join(f"{path}:{','.join(lines)}" for path, lines in by_file.items())
     return Skipped(label(gate), f"needs kernel work: compiled out for the target by the guards "
                    f"at {named or 'unknown lines'} ({gate.reason})", refused=True)
 
 
-def guards(evidence: list[str]) -> list[str]:
-    """The guard locations of the audit's evidence lines, in order, each once."""
-    found = []
-    for line in evidence:
-        start = line.find(_GUARD)
-        where = (line[start + len(_GUARD):].split(")", 1)[0] if start >= 0
-                 else line.split(" ", 1)[0])
+def guards(evidence: tuple[Evidence, ...]) -> list[tuple[str, int]]:
+    """Where the audit's evidence stands, in order, each once: the ``#if`` guard that
+    compiled it out, else its own file and line (0: none); a file of the upstream
+    below is named with it (``flashinfer:csrc/x.cu``)."""
+    found: list[tuple[str, int]] = []
+    for one in evidence:
+        at = one.at
+        path, line = (at.path, at.line) if at is not None else (one.path or one.where, 0)
+        where = (f"{one.upstream}:{path}" if one.upstream and one.guard is None else path, line)
         if where not in found:
             found.append(where)
     return found

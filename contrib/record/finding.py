@@ -31,6 +31,14 @@ class Finding:
         return f"{self.file}:{self.line}"
 
     @property
+    def guard_at(self) -> tuple[str, int] | None:
+        """The guard's file and line (``guard`` as written: ``file:line``)."""
+        if not self.guard:
+            return None
+        path, _, line = self.guard.rpartition(":")
+        return (path, int(line)) if path and line.isdigit() else None
+
+    @property
     def blocking(self) -> bool:
         """An unwaived error fails its stage."""
         return self.severity == ERROR and self.waived is None

@@ -67,7 +67,7 @@ class Endpoint:
     path: str
     name: str  # qualified name in ``path`` (the op's dotted name for aot)
     majors: tuple[int, ...] = ()
-    chain: str = ""
+    chain: tuple[str, ...] = ()  # the calls that led to it, outermost first
 
 
 class Facts:
@@ -233,7 +233,7 @@ def own_build(ev: TreeEval, frame: Frame, function: ast.AST | None, qualname: st
     if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or not builds(code):
         return None
     majors = _flag_majors(ev, frame, function)
-    return Endpoint(EndpointKind.JIT, frame.path, qualname, majors, qualname)
+    return Endpoint(EndpointKind.JIT, frame.path, qualname, majors, (qualname,))
 
 
 _CUBIN = re.compile(r"cubin|fatbin", re.IGNORECASE)  # CUDA's words for a device binary

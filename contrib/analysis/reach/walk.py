@@ -31,7 +31,7 @@ MAX_DEPTH = 16  # calls followed below the gated code
 class Reached:
     """What a piece of code reaches: call chains for the reader, endpoints by identity."""
 
-    calls: list[str] = field(default_factory=list)
+    calls: list[tuple[str, ...]] = field(default_factory=list)  # each outermost first
     endpoints: list[Endpoint] = field(default_factory=list)
 
 
@@ -44,13 +44,13 @@ def reach(ev: PyTree, frame: Frame, code: list[ast.AST], cap: Cap | None = None,
     walks = ev.graph(cap, key)
     out = Reached()
     seen: set[tuple[int, tuple[int, ...]]] = set()
-    queue: deque[tuple[list[tuple[str, list[Func | Endpoint]]], str, int, tuple[int, ...]]] = deque(
-        [(walks.resolve(frame, code), "", 0, ())])
+    queue: deque[tuple[list[tuple[str, list[Func | Endpoint]]], tuple[str, ...], int,
+                       tuple[int, ...]]] = deque([(walks.resolve(frame, code), (), 0, ())])
     walked = 0
     while queue and walked < MAX_FUNCTIONS:
         calls, prefix, depth, flags = queue.popleft()
         for name, callees in calls:
-            chain = f"{prefix}>{name}" if prefix else name
+            chain = (*prefix, name)
             shown = chain
             for callee in callees:
                 if isinstance(callee, Endpoint):
@@ -71,7 +71,7 @@ def reach(ev: PyTree, frame: Frame, code: list[ast.AST], cap: Cap | None = None,
                     out.endpoints.append(Endpoint(known.kind, callee.path, known.qualname, kept,
                                                 chain))
                     if known.kind in (EndpointKind.TRITON, EndpointKind.CUTILE):
-                        shown = f"{prefix}>{known.kind}:{name}" if prefix else f"{known.kind}:{name}"
+                        shown = (*prefix, f"{known.kind}:{name}")
                 elif depth < MAX_DEPTH:
                     queue.append((known.calls, chain, depth + 1, majors))
             if len(out.calls) < MAX_CALLS and shown not in out.calls:

@@ -63,7 +63,15 @@ from contrib.analysis.reach.endpoints import (
 )
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch, admitted_archs, all_majors
-from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate, GateClass, admits_text
+from contrib.audit.model import (
+    GATE_ONLY,
+    NEEDS_KERNEL_WORK,
+    AuditGate,
+    Evidence,
+    GateClass,
+    Place,
+    admits_text,
+)
 from contrib.record.finding import ERROR, Finding
 from contrib.ui import counted
 
@@ -75,7 +83,7 @@ class Verdict:
 
     class_: GateClass
     reason: str
-    evidence: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
     units: list[str] = field(default_factory=list)
     at_stake: bool = True
     refused: Finding | None = None  # a C/C++ host check raising on the target: a crash there
@@ -100,7 +108,7 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
     errors = [f for f in analysis.findings if f.severity == ERROR]
     errors += arch_findings(files, analysis.passes.get(arch.name), arch, majors)
     if errors:
-        evidence = [_evidence(f.location, f.kind, f.guard, f.message) for f in errors]
+        evidence = [_evidence(f) for f in errors]
         return Verdict(NEEDS_KERNEL_WORK, f"{counted(len(errors), 'kernel or statement', 'kernels or statements')} "
                        f"compiled out or refused for {arch.name}", evidence, units,
                        refused=next((f for f in errors if f.kind == HOST_REFUSAL), None))
@@ -111,7 +119,7 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
         archs, names = named_so(written)
         return Verdict(NEEDS_KERNEL_WORK, f"{nothing}, but its code is written for {archs} "
                        f"(named so: {', '.join(names[:4])}) and nothing in it for {arch.name}",
-                       [f"{n}: named for {archs}" for n in names[:10]], units)
+                       [Evidence(n, says=f"named for {archs}") for n in names[:10]], units)
     return Verdict(GATE_ONLY, nothing + _unseen(closure.unresolved), [], units)
 
 
@@ -139,12 +147,15 @@ def _key(target: Endpoint) -> _Key:
 def _builders(target: Endpoint) -> list[str]:
     """The JIT builders on the way to ``target`` and itself (``gen_x_sm100_module`` passing
     its flags to ``gen_x_module``): the names its code is known by."""
-    return list(dict.fromkeys(n for n in (*target.chain.split(">"), target.name)
+    return list(dict.fromkeys(n for n in (*target.chain, target.name)
                               if n.startswith("gen_")))
 
 
-def _evidence(location: str, kind: str, guard: str | None, message: str) -> str:
-    return f"{location} {kind}" + (f" (guard {guard})" if guard else "") + f": {message}"
+def _evidence(finding: Finding) -> Evidence:
+    """A finding of the guard or C/C++ reading as the evidence of a class."""
+    return Evidence(finding.location, finding.file, finding.kind, finding.message,
+                    None if finding.guard_at is None else Place(*finding.guard_at),
+                    line=finding.line)
 
 
 _RANK = {NEEDS_KERNEL_WORK: 0, GATE_ONLY: 1}
@@ -262,7 +273,7 @@ class Behind:
             return Verdict(NEEDS_KERNEL_WORK, f"its code calls {target.name} of {library}, "
                            f"whose kernels are built for {archs} only (as the library says): "
                            f"kernels for {self.arch.name} must come from that library",
-                           [f"{target.name}: {library}, {archs} only"])
+                           [Evidence(target.name, says=f"{library}, {archs} only")])
         if target.kind == EndpointKind.LIB:
             library = VENDOR_LIBRARIES.get(target.name.split(".")[0], target.name)
             return Verdict(GATE_ONLY, f"its code calls {target.name} of {library}, which brings "
@@ -342,7 +353,7 @@ class Behind:
                            "compiles for the GPU it runs on", at_stake=False)
         return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, whose archs ({archs}: its "
                        f"admissible_archs, or the arch-specific CuTe ops its module uses) omit "
-                       f"{self.arch.name}", [f"{target.path} {target.name}: {archs} only"])
+                       f"{self.arch.name}", [Evidence(f"{target.path} {target.name}", says=f"{archs} only")])
 
     def _cubin(self, target: Endpoint) -> Verdict | None:
         """Prebuilt cubins: needs kernel work when the majors read for them omit the
@@ -362,7 +373,8 @@ class Behind:
                        "archs, or the nvcc flags of the runner built to launch "
                        f"them), none for {self.arch.name}: no source here builds them, and "
                        "kernels for it must be built and published upstream",
-                       [f"{target.path} {target.name}: prebuilt cubins for {archs} only"])
+                       [Evidence(f"{target.path} {target.name}",
+                                 says=f"prebuilt cubins for {archs} only")])
 
     def _launcher(self, target: Endpoint) -> Verdict | None:
         """Cubins whose arch list is not read: the host checks of the units their loader
@@ -386,7 +398,7 @@ class Behind:
                        f"{self.arch.name} in C++ ({first.location}: {first.message}): no "
                        "source here builds the cubins, and kernels for it must be built and "
                        "published upstream",
-                       [_evidence(f.location, f.kind, f.guard, f.message) for f in refusals],
+                       [_evidence(f) for f in refusals],
                        units, refused=first)
 
     def _called_builders(self, target: Endpoint) -> list[str]:
@@ -429,17 +441,17 @@ class Behind:
         return verdict
 
 
-def _table_of(chain: str) -> str:
-    """The call chain up to its last dispatch table (``a>modules[]``), or ""."""
-    end = chain.rfind("[]")
-    return chain[:end + 2] if end >= 0 else ""
+def _table_of(chain: tuple[str, ...]) -> tuple[str, ...]:
+    """The call chain up to its last dispatch table (``("a", "modules[]")``), or ()."""
+    ends = [n for n, step in enumerate(chain) if step.endswith("[]")]
+    return chain[:ends[-1] + 1] if ends else ()
 
 
 def _via(verdict: Verdict, target: Endpoint) -> Verdict:
     """The verdict with the call chain that reaches it in its reason."""
     if not target.chain:
         return verdict
-    return replace(verdict, reason=f"{verdict.reason} (reached through {target.chain})")
+    return replace(verdict, reason=f"{verdict.reason} (reached through {'>'.join(target.chain)})")
 
 
 def _functions(tree: SourceTree, path: str) -> tuple[dict[str, ast.AST], dict[str, list[str]]]:

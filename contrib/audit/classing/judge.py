@@ -40,41 +40,53 @@ from contrib.audit.model import (
     NEEDS_KERNEL_WORK,
     UNKNOWN,
     AuditGate,
+    Evidence,
     Step,
 )
 from contrib.ui import counted
 
 
-def judge(tree: SourceTree, gates: list[AuditGate], arch: Arch, step: Step | None = None) -> None:
-    """Set ``class_``, ``evidence`` and ``reason`` on every gate that excludes ``arch``."""
+def judge(tree: SourceTree, gates: list[AuditGate], arch: Arch,
+          step: Step | None = None) -> list[AuditGate]:
+    """The gates with ``class_``, ``evidence`` and ``reason`` set on every one that
+    excludes ``arch`` (and no class on the others)."""
     resolver = IncludeResolver(tree)
-    jit = [g for g in gates if g.kind == JIT]
+    jit = sum(g.kind == JIT for g in gates)
     verdicts: dict[tuple[str, str], AuditGate] = {}
-    for done, gate in enumerate(jit):
-        if step is not None:
-            step(done, len(jit), f"{gate.file}:{gate.line}")
-        _judge_jit(tree, resolver, gate, arch)
-        verdicts.setdefault((gate.file, gate.function), replace(gate))
-    behind = Behind(tree, resolver, arch, verdicts)
+    read: list[AuditGate] = []
+    done = 0
     for gate in gates:
-        if not gate.excludes_target:
-            gate.class_ = None
-            continue
-        if says_intentional(gate.comment, arch):
-            gate.class_, gate.reason = INTENTIONAL, f"upstream says: “{gate.comment}”"
-        elif gate.kind != JIT:
-            _inherit(gate, behind)
-        if gate.message and gate.class_ != INTENTIONAL:
-            gate.reason += f"; it refuses with “{gate.message}”"
-    from_sources(tree, gates)
-    from_testers(tree, gates)
+        if gate.kind == JIT:
+            if step is not None:
+                step(done, jit, f"{gate.file}:{gate.line}")
+            done += 1
+            gate = _judge_jit(tree, resolver, gate, arch)
+            verdicts.setdefault((gate.file, gate.function), gate)
+        read.append(gate)
+    behind = Behind(tree, resolver, arch, verdicts)
+    classed = [_class_of(gate, behind, arch) for gate in read]
+    return from_testers(tree, from_sources(tree, classed))
+
+
+def _class_of(gate: AuditGate, behind: Behind, arch: Arch) -> AuditGate:
+    """One gate's class: none when it admits the target; upstream's word, what its code
+    reaches (a Python gate), or its units' reading (a JIT gate, read already)."""
+    if not gate.excludes_target:
+        return replace(gate, class_=None)
+    if says_intentional(gate.comment, arch):
+        gate = gate.classed(INTENTIONAL, f"upstream says: “{gate.comment}”")
+    elif gate.kind != JIT:
+        gate = _inherit(gate, behind)
+    if gate.message and gate.class_ != INTENTIONAL:
+        gate = replace(gate, reason=f"{gate.reason}; it refuses with “{gate.message}”")
+    return gate
 
 
 _MAX_TESTERS = 8  # gates named in a reason
 _WORDS = re.compile(r"[A-Za-z_]\w*")
 
 
-def from_sources(tree: SourceTree, gates: list[AuditGate]) -> None:
+def from_sources(tree: SourceTree, gates: list[AuditGate]) -> list[AuditGate]:
     """A value the target's GPU makes false because upstream left the target out on
     purpose carries that intent to every gate testing it.  sglang's
     ``_compute_enable_deep_gemm()`` returns False on SM120 ("DeepGEMM requires
@@ -88,7 +100,7 @@ def from_sources(tree: SourceTree, gates: list[AuditGate]) -> None:
     seeds = [g for g in gates if g.excludes_target and g.class_ == INTENTIONAL]
     pending = [g for g in gates if g.excludes_target and g.class_ == UNKNOWN]
     if not seeds or not pending:
-        return
+        return gates
     spans: dict[str, list[tuple[int, int, str]]] = {}
 
     def assigned(gate: AuditGate) -> str | None:
@@ -123,13 +135,20 @@ def from_sources(tree: SourceTree, gates: list[AuditGate]) -> None:
             if key and key not in sources:
                 sources[key] = source
                 changed = True
-    for gate in pending:
-        source = _source_of(gate, sources)
-        if source is None or source is gate:
-            continue
-        gate.class_, gate.evidence = INTENTIONAL, [f"{source.file}:{source.line}"]
-        gate.reason = (f"the value it tests is false on the target because {source.file}:"
-                       f"{source.line} {source.function} leaves it out on purpose: {source.reason}")
+    waiting = {id(g) for g in pending}
+    return [_intended(gate, _source_of(gate, sources)) if id(gate) in waiting else gate
+            for gate in gates]
+
+
+def _intended(gate: AuditGate, source: AuditGate | None) -> AuditGate:
+    """``gate``, intentional because the value it tests comes from ``source``."""
+    if source is None or source is gate:
+        return gate
+    return gate.classed(INTENTIONAL, f"the value it tests is false on the target because "
+                        f"{source.file}:{source.line} {source.function} leaves it out on "
+                        f"purpose: {source.reason}",
+                        (Evidence(f"{source.file}:{source.line}", source.file,
+                                  line=source.line),))
 
 
 def _assignments(tree: SourceTree, path: str) -> list[tuple[int, int, str]]:
@@ -156,7 +175,7 @@ def _source_of(gate: AuditGate, sources: dict[tuple[str, ...], AuditGate]) -> Au
     return None
 
 
-def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
+def from_testers(tree: SourceTree, gates: list[AuditGate]) -> list[AuditGate]:
     """A function returning an arch value (``def _mnnvl_supported(): return
     is_sm90_supported() and ...``) decides nothing itself: the gates whose tests call
     it do, in any file of the tree.  Such a gate, excluding and ``unknown``, takes the
@@ -165,63 +184,69 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> None:
     changes.  Tested by no gate of a class, it takes the class of the returned arch
     values it is built on (:func:`_built_on`).  A name too common to be followed by
     name stays ``unknown``."""
-    pending = {id(g): g for g in gates if g.excludes_target and g.class_ == UNKNOWN
-               and distinctive(g.name) and g.returns_decision()}
+    out = list(gates)
+    pending = dict.fromkeys(n for n, g in enumerate(out) if g.excludes_target
+                            and g.class_ == UNKNOWN and distinctive(g.name)
+                            and g.returns_decision())
     if not pending:
-        return
+        return out
     lines: dict[str, list[str]] = {}
     spans: dict[int, str] = {}  # each excluding gate's source lines, read once
-    for g in gates:
+    for n, g in enumerate(out):
         if g.excludes_target:
             if g.file not in lines:
                 lines[g.file] = (tree.read_text(g.file) or "").splitlines()
-            spans[id(g)] = "\n".join(lines[g.file][g.line - 1:max(g.end_line, g.line)])
-    calls = {key: re.compile(rf"\b{re.escape(g.name)}\(") for key, g in pending.items()}
-    excluding = [g for g in gates if g.excludes_target]
+            spans[n] = "\n".join(lines[g.file][g.line - 1:max(g.end_line, g.line)])
+    calls = {n: re.compile(rf"\b{re.escape(out[n].name)}\(") for n in pending}
+    excluding = [n for n, g in enumerate(out) if g.excludes_target]
     changed = True
     while changed and pending:
         changed = False
-        known = [g for g in excluding if g.class_ in (GATE_ONLY, NEEDS_KERNEL_WORK)]
-        deciders = {g.name: g for g in known if distinctive(g.name) and g.returns_decision()}
-        for key, gate in list(pending.items()):
-            testers = [g for g in known if g is not gate and calls[key].search(spans[id(g)])]
-            if not testers:
-                if _built_on(gate, spans[id(gate)], deciders):
-                    del pending[key]
-                    changed = True
-                continue
-            gate.class_ = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in testers)
-                           else GATE_ONLY)
-            named = ", ".join(f"{g.file}:{g.line} {g.function} ({g.class_})"
-                              for g in testers[:_MAX_TESTERS])
-            more = len(testers) - _MAX_TESTERS
-            gate.reason = (f"{gate.name}() returns an arch value and decides nothing itself; "
-                           f"the gates testing it do: {named}"
-                           + (f" and {more} more" if more > 0 else ""))
-            gate.evidence = list(dict.fromkeys(
-                e for g in testers if g.class_ == gate.class_ for e in g.evidence))
-            del pending[key]
-            changed = True
+        known = [n for n in excluding if out[n].class_ in (GATE_ONLY, NEEDS_KERNEL_WORK)]
+        deciders = {out[n].name: out[n] for n in known
+                    if distinctive(out[n].name) and out[n].returns_decision()}
+        for n in list(pending):
+            testers = [out[k] for k in known if k != n and calls[n].search(spans[k])]
+            found = (_tested_by(out[n], testers) if testers
+                     else _built_on(out[n], spans[n], deciders))
+            if found is not None:
+                out[n] = found
+                del pending[n]
+                changed = True
+    return out
 
 
-def _built_on(gate: AuditGate, span: str, deciders: dict[str, AuditGate]) -> bool:
+def _tested_by(gate: AuditGate, testers: list[AuditGate]) -> AuditGate:
+    """A returned arch value with the class of the gates testing it."""
+    klass = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in testers)
+             else GATE_ONLY)
+    named = ", ".join(f"{g.file}:{g.line} {g.function} ({g.class_})"
+                      for g in testers[:_MAX_TESTERS])
+    more = len(testers) - _MAX_TESTERS
+    return gate.classed(klass, f"{gate.name}() returns an arch value and decides nothing "
+                        f"itself; the gates testing it do: {named}"
+                        + (f" and {more} more" if more > 0 else ""),
+                        tuple(dict.fromkeys(e for g in testers if g.class_ == klass
+                                            for e in g.evidence)))
+
+
+def _built_on(gate: AuditGate, span: str, deciders: dict[str, AuditGate]) -> AuditGate | None:
     """A returned arch value built on another function's (sglang's
     ``_post_attn_residual_is_read_only`` returns ``... and
     apply_flashinfer_allreduce_fusion(n)``), with no gate testing it: it excludes the
     target because that function does, and takes that gate's class (``needs-kernel-work``
-    when one it calls has it).  Whether it was set."""
+    when one it calls has it).  None: it is built on none."""
     called = [deciders[n] for n in dict.fromkeys(CALLED.findall(span))
               if n in deciders and deciders[n] is not gate]
     if not called:
-        return False
-    gate.class_ = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in called)
-                   else GATE_ONLY)
+        return None
+    klass = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in called)
+             else GATE_ONLY)
     named = ", ".join(f"{g.file}:{g.line} {g.name}() ({g.class_})" for g in called[:_MAX_TESTERS])
-    gate.reason = (f"{gate.name}() returns an arch value built on what {named} returns, and "
-                   "no gate tests it: it excludes the target as that does")
-    gate.evidence = list(dict.fromkeys(e for g in called if g.class_ == gate.class_
-                                       for e in g.evidence))
-    return True
+    return gate.classed(klass, f"{gate.name}() returns an arch value built on what {named} "
+                        "returns, and no gate tests it: it excludes the target as that does",
+                        tuple(dict.fromkeys(e for g in called if g.class_ == klass
+                                            for e in g.evidence)))
 
 
 def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
@@ -237,41 +262,41 @@ def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
     admits = set(gate.admits or ())
     own = written_for([*gate.file.split("/"), *gate.function.split(".")])
     tested = set(CALLED.findall(gate.text))  # what its test calls is what it tests, not guards
-    first = [n for n in dict.fromkeys(c.split(">")[0] for c in gate.calls) if n not in tested]
+    first = [n for n in dict.fromkeys(c[0] for c in gate.calls if c) if n not in tested]
     written = own or written_for(first)
     if not written or arch.major in written or not admits or not admits <= set(written):
         return None
     archs, names = named_so(written)
     return Verdict(NEEDS_KERNEL_WORK, f"a Python condition admitting only what its code is "
                    f"named for: {archs} ({', '.join(names[:3])}), never {arch.name}",
-                   [f"{where}: named for {archs}" for where in ([gate.file] if own else names[:3])])
+                   [Evidence(gate.file, gate.file, says=f"named for {archs}")] if own else
+                   [Evidence(name, says=f"named for {archs}") for name in names[:3]])
 
 
-def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate, arch: Arch) -> None:
-    """Classify a JIT gate by the arch-guard analysis of the units it builds."""
-    units = find_units(tree, gate.units)
-    gate.units = units
+def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate,
+               arch: Arch) -> AuditGate:
+    """A JIT gate classed by the arch-guard analysis of the units it builds."""
+    units = find_units(tree, list(gate.units))
     if not units:
-        gate.class_ = UNKNOWN
-        gate.reason = f"{gate.function} names no CUDA unit of the tree"
-        return
+        return replace(gate, units=(), class_=UNKNOWN,
+                       reason=f"{gate.function} names no CUDA unit of the tree")
     verdict = units_verdict(tree, resolver, units, sorted(gate.admits or ()), arch,
                             [gate.function])
-    gate.class_, gate.evidence, gate.reason = verdict.class_, verdict.evidence, verdict.reason
+    return replace(gate, units=tuple(units)).classed(verdict.class_, verdict.reason,
+                                                     tuple(verdict.evidence))
 
 
-def _inherit(gate: AuditGate, behind: Behind) -> None:
-    """A Python gate takes the class of what its code reaches (see :mod:`contrib.audit.classing.behind`)."""
+def _inherit(gate: AuditGate, behind: Behind) -> AuditGate:
+    """A Python gate with the class of what its code reaches (see
+    :mod:`contrib.audit.classing.behind`)."""
     verdict = behind.of(gate.reached) or _named_for(gate, behind.arch)
-    if verdict is None:
-        gate.class_ = UNKNOWN
-        unread = behind.unread(gate.reached)
-        if unread:
-            gate.reason = f"a Python condition; what its code reaches cannot be classed here: {unread}"
-            return
-        gate.reason = ("a Python condition; no JIT module, Triton or CuTe kernel or built op "
-                       f"is reached by the code it guards ({counted(len(gate.calls), 'call')} "
-                       "followed)")
-        return
-    gate.class_, gate.evidence, gate.reason = verdict.class_, list(verdict.evidence), verdict.reason
-    gate.units = list(verdict.units)
+    if verdict is not None:
+        return replace(gate, units=tuple(verdict.units)).classed(
+            verdict.class_, verdict.reason, tuple(verdict.evidence))
+    unread = behind.unread(gate.reached)
+    if unread:
+        return gate.classed(UNKNOWN, "a Python condition; what its code reaches cannot be "
+                            f"classed here: {unread}")
+    return gate.classed(UNKNOWN, "a Python condition; no JIT module, Triton or CuTe kernel "
+                        "or built op is reached by the code it guards "
+                        f"({counted(len(gate.calls), 'call')} followed)")

@@ -49,6 +49,7 @@ from contrib.audit.model import (
     NOT_BUILDABLE,
     UNKNOWN,
     AuditGate,
+    Evidence,
     Step,
 )
 from contrib.errors import ContribError, UsageError
@@ -91,13 +92,15 @@ def find_compiler() -> str:
 
 
 def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc: str,
-                  python: str | None, step: Step | None = None) -> CompileSummary:
-    """Compile the units behind the excluding gates; set their class and evidence."""
+                  python: str | None, step: Step | None = None
+                  ) -> tuple[list[AuditGate], CompileSummary]:
+    """Compile the units behind the excluding gates: the gates, those compiled with the
+    class and evidence their PTX gives, and what nvcc did."""
     targets = [g for g in gates if g.excludes_target and g.units and g.class_ in COMPILED]
     profile = profile_for(tree)
     summary = CompileSummary(arch.name, profile.compute(arch))
     if not targets:
-        return summary
+        return gates, summary
     base, summary.flags_from = profile.flags(tree)
     jobs_of = _unit_flags(tree, targets, base)
     summary.units = len(jobs_of)
@@ -138,10 +141,9 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     by_unit: dict[str, Outcome] = {}
     for (unit, _), outcome in zip(jobs_of, outcomes, strict=True):
         by_unit.setdefault(unit, outcome)
-    for gate in targets:
-        _apply(gate, [by_unit[u] for u in gate.units if u in by_unit], arch, summary.compute,
-               others)
-    return summary
+    compiled = {id(gate): _apply(gate, [by_unit[u] for u in gate.units if u in by_unit], arch,
+                                 summary.compute, others) for gate in targets}
+    return [compiled.get(id(gate), gate) for gate in gates], summary
 
 
 def _admitted_arch(gates: list[AuditGate], units: set[str]) -> dict[str, Arch]:
@@ -175,9 +177,9 @@ def _build_functions(gate: AuditGate) -> list[tuple[str, str]]:
 
 
 def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
-           others: dict[str, tuple[Arch, Outcome]] | None = None) -> None:
-    """The gate's class and evidence from its units' PTX (``others``: a unit with no
-    entry for ``arch``, compiled for an admitted arch).
+           others: dict[str, tuple[Arch, Outcome]] | None = None) -> AuditGate:
+    """The gate with the class and evidence its units' PTX gives (``others``: a unit with
+    no entry for ``arch``, compiled for an admitted arch).
 
     A unit nvcc could not compile for lack of a header (curand, nvshmem, CUTLASS, a
     header downloaded at JIT time) says nothing about the arch.  A finding the other
@@ -186,82 +188,90 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
     whose arch-specific code lives in the CUTLASS headers the guard reading lacks), so
     such a gate is ``unknown`` until the header is installed and it is compiled."""
     unbuilt = [o for o in outcomes if not o.ok and o.missing_header]
-    _apply_compiled(gate, [o for o in outcomes if o not in unbuilt], arch, compute, others)
+    gate = _apply_compiled(gate, [o for o in outcomes if o not in unbuilt], arch, compute,
+                           others)
     if not unbuilt:
-        return
-    gate.evidence += [f"{o.unit}: not compiled here: nvcc cannot find "
-                      f"`{o.missing_header}`" for o in unbuilt]
+        return gate
+    evidence = (*gate.evidence, *(_said(o.unit, "not compiled here: nvcc cannot find "
+                                          f"`{o.missing_header}`") for o in unbuilt))
     lacking = (f"{counted(len(unbuilt), 'unit')} not compiled for lack of "
                f"{cure(o.missing_header or '' for o in unbuilt)}")
     if gate.class_ == GATE_ONLY:
-        gate.class_ = UNKNOWN
-        gate.reason = (f"{lacking}: gate-only would stand on the #if guards alone, which "
-                       f"cannot see into what nvcc did not compile ({gate.reason})")
-        return
-    gate.reason = ((gate.reason + "; ") if gate.reason else "") + (
-        f"{lacking}: its class stands on the findings without them")
+        return gate.classed(UNKNOWN, f"{lacking}: gate-only would stand on the #if guards "
+                            f"alone, which cannot see into what nvcc did not compile "
+                            f"({gate.reason})", evidence)
+    return gate.classed(gate.class_, ((gate.reason + "; ") if gate.reason else "")
+                        + f"{lacking}: its class stands on the findings without them", evidence)
+
+
+def _said(unit: str, says: str) -> Evidence:
+    """What compiling ``unit`` showed."""
+    return Evidence(unit, unit, says=says)
 
 
 def _apply_compiled(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
-                    others: dict[str, tuple[Arch, Outcome]] | None) -> None:
-    """The gate's class and evidence from the PTX of the units nvcc compiled or refused."""
+                    others: dict[str, tuple[Arch, Outcome]] | None) -> AuditGate:
+    """The gate with the class and evidence of the PTX of the units nvcc compiled or
+    refused."""
     failed = [o for o in outcomes if not o.ok]
     if failed:
-        gate.class_ = NOT_BUILDABLE
-        errors = [f"{o.unit}: nvcc ({compute}): {_SCRATCH.sub('', o.first_error)}"
-                  for o in failed]
-        gate.evidence = errors + gate.evidence
-        gate.reason = (f"{len(failed)} of {counted(len(outcomes), 'unit')} do not compile for "
-                       f"{arch.name} ({compute})")
-        return
+        errors = tuple(_said(o.unit, f"nvcc ({compute}): {_SCRATCH.sub('', o.first_error)}")
+                       for o in failed)
+        return gate.classed(NOT_BUILDABLE, f"{len(failed)} of {counted(len(outcomes), 'unit')} "
+                            f"do not compile for {arch.name} ({compute})",
+                            errors + gate.evidence)
     lost = [(o, *others[o.unit]) for o in outcomes
             if o.ok and not o.entries and others and o.unit in others
             and others[o.unit][1].ok and others[o.unit][1].entries]
     if lost:
-        gate.class_ = NEEDS_KERNEL_WORK
-        gate.evidence += [f"{o.unit}: no kernel entry for {arch.name}, "
-                          f"{_entries(len(twin.entries))} for {other.name} "
-                          f"({_names(twin.entries)}): its kernels are compiled out for "
-                          f"{arch.name}" for o, other, twin in lost]
-        gate.reason = (f"{counted(len(lost), 'unit')} compile kernels for {lost[0][1].name} and none "
-                       f"for {arch.name}")
-        return
+        return gate.classed(NEEDS_KERNEL_WORK, f"{counted(len(lost), 'unit')} compile kernels "
+                            f"for {lost[0][1].name} and none for {arch.name}", (
+            *gate.evidence, *(_said(o.unit, f"no kernel entry for {arch.name}, "
+                                    f"{_entries(len(twin.entries))} for {other.name} "
+                                    f"({_names(twin.entries)}): its kernels are compiled out "
+                                    f"for {arch.name}") for o, other, twin in lost)))
     reference = {unit: twin for unit, (_, twin) in (others or {}).items()}
     everywhere = {o.unit: empty_everywhere(o, reference.get(o.unit)) for o in outcomes if o.empty}
     empty = [o for o in outcomes if o.empty and len(everywhere[o.unit]) < len(o.empty)]
-    gate.evidence += [f"{unit}: {_names(names)} empty for {others[unit][0].name} too "
-                      "(compiled away for every arch; not counted)"
-                      for unit, names in everywhere.items() if names and others]
+    evidence = [*gate.evidence, *(_said(unit, f"{_names(names)} empty for {others[unit][0].name} "
+                                             "too (compiled away for every arch; not counted)")
+                                  for unit, names in everywhere.items() if names and others)]
     if empty:
-        gate.class_ = NEEDS_KERNEL_WORK
         counts = {o.unit: [e for e in o.empty if e not in everywhere[o.unit]] for o in empty}
         for o in empty:
-            undone = counts[o.unit]
-            stopped = [e for e in undone if e in o.disabled]
-            if stopped:
-                gate.evidence.append(
-                    f"{o.unit}: {len(stopped)} of {len(o.entries)} PTX entries for {compute} reach "
-                    f"“{o.disabled[stopped[0]]}” where their MMA or tensor-memory work should "
-                    f"be: {_names(stopped)}")
-            plain = [e for e in undone if e not in o.disabled]
-            if plain:
-                gate.evidence.append(f"{o.unit}: {len(plain)} of {len(o.entries)} PTX entries for "
-                                     f"{compute} are empty: {_names(plain)}")
-        gate.reason = (f"{counted(sum(map(len, counts.values())), 'PTX entry')} compiled for "
-                       f"{arch.name} do not do their work (empty, or stopped at an "
-                       "arch-disabled MMA)")
-        return
+            evidence += _emptied(o, counts[o.unit], compute)
+        return gate.classed(NEEDS_KERNEL_WORK, f"{counted(sum(map(len, counts.values())), 'PTX entry')} "
+                            f"compiled for {arch.name} do not do their work (empty, or stopped "
+                            "at an arch-disabled MMA)", tuple(evidence))
     if not outcomes:  # only host (.cpp) units behind it: nothing for nvcc to confirm
-        return
+        return gate.classed(gate.class_, gate.reason, tuple(evidence))
     total = sum(len(o.entries) for o in outcomes)
-    gate.evidence += [f"{o.unit}: compiled for {arch.name}: {_entries(len(o.entries))}, none "
-                      f"empty{f' for {arch.name} alone' if o.empty else ''} "
-                      f"({_names(o.entries)})" if o.entries else
-                      f"{o.unit}: compiled for {arch.name}: no kernel entry in it"
-                      + _nor(others, o.unit) for o in outcomes]
+    evidence += [_said(o.unit, f"compiled for {arch.name}: {_entries(len(o.entries))}, none "
+                               f"empty{f' for {arch.name} alone' if o.empty else ''} "
+                               f"({_names(o.entries)})") if o.entries else
+                 _said(o.unit, f"compiled for {arch.name}: no kernel entry in it"
+                               + _nor(others, o.unit)) for o in outcomes]
+    reason = gate.reason
     if gate.class_ == GATE_ONLY and total:  # with no entry nvcc neither confirms nor refutes
-        gate.reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
-                       f"({counted(len(outcomes), 'unit')}, {compute})")
+        reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
+                  f"({counted(len(outcomes), 'unit')}, {compute})")
+    return gate.classed(gate.class_, reason, tuple(evidence))
+
+
+def _emptied(outcome: Outcome, undone: list[str], compute: str) -> list[Evidence]:
+    """What a unit's PTX entries empty for the target show: those stopped at an
+    arch-disabled MMA, and those plainly empty."""
+    found = []
+    stopped = [e for e in undone if e in outcome.disabled]
+    if stopped:
+        found.append(_said(outcome.unit, f"{len(stopped)} of {len(outcome.entries)} PTX entries "
+                           f"for {compute} reach “{outcome.disabled[stopped[0]]}” where their "
+                           f"MMA or tensor-memory work should be: {_names(stopped)}"))
+    plain = [e for e in undone if e not in outcome.disabled]
+    if plain:
+        found.append(_said(outcome.unit, f"{len(plain)} of {len(outcome.entries)} PTX entries "
+                           f"for {compute} are empty: {_names(plain)}"))
+    return found
 
 
 def _nor(others: dict[str, tuple[Arch, Outcome]] | None, unit: str) -> str:

@@ -28,19 +28,22 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
-from typing import Any
+from dataclasses import dataclass, replace
 
 from contrib.arch import Arch
-from contrib.audit.feature.declared import Feature, FeatureKind
 from contrib.audit.model import (
     GATE_ONLY,
+    GATE_ROLES,
     INTENTIONAL,
     NEEDS_KERNEL_WORK,
     NOT_BUILDABLE,
     AuditGate,
-    GateClass,
+    Chain,
+    Feature,
+    FeatureKind,
+    Link,
+    Role,
+    Verdict,
     admits_text,
 )
 from contrib.audit.stack.lower import Lower
@@ -50,99 +53,6 @@ from contrib.audit.stack.walk import Function, Handed, Outside, Trail, Walker
 # to where it is read; ten steps down (the gate walk's bound) every feature reaches the
 # model's whole forward pass, and with it every gate of the tree.
 FEATURE_DEPTH = 4
-
-
-class Verdict(StrEnum):
-    """What a feature comes to on the target (in this order in tables: worst first)."""
-
-    CRASH = "crash"
-    NEEDS_KERNEL_WORK = "needs-kernel-work"
-    UNKNOWN = "unknown"
-    GATE_ONLY = "gate-only"
-    ON = "on"
-
-
-VERDICTS = tuple(Verdict)
-
-
-class Role(StrEnum):
-    """What a link of a chain is."""
-
-    READ = "read"  # where the tree reads the feature's setting
-    GATE = "gate"  # a gate of the tree on the way
-    CALL = "call"  # a call into the upstream below
-    BELOW = "below"  # a gate of the upstream below, on the way
-    BEHIND = "behind"  # a gate below one that turned the target away: opened with it
-
-
-@dataclass(frozen=True)
-class Link:
-    """One link: where (upstream, commit, file, line, function), what it admits, its
-    effect and class when it is a gate, and why, for people."""
-
-    role: Role
-    upstream: str
-    commit: str
-    file: str
-    line: int
-    function: str
-    admits: str = ""
-    excludes: bool = False
-    refuses: bool = False
-    class_: GateClass | None = None
-    why: str = ""
-    evidence: tuple[str, ...] = ()  # the guards, kernels or ops behind its class (a few)
-
-    @property
-    def spot(self) -> str:
-        """``FILE:FUNCTION``, as ``contrib enable`` takes it."""
-        return f"{self.file}:{self.function.rsplit('.', 1)[-1]}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"role": self.role.value, "upstream": self.upstream, "commit": self.commit,
-                "file": self.file, "line": self.line, "function": self.function,
-                "admits": self.admits, "excludes_target": self.excludes,
-                "refuses": self.refuses, "class": self.class_.value if self.class_ else None,
-                "why": self.why, "evidence": list(self.evidence)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Link:
-        """A link as :meth:`to_dict` wrote it; ValueError (or KeyError, TypeError) for
-        anything else."""
-        texts = [data[k] for k in ("upstream", "commit", "file", "function", "admits", "why")]
-        flags = [data[k] for k in ("excludes_target", "refuses")]
-        line, klass, evidence = data["line"], data["class"], data["evidence"]
-        if (not all(isinstance(t, str) for t in texts) or not all(isinstance(f, bool) for f in flags)
-                or not isinstance(line, int) or not (klass is None or isinstance(klass, str))
-                or not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence)):
-            raise ValueError("not a link")
-        return cls(Role(data["role"]), texts[0], texts[1], texts[2], line, texts[3], texts[4],
-                   flags[0], flags[1], GateClass(klass) if klass else None, texts[5],
-                   tuple(evidence))
-
-
-@dataclass
-class Chain:
-    """A feature's links in the order the code runs them, and its verdict."""
-
-    feature: Feature
-    links: list[Link] = field(default_factory=list)
-    verdict: Verdict = Verdict.UNKNOWN
-    reason: str = ""
-    # Where the verdict was decided, in a few words: the link that stops the feature
-    # (``refused by flashinfer v0.5.3 flashinfer/jit/comm.py:60 gen_trtllm_comm_module``).
-    where: str = ""
-
-    @property
-    def gated(self) -> bool:
-        """Whether any gate stands on the way (a chain with none is not worth a row)."""
-        return any(link.role in _GATES for link in self.links)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"feature": self.feature.name, "kind": self.feature.kind.value,
-                "declared": f"{self.feature.file}:{self.feature.line}",
-                "verdict": self.verdict.value, "reason": self.reason, "where": self.where,
-                "links": [link.to_dict() for link in self.links]}
 
 
 def gate_link(role: Role, upstream: str, commit: str, gate: AuditGate) -> Link:
@@ -183,17 +93,16 @@ def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None,
     ``lower``, or (``upper`` None) a public API of ``lower`` itself.  With ``arch``, a
     call into ``lower`` with no Python gate refusing it on the way is read down to
     the C/C++ host checks of what it runs (:func:`_host_refusal`)."""
-    chain = Chain(feature)
+    links: list[Link] = []
     if feature.kind == FeatureKind.API or upper is None:
         if lower is not None:
-            _below(chain, lower, [Outside(feature.attr, (), feature.keys)], api=True, arch=arch)
+            _below(links, lower, [Outside(feature.attr, (), feature.keys)], api=True, arch=arch)
     else:
-        _walk_flag(chain, feature, upper, lower, arch)
-    decide(chain)
-    return chain
+        _walk_flag(links, feature, upper, lower, arch)
+    return decide(feature, tuple(links))
 
 
-def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None,
+def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower | None,
                arch: Arch | None) -> None:
     walker = upper.walker
     trail = walker.trail = Trail()
@@ -202,7 +111,7 @@ def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None
         blocks = walker.enabled_by(feature.attr, feature.value or True)
         outs: list[Outside] = []
         for block in blocks:
-            chain.links.append(Link(Role.READ, upper.name, upper.commit, block.path,
+            links.append(Link(Role.READ, upper.name, upper.commit, block.path,
                                     getattr(block.code[0], "lineno", 0) if block.code else 0,
                                     block.holder.name if block.holder else "<module>",
                                     why=" > ".join(block.via)))
@@ -220,24 +129,24 @@ def _walk_flag(chain: Chain, feature: Feature, upper: Upper, lower: Lower | None
         for gate in upper.on(path, first, last):
             if gate.excludes_target and (gate.file, gate.line) not in seen:
                 seen.add((gate.file, gate.line))
-                chain.links.append(gate_link(Role.GATE, upper.name, upper.commit, gate))
+                links.append(gate_link(Role.GATE, upper.name, upper.commit, gate))
                 behind += _behind(gate, lower)
-    chain.links += [link for link in dict.fromkeys(behind) if link.excludes]
+    links += [link for link in dict.fromkeys(behind) if link.excludes]
     if lower is not None:
         # refused by a gate of this tree on the way, the target never meets what is below
         # it: no host check there is read (decide() would not name it a crash)
-        refused = any(link.role == Role.GATE and link.refuses for link in chain.links)
-        _below(chain, lower, outs, api=False, arch=None if refused else arch)
+        refused = any(link.role == Role.GATE and link.refuses for link in links)
+        _below(links, lower, outs, api=False, arch=None if refused else arch)
 
 
-def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool,
+def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: bool,
            arch: Arch | None = None) -> None:
     """The calls into ``lower`` and the gates they reach there (each once)."""
     seen: set[tuple[str, int]] = set()
     for out in outs:
-        chain.links.append(Link(Role.CALL, lower.name, lower.tag, "", 0, out.dotted,
-                                why=" > ".join((*out.via, out.dotted))))
-        start = len(chain.links)
+        links.append(Link(Role.CALL, lower.name, lower.tag, "", 0, out.dotted,
+                          why=" > ".join((*out.via, out.dotted))))
+        start = len(links)
         for gate, _calls in lower.below(out.dotted, out.keys):
             if (gate.file, gate.line) in seen:
                 continue
@@ -247,12 +156,12 @@ def _below(chain: Chain, lower: Lower, outs: Iterable[Outside], *, api: bool,
             if given is not None:
                 link = replace(link, excludes=False, refuses=False,
                                why=f"refuses only when the caller passes {given}: {link.why}")
-            chain.links.append(link if not api else _own(link))
-        if arch is not None and not any(link.refuses for link in chain.links[start:]) \
+            links.append(link if not api else _own(link))
+        if arch is not None and not any(link.refuses for link in links[start:]) \
                 and not any(isinstance(step, Handed) for step in out.via):
             refused = _host_refusal(lower, out, arch)
             if refused is not None:
-                chain.links.append(refused if not api else _own(refused))
+                links.append(refused if not api else _own(refused))
 
 
 def _host_refusal(lower: Lower, out: Outside, arch: Arch) -> Link | None:
@@ -280,7 +189,7 @@ def _behind(gate: AuditGate, lower: Lower | None) -> list[Link]:
     them once the gate above is opened."""
     if lower is None:
         return []
-    found = (lower.gate_at(str(b["file"]), int(b["line"])) for b in gate.below)
+    found = (lower.gate_at(b.file, b.line) for b in gate.below)
     return [gate_link(Role.BEHIND, lower.name, lower.tag, g) for g in found if g]
 
 
@@ -322,63 +231,58 @@ def _own(link: Link) -> Link:
 
 _KERNEL_WORK = (NEEDS_KERNEL_WORK, NOT_BUILDABLE)
 _EVIDENCE = 3
-_GATES = (Role.GATE, Role.BELOW, Role.BEHIND)
 
 
-def decide(chain: Chain) -> None:
-    """Set the chain's verdict, reason and enable commands from its links."""
-    below = [link for link in chain.links if link.role == Role.BELOW]
+def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
+    """The chain of ``feature`` through ``links``, with its verdict and why."""
+    chain = Chain(feature, links)
+    below = [link for link in links if link.role == Role.BELOW]
     crash = [link for link in below if link.refuses]
-    refused_above = any(link.role == Role.GATE and link.refuses for link in chain.links)
+    refused_above = any(link.role == Role.GATE and link.refuses for link in links)
     if crash and not refused_above:  # refused above, the user meets this tree's own error
         first = crash[0]
-        chain.verdict = Verdict.CRASH
         admits = f" (admits {first.admits})" if first.admits else ""
-        chain.reason = (f"admitted on the way down, then refused by {first.upstream} "
-                        f"{first.commit} {first.file}:{first.line} {first.function}"
-                        f"{admits}: {first.why}")
-        chain.where = f"refused by {first.upstream} {first.commit} {_at(first)}"
-        return
-    excluding = [link for link in chain.links if link.role in _GATES and link.excludes]
+        return replace(chain, verdict=Verdict.CRASH,
+                       reason=(f"admitted on the way down, then refused by {first.upstream} "
+                               f"{first.commit} {first.file}:{first.line} {first.function}"
+                               f"{admits}: {first.why}"),
+                       where=f"refused by {first.upstream} {first.commit} {_at(first)}")
+    excluding = [link for link in links if link.role in GATE_ROLES and link.excludes]
     hollow = [link for link in below if not link.excludes and link.class_ == NEEDS_KERNEL_WORK]
-    if not chain.links:
-        chain.verdict = Verdict.UNKNOWN
-        chain.reason = "read nowhere the walk can follow"
-        return
+    if not links:
+        return replace(chain, verdict=Verdict.UNKNOWN, reason="read nowhere the walk can follow")
     if not excluding and not hollow:
-        chain.verdict = Verdict.ON
-        chain.reason = ("every gate on the way admits the target" if chain.gated
-                        else "no architecture gate on the way")
-        return
+        return replace(chain, verdict=Verdict.ON,
+                       reason=("every gate on the way admits the target" if chain.gated
+                               else "no architecture gate on the way"))
     # A gate that leaves the target out on purpose (flashinfer's MNNVL allreduce beside
     # the single-node one) is one way the feature does not take; where it is every way,
     # upstream's intent is the answer.
     meant = [link for link in excluding if link.class_ == INTENTIONAL]
     if meant and len(meant) == len(excluding) and not hollow:
         first = meant[0]
-        chain.verdict = Verdict.NEEDS_KERNEL_WORK
-        chain.reason = (f"{first.upstream} {first.file}:{first.line} {first.function} leaves "
-                        f"the target out on purpose: {first.why}")
-        chain.where = f"left out on purpose at {first.upstream} {_at(first)}"
-        return
+        return replace(chain, verdict=Verdict.NEEDS_KERNEL_WORK,
+                       reason=(f"{first.upstream} {first.file}:{first.line} {first.function} "
+                               f"leaves the target out on purpose: {first.why}"),
+                       where=f"left out on purpose at {first.upstream} {_at(first)}")
     excluding = [link for link in excluding if link.class_ != INTENTIONAL]
     kernel = [link for link in excluding + hollow if link.class_ in _KERNEL_WORK]
     if kernel:
         first = kernel[0]
-        chain.verdict = Verdict.NEEDS_KERNEL_WORK
-        chain.reason = f"{first.upstream} {first.file}:{first.line} {first.function}: {first.why}"
-        chain.where = f"kernel work at {first.upstream} {_at(first)}"
-        return
+        return replace(chain, verdict=Verdict.NEEDS_KERNEL_WORK,
+                       reason=f"{first.upstream} {first.file}:{first.line} {first.function}: "
+                              f"{first.why}",
+                       where=f"kernel work at {first.upstream} {_at(first)}")
     unknown = [link for link in excluding if link.class_ != GATE_ONLY]
     if unknown:
         first = unknown[0]
-        chain.verdict = Verdict.UNKNOWN
-        chain.reason = (f"{first.upstream} {first.file}:{first.line} {first.function} turns "
-                        f"the target away, and its class is not decided: {first.why}")
-        chain.where = f"class not decided at {first.upstream} {_at(first)}"
-        return
-    chain.verdict = Verdict.GATE_ONLY
-    chain.reason = "open " + ", then ".join(f"{link.upstream} {link.spot}" for link in excluding)
+        return replace(chain, verdict=Verdict.UNKNOWN,
+                       reason=(f"{first.upstream} {first.file}:{first.line} {first.function} "
+                               f"turns the target away, and its class is not decided: "
+                               f"{first.why}"),
+                       where=f"class not decided at {first.upstream} {_at(first)}")
+    return replace(chain, verdict=Verdict.GATE_ONLY, reason="open " + ", then ".join(
+        f"{link.upstream} {link.spot}" for link in excluding))
 
 
 def _at(link: Link) -> str:
@@ -391,7 +295,7 @@ def to_open(chain: Chain) -> dict[str, list[str]]:
     order met."""
     spots: dict[str, list[str]] = {}
     for link in chain.links:
-        if link.role in _GATES and link.excludes and link.class_ != INTENTIONAL:
+        if link.role in GATE_ROLES and link.excludes and link.class_ != INTENTIONAL:
             found = spots.setdefault(link.upstream, [])
             if link.spot not in found:
                 found.append(link.spot)

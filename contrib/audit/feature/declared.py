@@ -21,44 +21,15 @@ the way, are the chain's business (:mod:`contrib.audit.feature.chain`).
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
-from enum import StrEnum
 
 from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.analysis.tree import SourceTree
+from contrib.audit.model import Feature, FeatureKind
 from contrib.audit.stack.lower import package_roots
 
 _SETTINGS_CLASS = "ServerArgs"
 _BACKEND = "backend"
 _MAX_CHOICES = 40  # more than this is a free-form value, not a list of features
-
-
-class FeatureKind(StrEnum):
-    """How a user turns a feature on."""
-
-    FLAG = "flag"  # a server argument: --enable-x, --x=value
-    API = "api"  # a public function of the package: pkg.fn, pkg.fn:backend=value
-
-
-@dataclass(frozen=True)
-class Feature:
-    """One feature: its name as a user writes it, and what the code reads.
-
-    ``attr``: the settings' attribute (``enable_flashinfer_allreduce_fusion``), or the
-    API's dotted name (``flashinfer.comm.trtllm_allreduce_fusion``); ``value``: the
-    choice (``trtllm_mla``, a ``backend=`` value), or "" for a flag or a plain API."""
-
-    kind: FeatureKind
-    name: str
-    attr: str
-    value: str = ""
-    file: str = ""
-    line: int = 0
-
-    @property
-    def keys(self) -> tuple[tuple[str, str], ...]:
-        """What an API feature's call passes by keyword (``backend="cublaslt"``)."""
-        return ((_BACKEND, self.value),) if self.kind == FeatureKind.API and self.value else ()
 
 
 def declared(tree: SourceTree) -> list[Feature]:

@@ -19,9 +19,10 @@ from contrib import __version__, environ
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.engine import FORMAT, TreeAudit
-from contrib.audit.feature.chain import Chain, Link, Upper, Verdict, chain_of
-from contrib.audit.feature.declared import Feature, FeatureKind, declared, settings_elsewhere
-from contrib.audit.model import AuditGate
+from contrib.audit.feature.chain import Upper, chain_of
+from contrib.audit.feature.declared import declared, settings_elsewhere
+from contrib.audit.model import AuditGate, Chain, Feature, FeatureKind
+from contrib.audit.serial import chain_cache, chain_from_cache
 from contrib.audit.stack.link import LINK_FORMAT, walker_of
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.walk import Walker
@@ -29,7 +30,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 13  # bump when the chains change over the same audits
+FEATURE_FORMAT = 14  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -74,7 +75,7 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
     if choose is every:
         with contextlib.suppress(ContribError):
             check_inside(environ.cache_root(), path)
-            atomic_write(path, json.dumps([_cached(c) for c in chains]))
+            atomic_write(path, json.dumps([chain_cache(c) for c in chains]))
     return chains
 
 
@@ -89,12 +90,6 @@ def _cache_file(key: str) -> Path:
     return environ.cache_root() / "audit" / f"features-{digest[:32]}.json"
 
 
-def _cached(chain: Chain) -> dict[str, object]:
-    return {"feature": chain.feature.name, "verdict": chain.verdict.value,
-            "reason": chain.reason, "where": chain.where,
-            "links": [link.to_dict() for link in chain.links]}
-
-
 def _load(path: Path, features: list[Feature]) -> list[Chain] | None:
     """The kept chains, in ``features``' order; None when absent, damaged or of other
     features (an edit of the cache, a hash collision): follow them again."""
@@ -105,16 +100,10 @@ def _load(path: Path, features: list[Feature]) -> list[Chain] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, list) or len(data) != len(features):
             return None
-        chains = []
-        for feature, item in zip(features, data, strict=True):
-            if item["feature"] != feature.name or not isinstance(item["reason"], str) \
-                    or not isinstance(item["where"], str):
-                return None
-            chains.append(Chain(feature, [Link.from_dict(x) for x in item["links"]],
-                                Verdict(item["verdict"]), item["reason"], item["where"]))
-    except (OSError, ValueError, KeyError, TypeError, RecursionError, ContribError):
+    except (OSError, ValueError, RecursionError, ContribError):
         return None
-    return chains
+    chains = [chain_from_cache(f, item) for f, item in zip(features, data, strict=True)]
+    return None if any(c is None for c in chains) else [c for c in chains if c is not None]
 
 
 def lower_of(git: Git, name: str, tag: str, commit: str, audit: TreeAudit

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from contrib.audit.feature.chain import VERDICTS, Chain, Link, Role, Verdict, to_open
-from contrib.audit.feature.declared import Feature, FeatureKind
+from contrib.audit.feature.chain import to_open
+from contrib.audit.model import VERDICTS, Chain, Feature, FeatureKind, Link, Role, Verdict
 from contrib.audit.report import UpstreamAudit
 
 _NAME_MAX = 48  # as `contrib enable` cuts its default names

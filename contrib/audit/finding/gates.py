@@ -165,9 +165,10 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         admits=gate.majors, excludes_target=effect.excludes, text=gate.text,
         effect=effect.decision(), message=effect.message,
         scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
-        units=built_sources(found.functions, gate.function, arch.major, found.strings) if jit else [],
-        builders=builders(found.functions, gate.function, found.strings)[1:] if jit else [],
-        calls=behind.calls, reached=tuple(behind.endpoints), index=gate.index,
+        units=tuple(built_sources(found.functions, gate.function, arch.major, found.strings))
+        if jit else (),
+        builders=tuple(builders(found.functions, gate.function, found.strings)[1:]) if jit else (),
+        calls=tuple(behind.calls), reached=tuple(behind.endpoints), index=gate.index,
         parser_kind=gate.kind, end_line=gate.end_line,
     )
 

@@ -111,7 +111,7 @@ def _from_callers(found: Scan, function: str, parents: dict[int, ast.AST],
     out = Reached(list(own.calls), list(own.endpoints))
     for caller, code in sites.of(node, parents, after=stops):
         frame = found.frames.get(caller, found.frames["<module>"])
-        _join(out, reach(sites.follow, frame, code, sites.cap), caller)
+        _join(out, reach(sites.follow, frame, code, sites.cap), (caller,))
     return out
 
 
@@ -125,7 +125,7 @@ def _from_other_callers(path: str, node: ast.AST, own: Reached, sites: CallSites
         frame = (Frame(caller_path, sites.follow.function_scope(holder), None, id(holder))
                  if holder is not None else Frame(caller_path))
         more = reach(sites.follow, frame, guarded_by(call, parents, stops), sites.cap)
-        _join(out, more, f"{caller_path}:{getattr(holder, 'name', '<module>')}")
+        _join(out, more, (f"{caller_path}:{getattr(holder, 'name', '<module>')}",))
     return out
 
 
@@ -140,7 +140,7 @@ def _from_registrations(found: Scan, function: str, own: Reached, sites: CallSit
         node = sites.found.functions.get(decorated)
         frame = found.frames.get(decorated, found.frames["<module>"])
         _join(out, reach(sites.follow, frame, list(getattr(node, "body", [])), sites.cap, key),
-              decorated)
+              (decorated,))
     return out
 
 
@@ -213,7 +213,7 @@ def _from_methods(found: Scan, function: ast.AST | None, parents: dict[int, ast.
     for method in sibling_methods(function, parents):
         path = found.frames["<module>"].path
         frame = Frame(path, sites.follow.function_scope(method), None, id(method))
-        _join(out, reach(sites.follow, frame, list(method.body), sites.cap), method.name)
+        _join(out, reach(sites.follow, frame, list(method.body), sites.cap), (method.name,))
     return out
 
 
@@ -247,7 +247,7 @@ def _from_configuration(found: Scan, init: ast.AST | None, line: int,
             continue
         frame = Frame(path, sites.follow.function_scope(method), None, id(method))
         _join(out, reach(sites.follow, frame, [s for body in branches for s in body], sites.cap),
-              method.name)
+              (method.name,))
     return out
 
 
@@ -296,14 +296,14 @@ def _from_chosen_returns(path: str, function: ast.AST, code: list[ast.AST], own:
                                      and tests_for(n.test, bound, chosen) for s in n.body]
             if bodies:
                 frame = Frame(caller_path, sites.follow.function_scope(place), None, id(place))
-                where = holder.name if place is holder else f"{holder.name}>{place.name}"
+                where = (holder.name,) if place is holder else (holder.name, place.name)
                 _join(out, reach(sites.follow, frame, bodies, sites.cap), where)
     return out
 
 
-def _join(out: Reached, more: Reached, prefix: str = "") -> None:
-    """Add what ``more`` reached to ``out``, its calls under ``prefix`` (``prefix>call``)."""
-    calls = [f"{prefix}>{c}" if prefix else c for c in more.calls]
+def _join(out: Reached, more: Reached, prefix: tuple[str, ...] = ()) -> None:
+    """Add what ``more`` reached to ``out``, its calls under ``prefix`` (``(*prefix, *call)``)."""
+    calls = [(*prefix, *c) for c in more.calls]
     out.calls += [c for c in calls if c not in out.calls]
     out.endpoints += [t for t in more.endpoints if t not in out.endpoints]
 

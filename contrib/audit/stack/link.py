@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 from contrib import __version__, environ
 from contrib.analysis.gates import DECORATOR
@@ -56,11 +56,20 @@ from contrib.audit.model import (
     RUNTIME,
     UNKNOWN,
     AuditGate,
+    Below,
+    Call,
     EffectKind,
+    Evidence,
+    Mismatch,
     Step,
     admits_text,
 )
-from contrib.audit.serial import apply_linked, linked_of
+from contrib.audit.serial import (
+    linked_cache,
+    linked_from_cache,
+    mismatch_cache,
+    mismatch_from_cache,
+)
 from contrib.audit.stack.lower import Lower, package_roots
 from contrib.audit.stack.walk import Function, Outside, Skips, Walker
 from contrib.errors import ContribError
@@ -79,7 +88,8 @@ class Linked:
     """The lower audit a link read, the mismatches, and the link's own seconds."""
 
     below: TreeAudit
-    mismatches: list[dict[str, Any]]
+    gates: list[AuditGate]  # the upper gates, linked
+    mismatches: list[Mismatch]
     seconds: float
     cached: bool
     walker: Walker | None = None  # the upper tree's, when it was walked: what it parsed is kept
@@ -107,18 +117,15 @@ def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Gi
     below = audit_commit(git, commit, arch, step)
     started = time.monotonic()
     if kept is not None:
-        changes, mismatches = kept
-        for gate, change in zip(upper, changes, strict=True):
-            apply_linked(gate, change)
-        return Linked(below, mismatches, time.monotonic() - started, True, None)
+        return Linked(below, *kept, time.monotonic() - started, True, None)
     assert walk is not None
     lower = Lower(name, tag, commit, below, lower_tree)
-    mismatches = link(upper, tree, lower, arch, walk.result())
-    changes = [linked_of(g) for g in upper]
+    linked, mismatches = link(upper, tree, lower, arch, walk.result())
     with contextlib.suppress(ContribError):
         check_inside(environ.cache_root(), path)
-        atomic_write(path, json.dumps({"gates": changes, "mismatches": mismatches}))
-    return Linked(below, mismatches, time.monotonic() - started, False, walker)
+        atomic_write(path, json.dumps({"gates": [linked_cache(g) for g in linked],
+                                       "mismatches": [mismatch_cache(m) for m in mismatches]}))
+    return Linked(below, linked, mismatches, time.monotonic() - started, False, walker)
 
 
 _T = TypeVar("_T")
@@ -149,53 +156,59 @@ class _Background(Generic[_T]):
 
 
 def _load_link(path: Path, upper: list[AuditGate]
-               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+               ) -> tuple[list[AuditGate], list[Mismatch]] | None:
+    """The linked gates and mismatches kept at ``path``; None when absent, damaged or
+    from another audit (link again)."""
     try:
         check_inside(environ.cache_root(), path)
         if path.is_symlink():
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
-        changes, mismatches = data["gates"], data["mismatches"]
+        changes, kept = data["gates"], data["mismatches"]
     except (OSError, ValueError, KeyError, TypeError, RecursionError, ContribError):
         return None
-    if not (isinstance(changes, list) and len(changes) == len(upper) and isinstance(mismatches, list)
-            and all(apply_linked(replace(g), c) for g, c in zip(upper, changes, strict=True))):
-        return None  # damaged or from another audit: link again
-    return changes, mismatches
+    if not (isinstance(changes, list) and len(changes) == len(upper) and isinstance(kept, list)):
+        return None
+    gates = [linked_from_cache(g, c) for g, c in zip(upper, changes, strict=True)]
+    mismatches = [mismatch_from_cache(m) for m in kept]
+    if any(g is None for g in gates) or any(m is None for m in mismatches):
+        return None
+    return [g for g in gates if g is not None], [m for m in mismatches if m is not None]
 
 
 def link(upper: list[AuditGate], tree: GitTree, lower: Lower, arch: Arch,
-         calls: list[list[Outside] | None] | None = None) -> list[dict[str, Any]]:
-    """Set ``below`` (and the class from below) on the upper gates; the mismatches.
-    ``calls``: :func:`upper_calls` of these gates, when walked already."""
+         calls: list[list[Outside] | None] | None = None
+         ) -> tuple[list[AuditGate], list[Mismatch]]:
+    """The upper gates with ``below`` (and the class from below) set, and the
+    mismatches.  ``calls``: :func:`upper_calls` of these gates, when walked already."""
     if calls is None:
         calls = upper_calls(upper, tree, lower.roots)
-    mismatches = []
+    linked, mismatches = [], []
     for gate, out_calls in zip(upper, calls, strict=True):
         if out_calls is None:
+            linked.append(gate)
             continue
-        reached: dict[tuple[str, int], tuple[Outside, AuditGate, str]] = {}
+        reached: dict[tuple[str, int], tuple[Outside, AuditGate, Call]] = {}
         for out in out_calls:
             for b, chain in lower.below(out.dotted, out.keys):
                 reached.setdefault((b.file, b.line), (out, b, chain))  # the first way there
         pairs = sorted(reached.values(), key=lambda p: (p[1].file, p[1].line))
-        gate.below = [_entry(lower, out, b, chain) for out, b, chain in pairs]
+        gate = replace(gate, below=tuple(_entry(lower, out, b, chain) for out, b, chain in pairs))
         if gate.excludes_target and gate.class_ in (UNKNOWN, GATE_ONLY):
             # gate-only above is an absence of kernel work in this tree: kernels missing
             # below still make it needs-kernel-work (a Triton helper above is not the
             # attention kernel flashinfer runs); nothing else below changes it.
-            kept = (gate.class_, gate.reason, list(gate.evidence))
-            if pairs:
-                _inherit(gate, lower, [(out, b) for out, b, _ in pairs], arch)
-            else:
-                _from_code_below(gate, lower, out_calls, arch)
-            if kept[0] == GATE_ONLY and gate.class_ != NEEDS_KERNEL_WORK:
-                gate.class_, gate.reason, gate.evidence = kept
+            found = (_inherit(gate, lower, [(out, b) for out, b, _ in pairs], arch) if pairs
+                     else _from_code_below(gate, lower, out_calls, arch))
+            if found is not None and (gate.class_ != GATE_ONLY
+                                      or found.class_ == NEEDS_KERNEL_WORK):
+                gate = found
         refusing = [(out, b) for out, b, _ in pairs if _refuses(b)]
         if not gate.excludes_target and refusing:
             mismatches.append(_mismatch(gate, lower, refusing, arch))
-    from_testers(tree, upper)  # returned values whose testers took a class from below
-    return mismatches
+        linked.append(gate)
+    # returned values whose testers took a class from below
+    return from_testers(tree, linked), mismatches
 
 
 def upper_calls(upper: list[AuditGate], tree: GitTree, roots: Iterable[str],
@@ -327,23 +340,23 @@ def _where(gate: AuditGate) -> str:
     return f"{gate.file}:{gate.line} {gate.function}"
 
 
-def _entry(lower: Lower, out: Outside, gate: AuditGate, chain: str) -> dict[str, Any]:
-    return {"upstream": lower.name, "tag": lower.tag, "commit": lower.commit,
-            "file": gate.file, "line": gate.line, "function": gate.function,
-            "admits": admits_text(gate.admits), "excludes_target": gate.excludes_target,
-            "class": gate.class_, "effect": gate.effect.why, "calls": out.dotted,
-            "via": " > ".join((*out.via, out.dotted, *chain.split(">")[1:]))}
+def _entry(lower: Lower, out: Outside, gate: AuditGate, chain: Call) -> Below:
+    """The lower gate ``gate``, reached by ``out`` and then ``chain`` (from the function
+    ``out`` calls)."""
+    return Below(lower.name, lower.tag, lower.commit, gate.file, gate.line, gate.function,
+                 gate.admits, gate.excludes_target, gate.class_, gate.effect.why, out.dotted,
+                 (*out.via, out.dotted, *chain[1:]))
 
 
 def _inherit(gate: AuditGate, lower: Lower, reached: list[tuple[Outside, AuditGate]],
-             arch: Arch) -> None:
+             arch: Arch) -> AuditGate | None:
     """Class an excluding gate by the lower path its code reaches: kernels missing there
     (a lower gate of class needs-kernel-work, or one admitting the target into code
     compiled out for it) make it needs-kernel-work, unless the call chose that path by
     a backend where the same call serves the target another way
     (:func:`_served_otherwise`); lower gates that only turn the target away from
     kernels it can run make it gate-only (each gate on the path is lifted, nothing
-    else); a path whose lower gates cannot be classed leaves it."""
+    else); a path whose lower gates cannot be classed leaves it (None)."""
     at = f"{lower.name} {lower.tag}"
     below = [b for _, b in reached]
     hollow = [(out, b) for out, b in reached if _hollow(b)]
@@ -354,18 +367,15 @@ def _inherit(gate: AuditGate, lower: Lower, reached: list[tuple[Outside, AuditGa
         served = [_served_otherwise(lower, o) for o, _ in hollow]
         if served[0] is not None and all(served):
             chosen, name, other = served[0]
-            gate.class_, gate.evidence = GATE_ONLY, [f"{lower.name}:{other.file}:{other.line}"]
-            gate.reason = (f"its code calls {at} {out.dotted} choosing {chosen!r}, whose way "
-                           f"reaches {_where(b)}, which {why}; {name!r} of the same call serves "
-                           f"{arch.name} ({other.file}:{other.line} admits it): choosing "
-                           f"{name!r} on {arch.name} is the change")
-            return
-        gate.class_ = NEEDS_KERNEL_WORK
-        gate.evidence = [f"{lower.name}:{e}" for e in b.evidence[:20]]
+            return gate.classed(GATE_ONLY, f"its code calls {at} {out.dotted} choosing "
+                                f"{chosen!r}, whose way reaches {_where(b)}, which {why}; "
+                                f"{name!r} of the same call serves {arch.name} ({other.file}:"
+                                f"{other.line} admits it): choosing {name!r} on {arch.name} is "
+                                "the change", (_at(lower, other),))
         detail = b.reason or b.effect.why
-        gate.reason = f"its code reaches {at} {_where(b)}, which {why}" + (
-            f": {detail}" if detail else "")
-        return
+        return gate.classed(NEEDS_KERNEL_WORK, f"its code reaches {at} {_where(b)}, which {why}"
+                            + (f": {detail}" if detail else ""),
+                            tuple(e.below(lower.name) for e in b.evidence[:20]))
     gated = [b for b in below if b.excludes_target]
     # A lower gate that leaves the target out on purpose (flashinfer's MNNVL allreduce,
     # beside the single-node one that admits it) is one way the path does not take;
@@ -373,26 +383,27 @@ def _inherit(gate: AuditGate, lower: Lower, reached: list[tuple[Outside, AuditGa
     others = [b for b in gated if b.class_ != INTENTIONAL]
     if gated and not others and len(gated) == len(below):
         b = gated[0]
-        gate.class_, gate.evidence = INTENTIONAL, [f"{lower.name}:{b.file}:{b.line}"]
-        gate.reason = (f"its code reaches {at} {_where(b)}, which leaves {arch.name} out on "
-                       f"purpose: {b.reason}")
-        return
+        return gate.classed(INTENTIONAL, f"its code reaches {at} {_where(b)}, which leaves "
+                            f"{arch.name} out on purpose: {b.reason}", (_at(lower, b),))
     gated = others
     if any(b.class_ not in (GATE_ONLY, None) for b in gated):
-        return  # a lower gate of unknown class: the path's cost is not known
+        return None  # a lower gate of unknown class: the path's cost is not known
     if gated:
         b = gated[0]
-        gate.class_ = GATE_ONLY
-        gate.reason = (f"its code reaches {at} {_where(b)}, which turns {arch.name} away from "
-                       f"kernels it can run ({b.class_}): lifting both gates is the change"
-                       + (f"; there {b.reason}" if b.reason else ""))
-        return
+        return gate.classed(GATE_ONLY, f"its code reaches {at} {_where(b)}, which turns "
+                            f"{arch.name} away from kernels it can run ({b.class_}): lifting "
+                            "both gates is the change" + (f"; there {b.reason}" if b.reason else ""))
     admitting = [b for b in below if not b.excludes_target]
-    gate.class_ = GATE_ONLY
     one = len(admitting) == 1
-    gate.reason = (f"its code reaches {at}, whose {counted(len(admitting), 'gate')} on that path "
-                   f"admit{'s' if one else ''} {arch.name} with {'its' if one else 'their'} "
-                   f"kernels ({'' if one else 'e.g. '}{_where(admitting[0])})")
+    return gate.classed(GATE_ONLY, f"its code reaches {at}, whose "
+                        f"{counted(len(admitting), 'gate')} on that path admit{'s' if one else ''} "
+                        f"{arch.name} with {'its' if one else 'their'} kernels "
+                        f"({'' if one else 'e.g. '}{_where(admitting[0])})")
+
+
+def _at(lower: Lower, gate: AuditGate) -> Evidence:
+    """A lower gate as the evidence of a class above."""
+    return Evidence(f"{gate.file}:{gate.line}", gate.file, upstream=lower.name, line=gate.line)
 
 
 def _served_otherwise(lower: Lower, out: Outside) -> tuple[str, str, AuditGate] | None:
@@ -419,9 +430,11 @@ def _served_otherwise(lower: Lower, out: Outside) -> tuple[str, str, AuditGate] 
     return None
 
 
-def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside], arch: Arch) -> None:
+def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside],
+                     arch: Arch) -> AuditGate | None:
     """Class an excluding gate whose calls into the lower upstream meet no gate there by
-    what those calls reach (its JIT modules, kernels), the worst first."""
+    what those calls reach (its JIT modules, kernels), the worst first; None: nothing
+    they reach can be classed."""
     worst: tuple[int, Verdict, Outside] | None = None
     for out in dict.fromkeys(calls):
         verdict = lower.behind(out.dotted, arch, out.keys)
@@ -431,16 +444,15 @@ def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside], arch: 
         if worst is None or rank < worst[0]:
             worst = (rank, verdict, out)
     if worst is None:
-        return
+        return None
     _, verdict, out = worst
-    gate.class_ = verdict.class_
-    gate.evidence = [f"{lower.name}:{e}" for e in verdict.evidence[:20]]
-    gate.reason = (f"its code calls {lower.name} {lower.tag} {out.dotted}, on a path with no "
-                   f"gate; there {verdict.reason}")
+    return gate.classed(verdict.class_, f"its code calls {lower.name} {lower.tag} {out.dotted}, "
+                        f"on a path with no gate; there {verdict.reason}",
+                        tuple(e.below(lower.name) for e in verdict.evidence[:20]))
 
 
 def _mismatch(gate: AuditGate, lower: Lower, refusing: list[tuple[Outside, AuditGate]],
-              arch: Arch) -> dict[str, Any]:
+              arch: Arch) -> Mismatch:
     out, b = refusing[0]
     path = " > ".join((*out.via, out.dotted))
     more = f" (and {len(refusing) - 1} more below)" if len(refusing) > 1 else ""
@@ -448,6 +460,5 @@ def _mismatch(gate: AuditGate, lower: Lower, refusing: list[tuple[Outside, Audit
                f"reaches {out.dotted} ({path}), where {lower.name} {lower.tag} {b.file}:{b.line} "
                f"{b.function} admits {admits_text(b.admits)}: {b.effect.why}; {arch.name} crashes "
                f"there{more}")
-    below = next(e for e in gate.below if e["file"] == b.file and e["line"] == b.line)
-    return {"gate": {"file": gate.file, "line": gate.line, "function": gate.function},
-            "below": below, "message": message}
+    below = next(e for e in gate.below if (e.file, e.line) == (b.file, b.line))
+    return Mismatch(gate.file, gate.line, gate.function, below, message)

@@ -34,6 +34,7 @@ from contrib.audit.model import (
     JIT,
     RUNTIME,
     AuditGate,
+    Call,
 )
 from contrib.audit.stack.walk import MAX_DEPTH, Function, Skips
 
@@ -53,7 +54,7 @@ class Lower:
     tree: GitTree
     ev: PyTree = field(init=False)
     roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
-    _below: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[AuditGate, str]]] = field(
+    _below: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[AuditGate, Call]]] = field(
         default_factory=dict)
     _targets: dict[tuple[str, tuple[tuple[str, str], ...]], list[Endpoint]] = field(
         default_factory=dict)
@@ -175,12 +176,13 @@ class Lower:
             self._owners[func.path] = classes_of(module[0]) if module else {}
         return parameter_key(self._owners[func.path].get(id(func.node)), func.node, keys)
 
-    def below(self, dotted: str, keys: tuple[tuple[str, str], ...] = ()) -> list[tuple[AuditGate, str]]:
+    def below(self, dotted: str, keys: tuple[tuple[str, str], ...] = ()
+              ) -> list[tuple[AuditGate, Call]]:
         """The lower gates a call of ``dotted`` reaches, each with the calls leading to it;
         ``keys``: the strings the call passes by keyword, one of which may choose a
         backend of the callee's registry (``bmm_fp8(..., backend="cublas")``)."""
         if (dotted, keys) not in self._below:
-            found: dict[tuple[str, int], tuple[AuditGate, str]] = {}
+            found: dict[tuple[str, int], tuple[AuditGate, Call]] = {}
             for func, chain, aside in self._reached(self.resolve(dotted), keys):
                 for gate in self._held.get(func.path, []):
                     if _holds(func.node, gate) and not any(
@@ -191,11 +193,12 @@ class Lower:
         return self._below[(dotted, keys)]
 
     def _reached(self, entries: list[Func], keys: tuple[tuple[str, str], ...] = ()
-                 ) -> list[tuple[Func, str, list[tuple[int, int]]]]:
+                 ) -> list[tuple[Func, Call, list[tuple[int, int]]]]:
         """The functions a call of ``entries`` reaches, each with the calls leading to it
         and the lines of its branches the backend chosen by ``keys`` does not take."""
-        seen: dict[int, tuple[Func, str, list[tuple[int, int]]]] = {}
-        queue = deque((f, f.node.name, 0, self._key(f, keys)) for f in entries)
+        seen: dict[int, tuple[Func, Call, list[tuple[int, int]]]] = {}
+        queue: deque[tuple[Func, Call, int, Key | None]] = deque(
+            (f, (f.node.name,), 0, self._key(f, keys)) for f in entries)
         while queue and len(seen) < MAX_BELOW:
             func, chain, depth, key = queue.popleft()
             if id(func.node) in seen:
@@ -210,7 +213,7 @@ class Lower:
                     self.ev.cap = (0, 0)
                     for value in ordered(self.ev.eval(node.func, frame)):
                         if isinstance(value, Func) and id(value.node) not in seen:
-                            queue.append((value, f"{chain}>{value.node.name}", depth + 1, key))
+                            queue.append((value, (*chain, value.node.name), depth + 1, key))
         return list(seen.values())
 
 
