@@ -27,6 +27,7 @@ class Unit:
     path: str
     why: str  # "built by gen_trtllm_comm_module", "includes include/x.cuh", ...
     gate: bool  # built by a touched gate (or changed, or listed): a compile error fails the stage
+    builder: str = ""  # the JIT function that builds it ("gen_trtllm_comm_module"); "": none
 
 
 def units_at_stake(tree: SourceTree, gate_sources: Iterable[tuple[str, str]],
@@ -34,13 +35,13 @@ def units_at_stake(tree: SourceTree, gate_sources: Iterable[tuple[str, str]],
     """Units to compile: the gates' (``(function, name)``), listed, changed, and includers of changed headers."""
     units: dict[str, Unit] = {}
 
-    def add(path: str | None, why: str, gate: bool) -> None:
+    def add(path: str | None, why: str, gate: bool, builder: str = "") -> None:
         if path and path.endswith(UNIT_SUFFIXES) and path not in units and tree.exists(path):
-            units[path] = Unit(path, why, gate)
+            units[path] = Unit(path, why, gate, builder)
 
     for function, name in gate_sources:
         for path in find_units(tree, [name]):
-            add(path, f"built by {function}", True)
+            add(path, f"built by {function}", True, function)
     for path in listed:
         add(path, "listed in validation.ptx_sources", True)
     changed = [c for c in changed if is_cuda_source(c)]

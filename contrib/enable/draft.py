@@ -9,7 +9,8 @@
 4. splice the edits (:mod:`contrib.enable.forms`), commit them on REF per area
    (:mod:`contrib.enable.commits`) and write the patchset through the version
    writer ``new`` uses: ``upstream_status = "Draft"``, the audit's evidence in
-   the summary, the why of each edit in ``[decisions]``;
+   the summary, each gate's :class:`~contrib.workspace.schema.Decided` (widened or
+   left, what, why) in ``[decisions]``;
 5. validate it with every stage that can run here.
 """
 
@@ -43,7 +44,7 @@ from contrib.ui import UI
 from contrib.validate.run import validate
 from contrib.workspace.layout import META_NAME
 from contrib.workspace.model import Workspace, check_name
-from contrib.workspace.schema import UpstreamStatus
+from contrib.workspace.schema import Decided, Done, UpstreamStatus, decisions_table
 
 _NAME_MAX = 48
 
@@ -144,23 +145,25 @@ def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
                                    "give another --name to draft it again"))
         return None
     editor = Editor(tree, arch)
-    decisions: dict[str, str] = {}
+    decisions: dict[str, Decided] = {}
     for gate in chain:
         try:
-            decisions[label(gate)] = editor.widen(gate) + _why(gate)
+            decided = Decided(label(gate), Done.WIDENED, editor.widen(gate), _why(gate))
         except CannotEdit as exc:
             if gate is start:
                 run.skipped.append(Skipped(label(start), str(exc)))
                 return None
-            decisions[label(gate)] = f"left as it is: {exc}"
+            decided = Decided(label(gate), Done.LEFT, why=str(exc))
+        decisions[decided.gate] = decided
     drafted = _write(ws, git, audit, chain, editor, decisions, arch, target, needs)
     drafted.overridden = refused.why if refused is not None else ""
     return drafted
 
 
 def _why(gate: AuditGate) -> str:
+    """Why the gate is widened: what the audit read of it."""
     klass = gate.class_ or "not read as excluding by the audit"
-    return f". Why: {gate.effect.why or 'it omits the target'}; class {klass}" + (
+    return f"{gate.effect.why or 'it omits the target'}; class {klass}" + (
         f" ({gate.reason})" if gate.reason else "")
 
 
@@ -219,7 +222,7 @@ def _requirement(audit: UpstreamAudit, target: str, arch: Arch) -> dict[str, str
 
 
 def _write(ws: Workspace, git: Git, audit: UpstreamAudit, chain: list[AuditGate],
-           editor: Editor, decisions: dict[str, str], arch: Arch, target: str,
+           editor: Editor, decisions: dict[str, Decided], arch: Arch, target: str,
            needs: Sequence[dict[str, str]] = ()) -> Drafted:
     """The edits as commits on the audited commit, written as the patchset's version."""
     start = chain[0]
@@ -251,14 +254,15 @@ def _write(ws: Workspace, git: Git, audit: UpstreamAudit, chain: list[AuditGate]
 
 
 def _message(title: str, files: dict[str, bytes], chain: list[AuditGate],
-             decisions: dict[str, str]) -> str:
-    lines = [decisions[label(g)].split(". Why: ", 1)[0] for g in chain
-             if g.file in files and not decisions[label(g)].startswith("left as")]
+             decisions: dict[str, Decided]) -> str:
+    """The commit's message: its subject, then each edit of its files in words."""
+    lines = [decided.what for g in chain if g.file in files
+             and (decided := decisions[label(g)]).done is Done.WIDENED]
     body = "\n".join(f"- {line}" for line in lines)
     return f"{title}\n\n{body}\n"
 
 
-def _meta(title: str, chain: list[AuditGate], decisions: dict[str, str], arch: Arch,
+def _meta(title: str, chain: list[AuditGate], decisions: dict[str, Decided], arch: Arch,
           base: str) -> tomlkit.TOMLDocument:
     doc = tomlkit.document()
     doc["title"] = title
@@ -267,10 +271,7 @@ def _meta(title: str, chain: list[AuditGate], decisions: dict[str, str], arch: A
     doc["current"] = base
     doc["upstream_status"] = str(UpstreamStatus.DRAFT)
     doc["created"] = now_iso()
-    table = tomlkit.table()
-    for key, value in decisions.items():
-        table[key] = value
-    doc["decisions"] = table
+    doc["decisions"] = decisions_table(decisions.values())
     return doc
 
 

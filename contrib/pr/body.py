@@ -141,7 +141,7 @@ def _gate(gate: Opened) -> str:
     where, _, function = gate.label.partition(" ")
     head = f"`{_md(where)}` `{_md(function)}`" if function else f"`{_md(where)}`"
     if gate.left:
-        return f"{head}: left as it is: {_md(gate.left)}"
+        return f"{head}: left as it is: {_md(gate.why)}"
     if not gate.read:
         return f"{head}: changed; the gates stage did not read it"
     after = _list(gate.after) if gate.after is not None else "a value contrib cannot read"

@@ -41,12 +41,10 @@ from contrib.arch import Arch, parse_arch
 from contrib.errors import ContribError
 from contrib.record import Run, Stage, StageStatus, Standing
 from contrib.workspace.model import Patchset
+from contrib.workspace.schema import Decided
 
 if TYPE_CHECKING:  # `contrib status` reads proofs without a chain: no source analysis loads
     from contrib.analysis.reach.endpoints import Endpoint
-
-_BUILT_BY = "built by "
-_LEFT = "left as it is: "  # how ``enable`` writes a gate of the chain it could not widen
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,8 @@ class Opened:
     before: tuple[int, ...] | None = None  # majors admitted before; None: a new gate
     after: tuple[int, ...] | None = None  # None: not a literal contrib reads
     read: bool = False  # the gates stage read it
-    left: str = ""  # why ``enable`` left it as it is ("" when it widened it)
+    left: bool = False  # ``enable`` left it as it is (its decision's ``done``)
+    why: str = ""  # why it was left as it is
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,7 @@ class Proof:
 
 
 def prove(standing: Standing, arch: Arch, chain: Sequence[ChainGate] | None,
-          decisions: Mapping[str, str] | None = None) -> Proof:
+          decisions: Mapping[str, Decided] | None = None) -> Proof:
     """The proof of one version for ``arch``; ``chain``: None when no audit was at hand;
     ``decisions``: the patchset's ``[decisions]``, the gates ``enable`` opened."""
     proof = Proof(arch.name)
@@ -175,7 +174,7 @@ def _ran(run: Run, name: str) -> bool:
     return stage is not None and stage.status in (StageStatus.PASSED, StageStatus.FAILED)
 
 
-def opened(decisions: Mapping[str, str], gates: Stage | None) -> list[Opened]:
+def opened(decisions: Mapping[str, Decided], gates: Stage | None) -> list[Opened]:
     """The chain ``enable`` recorded, each gate with the ``gates`` stage's reading of it
     (the same file and function; the nearest line where a function holds several)."""
     read = [g for g in (gates.details.get("gates") or []) if isinstance(g, Mapping)] \
@@ -184,11 +183,13 @@ def opened(decisions: Mapping[str, str], gates: Stage | None) -> list[Opened]:
     for label, decision in decisions.items():
         where, _, function = label.partition(" ")
         path, _, line = where.rpartition(":")
-        left = decision.removeprefix(_LEFT) if decision.startswith(_LEFT) else ""
+        if decision.left:
+            out.append(Opened(label, left=True, why=decision.why))
+            continue
         same = [g for g in read if str(g.get("location", "")).rpartition(":")[0] == path
                 and g.get("function") == function]
-        if left or not same:
-            out.append(Opened(label, left=left))
+        if not same:
+            out.append(Opened(label))
             continue
         near = min(same, key=lambda g: abs(_line(g) - (int(line) if line.isdigit() else 0)))
         out.append(Opened(label, _majors(near.get("majors_before")),
@@ -259,12 +260,15 @@ def _units(details: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def kernel_less(details: Mapping[str, Any]) -> list[str]:
     """The JIT modules whose every unit compiled to no kernel entry: they launch kernels
-    built elsewhere (prebuilt cubins, a library), which compiling here cannot prove."""
+    built elsewhere (prebuilt cubins, a library), which compiling here cannot prove.
+
+    A unit's module is its ``builder`` key (the JIT function that builds it); a unit
+    of a record written before that key existed reads as built by no module."""
     modules: dict[str, list[Mapping[str, Any]]] = {}
     for unit in _units(details):
-        why = str(unit.get("why") or "")
-        if why.startswith(_BUILT_BY):
-            modules.setdefault(why.removeprefix(_BUILT_BY), []).append(unit)
+        builder = unit.get("builder")
+        if isinstance(builder, str) and builder:
+            modules.setdefault(builder, []).append(unit)
     return [f"{name} compiles to no kernel of its own ({', '.join(str(u.get('path')) for u in units)}): "
             "it runs kernels built elsewhere (prebuilt cubins or a library), whose arch list "
             "contrib does not read"

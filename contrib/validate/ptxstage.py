@@ -66,8 +66,9 @@ def check(req: PtxRequest) -> StageResult:
     details: dict[str, Any] = {
         "compute": compute, "arch_variant": f"{req.profile.name}: {req.arch.name} builds as {compute}",
         "flags": flags, "flags_from": origin, "include_dirs": [str(d) for d in dirs], "nvcc": identity,
-        "units": [{"path": u.path, "why": u.why, "ok": o.ok, "entries": len(o.entries),
-                   "empty": len(o.empty), "seconds": o.seconds, "cached": o.cached,
+        "units": [{"path": u.path, "why": u.why, "builder": u.builder, "ok": o.ok,
+                   "entries": len(o.entries), "empty": len(o.empty), "seconds": o.seconds,
+                   "cached": o.cached,
                    "kernels": sorted({ptx.demangle(e) for e in o.entries})}
                   for u, o in zip(req.units, outcomes, strict=True)],
         "entries": sum(len(o.entries) for o in outcomes),

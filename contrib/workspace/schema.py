@@ -3,7 +3,8 @@
 The schema of every table lives here and in :mod:`contrib.workspace.validation`,
 and nowhere else (pre-commit's ``clientlib.py`` owns its config the same way):
 the top-level keys, ``[sync]`` (written by sync), ``[pr]`` (written by open-pr),
-``[decisions]`` and ``history`` here; ``[validation]``, ``[[requires]]`` and
+``[decisions]`` (:class:`Decided`, written by :func:`decisions_table` too) and
+``history`` here; ``[validation]``, ``[[requires]]`` and
 ``[[waivers]]`` there.  Every value is checked for type and range when the file
 is read, through :class:`~contrib.workspace.table.Table`; a failure names
 ``file:line`` and what to write instead, and the CLI exits 2.  Code elsewhere
@@ -12,7 +13,7 @@ reads these objects, never raw tables.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
@@ -221,6 +222,88 @@ class PrRecord:
         return _drop_empty(data)
 
 
+# -- [decisions] ------------------------------------------------------------------------
+
+class Done(StrEnum):
+    """What ``contrib enable`` did at one gate of the chain it drafted (or, for a plain
+    string a person wrote, that it is a note)."""
+
+    WIDENED = "widened"  # an edit admits the target there
+    LEFT = "left"  # no edit: the code has no shape contrib widens (``why`` says which)
+    NOTED = "noted"  # a note a person wrote (a plain string): not a decision of enable's
+
+
+_DONE_WRITTEN = (Done.WIDENED, Done.LEFT)  # what a ``[decisions."GATE"]`` table may say
+# The sentence ``enable`` wrote each decision as before its tables, read back in
+# :meth:`Decided.from_sentence` alone.
+_LEFT_SENTENCE = "left as it is: "
+_WHY_SENTENCE = ". Why: "
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One entry of ``[decisions]``: what was done at a gate, and why, as values.
+
+    ``contrib enable`` writes ``[decisions."file:line function"]`` tables (``done``,
+    ``what``, ``why``); a person writes a plain string, a note for reviewers."""
+
+    gate: str  # "file:line function", at the version's base (a note: its key)
+    done: Done
+    what: str = ""  # the edit in words: "pkg/jit.py:5: majors [9, 10] -> [9, 10, 12] (f)"
+    why: str = ""  # widened: the audit's reading of the gate; left: why no edit was made
+
+    @property
+    def left(self) -> bool:
+        """``enable`` left the gate as it is."""
+        return self.done is Done.LEFT
+
+    @classmethod
+    def read(cls, parent: Table, key: str) -> Decided:
+        value = parent.data[key]
+        if isinstance(value, str):
+            return cls.from_sentence(key, value)
+        if not isinstance(value, Mapping):
+            raise parent.fail(key, "must be a string (a note) or a table (done, what, why), "
+                                   f"not {kind(value)}")
+        t = Table(parent.path, parent.text, f'{parent.name}."{key}"', value)
+        t.only({"done", "what", "why"})
+        done = t.need_string("done")
+        if done not in _DONE_WRITTEN:
+            raise t.fail("done", f"must be one of {', '.join(_DONE_WRITTEN)}, got {done!r}")
+        return cls(key, Done(done), t.string("what") or "", t.string("why") or "")
+
+    @classmethod
+    def from_sentence(cls, key: str, text: str) -> Decided:
+        """A plain string: a note, or a decision in the sentence ``enable`` wrote before
+        its tables (``"WHAT. Why: WHY"``, ``"left as it is: WHY"``).  The one place that
+        sentence is read back, once, when the file is read: everything after reads the
+        value, and a new draft writes the tables."""
+        if text.startswith(_LEFT_SENTENCE):
+            return cls(key, Done.LEFT, why=text.removeprefix(_LEFT_SENTENCE))
+        what, said, why = text.partition(_WHY_SENTENCE)
+        if said:
+            return cls(key, Done.WIDENED, what, why)
+        return cls(key, Done.NOTED, text)
+
+    def to_table(self) -> dict[str, str] | str:
+        """The TOML value: a note stays the string it was; a decision, its table."""
+        if self.done is Done.NOTED:
+            return self.what
+        return _drop_empty({"done": str(self.done), "what": self.what, "why": self.why})
+
+
+def read_decisions(t: Table | None) -> dict[str, Decided]:
+    """``[decisions]``, in its order: gate (or a note's key) -> :class:`Decided`."""
+    if t is None:
+        return {}
+    return {str(key): Decided.read(t, str(key)) for key in t.data}
+
+
+def decisions_table(decisions: Iterable[Decided]) -> dict[str, Any]:
+    """``[decisions]`` as written: one ``[decisions."GATE"]`` table per decision."""
+    return {d.gate: d.to_table() for d in decisions}
+
+
 # -- the whole file ---------------------------------------------------------------------
 
 TOP_KEYS = frozenset({"title", "summary", "arch", "current", "upstream_status", "created",
@@ -294,7 +377,7 @@ class Meta:
     pr: PrRecord | None = None
     sync_rules: SyncRules = field(default_factory=SyncRules)
     requires: tuple[Requirement, ...] = ()
-    decisions: Mapping[str, str] = field(default_factory=dict)
+    decisions: Mapping[str, Decided] = field(default_factory=dict)  # key: its gate
     history: tuple[Mapping[str, Any], ...] = ()
     waivers: tuple[Waiver, ...] = ()
     validation: Settings = field(default_factory=Settings)
@@ -321,7 +404,7 @@ def read_meta(path: Path, text: str, data: Mapping[str, Any]) -> Meta:
                 _when(top, "created"), SyncRecord.read(sync) if sync else None,
                 PrRecord.read(pr) if pr else None, SyncRules.read(top.sub("sync_rules")),
                 read_requirements(top),
-                _decisions(top.sub("decisions")), _history(top), waivers,
+                read_decisions(top.sub("decisions")), _history(top), waivers,
                 Settings.read(top.sub("validation"), waivers), *_targets(top))
 
 
@@ -333,12 +416,6 @@ def _when(t: Table, key: str) -> str:
     return t.string(key, "") or ""
 
 
-def _decisions(t: Table | None) -> dict[str, str]:
-    if t is None:
-        return {}
-    for key in t.data:
-        t.string(key)
-    return {str(k): str(v) for k, v in t.data.items()}
 
 
 def _history(top: Table) -> tuple[Mapping[str, Any], ...]:

@@ -22,6 +22,7 @@ def line_of(text: str, table: str, key: str | None = None) -> int:
     """1-based line of ``key`` inside ``[table]`` (or of the header, or of the first
     ``[table.sub]`` header when ``[table]`` itself is not written), 0 if not found."""
     current = ""
+    table = table.replace('"', "").replace(" ", "")  # as headers read: [a."b c"] is a.bc
     header = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
     for number, line in enumerate(text.splitlines(), 1):
         match = header.match(line)

@@ -34,6 +34,7 @@ def test_every_unit_the_gate_names_and_every_includer_of_a_changed_header() -> N
     assert by_path["csrc/three.cu"].gate and by_path["csrc/three.cu"].why == "built by gen_three"
     # reached through include/mini/deep.cuh: an includer, not built by the gate
     assert not by_path["csrc/other.cu"].gate
+    assert by_path["csrc/three.cu"].builder == "gen_three" and by_path["csrc/other.cu"].builder == ""
     assert "include/mini/shared.cuh" in by_path["csrc/other.cu"].why
 
 

@@ -52,8 +52,10 @@ def test_a_jit_list_gains_the_major_with_the_runtime_gate_above_it(mini: tuple[W
     meta = tomllib.loads((ws.root / "patchsets/mini/enable-norm/patchset.toml").read_text())
     assert meta["upstream_status"] == "Draft" and meta["arch"] == "sm_120a"
     assert "gate-only" in meta["summary"] and "compiled out" in meta["summary"]
-    assert meta["decisions"]["pkg/jit.py:5 gen_norm_module"].startswith(
-        "pkg/jit.py:5: majors [9, 10] -> [9, 10, 12]")
+    jit = meta["decisions"]["pkg/jit.py:5 gen_norm_module"]
+    assert jit["done"] == "widened" and jit["what"] == (
+        "pkg/jit.py:5: majors [9, 10] -> [9, 10, 12] (gen_norm_module)")
+    assert [d["done"] for d in meta["decisions"].values()] == ["widened", "widened"]
     assert meta["history"][0]["how"] == "enable"
     # the upstream's style, one commit per area (top-level modules: their own names)
     assert drafted["patches"] == ["0001-feat-jit-enable-gen_norm_module-on-SM120.patch",

@@ -9,10 +9,11 @@ from contrib.arch import parse_arch
 from contrib.autopilot.proposals import arch_words, changes
 from contrib.forge.api import PrFile
 from contrib.pr.body import BodyInput, CommitLine, render_body
-from contrib.pr.proof import ChainGate, below, kernel_less, prove
+from contrib.pr.proof import ChainGate, Opened, below, kernel_less, opened, prove
 from contrib.record import Record, Standing, arch_verdicts
 from contrib.validate.report import StageResult, host_facts
 from contrib.validate.testrun import Gpu
+from contrib.workspace.schema import Decided, Done
 from contrib.workspace.validation import Settings
 from testing.recordutil import run_of
 
@@ -62,16 +63,28 @@ def test_a_chain_reaching_prebuilt_cubins_is_held_back_with_their_majors() -> No
     assert below([gate((10, 12))], SM120) == []
 
 
+def _unit(path: str, builder: str, entries: int, why: str = "") -> dict[str, object]:
+    return {"path": path, "why": why or f"built by {builder}", "builder": builder, "ok": True,
+            "entries": entries}
+
+
 def test_kernel_less_modules_are_those_whose_every_unit_has_no_entry() -> None:
-    units = [{"path": "csrc/runner.cu", "why": "built by gen_gemm_module", "ok": True,
-              "entries": 0},
-             {"path": "csrc/binding.cu", "why": "built by gen_norm_module", "ok": True,
-              "entries": 0},
-             {"path": "csrc/norm.cu", "why": "built by gen_norm_module", "ok": True,
-              "entries": 3},
-             {"path": "csrc/host.cu", "why": "changed", "ok": True, "entries": 0}]
+    units = [_unit("csrc/runner.cu", "gen_gemm_module", 0),
+             _unit("csrc/binding.cu", "gen_norm_module", 0),
+             _unit("csrc/norm.cu", "gen_norm_module", 3),
+             _unit("csrc/host.cu", "", 0, why="changed")]
     (only,) = kernel_less({"units": units})
     assert only.startswith("gen_gemm_module compiles to no kernel of its own (csrc/runner.cu)")
+
+
+def test_a_units_module_is_its_builder_key_not_its_words() -> None:
+    # the builder decides, whatever `why` says for display
+    worded = [_unit("csrc/runner.cu", "gen_gemm_module", 0, why="reached from the gate")]
+    assert [r.split(" ", 1)[0] for r in kernel_less({"units": worded})] == ["gen_gemm_module"]
+    # a record written before units had a builder: no unit is a module's
+    older = [{"path": "csrc/runner.cu", "why": "built by gen_gemm_module", "ok": True,
+              "entries": 0}]
+    assert kernel_less({"units": older}) == []
 
 
 def test_a_pr_changes_a_gate_at_its_line_or_naming_its_function() -> None:
@@ -92,7 +105,7 @@ def _standing(*stages: StageResult, gpus: list[Gpu] | None = None) -> Standing:
     return Standing(record, "", tuple(arch_verdicts(record.runs, Settings().required())))
 
 
-def _body(standing: Standing, decisions: dict[str, str]) -> str:
+def _body(standing: Standing, decisions: dict[str, Decided]) -> str:
     return render_body(BodyInput(
         target="mini/enable-norm", version="a" * 40, base_branch="main", summary="Drafted.",
         commits=[CommitLine("b" * 40, "0001-x.patch", "Enable norm", "Dev")],
@@ -106,15 +119,32 @@ GATES = StageResult("gates", "passed", "2 touched gates admit sm_120a", details=
      "majors_after": [9, 10, 12]}]})
 PTX = StageResult("ptx", "passed", "1 kernel entry in 2 units for compute_120a", details={
     "compute": "compute_120a", "units": [
-        {"path": "csrc/norm.cu", "why": "built by gen_norm_module", "ok": True, "entries": 1,
-         "kernels": ["norm_kernel"]},
-        {"path": "csrc/binding.cu", "why": "built by gen_norm_module", "ok": True,
-         "entries": 0, "kernels": []}]})
-DECISIONS = {"pkg/norm.py:7 norm": "pkg/norm.py:7: the condition gains `is_sm120_supported()` "
-                                   "(norm). Why: the target skips this code",
-             "pkg/jit.py:5 gen_norm_module": "pkg/jit.py:5: majors [9, 10] -> [9, 10, 12] "
-                                             "(gen_norm_module). Why: the JIT list omits 12",
-             "pkg/api.py:30 api": "left as it is: pkg/api.py:30: names sm_120a's family"}
+        {"path": "csrc/norm.cu", "why": "built by gen_norm_module",
+         "builder": "gen_norm_module", "ok": True, "entries": 1, "kernels": ["norm_kernel"]},
+        {"path": "csrc/binding.cu", "why": "built by gen_norm_module",
+         "builder": "gen_norm_module", "ok": True, "entries": 0, "kernels": []}]})
+DECISIONS = {d.gate: d for d in (
+    Decided("pkg/norm.py:7 norm", Done.WIDENED,
+             "pkg/norm.py:7: the condition gains `is_sm120_supported()` (norm)",
+             "the target skips this code"),
+    Decided("pkg/jit.py:5 gen_norm_module", Done.WIDENED,
+             "pkg/jit.py:5: majors [9, 10] -> [9, 10, 12] (gen_norm_module)",
+             "the JIT list omits 12"),
+    Decided("pkg/api.py:30 api", Done.LEFT, why="pkg/api.py:30: names sm_120a's family"))}
+
+
+def test_the_chain_is_the_decisions_left_or_read_by_the_gates_stage() -> None:
+    assert opened(DECISIONS, GATES.to_stage()) == [
+        Opened("pkg/norm.py:7 norm", (9, 10), (9, 10, 12), read=True),
+        Opened("pkg/jit.py:5 gen_norm_module", (9, 10), (9, 10, 12), read=True),
+        Opened("pkg/api.py:30 api", left=True, why="pkg/api.py:30: names sm_120a's family")]
+    # left is the value's, whatever its words: no gate is read as left for saying so
+    said = Decided("pkg/norm.py:7 norm", Done.WIDENED, "left as it is: no", "words only")
+    (one,) = opened({said.gate: said}, GATES.to_stage())
+    assert not one.left and one.read
+    # left with no reason given is left all the same
+    bare = Decided("pkg/api.py:30 api", Done.LEFT)
+    assert opened({bare.gate: bare}, None) == [Opened("pkg/api.py:30 api", left=True)]
 
 
 def test_the_body_says_what_was_proven_and_the_chain_below_it() -> None:
@@ -147,7 +177,8 @@ def test_a_gpu_of_the_target_that_ran_the_tests_is_said_and_no_decisions_no_chai
     # a GPU of the target in the host, but no test ran on it
     idle = _standing(GATES, StageResult("tests", "skipped", "none selected"), gpus=blackwell)
     assert "- No GPU of the target (sm_120a) ran this patch." in _body(idle, {})
-    chain = _body(ran, {"pkg/jit.py:5 gen_norm_module": "pkg/jit.py:5: majors ..."})
+    widened = Decided("pkg/jit.py:5 gen_norm_module", Done.WIDENED, "pkg/jit.py:5: majors ...")
+    chain = _body(ran, {widened.gate: widened})
     assert "Below them: no device code (no CUDA unit at stake)." in chain
 
 

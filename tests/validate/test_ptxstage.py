@@ -29,7 +29,7 @@ def _kernel(name: str) -> str:
 
 def _request(tree: SourceTree, units: list[str], tmp_path: Path, profile: Profile = GENERIC,
              python: str | None = None) -> PtxRequest:
-    return PtxRequest(tree, SM120, [Unit(u, "test", True) for u in units], profile, python, [], [], [],
+    return PtxRequest(tree, SM120, [Unit(u, "test", True, "gen_mini") for u in units], profile, python, [], [], [],
                       tmp_path / "work", {})
 
 
@@ -47,6 +47,7 @@ def test_a_break_in_the_third_unit_is_found_with_its_first_error_line(tmp_path: 
     assert "three.cu(2): error" in result.reason and "undefined_name" in result.reason
     units = {u["path"]: u for u in result.details["units"]}
     assert units["csrc/one.cu"]["ok"] and units["csrc/two.cu"]["ok"] and not units["csrc/three.cu"]["ok"]
+    assert {u["builder"] for u in units.values()} == {"gen_mini"}  # the record's own key
 
 
 def test_the_cache_compiles_nothing_twice_and_a_header_edit_only_its_includers(tmp_path: Path) -> None:

@@ -11,12 +11,15 @@ import tomlkit
 from contrib.errors import ConfigError
 from contrib.workspace.model import Workspace as RealWorkspace
 from contrib.workspace.schema import (
+    Decided,
+    Done,
     Landed,
     PrRecord,
     SyncDetails,
     SyncRecord,
     SyncResult,
     UpstreamStatus,
+    decisions_table,
     read_meta,
 )
 from testing.gitutil import Repo
@@ -46,6 +49,14 @@ def test_sync_record_writes_back_what_it_read() -> None:
     (f"current = '{SHA}'\n[[requires]]\nupstream = 'x'\n", 2, "requires.commit is required"),
     (f"current = '{SHA}'\nupstream_status = 'Merged'\n", 2, "upstream_status must be one of"),
     (f"current = '{SHA}'\n[decisions]\nwhy = 2\n", 3, "decisions.why must be a string"),
+    (f"current = '{SHA}'\n\n[decisions.\"pkg/a.py:3 f\"]\ndone = 3\n", 4,
+     'decisions."pkg/a.py:3 f".done must be a string'),
+    (f"current = '{SHA}'\n\n[decisions.\"pkg/a.py:3 f\"]\ndone = 'tried'\n", 4,
+     'decisions."pkg/a.py:3 f".done must be one of widened, left'),
+    (f"current = '{SHA}'\n\n[decisions.\"pkg/a.py:3 f\"]\nwhat = 'x'\n", 3,
+     'decisions."pkg/a.py:3 f".done is required'),
+    (f"current = '{SHA}'\n\n[decisions.\"pkg/a.py:3 f\"]\ndone = 'left'\nhow = 1\n", 5,
+     "unknown key 'how'"),
 ])
 def test_a_fault_names_file_line_and_key(text: str, line: int, says: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -79,3 +90,36 @@ def test_a_drafts_requirement_names_its_patchset_alone() -> None:
     [req] = meta.requires  # type: ignore[attr-defined]
     assert (req.commit, req.patchset) == ("", "lower/enable-fusion")
     assert req.describe() == "lower patchset lower/enable-fusion"
+
+
+DECIDED = (Decided("pkg/jit.py:5 gen_norm_module", Done.WIDENED,
+                    "pkg/jit.py:5: majors [9, 10] -> [9, 10, 12] (gen_norm_module)",
+                    "the JIT list omits 12; class gate-only"),
+           Decided("pkg/api.py:30 api", Done.LEFT, why="pkg/api.py:30: names sm_120a's family"))
+
+
+def test_decisions_write_back_what_they_read_in_order() -> None:
+    doc = tomlkit.document()
+    doc["current"] = SHA
+    doc["decisions"] = decisions_table(DECIDED)
+    text = tomlkit.dumps(doc)
+    assert '[decisions."pkg/jit.py:5 gen_norm_module"]\ndone = "widened"\n' in text
+    meta = _read(text)
+    assert list(meta.decisions.values()) == list(DECIDED)  # type: ignore[attr-defined]
+    assert [d.left for d in meta.decisions.values()] == [False, True]  # type: ignore[attr-defined]
+
+
+def test_decisions_written_as_sentences_before_read_as_the_same_values() -> None:
+    """A patchset.toml ``contrib enable`` wrote before its tables, and a person's note."""
+    meta = _read(f"current = '{SHA}'\n[decisions]\n"
+                 '"pkg/jit.py:5 gen_norm_module" = "pkg/jit.py:5: majors [9, 10] -> '
+                 '[9, 10, 12] (gen_norm_module). Why: the JIT list omits 12; class gate-only"\n'
+                 '"pkg/api.py:30 api" = "left as it is: pkg/api.py:30: names sm_120a\'s family"\n'
+                 'left_out = "the help text still says SM90; text only"\n')
+    decisions = meta.decisions  # type: ignore[attr-defined]
+    assert list(decisions.values())[:2] == list(DECIDED)
+    assert decisions["left_out"] == Decided("left_out", Done.NOTED,
+                                             "the help text still says SM90; text only")
+    # a note is written back as the string it was
+    assert decisions_table([decisions["left_out"]]) == {
+        "left_out": "the help text still says SM90; text only"}
