@@ -262,10 +262,15 @@ def kernel_less(details: Mapping[str, Any]) -> list[str]:
     """The JIT modules whose every unit compiled to no kernel entry: they launch kernels
     built elsewhere (prebuilt cubins, a library), which compiling here cannot prove.
 
-    A unit's module is its ``builder`` key (the JIT function that builds it); a unit
-    of a record written before that key existed reads as built by no module."""
+    A unit's module is its ``builder`` key (the JIT function that builds it, "" for
+    none).  A record written before that key existed cannot say which units a module
+    builds: it proves nothing here, and is validated again."""
+    units = _units(details)
+    if any("builder" not in unit for unit in units):
+        return ["the ptx record does not say which JIT module built each unit (it predates "
+                "that): run contrib validate again"]
     modules: dict[str, list[Mapping[str, Any]]] = {}
-    for unit in _units(details):
+    for unit in units:
         builder = unit.get("builder")
         if isinstance(builder, str) and builder:
             modules.setdefault(builder, []).append(unit)
