@@ -91,13 +91,15 @@ class Auditor:
         self.count += 1
         self.fresh += 0 if result.cached else 1
         self.seconds += result.seconds
-        if self.below is not None:
-            started = time.monotonic()
-            self._stack(commit, result.tree, result.gates)
-            self.seconds += time.monotonic() - started
-        return result.gates
+        if self.below is None:
+            return result.gates
+        started = time.monotonic()
+        gates = self._stack(commit, result.tree, result.gates)
+        self.seconds += time.monotonic() - started
+        return gates
 
-    def _stack(self, commit: str, tree_sha: str, gates: list[AuditGate]) -> None:
+    def _stack(self, commit: str, tree_sha: str, gates: list[AuditGate]) -> list[AuditGate]:
+        """``gates`` linked to the stack below, at the version ``commit`` pins."""
         from contrib.analysis.tree import GitTree
         from contrib.audit.stack.link import audit_and_link
         from contrib.audit.stack.pins import find_pin, package_name, tag_of
@@ -111,11 +113,12 @@ class Auditor:
         if pin is None or tag is None:
             self.notes.append(f"{commit[:10]}: no {name} pin it can follow"
                               + (f" ({pin.where}: {pin.requirement})" if pin else ""))
-            return
+            return gates
         # its time counts in the caller's
         linked = audit_and_link(gates, tree, tree_sha, lower, name, *tag, self.arch)
         self.stacked += 1
         self.mismatches += len(linked.mismatches)
+        return linked.gates
 
 
 def opened_names(git: Git, opening: Opening) -> list[str]:

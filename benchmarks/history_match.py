@@ -146,7 +146,7 @@ def _span(gate: AuditGate) -> range:
 
 
 def _names_file(gate: AuditGate, path: str) -> bool:
-    return path in gate.units or any(e.startswith(f"{path}:") for e in gate.evidence)
+    return path in gate.units or any(e.path == path and not e.upstream for e in gate.evidence)
 
 
 def _where(gate: AuditGate | None) -> str:

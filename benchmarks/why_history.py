@@ -46,10 +46,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from contrib.arch import parse_arch  # noqa: E402
-from contrib.audit.feature.chain import Role, Verdict, to_open  # noqa: E402
+from contrib.audit.feature.chain import to_open  # noqa: E402
 from contrib.audit.feature.explain import every  # noqa: E402
 from contrib.audit.feature.show import feature_rows, shown  # noqa: E402
+from contrib.audit.model import Role, Verdict  # noqa: E402
 from contrib.audit.run import audit_upstream  # noqa: E402
+from contrib.audit.serial import link_json  # noqa: E402
 from contrib.workspace.model import Workspace  # noqa: E402
 
 FUSION = "--enable-flashinfer-allreduce-fusion"
@@ -162,12 +164,13 @@ def _story(ws: Workspace, arch: Any, rev: str, expected: Verdict,
                    if link.role == Role.BELOW and link.refuses]
         ok = ok and refused[:1] == opened["flashinfer"]
     if expected == Verdict.NEEDS_KERNEL_WORK:  # the guards named, in the flashinfer below
-        ok = ok and any(f"flashinfer:include/flashinfer/comm/{opened['flashinfer'][0]}" in e
-                        for link in chain.links for e in link.evidence)
+        ok = ok and any(e.upstream == "flashinfer" and e.path.startswith(
+            f"include/flashinfer/comm/{opened['flashinfer'][0]}")
+            for link in chain.links for e in link.evidence)
     pin = audit.stack[0]["tag"] if audit.stack else "-"
     return {"rev": rev, "pin": pin, "verdict": chain.verdict.value, "expected": expected.value,
             "ok": ok, "reason": chain.reason, "opens": to_open(chain), "seconds": seconds,
-            "links": [link.to_dict() for link in chain.links]}
+            "links": [link_json(link) for link in chain.links]}
 
 
 def _case(ws: Workspace, arch: Any, rev: str, feature: str,
@@ -181,7 +184,7 @@ def _case(ws: Workspace, arch: Any, rev: str, feature: str,
             "pin": audit.stack[0]["tag"] if audit.stack else "-",
             "verdict": chain.verdict.value, "expected": expected.value,
             "ok": chain.verdict == expected, "reason": chain.reason, "seconds": seconds,
-            "links": [link.to_dict() for link in chain.links]}
+            "links": [link_json(link) for link in chain.links]}
 
 
 def _commit(ws: Workspace, arch: Any, rev: str) -> dict[str, Any]:
@@ -193,7 +196,7 @@ def _commit(ws: Workspace, arch: Any, rev: str) -> dict[str, Any]:
     warm = time.monotonic() - started
     counts = Counter(c.verdict.value for c in audit.features)
     crashes = [{"feature": c.feature.name, "reason": c.reason,
-                "links": [link.to_dict() for link in c.links]}
+                "links": [link_json(link) for link in c.links]}
                for c in audit.features if c.verdict == Verdict.CRASH]
     return {"rev": rev, "pin": audit.stack[0]["tag"] if audit.stack else "-",
             "features": len(audit.features), "counts": dict(counts),

@@ -196,7 +196,7 @@ def test_an_elif_after_a_branch_the_target_takes_turns_nothing_away() -> None:
     text = ("def pick(fast):\n    major = cap()[0]\n    if fast:\n        out = 1\n"
             "    elif major == 10:\n        out = fused()\n    return out\n" + PRELUDE)
     (gate,) = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
-    assert gate.excludes_target and gate.calls == ["fused"]
+    assert gate.excludes_target and gate.calls == (("fused",),)
 
 
 def test_a_refusal_says_what_it_refuses_and_work_to_come_is_not_intentional() -> None:
@@ -268,11 +268,11 @@ def test_a_skip_keeps_the_code_after_it_from_the_target() -> None:
             "        raise ValueError('needs SM100')\n    return get_fmha_module(y).run(x)\n"
             + PRELUDE)
     (gate,) = gates_of_file("pkg/x.py", text, arch)
-    assert gate.excludes_target and sorted(gate.calls) == ["get_fmha_module", "run"]
+    assert gate.excludes_target and sorted(gate.calls) == [("get_fmha_module",), ("run",)]
     marker = ("@pytest.mark.skipif(not is_sm100_supported(), reason='x')\n"
               "def test_a():\n    run_fused()\n" + PRELUDE)
     (skip,) = gates_of_file("tests/test_x.py", marker, arch)
-    assert skip.calls == ["run_fused"]
+    assert skip.calls == (("run_fused",),)
 
 
 def test_audit_runs_while_another_contrib_holds_the_workspace(

@@ -8,7 +8,7 @@ from contrib.analysis.tree import DictTree
 from contrib.arch import parse_arch
 from contrib.audit.classing.judge import judge
 from contrib.audit.engine import find_all
-from contrib.audit.model import AuditGate
+from contrib.audit.model import AuditGate, Evidence
 from contrib.audit.serial import endpoint_text as text
 
 SM120 = parse_arch("sm_120a")
@@ -76,8 +76,12 @@ BASE = {
 def _audit_all(files: dict[str, str]) -> list[AuditGate]:
     tree = DictTree(files)
     gates, _ = find_all(tree, SM120)
-    judge(tree, gates, SM120)
-    return gates
+    return judge(tree, gates, SM120)
+
+
+def _runs(calls: tuple[tuple[str, ...], ...], *steps: str) -> bool:
+    """Whether a call chain runs ``steps`` one after the other."""
+    return any(chain[n:n + len(steps)] == steps for chain in calls for n in range(len(chain)))
 
 
 def _audit(files: dict[str, str]) -> dict[str, AuditGate]:
@@ -96,7 +100,7 @@ def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert gate.reason.startswith("its code loads gen_fmha_sm100_module (pkg/jit.py:5)")
     assert "reached through fmha>get_fmha_module>gen_fmha_sm100_module" in gate.reason
-    assert gate.units == ["csrc/fmha.cu"] and gate.evidence
+    assert gate.units == ("csrc/fmha.cu",) and gate.evidence
     kinds = {r.name for r in gate.reached}
     assert kinds == {"gen_fmha_sm100_module", "gen_fmha_sm90_module"}
     # With the unit's guard gone, nothing is compiled out, but both modules are built
@@ -105,7 +109,7 @@ def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
     written = _audit(unguarded)["tests/test_fmha.py:test_fmha"]
     assert written.class_ == "needs-kernel-work", written.reason
     assert "but its code is written for sm_10x (named so: gen_fmha_sm100_module)" in written.reason
-    assert written.evidence == ["gen_fmha_sm100_module: named for sm_10x"]
+    assert written.evidence == (Evidence("gen_fmha_sm100_module", says="named for sm_10x"),)
     # Named for no architecture, the same builders are gate-only: lift the gate.
     generic = {path: text.replace("_sm100_", "_dense_").replace("_sm90_", "_paged_")
                for path, text in unguarded.items()}
@@ -125,7 +129,7 @@ def test_a_decision_function_is_followed_to_the_code_its_callers_run() -> None:
     gates = _audit(BASE | {"tests/test_x.py": test})
     gate = gates["tests/test_x.py:_skip_if_unsupported"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "_run>fmha" in " ".join(gate.calls)
+    assert _runs(gate.calls, "_run", "fmha"), gate.calls
     # A predicate a skip marker calls: the marked test's body.
     marker = ("import pytest\nimport torch\n\nfrom pkg.api import fmha\n\n\n"
               "def is_fa3_supported():\n    return torch.cuda.get_device_capability()[0] == 9\n\n\n"
@@ -411,7 +415,8 @@ def test_a_unit_with_sm100_only_isa_or_a_host_check_needs_kernel_work_on_sm120()
         "@pytest.mark.skipif(not is_sm100_supported(), reason='x')\ndef test_a():\n    fmha(1)\n")})
     only = gate["tests/test_fmha.py:test_a"]
     assert only.class_ == "needs-kernel-work", only.reason
-    assert any("foreign-isa" in e and "tcgen05 PTX" in e for e in only.evidence), only.evidence
+    assert any(e.kind == "foreign-isa" and "tcgen05 PTX" in e.says for e in only.evidence), \
+        only.evidence
     # The same reading, alone: tcgen05 compiled for sm_120a; a host check refusing it.
     files = {"a.cu": TCGEN05, "b.cu": HOST}
     analysis = analyze(files, ["a.cu", "b.cu"], SM120, [parse_arch("sm_100a")])
@@ -573,7 +578,7 @@ def test_a_jit_gate_that_admits_the_target_into_units_with_nothing_for_it_needs_
     gate = _audit(files)["pkg/api.py:gemm"]
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert "whose gate at line 9 admits sm_120a, but" in gate.reason, gate.reason
-    assert any("arch::Sm100" in e for e in gate.evidence), gate.evidence
+    assert any("arch::Sm100" in e.says for e in gate.evidence), gate.evidence
 
 
 def test_a_unit_an_arch_build_adds_under_an_if_is_that_archs() -> None:
@@ -601,7 +606,7 @@ def test_a_unit_an_arch_build_adds_under_an_if_is_that_archs() -> None:
                          "    sources.append")
     gate = _audit(files | {"pkg/jit.py": always})["pkg/api.py:xqa"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert any("mha_sm90.cu" in e for e in gate.evidence), gate.evidence
+    assert any(e.path.endswith("mha_sm90.cu") for e in gate.evidence), gate.evidence
 
 
 def test_units_named_by_fstrings_of_module_tables_and_of_unknown_fields() -> None:
@@ -630,10 +635,11 @@ def test_units_named_by_fstrings_of_module_tables_and_of_unknown_fields() -> Non
     gates = _audit(files)
     kda = gates["pkg/api.py:kda"]
     assert kda.class_ == "needs-kernel-work", kda.reason
-    assert any("kda_m64_binding.cu" in e for e in kda.evidence), kda.evidence
+    assert any(e.path.endswith("kda_m64_binding.cu") for e in kda.evidence), kda.evidence
     router = gates["pkg/api.py:router"]
     assert router.class_ == "needs-kernel-work", router.reason
-    assert any("router_gemm_m4_k6144_device.cu" in e for e in router.evidence), router.evidence
+    assert any(e.path.endswith("router_gemm_m4_k6144_device.cu") for e in router.evidence), \
+        router.evidence
     bare = jit.replace("f'{_STEMS[variant]}_binding.cu'", "f'{variant}_binding.cu'")
     gate = _audit(files | {"pkg/jit.py": bare})["pkg/api.py:kda"]
     assert gate.class_ == "unknown", gate.reason
@@ -651,7 +657,7 @@ def test_a_method_of_a_decorated_function_runs_the_function() -> None:
              "        print('Skipping')\n    else:\n        benchmark.run(print_data=True)\n")
     gate = _audit(BASE | {"benchmarks/bench_fmha.py": bench})["benchmarks/bench_fmha.py:<module>"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "run>fmha" in gate.calls, gate.calls
+    assert ("run", "fmha") in gate.calls, gate.calls
 
 
 def test_a_method_of_an_unknown_object_is_followed_by_its_distinctive_name() -> None:
@@ -667,7 +673,7 @@ def test_a_method_of_an_unknown_object_is_followed_by_its_distinctive_name() -> 
             "            return self.layer.{name}(x)\n        return x\n")
     gates = _audit(BASE | {"pkg/layer.py": layer, "pkg/block.py": user.format(name="forward_with_fusion")})
     gate = gates["pkg/block.py:Block.run"]
-    assert "forward_with_fusion>fmha" in " ".join(gate.calls), gate.calls
+    assert _runs(gate.calls, "forward_with_fusion", "fmha"), gate.calls
     assert gate.class_ == "needs-kernel-work", gate.reason
     common = _audit(BASE | {"pkg/layer.py": layer, "pkg/block.py": user.format(name="forward")})
     assert common["pkg/block.py:Block.run"].class_ == "unknown"
@@ -738,7 +744,7 @@ def test_a_returned_call_whose_value_depends_on_the_gpu_is_what_runs() -> None:
     gates = _audit(BASE | {"pkg/wrapper.py": wrapper})
     outer, inner = gates["pkg/wrapper.py:fused_nvfp4"], gates["pkg/wrapper.py:_fused"]
     assert outer.effect.why.endswith("; it is what fused_nvfp4() returns"), outer.effect
-    assert outer.calls[0] == "_fused" and outer.reached, outer.calls
+    assert outer.calls[0] == ("_fused",) and outer.reached, outer.calls
     assert outer.class_ == inner.class_ == "needs-kernel-work", outer.reason
     assert outer.reason.startswith("its code loads gen_fmha_sm100_module (pkg/jit.py:5)")
 
@@ -764,7 +770,7 @@ def test_a_value_left_out_on_purpose_carries_the_intent_to_the_gates_testing_it(
             "    if is_sm100_supported():\n        return x * 4\n    return x\n")
     tree = DictTree(BASE | {"pkg/config.py": config, "pkg/user.py": user})
     found, _ = find_all(tree, SM120)
-    judge(tree, found, SM120)
+    found = judge(tree, found, SM120)
     by_line = {(g.file, g.line): g for g in found if g.excludes_target}
     seed = by_line[("pkg/config.py", 9)]
     assert seed.class_ == "intentional", seed.reason
@@ -773,7 +779,7 @@ def test_a_value_left_out_on_purpose_carries_the_intent_to_the_gates_testing_it(
         assert gate.class_ == "intentional", (line, gate.reason)
         assert gate.reason.startswith("the value it tests is false on the target because "
                                       "pkg/config.py:9 _compute_enable leaves it out on purpose")
-        assert gate.evidence == ["pkg/config.py:9"]
+        assert gate.evidence == (Evidence("pkg/config.py:9", "pkg/config.py", line=9),)
     assert by_line[("pkg/user.py", 12)].class_ == "unknown"  # is_sm100_supported(): no intent
 
 
@@ -809,7 +815,7 @@ def test_functions_handed_on_methods_of_a_refused_class_and_tests_own_imports() 
         assert gate.class_ == "needs-kernel-work", (name, gate.reason)
         assert "gen_fmha_sm100_module" in gate.reason, (name, gate.reason)
     assert "_moe_impl>fmha" in gates["pkg/moe.py:fused_moe"].reason
-    assert "run>fmha" in gates["pkg/moe.py:MoeWrapper.__init__"].calls
+    assert ("run", "fmha") in gates["pkg/moe.py:MoeWrapper.__init__"].calls
     # A refusal of one configuration (nested in a branch of __init__) is not one of the
     # object: the class's other methods are not what it guards.
     assert gates["pkg/moe.py:MultiMethod.__init__"].class_ == "unknown"
@@ -820,7 +826,7 @@ def test_functions_handed_on_methods_of_a_refused_class_and_tests_own_imports() 
             "    def test_run(self):\n        fmha(1)\n")
     gate = _audit(BASE | {"tests/test_case.py": case})["tests/test_case.py:TestFmha.setUpClass"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "test_run>fmha" in gate.calls, gate.calls
+    assert ("test_run", "fmha") in gate.calls, gate.calls
 
 
 def test_a_refusal_of_one_configuration_guards_that_configurations_branches() -> None:
@@ -837,7 +843,7 @@ def test_a_refusal_of_one_configuration_guards_that_configurations_branches() ->
            "            return fmha(x)\n        return generic(x)\n")
     gate = _audit(BASE | {"pkg/moe.py": moe})["pkg/moe.py:Fp8MoEMethod.__init__"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "apply>fmha" in gate.calls and "apply>generic" not in gate.calls, gate.calls
+    assert ("apply", "fmha") in gate.calls and ("apply", "generic") not in gate.calls, gate.calls
     # Another test in apply is another configuration: nothing of it stands behind.
     other = moe.replace("    def apply(self, x):\n        if get_backend().is_cutlass():",
                         "    def apply(self, x):\n        if get_backend().is_triton():")
@@ -856,7 +862,7 @@ def test_an_object_returned_is_handed_on_and_its_methods_run() -> None:
              "    return PlainMethod()\n")
     gate = _audit(BASE | {"pkg/quant.py": quant})["pkg/quant.py:get_quant_method"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "FusedMethod.*>fmha" in gate.calls  # `apply`, run by whoever takes the object
+    assert ("FusedMethod.*", "fmha") in gate.calls  # `apply`, run by whoever takes the object
 
 
 def test_a_gate_admitting_only_what_its_code_is_named_for_needs_kernel_work() -> None:
@@ -873,7 +879,8 @@ def test_a_gate_admitting_only_what_its_code_is_named_for_needs_kernel_work() ->
     named = gates["pkg/mega/sm90/backend.py:_validate_sm90_arch"]
     assert named.class_ == "needs-kernel-work", named.reason
     assert "named for: sm_9x" in named.reason
-    assert named.evidence == ["pkg/mega/sm90/backend.py: named for sm_9x"]
+    assert named.evidence == (Evidence("pkg/mega/sm90/backend.py", "pkg/mega/sm90/backend.py",
+                                       says="named for sm_9x"),)
     assert gates["pkg/mega/sm90/backend.py:_validate_hopper_or_blackwell"].class_ == "unknown"
 
 
@@ -963,7 +970,7 @@ def test_a_backend_requirement_guards_what_its_backend_runs_in_the_function_it_d
     assert all("gen_fmha_sm100_module" not in c for c in cudnn.calls), cudnn.calls
     cutlass = gates["pkg/mm.py:_cutlass_mm_requirement"]
     assert cutlass.class_ == "needs-kernel-work", cutlass.reason
-    assert "mm>gen_fmha_sm100_module" in cutlass.calls, cutlass.calls
+    assert ("mm", "gen_fmha_sm100_module") in cutlass.calls, cutlass.calls
     common = gates["pkg/mm.py:_check_mm_problem_size"]
     assert common.class_ == "needs-kernel-work", common.reason
     # A table of runners keyed by the backends' names: the backend's own entry.
@@ -1022,7 +1029,7 @@ def test_a_backend_name_handed_on_leads_to_what_the_tree_registers_under_it() ->
     for function in ("adjust", "default"):
         gate = gates[f"pkg/args.py:{function}"]
         assert gate.class_ == "gate-only", (function, gate.effect, gate.reason)
-        assert '"triton_attn">triton:_attn_kernel' in gate.calls, gate.calls
+        assert ('"triton_attn"', "triton:_attn_kernel") in gate.calls, gate.calls
         assert "the Triton kernel _attn_kernel" in gate.reason, gate.reason
     # A name compared, not handed on, leads nowhere.
     tested = ("from pkg.utils import is_sm100_supported\n\n\n"
@@ -1043,7 +1050,7 @@ def test_a_backend_name_handed_on_leads_to_what_the_tree_registers_under_it() ->
                            "pkg/fused.py": fused, "pkg/args.py": moe})
     gate = gates["pkg/args.py:adjust"]
     assert gate.class_ == "gate-only", gate.reason
-    assert '"triton_moe">triton:_attn_kernel' in gate.calls, gate.calls
+    assert ('"triton_moe"', "triton:_attn_kernel") in gate.calls, gate.calls
     none = moe.replace("'triton_moe'", "'none'")
     gates = _audit(BASE | {"pkg/backends.py": BACKENDS, "pkg/triton_attn.py": TRITON_ATTN,
                            "pkg/fused.py": fused, "pkg/args.py": none})
@@ -1263,8 +1270,8 @@ def test_a_gate_whose_code_runs_prebuilt_cubins_is_not_gate_only() -> None:
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert gate.reason.startswith("its code runs prebuilt cubins fetched by "
                                   "gen_trtllm_gen_gemm_module (pkg/gemm_jit.py), made for sm_10x")
-    assert gate.evidence == ["pkg/gemm_jit.py gen_trtllm_gen_gemm_module: prebuilt cubins for "
-                             "sm_10x only"]
+    assert gate.evidence == (Evidence("pkg/gemm_jit.py gen_trtllm_gen_gemm_module",
+                                      says="prebuilt cubins for sm_10x only"),)
     assert [text(e) for e in gate.reached] == [
         "cubin|pkg/gemm_jit.py|gen_trtllm_gen_gemm_module|10|gen_trtllm_gen_gemm_module"]
 
@@ -1305,7 +1312,8 @@ def test_a_gate_whose_code_runs_prebuilt_cubins_is_not_gate_only() -> None:
     refused = _audit(checked)["pkg/gemm.py:mm_fp4"]
     assert refused.class_ == "needs-kernel-work", refused.reason
     assert "whose launcher refuses sm_120a in C++ (csrc/trtllm_gemm_runner.cu:4:" in refused.reason
-    assert refused.evidence[0].startswith("csrc/trtllm_gemm_runner.cu:4 host-refusal: ")
+    first = refused.evidence[0]
+    assert (first.path, first.line, first.kind) == ("csrc/trtllm_gemm_runner.cu", 4, "host-refusal")
     admitted = checked | {"csrc/common.h": checked["csrc/common.h"].replace("103", "120")}
     assert _audit(admitted)["pkg/gemm.py:mm_fp4"].class_ == "unknown"  # it passes: unread
 
@@ -1331,12 +1339,12 @@ def test_a_cutile_kernel_is_compiled_for_the_gpu_it_runs_on() -> None:
     gate = gates["pkg/tile_mm.py:gemm"]
     assert gate.class_ == "gate-only", gate.reason
     assert gate.reason.startswith("its code runs the cuTile kernel _gemm_kernel (pkg/tile_mm.py)")
-    assert "cutile:_gemm_kernel" in gate.calls, gate.calls
+    assert ("cutile:_gemm_kernel",) in gate.calls, gate.calls
     # a `kernel` decorator of another library is no cuTile kernel
     assert gates["pkg/other_mm.py:gemm"].class_ == "unknown"
     tree = DictTree(BASE | {"pkg/tile_mm.py": kernel.replace("[0] == 10", "[0] == 12")})
     found, _ = find_all(tree, SM90)
-    judge(tree, found, SM90)
+    found = judge(tree, found, SM90)
     on_hopper = next(g for g in found if g.file == "pkg/tile_mm.py" and g.excludes_target)
     assert on_hopper.class_ == "unknown" and "cuTile compiles for compute capability 8.x, " \
         "10.x, 12.x, not sm_90a" in on_hopper.reason, on_hopper.reason
@@ -1366,7 +1374,7 @@ def test_a_refusal_in_a_check_the_base_class_calls_on_self_guards_the_objects_me
     check = gates["pkg/runners.py:Fmha100Runner._check_support"]
     assert check.class_ == "needs-kernel-work", check.reason
     assert "reached through get_fmha_module>gen_fmha_sm100_module" in check.reason
-    assert "forward>get_fmha_module" in check.calls, check.calls
+    assert ("forward", "get_fmha_module") in check.calls, check.calls
     assert gates["pkg/runners.py:Fmha100Picker._supported"].class_ == "unknown"
     # a check no base defines is called by name in its class: its callers are the lead
     assert gates["pkg/runners.py:Args._handle_backend"].class_ == "unknown"
@@ -1388,7 +1396,7 @@ def test_a_check_whose_callers_are_named_for_other_archs_needs_kernel_work() -> 
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert gate.reason.startswith("a Python condition admitting only what its code is named for: "
                                   "sm_10x (delta_rule_dsl_sm100)"), gate.reason
-    assert gate.evidence == ["delta_rule_dsl_sm100: named for sm_10x"]
+    assert gate.evidence == (Evidence("delta_rule_dsl_sm100", says="named for sm_10x"),)
     both = check + ("\n\ndef delta_rule_dsl_sm120(x):\n    options = _compile_options()\n"
                     "    return compile_it(x, options)\n")
     assert _audit(BASE | {"pkg/blackwell/cp.py": both})["pkg/blackwell/cp.py:_compile_options"
@@ -1418,8 +1426,8 @@ def test_a_builder_reading_a_module_table_of_sources_is_a_jit_module() -> None:
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert gate.reason.startswith("its code loads gen_mono_module (pkg/jit_mono.py), built for "
                                   "majors 9 by its nvcc flags"), gate.reason
-    assert gate.units == ["csrc/mono/mono_binding.cu", "csrc/mono/src/mono_tma.cu"]
-    assert any("wgmma" in e for e in gate.evidence), gate.evidence
+    assert gate.units == ("csrc/mono/mono_binding.cu", "csrc/mono/src/mono_tma.cu")
+    assert any("wgmma" in e.says for e in gate.evidence), gate.evidence
 
 
 def test_a_method_of_a_module_the_object_loaded_runs_that_module() -> None:
@@ -1483,7 +1491,7 @@ def test_a_library_built_for_some_archs_only_is_kernel_work_in_that_library() ->
     assert gate.class_ == "needs-kernel-work", gate.reason
     assert gate.reason.startswith("its code calls hpc.gemm_bf16xfp32 of Tencent HPC-Ops, whose "
                                   "kernels are built for sm_9x only"), gate.reason
-    assert gate.evidence == ["hpc.gemm_bf16xfp32: Tencent HPC-Ops, sm_9x only"]
+    assert gate.evidence == (Evidence("hpc.gemm_bf16xfp32", says="Tencent HPC-Ops, sm_9x only"),)
     assert gates["pkg/gemm.py:_can_use_hpc"].class_ == "needs-kernel-work"
     assert gates["pkg/gemm.py:_hpc_available"].class_ == "needs-kernel-work"
     other = gemm.replace("import hpc\n", "import hpcx as hpc\n")
@@ -1509,7 +1517,7 @@ def test_a_builder_rendering_a_cpp_template_builds_what_the_template_includes() 
                                             '  asm volatile("tcgen05.fence::before_thread_sync;");\n}\n')}
     gate = _audit(files)["tests/test_act.py:test_silu"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert gate.units == ["include/pkg/act.cuh"]
+    assert gate.units == ("include/pkg/act.cuh",)
     generic = files | {"include/pkg/act.cuh": KERNEL.format(name="act")}
     assert _audit(generic)["tests/test_act.py:test_silu"].class_ == "gate-only"
 

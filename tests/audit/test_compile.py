@@ -111,32 +111,35 @@ def test_a_missing_header_makes_a_gate_only_gate_unknown() -> None:
     from contrib.analysis.ptx import Outcome
     from contrib.arch import parse_arch
     from contrib.audit.classing.ptxcheck import _apply
-    from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate, GateKind
+    from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate, Evidence, GateKind
 
     arch = parse_arch("sm_120a")
-    gate = AuditGate("pkg/jit.py", 3, "gen_x_module", GateKind.JIT, frozenset({10}), True,
-                     class_=GATE_ONLY, units=["csrc/x.cu"])
+    given = AuditGate("pkg/jit.py", 3, "gen_x_module", GateKind.JIT, frozenset({10}), True,
+                      class_=GATE_ONLY, units=("csrc/x.cu",))
     lacking = Outcome("csrc/x.cu", False, missing_header="curand_kernel.h",
                       error="csrc/x.cu:1:10: fatal error: curand_kernel.h: No such file")
-    _apply(gate, [lacking], arch, "compute_120f")
-    assert gate.class_ == "unknown"
-    assert gate.evidence == ["csrc/x.cu: not compiled here: nvcc cannot find "
-                             "`curand_kernel.h`"]
+    gate = _apply(given, [lacking], arch, "compute_120f")
+    assert gate.class_ == "unknown" and given.class_ == "gate-only"  # a new value
+    assert gate.evidence == (Evidence("csrc/x.cu", "csrc/x.cu", says="not compiled here: nvcc "
+                                      "cannot find `curand_kernel.h`"),)
     assert "gate-only would stand on the #if guards alone" in gate.reason
     assert "curand_kernel.h (from the CUDA toolkit" in gate.reason
 
     found = AuditGate("pkg/jit.py", 5, "gen_z_module", GateKind.JIT, frozenset({10}), True,
-                      class_=NEEDS_KERNEL_WORK, units=["csrc/x.cu"],
-                      evidence=["csrc/x.cu:4 empty-kernel: ..."], reason="1 kernel compiled out")
-    _apply(found, [lacking], arch, "compute_120f")
+                      class_=NEEDS_KERNEL_WORK, units=("csrc/x.cu",),
+                      evidence=(Evidence("csrc/x.cu:4", "csrc/x.cu", "empty-kernel", "...",
+                                         line=4),),
+                      reason="1 kernel compiled out")
+    found = _apply(found, [lacking], arch, "compute_120f")
     assert found.class_ == "needs-kernel-work"
     assert found.reason.startswith("1 kernel compiled out; 1 unit not compiled for lack of")
 
     hollow = AuditGate("pkg/jit.py", 9, "gen_y_module", GateKind.JIT, frozenset({10}), True,
-                       class_=GATE_ONLY, units=["csrc/y.cu"])
-    _apply(hollow, [Outcome("csrc/y.cu", True, [], [])], arch, "compute_120f")
+                       class_=GATE_ONLY, units=("csrc/y.cu",))
+    hollow = _apply(hollow, [Outcome("csrc/y.cu", True, [], [])], arch, "compute_120f")
     assert hollow.class_ == "gate-only"
-    assert hollow.evidence == ["csrc/y.cu: compiled for sm_120a: no kernel entry in it"]
+    assert [str(e) for e in hollow.evidence] == [
+        "csrc/y.cu: compiled for sm_120a: no kernel entry in it"]  # the words, once
 
 
 HIDDEN = '''\
@@ -171,35 +174,38 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
                           "csrc/plain.cu": "__global__ void k(float* o) { o[0] = 1.0f; }\n"})
     tree = GitTree(Git(repo.path), repo.head())
     gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", GateKind.JIT, frozenset({10}), True,
-                     class_=GATE_ONLY, units=["csrc/hidden.cu"])
+                     class_=GATE_ONLY, units=("csrc/hidden.cu",))
     plain = AuditGate("pkg/jit.py", 9, "gen_plain_module", GateKind.JIT, frozenset({10}), True,
-                      class_=GATE_ONLY, units=["csrc/plain.cu"])
-    compile_gates(tree, [gate, plain], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
+                      class_=GATE_ONLY, units=("csrc/plain.cu",))
+    (gate, plain), _ = compile_gates(tree, [gate, plain], parse_arch("sm_120a"), nvcc=NVCC or "",
+                                     python=None)
     assert gate.class_ == "needs-kernel-work", gate.evidence
-    assert gate.evidence == ["csrc/hidden.cu: no kernel entry for sm_120a, 1 entry for "
-                             "sm_100a (hidden_kernel): its kernels are compiled out for sm_120a"]
+    assert [(e.path, e.says) for e in gate.evidence] == [
+        ("csrc/hidden.cu", "no kernel entry for sm_120a, 1 entry for sm_100a (hidden_kernel): its "
+                           "kernels are compiled out for sm_120a")]
     assert plain.class_ == "gate-only"
 
     # No entry for either arch: the kernels are instantiated elsewhere; nothing is decided.
     repo.commit("empty", {"csrc/hidden.cuh": "#pragma once\n"})
     tree = GitTree(Git(repo.path), repo.head())
     gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", GateKind.JIT, frozenset({10}), True,
-                     class_=GATE_ONLY, units=["csrc/hidden.cu"])
-    compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
+                     class_=GATE_ONLY, units=("csrc/hidden.cu",))
+    (gate,), _ = compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
     assert gate.class_ == "gate-only"
-    assert gate.evidence == ["csrc/hidden.cu: compiled for sm_120a: no kernel entry in it, "
-                             "nor for sm_100a (its kernels are instantiated elsewhere)"]
+    assert [(e.path, e.says) for e in gate.evidence] == [
+        ("csrc/hidden.cu", "compiled for sm_120a: no kernel entry in it, nor for sm_100a (its "
+                           "kernels are instantiated elsewhere)")]
 
     # An entry the compiler empties for every arch is not the target's.
     repo.commit("a no-op kernel", {"csrc/hidden.cuh": "#pragma once\n__global__ void noop(float* o) "
                                    "{ float x = o[0]; o[0] = x; }\n"})
     tree = GitTree(Git(repo.path), repo.head())
     gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", GateKind.JIT, frozenset({10}), True,
-                     class_=GATE_ONLY, units=["csrc/hidden.cu"])
-    compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
+                     class_=GATE_ONLY, units=("csrc/hidden.cu",))
+    (gate,), _ = compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
     assert gate.class_ == "gate-only", gate.evidence
-    assert gate.evidence[0] == ("csrc/hidden.cu: noop empty for sm_100a too (compiled away for "
-                                "every arch; not counted)")
+    assert (gate.evidence[0].path, gate.evidence[0].says) == (
+        "csrc/hidden.cu", "noop empty for sm_100a too (compiled away for every arch; not counted)")
 
 
 BUILD = '''\
@@ -240,11 +246,12 @@ def test_extra_include_paths_of_the_gate_reach_nvcc(tmp_path: Path,
     assert gate_include_dirs(tree, [("flashinfer/jit/inner.py", "gen_inner_module")]) == [
         "csrc/nv_internal", "csrc/nv_internal/include"]  # the generated folder is not in the tree
     gate = AuditGate("flashinfer/jit/inner.py", 5, "gen_inner_module", GateKind.JIT, frozenset({10}), True,
-                     class_=GATE_ONLY, units=["csrc/inner.cu"])
-    made = compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
+                     class_=GATE_ONLY, units=("csrc/inner.cu",))
+    (gate,), made = compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "",
+                                  python=None)
     assert not made.missing_headers, gate.evidence
-    assert gate.evidence == ["csrc/inner.cu: compiled for sm_120a: 1 entry, none empty "
-                             "(inner_kernel)"]
+    assert [(e.path, e.says) for e in gate.evidence] == [
+        ("csrc/inner.cu", "compiled for sm_120a: 1 entry, none empty (inner_kernel)")]
 
 
 def test_entries_stopped_at_an_arch_disabled_mma_need_kernel_work() -> None:
@@ -258,15 +265,16 @@ def test_entries_stopped_at_an_arch_disabled_mma_need_kernel_work() -> None:
 
     text = "Attempting to use SM100_MMA_F16BF16_SS without CUTE_ARCH_MMA_SM100A_ENABLED"
     gate = AuditGate("pkg/jit.py", 3, "gen_fmha_module", GateKind.JIT, frozenset({10}), True,
-                     class_=GATE_ONLY, units=["csrc/fmha.cu"])
+                     class_=GATE_ONLY, units=("csrc/fmha.cu",))
     mine = Outcome("csrc/fmha.cu", True, ["_Z4fmhaPf"], ["_Z4fmhaPf"],
                    disabled={"_Z4fmhaPf": text})
     twin = Outcome("csrc/fmha.cu", True, ["_Z4fmhaPf"])
-    _apply(gate, [mine], parse_arch("sm_120a"), "compute_120f",
-           {"csrc/fmha.cu": (parse_arch("sm_100a"), twin)})
+    gate = _apply(gate, [mine], parse_arch("sm_120a"), "compute_120f",
+                  {"csrc/fmha.cu": (parse_arch("sm_100a"), twin)})
     assert gate.class_ == "needs-kernel-work"
-    assert gate.evidence == [f"csrc/fmha.cu: 1 of 1 PTX entries for compute_120f reach “{text}” "
-                             "where their MMA or tensor-memory work should be: fmha"]
+    assert [(e.path, e.says) for e in gate.evidence] == [(
+        "csrc/fmha.cu", f"1 of 1 PTX entries for compute_120f reach “{text}” "
+                        "where their MMA or tensor-memory work should be: fmha")]
 
 
 @needs_nvcc

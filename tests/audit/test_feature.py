@@ -13,10 +13,23 @@ import pytest
 
 from contrib.analysis.tree import DictTree
 from contrib.audit.engine import TreeAudit
-from contrib.audit.feature.chain import Chain, Link, Role, Verdict, decide, passed_by_caller
-from contrib.audit.feature.declared import Feature, FeatureKind, declared, settings_elsewhere
+from contrib.audit.feature.chain import decide, passed_by_caller
+from contrib.audit.feature.declared import declared, settings_elsewhere
 from contrib.audit.feature.show import feature_rows, find
-from contrib.audit.model import CAPABILITY, GATE_ONLY, NEEDS_KERNEL_WORK, UNKNOWN, AuditGate
+from contrib.audit.model import (
+    CAPABILITY,
+    GATE_ONLY,
+    NEEDS_KERNEL_WORK,
+    UNKNOWN,
+    AuditGate,
+    Evidence,
+    Feature,
+    FeatureKind,
+    Link,
+    Role,
+    Verdict,
+)
+from contrib.audit.serial import chain_cache, chain_from_cache
 from contrib.audit.stack.lower import Lower
 from testing.featureupstreams import SERVER_ARGS, feature_lower, feature_upstream
 from testing.gitutil import Repo, git
@@ -350,27 +363,31 @@ def _link(role: Role, *, excludes: bool = False, refuses: bool = False,
     ([_link(Role.BELOW, klass=NEEDS_KERNEL_WORK)], Verdict.NEEDS_KERNEL_WORK),
 ])
 def test_the_verdict_is_read_from_the_links(links: list[Link], verdict: Verdict) -> None:
-    chain = Chain(Feature(FeatureKind.FLAG, "--f", "f"), links)
-    decide(chain)
-    assert chain.verdict == verdict
+    feature = Feature(FeatureKind.FLAG, "--f", "f")
+    chain = decide(feature, tuple(links))
+    assert chain.verdict == verdict and chain.links == tuple(links) and chain.feature == feature
 
 
 def test_choices_with_one_verdict_and_reason_share_a_row() -> None:
     chains = []
     for value in ("a", "b"):
-        chain = Chain(Feature(FeatureKind.FLAG, f"--x={value}", "x", value),
-                      [_link(Role.GATE, excludes=True, klass=UNKNOWN)])
-        decide(chain)
-        chains.append(chain)
+        chains.append(decide(Feature(FeatureKind.FLAG, f"--x={value}", "x", value),
+                             (_link(Role.GATE, excludes=True, klass=UNKNOWN),)))
     assert feature_rows(chains, "sm_120a", {}) == [
         ["unknown", "--x=a|b", "class not decided at up f.py:3 fn"]]
 
 
-def test_link_round_trip_and_a_damaged_one_is_refused() -> None:
+def test_chain_round_trip_and_a_damaged_one_is_refused() -> None:
     link = _link(Role.BEHIND, excludes=True, klass=GATE_ONLY)
-    assert Link.from_dict(link.to_dict()) == link
-    with pytest.raises((ValueError, KeyError, TypeError)):
-        Link.from_dict(link.to_dict() | {"line": "3"})
+    link = Link(**{**link.__dict__, "evidence": (
+        Evidence("csrc/a.cu:3", "csrc/a.cu", "empty-kernel", "gone", upstream="fi", line=3),)})
+    feature = Feature(FeatureKind.FLAG, "--f", "f")
+    chain = decide(feature, (link,))
+    kept = chain_cache(chain)
+    assert chain_from_cache(feature, kept) == chain
+    assert chain_from_cache(feature, {**kept, "links": [{**kept["links"][0], "line": "3"}]}) is None
+    assert chain_from_cache(feature, {**kept, "verdict": "maybe"}) is None
+    assert chain_from_cache(Feature(FeatureKind.FLAG, "--g", "g"), kept) is None
 
 
 def test_the_gate_only_commands_draft_both_halves_tied_by_requires(
