@@ -29,7 +29,7 @@ from contrib.autopilot import drafts
 from contrib.autopilot.audits import audit_all, section
 from contrib.autopilot.proposals import ELSEWHERE, WAITING
 from contrib.autopilot.state import Need, validation_view
-from contrib.carry.engine import CONFLICT
+from contrib.carry.report import CONFLICT
 from contrib.clock import now_iso
 from contrib.errors import ContribError
 from contrib.forge.api import Forge, ForgeUnavailable, Issue

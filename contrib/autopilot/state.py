@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contrib.audit.model import AuditGate
-from contrib.carry.conflict import folder_for
-from contrib.carry.engine import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, UPSTREAMED
+from contrib.carry.report import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, UPSTREAMED
+from contrib.carry.syncstate import folder_for
 from contrib.enable.draft import EnableRun
 from contrib.record import StageStatus, Standing, Verdict
 
