@@ -3,7 +3,7 @@
 For each single-author, merge-free branch of a real fork's bare clone ``REPO``
 (the same branches ``fork_trial.py`` carries), the branch's commits since its
 merge base with ``--main`` are made into patches (``git format-patch``) and
-carried onto main's tip in-process by :func:`contrib.carry.engine.plan_sync`,
+carried onto main's tip in-process by :func:`contrib.carry.plan.plan_sync`,
 once as ``contrib sync`` does (``landed_share`` at its default) and once with
 the look skipped (``landed_share=None``), taking turns, ``--repeat`` times.
 Printed per branch: both medians, their ratio, and the outcome of each; then
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fork_trial import GIT_ENV, candidates  # noqa: E402
 
-from contrib.carry.engine import plan_sync  # noqa: E402
+from contrib.carry.plan import plan_sync  # noqa: E402
 from contrib.carry.series import split_mail  # noqa: E402
 from contrib.git.repo import Git, Sha  # noqa: E402
 

@@ -10,6 +10,9 @@ taking turns, one run of each per round):
   interpreter start plus the one ``git fetch`` it needs, the same command on
   the same cache (target <= 4x), through contrib's one command path.
 
+The last line says whether every target was met; a missed one makes the run exit 1,
+so that a script or CI running the benchmark cannot pass it by.
+
 contrib runs as an installed console script does: a launcher file like the one
 pip writes, with bytecode cached (in a temporary ``PYTHONPYCACHEPREFIX``, after
 one warm-up run), since an install compiles it once; a run that compiles
@@ -133,23 +136,42 @@ def line(label: str, seconds: float, against: str = "") -> None:
     print(f"{label:46s} {seconds * 1000:8.1f} ms{against}")
 
 
-def verdict(ratio: float, target: float, unit: str = "x") -> str:
-    return f"   {ratio:.2f}{unit} (target <= {target:g}{unit}: {'met' if ratio <= target else 'MISSED'})"
+class Verdicts:
+    """Each target's figure against it, and the ones missed."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.missed: list[str] = []
+
+    def __call__(self, label: str, ratio: float, target: float, unit: str = "x") -> str:
+        self.count += 1
+        met = ratio <= target
+        if not met:
+            self.missed.append(f"{label.strip()} {ratio:.2f}{unit} > {target:g}{unit}")
+        return f"   {ratio:.2f}{unit} (target <= {target:g}{unit}: {'met' if met else 'MISSED'})"
+
+    def summary(self) -> str:
+        if not self.missed:
+            return f"all {self.count} start-up targets met"
+        return (f"MISSED {len(self.missed)} of {self.count} start-up targets: "
+                + "; ".join(self.missed))
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--patchsets", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="contrib-startup-"))
     try:
-        bench(root, args.patchsets, args.repeat)
+        verdicts = bench(root, args.patchsets, args.repeat)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    print(verdicts.summary())
+    return 1 if verdicts.missed else 0
 
 
-def bench(root: Path, patchsets: int, repeat: int) -> None:
+def bench(root: Path, patchsets: int, repeat: int) -> Verdicts:
     (root / "home").mkdir()
     env = _env(root)
     t0 = time.perf_counter()
@@ -181,19 +203,21 @@ def bench(root: Path, patchsets: int, repeat: int) -> None:
         "bare", "version", "parser_version", "status"))
     fetch, noop, noop_one = (got[k] for k in ("fetch", "noop", "noop_one"))
 
+    verdict = Verdicts()
     line("bare interpreter (python -c pass)", bare)
-    line("contrib --version", version, verdict(version / bare, 2.5))
+    line("contrib --version", version, verdict("contrib --version", version / bare, 2.5))
     line("  the same through the full parser (click)", parser_version,
          f"   {parser_version / bare:.2f}x")
-    line(f"contrib status --no-fetch ({patchsets} patchsets)", status,
-         verdict(status, 0.4, " s"))
+    label = f"contrib status --no-fetch ({patchsets} patchsets)"
+    line(label, status, verdict(label, status, 0.4, " s"))
     line("git fetch (no-op, the one sync runs)", fetch)
     line("interpreter + git fetch", bare + fetch)
-    line(f"no-op contrib sync ({patchsets} patchsets)", noop,
-         verdict(noop / (bare + fetch), 4))
-    line("no-op contrib sync up/p00 (one patchset)", noop_one,
-         verdict(noop_one / (bare + fetch), 4))
+    label = f"no-op contrib sync ({patchsets} patchsets)"
+    line(label, noop, verdict(label, noop / (bare + fetch), 4))
+    label = "no-op contrib sync up/p00 (one patchset)"
+    line(label, noop_one, verdict(label, noop_one / (bare + fetch), 4))
+    return verdict
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -91,8 +91,7 @@ def _single_units(clone: Path, python: str, work: Path) -> list[tuple[str, float
     from contrib.analysis.tree import GitTree
     from contrib.analysis.units import units_at_stake
     from contrib.arch import parse_arch
-    from contrib.carry.engine import load_patches
-    from contrib.carry.series import apply_series
+    from contrib.carry.series import apply_series, load_patches
     from contrib.git.repo import Git
 
     version = REPO / "patchsets" / TARGET / BASE

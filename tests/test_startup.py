@@ -26,6 +26,15 @@ HEAVY = ("git", "github", "rich", "requests", "urllib3", "tomlkit", "filelock", 
          # validate's analysis machinery (status reads only the stage table and settings)
          "contrib.validate.stages", "contrib.analysis.gates", "contrib.analysis.cuda_arch",
          "contrib.validate.testsel", "contrib.analysis.ptx")
+# What carrying a patchset needs and a sync that finds nothing to carry does not: the
+# engine's probes and bisection, landing detection, conflicts, the version writer, the
+# record (retention reads it) and the thread pool the landed look runs on.
+CARRY_ENGINE = ("contrib.carry.plan", "contrib.carry.carrier", "contrib.carry.bisection",
+                "contrib.carry.landed", "contrib.carry.places", "contrib.carry.imports",
+                "contrib.carry.scope", "contrib.carry.trees", "contrib.carry.series",
+                "contrib.carry.outcome", "contrib.carry.conflict", "contrib.carry.resume",
+                "contrib.carry.retention", "contrib.carry.versions", "contrib.record",
+                "concurrent.futures")
 
 
 def _modules_after(code: str, cwd: Path = ROOT) -> set[str]:
@@ -37,9 +46,10 @@ def _modules_after(code: str, cwd: Path = ROOT) -> set[str]:
     return set(json.loads(proc.stderr.strip().splitlines()[-1]))
 
 
-def _heavy(modules: set[str], allowed: tuple[str, ...] = ()) -> list[str]:
+def _heavy(modules: set[str], allowed: tuple[str, ...] = (),
+           heavy: tuple[str, ...] = HEAVY) -> list[str]:
     return sorted(m for m in modules
-                  if any(m == h or m.startswith(h + ".") for h in HEAVY if h not in allowed))
+                  if any(m == h or m.startswith(h + ".") for h in heavy if h not in allowed))
 
 
 def test_import_cli_loads_no_heavy_library() -> None:
@@ -71,9 +81,26 @@ def carried(workspace: Workspace, upstream: Repo, tmp_path: Path) -> Workspace:
     return workspace
 
 
+def _command_modules(ws: Workspace, args: list[str]) -> set[str]:
+    return _modules_after(f"import contrib.cli\nrc = contrib.cli.main({args!r})\n"
+                          "assert rc == 0, rc", cwd=ws.root)
+
+
 @pytest.mark.parametrize("args", [["status", "--no-fetch", "--json"], ["sync", "--json"]])
 def test_everyday_commands_load_only_what_they_use(carried: Workspace, args: list[str]) -> None:
-    modules = _modules_after(f"import contrib.cli\nrc = contrib.cli.main({args!r})\n"
-                             "assert rc == 0, rc", cwd=carried.root)
-    # Reading patchset.toml needs tomlkit; nothing else heavy has a reason to load.
-    assert _heavy(modules, allowed=("tomlkit", "unidiff")) == []
+    # Reading patchset.toml is tomllib's; tomlkit loads only to write it.
+    assert _heavy(_command_modules(carried, args)) == []
+
+
+def test_a_no_op_sync_loads_none_of_the_carry_engine(carried: Workspace) -> None:
+    """Every patchset already at the tip: decided from the workspace's files and one ref
+    lookup; what carrying needs loads only when a patchset moves."""
+    assert _heavy(_command_modules(carried, ["sync", "--json"]), heavy=CARRY_ENGINE) == []
+
+
+def test_a_sync_that_carries_loads_the_engine(carried: Workspace, upstream: Repo) -> None:
+    """The pin above holds because a no-op skips the engine, not because the engine
+    moved: a patchset that moves loads it."""
+    upstream.commit("docs: a note", {"docs/note.md": "note\n"})
+    modules = _command_modules(carried, ["sync", "--json"])
+    assert {"contrib.carry.plan", "contrib.carry.outcome"} <= modules

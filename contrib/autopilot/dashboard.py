@@ -27,7 +27,7 @@ from contrib import __version__
 from contrib.autopilot import drafts
 from contrib.autopilot.audits import audit_all, section
 from contrib.autopilot.state import ELSEWHERE, WAITING, Need, Outcome, Run, validation_view
-from contrib.carry.engine import CONFLICT
+from contrib.carry.report import CONFLICT
 from contrib.clock import now_iso
 from contrib.errors import ContribError
 from contrib.forge.api import Forge, ForgeUnavailable, Issue

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from contrib.autopilot.state import Need, Outcome, Run
-from contrib.carry.engine import UPSTREAMED
+from contrib.carry.report import UPSTREAMED
 from contrib.errors import ContribError
 from contrib.forge.api import Forge, ForgeUnavailable, PullRequest
 from contrib.forge.recording import RecordingForge

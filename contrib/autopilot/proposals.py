@@ -37,7 +37,7 @@ from contrib.audit.engine import audit_commit
 from contrib.audit.model import CAPABILITY, PREDICATE
 from contrib.autopilot import pr as autopilot_pr
 from contrib.autopilot.state import ELSEWHERE, HELD, PROPOSED, WAITING, Outcome, Proposal, Run
-from contrib.carry.engine import UPSTREAMED
+from contrib.carry.report import UPSTREAMED
 from contrib.errors import ContribError
 from contrib.forge.api import Forge, FoundPr, PrFile
 from contrib.git.cache import Mirror

@@ -41,8 +41,8 @@ from contrib.autopilot import dashboard, drafts, proposals
 from contrib.autopilot import pr as autopilot_pr
 from contrib.autopilot.forges import Forges
 from contrib.autopilot.state import Need, Outcome, Run, validation_view
-from contrib.carry import conflict
-from contrib.carry.engine import CONFLICT, ERROR, UPSTREAMED
+from contrib.carry import syncstate
+from contrib.carry.report import CONFLICT, ERROR, UPSTREAMED
 from contrib.carry.sync import carry
 from contrib.credentials import find_token
 from contrib.errors import ContribError, UsageError
@@ -123,7 +123,7 @@ def _sync(ws: Workspace, ui: UI, group: list[Patchset], outcomes: dict[str, Outc
             run.fetched.add(group[0].upstream)
         mirror = Mirror(ws.config.upstream(group[0].upstream)).ensure(
             fetch_now=run.fetch, progress=ui.progress)
-        pending = conflict.load_state(ws.state_dir)
+        pending = syncstate.load_state(ws.state_dir)
         waiting = [ps for ps in group if _still_broken(ps, mirror.tip(ps.branch), pending)]
         for ps in waiting:
             _report_recorded_conflict(ws, ps, outcomes[ps.target])
@@ -145,7 +145,7 @@ def _sync(ws: Workspace, ui: UI, group: list[Patchset], outcomes: dict[str, Outc
                                       {"patchset": report.patchset}))
 
 
-def _still_broken(ps: Patchset, tip: str, pending: dict[str, conflict.Pending]) -> bool:
+def _still_broken(ps: Patchset, tip: str, pending: dict[str, syncstate.Pending]) -> bool:
     """A conflict recorded by an earlier run (on a CI runner, whose worktree is gone)
     for this version at this very tip: carrying again would find it again and only
     rewrite its timestamp, so the recorded one is reported as it is."""
@@ -236,10 +236,10 @@ def _scratch(ws: Workspace, dry_run: bool) -> Iterator[Workspace]:
     with tempfile.TemporaryDirectory(prefix="contrib-dry-run-") as tmp:
         copy = Path(tmp) / "ws"
         shutil.copytree(ws.root, copy, symlinks=True, ignore=_private(ws.root))
-        state = conflict.state_path(ws.state_dir)
+        state = syncstate.state_path(ws.state_dir)
         if state.is_file():
             (copy / STATE_DIR).mkdir(exist_ok=True)
-            shutil.copy2(state, conflict.state_path(copy / STATE_DIR))
+            shutil.copy2(state, syncstate.state_path(copy / STATE_DIR))
         scratch = Workspace(copy)
         # The copy reads the real workspace's configuration: a relative upstream url
         # (the demo's "../upstream") is relative to the workspace, not to the copy.

@@ -16,8 +16,8 @@ from typing import Any
 from contrib.audit.model import AuditGate, Mismatch
 from contrib.audit.serial import blame_json, mismatch_json
 from contrib.autopilot.forges import Forges
-from contrib.carry.conflict import folder_for
-from contrib.carry.engine import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, UPSTREAMED
+from contrib.carry.report import CONFLICT, ERROR, PARTIAL, REBASED, UNCHANGED, UPSTREAMED
+from contrib.carry.syncstate import folder_for
 from contrib.enable.draft import EnableRun
 from contrib.forge.api import FoundPr
 from contrib.pr.proof import ChainGate, Proof

@@ -37,7 +37,7 @@ lands with its series when the series does.  A patch that only removes lines is 
 removed line is gone from its place; the oldest commit of base..target that
 changed the count of its longest one (``git log -S``) landed it.  The sync asks
 this only of a patch that no longer carries: one that still changes the tree is
-never dropped (:mod:`contrib.carry.engine`).  ``[sync_rules] landed_share`` in
+never dropped (:mod:`contrib.carry.plan`).  ``[sync_rules] landed_share`` in
 patchset.toml tunes the threshold per patchset.
 """
 

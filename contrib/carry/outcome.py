@@ -3,22 +3,15 @@ the conflict handed to the user (its worktree and pending state)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from contrib.carry import conflict, retention
-from contrib.carry.engine import (
-    PARTIAL,
-    REBASED,
-    UNCHANGED,
-    UPSTREAMED,
-    Landing,
-    Plan,
-    evidence_dict,
-)
 from contrib.carry.landed import Evidence, same_subject
-from contrib.carry.report import Report
+from contrib.carry.landing import Landing, evidence_dict
+from contrib.carry.plan import Plan
+from contrib.carry.report import CONFLICT, PARTIAL, REBASED, UNCHANGED, UPSTREAMED, Report
 from contrib.carry.series import MailPatch
+from contrib.carry.syncstate import Pending, folder_for, pending_dict, save_state
 from contrib.carry.versions import Event, Files, How, add_event, write_version
 from contrib.clock import now_iso
 from contrib.git.repo import Git, Sha
@@ -26,12 +19,9 @@ from contrib.ui import counted
 from contrib.workspace.model import Patchset, Workspace
 from contrib.workspace.schema import Landed, SyncDetails, SyncRecord, SyncResult, UpstreamStatus
 
-CONFLICT = SyncResult.CONFLICT
-OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}
-
 
 def record_plan(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[MailPatch],
-                state: dict[str, conflict.Pending],
+                state: dict[str, Pending],
                 resolved: tuple[Sha, list[tuple[str, bytes]]] | None = None) -> Report:
     """Write what ``plan`` decided (one transaction) and describe it.
 
@@ -170,22 +160,22 @@ def _toml_safe(value: Any) -> Any:
 # -- conflicts -----------------------------------------------------------------
 
 def open_conflict(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list[MailPatch],
-                  state: dict[str, conflict.Pending], previous: str) -> dict[str, Any]:
+                  state: dict[str, Pending], previous: str) -> dict[str, Any]:
     """Hand the breakage to the user: worktree, state entry, description."""
     broken = plan.breakage
     assert broken is not None
     failing = patches[broken.index]
-    pending = conflict.Pending(
+    pending = Pending(
         patchset=ps.target, base=plan.base, target=plan.target, breaking=broken.commit.sha,
         head=broken.head, index=broken.index, patch=failing.name, reason=broken.reason,
-        folder=str(conflict.folder_for(ws.state_dir, ps.target)), files=broken.patch.files,
+        folder=str(folder_for(ws.state_dir, ps.target)), files=broken.patch.files,
         previous_meta=previous, landed={name: ev.landed_by for name, ev in plan.evidence.items()
                                         if ev.landed_by is not None})
     raw = (ps.version(plan.base).dir / failing.name).read_bytes() \
         if (ps.version(plan.base).dir / failing.name).is_file() else failing.diff.encode()
     marked = conflict.prepare(git, pending, failing, raw)
     state[ps.target] = pending
-    conflict.save_state(ws.state_dir, state)
+    save_state(ws.state_dir, state)
     info = pending_dict(pending)
     info.update(commit=broken.commit.as_dict(), hunks=broken.patch.hunks, marked=marked,
                 probes=broken.probes, upstream_before=broken.upstream_before)
@@ -193,9 +183,3 @@ def open_conflict(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: li
         info["evidence"] = evidence_dict(git, broken.evidence)
     return info
 
-
-def pending_dict(pending: conflict.Pending) -> dict[str, Any]:
-    return {"commit": {"sha": pending.breaking}, "patch": pending.patch,
-            "reason": pending.reason, "files": pending.files,
-            "worktree": str(pending.worktree),
-            "breaking_diff": str(Path(pending.folder) / "BREAKING.diff")}

@@ -6,11 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contrib.carry.engine import Landing
+from contrib.carry.landing import Landing
 from contrib.ui import UI, counted, shown_path
 from contrib.workspace.schema import SyncResult
 
-CONFLICT = SyncResult.CONFLICT
+# The results a sync reports, by name; a result in OK_RESULTS needs nothing of the user.
+UNCHANGED, REBASED, UPSTREAMED = SyncResult.UNCHANGED, SyncResult.REBASED, SyncResult.UPSTREAMED
+PARTIAL, ERROR, CONFLICT = SyncResult.PARTIAL, SyncResult.ERROR, SyncResult.CONFLICT
+OK_RESULTS = {UNCHANGED, REBASED, UPSTREAMED, PARTIAL}
 COLUMNS = ("patchset", "result", "from", "to", "commits", "probes", "details")  # sync's table
 
 

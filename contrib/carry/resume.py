@@ -10,24 +10,22 @@ from pathlib import Path
 import tomlkit
 
 from contrib.carry import conflict
-from contrib.carry.engine import (
-    MOVED,
+from contrib.carry.carrier import MOVED, Carrier, Carry
+from contrib.carry.landed import LANDED_SHARE, measure
+from contrib.carry.landing import Landing
+from contrib.carry.outcome import record_plan
+from contrib.carry.plan import Plan, carry_dropping, plan_sync
+from contrib.carry.report import (
+    CONFLICT,
+    OK_RESULTS,
     PARTIAL,
     REBASED,
     UNCHANGED,
     UPSTREAMED,
-    Carrier,
-    Carry,
-    Landing,
-    Plan,
-    carry_dropping,
-    load_patches,
-    plan_sync,
+    Report,
 )
-from contrib.carry.landed import LANDED_SHARE, measure
-from contrib.carry.outcome import CONFLICT, OK_RESULTS, pending_dict, record_plan
-from contrib.carry.report import Report
-from contrib.carry.series import MailPatch, export_series
+from contrib.carry.series import MailPatch, export_series, load_patches
+from contrib.carry.syncstate import Pending, check_index, pending_dict, save_state
 from contrib.errors import ContribError, NeedsAttention, UsageError
 from contrib.git.cache import Mirror
 from contrib.git.repo import Git, Sha
@@ -35,8 +33,8 @@ from contrib.workspace.model import Patchset, Workspace, parse_target
 from contrib.workspace.schema import read_meta
 
 
-def pending_for(ws: Workspace, targets: list[str], state: dict[str, conflict.Pending],
-                flag: str) -> list[conflict.Pending]:
+def pending_for(ws: Workspace, targets: list[str], state: dict[str, Pending],
+                flag: str) -> list[Pending]:
     """The pending conflicts ``targets`` name (every one when none is named)."""
     for target in targets:
         parse_target(target)
@@ -56,8 +54,8 @@ def pending_for(ws: Workspace, targets: list[str], state: dict[str, conflict.Pen
     return chosen
 
 
-def resume(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
-              state: dict[str, conflict.Pending]) -> Report:
+def resume(ws: Workspace, mirror: Mirror, pending: Pending,
+              state: dict[str, Pending]) -> Report:
     """Turn the resolved worktree into a version at the breaking commit, then carry on."""
     ps = ws.patchset(pending.patchset)
     git = mirror.git
@@ -66,13 +64,13 @@ def resume(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
         # A --continue killed after recording this resolution, before cleaning up.
         conflict.remove(git, pending)
         del state[pending.patchset]
-        conflict.save_state(ws.state_dir, state)
+        save_state(ws.state_dir, state)
         return Report(ps.target, UNCHANGED, ps.current.base, pending.target,
                       patches=ps.current.series(),
                       notes=["already recorded by an interrupted --continue; removed its "
                              f"worktree {pending.worktree}"])
     patches = load_patches(git, ps.version(pending.base).patch_texts())
-    conflict.check_index(ws.state_dir, pending, len(patches))
+    check_index(ws.state_dir, pending, len(patches))
     if not conflict.ready(pending):
         return _reprepare(ws, ps, git, pending, patches, state)
     resolution = _resolution(git, pending, patches[pending.index])
@@ -112,18 +110,18 @@ def resume(ws: Workspace, mirror: Mirror, pending: conflict.Pending,
     if state.get(pending.patchset) is pending:
         conflict.remove(git, pending)
         del state[pending.patchset]
-        conflict.save_state(ws.state_dir, state)
+        save_state(ws.state_dir, state)
     return report
 
 
-def _reprepare(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
-               patches: list[MailPatch], state: dict[str, conflict.Pending]) -> Report:
+def _reprepare(ws: Workspace, ps: Patchset, git: Git, pending: Pending,
+               patches: list[MailPatch], state: dict[str, Pending]) -> Report:
     """The worktree is missing or half-made (a run killed while preparing it): make it
     again from the recorded state, which holds every earlier resolution in its head."""
     failing = patches[pending.index]
     raw = (ps.version(pending.base).dir / failing.name).read_bytes()
     marked = conflict.prepare(git, pending, failing, raw)
-    conflict.save_state(ws.state_dir, state)
+    save_state(ws.state_dir, state)
     info = pending_dict(pending)
     info.update(commit=Landing.of(git, pending.breaking).as_dict(), marked=marked)
     return Report(ps.target, CONFLICT, pending.base, pending.target, conflict=info,
@@ -132,7 +130,7 @@ def _reprepare(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
                          f"--continue {ps.target}`"])
 
 
-def _resolution(git: Git, pending: conflict.Pending, failing: MailPatch) -> Sha:
+def _resolution(git: Git, pending: Pending, failing: MailPatch) -> Sha:
     """The failing patch as resolved in the worktree: a commit on ``pending.head``."""
     left = conflict.unresolved(pending, failing)
     if left:
@@ -151,9 +149,9 @@ def _resolution(git: Git, pending: conflict.Pending, failing: MailPatch) -> Sha:
     return head  # resolved to nothing: the patch is dropped
 
 
-def _record_resolution(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
+def _record_resolution(ws: Workspace, ps: Patchset, git: Git, pending: Pending,
                        patches: list[MailPatch], tip: Sha,
-                       state: dict[str, conflict.Pending], dropped: dict[str, str]) -> Report:
+                       state: dict[str, Pending], dropped: dict[str, str]) -> Report:
     """Record the version at the breaking commit and carry it on to the target;
     ``dropped`` (patch -> commit) were skipped as landed upstream in their own form."""
     breaking = Sha(pending.breaking)
@@ -186,7 +184,7 @@ def _record_resolution(ws: Workspace, ps: Patchset, git: Git, pending: conflict.
     return report
 
 
-def _landed_evidence_of(git: Git, pending: conflict.Pending, patches: list[MailPatch],
+def _landed_evidence_of(git: Git, pending: Pending, patches: list[MailPatch],
                         dropped: dict[str, str], plan: Plan, threshold: float) -> None:
     """The evidence of the patches --continue skipped, measured again (base..target)."""
     for patch in patches:
@@ -195,9 +193,9 @@ def _landed_evidence_of(git: Git, pending: conflict.Pending, patches: list[MailP
                                                 pending.target, threshold)
 
 
-def _conflict_again(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pending,
+def _conflict_again(ws: Workspace, ps: Patchset, git: Git, pending: Pending,
                     patches: list[MailPatch], rest: Carry, tip: Sha,
-                    state: dict[str, conflict.Pending]) -> Report:
+                    state: dict[str, Pending]) -> Report:
     """A later patch of the series conflicts on top of the resolution: hand it over too."""
     failed = rest.failed
     assert failed is not None
@@ -209,7 +207,7 @@ def _conflict_again(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pen
     # The state first: its head holds the resolution just made, so a run killed
     # while the worktree is re-made leaves a state --continue can prepare again.
     state[pending.patchset] = pending
-    conflict.save_state(ws.state_dir, state)
+    save_state(ws.state_dir, state)
     marked = conflict.prepare(git, pending, failing, raw)
     info = pending_dict(pending)
     info.update(commit=Landing.of(git, pending.breaking).as_dict(), hunks=failed.hunks,
@@ -218,8 +216,8 @@ def _conflict_again(ws: Workspace, ps: Patchset, git: Git, pending: conflict.Pen
                   notes=[f"resolved {patches[index - 1].name}; {failing.name} conflicts next"])
 
 
-def abort_conflicts(ws: Workspace, chosen: list[conflict.Pending],
-                    state: dict[str, conflict.Pending]) -> list[conflict.Pending]:
+def abort_conflicts(ws: Workspace, chosen: list[Pending],
+                    state: dict[str, Pending]) -> list[Pending]:
     """Remove the worktrees and state; restore each patchset's [sync] record."""
     for pending in chosen:
         ps = ws.patchset(pending.patchset)
@@ -230,7 +228,7 @@ def abort_conflicts(ws: Workspace, chosen: list[conflict.Pending],
             shutil.rmtree(pending.folder, ignore_errors=True)
         _restore_sync(ps, pending.previous_meta)
         del state[pending.patchset]
-        conflict.save_state(ws.state_dir, state)
+        save_state(ws.state_dir, state)
     return chosen
 
 

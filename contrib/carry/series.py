@@ -217,6 +217,13 @@ def split_mail(git: Git, name: str, raw: bytes) -> MailPatch:
     return MailPatch(name, author, info.get("Subject", name).strip(), body.strip(), diff_text)
 
 
+def load_patches(git: Git, files: list[tuple[str, bytes]]) -> list[MailPatch]:
+    """Split stored patch files (name, bytes) as ``git am`` would."""
+    if not files:
+        raise PatchError("empty series: nothing to carry")
+    return [split_mail(git, name, raw) for name, raw in files]
+
+
 def _header(line: str) -> tuple[str, str]:
     key, _, value = line.partition(": ")
     return key.strip(), value.strip()

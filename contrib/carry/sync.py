@@ -6,6 +6,10 @@ a new version directory plus ``patchset.toml`` in one transaction, or a
 conflict worktree to resolve.  With ``--commit`` all changed patchsets go into
 exactly one commit of the workspace repository (one subject line for a single
 patchset, a list in the body for several).
+
+A patchset already at the target is decided from the workspace's own files and
+one ref lookup per upstream branch; the carry engine (probes, landing detection,
+conflicts, the record) loads only when a patchset moves.
 """
 
 from __future__ import annotations
@@ -14,20 +18,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contrib.carry import conflict
-from contrib.carry.engine import (
+from contrib.carry.report import (
+    CONFLICT,
     ERROR,
+    OK_RESULTS,
     PARTIAL,
     UNCHANGED,
     UPSTREAMED,
-    load_patches,
-    plan_sync,
+    Report,
 )
-from contrib.carry.landed import LANDED_SHARE
-from contrib.carry.outcome import CONFLICT, OK_RESULTS, pending_dict, record_plan
-from contrib.carry.report import Report
-from contrib.carry.resume import abort_conflicts, pending_for, resume
-from contrib.carry.series import apply_series
+from contrib.carry.syncstate import Pending, load_state, pending_dict
 from contrib.errors import ContribError, UpstreamUnreachable, UsageError
 from contrib.git.cache import Mirror
 from contrib.git.repo import Git, Sha
@@ -45,7 +45,7 @@ class Outcome:
     reports: list[Report]
     committed: str | None = None
     message: str | None = None  # when nothing was selected: what to do instead
-    aborted: list[conflict.Pending] | None = None  # --abort: the conflicts dropped
+    aborted: list[Pending] | None = None  # --abort: the conflicts dropped
     unreachable: dict[str, str] = field(default_factory=dict)  # upstream -> git's reason
 
     @property
@@ -65,13 +65,17 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
     repo = workspace_repo(ws) if commit else None
     if repo is not None:
         check_identity(repo)  # before anything is written: no versions made, then git refusing
-    state = conflict.load_state(ws.state_dir)
+    state = load_state(ws.state_dir)
     _repair_worktrees(ws, state)
     if abort:
+        from contrib.carry.resume import abort_conflicts, pending_for
+
         chosen = pending_for(ws, targets, state, "--abort")
         return Outcome([], aborted=abort_conflicts(ws, chosen, state))
     unreachable: dict[str, str] = {}
     if continue_:
+        from contrib.carry.resume import pending_for, resume
+
         chosen = pending_for(ws, targets, state, "--continue")
         mirrors = _mirrors(ws, ui, sorted({p.patchset.split("/")[0] for p in chosen}), False)
         reports = [resume(ws, mirrors[p.patchset.split("/")[0]], p, state) for p in chosen]
@@ -87,11 +91,15 @@ def sync(ws: Workspace, ui: UI, targets: list[str], *, to: str | None, commit: b
     return Outcome(reports, committed, unreachable=unreachable)
 
 
-def _repair_worktrees(ws: Workspace, state: dict[str, conflict.Pending]) -> None:
+def _repair_worktrees(ws: Workspace, state: dict[str, Pending]) -> None:
     """Re-attach every pending conflict's worktree to its upstream cache, before any of
     them is touched: after an ``mv`` of the workspace the cache still names the old
     place, and removing one worktree (--abort, --continue, a new conflict) prunes the
     others away, resolutions and all.  One git run per pending conflict, none without."""
+    if not state:
+        return
+    from contrib.carry import conflict
+
     for pending in state.values():
         try:
             git = Mirror(ws.config.upstream(pending.patchset.split("/")[0])).git
@@ -101,7 +109,7 @@ def _repair_worktrees(ws: Workspace, state: dict[str, conflict.Pending]) -> None
 
 
 def carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None = None,
-          fetch: bool, state: dict[str, conflict.Pending] | None = None) -> list[Report]:
+          fetch: bool, state: dict[str, Pending] | None = None) -> list[Report]:
     """Carry ``patchsets`` onto their upstream's tip (or ``to``), each upstream fetched once;
     one Report per patchset, each result already recorded in the workspace.  The
     patchsets of an unreachable upstream are reported as errors (UpstreamUnreachable
@@ -110,13 +118,16 @@ def carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None = 
 
 
 def _carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None, fetch: bool,
-           state: dict[str, conflict.Pending] | None) -> tuple[list[Report], dict[str, str]]:
+           state: dict[str, Pending] | None) -> tuple[list[Report], dict[str, str]]:
     """:func:`carry`, and the unreachable upstreams with git's reason."""
-    state = conflict.load_state(ws.state_dir) if state is None else state
+    state = load_state(ws.state_dir) if state is None else state
     mirrors, cut_off = _reachable(ws, ui, sorted({ps.upstream for ps in patchsets}), fetch)
     pinned = {name: m.resolve(to) for name, m in mirrors.items()} if to else {}
-    tips = {ps.target: pinned.get(ps.upstream) or mirrors[ps.upstream].tip(
-        ps.branch, named_at=ps.targets_at) for ps in patchsets if ps.upstream in mirrors}
+    tips: dict[tuple[str, str], Sha] = {}  # one ref lookup per upstream branch
+    for ps in patchsets:
+        if ps.upstream in mirrors and (ps.upstream, ps.branch) not in tips:
+            tips[ps.upstream, ps.branch] = pinned.get(ps.upstream) or mirrors[ps.upstream].tip(
+                ps.branch, named_at=ps.targets_at)
     reports = []
     with ui.task("sync", total=len(patchsets)) as task:
         for ps in patchsets:
@@ -125,7 +136,8 @@ def _carry(ws: Workspace, ui: UI, patchsets: list[Patchset], *, to: str | None, 
                 reports.append(Report(ps.target, ERROR, ps.current.base,
                                       error=str(cut_off[ps.upstream])))
             else:
-                reports.append(_sync_one(ws, ps, mirrors[ps.upstream], tips[ps.target],
+                reports.append(_sync_one(ws, ps, mirrors[ps.upstream],
+                                         tips[ps.upstream, ps.branch],
                                          state, task))
             task.advance(ps.target)
     return reports, {name: exc.reason for name, exc in cut_off.items()}
@@ -162,7 +174,7 @@ def _mirrors(ws: Workspace, ui: UI, names: list[str], fetch: bool) -> dict[str, 
 # -- a plain sync -------------------------------------------------------------
 
 def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
-              state: dict[str, conflict.Pending], task: Task | None = None) -> Report:
+              state: dict[str, Pending], task: Task | None = None) -> Report:
     base = ps.current.base
     pending = state.get(ps.target) or state.get(ps.legacy_target)
     if pending is not None:
@@ -175,6 +187,19 @@ def _sync_one(ws: Workspace, ps: Patchset, mirror: Mirror, target: Sha,
     known = _known_upstream(ps, git, target)
     if known is not None:
         return known
+    return _carry_one(ws, ps, git, target, state, task)
+
+
+def _carry_one(ws: Workspace, ps: Patchset, git: Git, target: Sha,
+               state: dict[str, Pending], task: Task | None) -> Report:
+    """Carry ``ps`` onto ``target`` and record the result.  The engine (probes, landing
+    detection, conflicts, the record) is loaded here: only a patchset that moves needs it."""
+    from contrib.carry.landed import LANDED_SHARE
+    from contrib.carry.outcome import record_plan
+    from contrib.carry.plan import plan_sync
+    from contrib.carry.series import apply_series, load_patches
+
+    base = ps.current.base
     try:
         patches = load_patches(git, ps.current.patch_texts())
         if any(_LINK_MODE.search(p.diff) for p in patches) and git.try_rev_parse(base):

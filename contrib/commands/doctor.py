@@ -364,9 +364,9 @@ def _files(path: Path) -> Iterator[os.DirEntry[str]]:
 
 def check_conflicts(ws: Workspace) -> Iterator[Check]:
     """Conflicts `contrib sync` left to resolve."""
-    from contrib.carry import conflict
+    from contrib.carry import syncstate
 
-    pending = conflict.load_state(ws.state_dir)
+    pending = syncstate.load_state(ws.state_dir)
     if not pending:
         yield Check("conflicts", OK, "none waiting")
     for target, item in sorted(pending.items()):

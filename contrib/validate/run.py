@@ -23,8 +23,7 @@ from typing import Any
 
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch, parse_arch
-from contrib.carry.engine import load_patches
-from contrib.carry.series import EXPORT_ENV, apply_series
+from contrib.carry.series import EXPORT_ENV, apply_series, load_patches
 from contrib.errors import (
     ConfigError,
     ContribError,

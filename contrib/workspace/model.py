@@ -1,18 +1,16 @@
-"""The workspace on disk: patchsets, their versions, the lock (layout: :mod:`contrib.workspace.layout`)."""
+"""The workspace on disk: patchsets, their versions, which ones a target names (layout:
+:mod:`contrib.workspace.layout`; patchset.toml: :mod:`contrib.workspace.document`; the
+lock: :mod:`contrib.workspace.locking`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tomlkit
-from tomlkit import TOMLDocument
-
-from contrib.environ import lock_timeout
-from contrib.errors import ConfigError, ContribError, LockError, PatchError, UsageError
+from contrib.errors import ConfigError, PatchError, UsageError
 from contrib.workspace.config import (
     BRANCH_RE,
     NAME_RULE,
@@ -21,19 +19,16 @@ from contrib.workspace.config import (
     load_config,
     valid_name,
 )
+from contrib.workspace.document import Document, read_user_text
 from contrib.workspace.layout import CONFIG_NAME, META_NAME, SERIES_NAME, STATE_DIR, find_root
-from contrib.workspace.lockfile import FileLock, LockTimeout, describe_holder, note_holder
-from contrib.workspace.schema import (
-    Meta,
-    PrRecord,
-    SyncRecord,
-    TargetState,
-    UpstreamStatus,
-    read_meta,
-)
-from contrib.workspace.table import SHA_RE, line_of, parse_toml_text
-from contrib.workspace.txn import Transaction, atomic_write, cannot_write, check_inside, recover
+from contrib.workspace.locking import hold
+from contrib.workspace.schema import Meta, PrRecord, SyncRecord, UpstreamStatus
+from contrib.workspace.table import SHA_RE, line_of
+from contrib.workspace.txn import Transaction, atomic_write, check_inside
 from contrib.workspace.validation import Requirement, Settings
+
+if TYPE_CHECKING:
+    from tomlkit import TOMLDocument
 
 VALIDATION_NAME = "validation.json"
 NO_PATCHSETS = "no patchsets yet: create one with `contrib new`"
@@ -88,19 +83,6 @@ class Version:
         return [(p.name, p.read_bytes()) for p in self.patch_paths()]
 
 
-class _Document:
-    """One patchset.toml as read, and as changed: shared by a patchset's targets, so
-    the changes of one target's sync and another's land in the same file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.text = read_user_text(path, ConfigError, "every patchset folder needs "
-                                   "patchset.toml (create patchsets with `contrib new`)")
-        self.data = parse_toml_text(path, self.text)
-        self.info: Meta = read_meta(path, self.text, self.data)
-        self.toml: TOMLDocument | None = None
-
-
 class Patchset:
     """One intended upstream PR on one target branch: metadata plus versions per
     upstream commit.
@@ -111,7 +93,7 @@ class Patchset:
     """
 
     def __init__(self, workspace: Workspace, upstream: str, name: str, *,
-                 branch: str | None = None, document: _Document | None = None) -> None:
+                 branch: str | None = None, document: Document | None = None) -> None:
         self.workspace = workspace
         self.upstream = upstream
         self.name = name
@@ -121,7 +103,7 @@ class Patchset:
             if folder.is_symlink():
                 raise ConfigError(f"{folder}: is a symlink; contrib reads and writes patchsets "
                                   "only in real folders inside the workspace")
-        self._doc = document or _Document(self.meta_path)
+        self._doc = document or Document(self.meta_path)
         self.branches = self._doc.info.targets or (workspace.config.upstream(upstream).branch,)
         self.branch = branch or self.branches[0]
         self.primary = self.branch == self.branches[0]
@@ -148,11 +130,10 @@ class Patchset:
 
         A target not carried yet starts from the first target's current version as it
         is now, before this run changes it."""
-        doc = self._doc
-        if branch != self.branches[0] and branch not in doc.info.target_states:
-            doc.info = replace(doc.info, target_states={
-                **doc.info.target_states, branch: TargetState(current=doc.info.current)})
-        return Patchset(self.workspace, self.upstream, self.name, branch=branch, document=doc)
+        if branch != self.branches[0]:
+            self._doc.start_target(branch)
+        return Patchset(self.workspace, self.upstream, self.name, branch=branch,
+                        document=self._doc)
 
     @property
     def target(self) -> str:
@@ -177,24 +158,18 @@ class Patchset:
     @property
     def info(self) -> Meta:
         """The typed view of patchset.toml, as this target sees it (setters keep it in step)."""
-        meta = self._doc.info
-        if self.primary:
-            return meta
-        state = meta.target_states.get(self.branch) or TargetState()
-        return replace(meta, current=state.current or meta.current, sync=state.sync,
-                       title=state.title or meta.title,
-                       pr=state.pr, upstream_status=state.upstream_status or (
-                           UpstreamStatus.PENDING if meta.upstream_status ==
-                           UpstreamStatus.UPSTREAMED else meta.upstream_status))
+        return self._doc.view(self._at)
+
+    @property
+    def _at(self) -> str | None:
+        """This target in the shared document: None for the first (the top level)."""
+        return None if self.primary else self.branch
 
     @property
     def meta(self) -> TOMLDocument:
         """patchset.toml as a tomlkit document (comments and layout kept), to change and
-        write.  Parsed on first use: tomlkit takes ten times tomllib's time, and most
-        runs only read (``status`` of fifty patchsets, a no-op ``sync``)."""
-        if self._doc.toml is None:
-            self._doc.toml = tomlkit.parse(self._doc.text)
-        return self._doc.toml
+        write.  Parsed on first use (:mod:`contrib.workspace.document`)."""
+        return self._doc.editable()
 
     @property
     def data(self) -> Mapping[str, Any]:
@@ -245,47 +220,28 @@ class Patchset:
 
     # -- typed writes: the document keeps the user's comments and layout --------
 
-    def _state_table(self) -> Any:
-        """Where this target's state is written: the top level, or ``[target."BRANCH"]``."""
-        if self.primary:
-            return self.meta
-        if "target" not in self.meta:
-            self.meta["target"] = tomlkit.table(is_super_table=True)
-        outer = self.meta["target"]
-        if self.branch not in outer:  # type: ignore[operator]
-            outer[self.branch] = tomlkit.table()  # type: ignore[index]
-            outer[self.branch]["current"] = self.info.current  # type: ignore[index]
-        return outer[self.branch]  # type: ignore[index]
-
-    def _changed(self, **changes: Any) -> None:
-        doc = self._doc
-        if self.primary:
-            doc.info = replace(doc.info, **changes)
-            return
-        state = replace(doc.info.target_states.get(self.branch) or TargetState(), **changes)
-        doc.info = replace(doc.info, target_states={**doc.info.target_states,
-                                                    self.branch: state})
-
     def set_current(self, base: str) -> None:
-        self._state_table()["current"] = base
-        self._changed(current=base)
+        self._doc.state_table(self._at)["current"] = base
+        self._doc.changed(self._at, current=base)
 
     def set_upstream_status(self, status: UpstreamStatus) -> None:
-        self._state_table()["upstream_status"] = str(status)
-        self._changed(upstream_status=status)
+        self._doc.state_table(self._at)["upstream_status"] = str(status)
+        self._doc.changed(self._at, upstream_status=status)
 
     def set_sync(self, record: SyncRecord | None) -> None:
         """Replace (or with None remove) this target's ``[sync]`` table."""
-        table = self._state_table()
+        table = self._doc.state_table(self._at)
         if record is None:
             table.pop("sync", None)
         else:
             table["sync"] = record.to_table()
-        self._changed(sync=record)
+        self._doc.changed(self._at, sync=record)
 
     def set_pr(self, record: PrRecord) -> None:
         """Write this target's ``[pr]`` key by key, so comments and key order survive."""
-        table, values = self._state_table(), record.to_table()
+        import tomlkit
+
+        table, values = self._doc.state_table(self._at), record.to_table()
         if "pr" not in table:
             table["pr"] = tomlkit.table()
         sub = table["pr"]
@@ -293,7 +249,7 @@ class Patchset:
             sub.pop(key)
         for key, value in values.items():
             sub[key] = value
-        self._changed(pr=record)
+        self._doc.changed(self._at, pr=record)
 
     def version(self, base: str) -> Version:
         return Version(self, base)
@@ -315,7 +271,7 @@ class Patchset:
 
     def meta_text(self) -> str:
         """patchset.toml's text as it would be written (the file's own, while unchanged)."""
-        return self._doc.text if self._doc.toml is None else tomlkit.dumps(self._doc.toml)
+        return self._doc.current_text()
 
     def save_meta(self, txn: Transaction | None = None) -> None:
         """Write patchset.toml (inside ``txn`` if given, else atomically on its own)."""
@@ -343,40 +299,11 @@ class Workspace:
                              "a workspace, pass -C DIR, or see the README to create one")
         return cls(Path(root))
 
-    @contextmanager
-    def lock(self, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
-        """Hold the workspace lock; a second contrib waits, then refuses (exit 2).
-        ``on_wait`` hears at once, once, who holds it (``pid 42 (contrib sync, ...)``)."""
-        timeout = lock_timeout()
-        path = self.state_dir / "lock"
-        pid_file = self.state_dir / "lock.pid"
-        lock = FileLock(path, timeout, None if on_wait is None
-                        else lambda: on_wait(describe_holder(pid_file)))
-        try:
-            check_inside(self.root, self.state_dir)
-            self.state_dir.mkdir(exist_ok=True)
-            ignore = self.state_dir / ".gitignore"
-            if not ignore.exists():
-                atomic_write(ignore, "*\n")
-            lock.acquire()
-        except LockTimeout:
-            holder = _read_pid(self.state_dir / "lock.pid")
-            raise LockError(f"{path}: another contrib process{holder} is working on this "
-                            f"workspace; waited {timeout:g}s (CONTRIB_LOCK_TIMEOUT). "
-                            "Try again when it has finished") from None
-        except OSError as exc:
-            raise ContribError(f"{self.state_dir}: cannot write ({exc.strerror or exc}); "
-                               "contrib needs a writable workspace: fix its permissions; "
-                               "nothing was changed") from None
-        try:
-            try:
-                note_holder(self.state_dir / "lock.pid")
-            except OSError as exc:
-                raise cannot_write(self.state_dir / "lock.pid", exc) from None
-            recover(self.state_dir)
-            yield
-        finally:
-            lock.release()
+    def lock(self, on_wait: Callable[[str], None] | None = None
+             ) -> AbstractContextManager[None]:
+        """Hold the workspace lock (:mod:`contrib.workspace.locking`); a second contrib
+        waits, then refuses (exit 2).  ``on_wait`` hears at once, once, who holds it."""
+        return hold(self.root, self.state_dir, on_wait)
 
     def write_file(self, path: Path, data: bytes | str) -> None:
         """Atomically replace one workspace file; a kill mid-write leaves no temp file."""
@@ -480,18 +407,6 @@ def _on_each(ps: Patchset) -> list[Patchset]:
     return [ps, *others]
 
 
-def read_user_text(path: Path, error: type[ContribError], missing: str) -> str:
-    """A file the user may have edited or removed, as text; ``error`` naming it if not."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error(f"{path}: missing; {missing}") from None
-    except UnicodeDecodeError:
-        raise error(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
 def parse_target(target: str) -> tuple[str, str]:
     """``UPSTREAM``, ``UPSTREAM/NAME`` or ``UPSTREAM/NAME@BRANCH`` -> (upstream, name or "");
     UsageError if malformed (``UP//`` or ``UP/@BRANCH`` name no patchset: refused, not
@@ -518,9 +433,3 @@ def check_name(name: str, what: str = "patchset name", target: str | None = None
         where = f"target {target!r}: " if target is not None else ""
         raise UsageError(f"{where}invalid {what} {name!r}: use {NAME_RULE}")
 
-
-def _read_pid(path: Path) -> str:
-    try:
-        return f" (pid {path.read_text().split()[0]})"
-    except (OSError, IndexError):
-        return ""

@@ -1,11 +1,12 @@
-"""contrib.carry.engine, .scope, .trees: scopes, the moved guard, bisection, effects, grafts."""
+"""contrib.carry.carrier, .bisection, .landing, .scope, .trees: scopes, the moved guard, bisection, effects, grafts."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from contrib.carry.engine import first_true, pr_number
+from contrib.carry.bisection import first_true
+from contrib.carry.landing import pr_number
 from contrib.carry.scope import TOP, definition, effect_present, moved_hunks, scope_of, scoped_hunks
 from contrib.carry.trees import changes, graft
 from contrib.git.repo import Git

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import contrib.carry.conflict
+import contrib.carry.syncstate
 import contrib.git.worktree
 from testing.audit import FIGURES
 from testing.gitutil import Repo
@@ -145,7 +146,7 @@ def test_kill_after_recording_before_cleaning_up(workspace: Workspace, upstream:
     worktree = Path(res["conflict"]["worktree"])
     _resolve(worktree, "return 3 + 0", "return 33 + 0")
 
-    def killed(git: object, pending: contrib.carry.conflict.Pending) -> None:
+    def killed(git: object, pending: contrib.carry.syncstate.Pending) -> None:
         if when.startswith("halfway"):
             (pending.worktree / ".git").unlink()
             (pending.worktree / "pkg" / "core.py").unlink()
