@@ -51,6 +51,7 @@ from contrib.analysis.reach.objects import (
     object_methods,
 )
 from contrib.analysis.reach.tree import PyTree
+from contrib.arch import NVIDIA_FAMILIES
 from contrib.audit.model import AuditGate, EffectKind
 
 MAX_BLOCKS = 240  # blocks of code walked per gate
@@ -225,11 +226,6 @@ class Block:
     holder: Function | None
     code: tuple[ast.AST, ...]
     via: tuple[str, ...]
-
-
-# A GPU of each family the upstreams build for: an operand false on all of them is false
-# on the target whatever its arch (a ROCm switch, a platform's flag).
-_NVIDIA_CAPS = ((8, 0), (9, 0), (10, 0), (12, 0))
 
 
 class Walker:
@@ -542,7 +538,7 @@ class Walker:
     def _false_on_nvidia(self, operand: ast.expr, frame: Frame) -> bool:
         cap = self.ev.cap
         try:
-            for family in _NVIDIA_CAPS:
+            for family in NVIDIA_FAMILIES:
                 self.ev.cap = family
                 if truth_of(self.ev.eval(operand, frame)) != {False}:
                     return False
