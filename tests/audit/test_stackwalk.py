@@ -6,7 +6,7 @@ import ast
 
 from contrib.analysis.gates import Form
 from contrib.audit.model import AuditGate, Decision, EffectKind, GateKind
-from contrib.audit.stack.walk import Skips
+from contrib.audit.stack.skips import Skips
 
 CODE = """\
 class Layer:

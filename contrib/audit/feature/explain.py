@@ -24,6 +24,7 @@ from contrib.audit.feature.declared import Feature, FeatureKind, declared, setti
 from contrib.audit.model import AuditGate
 from contrib.audit.stack.link import LINK_FORMAT, walker_of
 from contrib.audit.stack.lower import Lower
+from contrib.audit.stack.mode import Mode
 from contrib.audit.stack.walk import Walker
 from contrib.errors import ContribError
 from contrib.git.repo import Git
@@ -68,8 +69,8 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
     else:
         lower = Lower(*below) if below is not None else None
         roots = lower.roots if lower is not None else {}
-        upper = Upper(name, commit, gates, walker or walker_of(gates, tree, roots))
-        upper.walker.read_elsewhere(settings_elsewhere(tree))
+        walker = walker or walker_of(gates, tree, roots)
+        upper = Upper(name, commit, gates, walker.in_mode(Mode.features(settings_elsewhere(tree))))
         chains = [chain_of(f, upper, lower, arch) for f in chosen]
     if choose is every:
         with contextlib.suppress(ContribError):
