@@ -24,6 +24,10 @@ KNOWN: tuple[tuple[int, int], ...] = (
     (11, 0),
     (12, 0), (12, 1),
 )
+# A GPU of each family the upstreams build for, as (major, minor): Ampere, Hopper,
+# Blackwell and Blackwell's GeForce/RTX parts.  What is false on all of them is false on
+# any NVIDIA GPU, whatever its arch (a ROCm switch, a platform's flag).
+NVIDIA_FAMILIES: tuple[tuple[int, int], ...] = ((8, 0), (9, 0), (10, 0), (12, 0))
 EXAMPLES = "sm_90a, sm_100a, sm_103a, sm_110a, sm_120, sm_120a, sm_121a"
 # nvcc's own spellings, taken as written; ASCII digits only (``\d`` takes any script's).
 _CANONICAL = re.compile(r"(?:sm_|compute_)(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)

@@ -51,7 +51,7 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
         key = f"{result.tree}\0{lower[2] if lower else ''}\0{arch.name}"
         audit.features = explain(name, commit, GitTree(git, commit), audit.gates, lower,
                                  walker=walker, key=f"{key}\0{at or ''}", choose=features, ref=at or "",
-                                 arch=arch)
+                                 arch=arch, settings_class=mirror.upstream.settings_class)
     if nvcc is not None:
         python = ws.config.upstream(name).python or sys.executable
         audit.gates, summary = compile_gates(GitTree(git, commit), audit.gates, arch,

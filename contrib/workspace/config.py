@@ -6,6 +6,7 @@ errors (a typo like ``brnach`` must not be silently ignored).
 
 from __future__ import annotations
 
+import keyword
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,7 +29,10 @@ BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,250}")
 TARGET_RE = re.compile(f"{NAME_PATTERN}/{NAME_PATTERN}(?:@{BRANCH_RE.pattern})?")  # UPSTREAM/NAME[@BRANCH]
 
 _UPSTREAM_KEYS = frozenset({"url", "branch", "github", "fork", "push_url",
-                            "maintainer_can_modify", "python", "package"})
+                            "maintainer_can_modify", "python", "package", "settings_class"})
+# The class whose fields are a Python server's settings (sglang's): what `contrib audit`
+# and `why` read its features from.
+DEFAULT_SETTINGS_CLASS = "ServerArgs"
 DEFAULT_KEEP_VERSIONS = 5
 # The owners `contrib init` writes where it cannot know the real one: `doctor` fails them.
 PLACEHOLDER_OWNERS = ("your-user", "upstream-owner")
@@ -50,6 +54,7 @@ class Upstream:
     maintainer_can_modify: bool = True
     python: str = ""
     package: str = ""  # its Python package's name, when its pyproject cannot tell
+    settings_class: str = DEFAULT_SETTINGS_CLASS  # the dataclass of its server's settings
 
     def fork_push_url(self) -> str:
         """Where PR branches are pushed: ``push_url`` or the fork's GitHub URL."""
@@ -221,8 +226,12 @@ def _upstream(tables: Table, name: str) -> Upstream:
         # A local path: relative paths are relative to the workspace.
         url = str((t.path.parent / url).resolve())
     modify = t.boolean("maintainer_can_modify", True)
+    settings = t.string("settings_class", DEFAULT_SETTINGS_CLASS) or ""
+    if not settings.isidentifier() or keyword.iskeyword(settings):
+        raise t.fail("settings_class", f"must be a Python class name (like "
+                                       f"{DEFAULT_SETTINGS_CLASS}), got {settings!r}")
     return Upstream(name=name, url=url, branch=branch, github=github, fork=fork,
                     push_url=t.string("push_url", "") or "",
                     maintainer_can_modify=True if modify is None else modify,
                     python=t.string("python", "") or "",
-                    package=t.string("package", "") or "")
+                    package=t.string("package", "") or "", settings_class=settings)

@@ -227,6 +227,28 @@ def test_a_refusal_says_what_it_refuses_and_work_to_come_is_not_intentional() ->
     assert not says_intentional("SM120 is different.", arch)
 
 
+@pytest.mark.parametrize(("comment", "intentional"), [
+    # another path of its own, however it is phrased
+    ("SM12x has its own kernel.", True),
+    ("SM120 is routed to a separate implementation.", True),
+    ("On sm_120 the dedicated MMA backend handles this.", True),
+    ("Consumer Blackwell (SM120) is served by a dedicated Triton kernel instead.", True),
+    ("sm121 goes another way: its own code path.", True),
+    # a difference that is no path of its own
+    ("Expect different results on SM120.", False),
+    ("Use a separate stream on SM120.", False),
+    ("SM120 has its own shared memory size.", False),
+    ("The kernel differs on SM120.", False),
+    # another family's path, and work to come
+    ("SM90 uses a different kernel path.", False),
+    ("SM120: not yet, a separate path TODO.", False),
+    ("SM120 needs its own kernel for now.", False),
+])
+def test_a_comment_saying_the_target_has_a_path_of_its_own_is_a_choice(
+        comment: str, intentional: bool) -> None:
+    assert says_intentional(comment, parse_arch("sm_120a")) is intentional
+
+
 def test_early_exits_of_a_chain_leave_the_target_the_code_after_it_unless_an_else_refuses() -> None:
     arch = parse_arch("sm_120a")
     chain = ("def f():\n    if cap()[0] == 10:\n        return fast()\n    elif cap()[0] == 9:\n"

@@ -31,6 +31,7 @@ from contrib.audit.model import (
 )
 from contrib.audit.serial import chain_cache, chain_from_cache
 from contrib.audit.stack.lower import Lower
+from contrib.workspace.config import DEFAULT_SETTINGS_CLASS as SETTINGS_CLASS
 from testing.featureupstreams import SERVER_ARGS, feature_lower, feature_upstream
 from testing.gitutil import Repo, git
 from testing.stackupstreams import repin
@@ -235,7 +236,7 @@ def test_a_setting_another_program_declares_too_is_read_only_in_the_servers_code
     assert settings_elsewhere(DictTree({
         "python/top/__init__.py": "", "python/top/server_args.py": SERVER_ARGS,
         "python/top/imagegen/__init__.py": "",
-        "python/top/imagegen/server_args.py": IMAGEGEN_ARGS})) == {
+        "python/top/imagegen/server_args.py": IMAGEGEN_ARGS}), SETTINGS_CLASS) == {
             "attention_backend": ("python/top/imagegen/",)}
 
 
@@ -308,13 +309,32 @@ class ServerArgs:
 def test_a_servers_settings_are_its_features() -> None:
     tree = DictTree({"python/srv/__init__.py": "", "python/srv/server_args.py": SETTINGS,
                      "python/srv/router/server_args.py": "class ServerArgs:\n    x: bool = False\n"})
-    names = [f.name for f in declared(tree)]
+    names = [f.name for f in declared(tree, SETTINGS_CLASS)]
     assert names == ["--attention-backend=triton", "--attention-backend=trtllm_mla",
                      "--attention-backend=fa4", "--fusion-backend=auto",
                      "--fusion-backend=trtllm", "--enable-fusion", "--disable-cuda-graph"]
-    feature = declared(tree)[0]
+    feature = declared(tree, SETTINGS_CLASS)[0]
     assert (feature.kind, feature.attr, feature.value, feature.file, feature.line) == (
         FeatureKind.FLAG, "attention_backend", "triton", "python/srv/server_args.py", 10)
+
+
+def test_a_settings_class_of_another_name_is_read_where_its_upstream_names_it(
+        server: tuple[Workspace, Repo]) -> None:
+    ws, top = server
+    top.commit("settings renamed", {"python/top/server_args.py": SERVER_ARGS.replace(
+        "ServerArgs", "ServeConfig")})
+    unset = ws.run("why", "top", "--enable-quick-reduce", "--arch", "sm_120a", "--json")
+    assert unset.code == 2 and "--enable-quick-reduce" in unset.err  # no ServerArgs: no flags
+    config = ws.root / "contrib.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        "[upstreams.top]\n", '[upstreams.top]\nsettings_class = "ServeConfig"\n'), encoding="utf-8")
+    code, data = _why(ws, "top", "--enable-quick-reduce")
+    assert code == 1 and _verdicts(data) == {"--enable-quick-reduce": "crash"}
+    tree = DictTree({"python/srv/__init__.py": "", "python/srv/server_args.py": SETTINGS,
+                     "python/srv/config.py": "class ServeConfig:\n    verbose: bool = False\n"})
+    assert [f.name for f in declared(tree, "ServeConfig")] == ["--verbose"]
+    assert declared(tree, SETTINGS_CLASS) == declared(DictTree({
+        "python/srv/__init__.py": "", "python/srv/server_args.py": SETTINGS}), "ServerArgs")
 
 
 def test_a_librarys_public_api_is_its_features_with_its_backends() -> None:
@@ -325,9 +345,9 @@ def test_a_librarys_public_api_is_its_features_with_its_backends() -> None:
                              'def mm(a, backend: Literal["cudnn", "cutlass"] = "cudnn"):\n'
                              '    return a\n'),
     })
-    assert [f.name for f in declared(tree)] == [
+    assert [f.name for f in declared(tree, SETTINGS_CLASS)] == [
         "lib.mm", "lib.mm:backend=cudnn", "lib.mm:backend=cutlass"]  # once, by its shortest name
-    assert declared(tree)[1].keys == (("backend", "cudnn"),)
+    assert declared(tree, SETTINGS_CLASS)[1].keys == (("backend", "cudnn"),)
 
 
 def test_find_takes_a_flag_with_or_without_dashes_and_a_setting_for_each_choice() -> None:

@@ -268,7 +268,7 @@ def test_the_class_from_below_is_what_the_lower_path_needs() -> None:
     from contrib.arch import parse_arch
     from contrib.audit.model import UNKNOWN, AuditGate, Evidence, GateClass, GateKind
     from contrib.audit.stack.link import _inherit
-    from contrib.audit.stack.walk import Outside
+    from contrib.audit.stack.reading import Outside
 
     class _Lower:
         name, tag = "lower", "v1.0"

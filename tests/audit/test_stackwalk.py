@@ -1,12 +1,16 @@
-"""The stack's walk reads the tree's gates by their kinds: where the target does not go."""
+"""The stack's walk reads the tree's gates by their kinds (where the target does not go),
+in the mode its walker was made with."""
 
 from __future__ import annotations
 
 import ast
 
 from contrib.analysis.gates import Form
+from contrib.analysis.reach.tree import PyTree
 from contrib.audit.model import AuditGate, Decision, EffectKind, GateKind
-from contrib.audit.stack.walk import Skips
+from contrib.audit.stack.mode import GATES, Mode
+from contrib.audit.stack.skips import Skips
+from contrib.audit.stack.walk import Walker
 
 CODE = """\
 class Layer:
@@ -41,3 +45,34 @@ def test_skips_are_read_from_kinds_not_from_words() -> None:
     assert skips.taken("pkg/layer.py", fp8) is False  # the flag is false on the target
     assert skips.refuses("pkg/layer.py", refusal) and not skips.refuses("pkg/layer.py", sm100)
     assert skips.taken("other.py", sm90) is None
+
+
+SETS = """\
+import lowerlib
+
+
+def setup(args):
+    args.backend = "auto"
+
+
+def run(args):
+    if args.backend == "auto":
+        lowerlib.fused()
+"""
+
+
+def test_a_walkers_mode_is_chosen_when_it_is_made_and_its_reading_is_shared() -> None:
+    files = {"pkg/__init__.py": "", "pkg/a.py": SETS}
+    ev = PyTree(files.get, list(files))
+    gates = Walker(ev, lambda: files, {"lowerlib"}, lambda path, first, last: False, Skips([]))
+    features = gates.in_mode(Mode.features({}))
+    parsed = ev.module("pkg/a.py")
+    assert parsed is not None
+    setup = next(f for f in parsed[0].body if isinstance(f, ast.FunctionDef))  # the syntax walked
+    # a gate's walk follows flags set True only; a feature's, the string a setting is set to
+    assert gates.mode == GATES and gates.outside("pkg/a.py", setup, setup.body) == []
+    [out] = features.outside("pkg/a.py", setup, setup.body)
+    assert out.dotted == "lowerlib.fused" and out.via[0] == "sets backend='auto'"
+    assert features.reading is gates.reading and gates.mode == GATES
+    assert Mode.features({"backend": ("pkg/other/",)}).folders_elsewhere("backend") == (
+        "pkg/other/",)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from contrib.workspace.config import DEFAULT_SETTINGS_CLASS, load_config
 from testing.gitutil import Repo
 from testing.workspace import Workspace, make_patch
 
@@ -30,6 +31,10 @@ CASES = [
     ("fork with a newline", "[upstreams.proj]\nurl = 'x'\nfork = \"a/b\\n\"\n",
      "fork must be OWNER/NAME"),
     ("upstream name too long", f"[upstreams.{'u' * 101}]\nurl = 'x'\n", "at most 100"),
+    ("settings class of a wrong type", "[upstreams.proj]\nurl = 'x'\nsettings_class = 3\n",
+     "contrib.toml:3: upstreams.proj.settings_class must be a string, not an integer"),
+    ("settings class not a name", "[upstreams.proj]\nurl = 'x'\nsettings_class = 'Server Args'\n",
+     "contrib.toml:3: upstreams.proj.settings_class must be a Python class name"),
 ]
 
 
@@ -40,6 +45,14 @@ def test_bad_config(workspace: Workspace, label: str, text: str, expected: str) 
     assert result.code == 2, result.err
     assert expected in result.err
     assert "Traceback" not in result.err
+
+
+def test_the_settings_class_is_serverargs_unless_an_upstream_names_another(tmp_path: Path) -> None:
+    (tmp_path / "contrib.toml").write_text(
+        "[upstreams.sglang]\nurl = 'x'\n\n[upstreams.srv]\nurl = 'y'\nsettings_class = 'ServeConfig'\n")
+    config = load_config(tmp_path)
+    assert config.upstream("sglang").settings_class == DEFAULT_SETTINGS_CLASS == "ServerArgs"
+    assert config.upstream("srv").settings_class == "ServeConfig"
 
 
 def test_bad_patchset_meta(workspace: Workspace, upstream: Repo, tmp_path: Path) -> None:

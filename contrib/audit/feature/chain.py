@@ -5,7 +5,7 @@ stack below (:class:`~contrib.audit.stack.walk.Walker`) follows the code that ru
 when the flag is set (the ``if`` bodies testing it, what the callers of a function
 deciding with it run, settings it sets in turn: ``--enable-flashinfer-allreduce-fusion``
 sets the fusion backend to ``auto``), on the target's own way: it stops where a gate
-of the tree turns the target away (:class:`~contrib.audit.stack.walk.Trail` keeps
+of the tree turns the target away (:class:`~contrib.audit.stack.skips.Trail` keeps
 where).  The calls it makes into the upstream below, at the version this tree pins,
 are followed there (:meth:`~contrib.audit.stack.lower.Lower.below`) to the gates and
 kernels they reach.  A public API of a library is its own chain's first call.
@@ -47,7 +47,9 @@ from contrib.audit.model import (
     admits_text,
 )
 from contrib.audit.stack.lower import Lower
-from contrib.audit.stack.walk import Function, Handed, Outside, Trail, Walker
+from contrib.audit.stack.reading import Function, Handed, Outside
+from contrib.audit.stack.skips import Trail
+from contrib.audit.stack.walk import Walker
 
 # Calls followed below a place reading the feature.  What a setting enables runs close
 # to where it is read; ten steps down (the gate walk's bound) every feature reaches the
@@ -104,25 +106,20 @@ def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None,
 
 def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower | None,
                arch: Arch | None) -> None:
-    walker = upper.walker
-    trail = walker.trail = Trail()
-    walker.values = True
-    try:
-        blocks = walker.enabled_by(feature.attr, feature.value or True)
-        outs: list[Outside] = []
-        for block in blocks:
-            links.append(Link(Role.READ, upper.name, upper.commit, block.path,
-                                    getattr(block.code[0], "lineno", 0) if block.code else 0,
-                                    block.holder.name if block.holder else "<module>",
-                                    why=" > ".join(block.via)))
-            for out in walker.outside(block.path, block.holder, block.code, target=True,
-                                      depth=FEATURE_DEPTH):
-                led = Outside(out.dotted, (*block.via, *out.via), out.keys)
-                if all(o.dotted != led.dotted or o.keys != led.keys for o in outs):
-                    outs.append(led)
-        met = list(dict.fromkeys(trail.met))
-    finally:
-        walker.trail, walker.values = None, False
+    walker, trail = upper.walker, Trail()
+    blocks = walker.enabled_by(feature.attr, feature.value or True, trail)
+    outs: list[Outside] = []
+    for block in blocks:
+        links.append(Link(Role.READ, upper.name, upper.commit, block.path,
+                          getattr(block.code[0], "lineno", 0) if block.code else 0,
+                          block.holder.name if block.holder else "<module>",
+                          why=" > ".join(block.via)))
+        for out in walker.outside(block.path, block.holder, block.code, target=True,
+                                  depth=FEATURE_DEPTH, trail=trail):
+            led = Outside(out.dotted, (*block.via, *out.via), out.keys)
+            if all(o.dotted != led.dotted or o.keys != led.keys for o in outs):
+                outs.append(led)
+    met = list(dict.fromkeys(trail.met))
     seen: set[tuple[str, int]] = set()
     behind: list[Link] = []  # what lies below the gates met, once they are opened
     for path, first, last in met:
@@ -172,7 +169,7 @@ def _host_refusal(lower: Lower, out: Outside, arch: Arch) -> Link | None:
     admitted in Python and refused below it, a crash.  Only where every way the call
     can take is refused so (:meth:`~contrib.audit.stack.lower.Lower.refused_every_way`),
     and the way to the call hands no backend's name on (a
-    :class:`~contrib.audit.stack.walk.Handed` step: what lies past it is not surely
+    :class:`~contrib.audit.stack.reading.Handed` step: what lies past it is not surely
     the feature's way)."""
     verdict = lower.refused_every_way(out.dotted, arch, out.keys)
     if verdict is None or verdict.refused is None:

@@ -3,7 +3,8 @@
 A feature is what a user turns on, named as they would name it:
 
 * a server argument of a Python server whose settings are one dataclass: sglang's
-  ``ServerArgs``.  A flag (a ``bool`` field) is one feature
+  ``ServerArgs``, another server's class as its upstream's ``settings_class`` in
+  ``contrib.toml`` names it.  A flag (a ``bool`` field) is one feature
   (``--enable-flashinfer-allreduce-fusion``); a setting with choices is one feature
   per choice (``--attention-backend=trtllm_mla``).  The choices are read from the
   field's annotation (``Literal[...]``, ``Arg(choices=...)``) or from the
@@ -27,15 +28,15 @@ from contrib.analysis.tree import SourceTree
 from contrib.audit.model import Feature, FeatureKind
 from contrib.audit.stack.lower import package_roots
 
-_SETTINGS_CLASS = "ServerArgs"
 _BACKEND = "backend"
 _MAX_CHOICES = 40  # more than this is a free-form value, not a list of features
 
 
-def declared(tree: SourceTree) -> list[Feature]:
-    """Every feature the tree declares: its server arguments, else its public API."""
+def declared(tree: SourceTree, settings_class: str) -> list[Feature]:
+    """Every feature the tree declares: its server arguments (the fields of its class
+    ``settings_class``), else its public API."""
     paths = [p for p in tree.paths() if p.endswith(".py")]
-    flags = server_arguments(tree, paths)
+    flags = server_arguments(tree, paths, settings_class)
     return flags if flags else public_api(tree, paths)
 
 
@@ -52,9 +53,10 @@ def _parse(tree: SourceTree, path: str) -> ast.Module | None:
 # -- server arguments -----------------------------------------------------------------
 
 
-def server_arguments(tree: SourceTree, paths: list[str]) -> list[Feature]:
-    """The features of the tree's settings dataclass (``class ServerArgs``)."""
-    found = _settings_class(tree, paths)
+def server_arguments(tree: SourceTree, paths: list[str], settings_class: str) -> list[Feature]:
+    """The features of the tree's settings dataclass, named ``settings_class``
+    (sglang's ``ServerArgs``)."""
+    found = _settings_class(tree, paths, settings_class)
     if found is None:
         return []
     path, module, cls = found
@@ -78,19 +80,19 @@ def server_arguments(tree: SourceTree, paths: list[str]) -> list[Feature]:
     return features
 
 
-def _settings_class(tree: SourceTree, paths: list[str]
+def _settings_class(tree: SourceTree, paths: list[str], name: str
                     ) -> tuple[str, ast.Module, ast.ClassDef] | None:
     """The module defining the settings dataclass, and the class: of the package's
-    files declaring ``class ServerArgs`` (the name is sglang's, the shape any
+    files declaring ``class <name>`` (``ServerArgs``: the name is sglang's, the shape any
     dataclass-driven server's), the one with the most fields (a router's or a test's
     smaller one is not the server's)."""
-    found = _settings_classes(tree, paths)
+    found = _settings_classes(tree, paths, name)
     return found[0][1:] if found else None
 
 
-def _settings_classes(tree: SourceTree, paths: list[str]
+def _settings_classes(tree: SourceTree, paths: list[str], name: str
                       ) -> list[tuple[int, str, ast.Module, ast.ClassDef]]:
-    """Each ``class ServerArgs`` of the package's files with its field count, path and
+    """Each ``class <name>`` of the package's files with its field count, path and
     module, the most fields first."""
     roots = tuple(prefix + root + "/" for root, prefix in package_roots(paths).items())
     found: list[tuple[int, str, ast.Module, ast.ClassDef]] = []
@@ -98,27 +100,28 @@ def _settings_classes(tree: SourceTree, paths: list[str]
         if not path.startswith(roots):
             continue
         text = tree.read_text(path) or ""
-        if f"class {_SETTINGS_CLASS}" not in text:
+        if f"class {name}" not in text:
             continue
         module = _parse(tree, path)
         for node in module.body if module else ():
             if module is not None and isinstance(node, ast.ClassDef) and (
-                    node.name == _SETTINGS_CLASS):
+                    node.name == name):
                 found.append((sum(isinstance(i, ast.AnnAssign) for i in node.body), path,
                               module, node))
     return sorted(found, key=lambda f: (-f[0], f[1]))
 
 
-def settings_elsewhere(tree: SourceTree) -> dict[str, tuple[str, ...]]:
+def settings_elsewhere(tree: SourceTree, settings_class: str) -> dict[str, tuple[str, ...]]:
     """The settings that other programs of the package declare under the server's own
-    names, by attribute: the folder of each such program.  sglang's
+    names (in classes named ``settings_class`` too), by attribute: the folder of each
+    such program.  sglang's
     ``multimodal_gen/`` has a ``ServerArgs`` of its own with an ``attention_backend``;
     a read of ``.attention_backend`` under ``python/sglang/multimodal_gen/`` is that
     program's, not the server's.  A program's folder is where its path leaves the
     server's (``python/sglang/`` + ``multimodal_gen/``); one declared beside the
     server's own module cannot be told apart and is left out."""
     paths = [p for p in tree.paths() if p.endswith(".py")]
-    found = _settings_classes(tree, paths)
+    found = _settings_classes(tree, paths, settings_class)
     if len(found) < 2:
         return {}
     own = found[0][1].split("/")

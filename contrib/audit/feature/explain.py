@@ -25,6 +25,7 @@ from contrib.audit.model import AuditGate, Chain, Feature, FeatureKind
 from contrib.audit.serial import chain_cache, chain_from_cache
 from contrib.audit.stack.link import LINK_FORMAT, walker_of
 from contrib.audit.stack.lower import Lower
+from contrib.audit.stack.mode import Mode
 from contrib.audit.stack.walk import Walker
 from contrib.errors import ContribError
 from contrib.git.repo import Git
@@ -42,19 +43,21 @@ def every(features: list[Feature]) -> list[Feature]:
 
 def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
             below: tuple[str, str, str, TreeAudit, GitTree] | None, *, key: str,
-            choose: Choose | None = None, ref: str = "",
+            settings_class: str, choose: Choose | None = None, ref: str = "",
             walker: Walker | None = None, arch: Arch | None = None) -> list[Chain]:
     """The chains of the features of ``tree`` (``name`` at ``commit``, audited as
     ``gates``) that ``choose`` keeps (all by default).  ``below``: the upstream below
     as pinned (its name, tag, commit, audit and tree), for a server's features.
     ``key``: what the chains depend on beside contrib (the trees, the arch); every
     feature's chain is kept in the cache under it, and answers a later ``choose``.
+    ``settings_class``: the name of a server's settings dataclass (its upstream's
+    ``settings_class`` in ``contrib.toml``: sglang's ``ServerArgs`` by default).
     ``ref``: how a library's own links name its commit (default: the sha's start).
     ``walker``: the upper tree's, when the link walked it already (its parsed modules
     and indexes are kept).  ``arch``: the target, for the C/C++ host checks below a
     call no Python gate refuses (a crash there)."""
-    path = _cache_file(key)
-    features = declared(tree)
+    path = _cache_file(f"{key}\0{settings_class}")
+    features = declared(tree, settings_class)
     kept = _load(path, features)
     if choose is None:
         choose = every
@@ -69,8 +72,9 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
     else:
         lower = Lower(*below) if below is not None else None
         roots = lower.roots if lower is not None else {}
-        upper = Upper(name, commit, gates, walker or walker_of(gates, tree, roots))
-        upper.walker.read_elsewhere(settings_elsewhere(tree))
+        walker = walker or walker_of(gates, tree, roots)
+        mode = Mode.features(settings_elsewhere(tree, settings_class))
+        upper = Upper(name, commit, gates, walker.in_mode(mode))
         chains = [chain_of(f, upper, lower, arch) for f in chosen]
     if choose is every:
         with contextlib.suppress(ContribError):

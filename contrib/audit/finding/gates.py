@@ -57,8 +57,10 @@ _PREDICATE_TEXT = re.compile(r"\b_*is_(?:cuda_)?(?:sm_?\d|ampere|ada|hopper|blac
 _REFUSAL_WORDS = re.compile(
     r"\b(?:not|no|unsupported|exclud\w*|intentional\w*|on purpose|deliberate\w*|skip\w*|"
     r"disabl\w*|lacks?|doesn't|don't|won't|cannot|can't|"
-    # served by another path on purpose: "SM120 uses a different kernel path"
-    r"(?:uses|takes|has|goes through|runs) (?:a |an |its own )?(?:different|separate|dedicated))\b",
+    # served by another path of its own, on purpose: a different, separate, dedicated or
+    # own path, kernel, implementation, backend or route, a few words apart at most
+    r"(?:different|separate|dedicated|own)\W+(?:\w+\W+){0,3}?"
+    r"(?:paths?|kernels?|implementations?|backends?|routes?))\b",
     re.I)
 
 

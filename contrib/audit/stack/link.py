@@ -71,7 +71,9 @@ from contrib.audit.serial import (
     mismatch_from_cache,
 )
 from contrib.audit.stack.lower import Lower, package_roots
-from contrib.audit.stack.walk import Function, Outside, Skips, Walker
+from contrib.audit.stack.reading import Function, Outside
+from contrib.audit.stack.skips import Skips
+from contrib.audit.stack.walk import Walker
 from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.ui import counted

@@ -36,7 +36,9 @@ from contrib.audit.model import (
     AuditGate,
     Call,
 )
-from contrib.audit.stack.walk import MAX_DEPTH, Function, Skips
+from contrib.audit.stack.reading import Function
+from contrib.audit.stack.skips import Skips
+from contrib.audit.stack.walk import MAX_DEPTH
 
 _RUN_ON_USE = ("__init__", "__call__")  # private methods constructing or calling runs
 MAX_BELOW = 400  # functions of the lower tree followed from one entry point
