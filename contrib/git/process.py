@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from contrib.errors import GitError, GitTimeout
+from contrib.killpoints import reached
 from contrib.secrets import scrub
 
 if TYPE_CHECKING:
@@ -82,7 +83,8 @@ def trace_commands(callback: Callable[[str], None] | None) -> None:
 
 
 def announce(args: Sequence[str], cwd: Path | str | None) -> None:
-    """Show ``git ARGS`` on the -v trace, if one is set."""
+    """Show ``git ARGS`` on the -v trace, if one is set (each git process passes here)."""
+    reached("git")
     if _trace is not None:
         where = f"-C {cwd} " if cwd is not None else ""
         _trace(f"git {where}{describe(args)}")
