@@ -3,12 +3,13 @@
 The crash tests (``testing/crash.py``) must kill a command before, inside and after
 its commit point by construction, not by timing: a kill after a delay scaled from one
 reference run lands wherever the machine's load puts it.  So every durable step passes
-:func:`reached` with its point's name: ``git`` (a git process is about to start),
-``step`` (a command announces a step), ``stage`` (a transaction staged a path),
-``write`` (an atomic write is about to rename its file into place; a transaction's plan
-is one), ``commit`` (a transaction's plan is in place: past its commit point, nothing
-installed yet) and ``install`` (a transaction renamed one staged path into place).  A
-point passed on a thread other than the main one is named ``POINT@THREAD``.
+:func:`reached` with its point's name: ``git-SUBCOMMAND`` (a git process is about to
+start: ``git-fetch``, ``git-push``), ``step`` (a command announces a step), ``stage``
+(a transaction staged a path), ``write`` and ``written`` (an atomic write is about to
+rename its file into place, and has; a transaction's plan is one), ``commit`` (a
+transaction's plan is in place: past its commit point, nothing installed yet) and
+``install`` (a transaction renamed one staged path into place).  A point passed on a thread other than the main one is
+named ``POINT@THREAD``.
 
 Two variables, read once at import and named so that nothing but a test sets them:
 

@@ -109,6 +109,7 @@ def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) 
         Path(tmp).unlink(missing_ok=True)
         raise cannot_write(path, exc) from None
     fsync_dir(path.parent)
+    reached("written")
 
 
 def check_inside(root: Path, path: Path) -> None:
