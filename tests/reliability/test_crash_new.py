@@ -34,7 +34,7 @@ def test_new_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstream: R
     def again(ws: Path, outcome: str) -> tuple[str, ...]:
         return args if outcome == "before" else ("status", "--no-fetch")
 
-    trials = kill_trials(workspace.root, tmp_path, args, choose(points, 20261129, 12),
+    trials = kill_trials(workspace.root, tmp_path, args, choose(points, 20261129, 11),
                          expected, env, again=again)
     print(tally("new", trials, points))
     # The first point and the plan's write are before the commit point, `commit` and

@@ -71,7 +71,7 @@ def test_refresh_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstrea
         if outcome == "after":
             assert snapshot(ws) == expected
 
-    trials = kill_trials(workspace.root, tmp_path, args, choose(points, 11_20261130, 12),
+    trials = kill_trials(workspace.root, tmp_path, args, choose(points, 11_20261130, 11),
                          expected, env, setup=setup, verify=check)
     print(tally("refresh", trials, points))
     assert outcomes(trials) == {"before", "after"}

@@ -69,7 +69,7 @@ def test_sync_killed_anywhere_is_all_or_nothing(workspace: Workspace, upstream: 
     def verify(ws: Path, outcome: str) -> None:
         fsck_cache(trial_cache(ws))
 
-    trials = kill_trials(workspace.root, tmp_path, ("sync",), choose(points, 3_20261129, 14),
+    trials = kill_trials(workspace.root, tmp_path, ("sync",), choose(points, 3_20261129, 12),
                          expected, env, setup=setup, verify=verify)
     print(tally("sync", trials, points))
     assert outcomes(trials) == {"before", "after"}

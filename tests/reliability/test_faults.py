@@ -151,7 +151,7 @@ def test_fetch_killed_midway_leaves_a_working_cache(workspace: Workspace, upstre
     # Just before the fetch, just after it and at the end; then inside it, from outside
     # (no named point lies within a git process): once its pack is being received, and
     # once 2 MiB of it are in.
-    kills = [*choose(points, 7_20261129, 4, must=lambda _: [fetch, fetch + 1, len(points) - 1]),
+    kills = [*choose(points, 7_20261129, 3, must=lambda _: [fetch, fetch + 1, len(points) - 1]),
              Midway("receiving", _pack_over(0)), Midway("2MiB-in", _pack_over(2 << 20))]
     trials = kill_trials(workspace.root, tmp_path, ("sync",), kills,
                          expected, env, setup=setup, verify=verify)
