@@ -8,8 +8,8 @@ start: ``git-fetch``, ``git-push``), ``step`` (a command announces a step), ``st
 (a transaction staged a path), ``write`` and ``written`` (an atomic write is about to
 rename its file into place, and has; a transaction's plan is one), ``commit`` (a
 transaction's plan is in place: past its commit point, nothing installed yet) and
-``install`` (a transaction renamed one staged path into place).  A point passed on a thread other than the main one is
-named ``POINT@THREAD``.
+``install`` (a transaction renamed one staged path into place).  A point passed on a
+thread other than the main one is named ``POINT@THREAD``.
 
 Two variables, read once at import and named so that nothing but a test sets them:
 
