@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from contrib.killpoints import reached
 from contrib.secrets import scrub
 
 if TYPE_CHECKING:
@@ -358,6 +359,7 @@ class UI:
 
     def step(self, message: str) -> None:
         """A line on stderr saying what is happening (suppressed by --json and -q)."""
+        reached("step")
         if not self.json_mode and self.verbosity > QUIET:
             self._stderr(message, _DIM)
 

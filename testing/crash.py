@@ -1,11 +1,16 @@
-"""SIGKILL a contrib command at a random moment; check all-or-nothing.
+"""SIGKILL a contrib command at named points of its work; check all-or-nothing.
 
 ``snapshot`` reads every byte of the user's part of a workspace (everything
-but contrib's private ``.contrib/`` state).  A trial copies a prepared
-workspace, records the reference "fully updated" state from an uninterrupted
-run on another copy, then starts the command, kills it after a seeded random
-delay, lets the next contrib run recover, and asserts the workspace equals the
-state before or the fully-updated one, and that the command then succeeds.
+but contrib's private ``.contrib/`` state).  The reference run (:func:`counted`)
+records the "fully updated" state and the points the command passes
+(:mod:`contrib.killpoints`: each git process, announced step, staged path, atomic
+write, commit point and installed path).  A trial copies the prepared workspace,
+runs the command with ``CONTRIB_TEST_KILL_AT`` so that it SIGKILLs itself at one of
+those points, lets the next contrib run recover, and asserts the workspace equals
+the state before or the fully-updated one, and that the command then succeeds.
+:func:`choose` picks the points around every write and commit point and a seeded
+sample of the rest, so kills land before, at and after each commit by construction,
+whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -72,23 +77,125 @@ def run(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess
     return done
 
 
+KILL_AT = "CONTRIB_TEST_KILL_AT"
+KILL_LOG = "CONTRIB_TEST_KILL_LOG"
+
+
+@dataclass(frozen=True)
+class Point:
+    """The ``n``-th passage of the point ``name`` (:mod:`contrib.killpoints`)."""
+
+    name: str
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.n}"
+
+
+def counted(root: Path, *args: str, env: dict[str, str]) -> list[Point]:
+    """Run the command once, uninterrupted, in ``root`` (the reference run); the points
+    it passed, in order."""
+    log = root.parent / f"{root.name}.points"
+    log.unlink(missing_ok=True)
+    done = run(root, *args, env={**env, KILL_LOG: str(log)})
+    assert done.returncode == 0, done.stderr
+    seen: dict[str, int] = {}
+    points = []
+    for name in log.read_text(encoding="utf-8").split():
+        seen[name] = seen.get(name, 0) + 1
+        points.append(Point(name, seen[name]))
+    return points
+
+
+def around_writes(points: list[Point]) -> list[int]:
+    """The indexes of the first and last points, and of the two around each atomic
+    write: ``write`` (its last moment before the rename) and ``written`` (for a
+    transaction's plan: past the commit point, nothing installed)."""
+    chosen = {0, len(points) - 1}
+    chosen |= {i for i, point in enumerate(points) if point.name in ("write", "written")}
+    return sorted(chosen)
+
+
+def around_commits(points: list[Point]) -> list[int]:
+    """The indexes of the first and last points, and of each transaction's last moment
+    before its commit point (its plan's ``write``) and first after it (``commit``): for
+    a command with more atomic writes than its trials can cover."""
+    chosen = {0, len(points) - 1}
+    for index, point in enumerate(points):
+        if point.name == "commit":
+            chosen.add(index)
+            chosen.add(max(i for i in range(index) if points[i].name == "write"))
+    return sorted(chosen)
+
+
+def choose(points: list[Point], seed: int, count: int,
+           must: Callable[[list[Point]], list[int]] = around_writes) -> list[Point]:
+    """Where the trials kill: the points ``must`` names, then a seeded sample of the
+    others, ``count`` in all, in the order the run passes them."""
+    chosen = set(must(points))
+    rest = [i for i in range(len(points)) if i not in chosen]
+    chosen |= set(random.Random(seed).sample(rest, max(0, min(len(rest), count - len(chosen)))))
+    return [points[i] for i in sorted(chosen)]
+
+
+@dataclass(frozen=True)
+class Midway:
+    """A kill from outside, of the command's whole process group, once ``seen(ws)`` holds:
+    a git process killed midway (a fetch's temporary pack in the trial's cache), or a
+    request to GitHub that ``arm(ws)`` made hang, where no named point can reach.
+    ``label`` names it in the trial's folder."""
+
+    label: str
+    seen: Callable[[Path], bool]
+    arm: Callable[[Path], object] | None = None
+
+    def __str__(self) -> str:
+        return self.label
+
+
+Kill = Point | Midway
+
+
 @dataclass
 class TrialResult:
-    delay: float
+    point: Kill
     outcome: str  # "before" | "after" | a state named by ``verify``
-    killed: bool = True  # False when the command had already finished
-    ran: float | None = None  # seconds the command took, when it finished before the kill
 
 
 Setup = Callable[[Path], dict[str, str]]
 Verify = Callable[[Path, str], str | None]
 
 
-def kill_trial(prepared: Path, scratch: Path, args: tuple[str, ...], delay: float,
+def _killed_run(ws: Path, args: tuple[str, ...], env: dict[str, str], kill: Kill) -> None:
+    """Run the command in ``ws`` until ``kill`` stops it; fails if it finished first."""
+    from testing.audit import AUDIT
+
+    log, passed = ws.parent / f"{ws.name}.log", ws.parent / f"{ws.name}.points"
+    named = {KILL_AT: str(kill), KILL_LOG: str(passed)} if isinstance(kill, Point) else {}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(contrib_cmd(*args), cwd=ws, env={**env, **named},
+                                stdout=out, stderr=out, start_new_session=True)
+        try:
+            if isinstance(kill, Midway):
+                while proc.poll() is None and not kill.seen(ws):
+                    time.sleep(0.002)
+            proc.wait(timeout=0 if isinstance(kill, Midway) else 120)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:  # the git processes it left (a `cat-file --batch`) die with it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    AUDIT.record(log.read_bytes())
+    trail = passed.read_text(encoding="utf-8").split() if passed.exists() else []
+    assert proc.returncode == -signal.SIGKILL, (str(kill), proc.returncode, trail)
+
+
+def kill_trial(prepared: Path, scratch: Path, args: tuple[str, ...], point: Kill,
                expected_after: dict[str, bytes] | None, env: dict[str, str], *,
                setup: Setup | None = None, verify: Verify | None = None,
                again: Callable[[Path, str], tuple[str, ...]] | None = None) -> TrialResult:
-    """One kill at ``delay`` seconds; returns which consistent state was left.
+    """One run killed at ``point``; returns which consistent state was left.
 
     ``setup(ws)`` prepares the copy (returns the env to run with); ``verify(ws,
     outcome)`` adds command-specific checks and may name an intermediate state
@@ -98,27 +205,16 @@ def kill_trial(prepared: Path, scratch: Path, args: tuple[str, ...], delay: floa
     """
     from testing.audit import AUDIT
 
-    ws = scratch / f"trial-{delay:.4f}-{random.random():.6f}"
+    ws = scratch / f"trial-{point}".replace(":", "-").replace("@", "-")
     shutil.copytree(prepared, ws, symlinks=True)
     env = setup(ws) if setup else env
+    if isinstance(point, Midway) and point.arm is not None:
+        point.arm(ws)
     before = snapshot(ws)
-    log = ws.parent / f"{ws.name}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(contrib_cmd(*args), cwd=ws, env=env, stdout=out, stderr=out,
-                                start_new_session=True)
-        started = time.monotonic()
-        ran: float | None = None
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=delay)
-            ran = time.monotonic() - started
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    killed = proc.returncode == -signal.SIGKILL
-    AUDIT.record(log.read_bytes())
+    _killed_run(ws, args, env, point)
     # The next run must not be blocked by a dangling lock, and recovers.
     status = run(ws, "status", "--no-fetch", env=env)
-    assert status.returncode == 0, (delay, status.stderr)
+    assert status.returncode == 0, (point, status.stderr)
     after = snapshot(ws)
     for text in after.values():  # no half-written patchset.toml or series
         assert b"\0" not in text
@@ -127,79 +223,49 @@ def kill_trial(prepared: Path, scratch: Path, args: tuple[str, ...], delay: floa
         outcome = verify(ws, outcome) or outcome
     elif outcome == "after":
         assert expected_after is not None
-        assert after == expected_after, (delay, _diff(after, expected_after))
+        assert after == expected_after, (point, _diff(after, expected_after))
     follow = again(ws, outcome) if again else args
     result = run(ws, *follow, env=env)
-    assert result.returncode == 0, (delay, outcome, follow, result.stdout, result.stderr)
+    assert result.returncode == 0, (point, outcome, follow, result.stdout, result.stderr)
     if expected_after is not None:
-        assert snapshot(ws) == expected_after, (delay, outcome,
+        assert snapshot(ws) == expected_after, (point, outcome,
                                                 _diff(snapshot(ws), expected_after))
     if verify is not None:
         verify(ws, "final")
     hits = AUDIT.scan_tree(ws)
     assert not hits, f"planted token written to {hits}"
     shutil.rmtree(ws, ignore_errors=True)
-    return TrialResult(delay, outcome, killed, None if killed else ran)
+    return TrialResult(point, outcome)
 
 
-def kill_trials(prepared: Path, scratch: Path, args: tuple[str, ...], reference: float,
-                fractions: list[float], expected_after: dict[str, bytes] | None,
-                env: dict[str, str], *, setup: Setup | None = None,
-                verify: Verify | None = None,
+def kill_trials(prepared: Path, scratch: Path, args: tuple[str, ...], points: list[Kill],
+                expected_after: dict[str, bytes] | None, env: dict[str, str], *,
+                setup: Setup | None = None, verify: Verify | None = None,
                 again: Callable[[Path, str], tuple[str, ...]] | None = None) -> list[TrialResult]:
-    """One ``kill_trial`` per fraction of the reference run's seconds, in order.
-
-    The reference is one run, timed under whatever load the machine had then; a
-    CI runner sharing two cores with another test worker once timed a 0.4 s
-    ``sync --continue`` at 0.77 s, and half the kills came after the trials had
-    finished.  So a trial whose command finished before its kill names the
-    shorter span, and the later fractions (``delays`` sorts them) apply to it:
-    the kills keep covering the whole run whatever the reference's moment.
-    """
-    span = reference
-    results = []
-    for frac in fractions:
-        result = kill_trial(prepared, scratch, args, span * frac, expected_after, env,
-                            setup=setup, verify=verify, again=again)
-        if result.ran is not None:
-            span = min(span, result.ran)
-        results.append(result)
-    return results
+    """One ``kill_trial`` per point, in order.  Each must kill the command: a named
+    point comes from a run of the same command on the same copy, so it is passed."""
+    return [kill_trial(prepared, scratch, args, point, expected_after, env,
+                       setup=setup, verify=verify, again=again) for point in points]
 
 
-def tally(command: str, results: list[TrialResult]) -> str:
+def tally(command: str, results: list[TrialResult], points: list[Point]) -> str:
     """Record the figures of one batch of trials; returns a one-line summary."""
+    from collections import Counter
+
     from testing.audit import FIGURES
 
-    mid = sum(r.killed for r in results)
     FIGURES[f"crash {command}: trials survived"] += len(results)
-    FIGURES[f"crash {command}: killed mid-run"] += mid
-    outcomes = sorted({r.outcome for r in results})
-    return f"{command}: {len(results)} trials, {mid} killed mid-run, outcomes {outcomes}"
+    FIGURES[f"crash {command}: points a run passes"] += len(points)
+    passed = ", ".join(f"{name} {n}" for name, n in Counter(p.name for p in points).items())
+    return (f"{command}: {len(results)} trials, each killed at its point, outcomes "
+            f"{sorted(outcomes(results))}; the run passes {len(points)} points ({passed})")
+
+
+def outcomes(results: list[TrialResult]) -> set[str]:
+    """The states the trials left."""
+    return {r.outcome for r in results}
 
 
 def _diff(a: dict[str, bytes], b: dict[str, bytes]) -> str:
     keys = sorted(set(a) | set(b))
     return "differs at: " + ", ".join(k for k in keys if a.get(k) != b.get(k))
-
-
-def delays(seed: int, count: int, low: float, high: float) -> list[float]:
-    rng = random.Random(seed)
-    return sorted(rng.uniform(low, high) for _ in range(count))
-
-
-def timed(root: Path, *args: str, env: dict[str, str]) -> float:
-    """Seconds one uninterrupted run takes (kill delays are seeded fractions of it,
-    so they span the run on a fast laptop and a slow CI runner alike).
-
-    A read-only ``status`` runs first: the interpreter, the installed packages and
-    contrib's modules are then read from a warm page cache, as in the trials that
-    follow.  Without it a CI run measured its `sync --continue` reference at 0.60 s
-    (0.45 s here) and only 5 of 12 kills landed before the trials had finished;
-    ``kill_trials`` also shortens the span when a trial shows the run is faster.
-    """
-    run(root, "status", "--no-fetch", env=env)
-    started = time.monotonic()
-    done = run(root, *args, env=env)
-    assert done.returncode == 0, done.stderr
-    return time.monotonic() - started

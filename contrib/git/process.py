@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from contrib.errors import GitError, GitTimeout
+from contrib.killpoints import reached
 from contrib.secrets import scrub
 
 if TYPE_CHECKING:
@@ -82,10 +83,22 @@ def trace_commands(callback: Callable[[str], None] | None) -> None:
 
 
 def announce(args: Sequence[str], cwd: Path | str | None) -> None:
-    """Show ``git ARGS`` on the -v trace, if one is set."""
+    """Show ``git ARGS`` on the -v trace, if one is set (each git process passes here)."""
+    reached(f"git-{_subcommand(args)}")
     if _trace is not None:
         where = f"-C {cwd} " if cwd is not None else ""
         _trace(f"git {where}{describe(args)}")
+
+
+def _subcommand(args: Sequence[str]) -> str:
+    """``fetch`` of ``-C PATH fetch --prune``: the first word not an option or its value."""
+    words = iter(args)
+    for word in words:
+        if word in ("-C", "-c"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return ""
 
 
 def spawn(args: list[str], *, cwd: Path | str, env: Mapping[str, str] | None,

@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from contrib.errors import ContribError
+from contrib.killpoints import reached
 
 PLAN_VERSION = 1
 
@@ -102,11 +103,13 @@ def atomic_write(path: Path, data: bytes | str, *, scratch: Path | None = None) 
             handle.flush()
             os.fchmod(handle.fileno(), _mode_for(path))  # mkstemp's 0600 is no file's mode
             os.fsync(handle.fileno())
+        reached("write")
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise cannot_write(path, exc) from None
     fsync_dir(path.parent)
+    reached("written")
 
 
 def check_inside(root: Path, path: Path) -> None:
@@ -173,6 +176,7 @@ class Transaction:
         except OSError as exc:
             raise cannot_write(target, exc) from None
         self.ops.append({"kind": "file", "staged": str(staged), "target": str(target)})
+        reached("stage")
 
     def write_dir(self, target: Path, files: dict[str, bytes | str]) -> None:
         """Stage a whole directory (name -> content) to replace ``target``."""
@@ -184,11 +188,13 @@ class Transaction:
         except OSError as exc:
             raise cannot_write(target, exc) from None
         self.ops.append({"kind": "dir", "staged": str(staged), "target": str(target)})
+        reached("stage")
 
     def remove(self, target: Path) -> None:
         """Stage the removal of the directory ``target`` (gone at the commit point)."""
         staged = self._staged(target)
         self.ops.append({"kind": "remove", "staged": str(staged), "target": str(target)})
+        reached("stage")
 
     def commit(self) -> None:
         """Write the plan (the commit point) and install every staged path."""
@@ -208,6 +214,7 @@ class Transaction:
             if isinstance(exc, OSError):
                 raise cannot_write(Path(self.ops[0]["target"]), exc) from None
             raise
+        reached("commit")
         try:
             _roll_forward(plan, self.state_dir)
         except OSError as exc:  # past the commit point: the next run rolls it forward
@@ -269,6 +276,7 @@ def _roll_forward(plan: Path, state_dir: Path) -> None:
                 staged.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(target, staged)  # one rename: the folder is there or gone
                 fsync_dir(target.parent)
+                reached("install")
             continue
         if not staged.exists():
             continue  # installed before an interruption
@@ -282,6 +290,7 @@ def _roll_forward(plan: Path, state_dir: Path) -> None:
                 os.replace(target, keep)
         os.replace(staged, target)
         fsync_dir(target.parent)
+        reached("install")
     stage = plan.with_suffix("")
     plan.unlink()
     shutil.rmtree(stage, ignore_errors=True)

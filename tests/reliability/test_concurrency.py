@@ -3,7 +3,7 @@
 On one workspace the second waits for the lock (CONTRIB_LOCK_TIMEOUT) and then
 finds everything done, or refuses with the clear lock message (exit 2): the
 first is held mid-sync with SIGSTOP (deterministic, no sleeps to tune) while
-it owns the lock.  On two workspaces sharing one CONTRIB_CACHE both succeed,
+it owns the lock, and the second is let go once it says it waits.  On two workspaces sharing one CONTRIB_CACHE both succeed,
 cold (both clone at once) and warm (both fetch at once), and the cache stays
 whole: `git fsck` is clean and a later sync works.
 """
@@ -82,7 +82,10 @@ def test_second_sync_on_one_workspace_waits_then_finds_it_done(
     expected = _reference(workspace, tmp_path, env)
     first = _stopped_holding_lock(workspace.root, env)
     second = _start(workspace.root, env, "sync", "--json")
-    time.sleep(1.0)
+    assert second.stderr is not None
+    said = second.stderr.readline()  # it says so once it waits: no sleep to tune
+    AUDIT.record(said)
+    assert said.startswith(f"waiting for the workspace lock: pid {first.pid} (contrib sync"), said
     assert second.poll() is None  # waiting for the lock, not failing, not racing
     first.send_signal(signal.SIGCONT)
     code1, out1, err1 = _finish(first)

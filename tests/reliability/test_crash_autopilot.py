@@ -1,4 +1,4 @@
-"""Crash consistency of `contrib autopilot --push` under SIGKILL at seeded random moments.
+"""Crash consistency of `contrib autopilot --push` under SIGKILL at named points of its work.
 
 Each trial copies a workspace whose upstream moved (two patchsets to rebase,
 validate, open a PR for, commit and push) and runs the real CLI in a
@@ -23,7 +23,7 @@ from contrib.record import version_standing
 from contrib.workspace.model import Workspace
 from testing.audit import PLANTED
 from testing.autopilot_scene import FORK, UPSTREAM, WSREPO, Scene
-from testing.crash import delays, kill_trials, snapshot, tally, timed
+from testing.crash import around_commits, choose, counted, kill_trials, outcomes, snapshot, tally
 from testing.fake_github import FakeGitHub
 from testing.gitutil import Repo, git
 
@@ -77,8 +77,9 @@ class Trials:
         assert len(heads) == len(set(heads)), heads  # never two PRs for one patchset
         dashboards = [i for i in fake.issues(WSREPO) if (i["body"] or "").startswith(MARKER)]
         assert len(dashboards) <= 1, dashboards
-        if outcome != "final":
-            return "after" if _files(ws) == self.expected else outcome
+        if outcome != "final":  # a patchset's files changed, not all of them yet: midway
+            return {"before": "before", "after": "midway"}[outcome] \
+                if _files(ws) != self.expected else "after"
         assert sorted(heads) == ["contrib/f3", "contrib/f7"]
         assert [i["state"] for i in dashboards] == ["open"]
         version = f"version={self.scene.upstream.head()}"
@@ -123,13 +124,14 @@ def _trials(scene: Scene, tmp_path: Path, trials: Trials, seed: int, label: str)
     args = ("autopilot", "--push")
     reference = tmp_path / "reference"
     shutil.copytree(scene.root, reference)
-    took = timed(reference, *args, env=trials.setup(reference))
+    points = counted(reference, *args, env=trials.setup(reference))
     trials.expected = _files(reference)
     trials.verify(reference, "final")
-    results = kill_trials(scene.root, tmp_path, args, took,
-                          delays(seed=seed, count=8, low=0.1, high=1.05),
+    # Each patchset's transaction, killed just before and just after its commit point:
+    # the first leaves one patchset carried and not the other (midway).
+    results = kill_trials(scene.root, tmp_path, args, choose(points, seed, 8, around_commits),
                           None, {}, setup=trials.setup, verify=trials.verify)
     for fake in trials.fakes.values():
         fake.stop()
-    print(tally(label, results), f"(reference run {took:.2f}s)")
-    assert sum(r.killed for r in results) >= 4
+    print(tally(label, results, points))
+    assert outcomes(results) == {"before", "midway", "after"}

@@ -1,4 +1,4 @@
-"""Crash consistency of `contrib open-pr` under SIGKILL at seeded random moments.
+"""Crash consistency of `contrib open-pr` under SIGKILL at named points of its work.
 
 Each trial runs the real CLI in a subprocess (token from GITHUB_TOKEN, the
 fake GitHub's address in contrib.toml's api_url) against its own fake GitHub
@@ -6,8 +6,10 @@ over real HTTP and its own real bare fork.  After each kill: never two PRs;
 the fork branch is absent (or the old push) or exactly the expected commits;
 patchset.toml is whole and either as before, as after, or recording the
 push alone (open-pr records a push before it creates the PR, so a later
-failure never orphans it); and the next run ends in the reference state
-with exactly one PR.
+failure never orphans it), with the PR not yet current ("pushed") or current
+but not recorded ("opened"); and the next run ends in the reference state
+with exactly one PR.  Each state is reached by construction: the kills land at
+named points (:mod:`testing.crash`) and while GitHub holds the PR's request.
 
 Two scenarios: the first PR of a patchset (create), and the PR of a rebased
 patchset (force-push with lease, PATCH the body).
@@ -25,7 +27,7 @@ from typing import Any
 import pytest
 
 from testing.audit import PLANTED
-from testing.crash import delays, kill_trials, snapshot, tally, timed
+from testing.crash import Midway, choose, counted, kill_trials, outcomes, run, snapshot, tally
 from testing.fake_github import FakeGitHub
 from testing.gitutil import Repo, git
 from testing.pr_scene import FORK, UPSTREAM, Scene
@@ -34,6 +36,7 @@ pytestmark = pytest.mark.slow
 
 BRANCH = "refs/heads/contrib/sm120"
 META = "patchsets/proj/sm120/patchset.toml"
+PULLS = f"/repos/{UPSTREAM}/pulls"
 
 
 def _tip(fork: Path) -> str | None:
@@ -88,13 +91,21 @@ class Trials:
             assert _user_files(ws) == self.expected
             fake.stop()
             return outcome
-        if _user_files(ws) == self.expected:
-            return "after"
         if outcome == "before":
             return outcome
-        # The one intermediate state: the push is recorded, the PR not yet.
+        # The push is recorded; the PR is not yet current ("pushed"), or current on
+        # GitHub and not yet recorded ("opened"), or both ("after").
         assert tip == self.tip and f'pushed = "{self.tip}"' in meta, meta
-        return "pushed"
+        version = f"version={self.scene.version_dir().name}"
+        if not any(version in pr["body"] for pr in prs):
+            return "pushed"
+        return "after" if _user_files(ws) == self.expected else "opened"
+
+    def at_request(self, method: str, path: str) -> Midway:
+        """A kill while GitHub has the PR's request (``arm`` makes it hang): the push is
+        recorded and the PR not yet current, whatever the machine's speed."""
+        return Midway(f"at-{method}", seen=lambda ws: bool(self.fakes[ws].calls(method, path)),
+                      arm=lambda ws: self.fakes[ws].hang_next(method, path))
 
 
 def _receive_side_survives(fork: Path) -> None:
@@ -118,29 +129,35 @@ def _post_pr(fake: FakeGitHub, pr: dict[str, Any]) -> None:
         assert answer.status == 201
 
 
-def _run_trials(scene: Scene, tmp_path: Path, trials: Trials, seed: int, count: int,
-                label: str) -> None:
+def _run_trials(scene: Scene, tmp_path: Path, trials: Trials, request: tuple[str, str],
+                seed: int, label: str, states: set[str]) -> None:
     args = ("open-pr", "proj/sm120")
+    # The cache fetches the rebased upstream now, not in the reference run alone: each
+    # trial then passes the reference's points.
+    assert run(scene.root, "status", env=dict(os.environ)).returncode == 0
     reference = tmp_path / "reference"
     shutil.copytree(scene.root, reference)
-    took = timed(reference, *args, env=trials.setup(reference))
+    points = counted(reference, *args, env=trials.setup(reference))
     trials.expected = _user_files(reference)
     trials.tip = str(_tip(reference.parent / "reference-fork.git"))
     assert trials.tip != trials.old_tip
     trials.verify(reference, "final")
-    results = kill_trials(scene.root, tmp_path, args, took,
-                          delays(seed=seed, count=count, low=0.15, high=1.1),
+    kills = [*choose(points, seed, 7), trials.at_request(*request)]
+    results = kill_trials(scene.root, tmp_path, args, kills,
                           None, {}, setup=trials.setup, verify=trials.verify)
     for fake in trials.fakes.values():
         fake.stop()
-    print(tally(label, results), f"(reference run {took:.2f}s)")
-    assert sum(r.killed for r in results) >= count // 2
+    print(tally(label, results, points))
+    # The first point, the PR's request, the record's last moment before its rename
+    # and the first after: each state is reached by construction.
+    assert outcomes(results) == states
 
 
 def test_open_pr_create_killed_anywhere(tmp_path: Path, upstream: Repo,
                                         planted_github: FakeGitHub) -> None:
     scene = Scene(tmp_path, upstream, planted_github)
-    _run_trials(scene, tmp_path, Trials(scene, None, None), 5_20261129, 8, "open-pr (create)")
+    _run_trials(scene, tmp_path, Trials(scene, None, None), ("POST", PULLS), 5_20261129,
+                "open-pr (create)", {"before", "pushed", "opened", "after"})
 
 
 def test_open_pr_update_killed_anywhere(tmp_path: Path, upstream: Repo,
@@ -151,4 +168,7 @@ def test_open_pr_update_killed_anywhere(tmp_path: Path, upstream: Repo,
     [old_pr] = planted_github.pulls(UPSTREAM)
     scene.rebase()
     trials = Trials(scene, first["tip"], old_pr)
-    _run_trials(scene, tmp_path, trials, 6_20261129, 8, "open-pr (update)")
+    # The PR's record is unchanged by an update (its number, state and draft stay), so
+    # once its body is current the files are the final ones: no "opened" state.
+    _run_trials(scene, tmp_path, trials, ("PATCH", rf"{PULLS}/\d+"), 6_20261129,
+                "open-pr (update)", {"before", "pushed", "after"})

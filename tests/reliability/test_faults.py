@@ -11,8 +11,8 @@ import errno
 import io
 import os
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,16 @@ import pytest
 
 from testing.audit import FIGURES, PLANTED
 from testing.crash import (
-    delays,
+    Midway,
+    Point,
+    choose,
+    counted,
     fsck_cache,
     kill_trials,
+    outcomes,
     own_cache,
     snapshot,
     tally,
-    timed,
     trial_cache,
 )
 from testing.gitutil import Repo, git
@@ -142,14 +145,32 @@ def test_fetch_killed_midway_leaves_a_working_cache(workspace: Workspace, upstre
 
     reference = tmp_path / "reference"
     shutil.copytree(workspace.root, reference)
-    took = timed(reference, "sync", env=setup(reference))
+    points = counted(reference, "sync", env=setup(reference))
     expected = snapshot(reference)
-    trials = kill_trials(workspace.root, tmp_path, ("sync",), took,
-                         delays(seed=7_20261129, count=6, low=0.1, high=0.8),
+    fetch = points.index(Point("git-fetch", 1))
+    # Just before the fetch, just after it and at the end; then inside it, from outside
+    # (no named point lies within a git process): once its pack is being received, and
+    # once 2 MiB of it are in.
+    kills = [*choose(points, 7_20261129, 3, must=lambda _: [fetch, fetch + 1, len(points) - 1]),
+             Midway("receiving", _pack_over(0)), Midway("2MiB-in", _pack_over(2 << 20))]
+    trials = kill_trials(workspace.root, tmp_path, ("sync",), kills,
                          expected, env, setup=setup, verify=verify)
-    print(tally("sync during a big fetch", trials), f"(reference run {took:.2f}s)")
-    FIGURES["faults survived: fetch killed midway"] += sum(t.killed for t in trials)
-    assert sum(t.killed for t in trials) >= 4
+    print(tally("sync during a big fetch", trials, points))
+    FIGURES["faults survived: fetch killed midway"] += sum(isinstance(t.point, Midway)
+                                                           for t in trials)
+    assert outcomes(trials) == {"before", "after"}
+    assert {t.outcome for t in trials if isinstance(t.point, Midway)} == {"before"}
+
+
+def _pack_over(size: int) -> Callable[[Path], bool]:
+    """Whether the fetch into the trial's cache is receiving a pack of more than ``size``."""
+    def seen(ws: Path) -> bool:
+        for pack in trial_cache(ws).glob("upstreams/*.git/objects/pack/tmp_pack_*"):
+            with suppress(OSError):  # renamed into place meanwhile
+                if pack.stat().st_size > size:
+                    return True
+        return False
+    return seen
 
 
 def test_ref_locks_a_killed_fetch_left_are_cleared(workspace: Workspace, upstream: Repo,
