@@ -88,6 +88,8 @@ class TouchedGate:
         """JSON-ready form."""
         return {
             "location": f"{self.after.file}:{self.after.line}",
+            "file": self.after.file,
+            "line": self.after.line,
             "function": self.after.function,
             "kind": self.after.kind,
             "text": self.after.text,

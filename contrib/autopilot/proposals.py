@@ -45,7 +45,7 @@ from contrib.pr.proof import ChainGate, prove
 from contrib.record import version_standing
 from contrib.secrets import scrub
 from contrib.workspace.model import Patchset, Workspace
-from contrib.workspace.schema import UpstreamStatus
+from contrib.workspace.schema import GateAt, UpstreamStatus
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? ", re.MULTILINE)
 
@@ -143,13 +143,13 @@ def chain_of(ws: Workspace, ps: Patchset, arch: Arch) -> list[ChainGate] | None:
     except ContribError:
         return None
     chain = []
-    for label in ps.info.decisions:
-        where, _, function = label.partition(" ")
-        path = where.rpartition(":")[0]
-        gate = next((g for g in gates if g.file == path and g.function == function), None)
+    for decided in ps.info.decisions.values():
+        at = decided.at
+        gate = next((g for g in gates if at is not None and g.file == at.path
+                     and g.function == at.function), None)
         if gate is None:
             return None
-        chain.append(ChainGate(f"{gate.file}:{gate.line} {gate.function}", gate.kind,
+        chain.append(ChainGate(GateAt(gate.file, gate.line, gate.function), gate.kind,
                                tuple(gate.units), tuple(gate.reached)))
     return chain or None
 
@@ -162,9 +162,7 @@ def _age(ws: Workspace, ps: Patchset, chain: Sequence[ChainGate] | None) -> int:
         return 2**62
     times = []
     for gate in chain or ():
-        where = gate.label.partition(" ")[0]
-        path, _, line = where.rpartition(":")
-        when = git.line_time(ps.current.base, path, int(line)) if line.isdigit() else None
+        when = git.line_time(ps.current.base, gate.at.path, gate.at.line)
         times.append(when if when is not None else 2**62)
     return min(times, default=2**62)
 
@@ -185,7 +183,7 @@ class _Look:
         if forge is None or not repo or not chain:
             return None
         ours = {p.pr.number for p in self.ws.patchsets([ps.upstream]) if p.pr is not None}
-        names = [g.label.rpartition(" ")[2].rsplit(".", 1)[-1] for g in chain]
+        names = [g.at.function.rsplit(".", 1)[-1] for g in chain]
         hits = self._search(forge, repo, " OR ".join(dict.fromkeys(names)))
         hits += self._search(forge, repo, arch_words(parse_arch(ps.arch)))
         for hit in sorted({h.number: h for h in hits}.values(), key=lambda h: h.number):
@@ -215,13 +213,11 @@ def arch_words(arch: Arch) -> str:
 def changes(file: PrFile, gate: ChainGate) -> bool:
     """Whether a PR's change to ``file`` changes ``gate``: the gate's file, with a hunk
     over the gate's line or naming its function (a hunk header names the def)."""
-    where, _, function = gate.label.partition(" ")
-    path, _, line = where.rpartition(":")
+    path, line, function = gate.at
     if file.filename != path or not file.patch:
         return False
     name = function.rsplit(".", 1)[-1]
     if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", file.patch):
         return True
-    at = int(line) if line.isdigit() else -1
-    return any(int(m.group(1)) <= at < int(m.group(1)) + int(m.group(2) or 1)
+    return any(int(m.group(1)) <= line < int(m.group(1)) + int(m.group(2) or 1)
                for m in _HUNK.finditer(file.patch))

@@ -138,8 +138,9 @@ def chain_section(proof: Proof) -> str:
 
 
 def _gate(gate: Opened) -> str:
-    where, _, function = gate.label.partition(" ")
-    head = f"`{_md(where)}` `{_md(function)}`" if function else f"`{_md(where)}`"
+    at = gate.at
+    head = (f"`{_md(f'{at.path}:{at.line}')}` `{_md(at.function)}`" if at is not None
+            else f"`{_md(gate.label)}`")
     if gate.left:
         return f"{head}: left as it is: {_md(gate.why)}"
     if not gate.read:

@@ -41,7 +41,7 @@ from contrib.arch import Arch, parse_arch
 from contrib.errors import ContribError
 from contrib.record import Run, Stage, StageStatus, Standing
 from contrib.workspace.model import Patchset
-from contrib.workspace.schema import Decided
+from contrib.workspace.schema import Decided, GateAt
 
 if TYPE_CHECKING:  # `contrib status` reads proofs without a chain: no source analysis loads
     from contrib.analysis.reach.endpoints import Endpoint
@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # `contrib status` reads proofs without a chain: no source an
 class ChainGate:
     """What the audit says of one gate of a draft's chain."""
 
-    label: str  # "file:line function"
+    at: GateAt  # where the gate is, at the version's base
     kind: str  # the audit's kind: jit, predicate, capability
     units: tuple[str, ...] = ()  # the CUDA units its function builds
     reached: tuple[Endpoint, ...] = ()  # what the audit says its code reaches
@@ -62,7 +62,8 @@ class Opened:
     """One gate of the chain: its ``[decisions]`` entry, and what the ``gates`` stage
     read of it (the same file and function) before and after the patch."""
 
-    label: str  # "file:line function", at the version's base
+    label: str  # its ``[decisions]`` key: "file:line function" at the version's base
+    at: GateAt | None = None  # the gate it names (None: a note's key)
     before: tuple[int, ...] | None = None  # majors admitted before; None: a new gate
     after: tuple[int, ...] | None = None  # None: not a literal contrib reads
     read: bool = False  # the gates stage read it
@@ -181,25 +182,19 @@ def opened(decisions: Mapping[str, Decided], gates: Stage | None) -> list[Opened
         if gates is not None else []
     out = []
     for label, decision in decisions.items():
-        where, _, function = label.partition(" ")
-        path, _, line = where.rpartition(":")
+        at = decision.at
         if decision.left:
-            out.append(Opened(label, left=True, why=decision.why))
+            out.append(Opened(label, at, left=True, why=decision.why))
             continue
-        same = [g for g in read if str(g.get("location", "")).rpartition(":")[0] == path
-                and g.get("function") == function]
-        if not same:
-            out.append(Opened(label))
+        same = [g for g in read if at is not None and g.get("file") == at.path
+                and g.get("function") == at.function and isinstance(g.get("line"), int)]
+        if at is None or not same:
+            out.append(Opened(label, at))
             continue
-        near = min(same, key=lambda g: abs(_line(g) - (int(line) if line.isdigit() else 0)))
-        out.append(Opened(label, _majors(near.get("majors_before")),
+        near = min(same, key=lambda g: abs(int(g["line"]) - at.line))
+        out.append(Opened(label, at, _majors(near.get("majors_before")),
                           _majors(near.get("majors_after")), read=True))
     return out
-
-
-def _line(gate: Mapping[str, Any]) -> int:
-    text = str(gate.get("location", "")).rpartition(":")[2]
-    return int(text) if text.isdigit() else 0
 
 
 def _majors(value: object) -> tuple[int, ...] | None:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from contrib.errors import ConfigError
 from contrib.workspace.config import BRANCH_RE
@@ -234,6 +234,25 @@ class Done(StrEnum):
 
 
 _DONE_WRITTEN = (Done.WIDENED, Done.LEFT)  # what a ``[decisions."GATE"]`` table may say
+
+
+class GateAt(NamedTuple):
+    """Where a gate is: its file, line and function.  A ``[decisions]`` key says it as
+    ``file:line function`` (:meth:`of_key` reads that, here alone)."""
+
+    path: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line} {self.function}"
+
+    @classmethod
+    def of_key(cls, key: str) -> GateAt | None:
+        """The gate a ``[decisions]`` key names; None for a note's key (``main_target``)."""
+        where, _, function = key.partition(" ")
+        path, _, line = where.rpartition(":")
+        return cls(path, int(line), function) if path and line.isdigit() and function else None
 # The sentence ``enable`` wrote each decision as before its tables, read back in
 # :meth:`Decided.from_sentence` alone.
 _LEFT_SENTENCE = "left as it is: "
@@ -256,6 +275,11 @@ class Decided:
     def left(self) -> bool:
         """``enable`` left the gate as it is."""
         return self.done is Done.LEFT
+
+    @property
+    def at(self) -> GateAt | None:
+        """The gate its key names (None: a note's key)."""
+        return GateAt.of_key(self.gate)
 
     @classmethod
     def read(cls, parent: Table, key: str) -> Decided:

@@ -13,7 +13,7 @@ from contrib.pr.proof import ChainGate, Opened, below, kernel_less, opened, prov
 from contrib.record import Record, Standing, arch_verdicts
 from contrib.validate.report import StageResult, host_facts
 from contrib.validate.testrun import Gpu
-from contrib.workspace.schema import Decided, Done
+from contrib.workspace.schema import Decided, Done, GateAt
 from contrib.workspace.validation import Settings
 from testing.recordutil import run_of
 
@@ -23,7 +23,7 @@ CUBIN = Kind.CUBIN
 
 
 def test_below_names_what_no_stage_here_builds() -> None:
-    chain = [ChainGate("flashinfer/gemm/gemm_base.py:120 mm_fp4", "capability", (), (
+    chain = [ChainGate(GateAt("flashinfer/gemm/gemm_base.py", 120, "mm_fp4"), "capability", (), (
         Endpoint(JIT, "flashinfer/jit/gemm/core.py", "gen_trtllm_gen_gemm_module", (10,),
                  "get_trtllm_gemm_module"),
         Endpoint(JIT, "flashinfer/jit/norm.py", "gen_norm_module", (), "gen_norm_module"),
@@ -39,7 +39,7 @@ def test_below_names_what_no_stage_here_builds() -> None:
         "runs the kernels of cudnn.graph (cudnn), whose binaries' arch list contrib does not read",
         "runs the Triton kernel _kernel (pkg/k.py), compiled on the GPU at run time: no stage "
         "here builds it"]
-    assert below([ChainGate("pkg/a.py:3 f", "predicate", (),
+    assert below([ChainGate(GateAt("pkg/a.py", 3, "f"), "predicate", (),
                             (Endpoint(CHECKS, "pkg/a.py", "f", (), "f"),))], SM120) == []
 
 
@@ -50,7 +50,8 @@ def test_a_chain_reaching_prebuilt_cubins_is_held_back_with_their_majors() -> No
     fetcher = "gen_trtllm_gen_gemm_module"
 
     def gate(majors: tuple[int, ...]) -> ChainGate:
-        return ChainGate("flashinfer/gemm/gemm_base.py:5699 _trtllm_gemm_fp4_requirement",
+        return ChainGate(GateAt("flashinfer/gemm/gemm_base.py", 5699,
+                                "_trtllm_gemm_fp4_requirement"),
                          "capability", (), (Endpoint(CUBIN, "flashinfer/jit/gemm/core.py",
                                                      fetcher, majors, "mm_fp4>" + fetcher),))
 
@@ -91,7 +92,7 @@ def test_a_units_module_is_its_builder_key_not_its_words() -> None:
 
 
 def test_a_pr_changes_a_gate_at_its_line_or_naming_its_function() -> None:
-    gate = ChainGate("flashinfer/jit/mla.py:22 gen_mla_module", "jit")
+    gate = ChainGate(GateAt("flashinfer/jit/mla.py", 22, "gen_mla_module"), "jit")
     named = PrFile("flashinfer/jit/mla.py", "modified", "@@ -90,2 +90,2 @@ def gen_mla_module():\n")
     over = PrFile("flashinfer/jit/mla.py", "modified", "@@ -20,5 +20,6 @@\n-    [10]\n+    [10, 12]\n")
     beside = PrFile("flashinfer/jit/mla.py", "modified", "@@ -40,5 +40,6 @@ def other():\n")
@@ -116,9 +117,9 @@ def _body(standing: Standing, decisions: dict[str, Decided]) -> str:
 
 
 GATES = StageResult("gates", "passed", "2 touched gates admit sm_120a", details={"gates": [
-    {"location": "pkg/norm.py:8", "function": "norm", "majors_before": [9, 10],
+    {"location": "pkg/norm.py:8", "file": "pkg/norm.py", "line": 8, "function": "norm", "majors_before": [9, 10],
      "majors_after": [9, 10, 12]},
-    {"location": "pkg/jit.py:5", "function": "gen_norm_module", "majors_before": [9, 10],
+    {"location": "pkg/jit.py:5", "file": "pkg/jit.py", "line": 5, "function": "gen_norm_module", "majors_before": [9, 10],
      "majors_after": [9, 10, 12]}]})
 PTX = StageResult("ptx", "passed", "1 kernel entry in 2 units for compute_120a", details={
     "compute": "compute_120a", "units": [
@@ -138,16 +139,19 @@ DECISIONS = {d.gate: d for d in (
 
 def test_the_chain_is_the_decisions_left_or_read_by_the_gates_stage() -> None:
     assert opened(DECISIONS, GATES.to_stage()) == [
-        Opened("pkg/norm.py:7 norm", (9, 10), (9, 10, 12), read=True),
-        Opened("pkg/jit.py:5 gen_norm_module", (9, 10), (9, 10, 12), read=True),
-        Opened("pkg/api.py:30 api", left=True, why="pkg/api.py:30: names sm_120a's family")]
+        Opened("pkg/norm.py:7 norm", GateAt("pkg/norm.py", 7, "norm"), (9, 10), (9, 10, 12),
+               read=True),
+        Opened("pkg/jit.py:5 gen_norm_module", GateAt("pkg/jit.py", 5, "gen_norm_module"),
+               (9, 10), (9, 10, 12), read=True),
+        Opened("pkg/api.py:30 api", GateAt("pkg/api.py", 30, "api"), left=True,
+               why="pkg/api.py:30: names sm_120a's family")]
     # left is the value's, whatever its words: no gate is read as left for saying so
     said = Decided("pkg/norm.py:7 norm", Done.WIDENED, "left as it is: no", "words only")
     (one,) = opened({said.gate: said}, GATES.to_stage())
     assert not one.left and one.read
     # left with no reason given is left all the same
     bare = Decided("pkg/api.py:30 api", Done.LEFT)
-    assert opened({bare.gate: bare}, None) == [Opened("pkg/api.py:30 api", left=True)]
+    assert opened({bare.gate: bare}, None) == [Opened("pkg/api.py:30 api", GateAt("pkg/api.py", 30, "api"), left=True)]
 
 
 def test_the_body_says_what_was_proven_and_the_chain_below_it() -> None:
