@@ -18,7 +18,7 @@ CONFIG_NAME = "contrib.toml"
 STATE_DIR = ".contrib"
 META_NAME = "patchset.toml"
 SERIES_NAME = "series"
-SYNC_STATE_NAME = "sync-state.json"  # the conflicts sync has open (contrib.carry.conflict)
+SYNC_STATE_NAME = "sync-state.json"  # the conflicts sync has open (contrib.carry.syncstate)
 
 
 def find_root(start: str | os.PathLike[str] | None = None) -> str | None:
