@@ -206,7 +206,7 @@ def _validation_cell(ps: Patchset) -> str:
     except ContribError as exc:
         return f"unreadable: {exc}"
     if not standing.bound:
-        return f"not validated ({standing.reason.split(';')[0]})"
+        return f"not validated ({standing.cause})"
     parts = []
     for verdict in standing.verdicts:
         where = "; ".join(sorted({r.host.describe() for r in verdict.runs}))

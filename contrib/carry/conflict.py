@@ -18,6 +18,7 @@ import re
 import shutil
 from pathlib import Path
 
+from contrib.carry.carrier import MOVED
 from contrib.carry.series import EXPORT_ENV, MailPatch
 from contrib.carry.syncstate import Pending
 from contrib.errors import NeedsAttention
@@ -62,7 +63,7 @@ def _fill(git: Git, pending: Pending, patch: MailPatch, raw_patch: bytes) -> lis
     atomic_write(folder / "BREAKING.diff", show)
     atomic_write(folder / pending.patch, raw_patch)
     tree = Git(pending.worktree)
-    if pending.reason == "moved":
+    if pending.reason == MOVED:
         # Applying it would land the hunk in the look-alike again: the user
         # applies the change where it belongs, from the patch file beside.
         return []

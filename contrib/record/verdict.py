@@ -108,8 +108,14 @@ class Standing:
     """Whether a version is validated, as status and open-pr need to know it."""
 
     record: Record | None  # None when not validated
-    reason: str  # why not validated ("" when it is bound)
+    cause: str  # why not validated ("" when it is bound)
     verdicts: tuple[ArchVerdict, ...] = ()
+    advice: str = ""  # what to do about it
+
+    @property
+    def reason(self) -> str:
+        """Why not validated, and what to do about it ("" when it is bound)."""
+        return f"{self.cause}; {self.advice}" if self.advice else self.cause
 
     @property
     def bound(self) -> bool:
@@ -145,17 +151,17 @@ def standing(path: Path, upstream: str, patchset: str, base: str, dig: str,
     try:
         record = read_record(path)
     except OldFormat:
-        return Standing(None, f"old format; {_RERUN}")
+        return Standing(None, "old format", advice=_RERUN)
     except ConfigError as exc:
         return Standing(None, str(exc))
     if record is None:
-        return Standing(None, f"no {path.name}; run `contrib validate "
-                              f"{target or upstream + '/' + patchset}`")
+        return Standing(None, f"no {path.name}", advice=f"run `contrib validate "
+                                                         f"{target or upstream + '/' + patchset}`")
     why = mismatch(record, upstream, patchset, base, dig)
     if why:
-        return Standing(None, f"{why}; {_RERUN}")
+        return Standing(None, why, advice=_RERUN)
     if not record.runs:
-        return Standing(None, f"{path}: no runs; {_RERUN}")
+        return Standing(None, f"{path}: no runs", advice=_RERUN)
     return Standing(record, "", tuple(arch_verdicts(record.runs, require)))
 
 

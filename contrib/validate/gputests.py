@@ -312,11 +312,16 @@ def coverage_findings(changed: Iterable[ChangedKernel], names: list[str] | None,
     return findings
 
 
-def _kernel_of(finding: Finding) -> str:
-    match = re.search(r"changes (kernel|helper) (\S+),", finding.message)
-    if match is None:
-        return finding.location
-    return match.group(2) if match.group(1) == "kernel" else f"a caller of helper {match.group(2)}"
+def _about(finding: Finding, changed: Iterable[ChangedKernel]) -> str:
+    """What a ``kernel-not-launched`` finding is about, from the changed kernel at its
+    place: the kernel, or a caller of the helper (its ``file:line`` if none is there)."""
+    for kernel in changed:
+        if kernel.via is None and (kernel.file, kernel.line) == (finding.file, finding.line):
+            return kernel.name
+        if kernel.via is not None and (kernel.via.file, kernel.via.line) == (finding.file,
+                                                                              finding.line):
+            return f"a caller of helper {kernel.via.name}"
+    return finding.location
 
 
 @dataclass
@@ -371,17 +376,18 @@ def _run_planned(setup: RunSetup, plan: PlannedRun) -> StageResult:
         details["too_few_gpus"] = short
     findings = apply_waivers(coverage_findings(setup.changed, names, arch), setup.waivers) \
         if run.counts.get("total") else []
-    status = _status(run.status, run.reason, findings, short, names is not None)
+    status = _status(run.status, run.reason, findings, short, names is not None, setup.changed)
     return StageResult("tests", *status, findings, details=details)
 
 
 def _status(status: str, reason: str, findings: list[Finding], short: list[str],
-            probed: bool) -> tuple[str, str]:
+            probed: bool, changed: Iterable[ChangedKernel]) -> tuple[str, str]:
     unproven = [f for f in findings if f.blocking]
     if short:
         reason += f"; {counted(len(short), 'test file')} {'asks' if len(short) == 1 else 'ask'} for more GPUs than this run has"
     if status == PASSED and unproven:
-        names = ", ".join(_kernel_of(f) for f in unproven[:4]) + (" ..." if len(unproven) > 4 else "")
+        names = ", ".join(_about(f, changed) for f in unproven[:4]) + (
+            " ..." if len(unproven) > 4 else "")
         seen = "no test launched" if probed else "the kernel probe could not see whether the tests launched"
         return SKIPPED, f"{reason}, but {seen} {counted(len(unproven), 'kernel')} the patch changes: {names}"
     return status, reason

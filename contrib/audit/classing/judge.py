@@ -197,7 +197,7 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> list[AuditGate]:
             if g.file not in lines:
                 lines[g.file] = (tree.read_text(g.file) or "").splitlines()
             spans[n] = "\n".join(lines[g.file][g.line - 1:max(g.end_line, g.line)])
-    calls = {n: re.compile(rf"\b{re.escape(out[n].name)}\(") for n in pending}
+    called = {n: re.compile(rf"\b{re.escape(out[n].name)}\(") for n in pending}
     excluding = [n for n, g in enumerate(out) if g.excludes_target]
     changed = True
     while changed and pending:
@@ -206,7 +206,7 @@ def from_testers(tree: SourceTree, gates: list[AuditGate]) -> list[AuditGate]:
         deciders = {out[n].name: out[n] for n in known
                     if distinctive(out[n].name) and out[n].returns_decision()}
         for n in list(pending):
-            testers = [out[k] for k in known if k != n and calls[n].search(spans[k])]
+            testers = [out[k] for k in known if k != n and called[n].search(spans[k])]
             found = (_tested_by(out[n], testers) if testers
                      else _built_on(out[n], spans[n], deciders))
             if found is not None:
