@@ -160,6 +160,47 @@ def admits_text(admits: Admits) -> str:
     return "majors " + (", ".join(map(str, sorted(admits))) or "none")
 
 
+class Basis(StrEnum):
+    """What an excluding gate's class stands on (:attr:`AuditGate.basis`): code asks
+    this, people read the reason beside it."""
+
+    # the CUDA units a JIT module builds for the target (the #if and C/C++ reading)
+    COMPILED_OUT = "compiled-out"  # kernels or statements compiled out, ISA or a host check
+    WRITTEN_FOR = "written-for"  # nothing compiled out, but its code is named for other archs
+    UNITS_READ = "units-read"  # nothing compiled out for the target
+    NO_UNIT = "no-unit"  # the gate names no CUDA unit of the tree
+    # what a Python gate's code reaches
+    TRITON = "triton"  # a Triton kernel: compiled for the GPU it runs on
+    CUTILE = "cutile"  # a cuTile kernel
+    CUTE = "cute"  # a CuTe DSL kernel, by its archs
+    CHECKS_ONLY = "checks-only"  # it guards only checks (asserts, raises, log lines)
+    LIBRARY = "library"  # a vendor library's kernels
+    CUBIN = "cubin"  # prebuilt cubins, by the archs they are made for
+    HOST_REFUSAL = "host-refusal"  # the launcher of prebuilt cubins refuses in C++
+    ADMITTED = "admitted"  # a JIT module whose own gate admits the target
+    NAMED_FOR = "named-for"  # admits only what its code (or its callers) is named for
+    UNREAD = "unread"  # what its code reaches cannot be classed
+    NOTHING_REACHED = "nothing-reached"  # no kernel of any kind is reached
+    # upstream's intent, and values deciding nothing themselves
+    UPSTREAM_SAYS = "upstream-says"  # its comment leaves the target out on purpose
+    INTENDED_VALUE = "intended-value"  # it tests a value an intentional gate makes false
+    TESTED_BY = "tested-by"  # a returned arch value: the gates testing it decide
+    BUILT_ON = "built-on"  # a returned arch value built on another one's
+    # compiled (``contrib audit --compile``)
+    NOT_COMPILED = "not-compiled"  # nvcc refuses a unit for the target
+    NO_ENTRY = "no-entry"  # a unit compiles kernels for an admitted arch, none for the target
+    EMPTY_ENTRIES = "empty-entries"  # entries compiled for the target do not do their work
+    COMPILED = "compiled"  # compiled for the target with its entries whole
+    HEADER_MISSING = "header-missing"  # a unit nvcc cannot see: gate-only would stand unread
+    # the stack below
+    SERVED_OTHERWISE = "served-otherwise"  # another backend of the call serves the target
+    BELOW_HOLLOW = "below-hollow"  # the way below reaches kernels missing for the target
+    BELOW_INTENT = "below-intent"  # the one way below leaves the target out on purpose
+    BELOW_GATED = "below-gated"  # a gate below turns the target from kernels it can run
+    BELOW_ADMITS = "below-admits"  # every gate on the way below admits the target
+    BELOW_CODE = "below-code"  # no gate below: what the calls there run
+
+
 Call = tuple[str, ...]  # a call chain, outermost first: ("helper", "get_x_module")
 
 
@@ -283,6 +324,7 @@ class AuditGate:
     opened_by: Blame | None = None
     closed_by: Blame | None = None
     below: tuple[Below, ...] = ()  # gates of the upstream below
+    basis: Basis | None = None  # what its class stands on (None: no class)
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -303,10 +345,11 @@ class AuditGate:
         the gates testing its calls decide)."""
         return self.effect.returned != "" and self.effect.returned == self.name
 
-    def classed(self, class_: GateClass | None, reason: str,
+    def classed(self, class_: GateClass | None, basis: Basis | None, reason: str,
                 evidence: tuple[Evidence, ...] | None = None) -> AuditGate:
-        """This gate with its class, reason and (when given) evidence."""
-        return replace(self, class_=class_, reason=reason,
+        """This gate with its class, what it stands on, the reason in words and (when
+        given) its evidence."""
+        return replace(self, class_=class_, basis=basis, reason=reason,
                        evidence=self.evidence if evidence is None else evidence)
 
 

@@ -23,6 +23,7 @@ from contrib.analysis.gates import Form
 from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.audit.model import (
     AuditGate,
+    Basis,
     Below,
     Blame,
     Chain,
@@ -56,7 +57,8 @@ def gate_json(gate: AuditGate) -> dict[str, Any]:
         "file": gate.file, "line": gate.line, "function": gate.function,
         "kind": str(gate.kind), "admits": admits_text(gate.admits),
         "excludes_target": gate.excludes_target, "text": gate.text,
-        "effect": gate.effect.why, "class": _str(gate.class_), "scope": str(gate.scope),
+        "effect": gate.effect.why, "class": _str(gate.class_), "basis": _str(gate.basis),
+        "scope": str(gate.scope),
         "evidence": [str(e) for e in gate.evidence], "reason": gate.reason,
         "comment": gate.comment, "message": gate.message, "units": list(gate.units),
         "builders": list(gate.builders), "calls": [">".join(c) for c in gate.calls],
@@ -137,6 +139,9 @@ def gate_from_cache(data: object) -> AuditGate | None:
         return None
     if data["class"] is not None and not isinstance(data["class"], str):
         return None
+    basis = _basis(data["basis"])
+    if isinstance(basis, _Malformed):
+        return None
     plain = {key: data[key] for key in _PLAIN}
     plain.update({key: tuple(data[key]) for key in _TUPLES})
     kind, scope = _GATE_KINDS.get(data["kind"]), _SCOPES.get(data["scope"])
@@ -157,7 +162,7 @@ def gate_from_cache(data: object) -> AuditGate | None:
         return None
     return AuditGate(kind=kind, scope=scope, class_=klass, parser_kind=form, admits=admits,
                      effect=effect, reached=reached, calls=calls, evidence=evidence,
-                     below=below, opened_by=opened, closed_by=closed, **plain)
+                     below=below, opened_by=opened, closed_by=closed, basis=basis, **plain)
 
 
 class _Malformed:
@@ -171,6 +176,13 @@ def _admits(value: object) -> frozenset[int] | None | _Malformed:
     if isinstance(value, list) and all(_int(m) for m in value):
         return frozenset(value)
     return _Malformed()
+
+
+def _basis(value: object) -> Basis | None | _Malformed:
+    if value is None:
+        return None
+    found = _BASES.get(value) if isinstance(value, str) else None
+    return _Malformed() if found is None else found
 
 
 def _decision(value: object) -> Decision | None:
@@ -276,12 +288,13 @@ _PLAIN: dict[str, Callable[[object], bool]] = {
 }
 _TUPLES = ("units", "builders")
 _CACHE_KEYS = {*_PLAIN, "kind", "scope", "class", "parser_kind", "admits", "effect", "reached",
-               "calls", "evidence", "below", "opened_by", "closed_by"}
+               "calls", "evidence", "below", "opened_by", "closed_by", "basis"}
 # Each enumeration by its written value (a dict read is a tenth of an Enum call, and the
 # cache is read on every repeat audit).
 _GATE_KINDS = {k.value: k for k in GateKind}
 _SCOPES = {s.value: s for s in Scope}
 _CLASSES = {c.value: c for c in GateClass}
+_BASES = {b.value: b for b in Basis}
 _FORMS = {f.value: f for f in Form}
 _EFFECT_KINDS = {k.value: k for k in EffectKind}
 _ENDPOINT_KINDS = {k.value: k for k in EndpointKind}
@@ -292,21 +305,24 @@ _ENDPOINT_KINDS = {k.value: k for k in EndpointKind}
 def linked_cache(gate: AuditGate) -> dict[str, Any]:
     """What linking set on a gate, as the link cache keeps it."""
     return {"below": [_below_cache(b) for b in gate.below], "class": _str(gate.class_),
-            "reason": gate.reason, "evidence": [evidence_cache(e) for e in gate.evidence]}
+            "basis": _str(gate.basis), "reason": gate.reason,
+            "evidence": [evidence_cache(e) for e in gate.evidence]}
 
 
 def linked_from_cache(gate: AuditGate, data: object) -> AuditGate | None:
     """``gate`` with what :func:`linked_cache` kept; None when that is malformed."""
-    if not (isinstance(data, dict) and set(data) == {"below", "class", "reason", "evidence"}
+    if not (isinstance(data, dict)
+            and set(data) == {"below", "class", "basis", "reason", "evidence"}
             and isinstance(data["reason"], str)
             and (data["class"] is None or isinstance(data["class"], str)
                  and data["class"] in _CLASSES)):
         return None
-    below, evidence = _belows(data["below"]), _evidences(data["evidence"])
-    if below is None or evidence is None:
+    below, evidence, basis = (_belows(data["below"]), _evidences(data["evidence"]),
+                              _basis(data["basis"]))
+    if below is None or evidence is None or isinstance(basis, _Malformed):
         return None
     klass = None if data["class"] is None else _CLASSES[data["class"]]
-    return replace(gate, below=below).classed(klass, data["reason"], evidence)
+    return replace(gate, below=below).classed(klass, basis, data["reason"], evidence)
 
 
 def mismatch_cache(mismatch: Mismatch) -> dict[str, Any]:

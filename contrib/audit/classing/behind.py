@@ -67,6 +67,7 @@ from contrib.audit.model import (
     GATE_ONLY,
     NEEDS_KERNEL_WORK,
     AuditGate,
+    Basis,
     Evidence,
     GateClass,
     Place,
@@ -87,6 +88,7 @@ class Verdict:
     units: list[str] = field(default_factory=list)
     at_stake: bool = True
     refused: Finding | None = None  # a C/C++ host check raising on the target: a crash there
+    basis: Basis = field(kw_only=True)  # what the class stands on
 
 
 def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
@@ -111,7 +113,7 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
         evidence = [_evidence(f) for f in errors]
         return Verdict(NEEDS_KERNEL_WORK, f"{counted(len(errors), 'kernel or statement', 'kernels or statements')} "
                        f"compiled out or refused for {arch.name}", evidence, units,
-                       refused=next((f for f in errors if f.kind == HOST_REFUSAL), None))
+                       refused=next((f for f in errors if f.kind == HOST_REFUSAL), None), basis=Basis.COMPILED_OUT)
     nothing = (f"nothing in {counted(len(units), 'unit')} and "
                f"{counted(len(closure.files), 'file')} is compiled out for {arch.name}")
     written = written_for([*named, *units]) if majors and arch.major not in majors else {}
@@ -119,8 +121,8 @@ def units_verdict(tree: SourceTree, resolver: IncludeResolver, units: list[str],
         archs, names = named_so(written)
         return Verdict(NEEDS_KERNEL_WORK, f"{nothing}, but its code is written for {archs} "
                        f"(named so: {', '.join(names[:4])}) and nothing in it for {arch.name}",
-                       [Evidence(n, says=f"named for {archs}") for n in names[:10]], units)
-    return Verdict(GATE_ONLY, nothing + _unseen(closure.unresolved), [], units)
+                       [Evidence(n, says=f"named for {archs}") for n in names[:10]], units, basis=Basis.WRITTEN_FOR)
+    return Verdict(GATE_ONLY, nothing + _unseen(closure.unresolved), [], units, basis=Basis.UNITS_READ)
 
 
 def _unseen(unresolved: list[tuple[str, str]]) -> str:
@@ -247,13 +249,13 @@ class Behind:
         if target.kind == EndpointKind.TRITON:
             return Verdict(GATE_ONLY, f"its code runs the Triton kernel {target.name} "
                            f"({target.path}); Triton compiles for the GPU it runs on",
-                           at_stake=False)
+                           at_stake=False, basis=Basis.TRITON)
         if target.kind == EndpointKind.CUTILE:
             if self.arch.major not in target.majors:
                 return None  # unread: the toolkit's list, not the tree's code, leaves it out
             return Verdict(GATE_ONLY, f"its code runs the cuTile kernel {target.name} "
                            f"({target.path}); cuTile compiles Tile IR for the GPU it runs on",
-                           at_stake=False)
+                           at_stake=False, basis=Basis.CUTILE)
         if target.kind == EndpointKind.CUTE:
             return self._cute(target)
         if target.kind == EndpointKind.AOT:
@@ -263,22 +265,22 @@ class Behind:
         if target.kind == EndpointKind.CHECKS:
             return Verdict(GATE_ONLY, "what it guards only checks (asserts, raises, log lines): "
                            "it runs no kernel, so admitting the target changes gate lines only",
-                           at_stake=False)
+                           at_stake=False, basis=Basis.CHECKS_ONLY)
         if target.kind == EndpointKind.LIB and target.majors:
             library = ARCH_LIBRARIES[target.name.split(".")[0]][0]
             archs = ", ".join(f"sm_{m}x" for m in target.majors)
             if self.arch.major in target.majors:
                 return Verdict(GATE_ONLY, f"its code calls {target.name} of {library}, whose "
-                               f"kernels are built for {archs}", at_stake=False)
+                               f"kernels are built for {archs}", at_stake=False, basis=Basis.LIBRARY)
             return Verdict(NEEDS_KERNEL_WORK, f"its code calls {target.name} of {library}, "
                            f"whose kernels are built for {archs} only (as the library says): "
                            f"kernels for {self.arch.name} must come from that library",
-                           [Evidence(target.name, says=f"{library}, {archs} only")])
+                           [Evidence(target.name, says=f"{library}, {archs} only")], basis=Basis.LIBRARY)
         if target.kind == EndpointKind.LIB:
             library = VENDOR_LIBRARIES.get(target.name.split(".")[0], target.name)
             return Verdict(GATE_ONLY, f"its code calls {target.name} of {library}, which brings "
                            "kernels of its own for the architectures of its release: no kernel "
-                           "of the tree does that work", at_stake=False)
+                           "of the tree does that work", at_stake=False, basis=Basis.LIBRARY)
         return None
 
     def _jit(self, target: Endpoint) -> Verdict | None:
@@ -290,9 +292,9 @@ class Behind:
                 # (the evidence an admitting gate carries), the target is kept from them
                 return Verdict(NEEDS_KERNEL_WORK, f"its code loads {where}, whose gate at line "
                                f"{gate.line} admits {self.arch.name}, but {gate.reason}",
-                               list(gate.evidence), list(gate.units))
+                               list(gate.evidence), list(gate.units), basis=gate.basis or Basis.ADMITTED)
             return Verdict(GATE_ONLY, f"its code loads {where}, whose gate at line {gate.line} "
-                           f"admits {self.arch.name}", at_stake=False)
+                           f"admits {self.arch.name}", at_stake=False, basis=Basis.ADMITTED)
         if gate is not None:
             if gate.class_ not in _RANK:
                 return None
@@ -300,7 +302,7 @@ class Behind:
                            f"{gate.line}), whose gate admits {admits_text(gate.admits)}: "
                            f"{gate.reason}",
                            list(gate.evidence),
-                           list(gate.units), gate.excludes_target)
+                           list(gate.units), gate.excludes_target, basis=gate.basis or Basis.UNREAD)
         units = self._units(target)
         if not units:
             return None
@@ -350,10 +352,10 @@ class Behind:
         if not target.majors or self.arch.major in target.majors:
             serves = f"admits {self.arch.name}" if target.majors else "is generic"
             return Verdict(GATE_ONLY, f"its code runs {where}, which {serves}; CuTe DSL "
-                           "compiles for the GPU it runs on", at_stake=False)
+                           "compiles for the GPU it runs on", at_stake=False, basis=Basis.CUTE)
         return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, whose archs ({archs}: its "
                        f"admissible_archs, or the arch-specific CuTe ops its module uses) omit "
-                       f"{self.arch.name}", [Evidence(f"{target.path} {target.name}", says=f"{archs} only")])
+                       f"{self.arch.name}", [Evidence(f"{target.path} {target.name}", says=f"{archs} only")], basis=Basis.CUTE)
 
     def _cubin(self, target: Endpoint) -> Verdict | None:
         """Prebuilt cubins: needs kernel work when the majors read for them omit the
@@ -367,14 +369,14 @@ class Behind:
         where = f"prebuilt cubins fetched by {target.name} ({target.path})"
         if self.arch.major in target.majors:
             return Verdict(GATE_ONLY, f"its code runs {where}, made for {archs}",
-                           at_stake=False)
+                           at_stake=False, basis=Basis.CUBIN)
         return Verdict(NEEDS_KERNEL_WORK, f"its code runs {where}, made for {archs} (the archs "
                        "their names carry, what their loader calls or returns named for "
                        "archs, or the nvcc flags of the runner built to launch "
                        f"them), none for {self.arch.name}: no source here builds them, and "
                        "kernels for it must be built and published upstream",
                        [Evidence(f"{target.path} {target.name}",
-                                 says=f"prebuilt cubins for {archs} only")])
+                                 says=f"prebuilt cubins for {archs} only")], basis=Basis.CUBIN)
 
     def _launcher(self, target: Endpoint) -> Verdict | None:
         """Cubins whose arch list is not read: the host checks of the units their loader
@@ -399,7 +401,7 @@ class Behind:
                        "source here builds the cubins, and kernels for it must be built and "
                        "published upstream",
                        [_evidence(f) for f in refusals],
-                       units, refused=first)
+                       units, refused=first, basis=Basis.HOST_REFUSAL)
 
     def _called_builders(self, target: Endpoint) -> list[str]:
         read = self._functions.get(target.path)

@@ -40,6 +40,7 @@ from contrib.audit.model import (
     NEEDS_KERNEL_WORK,
     UNKNOWN,
     AuditGate,
+    Basis,
     Evidence,
     Step,
 )
@@ -72,9 +73,9 @@ def _class_of(gate: AuditGate, behind: Behind, arch: Arch) -> AuditGate:
     """One gate's class: none when it admits the target; upstream's word, what its code
     reaches (a Python gate), or its units' reading (a JIT gate, read already)."""
     if not gate.excludes_target:
-        return replace(gate, class_=None)
+        return replace(gate, class_=None, basis=None)
     if says_intentional(gate.comment, arch):
-        gate = gate.classed(INTENTIONAL, f"upstream says: “{gate.comment}”")
+        gate = gate.classed(INTENTIONAL, Basis.UPSTREAM_SAYS, f"upstream says: “{gate.comment}”")
     elif gate.kind != JIT:
         gate = _inherit(gate, behind)
     if gate.message and gate.class_ != INTENTIONAL:
@@ -144,7 +145,8 @@ def _intended(gate: AuditGate, source: AuditGate | None) -> AuditGate:
     """``gate``, intentional because the value it tests comes from ``source``."""
     if source is None or source is gate:
         return gate
-    return gate.classed(INTENTIONAL, f"the value it tests is false on the target because "
+    return gate.classed(INTENTIONAL, Basis.INTENDED_VALUE, "the value it tests is false on the "
+                        f"target because "
                         f"{source.file}:{source.line} {source.function} leaves it out on "
                         f"purpose: {source.reason}",
                         (Evidence(f"{source.file}:{source.line}", source.file,
@@ -223,7 +225,8 @@ def _tested_by(gate: AuditGate, testers: list[AuditGate]) -> AuditGate:
     named = ", ".join(f"{g.file}:{g.line} {g.function} ({g.class_})"
                       for g in testers[:_MAX_TESTERS])
     more = len(testers) - _MAX_TESTERS
-    return gate.classed(klass, f"{gate.name}() returns an arch value and decides nothing "
+    return gate.classed(klass, Basis.TESTED_BY, f"{gate.name}() returns an arch value and "
+                        "decides nothing "
                         f"itself; the gates testing it do: {named}"
                         + (f" and {more} more" if more > 0 else ""),
                         tuple(dict.fromkeys(e for g in testers if g.class_ == klass
@@ -243,7 +246,8 @@ def _built_on(gate: AuditGate, span: str, deciders: dict[str, AuditGate]) -> Aud
     klass = (NEEDS_KERNEL_WORK if any(g.class_ == NEEDS_KERNEL_WORK for g in called)
              else GATE_ONLY)
     named = ", ".join(f"{g.file}:{g.line} {g.name}() ({g.class_})" for g in called[:_MAX_TESTERS])
-    return gate.classed(klass, f"{gate.name}() returns an arch value built on what {named} "
+    return gate.classed(klass, Basis.BUILT_ON, f"{gate.name}() returns an arch value built on "
+                        f"what {named} "
                         "returns, and no gate tests it: it excludes the target as that does",
                         tuple(dict.fromkeys(e for g in called if g.class_ == klass
                                             for e in g.evidence)))
@@ -270,7 +274,7 @@ def _named_for(gate: AuditGate, arch: Arch) -> Verdict | None:
     return Verdict(NEEDS_KERNEL_WORK, f"a Python condition admitting only what its code is "
                    f"named for: {archs} ({', '.join(names[:3])}), never {arch.name}",
                    [Evidence(gate.file, gate.file, says=f"named for {archs}")] if own else
-                   [Evidence(name, says=f"named for {archs}") for name in names[:3]])
+                   [Evidence(name, says=f"named for {archs}") for name in names[:3]], basis=Basis.NAMED_FOR)
 
 
 def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate,
@@ -278,12 +282,12 @@ def _judge_jit(tree: SourceTree, resolver: IncludeResolver, gate: AuditGate,
     """A JIT gate classed by the arch-guard analysis of the units it builds."""
     units = find_units(tree, list(gate.units))
     if not units:
-        return replace(gate, units=(), class_=UNKNOWN,
-                       reason=f"{gate.function} names no CUDA unit of the tree")
+        return replace(gate, units=()).classed(UNKNOWN, Basis.NO_UNIT,
+                                              f"{gate.function} names no CUDA unit of the tree")
     verdict = units_verdict(tree, resolver, units, sorted(gate.admits or ()), arch,
                             [gate.function])
-    return replace(gate, units=tuple(units)).classed(verdict.class_, verdict.reason,
-                                                     tuple(verdict.evidence))
+    return replace(gate, units=tuple(units)).classed(verdict.class_, verdict.basis,
+                                                     verdict.reason, tuple(verdict.evidence))
 
 
 def _inherit(gate: AuditGate, behind: Behind) -> AuditGate:
@@ -292,11 +296,13 @@ def _inherit(gate: AuditGate, behind: Behind) -> AuditGate:
     verdict = behind.of(gate.reached) or _named_for(gate, behind.arch)
     if verdict is not None:
         return replace(gate, units=tuple(verdict.units)).classed(
-            verdict.class_, verdict.reason, tuple(verdict.evidence))
+            verdict.class_, verdict.basis, verdict.reason, tuple(verdict.evidence))
     unread = behind.unread(gate.reached)
     if unread:
-        return gate.classed(UNKNOWN, "a Python condition; what its code reaches cannot be "
+        return gate.classed(UNKNOWN, Basis.UNREAD, "a Python condition; what its code reaches "
+                            "cannot be "
                             f"classed here: {unread}")
-    return gate.classed(UNKNOWN, "a Python condition; no JIT module, Triton or CuTe kernel "
+    return gate.classed(UNKNOWN, Basis.NOTHING_REACHED, "a Python condition; no JIT module, "
+                        "Triton or CuTe kernel "
                         "or built op is reached by the code it guards "
                         f"({counted(len(gate.calls), 'call')} followed)")

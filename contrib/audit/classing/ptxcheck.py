@@ -49,6 +49,7 @@ from contrib.audit.model import (
     NOT_BUILDABLE,
     UNKNOWN,
     AuditGate,
+    Basis,
     Evidence,
     Step,
 )
@@ -197,10 +198,11 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
     lacking = (f"{counted(len(unbuilt), 'unit')} not compiled for lack of "
                f"{cure(o.missing_header or '' for o in unbuilt)}")
     if gate.class_ == GATE_ONLY:
-        return gate.classed(UNKNOWN, f"{lacking}: gate-only would stand on the #if guards "
+        return gate.classed(UNKNOWN, Basis.HEADER_MISSING, f"{lacking}: gate-only would stand "
+                            "on the #if guards "
                             f"alone, which cannot see into what nvcc did not compile "
                             f"({gate.reason})", evidence)
-    return gate.classed(gate.class_, ((gate.reason + "; ") if gate.reason else "")
+    return gate.classed(gate.class_, gate.basis, ((gate.reason + "; ") if gate.reason else "")
                         + f"{lacking}: its class stands on the findings without them", evidence)
 
 
@@ -217,14 +219,16 @@ def _apply_compiled(gate: AuditGate, outcomes: list[Outcome], arch: Arch, comput
     if failed:
         errors = tuple(_said(o.unit, f"nvcc ({compute}): {_SCRATCH.sub('', o.first_error)}")
                        for o in failed)
-        return gate.classed(NOT_BUILDABLE, f"{len(failed)} of {counted(len(outcomes), 'unit')} "
+        return gate.classed(NOT_BUILDABLE, Basis.NOT_COMPILED,
+                            f"{len(failed)} of {counted(len(outcomes), 'unit')} "
                             f"do not compile for {arch.name} ({compute})",
                             errors + gate.evidence)
     lost = [(o, *others[o.unit]) for o in outcomes
             if o.ok and not o.entries and others and o.unit in others
             and others[o.unit][1].ok and others[o.unit][1].entries]
     if lost:
-        return gate.classed(NEEDS_KERNEL_WORK, f"{counted(len(lost), 'unit')} compile kernels "
+        return gate.classed(NEEDS_KERNEL_WORK, Basis.NO_ENTRY,
+                            f"{counted(len(lost), 'unit')} compile kernels "
                             f"for {lost[0][1].name} and none for {arch.name}", (
             *gate.evidence, *(_said(o.unit, f"no kernel entry for {arch.name}, "
                                     f"{_entries(len(twin.entries))} for {other.name} "
@@ -240,22 +244,23 @@ def _apply_compiled(gate: AuditGate, outcomes: list[Outcome], arch: Arch, comput
         counts = {o.unit: [e for e in o.empty if e not in everywhere[o.unit]] for o in empty}
         for o in empty:
             evidence += _emptied(o, counts[o.unit], compute)
-        return gate.classed(NEEDS_KERNEL_WORK, f"{counted(sum(map(len, counts.values())), 'PTX entry')} "
+        return gate.classed(NEEDS_KERNEL_WORK, Basis.EMPTY_ENTRIES,
+                            f"{counted(sum(map(len, counts.values())), 'PTX entry')} "
                             f"compiled for {arch.name} do not do their work (empty, or stopped "
                             "at an arch-disabled MMA)", tuple(evidence))
     if not outcomes:  # only host (.cpp) units behind it: nothing for nvcc to confirm
-        return gate.classed(gate.class_, gate.reason, tuple(evidence))
+        return gate.classed(gate.class_, gate.basis, gate.reason, tuple(evidence))
     total = sum(len(o.entries) for o in outcomes)
     evidence += [_said(o.unit, f"compiled for {arch.name}: {_entries(len(o.entries))}, none "
                                f"empty{f' for {arch.name} alone' if o.empty else ''} "
                                f"({_names(o.entries)})") if o.entries else
                  _said(o.unit, f"compiled for {arch.name}: no kernel entry in it"
                                + _nor(others, o.unit)) for o in outcomes]
-    reason = gate.reason
-    if gate.class_ == GATE_ONLY and total:  # with no entry nvcc neither confirms nor refutes
-        reason = (f"compiled for {arch.name}: {_entries(total)}, none empty "
-                  f"({counted(len(outcomes), 'unit')}, {compute})")
-    return gate.classed(gate.class_, reason, tuple(evidence))
+    if gate.class_ != GATE_ONLY or not total:  # with no entry nvcc neither confirms nor refutes
+        return gate.classed(gate.class_, gate.basis, gate.reason, tuple(evidence))
+    return gate.classed(gate.class_, Basis.COMPILED, f"compiled for {arch.name}: "
+                        f"{_entries(total)}, none empty ({counted(len(outcomes), 'unit')}, "
+                        f"{compute})", tuple(evidence))
 
 
 def _emptied(outcome: Outcome, undone: list[str], compute: str) -> list[Evidence]:

@@ -56,6 +56,7 @@ from contrib.audit.model import (
     RUNTIME,
     UNKNOWN,
     AuditGate,
+    Basis,
     Below,
     Call,
     EffectKind,
@@ -82,7 +83,7 @@ from contrib.workspace.txn import atomic_write, check_inside
 # -- the upper side ---------------------------------------------------------------------
 
 
-LINK_FORMAT = 12  # bump when linking changes what it finds over the same audits
+LINK_FORMAT = 13  # bump when linking changes what it finds over the same audits
 
 
 @dataclass
@@ -369,13 +370,15 @@ def _inherit(gate: AuditGate, lower: Lower, reached: list[tuple[Outside, AuditGa
         served = [_served_otherwise(lower, o) for o, _ in hollow]
         if served[0] is not None and all(served):
             chosen, name, other = served[0]
-            return gate.classed(GATE_ONLY, f"its code calls {at} {out.dotted} choosing "
+            return gate.classed(GATE_ONLY, Basis.SERVED_OTHERWISE,
+                                f"its code calls {at} {out.dotted} choosing "
                                 f"{chosen!r}, whose way reaches {_where(b)}, which {why}; "
                                 f"{name!r} of the same call serves {arch.name} ({other.file}:"
                                 f"{other.line} admits it): choosing {name!r} on {arch.name} is "
                                 "the change", (_at(lower, other),))
         detail = b.reason or b.effect.why
-        return gate.classed(NEEDS_KERNEL_WORK, f"its code reaches {at} {_where(b)}, which {why}"
+        return gate.classed(NEEDS_KERNEL_WORK, Basis.BELOW_HOLLOW,
+                            f"its code reaches {at} {_where(b)}, which {why}"
                             + (f": {detail}" if detail else ""),
                             tuple(e.below(lower.name) for e in b.evidence[:20]))
     gated = [b for b in below if b.excludes_target]
@@ -385,19 +388,21 @@ def _inherit(gate: AuditGate, lower: Lower, reached: list[tuple[Outside, AuditGa
     others = [b for b in gated if b.class_ != INTENTIONAL]
     if gated and not others and len(gated) == len(below):
         b = gated[0]
-        return gate.classed(INTENTIONAL, f"its code reaches {at} {_where(b)}, which leaves "
+        return gate.classed(INTENTIONAL, Basis.BELOW_INTENT,
+                            f"its code reaches {at} {_where(b)}, which leaves "
                             f"{arch.name} out on purpose: {b.reason}", (_at(lower, b),))
     gated = others
     if any(b.class_ not in (GATE_ONLY, None) for b in gated):
         return None  # a lower gate of unknown class: the path's cost is not known
     if gated:
         b = gated[0]
-        return gate.classed(GATE_ONLY, f"its code reaches {at} {_where(b)}, which turns "
+        return gate.classed(GATE_ONLY, Basis.BELOW_GATED,
+                            f"its code reaches {at} {_where(b)}, which turns "
                             f"{arch.name} away from kernels it can run ({b.class_}): lifting "
                             "both gates is the change" + (f"; there {b.reason}" if b.reason else ""))
     admitting = [b for b in below if not b.excludes_target]
     one = len(admitting) == 1
-    return gate.classed(GATE_ONLY, f"its code reaches {at}, whose "
+    return gate.classed(GATE_ONLY, Basis.BELOW_ADMITS, f"its code reaches {at}, whose "
                         f"{counted(len(admitting), 'gate')} on that path admit{'s' if one else ''} "
                         f"{arch.name} with {'its' if one else 'their'} kernels "
                         f"({'' if one else 'e.g. '}{_where(admitting[0])})")
@@ -448,7 +453,8 @@ def _from_code_below(gate: AuditGate, lower: Lower, calls: list[Outside],
     if worst is None:
         return None
     _, verdict, out = worst
-    return gate.classed(verdict.class_, f"its code calls {lower.name} {lower.tag} {out.dotted}, "
+    return gate.classed(verdict.class_, Basis.BELOW_CODE,
+                        f"its code calls {lower.name} {lower.tag} {out.dotted}, "
                         f"on a path with no gate; there {verdict.reason}",
                         tuple(e.below(lower.name) for e in verdict.evidence[:20]))
 
