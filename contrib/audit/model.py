@@ -1,11 +1,16 @@
-"""The audit's working model: one gate, what it does to the target, and its class.
+"""The audit's working model: one gate, what it does to the target, and its class;
+a feature's chain across the stack, and its verdict.
 
 Decisions are values.  A gate's effect is an :class:`EffectKind` (refuses, falls
 back, dispatches, ...) with a sentence beside it for people (:attr:`Decision.why`);
 what a gate admits is a set of majors; what its code reaches is a tuple of
-:class:`~contrib.analysis.reach.endpoints.Endpoint`.  Code that needs a decision
-asks the kind, never the sentence.  The JSON document and the result cache are
-written and read back in one place, :mod:`contrib.audit.serial`.
+:class:`~contrib.analysis.reach.endpoints.Endpoint`, the calls it runs tuples of
+names; its class stands on a :class:`Basis`, with :class:`Evidence` (a place, a
+finding's kind, the guard) and the gates :class:`Below` it.  A gate is frozen: each
+stage (finding, classing, the stack link, coverage) hands on a new one.  Code that
+needs a decision asks the kind or the field, never the sentence.  Every written form
+(the JSON document, the result, link and features caches) is written and read back in
+one place, :mod:`contrib.audit.serial`.
 """
 
 from __future__ import annotations
