@@ -623,8 +623,7 @@ def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_pa
     below = chain["links"][-1]
     assert (below["role"], below["file"], below["line"], below["function"], below["refuses"]) == (
         "below", "csrc/fmha_runner.cu", 4, "lowerlib.prefill.ragged_attention", True)
-    assert chain["where"] == ("refused by lower v1.0 csrc/fmha_runner.cu:4 "
-                              "lowerlib.prefill.ragged_attention")
+    assert (below["upstream"], below["commit"]) == ("lower", "v1.0")  # where it was refused
     # the launcher of the cubins refuses in C++: a host refusal at its line
     assert below["class"] == "needs-kernel-work", below
     [refusal] = below["evidence"]
