@@ -9,6 +9,7 @@ import pytest
 
 from contrib.arch import parse_arch
 from contrib.audit.finding.gates import gates_of_file, says_intentional
+from contrib.audit.model import EffectKind
 from testing.auditupstream import open_gate
 from testing.gitutil import Repo
 from testing.workspace import Workspace, make_patch
@@ -27,6 +28,7 @@ def test_audit_judges_each_kind_of_gate(mini: tuple[Workspace, Repo]) -> None:
     assert gates["gen_norm_module:jit"]["class"] == "gate-only"
     comm = gates["gen_comm_module:jit"]
     assert comm["class"] == "needs-kernel-work" and comm["excludes_target"] is True
+    assert comm["basis"] == "compiled-out" and comm["units"] == ["csrc/comm.cu"]
     assert any(e.startswith("csrc/comm.cuh:2 empty-kernel (guard csrc/comm.cuh:3)")
                for e in comm["evidence"]), comm["evidence"]
     # The units and flags of a helper of the same file the gate's function builds through.
@@ -34,21 +36,26 @@ def test_audit_judges_each_kind_of_gate(mini: tuple[Workspace, Repo]) -> None:
     assert moe["class"] == "gate-only" and moe["units"] == ["csrc/moe.cu"], moe
     assert moe["builders"] == ["_gen_moe_module"]
     mnnvl = gates["gen_mnnvl_module:jit"]
-    assert mnnvl["class"] == "intentional" and "not supported on purpose" in mnnvl["reason"]
+    assert (mnnvl["class"], mnnvl["basis"]) == ("intentional", "upstream-says")
+    assert mnnvl["comment"] == "MNNVL needs NVLink: SM12x parts are not supported on purpose."
     # What a refusal says joins the reason; it does not decide the class.
     fp8 = gates["fp8_prefill:predicate"]
     assert fp8["class"] == "unknown" and fp8["message"] == "FP8 is not yet supported on SM120"
+    assert fp8["basis"] == "nothing-reached"
+    # the wording, once: the refusal's message, quoted in the reason
     assert fp8["reason"].endswith("; it refuses with “FP8 is not yet supported on SM120”")
     pick = gates["pick_backend:predicate"]
     assert pick["excludes_target"] is True and pick["scope"] == "runtime"
-    assert pick["class"] == "unknown" and pick["reason"]
+    assert pick["class"] == "unknown" and pick["basis"] == "nothing-reached" and pick["reason"]
     # A helper defined in the same file loads the JIT module: its verdict, one call down.
     allreduce = gates["allreduce:predicate"]
     assert allreduce["excludes_target"] is True and allreduce["class"] == "needs-kernel-work"
-    assert allreduce["reason"].startswith("its code loads gen_comm_module (pkg/jit.py:10), "
-                                          "whose gate admits majors 9, 10")
-    assert allreduce["reason"].endswith("(reached through _comm_allreduce>gen_comm_module)")
-    assert allreduce["units"] == ["csrc/comm.cu"]
+    # it stands on gen_comm_module, whose gate (pkg/jit.py:10) admits majors 9, 10,
+    # reached through _comm_allreduce
+    assert (comm["file"], comm["line"], comm["admits"]) == ("pkg/jit.py", 10, "majors 9, 10")
+    assert allreduce["basis"] == "compiled-out"
+    assert allreduce["reached"] == ["jit|pkg/jit.py|gen_comm_module||_comm_allreduce>gen_comm_module"]
+    assert allreduce["units"] == ["csrc/comm.cu"] and allreduce["evidence"] == comm["evidence"]
     assert gates["test_fusion:predicate"]["scope"] == "test"
     assert gates["test_fusion:predicate"]["excludes_target"] is True
     # A choice between paths that serves SM120 is listed, not counted as a refusal.
@@ -191,7 +198,7 @@ def test_an_elif_after_a_branch_the_target_takes_turns_nothing_away() -> None:
             "    elif major == 7 and minor >= 5:\n        ok = True\n    return ok\n" + PRELUDE)
     gates = gates_of_file("pkg/x.py", text, parse_arch("sm_120a"))
     assert [(g.line, g.excludes_target) for g in gates] == [(3, False), (5, False)]
-    assert gates[1].effect.why == "an earlier branch of its if/elif chain serves the target"
+    assert gates[1].effect.kind is EffectKind.EARLIER_BRANCH, gates[1].effect
     # An earlier branch that is not about the arch serves nobody in particular.
     text = ("def pick(fast):\n    major = cap()[0]\n    if fast:\n        out = 1\n"
             "    elif major == 10:\n        out = fused()\n    return out\n" + PRELUDE)
@@ -257,12 +264,14 @@ def test_early_exits_of_a_chain_leave_the_target_the_code_after_it_unless_an_els
     # falls back (excluded from the fast paths); an elif is judged with its if.
     fallback = gates_of_file("x.py", chain + "    return naive()\n" + PRELUDE, arch)
     assert [(g.line, g.excludes_target) for g in fallback][:2] == [(2, True), (4, False)]
-    assert fallback[0].effect.why.startswith("falls back")
+    assert fallback[0].effect.kind is EffectKind.FALLS_BACK, fallback[0].effect
     refused = gates_of_file("x.py", chain + "    else:\n        raise RuntimeError('no')\n"
                             + PRELUDE, arch)
     assert [(g.line, g.excludes_target) for g in refused][:2] == [(2, True), (4, False)]
-    assert refused[0].effect.why == "the else branch the target takes refuses it"
+    assert refused[0].effect.kind is EffectKind.ELSE_REFUSES, refused[0].effect
     # One refusal, one gate: sglang's get_arch_constraints has four elifs over it.
+    assert refused[1].effect.kind is EffectKind.ELIF, refused[1].effect
+    # the wording, once: the line of the chain's head (no typed field holds it)
     assert refused[1].effect.why == "an elif of the chain at line 2, which is judged there"
 
 

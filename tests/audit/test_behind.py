@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from contrib.analysis.cuda_arch import analyze
 from contrib.analysis.hostarch import arch_findings
+from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.analysis.tree import DictTree
 from contrib.arch import parse_arch
 from contrib.audit.classing.judge import judge
 from contrib.audit.engine import find_all
-from contrib.audit.model import AuditGate, Evidence
-from contrib.audit.serial import endpoint_text as text
+from contrib.audit.model import AuditGate, Basis, EffectKind, Evidence, Place
 
 SM120 = parse_arch("sm_120a")
 SM90 = parse_arch("sm_90a")
@@ -88,6 +88,22 @@ def _audit(files: dict[str, str]) -> dict[str, AuditGate]:
     return {f"{g.file}:{g.function}": g for g in _audit_all(files) if g.excludes_target}
 
 
+def _sm100(*through: str) -> Endpoint:
+    """BASE's sm100 module, reached through the calls ``through``."""
+    return Endpoint(EndpointKind.JIT, "pkg/jit.py", "gen_fmha_sm100_module",
+                    chain=(*through, "gen_fmha_sm100_module"))
+
+
+def _stands_on_sm100(gate: AuditGate, *through: str) -> None:
+    """``gate`` is classed by BASE's sm100 module, reached through ``through``: its unit's
+    kernel, compiled out for the target by the ``#if`` at line 2 (GUARDED)."""
+    assert gate.basis is Basis.COMPILED_OUT, (gate.basis, gate.reason)
+    assert _sm100(*through) in gate.reached, gate.reached
+    assert gate.units == ("csrc/fmha.cu",), gate.units
+    assert [(e.path, e.line, e.kind, e.guard) for e in gate.evidence] == [
+        ("csrc/fmha.cu", 1, "empty-kernel", Place("csrc/fmha.cu", 2))], gate.evidence
+
+
 def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
     """skipif -> pkg.api.fmha -> pkg.loader.get_fmha_module -> pkg.jit.gen_fmha_sm100_module:
     no name of the chain matches the module's; identity does.  Behind the dispatch an
@@ -98,9 +114,11 @@ def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
     gates = _audit(BASE | {"tests/test_fmha.py": test})
     gate = gates["tests/test_fmha.py:test_fmha"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert gate.reason.startswith("its code loads gen_fmha_sm100_module (pkg/jit.py:5)")
-    assert "reached through fmha>get_fmha_module>gen_fmha_sm100_module" in gate.reason
-    assert gate.units == ("csrc/fmha.cu",) and gate.evidence
+    # the sm100 module, whose own gate (pkg/jit.py:5) admits majors 10, speaks
+    module = gates["pkg/jit.py:gen_fmha_sm100_module"]
+    assert (module.line, module.admits) == (5, frozenset({10}))
+    _stands_on_sm100(gate, "fmha", "get_fmha_module")
+    assert gate.evidence == module.evidence
     kinds = {r.name for r in gate.reached}
     assert kinds == {"gen_fmha_sm100_module", "gen_fmha_sm90_module"}
     # With the unit's guard gone, nothing is compiled out, but both modules are built
@@ -108,7 +126,7 @@ def test_a_test_gate_takes_the_class_of_the_module_three_files_down() -> None:
     unguarded = BASE | {"tests/test_fmha.py": test, "csrc/fmha.cu": KERNEL.format(name="fmha")}
     written = _audit(unguarded)["tests/test_fmha.py:test_fmha"]
     assert written.class_ == "needs-kernel-work", written.reason
-    assert "but its code is written for sm_10x (named so: gen_fmha_sm100_module)" in written.reason
+    assert written.basis is Basis.WRITTEN_FOR and _sm100("fmha", "get_fmha_module") in written.reached
     assert written.evidence == (Evidence("gen_fmha_sm100_module", says="named for sm_10x"),)
     # Named for no architecture, the same builders are gate-only: lift the gate.
     generic = {path: text.replace("_sm100_", "_dense_").replace("_sm90_", "_paged_")
@@ -169,8 +187,13 @@ def test_a_built_op_is_judged_by_its_registered_unit_and_build_list() -> None:
     files = _scaled_mm_op("kernel/csrc/gemm/scaled_mm.cu", GUARDED.replace("fmha", "mm"))
     gate = _audit(files)["pkg/ops.py:scaled_mm"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "the built op torch.ops.mykernel.scaled_mm, scaled_mm in kernel/csrc/gemm/scaled_mm.cu" \
-        in gate.reason
+    assert gate.basis is Basis.COMPILED_OUT, gate.basis
+    assert gate.reached == (Endpoint(EndpointKind.AOT, "", "torch.ops.mykernel.scaled_mm",
+                                     chain=("default",)),), gate.reached
+    assert gate.units == ("kernel/csrc/gemm/scaled_mm.cu",)  # the unit registering the op
+    assert [(e.path, e.kind, e.guard) for e in gate.evidence] == [
+        ("kernel/csrc/gemm/scaled_mm.cu", "empty-kernel", Place("kernel/csrc/gemm/scaled_mm.cu", 2))]
+    # the wording, once: the op's build list (no typed field holds it)
     assert "its build lists sm_9x, sm_10x" in gate.reason
 
 
@@ -184,7 +207,10 @@ def test_an_assert_the_target_fails_keeps_from_it_the_code_after_it() -> None:
     files = BASE | {"pkg/triton_attn.py": TRITON_ATTN, "pkg/factory.py": factory}
     gate = _audit(files)["pkg/factory.py:create"]
     assert gate.class_ == "gate-only", gate.reason
-    assert "Triton kernel _attn_kernel" in gate.reason and gate.message == "needs SM90"
+    assert gate.basis is Basis.TRITON and gate.message == "needs SM90"
+    assert gate.effect.kind is EffectKind.ASSERT_FAILS
+    assert gate.reached == (Endpoint(EndpointKind.TRITON, "pkg/triton_attn.py", "_attn_kernel",
+                                     chain=("forward_decode", "_attn_kernel")),), gate.reached
 
 
 def test_a_built_op_built_for_the_target_is_not_judged_by_its_unit_s_name() -> None:
@@ -195,10 +221,13 @@ def test_a_built_op_built_for_the_target_is_not_judged_by_its_unit_s_name() -> N
     files = _scaled_mm_op(unit, kernels, ' "-gencode=arch=compute_120a,code=sm_120a"')
     gate = _audit(files)["pkg/ops.py:scaled_mm"]
     assert gate.class_ == "gate-only", gate.reason
-    assert "its build lists sm_9x, sm_10x, sm_12x" in gate.reason
+    # built for sm_12x too, the unit's name says nothing: its units are read, and hold it
+    assert gate.basis is Basis.UNITS_READ and not gate.evidence, gate.evidence
+    assert gate.units == (unit,)
     left_out = _audit(_scaled_mm_op(unit, kernels))["pkg/ops.py:scaled_mm"]
     assert left_out.class_ == "needs-kernel-work", left_out.reason
-    assert "written for sm_9x" in left_out.reason
+    assert left_out.basis is Basis.WRITTEN_FOR and left_out.units == (unit,)
+    assert left_out.evidence == (Evidence("scaled_mm_sm90.cu", says="named for sm_9x"),)
 
 
 def test_a_cute_kernel_whose_admissible_archs_omit_the_target_needs_kernel_work() -> None:
@@ -209,8 +238,10 @@ def test_a_cute_kernel_whose_admissible_archs_omit_the_target_needs_kernel_work(
               "    return GroupedGemmKernel(128)\n")
     gate = _audit(BASE | {"pkg/cute_kernels.py": cute, "pkg/moe.py": runner})["pkg/moe.py:moe"]
     assert gate.class_ == "needs-kernel-work"
-    assert "CuTe DSL kernel GroupedGemmKernel (pkg/cute_kernels.py)" in gate.reason
-    assert "whose archs (sm_10x: its admissible_archs" in gate.reason
+    assert gate.basis is Basis.CUTE, gate.basis
+    # its archs: sm_10x, from its admissible_archs
+    assert gate.reached == (Endpoint(EndpointKind.CUTE, "pkg/cute_kernels.py", "GroupedGemmKernel",
+                                     (10,), ("GroupedGemmKernel",)),), gate.reached
     # A @cute.kernel takes the archs of the arch-specific CuTe ops its module uses.
     dsl = ("import cutlass.cute as cute\nfrom cutlass.cute.nvgpu import {ns}\n\n\n"
            "@cute.kernel\ndef gemm_kernel(a):\n    {ns}.make_op(a)\n")
@@ -245,7 +276,9 @@ def test_a_kernel_imported_and_bound_to_a_name_after_a_choice_stands_behind_it()
     assert sorted(found) == [17, 21], found
     for gate in found.values():
         assert gate.class_ == "needs-kernel-work", (gate.line, gate.reason)
-        assert "CuTe DSL kernel cutedsl_gemm" in gate.reason, gate.reason
+        assert gate.basis is Basis.CUTE, (gate.line, gate.basis)
+        assert gate.reached == (Endpoint(EndpointKind.CUTE, "pkg/dsl.py", "cutedsl_gemm", (10, 11),
+                                         ("cutedsl_gemm",)),), gate.reached
 
 
 def test_a_refusal_whose_test_names_a_backend_guards_what_is_registered_under_it() -> None:
@@ -268,7 +301,7 @@ def test_a_refusal_whose_test_names_a_backend_guards_what_is_registered_under_it
     files = BASE | {"pkg/backends.py": backends, "pkg/args.py": args}
     gate = _audit(files)["pkg/args.py:Args.check"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "gen_fmha_sm100_module" in gate.reason, gate.reason
+    _stands_on_sm100(gate, '"fancy_mha"')
     negated = args.replace("prefill_backend == 'fancy_mha'", "prefill_backend != 'fancy_mha'")
     gate = _audit(files | {"pkg/args.py": negated})["pkg/args.py:Args.check"]
     assert gate.class_ == "unknown", gate.reason
@@ -294,7 +327,8 @@ def test_a_chosen_return_guards_what_callers_run_for_that_string() -> None:
     files = BASE | {"pkg/utils.py": utils, "pkg/gemm.py": gemm}
     gate = _audit(files)["pkg/utils.py:determine_gemm_backend"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert any("gen_fmha_sm90_module" in text(r) for r in gate.reached), gate.reached
+    assert gate.reached == (Endpoint(EndpointKind.JIT, "pkg/jit.py", "gen_fmha_sm90_module",
+                                     chain=("gen_fmha_sm90_module",)),), gate.reached
     wrapper = ("from pkg.jit import gen_fmha_sm90_module\nfrom pkg import utils\n\n\n"
                "class Wrapper:\n    def plan(self, x):\n"
                "        self._backend = utils.determine_gemm_backend(x.device)\n\n"
@@ -320,7 +354,9 @@ def test_a_classmethod_of_a_tree_class_is_followed() -> None:
               "    return Runner.forward(x)\n")
     gate = _audit(BASE | {"pkg/cute_kernels.py": cute, "pkg/logits.py": runner})["pkg/logits.py:logits"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "CuTe DSL kernel LogitsKernel" in gate.reason, gate.reason
+    assert gate.basis is Basis.CUTE, gate.basis
+    assert gate.reached == (Endpoint(EndpointKind.CUTE, "pkg/cute_kernels.py", "LogitsKernel", (10,),
+                                     ("forward", "LogitsKernel")),), gate.reached
 
 
 def test_a_method_called_on_self_or_cls_is_the_classs_own_or_its_bases() -> None:
@@ -342,8 +378,9 @@ def test_a_method_called_on_self_or_cls_is_the_classs_own_or_its_bases() -> None
     files = BASE | {"pkg/dsl.py": dsl, "pkg/other.py": other, "pkg/logits.py": runner}
     gate = _audit(files)["pkg/logits.py:logits"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "CuTe DSL kernel LogitsKernel.__call__" in gate.reason, gate.reason
-    assert "forward>_compile>LogitsKernel" in gate.reason, gate.reason
+    assert gate.basis is Basis.CUTE, gate.basis
+    assert gate.reached == (Endpoint(EndpointKind.CUTE, "pkg/dsl.py", "LogitsKernel.__call__", (10, 11),
+                                     ("forward", "_compile", "LogitsKernel")),), gate.reached
     # the runner's own method comes before its base's
     own = runner.replace("        return cls._compile(x)\n",
                          "        return cls._compile(x)\n\n    def _compile(self, key):\n"
@@ -375,11 +412,16 @@ def test_an_op_registered_in_python_runs_its_function() -> None:
                   f"    return torch.ops.sglang.{op}(x)\n")
         gate = _audit(BASE | {"pkg/dsl.py": "import torch\n" + dsl, "pkg/gemm.py": caller})["pkg/gemm.py:gemm"]
         assert gate.class_ == "needs-kernel-work", (op, gate.reason)
-        assert "CuTe DSL kernel _bmm (pkg/dsl.py)" in gate.reason, (op, gate.reason)
+        assert gate.basis is Basis.CUTE, (op, gate.basis)
+        assert gate.reached == (Endpoint(EndpointKind.CUTE, "pkg/dsl.py", "_bmm", (10, 11),
+                                         (op, "_bmm")),), (op, gate.reached)
     # an op no Python registers stays a built op, read in the tree's C++
     caller = caller.replace("tgv_inplace", "tgv_elsewhere")
     gate = _audit(BASE | {"pkg/dsl.py": "import torch\n" + dsl, "pkg/gemm.py": caller})["pkg/gemm.py:gemm"]
-    assert gate.class_ == "unknown" and "registered nowhere in the tree's C++" in gate.reason
+    assert gate.class_ == "unknown" and gate.basis is Basis.UNREAD, gate.reason
+    # a built op whose registering unit is found nowhere in the tree's C++
+    assert gate.reached == (Endpoint(EndpointKind.AOT, "", "torch.ops.sglang.tgv_elsewhere",
+                                     chain=("tgv_elsewhere",)),) and not gate.units, gate.reached
 
 
 def test_a_decision_function_takes_the_class_of_what_callers_in_other_files_run() -> None:
@@ -397,7 +439,8 @@ def test_a_decision_function_takes_the_class_of_what_callers_in_other_files_run(
     files = BASE | {"pkg/decide.py": decide, "pkg/launch.py": launch, "pkg/cute_kernels.py": cute}
     gate = _audit(files)["pkg/decide.py:should_swap_rows"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert any("SwapKernel" in text(r) for r in gate.reached), gate.reached
+    assert gate.reached == (Endpoint(EndpointKind.CUTE, "pkg/cute_kernels.py", "SwapKernel", (9,),
+                                     ("SwapKernel",)),), gate.reached
 
 
 TCGEN05 = ("__global__ void mma_kernel(unsigned* tmem) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000\n"
@@ -415,14 +458,17 @@ def test_a_unit_with_sm100_only_isa_or_a_host_check_needs_kernel_work_on_sm120()
         "@pytest.mark.skipif(not is_sm100_supported(), reason='x')\ndef test_a():\n    fmha(1)\n")})
     only = gate["tests/test_fmha.py:test_a"]
     assert only.class_ == "needs-kernel-work", only.reason
-    assert any(e.kind == "foreign-isa" and "tcgen05 PTX" in e.says for e in only.evidence), \
-        only.evidence
+    assert only.basis is Basis.COMPILED_OUT and only.units == ("csrc/fmha.cu",)
+    # TCGEN05's line 3: the tcgen05 asm, compiled for sm_120a
+    assert [(e.kind, e.path, e.line, e.guard) for e in only.evidence] == [
+        ("foreign-isa", "csrc/fmha.cu", 3, None)], only.evidence
     # The same reading, alone: tcgen05 compiled for sm_120a; a host check refusing it.
     files = {"a.cu": TCGEN05, "b.cu": HOST}
     analysis = analyze(files, ["a.cu", "b.cu"], SM120, [parse_arch("sm_100a")])
     found = arch_findings(files, analysis.passes[SM120.name], SM120, [10])
     assert [(f.kind, f.file, f.line) for f in found] == [("host-refusal", "b.cu", 5),
                                                          ("foreign-isa", "a.cu", 3)]
+    # the wording, once: a host refusal quotes its check (no typed field holds the text)
     assert "`TVM_FFI_ICHECK_EQ(major, 10)` refuses sm_120a at run time" in found[0].message
     # Generic code beside it (an SM80 atom) serves the target: no ISA finding; a check
     # the target passes is none either.
@@ -446,8 +492,12 @@ def test_a_gate_inside_a_jit_builder_guards_the_build_it_makes() -> None:
              "csrc/qprep/entry.cuh": TCGEN05}
     gate = _audit(files)["pkg/qprep.py:_jit_qprep_module"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert gate.reason.startswith("its code loads _jit_qprep_module (pkg/qprep.py)"), gate.reason
-    assert text(gate.reached[0]).startswith("jit|pkg/qprep.py|_jit_qprep_module|")
+    assert gate.basis is Basis.COMPILED_OUT, gate.basis
+    assert gate.reached == (Endpoint(EndpointKind.JIT, "pkg/qprep.py", "_jit_qprep_module",
+                                     chain=("_jit_qprep_module",)),), gate.reached
+    assert gate.units == ("csrc/qprep/entry.cuh",)
+    assert [(e.kind, e.path, e.line) for e in gate.evidence] == [
+        ("foreign-isa", "csrc/qprep/entry.cuh", 3)], gate.evidence
     generic = files | {"csrc/qprep/entry.cuh": KERNEL.format(name="qprep")}
     assert _audit(generic)["pkg/qprep.py:_jit_qprep_module"].class_ == "gate-only"
 
@@ -468,8 +518,10 @@ def test_a_dispatch_table_of_builders_is_followed_and_an_entry_for_the_target_se
     gate = _audit(files)["tests/test_a.py:test_a"]
     assert {r.name for r in gate.reached} >= {"gen_fmha_sm100_module", "gen_fmha_sm120_module"}
     assert gate.class_ == "gate-only", gate.reason
-    assert gate.reason.startswith("its code loads gen_fmha_sm120_module (pkg/jit.py), built for "
-                                  "sm_120a by its nvcc flags"), gate.reason
+    # the sm120 entry, built for major 12 by its nvcc flags, is what its units are read for
+    assert gate.basis is Basis.UNITS_READ and gate.units == ("csrc/fmha120.cu",), gate.units
+    assert Endpoint(EndpointKind.JIT, "pkg/jit.py", "gen_fmha_sm120_module", (12,),
+                    ("fmha", "get_fmha_module", "table[]")) in gate.reached, gate.reached
 
 
 def test_an_arch_branch_behind_the_gate_is_followed_where_the_target_goes() -> None:
@@ -552,7 +604,7 @@ def test_a_refusal_nested_in_a_backend_branch_keeps_the_rest_of_the_function() -
            "    if backend == 'cutlass':\n        return gen_fmha_sm100_module()\n    return q\n")
     gate = _audit(BASE | {"pkg/api.py": api})["pkg/api.py:fmha"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "gen_fmha_sm100_module" in gate.reason
+    _stands_on_sm100(gate)
 
 
 def test_a_jit_gate_that_admits_the_target_into_units_with_nothing_for_it_needs_kernel_work() -> None:
@@ -577,8 +629,16 @@ def test_a_jit_gate_that_admits_the_target_into_units_with_nothing_for_it_needs_
                     "csrc/group_gemm_sm100_kernel_inst.jinja": "// none\n"}
     gate = _audit(files)["pkg/api.py:gemm"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "whose gate at line 9 admits sm_120a, but" in gate.reason, gate.reason
-    assert any("arch::Sm100" in e.says for e in gate.evidence), gate.evidence
+    # the module's own gate, at line 9, admits sm_120a ...
+    module = next(g for g in _audit_all(files) if g.function == "gen_gemm_module")
+    assert (module.file, module.line, module.admits_major(12)) == ("pkg/jit.py", 9, True)
+    assert not module.excludes_target
+    assert gate.reached == (Endpoint(EndpointKind.JIT, "pkg/jit.py", "gen_gemm_module",
+                                     chain=("gen_gemm_module",)),), gate.reached
+    # ... but its units have only SM100 code: the Sm100 ArchTag of the header they include
+    assert gate.basis is Basis.COMPILED_OUT, gate.basis
+    assert [(e.kind, e.path, e.line) for e in gate.evidence] == [
+        ("foreign-isa", "include/gemm_sm100.cuh", 2)], gate.evidence
 
 
 def test_a_unit_an_arch_build_adds_under_an_if_is_that_archs() -> None:
@@ -643,7 +703,11 @@ def test_units_named_by_fstrings_of_module_tables_and_of_unknown_fields() -> Non
     bare = jit.replace("f'{_STEMS[variant]}_binding.cu'", "f'{variant}_binding.cu'")
     gate = _audit(files | {"pkg/jit.py": bare})["pkg/api.py:kda"]
     assert gate.class_ == "unknown", gate.reason
-    assert "gen_kda_module" in gate.reason and not gate.evidence, gate.reason
+    # what it reaches, the module naming no unit, cannot be classed
+    assert gate.basis is Basis.UNREAD and not gate.evidence, gate.reason
+    assert gate.reached == (Endpoint(EndpointKind.JIT, "pkg/jit.py", "gen_kda_module",
+                                     chain=("gen_kda_module",)),), gate.reached
+    assert _audit(files | {"pkg/jit.py": bare})["pkg/jit.py:gen_kda_module"].basis is Basis.NO_UNIT
 
 
 def test_a_method_of_a_decorated_function_runs_the_function() -> None:
@@ -694,17 +758,20 @@ def test_a_returned_arch_value_takes_the_class_of_the_gates_testing_it_in_any_fi
     gates = _audit(BASE | {"pkg/flags.py": flags, "pkg/attend.py": attend})
     assert gates["pkg/attend.py:attend"].class_ == "needs-kernel-work"
     outer, inner = gates["pkg/flags.py:can_use_fused"], gates["pkg/flags.py:_fused_available"]
-    assert outer.effect.why.endswith("; it is what can_use_fused() returns"), outer.effect
+    assert outer.effect.returned == "can_use_fused" and outer.returns_decision(), outer.effect
     assert outer.class_ == "needs-kernel-work", outer.reason
     # its caller in the other file is followed: what the call guards is behind it
-    assert "gen_fmha_sm100_module" in outer.reason, outer.reason
+    _stands_on_sm100(outer, "fmha", "get_fmha_module")
+    assert _runs(outer.calls, "pkg/attend.py:attend", "fmha"), outer.calls
     assert outer.evidence == gates["pkg/attend.py:attend"].evidence != []
     assert inner.class_ == "needs-kernel-work", inner.reason
+    assert inner.basis is Basis.TESTED_BY and inner.evidence == outer.evidence, inner.basis
+    # the wording, once: which gates test it (no typed field holds them)
     assert "pkg/flags.py:9 can_use_fused (needs-kernel-work)" in inner.reason
     # Nobody tests it: it stays unknown, with the reason it had.
     alone = _audit(BASE | {"pkg/flags.py": flags})
     assert alone["pkg/flags.py:can_use_fused"].class_ == "unknown"
-    assert alone["pkg/flags.py:can_use_fused"].reason.startswith("a Python condition")
+    assert alone["pkg/flags.py:can_use_fused"].basis is Basis.NOTHING_REACHED
 
 
 def test_a_returned_arch_value_built_on_a_classed_one_takes_its_class() -> None:
@@ -722,8 +789,10 @@ def test_a_returned_arch_value_built_on_a_classed_one_takes_its_class() -> None:
     gates = _audit(BASE | {"pkg/flags.py": flags, "pkg/attend.py": attend})
     assert gates["pkg/flags.py:apply_fused"].class_ == "needs-kernel-work"
     built = gates["pkg/flags.py:Layer._read_only"]
-    assert built.effect.why.endswith("; it is what _read_only() returns"), built.effect
+    assert built.effect.returned == "_read_only" and built.returns_decision(), built.effect
     assert built.class_ == "needs-kernel-work", built.reason
+    assert built.basis is Basis.BUILT_ON, built.basis
+    # the wording, once: the value it is built on (no typed field holds it)
     assert built.reason.startswith("_read_only() returns an arch value built on what "
                                    "pkg/flags.py:5 apply_fused() (needs-kernel-work) returns")
     assert built.evidence == gates["pkg/flags.py:apply_fused"].evidence != []
@@ -743,10 +812,11 @@ def test_a_returned_call_whose_value_depends_on_the_gpu_is_what_runs() -> None:
                "def fused_nvfp4(q):\n    return _fused(q)\n")
     gates = _audit(BASE | {"pkg/wrapper.py": wrapper})
     outer, inner = gates["pkg/wrapper.py:fused_nvfp4"], gates["pkg/wrapper.py:_fused"]
-    assert outer.effect.why.endswith("; it is what fused_nvfp4() returns"), outer.effect
+    assert outer.effect.returned == "fused_nvfp4" and outer.returns_decision(), outer.effect
     assert outer.calls[0] == ("_fused",) and outer.reached, outer.calls
     assert outer.class_ == inner.class_ == "needs-kernel-work", outer.reason
-    assert outer.reason.startswith("its code loads gen_fmha_sm100_module (pkg/jit.py:5)")
+    _stands_on_sm100(outer, "_fused", "fmha", "get_fmha_module")
+    _stands_on_sm100(inner, "fmha", "get_fmha_module")
 
 
 def test_a_value_left_out_on_purpose_carries_the_intent_to_the_gates_testing_it() -> None:
@@ -774,11 +844,12 @@ def test_a_value_left_out_on_purpose_carries_the_intent_to_the_gates_testing_it(
     by_line = {(g.file, g.line): g for g in found if g.excludes_target}
     seed = by_line[("pkg/config.py", 9)]
     assert seed.class_ == "intentional", seed.reason
+    assert (seed.function, seed.basis) == ("_compute_enable", Basis.UPSTREAM_SAYS)
     for line in (7, 10):
         gate = by_line[("pkg/user.py", line)]
         assert gate.class_ == "intentional", (line, gate.reason)
-        assert gate.reason.startswith("the value it tests is false on the target because "
-                                      "pkg/config.py:9 _compute_enable leaves it out on purpose")
+        # the value it tests is false because the seed leaves the target out on purpose
+        assert gate.basis is Basis.INTENDED_VALUE, (line, gate.basis)
         assert gate.evidence == (Evidence("pkg/config.py:9", "pkg/config.py", line=9),)
     assert by_line[("pkg/user.py", 12)].class_ == "unknown"  # is_sm100_supported(): no intent
 
@@ -809,12 +880,12 @@ def test_functions_handed_on_methods_of_a_refused_class_and_tests_own_imports() 
             "class TestMoe:\n    def test_run(self):\n        from pkg.moe import fused_moe\n"
             "        fused_moe(1)\n")
     gates = _audit(BASE | {"pkg/moe.py": moe, "tests/test_moe.py": test})
-    for name in ("pkg/moe.py:fused_moe", "pkg/moe.py:MoeWrapper.__init__",
-                 "tests/test_moe.py:<module>"):
+    for name, through in (("pkg/moe.py:fused_moe", ("_moe_impl",)),
+                          ("pkg/moe.py:MoeWrapper.__init__", ()),
+                          ("tests/test_moe.py:<module>", ("fused_moe", "_moe_impl"))):
         gate = gates[name]
         assert gate.class_ == "needs-kernel-work", (name, gate.reason)
-        assert "gen_fmha_sm100_module" in gate.reason, (name, gate.reason)
-    assert "_moe_impl>fmha" in gates["pkg/moe.py:fused_moe"].reason
+        _stands_on_sm100(gate, *through, "fmha", "get_fmha_module")
     assert ("run", "fmha") in gates["pkg/moe.py:MoeWrapper.__init__"].calls
     # A refusal of one configuration (nested in a branch of __init__) is not one of the
     # object: the class's other methods are not what it guards.
@@ -878,7 +949,7 @@ def test_a_gate_admitting_only_what_its_code_is_named_for_needs_kernel_work() ->
     gates = _audit(BASE | {"pkg/mega/sm90/backend.py": check})
     named = gates["pkg/mega/sm90/backend.py:_validate_sm90_arch"]
     assert named.class_ == "needs-kernel-work", named.reason
-    assert "named for: sm_9x" in named.reason
+    assert named.basis is Basis.NAMED_FOR and not named.reached, named.basis
     assert named.evidence == (Evidence("pkg/mega/sm90/backend.py", "pkg/mega/sm90/backend.py",
                                        says="named for sm_9x"),)
     assert gates["pkg/mega/sm90/backend.py:_validate_hopper_or_blackwell"].class_ == "unknown"
@@ -966,11 +1037,15 @@ def test_a_backend_requirement_guards_what_its_backend_runs_in_the_function_it_d
     gates = _audit(BASE | {"pkg/mm.py": REGISTRY})
     cudnn = gates["pkg/mm.py:_cudnn_mm_requirement"]
     assert cudnn.class_ == "gate-only", cudnn.reason
+    assert cudnn.basis is Basis.LIBRARY, cudnn.basis
+    assert cudnn.reached == (Endpoint(EndpointKind.LIB, "", "cudnn.graph", chain=("graph",)),)
+    # the wording, once: the library's name (no typed field holds it)
     assert cudnn.reason.startswith("its code calls cudnn.graph of NVIDIA cuDNN"), cudnn.reason
     assert all("gen_fmha_sm100_module" not in c for c in cudnn.calls), cudnn.calls
     cutlass = gates["pkg/mm.py:_cutlass_mm_requirement"]
     assert cutlass.class_ == "needs-kernel-work", cutlass.reason
     assert ("mm", "gen_fmha_sm100_module") in cutlass.calls, cutlass.calls
+    _stands_on_sm100(cutlass)
     common = gates["pkg/mm.py:_check_mm_problem_size"]
     assert common.class_ == "needs-kernel-work", common.reason
     # A table of runners keyed by the backends' names: the backend's own entry.
@@ -1030,7 +1105,9 @@ def test_a_backend_name_handed_on_leads_to_what_the_tree_registers_under_it() ->
         gate = gates[f"pkg/args.py:{function}"]
         assert gate.class_ == "gate-only", (function, gate.effect, gate.reason)
         assert ('"triton_attn"', "triton:_attn_kernel") in gate.calls, gate.calls
-        assert "the Triton kernel _attn_kernel" in gate.reason, gate.reason
+        assert gate.basis is Basis.TRITON, (function, gate.basis)
+        assert gate.reached == (Endpoint(EndpointKind.TRITON, "pkg/triton_attn.py", "_attn_kernel",
+                                         chain=('"triton_attn"', "_attn_kernel")),), gate.reached
     # A name compared, not handed on, leads nowhere.
     tested = ("from pkg.utils import is_sm100_supported\n\n\n"
               "def check(args):\n    if is_sm100_supported():\n"
@@ -1067,7 +1144,10 @@ def test_gate_only_is_not_said_over_what_cannot_be_read() -> None:
     gates = _audit(BASE | {"pkg/ops.py": ops})
     gate = gates["pkg/ops.py:attend"]
     assert gate.class_ == "unknown", gate.reason
-    assert "torch.ops.vendor_attn.fwd" in gate.reason and "registered nowhere" in gate.reason
+    # it names the op it cannot read: registered nowhere, no unit of the tree
+    assert gate.basis is Basis.UNREAD and not gate.units, gate.basis
+    assert Endpoint(EndpointKind.AOT, "", "torch.ops.vendor_attn.fwd",
+                    chain=("default",)) in gate.reached, gate.reached
     alone = ops.replace("        return torch.ops.vendor_attn.fwd.default(q)\n", "")
     assert _audit(BASE | {"pkg/ops.py": alone})["pkg/ops.py:attend"].class_ == "gate-only"
 
@@ -1088,7 +1168,7 @@ def test_code_after_a_branch_setting_an_attribute_reads_that_attribute_only() ->
     adjust, fuse = gates["pkg/args.py:Args.adjust"], gates["pkg/args.py:Args.fuse"]
     assert adjust.class_ == "unknown" and not adjust.reached, adjust.reached
     assert fuse.class_ == "needs-kernel-work", fuse.reason
-    assert any("gen_fmha_sm100_module" in text(t) for t in fuse.reached), fuse.reached
+    _stands_on_sm100(fuse, "fmha", "get_fmha_module")
 
 
 def test_a_refusal_inside_a_backends_branch_guards_that_backend_and_its_way_on() -> None:
@@ -1113,7 +1193,9 @@ def test_a_refusal_inside_a_backends_branch_guards_that_backend_and_its_way_on()
             "            self.module = gen_fmha_sm100_module()\n")
     gate = _audit(BASE | {"pkg/backends.py": backends, "pkg/args.py": args})["pkg/args.py:Args.check"]
     assert gate.class_ == "gate-only", gate.reason
-    assert "fancy_kernel" in gate.reason and "gen_fmha" not in " ".join(map(text, gate.reached)), gate.reached
+    assert gate.basis is Basis.TRITON, gate.basis
+    assert gate.reached == (Endpoint(EndpointKind.TRITON, "pkg/backends.py", "fancy_kernel",
+                                     chain=('"fancy_mla"', "fancy_kernel")),), gate.reached
 
 
 def test_a_gate_keeping_only_checks_from_the_target_is_gate_only() -> None:
@@ -1130,7 +1212,8 @@ def test_a_gate_keeping_only_checks_from_the_target_is_gate_only() -> None:
                 "        assert config\n        config.block = 128\n    return config\n")
     gates = _audit(BASE | {"pkg/registry.py": registry})
     pick, tune = gates["pkg/registry.py:pick"], gates["pkg/registry.py:tune"]
-    assert pick.class_ == "gate-only" and "only checks" in pick.reason, pick.reason
+    assert pick.class_ == "gate-only" and pick.basis is Basis.CHECKS_ONLY, pick.reason
+    assert pick.reached == (Endpoint(EndpointKind.CHECKS, "pkg/registry.py", "pick"),), pick.reached
     assert tune.class_ == "unknown", tune.reason
 
 
@@ -1145,7 +1228,7 @@ def test_a_caller_handing_a_decision_back_is_passed_through_to_its_own_callers()
            "def run(x):\n    mode = check_fmha()\n    return gen_fmha_sm100_module().run(x)\n")
     gate = _audit(BASE | {"pkg/api.py": api})["pkg/api.py:_check_fmha"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert any("gen_fmha_sm100_module" in text(t) for t in gate.reached), gate.reached
+    _stands_on_sm100(gate)
     other = ("from pkg.api import check_fmha\nfrom pkg.jit import gen_fmha_sm100_module\n\n\n"
              "def launch(x):\n    check_fmha()\n    return gen_fmha_sm100_module().run(x)\n")
     lone = api.replace("def run(x):\n    mode = check_fmha()\n    return gen_fmha_sm100_module().run(x)\n", "")
@@ -1165,7 +1248,10 @@ def test_a_call_into_triton_kernels_is_a_library_of_triton_kernels() -> None:
                "    return w\n")
     gate = _audit(BASE | {"pkg/swizzle.py": swizzle})["pkg/swizzle.py:swizzle"]
     assert gate.class_ == "gate-only", gate.reason
-    assert "triton_kernels" in gate.reason, gate.reason
+    assert gate.basis is Basis.LIBRARY, gate.basis
+    assert gate.reached == (Endpoint(
+        EndpointKind.LIB, "", "triton_kernels.matmul_ogs_details.opt_flags.update_opt_flags_constraints",
+        chain=("update_opt_flags_constraints",)),), gate.reached
 
 
 def test_a_skip_helper_called_in_an_if_guards_what_the_test_runs_after_the_if() -> None:
@@ -1180,7 +1266,8 @@ def test_a_skip_helper_called_in_an_if_guards_what_the_test_runs_after_the_if() 
             "    gen_fmha_sm100_module().run(1)\n")
     gate = _audit(BASE | {"tests/test_prefill.py": test})["tests/test_prefill.py:_skip_if_cp_unsupported"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "gen_fmha_sm100_module" in gate.reason, gate.reason
+    _stands_on_sm100(gate)
+    assert ("test_prefill", "gen_fmha_sm100_module") in gate.calls, gate.calls
 
 
 def test_a_call_whose_value_is_dropped_guards_what_follows_only_when_it_may_stop() -> None:
@@ -1199,11 +1286,13 @@ def test_a_call_whose_value_is_dropped_guards_what_follows_only_when_it_may_stop
     gates = _audit(BASE | {"pkg/config.py": config, "pkg/scheduler.py": scheduler})
     gate = gates["pkg/config.py:init_fp4_config"]
     assert gate.class_ == "unknown", gate.reason
-    assert "gen_fmha_sm100_module" not in gate.reason
+    assert gate.basis is Basis.NOTHING_REACHED and not gate.reached and not gate.calls, gate.calls
     stopping = config.replace("    BACKEND = backend\n",
                               "    BACKEND = backend\n    if BACKEND is None:\n        raise ValueError(args)\n")
     gate = _audit(BASE | {"pkg/config.py": stopping, "pkg/scheduler.py": scheduler})["pkg/config.py:init_fp4_config"]
     assert gate.class_ == "needs-kernel-work", gate.reason
+    _stands_on_sm100(gate)
+    assert ("pkg/scheduler.py:init_gemm_config", "gen_fmha_sm100_module") in gate.calls, gate.calls
 
 
 def test_only_checks_reads_a_long_elif_chain() -> None:
@@ -1268,12 +1357,11 @@ def test_a_gate_whose_code_runs_prebuilt_cubins_is_not_gate_only() -> None:
     target, so kernels must be built upstream; with no arch read at all, unknown."""
     gate = _audit(PREBUILT)["pkg/gemm.py:mm_fp4"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert gate.reason.startswith("its code runs prebuilt cubins fetched by "
-                                  "gen_trtllm_gen_gemm_module (pkg/gemm_jit.py), made for sm_10x")
+    assert gate.basis is Basis.CUBIN, gate.basis
     assert gate.evidence == (Evidence("pkg/gemm_jit.py gen_trtllm_gen_gemm_module",
                                       says="prebuilt cubins for sm_10x only"),)
-    assert [text(e) for e in gate.reached] == [
-        "cubin|pkg/gemm_jit.py|gen_trtllm_gen_gemm_module|10|gen_trtllm_gen_gemm_module"]
+    assert gate.reached == (Endpoint(EndpointKind.CUBIN, "pkg/gemm_jit.py", "gen_trtllm_gen_gemm_module",
+                                     (10,), ("gen_trtllm_gen_gemm_module",)),), gate.reached
 
     # A loader that builds the runner, then hands it to the cubin loader, takes its arch.
     loader = ("from pkg.gemm_jit import gen_runner_module\n\n\n"
@@ -1288,14 +1376,17 @@ def test_a_gate_whose_code_runs_prebuilt_cubins_is_not_gate_only() -> None:
         .replace("gen_trtllm_gen_gemm_module()", "get_gemm_module()")}
     through = _audit(split)["pkg/gemm.py:mm_fp4"]
     assert through.class_ == "needs-kernel-work", through.reason
-    assert [text(e) for e in through.reached] == [
-        "cubin|pkg/gemm_loader.py|get_gemm_module|10|get_gemm_module"]
+    assert through.basis is Basis.CUBIN, through.basis
+    assert through.reached == (Endpoint(EndpointKind.CUBIN, "pkg/gemm_loader.py", "get_gemm_module",
+                                        (10,), ("get_gemm_module",)),), through.reached
 
     unflagged = PREBUILT | {"pkg/gemm_jit.py": GEMM_JIT.replace(' + sm100a_nvcc_flags', '')}
     unread = _audit(unflagged)["pkg/gemm.py:mm_fp4"]
     assert unread.class_ == "unknown", unread.reason
-    assert "it runs prebuilt cubins fetched by gen_trtllm_gen_gemm_module (pkg/gemm_jit.py), " \
-           "whose arch list is not read here" in unread.reason
+    # the cubins it fetches, whose arch list (majors) is not read here
+    assert unread.basis is Basis.UNREAD, unread.basis
+    assert unread.reached == (Endpoint(EndpointKind.CUBIN, "pkg/gemm_jit.py", "gen_trtllm_gen_gemm_module",
+                                       (), ("gen_trtllm_gen_gemm_module",)),), unread.reached
 
     # Unread, but the launcher the loader builds refuses the target in its C++ (the
     # trtllm-gen FMHA runner: a member set from getSMVersion() checked against constants
@@ -1311,7 +1402,10 @@ def test_a_gate_whose_code_runs_prebuilt_cubins_is_not_gate_only() -> None:
         "csrc/common.h": "constexpr int32_t kSM_100 = 100;\nconstexpr int32_t kSM_103 = 103;\n"}
     refused = _audit(checked)["pkg/gemm.py:mm_fp4"]
     assert refused.class_ == "needs-kernel-work", refused.reason
-    assert "whose launcher refuses sm_120a in C++ (csrc/trtllm_gemm_runner.cu:4:" in refused.reason
+    assert refused.basis is Basis.HOST_REFUSAL, refused.basis
+    assert refused.units == ("csrc/trtllm_gemm_runner.cu",)
+    assert refused.reached == (Endpoint(EndpointKind.CUBIN, "pkg/gemm_loader.py", "get_gemm_module",
+                                        chain=("get_gemm_module",)),), refused.reached
     first = refused.evidence[0]
     assert (first.path, first.line, first.kind) == ("csrc/trtllm_gemm_runner.cu", 4, "host-refusal")
     admitted = checked | {"csrc/common.h": checked["csrc/common.h"].replace("103", "120")}
@@ -1338,7 +1432,10 @@ def test_a_cutile_kernel_is_compiled_for_the_gpu_it_runs_on() -> None:
     gates = _audit(BASE | {"pkg/tile_mm.py": kernel, "pkg/other_mm.py": other})
     gate = gates["pkg/tile_mm.py:gemm"]
     assert gate.class_ == "gate-only", gate.reason
-    assert gate.reason.startswith("its code runs the cuTile kernel _gemm_kernel (pkg/tile_mm.py)")
+    assert gate.basis is Basis.CUTILE, gate.basis
+    # cuTile compiles for 8.x, 10.x and 12.x
+    cutile = Endpoint(EndpointKind.CUTILE, "pkg/tile_mm.py", "_gemm_kernel", (8, 10, 12), ("_gemm_kernel",))
+    assert gate.reached == (cutile,), gate.reached
     assert ("cutile:_gemm_kernel",) in gate.calls, gate.calls
     # a `kernel` decorator of another library is no cuTile kernel
     assert gates["pkg/other_mm.py:gemm"].class_ == "unknown"
@@ -1346,8 +1443,8 @@ def test_a_cutile_kernel_is_compiled_for_the_gpu_it_runs_on() -> None:
     found, _ = find_all(tree, SM90)
     found = judge(tree, found, SM90)
     on_hopper = next(g for g in found if g.file == "pkg/tile_mm.py" and g.excludes_target)
-    assert on_hopper.class_ == "unknown" and "cuTile compiles for compute capability 8.x, " \
-        "10.x, 12.x, not sm_90a" in on_hopper.reason, on_hopper.reason
+    assert on_hopper.class_ == "unknown" and on_hopper.basis is Basis.UNREAD, on_hopper.reason
+    assert on_hopper.reached == (cutile,), on_hopper.reached  # its majors: not 9
 
 
 def test_a_refusal_in_a_check_the_base_class_calls_on_self_guards_the_objects_methods() -> None:
@@ -1373,7 +1470,7 @@ def test_a_refusal_in_a_check_the_base_class_calls_on_self_guards_the_objects_me
     gates = _audit(BASE | {"pkg/runners.py": runners})
     check = gates["pkg/runners.py:Fmha100Runner._check_support"]
     assert check.class_ == "needs-kernel-work", check.reason
-    assert "reached through get_fmha_module>gen_fmha_sm100_module" in check.reason
+    _stands_on_sm100(check, "get_fmha_module")
     assert ("forward", "get_fmha_module") in check.calls, check.calls
     assert gates["pkg/runners.py:Fmha100Picker._supported"].class_ == "unknown"
     # a check no base defines is called by name in its class: its callers are the lead
@@ -1394,8 +1491,9 @@ def test_a_check_whose_callers_are_named_for_other_archs_needs_kernel_work() -> 
     gates = _audit(BASE | {"pkg/blackwell/cp.py": check})
     gate = gates["pkg/blackwell/cp.py:_compile_options"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert gate.reason.startswith("a Python condition admitting only what its code is named for: "
-                                  "sm_10x (delta_rule_dsl_sm100)"), gate.reason
+    # it admits only what its caller is named for: sm_10x (delta_rule_dsl_sm100)
+    assert gate.basis is Basis.NAMED_FOR and not gate.reached, gate.basis
+    assert gate.calls == (("delta_rule_dsl_sm100", "compile_it"),), gate.calls
     assert gate.evidence == (Evidence("delta_rule_dsl_sm100", says="named for sm_10x"),)
     both = check + ("\n\ndef delta_rule_dsl_sm120(x):\n    options = _compile_options()\n"
                     "    return compile_it(x, options)\n")
@@ -1424,10 +1522,14 @@ def test_a_builder_reading_a_module_table_of_sources_is_a_jit_module() -> None:
                     "csrc/mono/src/mono_tma.cu": tma}
     gate = _audit(files)["pkg/mono.py:mono"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert gate.reason.startswith("its code loads gen_mono_module (pkg/jit_mono.py), built for "
-                                  "majors 9 by its nvcc flags"), gate.reason
+    assert gate.basis is Basis.COMPILED_OUT, gate.basis
+    # built for majors 9 by its nvcc flags
+    assert gate.reached == (Endpoint(EndpointKind.JIT, "pkg/jit_mono.py", "gen_mono_module", (9,),
+                                     ("gen_mono_module",)),), gate.reached
     assert gate.units == ("csrc/mono/mono_binding.cu", "csrc/mono/src/mono_tma.cu")
-    assert any("wgmma" in e.says for e in gate.evidence), gate.evidence
+    # the wgmma line of mono_tma.cu
+    assert [(e.kind, e.path, e.line) for e in gate.evidence] == [
+        ("foreign-isa", "csrc/mono/src/mono_tma.cu", 2)], gate.evidence
 
 
 def test_a_method_of_a_module_the_object_loaded_runs_that_module() -> None:
@@ -1443,7 +1545,7 @@ def test_a_method_of_a_module_the_object_loaded_runs_that_module() -> None:
                "        return self._cached_module.run(q, self._scale)\n")
     gate = _audit(BASE | {"pkg/wrapper.py": wrapper})["pkg/wrapper.py:Wrapper.run"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert "gen_fmha_sm100_module" in gate.reason, gate.reason
+    _stands_on_sm100(gate, "run")
     # flashinfer's MoE runners: a base in another file keeps the module in `_build()`,
     # the runner's check refuses, and its `forward()` calls the module kept
     base = ("from pkg.loader import get_fmha_module\n\n\n"
@@ -1457,6 +1559,7 @@ def test_a_method_of_a_module_the_object_loaded_runs_that_module() -> None:
     gates = _audit(BASE | {"pkg/base.py": base, "pkg/runner.py": runner})
     check = gates["pkg/runner.py:FmhaRunner._check_support"]
     assert check.class_ == "needs-kernel-work", check.reason
+    _stands_on_sm100(check, "FmhaRunner")
 
 
 def test_an_object_remade_from_itself_is_read_once() -> None:
@@ -1489,8 +1592,10 @@ def test_a_library_built_for_some_archs_only_is_kernel_work_in_that_library() ->
     gates = _audit(BASE | {"pkg/gemm.py": gemm})
     gate = gates["pkg/gemm.py:linear_hpc"]
     assert gate.class_ == "needs-kernel-work", gate.reason
-    assert gate.reason.startswith("its code calls hpc.gemm_bf16xfp32 of Tencent HPC-Ops, whose "
-                                  "kernels are built for sm_9x only"), gate.reason
+    assert gate.basis is Basis.LIBRARY, gate.basis
+    # a library whose kernels are built for major 9 only
+    assert gate.reached == (Endpoint(EndpointKind.LIB, "", "hpc.gemm_bf16xfp32", (9,),
+                                     ("gemm_bf16xfp32",)),), gate.reached
     assert gate.evidence == (Evidence("hpc.gemm_bf16xfp32", says="Tencent HPC-Ops, sm_9x only"),)
     assert gates["pkg/gemm.py:_can_use_hpc"].class_ == "needs-kernel-work"
     assert gates["pkg/gemm.py:_hpc_available"].class_ == "needs-kernel-work"
@@ -1536,6 +1641,8 @@ def test_a_gate_only_reading_names_the_includes_it_could_not_see() -> None:
     gate = _audit(generic | {"tests/test_fmha.py": test, "csrc/fmha.cu": unit}
                   )["tests/test_fmha.py:test_fmha"]
     assert gate.class_ == "gate-only", gate.reason
+    assert gate.basis is Basis.UNITS_READ and gate.units == ("csrc/fmha.cu",), gate.basis
+    # the wording, once: the includes it could not see (no typed field holds them)
     assert "it stands on the #if guards alone, unread: 1 include not in the tree " \
            "(cutlass/gemm/device/gemm.h); contrib audit --compile" in gate.reason, gate.reason
     plain = _audit(generic | {"tests/test_fmha.py": test, "csrc/fmha.cu": KERNEL.format(name="fmha")})

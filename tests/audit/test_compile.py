@@ -44,15 +44,15 @@ def test_compile_confirms_refutes_and_caches(mini: tuple[Workspace, Repo], tmp_p
     assert first.code == 1, first.err
     gates = _by_function(first.json)
     norm = gates["gen_norm_module"]  # non-empty PTX: stays gate-only, the entries named
-    assert norm["class"] == "gate-only"
+    assert (norm["class"], norm["basis"]) == ("gate-only", "compiled")
     assert norm["evidence"] == ["csrc/norm.cu: compiled for sm_120a: 1 entry, none empty "
                                 "(norm_kernel)"]
     comm = gates["gen_comm_module"]  # the guarded kernel is `ret;` only
-    assert comm["class"] == "needs-kernel-work"
+    assert (comm["class"], comm["basis"]) == ("needs-kernel-work", "empty-entries")
     assert "csrc/comm.cu: 1 of 1 PTX entries for compute_120a are empty: comm_kernel" in \
         comm["evidence"]
     mma = gates["gen_mma_module"]  # the guards look fine; nvcc says otherwise
-    assert mma["class"] == "not-buildable"
+    assert (mma["class"], mma["basis"]) == ("not-buildable", "not-compiled")
     assert mma["evidence"][0].startswith("csrc/mma.cu: nvcc (compute_120a): csrc/mma.cu:3")
     assert "error: #error \"mma_kernel needs tcgen05" in mma["evidence"][0]
     assert gates["gen_mnnvl_module"]["class"] == "intentional"  # not compiled: on purpose
@@ -111,7 +111,14 @@ def test_a_missing_header_makes_a_gate_only_gate_unknown() -> None:
     from contrib.analysis.ptx import Outcome
     from contrib.arch import parse_arch
     from contrib.audit.classing.ptxcheck import _apply
-    from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, AuditGate, Evidence, GateKind
+    from contrib.audit.model import (
+        GATE_ONLY,
+        NEEDS_KERNEL_WORK,
+        AuditGate,
+        Basis,
+        Evidence,
+        GateKind,
+    )
 
     arch = parse_arch("sm_120a")
     given = AuditGate("pkg/jit.py", 3, "gen_x_module", GateKind.JIT, frozenset({10}), True,
@@ -120,19 +127,23 @@ def test_a_missing_header_makes_a_gate_only_gate_unknown() -> None:
                       error="csrc/x.cu:1:10: fatal error: curand_kernel.h: No such file")
     gate = _apply(given, [lacking], arch, "compute_120f")
     assert gate.class_ == "unknown" and given.class_ == "gate-only"  # a new value
+    # gate-only would stand on the #if guards alone: the header is missing
+    assert gate.basis is Basis.HEADER_MISSING and given.basis is None
     assert gate.evidence == (Evidence("csrc/x.cu", "csrc/x.cu", says="not compiled here: nvcc "
                                       "cannot find `curand_kernel.h`"),)
-    assert "gate-only would stand on the #if guards alone" in gate.reason
+    # the wording, once: where the missing header comes from (no typed field holds it)
     assert "curand_kernel.h (from the CUDA toolkit" in gate.reason
 
     found = AuditGate("pkg/jit.py", 5, "gen_z_module", GateKind.JIT, frozenset({10}), True,
                       class_=NEEDS_KERNEL_WORK, units=("csrc/x.cu",),
                       evidence=(Evidence("csrc/x.cu:4", "csrc/x.cu", "empty-kernel", "...",
                                          line=4),),
-                      reason="1 kernel compiled out")
+                      reason="1 kernel compiled out", basis=Basis.COMPILED_OUT)
+    finding = found.evidence
     found = _apply(found, [lacking], arch, "compute_120f")
-    assert found.class_ == "needs-kernel-work"
-    assert found.reason.startswith("1 kernel compiled out; 1 unit not compiled for lack of")
+    # the finding stands: its class and basis kept, the unit not compiled named beside it
+    assert (found.class_, found.basis) == ("needs-kernel-work", Basis.COMPILED_OUT)
+    assert found.evidence == (*finding, *gate.evidence)
 
     hollow = AuditGate("pkg/jit.py", 9, "gen_y_module", GateKind.JIT, frozenset({10}), True,
                        class_=GATE_ONLY, units=("csrc/y.cu",))
@@ -165,7 +176,7 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     from contrib.analysis.tree import GitTree
     from contrib.arch import parse_arch
     from contrib.audit.classing.ptxcheck import compile_gates
-    from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
+    from contrib.audit.model import GATE_ONLY, AuditGate, Basis, GateKind
     from contrib.git.repo import Git
 
     monkeypatch.setenv("CONTRIB_CACHE", str(tmp_path / "cache"))
@@ -180,6 +191,7 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     (gate, plain), _ = compile_gates(tree, [gate, plain], parse_arch("sm_120a"), nvcc=NVCC or "",
                                      python=None)
     assert gate.class_ == "needs-kernel-work", gate.evidence
+    assert gate.basis is Basis.NO_ENTRY and plain.basis is Basis.COMPILED
     assert [(e.path, e.says) for e in gate.evidence] == [
         ("csrc/hidden.cu", "no kernel entry for sm_120a, 1 entry for sm_100a (hidden_kernel): its "
                            "kernels are compiled out for sm_120a")]
@@ -191,7 +203,7 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", GateKind.JIT, frozenset({10}), True,
                      class_=GATE_ONLY, units=("csrc/hidden.cu",))
     (gate,), _ = compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
-    assert gate.class_ == "gate-only"
+    assert gate.class_ == "gate-only" and gate.basis is None  # neither confirmed nor refuted
     assert [(e.path, e.says) for e in gate.evidence] == [
         ("csrc/hidden.cu", "compiled for sm_120a: no kernel entry in it, nor for sm_100a (its "
                            "kernels are instantiated elsewhere)")]
@@ -203,7 +215,7 @@ def test_kernels_compiled_out_behind_a_feature_macro(tmp_path: Path,
     gate = AuditGate("pkg/jit.py", 3, "gen_hidden_module", GateKind.JIT, frozenset({10}), True,
                      class_=GATE_ONLY, units=("csrc/hidden.cu",))
     (gate,), _ = compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "", python=None)
-    assert gate.class_ == "gate-only", gate.evidence
+    assert gate.class_ == "gate-only" and gate.basis is Basis.COMPILED, gate.evidence
     assert (gate.evidence[0].path, gate.evidence[0].says) == (
         "csrc/hidden.cu", "noop empty for sm_100a too (compiled away for every arch; not counted)")
 
@@ -231,7 +243,7 @@ def test_extra_include_paths_of_the_gate_reach_nvcc(tmp_path: Path,
     from contrib.analysis.units import gate_include_dirs
     from contrib.arch import parse_arch
     from contrib.audit.classing.ptxcheck import compile_gates
-    from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
+    from contrib.audit.model import GATE_ONLY, AuditGate, Basis, GateKind
     from contrib.git.repo import Git
 
     monkeypatch.setenv("CONTRIB_CACHE", str(tmp_path / "cache"))
@@ -250,6 +262,7 @@ def test_extra_include_paths_of_the_gate_reach_nvcc(tmp_path: Path,
     (gate,), made = compile_gates(tree, [gate], parse_arch("sm_120a"), nvcc=NVCC or "",
                                   python=None)
     assert not made.missing_headers, gate.evidence
+    assert gate.basis is Basis.COMPILED, gate.evidence
     assert [(e.path, e.says) for e in gate.evidence] == [
         ("csrc/inner.cu", "compiled for sm_120a: 1 entry, none empty (inner_kernel)")]
 
@@ -261,7 +274,7 @@ def test_entries_stopped_at_an_arch_disabled_mma_need_kernel_work() -> None:
     from contrib.analysis.ptx import Outcome
     from contrib.arch import parse_arch
     from contrib.audit.classing.ptxcheck import _apply
-    from contrib.audit.model import GATE_ONLY, AuditGate, GateKind
+    from contrib.audit.model import GATE_ONLY, AuditGate, Basis, GateKind
 
     text = "Attempting to use SM100_MMA_F16BF16_SS without CUTE_ARCH_MMA_SM100A_ENABLED"
     gate = AuditGate("pkg/jit.py", 3, "gen_fmha_module", GateKind.JIT, frozenset({10}), True,
@@ -271,7 +284,7 @@ def test_entries_stopped_at_an_arch_disabled_mma_need_kernel_work() -> None:
     twin = Outcome("csrc/fmha.cu", True, ["_Z4fmhaPf"])
     gate = _apply(gate, [mine], parse_arch("sm_120a"), "compute_120f",
                   {"csrc/fmha.cu": (parse_arch("sm_100a"), twin)})
-    assert gate.class_ == "needs-kernel-work"
+    assert gate.class_ == "needs-kernel-work" and gate.basis is Basis.EMPTY_ENTRIES
     assert [(e.path, e.says) for e in gate.evidence] == [(
         "csrc/fmha.cu", f"1 of 1 PTX entries for compute_120f reach “{text}” "
                         "where their MMA or tensor-memory work should be: fmha")]

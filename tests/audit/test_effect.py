@@ -57,4 +57,5 @@ def test_a_flag_and_a_returned_value_are_named_as_data() -> None:
     assert flag.kind is EffectKind.VALUE_FALLS_BACK and flag.self_flag() == "use_fast"
     returned = gates[11]
     assert returned.effect.returned == "decide" and returned.returns_decision()
-    assert returned.effect.why.endswith("; it is what decide() returns")  # said to people
+    # the wording, once: a returned value's effect names its function to people
+    assert returned.effect.why.endswith("; it is what decide() returns")

@@ -60,7 +60,7 @@ def test_a_gate_admitting_the_target_over_a_refusing_gate_below_is_a_mismatch(
                                           "majors 9, 10", True)
     assert "sets enable_fusion > read enable_fusion at python/top/layers.py:5" in below["via"]
     assert "lowerlib.fused_allreduce > gen_comm_module" in below["via"]
-    assert "sm_120a crashes there" in mismatch["message"]
+    assert "sm_120a crashes there" in mismatch["message"]  # the wording, once
     admitting = _gate(audit, "Args.adjust")
     assert not admitting["excludes_target"] and admitting["below"] == [below]
     human = ws.run("audit", "top", "--arch", "sm_120a", "--no-fetch").out
@@ -196,13 +196,16 @@ def test_an_excluding_gate_takes_its_class_from_below(stacked: tuple[Workspace, 
     _, audit = _audit(ws)
     norm, comm = _gate(audit, "norm"), _gate(audit, "comm_step")
     assert norm["excludes_target"] and norm["class"] == "gate-only"
-    assert "lower v1.0" in norm["reason"] and "admits sm_120a with its kernels" in norm["reason"]
-    assert [b["function"] for b in norm["below"]] == ["gen_norm_module"]
+    # lower v1.0's one gate on that path admits sm_120a with its kernels
+    assert norm["basis"] == "below-admits", norm["reason"]
+    assert [(b["upstream"], b["tag"], b["function"], b["excludes_target"]) for b in norm["below"]
+            ] == [("lower", "v1.0", "gen_norm_module", False)]
     # The comm module below turns the target away from kernels it compiles: lifting
     # both gates is the whole change.
     assert comm["excludes_target"] and comm["class"] == "gate-only"
-    assert "lowerlib/jit.py:5 gen_comm_module" in comm["reason"]
-    assert "turns sm_120a away from kernels it can run (gate-only)" in comm["reason"]
+    assert comm["basis"] == "below-gated", comm["reason"]
+    assert [(b["file"], b["line"], b["function"], b["excludes_target"], b["class"])
+            for b in comm["below"]] == [("lowerlib/jit.py", 5, "gen_comm_module", True, "gate-only")]
 
 
 def test_a_value_handed_below_takes_its_class_from_the_path_it_builds(
@@ -214,6 +217,11 @@ def test_a_value_handed_below_takes_its_class_from_the_path_it_builds(
     _, audit = _audit(ws)
     gate = _gate(audit, "Backend.__init__")
     assert gate["excludes_target"] and gate["class"] == "gate-only", gate["reason"]
+    # the code below, on a path with no gate: no gate below, nothing compiled out
+    assert gate["basis"] == "below-code" and gate["below"] == [] and gate["evidence"] == []
+    assert gate["calls"] == ["AttnWrapper"]
+    # the wording, once: the module below and its build (no typed field holds what the
+    # code below reaches)
     assert "lowerlib.attn.AttnWrapper, on a path with no gate" in gate["reason"]
     assert "gen_attn_module" in gate["reason"] and "built for majors 10" in gate["reason"]
 
@@ -229,8 +237,11 @@ def test_a_value_passed_for_a_parameter_below_goes_that_backends_way(
     _, audit = _audit(ws)
     gate = _gate(audit, "MlaBackend.__init__")
     assert gate["excludes_target"] and gate["class"] == "needs-kernel-work", gate["reason"]
-    assert "gen_fmha_module" in gate["reason"] and "admits sm_120a, but" in gate["reason"]
-    assert "gen_fa2_module" not in gate["reason"]
+    # no gate on the way below: the code there, gen_fmha_module's unit (fmha.cu, not
+    # gen_fa2_module's decode.cu), its kernel compiled out by the #if at line 2
+    assert gate["basis"] == "below-code" and gate["below"] == [], gate["below"]
+    [evidence] = gate["evidence"]
+    assert evidence.startswith("lower:csrc/fmha.cu:1 empty-kernel (guard csrc/fmha.cu:2)"), evidence
 
 
 def test_a_string_passed_for_a_parameter_chooses_among_what_the_callee_tests() -> None:
@@ -360,7 +371,11 @@ def test_kernels_missing_below_outweigh_a_helper_above(stacked: tuple[Workspace,
     _, audit = _audit(ws)
     gate = _gate(audit, "attend")
     assert gate["excludes_target"] and gate["class"] == "needs-kernel-work", gate["reason"]
-    assert "lowerlib/decode.py" in gate["reason"] and "gen_decode_module" in gate["reason"]
+    assert gate["basis"] == "below-hollow", gate["basis"]
+    assert [(b["file"], b["line"], b["function"], b["class"]) for b in gate["below"]] == [
+        ("lowerlib/decode.py", 5, "gen_decode_module", "needs-kernel-work")]
+    # the helper above is reached too, and outweighed
+    assert gate["reached"] == ["triton|python/top/decode.py|_page_table_kernel||_page_table_kernel"]
 
 
 FUSION = '''\
@@ -694,15 +709,15 @@ for old, new in (("lowerlib.mm import mm", "lowerlib.gemm8 import gemm8"),
     TOP_GEMM8 = TOP_GEMM8.replace(old, new)
 
 
-@pytest.mark.parametrize(("cutlass", "expected", "says"), [
-    ("(10, 12)", "gate-only", "choosing 'trtllm', whose way reaches lowerlib/gemm8.py:12 "
-                              "gen_trt_module, which turns sm_120a away (needs-kernel-work); "
-                              "'cutlass' of the same call serves sm_120a (lowerlib/gemm8.py:7 "
-                              "admits it): choosing 'cutlass' on sm_120a is the change"),
-    ("(10,)", "needs-kernel-work", "lowerlib/gemm8.py:12 gen_trt_module, which turns sm_120a"),
+@pytest.mark.parametrize(("cutlass", "expected", "basis", "evidence"), [
+    # 'cutlass' of the same call serves sm_120a: its gate at lowerlib/gemm8.py:7 admits it
+    ("(10, 12)", "gate-only", "served-otherwise", "lower:lowerlib/gemm8.py:7"),
+    # none does: gen_trt_module's unit, compiled out
+    ("(10,)", "needs-kernel-work", "below-hollow", "lower:csrc/decode.cu:1 empty-kernel"),
 ])
 def test_a_backend_chosen_by_name_without_kernels_is_gate_only_where_another_serves_the_target(
-        stacked: tuple[Workspace, Repo], cutlass: str, expected: str, says: str) -> None:
+        stacked: tuple[Workspace, Repo], cutlass: str, expected: str, basis: str,
+        evidence: str) -> None:
     """sglang's fp8_utils called flashinfer's ``gemm_fp8_nt_groupwise(...,
     backend="trtllm")`` on SM100 only: trtllm runs cubins made for sm_10x, but the
     cutlass backend of the same call admits SM120 and builds for it.  Choosing it there
@@ -717,6 +732,9 @@ def test_a_backend_chosen_by_name_without_kernels_is_gate_only_where_another_ser
     _, audit = _audit(ws, "--at", repin(top, "lower_lib==3.0"))
     gate = _gate(audit, "matmul8")
     assert gate["excludes_target"] and gate["class"] == expected, gate["reason"]
-    assert says in gate["reason"], gate["reason"]
-    # the trtllm branch's gates only, not the cutlass branch's (line 19)
+    assert gate["basis"] == basis, gate["reason"]
+    [found] = gate["evidence"]
+    assert found == evidence or found.startswith(evidence + " "), found
+    # the trtllm branch's gates only, not the cutlass branch's (line 19): gen_trt_module first
     assert [b["line"] for b in gate["below"]] == [12, 23], gate["below"]
+    assert gate["below"][0]["function"] == "gen_trt_module"
