@@ -47,7 +47,7 @@ def test_a_rocm_operand_beside_the_gpu_test_is_false_on_nvidia(tree: GitTree) ->
     gate = audited(tree, "pkg/forms/fusion.py")["forward"]
     assert gate.admits == frozenset({9, 10}) and gate.excludes_target
     assert gate.effect.why.startswith("falls back: the target takes the generic code")
-    assert "fused_allreduce_norm" in gate.calls
+    assert ("fused_allreduce_norm",) in gate.calls
     assert "is_hip" not in audited(tree, "pkg/utils/common.py")  # not a GPU's value itself
 
 
@@ -67,7 +67,7 @@ def test_names_indexes_and_sm_strings(tree: GitTree) -> None:
 def test_a_value_stored_in_another_file_is_a_gate_where_it_is_tested(tree: GitTree) -> None:
     gate = audited(tree, "pkg/forms/gemm.py")["gemm"]
     assert gate.admits == frozenset({10}) and gate.excludes_target
-    assert "flashinfer_gemm" in gate.calls
+    assert ("flashinfer_gemm",) in gate.calls
 
 
 def test_refusals_in_other_shapes(tree: GitTree) -> None:
@@ -85,14 +85,14 @@ def test_the_toolkit_part_of_a_condition_stays_satisfiable(tree: GitTree) -> Non
 
 def test_a_triton_kernel_two_calls_down_is_reached(tree: GitTree) -> None:
     gate = audited(tree, "pkg/forms/triton_path.py")["add"]
-    assert "_launch>triton:_add_kernel" in gate.calls
+    assert ("_launch", "triton:_add_kernel") in gate.calls
 
 
 def test_a_module_skip_through_pytestmark_refuses_the_target(tree: GitTree) -> None:
     gate = audited(tree, "tests/test_ssd.py")["<module>"]
     assert gate.parser_kind == "skip-condition" and gate.excludes_target
     assert gate.effect.why == "skipped on the target" and gate.admits == frozenset({10})
-    assert "ssd_kernel" in gate.calls  # the module's tests are what it keeps away
+    assert ("ssd_kernel",) in gate.calls  # the module's tests are what it keeps away
 
 
 def test_a_gate_the_target_never_reaches_excludes_nothing(tree: GitTree) -> None:
@@ -117,14 +117,14 @@ def test_a_flag_an_object_sets_from_the_gpu_is_the_decision(tree: GitTree) -> No
     assert flag.effect.why == ("self.enable_fast_gemm: falls back: false on the target, "
                            "true on majors 10")
     assert 7 not in gates  # `self.is_sm100`: an arch predicate's value
-    assert "fast_gemm" in flag.calls  # what the class runs where the flag is true
+    assert ("fast_gemm",) in flag.calls  # what the class runs where the flag is true
 
 
 def test_a_branch_that_only_says_it_skips_refuses_the_target(tree: GitTree) -> None:
     gate = audited(tree, "benchmarks/bench_fp4.py")["<module>"]
     assert gate.excludes_target and gate.message == "Skipping FP4 GEMM benchmark"
     assert gate.effect.why.startswith("the branch the target takes only prints a message")
-    assert "run_fp4_benchmark" in gate.calls
+    assert ("run_fp4_benchmark",) in gate.calls
 
 
 def test_a_pass_for_the_target_and_the_minor_it_is(tree: GitTree) -> None:

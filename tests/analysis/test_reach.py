@@ -62,11 +62,11 @@ def _reached(code: str) -> list[tuple[EndpointKind, str, tuple[int, ...], str]]:
 
 def test_every_kind_of_endpoint_is_reached_with_the_calls_that_lead_to_it() -> None:
     found = _reached("api(1)\n")
-    assert (EndpointKind.TRITON, "add_kernel", (), "api>helper>add_kernel") in found
-    assert (EndpointKind.JIT, "gen_norm_module", (), "api>helper>norm>gen_norm_module") in found
-    assert (EndpointKind.CUTE, "Gemm", (10,), "api>Gemm") in found
-    assert (EndpointKind.AOT, "torch.ops.sgl_kernel.fused", (), "api>fused") in found
-    assert (EndpointKind.LIB, "cudnn.pygraph", (), "api>pygraph") in found
+    assert (EndpointKind.TRITON, "add_kernel", (), ("api", "helper", "add_kernel")) in found
+    assert (EndpointKind.JIT, "gen_norm_module", (), ("api", "helper", "norm", "gen_norm_module")) in found
+    assert (EndpointKind.CUTE, "Gemm", (10,), ("api", "Gemm")) in found
+    assert (EndpointKind.AOT, "torch.ops.sgl_kernel.fused", (), ("api", "fused")) in found
+    assert (EndpointKind.LIB, "cudnn.pygraph", (), ("api", "pygraph")) in found
 
 
 def test_a_function_fetching_prebuilt_cubins_is_an_endpoint_with_their_majors() -> None:
@@ -75,11 +75,11 @@ def test_a_function_fetching_prebuilt_cubins_is_an_endpoint_with_their_majors() 
     that.  The majors are their names' archs, else those of the runtime it wraps them in,
     else the runner's nvcc flags', else none."""
     assert _reached("prebuilt()\n") == [
-        (EndpointKind.CUBIN, "gen_gemm_runner_module", (10,), "prebuilt>gen_gemm_runner_module"),
-        (EndpointKind.JIT, "gen_utils_module", (10,), "prebuilt>gen_utils_module"),
-        (EndpointKind.CUBIN, "load_fmha", (10,), "prebuilt>load_fmha"),
-        (EndpointKind.CUBIN, "load_moe", (), "prebuilt>load_moe"),
-        (EndpointKind.CUBIN, "load_gemm", (10,), "prebuilt>load_gemm")]
+        (EndpointKind.CUBIN, "gen_gemm_runner_module", (10,), ("prebuilt", "gen_gemm_runner_module")),
+        (EndpointKind.JIT, "gen_utils_module", (10,), ("prebuilt", "gen_utils_module")),
+        (EndpointKind.CUBIN, "load_fmha", (10,), ("prebuilt", "load_fmha")),
+        (EndpointKind.CUBIN, "load_moe", (), ("prebuilt", "load_moe")),
+        (EndpointKind.CUBIN, "load_gemm", (10,), ("prebuilt", "load_gemm"))]
 
 
 def test_the_walk_gives_the_same_answer_on_a_fresh_tree() -> None:
