@@ -250,7 +250,7 @@ def _below(item: object) -> Below | None:
                                                       "excludes_target", "class", "via"}
             and all(isinstance(item[k], str) for k in _BELOW_TEXT) and _int(item["line"])
             and isinstance(item["excludes_target"], bool) and _strings(item["via"])
-            and (item["class"] is None or item["class"] in _CLASSES)):
+            and (item["class"] is None or _known(_CLASSES, item["class"]))):
         return None
     admits = _admits(item["admits"])
     if isinstance(admits, _Malformed):
@@ -268,6 +268,12 @@ def _blame_of(value: object) -> Blame | None | _Malformed:
             and (value["pr"] is None or _int(value["pr"]))):
         return _Malformed()
     return Blame(value["sha"], value["subject"], value["pr"])
+
+
+def _known(table: dict[str, Any], value: object) -> bool:
+    """Whether ``value`` is one of ``table``'s written values (a list or a dict is not:
+    it is no key at all)."""
+    return isinstance(value, str) and value in table
 
 
 def _int(value: object) -> bool:
@@ -380,7 +386,7 @@ def chain_from_cache(feature: Feature, data: object) -> Chain | None:
     """Back from :func:`chain_cache` for ``feature``; None for anything else."""
     if not (isinstance(data, dict) and data.get("feature") == feature.name
             and isinstance(data.get("reason"), str) and isinstance(data.get("where"), str)
-            and data.get("verdict") in _VERDICTS and isinstance(data.get("links"), list)):
+            and _known(_VERDICTS, data.get("verdict")) and isinstance(data.get("links"), list)):
         return None
     links = [_link(item) for item in data["links"]]
     if any(link is None for link in links):
@@ -398,8 +404,8 @@ def _link(item: object) -> Link | None:
                                                       "evidence"}
             and all(isinstance(item[k], str) for k in _LINK_TEXT) and _int(item["line"])
             and isinstance(item["excludes_target"], bool) and isinstance(item["refuses"], bool)
-            and item["role"] in _ROLES
-            and (item["class"] is None or item["class"] in _CLASSES)):
+            and _known(_ROLES, item["role"])
+            and (item["class"] is None or _known(_CLASSES, item["class"]))):
         return None
     evidence = _evidences(item["evidence"])
     if evidence is None:

@@ -411,6 +411,8 @@ def test_chain_round_trip_and_a_damaged_one_is_refused() -> None:
     assert chain_from_cache(feature, kept) == chain
     assert chain_from_cache(feature, {**kept, "links": [{**kept["links"][0], "line": "3"}]}) is None
     assert chain_from_cache(feature, {**kept, "verdict": "maybe"}) is None
+    assert chain_from_cache(feature, {**kept, "verdict": ["on"]}) is None
+    assert chain_from_cache(feature, {**kept, "links": [{**kept["links"][0], "role": ["x"]}]}) is None
     assert chain_from_cache(Feature(FeatureKind.FLAG, "--g", "g"), kept) is None
 
 

@@ -124,3 +124,6 @@ def test_a_mismatch_is_kept_as_data_and_shown_in_words() -> None:
     assert mismatch_from_cache(mismatch_cache(mismatch)) == mismatch
     assert mismatch_json(mismatch)["below"]["via"] == "Layer.forward > flashinfer.comm.fuse > gen_comm"
     assert mismatch_from_cache({**mismatch_cache(mismatch), "below": {}}) is None
+    kept = mismatch_cache(mismatch)
+    # a class of the wrong type is refused, not looked up (a list is no key)
+    assert mismatch_from_cache({**kept, "below": {**kept["below"], "class": ["x"]}}) is None
