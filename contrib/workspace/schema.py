@@ -253,6 +253,8 @@ class GateAt(NamedTuple):
         where, _, function = key.partition(" ")
         path, _, line = where.rpartition(":")
         return cls(path, int(line), function) if path and line.isdigit() and function else None
+
+
 # The sentence ``enable`` wrote each decision as before its tables, read back in
 # :meth:`Decided.from_sentence` alone.
 _LEFT_SENTENCE = "left as it is: "
