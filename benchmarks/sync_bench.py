@@ -8,9 +8,11 @@ was made against, and prints, measured in the same run:
   the sync still runs its own fetch, a no-op) vs the hand workflow: an existing
   clone with the patch branch checked out running ``git rebase NEW``;
 * a no-op ``contrib sync`` (already at the tip) vs a bare ``git fetch``;
-* the warm carry against that no-op, both whole processes of this run
-  (``carry / no-op``): what carrying 1,000 commits adds to a sync that has
-  nothing to do.
+* the warm carry less that no-op, both whole processes of this run
+  (``carry - no-op``): what carrying 1,000 commits adds to a sync that has
+  nothing to do (its git processes, and the carry engine a no-op does not load).
+
+A missed target is printed ``MISSED`` with a summary line, and the script exits 1.
 
 Each figure is the median of ``--repeat`` runs, the measures taking turns (one
 run of each per round).  The contrib figures are whole
@@ -117,8 +119,11 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
 
 
 def in_process(workspace: Path, env: dict[str, str]) -> float:
-    """Seconds one `contrib sync` takes inside an already started interpreter."""
+    """Seconds one `contrib sync` takes inside an already started interpreter, every
+    module it may load imported first (a no-op loads no carry engine: the engine is
+    imported here too, so the carry's figure is its work, not its imports)."""
     code = ("import time, contrib.cli, contrib.commands.sync, contrib.carry.sync\n"
+            "import contrib.carry.plan, contrib.carry.outcome, contrib.carry.landed\n"
             "t = time.perf_counter(); rc = contrib.cli.main(['sync', '--json'])\n"
             "import sys; print(time.perf_counter() - t, file=sys.stderr); sys.exit(rc)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=workspace, env=env,
@@ -128,7 +133,7 @@ def in_process(workspace: Path, env: dict[str, str]) -> float:
     return float(proc.stderr.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=50_000)
     parser.add_argument("--commits", type=int, default=1_000)
@@ -138,7 +143,7 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="contrib-bench-"))
     try:
-        bench(root, args.files, args.commits, args.repeat)
+        return bench(root, args.files, args.commits, args.repeat)
     finally:
         if args.keep:
             print(f"kept {root}")
@@ -146,7 +151,7 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def bench(root: Path, files: int, commits: int, repeat: int) -> None:
+def bench(root: Path, files: int, commits: int, repeat: int) -> int:
     t0 = time.perf_counter()
     upstream = root / "upstream.git"
     base = build_upstream(upstream, files)
@@ -208,11 +213,12 @@ def bench(root: Path, files: int, commits: int, repeat: int) -> None:
     noop_s, fetch_s, bare_s, noop_inproc_s = (got[k] for k in (
         "noop", "fetch", "bare", "noop_inproc"))
 
+    carry_ratio, noop_ratio = sync_s / hand_s, noop_s / (bare_s + fetch_s)
     print(f"synthetic upstream: {files} files, {commits} new commits "
           f"(built in {built:.1f}s); median of {repeat}")
     print(f"hand workflow  git rebase NEW          {hand_s:7.3f}s")
-    print(f"contrib sync   (process, warm cache)   {sync_s:7.3f}s   ratio {sync_s / hand_s:.2f}x "
-          "(target <= 0.3x)")
+    print(f"contrib sync   (process, warm cache)   {sync_s:7.3f}s   ratio {carry_ratio:.2f}x "
+          f"(target <= {CARRY_TARGET}x: {_verdict(carry_ratio, CARRY_TARGET)})")
     print(f"contrib sync   --no-fetch (process)    {sync_nofetch_s:7.3f}s   ratio "
           f"{sync_nofetch_s / hand_s:.2f}x")
     print(f"contrib sync   (in-process)            {inproc_s:7.3f}s   ratio "
@@ -220,11 +226,30 @@ def bench(root: Path, files: int, commits: int, repeat: int) -> None:
     print(f"bare git fetch (no-op)                 {fetch_s:7.3f}s")
     print(f"bare interpreter start                 {bare_s:7.3f}s")
     print(f"no-op contrib sync (process)           {noop_s:7.3f}s   ratio "
-          f"{noop_s / (bare_s + fetch_s):.2f}x of interpreter + fetch (target <= 4x)")
+          f"{noop_ratio:.2f}x of interpreter + fetch (target <= {NOOP_TARGET}x: "
+          f"{_verdict(noop_ratio, NOOP_TARGET)})")
     print(f"no-op contrib sync (in-process)        {noop_inproc_s:7.3f}s   ratio "
           f"{noop_inproc_s / fetch_s:.2f}x")
-    print(f"carry / no-op: {sync_s / noop_s:.2f}x (goal <= 1.5x)")
+    # What carrying adds to a sync with nothing to do, process against process.  Not a
+    # ratio target: a no-op that loads less (no carry engine) raised the old
+    # `carry / no-op` figure while the carry cost the same, so that goal rewarded a
+    # slower no-op.
+    print(f"carry - no-op: {sync_s - noop_s:.3f}s (what carrying {commits} commits adds)")
+    missed = [name for name, ratio, target in (("contrib sync", carry_ratio, CARRY_TARGET),
+                                               ("no-op contrib sync", noop_ratio, NOOP_TARGET))
+              if ratio > target]
+    print(f"MISSED {len(missed)} of 2 targets: {', '.join(missed)}" if missed
+          else "both targets met")
+    return 1 if missed else 0
+
+
+CARRY_TARGET = 0.3  # a warm sync against `git rebase` in an existing clone
+NOOP_TARGET = 4.0  # a no-op sync against the interpreter's start and the fetch it runs
+
+
+def _verdict(ratio: float, target: float) -> str:
+    return "met" if ratio <= target else "MISSED"
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

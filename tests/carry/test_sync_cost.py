@@ -1,7 +1,7 @@
 """What a carry costs in git processes: the figure a warm sync's time follows.
 
-A no-op sync and a carry load the same modules; what the carry adds is its own
-git runs (``benchmarks/sync_bench.py`` prints ``carry / no-op``).  Counted from
+What a carry adds to a no-op sync is its own git runs and the carry engine a no-op
+does not load (``benchmarks/sync_bench.py`` prints ``carry - no-op``).  Counted from
 the ``-v`` trace, one line per git command, so the guard is exact, not a timing.
 """
 
