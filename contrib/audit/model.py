@@ -448,16 +448,38 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Fix:
+    """Where the upstream below first admits the target at a gate its pinned version
+    refuses: the release (``tag``) and the commit that opened it, with its subject and
+    PR (``#3903``, or "" when the subject names none)."""
+
+    upstream: str
+    tag: str
+    commit: str
+    subject: str
+    pr: str
+
+    @property
+    def step(self) -> str:
+        """The next step, in words."""
+        pr = f", {self.upstream}{self.pr}" if self.pr else ""
+        return (f"bump the pin to {self.upstream} {self.tag}, the first release that admits "
+                f"the target there (opened by {self.commit[:9]}{pr}: {self.subject})")
+
+
+@dataclass(frozen=True)
 class Chain:
     """A feature's links in the order the code runs them, and its verdict.  ``where``:
     the link that decided it, in a few words (``refused by flashinfer v0.5.3
-    flashinfer/jit/comm.py:60 gen_trtllm_comm_module``)."""
+    flashinfer/jit/comm.py:60 gen_trtllm_comm_module``); ``fix``: for a crash, the
+    release of the upstream below that admits the target there, if one does."""
 
     feature: Feature
     links: tuple[Link, ...] = ()
     verdict: Verdict = Verdict.UNKNOWN
     reason: str = ""
     where: str = ""
+    fix: Fix | None = None
 
     @property
     def gated(self) -> bool:

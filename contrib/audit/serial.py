@@ -31,6 +31,7 @@ from contrib.audit.model import (
     EffectKind,
     Evidence,
     Feature,
+    Fix,
     GateClass,
     GateKind,
     Link,
@@ -368,7 +369,24 @@ def chain_json(chain: Chain) -> dict[str, Any]:
     return {"feature": chain.feature.name, "kind": chain.feature.kind.value,
             "declared": f"{chain.feature.file}:{chain.feature.line}",
             "verdict": chain.verdict.value, "reason": chain.reason, "where": chain.where,
-            "links": [link_json(link) for link in chain.links]}
+            "fix": _fix_json(chain.fix), "links": [link_json(link) for link in chain.links]}
+
+
+def _fix_json(fix: Fix | None) -> dict[str, str] | None:
+    return None if fix is None else {"upstream": fix.upstream, "tag": fix.tag,
+                                     "commit": fix.commit, "subject": fix.subject,
+                                     "pr": fix.pr}
+
+
+def _fix(data: object) -> Fix | None | bool:
+    """Back from :func:`_fix_json`; False for anything else."""
+    if data is None:
+        return None
+    keys = ("upstream", "tag", "commit", "subject", "pr")
+    if not (isinstance(data, dict) and set(data) == set(keys)
+            and all(isinstance(data[k], str) for k in keys)):
+        return False
+    return Fix(*(data[k] for k in keys))
 
 
 def chain_cache(chain: Chain) -> dict[str, Any]:
@@ -379,7 +397,8 @@ def chain_cache(chain: Chain) -> dict[str, Any]:
         data["evidence"] = [evidence_cache(e) for e in link.evidence]
         links.append(data)
     return {"feature": chain.feature.name, "verdict": chain.verdict.value,
-            "reason": chain.reason, "where": chain.where, "links": links}
+            "reason": chain.reason, "where": chain.where, "fix": _fix_json(chain.fix),
+            "links": links}
 
 
 def chain_from_cache(feature: Feature, data: object) -> Chain | None:
@@ -389,10 +408,12 @@ def chain_from_cache(feature: Feature, data: object) -> Chain | None:
             and _known(_VERDICTS, data.get("verdict")) and isinstance(data.get("links"), list)):
         return None
     links = [_link(item) for item in data["links"]]
-    if any(link is None for link in links):
+    fix = _fix(data.get("fix"))
+    if any(link is None for link in links) or fix is False:
         return None
     return Chain(feature, tuple(link for link in links if link is not None),
-                 _VERDICTS[data["verdict"]], data["reason"], data["where"])
+                 _VERDICTS[data["verdict"]], data["reason"], data["where"],
+                 fix if isinstance(fix, Fix) else None)
 
 
 _LINK_TEXT = ("upstream", "commit", "file", "function", "admits", "why")

@@ -21,6 +21,17 @@ The verdict, from the links' decisions (never from their sentences):
   them, in order (:attr:`Chain.enable` says how);
 * **on**: the target passes every gate on the way, to kernels it has.
 
+A gate that keeps the target on another implementation (a faster SM100 path, FA3 on
+SM90: it *falls back*, it does not refuse) is a refusal only of a feature that asks
+for that path: a boolean flag (``--enable-flashinfer-allreduce-fusion``) whose fused
+path the target never takes does nothing for it.  A feature that asks for a
+computation (an API, a backend or value named by a setting) still gets it on the
+path the target takes, where that path goes on to kernels (an API's own code, or
+calls into the upstream below on the target's way): it is **on**, and the chain says
+which path it misses (:func:`asks_for_path`).  The calls below are followed on the target's own way: a
+value the GPU decides (a module chosen by major) is followed to the one the target
+gets, not to every one (:meth:`~contrib.audit.stack.lower.Lower.below`).
+
 A feature read nowhere the walk can see is ``unknown``, with that reason.
 """
 
@@ -30,6 +41,8 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from contrib.analysis.pywalk import parents as node_parents
+from contrib.analysis.reach.backends import backend_test
 from contrib.arch import Arch
 from contrib.audit.model import (
     GATE_ONLY,
@@ -41,11 +54,13 @@ from contrib.audit.model import (
     Chain,
     Feature,
     FeatureKind,
+    Fix,
     Link,
     Role,
     Verdict,
     admits_text,
 )
+from contrib.audit.stack.fixed import first_admitting
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.reading import Function, Handed, Outside
 from contrib.audit.stack.skips import Trail
@@ -80,6 +95,7 @@ class Upper:
     walker: Walker
 
     def __post_init__(self) -> None:
+        self._tests: dict[str, tuple[dict[int, ast.If | ast.Assert], dict[int, ast.AST]]] = {}
         self._by_file: dict[str, list[AuditGate]] = {}
         for gate in self.gates:
             self._by_file.setdefault(gate.file, []).append(gate)
@@ -88,24 +104,62 @@ class Upper:
         """The gates on lines ``first``..``last`` of ``path``."""
         return [g for g in self._by_file.get(path, ()) if first <= g.line <= last]
 
+    def test_at(self, path: str, line: int) -> tuple[ast.If | ast.Assert | None,
+                                                     dict[int, ast.AST]]:
+        """The ``if`` or ``assert`` of ``path`` whose test holds ``line`` (the innermost),
+        and the file's parents (kept per file)."""
+        if path not in self._tests:
+            module = self.walker.ev.module(path)
+            tests: dict[int, ast.If | ast.Assert] = {}
+            parents: dict[int, ast.AST] = {}
+            if module is not None:
+                parents = node_parents(module[0])
+                for node in ast.walk(module[0]):
+                    if isinstance(node, ast.If | ast.Assert):
+                        for n in range(node.test.lineno, (node.test.end_lineno or 0) + 1):
+                            tests[n] = node  # walked outside in: the innermost stays
+            self._tests[path] = (tests, parents)
+        tests, parents = self._tests[path]
+        return tests.get(line), parents
+
 
 def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None,
-             arch: Arch | None = None) -> Chain:
+             arch: Arch | None = None, values: frozenset[str] = frozenset()) -> Chain:
     """The chain of one feature: a server argument read in ``upper`` and followed into
     ``lower``, or (``upper`` None) a public API of ``lower`` itself.  With ``arch``, a
     call into ``lower`` with no Python gate refusing it on the way is read down to
-    the C/C++ host checks of what it runs (:func:`_host_refusal`)."""
+    the C/C++ host checks of what it runs (:func:`_host_refusal`).  ``values``: every
+    value the feature's setting may take (its choices): a gate under a test of
+    another one is not on this value's way (:func:`_on_another_value`)."""
     links: list[Link] = []
     if feature.kind == FeatureKind.API or upper is None:
         if lower is not None:
-            _below(links, lower, [Outside(feature.attr, (), feature.keys)], api=True, arch=arch)
+            _below(links, lower, [Outside(feature.attr, (), feature.keys)], api=True, arch=arch,
+                   host=True)
     else:
-        _walk_flag(links, feature, upper, lower, arch)
-    return decide(feature, tuple(links))
+        _walk_flag(links, feature, upper, lower, arch, values)
+    chain = decide(feature, tuple(links))
+    if chain.verdict != Verdict.CRASH or lower is None or arch is None:
+        return chain
+    fix = _fixed_below(lower, chain, arch)
+    if fix is None:
+        return chain
+    return replace(chain, fix=fix, reason=f"{chain.reason}; next: {fix.step}")
+
+
+def _fixed_below(lower: Lower, chain: Chain, arch: Arch) -> Fix | None:
+    """The first release of ``lower`` that admits the target where ``chain`` crashes
+    (:func:`~contrib.audit.stack.fixed.first_admitting`), once per place."""
+    first = next(link for link in chain.links if link.role == Role.BELOW and link.refuses)
+    key = (first.file, first.function, arch.name)
+    if key not in lower.fixes:
+        lower.fixes[key] = first_admitting(lower.tree.git, lower.name, lower.tag, first.file,
+                                           first.function, arch)
+    return lower.fixes[key]
 
 
 def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower | None,
-               arch: Arch | None) -> None:
+               arch: Arch | None, values: frozenset[str] = frozenset()) -> None:
     walker, trail = upper.walker, Trail()
     blocks = walker.enabled_by(feature.attr, feature.value or True, trail)
     outs: list[Outside] = []
@@ -122,29 +176,69 @@ def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower |
     met = list(dict.fromkeys(trail.met))
     seen: set[tuple[str, int]] = set()
     behind: list[Link] = []  # what lies below the gates met, once they are opened
+    # what lies behind a gate keeping the target off a path it does not need (decide())
+    # is not on its way either
+    path_asked = asks_for_path(feature) or not outs
     for path, first, last in met:
         for gate in upper.on(path, first, last):
-            if gate.excludes_target and (gate.file, gate.line) not in seen:
+            if gate.excludes_target and (gate.file, gate.line) not in seen and not (
+                    _on_another_value(upper, gate, feature.value, values)):
                 seen.add((gate.file, gate.line))
                 links.append(gate_link(Role.GATE, upper.name, upper.commit, gate))
-                behind += _behind(gate, lower)
+                if path_asked or gate.effect.kind.refuses:  # else: a path it does not take
+                    behind += _behind(gate, lower)
     links += [link for link in dict.fromkeys(behind) if link.excludes]
     if lower is not None:
         # refused by a gate of this tree on the way, the target never meets what is below
         # it: no host check there is read (decide() would not name it a crash)
         refused = any(link.role == Role.GATE and link.refuses for link in links)
-        _below(links, lower, outs, api=False, arch=None if refused else arch)
+        _below(links, lower, outs, api=False, arch=arch, host=not refused)
+
+
+def _on_another_value(upper: Upper, gate: AuditGate, value: str, values: frozenset[str]) -> bool:
+    """Whether ``gate`` stands where only another value of the feature's setting goes:
+    an ``if`` around it (or its own) tests the setting's values and fails for
+    ``value`` (sglang's ``if prefill_backend == "trtllm_mha" and not
+    is_sm100_supported(): raise`` is no refusal of ``--attention-backend=flashinfer``)."""
+    if not value or len(values) < 2:
+        return False
+    node, parents = upper.test_at(gate.file, gate.line)
+    if node is None:
+        return False
+    key = (value, values)
+    if backend_test(node.test, *key) is False:
+        return True
+    child: ast.AST = node
+    parent = parents.get(id(node))
+    while parent is not None and not isinstance(parent, Function):
+        if isinstance(parent, ast.If) and child is not parent.test:
+            holds = backend_test(parent.test, *key)
+            if holds is not None and holds != (child in parent.body):
+                return True
+        child, parent = parent, parents.get(id(parent))
+    return False
+
+
+def asks_for_path(feature: Feature) -> bool:
+    """Whether ``feature`` asks for one path of the code rather than for a computation:
+    a boolean setting (``--enable-x``) turns a path on, so a gate keeping the target on
+    the other path leaves the feature off; a setting's named value (a backend, a
+    dtype) and an API ask for what the code computes, which the target still gets on
+    the path it takes."""
+    return feature.kind != FeatureKind.API and not feature.value
 
 
 def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: bool,
-           arch: Arch | None = None) -> None:
-    """The calls into ``lower`` and the gates they reach there (each once)."""
+           arch: Arch | None = None, host: bool = True) -> None:
+    """The calls into ``lower`` and the gates they reach there (each once), on the way
+    ``arch`` takes; ``host``: also read the C/C++ host checks below a call no Python
+    gate refuses (:func:`_host_refusal`)."""
     seen: set[tuple[str, int]] = set()
     for out in outs:
         links.append(Link(Role.CALL, lower.name, lower.tag, "", 0, out.dotted,
                           why=" > ".join((*out.via, out.dotted))))
         start = len(links)
-        for gate, _calls in lower.below(out.dotted, out.keys):
+        for gate, _calls in lower.below(out.dotted, out.keys, arch):
             if (gate.file, gate.line) in seen:
                 continue
             seen.add((gate.file, gate.line))
@@ -154,7 +248,7 @@ def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: boo
                 link = replace(link, excludes=False, refuses=False,
                                why=f"refuses only when the caller passes {given}: {link.why}")
             links.append(link if not api else _own(link))
-        if arch is not None and not any(link.refuses for link in links[start:]) \
+        if host and arch is not None and not any(link.refuses for link in links[start:]) \
                 and not any(isinstance(step, Handed) for step in out.via):
             refused = _host_refusal(lower, out, arch)
             if refused is not None:
@@ -239,8 +333,12 @@ def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
     if crash and not refused_above:  # refused above, the user meets this tree's own error
         first = crash[0]
         admits = f" (admits {first.admits})" if first.admits else ""
+        index = links.index(first)
+        call = next((link for link in reversed(links[:index]) if link.role == Role.CALL), None)
+        way = (f" (its call of {call.function}, with no arch check on the way)"
+               if call is not None else "")
         return replace(chain, verdict=Verdict.CRASH,
-                       reason=(f"admitted on the way down, then refused by {first.upstream} "
+                       reason=(f"admitted on the way down{way}, then refused by {first.upstream} "
                                f"{first.commit} {first.file}:{first.line} {first.function}"
                                f"{admits}: {first.why}"),
                        where=f"refused by {first.upstream} {first.commit} {_at(first)}")
@@ -248,7 +346,22 @@ def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
     hollow = [link for link in below if not link.excludes and link.class_ == NEEDS_KERNEL_WORK]
     if not links:
         return replace(chain, verdict=Verdict.UNKNOWN, reason="read nowhere the walk can follow")
+    # a path the target is kept off, where the feature asks for a computation it still
+    # gets on the path it takes (asks_for_path): an API's own code, or a setting's value
+    # whose way goes on into the upstream below (a path that runs nothing does nothing)
+    goes_on = feature.kind == FeatureKind.API or any(link.role == Role.CALL for link in links)
+    elsewhere = [] if asks_for_path(feature) or not goes_on else [
+        link for link in excluding if not link.refuses]
+    excluding = [link for link in excluding if link not in elsewhere]
     if not excluding and not hollow:
+        if elsewhere:
+            first = elsewhere[0]
+            return replace(chain, verdict=Verdict.ON, reason=(
+                f"every gate on the way admits the target; at {first.upstream} "
+                f"{first.file}:{first.line} {first.function} it takes another path than "
+                f"{first.admits or 'the archs admitted'} take"
+                f"{_missed(elsewhere)}"),
+                where=f"on, by another path at {first.upstream} {_at(first)}")
         return replace(chain, verdict=Verdict.ON,
                        reason=("every gate on the way admits the target" if chain.gated
                                else "no architecture gate on the way"))
@@ -280,6 +393,15 @@ def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
                        where=f"class not decided at {first.upstream} {_at(first)}")
     return replace(chain, verdict=Verdict.GATE_ONLY, reason="open " + ", then ".join(
         f"{link.upstream} {link.spot}" for link in excluding))
+
+
+def _missed(elsewhere: list[Link]) -> str:
+    """What the paths the target is kept off would take to open, in a few words."""
+    classes = [str(link.class_) for link in elsewhere if link.class_ is not None]
+    if not classes:
+        return ""
+    counted = ", ".join(f"{classes.count(c)} {c}" for c in dict.fromkeys(classes))
+    return f" (the paths it misses: {len(elsewhere)} gate{'s' * (len(elsewhere) > 1)}, {counted})"
 
 
 def _at(link: Link) -> str:

@@ -31,7 +31,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 15  # bump when the chains change over the same audits
+FEATURE_FORMAT = 16  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -75,7 +75,12 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
         walker = walker or walker_of(gates, tree, roots)
         mode = Mode.features(settings_elsewhere(tree, settings_class))
         upper = Upper(name, commit, gates, walker.in_mode(mode))
-        chains = [chain_of(f, upper, lower, arch) for f in chosen]
+        choices: dict[str, frozenset[str]] = {}
+        for f in features:
+            if f.value:
+                choices[f.attr] = choices.get(f.attr, frozenset()) | {f.value}
+        chains = [chain_of(f, upper, lower, arch, choices.get(f.attr, frozenset()))
+                  for f in chosen]
     if choose is every:
         with contextlib.suppress(ContribError):
             check_inside(environ.cache_root(), path)

@@ -218,6 +218,10 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
             return Effect(EffectKind.FALLS_BACK, "falls back: the target takes the generic code after this "
                                 f"early exit, majors {special} this branch", code)
         return Effect(EffectKind.EARLY_EXIT, "an early exit; the target takes the code after it", code)
+    kept = _kept_values(node, parents)
+    if kept and special:
+        return Effect(EffectKind.FALLS_BACK, f"falls back: the target keeps the value {kept} had "
+                      f"before this if, majors {special} set another", code)
     return Effect(EffectKind.SKIPS_CODE, "the target skips this code and has no other branch", code)
 
 
@@ -339,6 +343,32 @@ def _chain(orelse: list[ast.stmt]) -> Iterator[ast.If | list[ast.stmt]]:
         else:
             yield orelse
             return
+
+
+def _kept_values(node: ast.If, parents: dict[int, ast.AST]) -> str:
+    """The names an ``if`` with no else only sets again, each set before it in the same
+    block (``fmha_backend = "auto"`` then ``if is_sm100(): fmha_backend = "cutlass"``):
+    the target skipping it keeps the earlier value and goes on with it.  "" otherwise."""
+    set_here: list[str] = []
+    todo: list[ast.stmt] = list(node.body)
+    while todo:
+        statement = todo.pop()
+        if isinstance(statement, ast.If):
+            todo += statement.body + statement.orelse
+        elif isinstance(statement, ast.Assign | ast.AnnAssign) and statement.value is not None:
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            if not all(isinstance(t, ast.Name | ast.Attribute) for t in targets):
+                return ""
+            set_here += [ast.unparse(t) for t in targets]
+        elif not isinstance(statement, ast.Pass) and not (
+                isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)):
+            return ""
+    block = getattr(parents.get(id(node)), "body", None)
+    if not set_here or not isinstance(block, list) or node not in block:
+        return ""
+    before = {ast.unparse(t) for s in block[:block.index(node)]
+              if isinstance(s, ast.Assign) for t in s.targets}
+    return ", ".join(dict.fromkeys(set_here)) if set(set_here) <= before else ""
 
 
 def _exits(body: list[ast.stmt]) -> bool:

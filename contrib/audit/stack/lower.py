@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contrib.analysis.archvalues import Frame, Func, ModRef, ordered
+from contrib.analysis.archvalues import ANY, Cap, Frame, Func, ModRef, Values, ordered, truth_of
 from contrib.analysis.includes import IncludeResolver
 from contrib.analysis.reach.backends import (
     Key,
@@ -35,6 +35,7 @@ from contrib.audit.model import (
     RUNTIME,
     AuditGate,
     Call,
+    Fix,
 )
 from contrib.audit.stack.reading import Function
 from contrib.audit.stack.skips import Skips
@@ -56,12 +57,14 @@ class Lower:
     tree: GitTree
     ev: PyTree = field(init=False)
     roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
-    _below: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[AuditGate, Call]]] = field(
-        default_factory=dict)
+    _below: dict[tuple[str, tuple[tuple[str, str], ...], Cap | None],
+                 list[tuple[AuditGate, Call]]] = field(default_factory=dict)
     _targets: dict[tuple[str, tuple[tuple[str, str], ...]], list[Endpoint]] = field(
         default_factory=dict)
     _behind: Behind | None = None
     _at: dict[tuple[str, int], AuditGate] | None = None
+    # (file, function, arch) -> the first release admitting the target there (chain.py)
+    fixes: dict[tuple[str, str, str], Fix | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         paths = [p for p in self.tree.paths() if p.endswith(".py")]
@@ -178,31 +181,40 @@ class Lower:
             self._owners[func.path] = classes_of(module[0]) if module else {}
         return parameter_key(self._owners[func.path].get(id(func.node)), func.node, keys)
 
-    def below(self, dotted: str, keys: tuple[tuple[str, str], ...] = ()
-              ) -> list[tuple[AuditGate, Call]]:
+    def below(self, dotted: str, keys: tuple[tuple[str, str], ...] = (),
+              arch: Arch | None = None) -> list[tuple[AuditGate, Call]]:
         """The lower gates a call of ``dotted`` reaches, each with the calls leading to it;
         ``keys``: the strings the call passes by keyword, one of which may choose a
-        backend of the callee's registry (``bmm_fp8(..., backend="cublas")``)."""
-        if (dotted, keys) not in self._below:
+        backend of the callee's registry (``bmm_fp8(..., backend="cublas")``).  With
+        ``arch``, on the target's own way: a branch the GPU decides against it is not
+        followed (:meth:`_reached`)."""
+        cap = (arch.major, arch.minor) if arch is not None else None
+        if (dotted, keys, cap) not in self._below:
             found: dict[tuple[str, int], tuple[AuditGate, Call]] = {}
-            for func, chain, aside in self._reached(self.resolve(dotted), keys):
+            for func, chain, aside in self._reached(self.resolve(dotted), keys, cap):
                 for gate in self._held.get(func.path, []):
                     if _holds(func.node, gate) and not any(
                             first <= gate.line <= last for first, last in aside):
                         found.setdefault((gate.file, gate.line), (gate, chain))
-            self._below[(dotted, keys)] = sorted(found.values(),
-                                                 key=lambda p: (p[0].file, p[0].line))
-        return self._below[(dotted, keys)]
+            self._below[(dotted, keys, cap)] = sorted(found.values(),
+                                                      key=lambda p: (p[0].file, p[0].line))
+        return self._below[(dotted, keys, cap)]
 
-    def _reached(self, entries: list[Func], keys: tuple[tuple[str, str], ...] = ()
-                 ) -> list[tuple[Func, Call, list[tuple[int, int]]]]:
+    def _reached(self, entries: list[Func], keys: tuple[tuple[str, str], ...] = (),
+                 cap: Cap | None = None) -> list[tuple[Func, Call, list[tuple[int, int]]]]:
         """The functions a call of ``entries`` reaches, each with the calls leading to it
-        and the lines of its branches the backend chosen by ``keys`` does not take."""
+        and the lines of its branches the backend chosen by ``keys`` does not take.
+        ``cap``: the target's capability.  A value the GPU decides is followed to the
+        one the target gets: what a call passes from the device's capability binds the
+        callee's parameters (``get_cutlass_fp4_gemm_module(major, minor)`` takes its
+        ``sm_major == 12`` branch on SM12x, not the SM100 module's), and a branch whose
+        test the target fails (``if backend == "fa3"`` where ``backend`` is what
+        ``determine_attention_backend()`` returns on it) is not walked."""
         seen: dict[int, tuple[Func, Call, list[tuple[int, int]]]] = {}
-        queue: deque[tuple[Func, Call, int, Key | None]] = deque(
-            (f, (f.node.name,), 0, self._key(f, keys)) for f in entries)
+        queue: deque[tuple[Func, Call, int, Key | None, dict[str, Values] | None]] = deque(
+            (f, (f.node.name,), 0, self._key(f, keys), None) for f in entries)
         while queue and len(seen) < MAX_BELOW:
-            func, chain, depth, key = queue.popleft()
+            func, chain, depth, key, env = queue.popleft()
             if id(func.node) in seen:
                 continue
             aside: list[tuple[int, int]] = []
@@ -210,13 +222,55 @@ class Lower:
             if depth >= MAX_DEPTH:
                 continue
             frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
-            for node in self.skips.walk(func.path, func.node.body, key=key, aside=aside):
+            bound = Frame(func.path, frame.local, env, id(func.node)) if env else frame
+            decide = None if cap is None else _Decider(self.ev, bound, cap, frozenset(env or ()))
+            for node in self.skips.walk(func.path, func.node.body, key=key, aside=aside,
+                                        decide=decide):
                 if isinstance(node, ast.Call):
                     self.ev.cap = (0, 0)
                     for value in ordered(self.ev.eval(node.func, frame)):
                         if isinstance(value, Func) and id(value.node) not in seen:
-                            queue.append((value, (*chain, value.node.name), depth + 1, key))
+                            passed = decide.passed(node, value) if decide else None
+                            queue.append((value, (*chain, value.node.name), depth + 1, key,
+                                          passed))
         return list(seen.values())
+
+
+class _Decider:
+    """The branches of one function's body the GPU decides, on the target: a test is
+    decided where evaluating it reads the device (the capability, a predicate of the
+    tree) or a parameter its caller passed from it; a test the GPU does not decide is
+    walked both ways, as before."""
+
+    def __init__(self, ev: PyTree, frame: Frame, cap: Cap, from_gpu: frozenset[str]) -> None:
+        self.ev, self.frame, self.cap, self.from_gpu = ev, frame, cap, from_gpu
+
+    def __call__(self, test: ast.expr) -> bool | None:
+        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+        self.ev.cap, self.ev.touched = self.cap, False
+        values = self.ev.eval(test, self.frame)
+        if not (self.ev.touched or names & self.from_gpu):
+            return None
+        truths = truth_of(values)
+        return next(iter(truths)) if len(truths) == 1 else None
+
+    def passed(self, call: ast.Call, callee: Func) -> dict[str, Values] | None:
+        """The callee's parameters that ``call`` sets from the GPU, with their values on
+        the target (None: none is)."""
+        spec = callee.node.args
+        params = [a.arg for a in (*spec.posonlyargs, *spec.args)]
+        given = [(params[n], arg) for n, arg in enumerate(call.args)
+                 if n < len(params) and not isinstance(arg, ast.Starred)]
+        given += [(kw.arg, kw.value) for kw in call.keywords
+                  if kw.arg is not None and kw.arg in params + [a.arg for a in spec.kwonlyargs]]
+        env: dict[str, Values] = {}
+        for name, arg in given:
+            self.ev.cap, self.ev.touched = self.cap, False
+            value = self.ev.eval(arg, self.frame)
+            if (self.ev.touched or {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)}
+                    & self.from_gpu) and value != ANY:
+                env[name] = value
+        return env or None
 
 
 def package_roots(paths: Iterable[str]) -> dict[str, str]:

@@ -1,0 +1,226 @@
+"""A verdict follows the target's own path: what the GPU runs when the user asks for the
+feature, not every path the code has (issue: no false "off")."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contrib.arch import parse_arch
+from contrib.audit.feature.chain import asks_for_path, decide
+from contrib.audit.finding.gates import gates_of_file
+from contrib.audit.model import (
+    GATE_ONLY,
+    NEEDS_KERNEL_WORK,
+    EffectKind,
+    Feature,
+    FeatureKind,
+    Fix,
+    Link,
+    Role,
+    Verdict,
+)
+from contrib.audit.stack.fixed import first_admitting
+from contrib.git.repo import Git
+from testing.featureupstreams import feature_lower, feature_upstream
+from testing.gitutil import Repo, git
+from testing.stackupstreams import LOWER, LOWER_JIT
+from testing.workspace import Workspace
+
+
+def _workspace(tmp_path: Path, **repos: Repo) -> Workspace:
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, dict(repos))
+    ws.write_config()
+    return ws
+
+
+def _why(ws: Workspace, *args: str, arch: str = "sm_120a") -> dict[str, Any]:
+    result = ws.run("why", *args, "--arch", arch, "--json", "--no-fetch")
+    assert result.code in (0, 1), result.err
+    data = result.json
+    assert isinstance(data, dict)
+    return data
+
+
+# -- a path the target does not take is no refusal of a computation ----------------------
+
+def _choice(klass: Any = GATE_ONLY, refuses: bool = False) -> Link:
+    return Link(Role.GATE, "up", "abc", "f.py", 7, "Backend.__init__", "majors 10", True,
+                refuses, klass, "falls back: the generic path serves the target")
+
+
+@pytest.mark.parametrize(("feature", "verdict"), [
+    # a named backend, an API: the target still gets the computation, by another path
+    (Feature(FeatureKind.FLAG, "--attention-backend=fi", "attention_backend", "fi"), Verdict.ON),
+    (Feature(FeatureKind.API, "lib.prefill", "lib.prefill"), Verdict.ON),
+    # a boolean flag asks for the path itself: kept off it, the flag does nothing
+    (Feature(FeatureKind.FLAG, "--enable-fusion", "enable_fusion"), Verdict.GATE_ONLY),
+])
+def test_a_path_the_target_is_kept_off_is_a_refusal_only_of_a_flag_asking_for_it(
+        feature: Feature, verdict: Verdict) -> None:
+    call = Link(Role.CALL, "lower", "v1", "", 0, "lower.attend")  # the way goes on below
+    chain = decide(feature, (_choice(), call))
+    assert chain.verdict == verdict
+    assert asks_for_path(feature) == (verdict != Verdict.ON)
+    if verdict == Verdict.ON:
+        assert chain.where == "on, by another path at up f.py:7 Backend.__init__"
+        assert "(the paths it misses: 1 gate, 1 gate-only)" in chain.reason
+
+
+def test_a_named_backend_kept_off_a_path_with_nothing_run_on_its_own_is_off() -> None:
+    feature = Feature(FeatureKind.FLAG, "--attention-backend=fi", "attention_backend", "fi")
+    assert decide(feature, (_choice(),)).verdict == Verdict.GATE_ONLY
+
+
+def test_a_refusal_on_the_way_still_decides_a_named_backend() -> None:
+    feature = Feature(FeatureKind.FLAG, "--attention-backend=fi", "attention_backend", "fi")
+    refusal = _choice(NEEDS_KERNEL_WORK, refuses=True)
+    assert decide(feature, (_choice(), refusal)).verdict == Verdict.NEEDS_KERNEL_WORK
+
+
+def test_an_if_that_only_sets_again_a_value_set_before_it_falls_back() -> None:
+    text = ("from u import is_sm100_supported, make\n\n\n"
+            "def init(graphs):\n"
+            "    backend = 'auto'\n"
+            "    if is_sm100_supported():\n"
+            "        # cutlass on SM100 only\n"
+            "        if not graphs:\n"
+            "            backend = 'cutlass'\n"
+            "    return make(backend)\n\n\n"
+            "def other():\n"
+            "    if is_sm100_supported():\n"
+            "        fast = 'cutlass'\n"
+            "    return make(fast)\n")
+    text = text.replace("from u import is_sm100_supported, make\n", (
+        "import torch\n\n\ndef make(b):\n    return b\n\n\n"
+        "def is_sm100_supported():\n    return torch.cuda.get_device_capability()[0] == 10\n"))
+    ast.parse(text)
+    gates = {g.function: g for g in gates_of_file("u.py", text, parse_arch("sm_120a"))
+             if g.function in ("init", "other")}
+    assert gates["init"].effect.kind == EffectKind.FALLS_BACK
+    assert "keeps the value backend had" in gates["init"].effect.why
+    # nothing set before: the target skips the code (no value of its own to go on with)
+    assert gates["other"].effect.kind == EffectKind.SKIPS_CODE
+
+
+# -- a value the GPU decides is followed to the one the target gets ----------------------
+
+DISPATCH = '''\
+import torch
+
+from .jit import gen_gemm_sm100_module, gen_gemm_sm120_module
+
+
+def get_compute_capability(device):
+    return torch.cuda.get_device_capability(device)
+
+
+def get_gemm_module(sm_major, sm_minor):
+    if sm_major in [10, 11]:
+        return gen_gemm_sm100_module()
+    elif sm_major == 12:
+        return gen_gemm_sm120_module()
+    raise ValueError(f"Unsupported SM major version: {sm_major}")
+
+
+def mm_fp4(a):
+    major, minor = get_compute_capability(a.device)
+    return get_gemm_module(major, minor).run(a)
+'''
+
+
+@pytest.mark.slow
+def test_a_module_chosen_by_the_callers_capability_is_the_targets_only(tmp_path: Path) -> None:
+    lower = Repo(tmp_path / "lower")
+    lower.commit("lower", {**LOWER, "lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10]"),
+                           "lowerlib/dispatch.py": DISPATCH,
+                           "lowerlib/__init__.py": LOWER["lowerlib/__init__.py"]
+                           + "from .dispatch import mm_fp4\n"})
+    ws = _workspace(tmp_path, lower=lower)
+    for arch, module in (("sm_121a", "gen_gemm_sm120_module"), ("sm_100a", "gen_gemm_sm100_module")):
+        [chain] = _why(ws, "lower", "lowerlib.mm_fp4", arch=arch)["features"]
+        gated = [link["function"] for link in chain["links"] if link["role"] == "gate"]
+        assert gated == [module], (arch, chain["links"])
+        assert chain["verdict"] == "on", chain["reason"]
+
+
+# -- a crash names the release below that admits the target: bump the pin ----------------
+
+def test_the_first_release_admitting_a_refusing_gate_and_the_commit_that_opened_it(
+        tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "lower")
+    repo.commit("lower 1.0", {**LOWER, "lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10]")})
+    git(repo.path, "tag", "v1.0")
+    repo.commit("docs", {"README.md": "lower\n"})
+    git(repo.path, "tag", "v1.1")
+    opened = repo.commit("comm: admit SM12x (#7)",
+                         {"lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10, 12]")})
+    repo.commit("norm: tidy", {"README.md": "lower lib\n"})
+    git(repo.path, "tag", "v1.2")
+    git(repo.path, "tag", "v2.0rc1")  # a pre-release is no release to bump to
+    arch = parse_arch("sm_120a")
+    found = first_admitting(Git(repo.path), "lower", "v1.0", "lowerlib/jit.py",
+                            "gen_comm_module", arch)
+    assert found == Fix("lower", "v1.2", opened, "comm: admit SM12x (#7)", "#7")
+    assert found.step.startswith("bump the pin to lower v1.2, the first release that admits")
+    # already admitting at the pin, or a place no Python gate is: nothing to bump to
+    assert first_admitting(Git(repo.path), "lower", "v1.2", "lowerlib/jit.py",
+                           "gen_comm_module", arch) is None
+    assert first_admitting(Git(repo.path), "lower", "v1.0", "csrc/comm.cu",
+                           "comm", arch) is None
+
+
+@pytest.mark.slow
+def test_a_crash_says_which_call_admitted_it_and_the_release_to_bump_to(tmp_path: Path) -> None:
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    [chain] = _why(ws, "top", "--enable-quick-reduce")["features"]
+    assert chain["verdict"] == "crash"
+    call = next(link for link in chain["links"] if link["role"] == "call")
+    assert f"(its call of {call['function']}, with no arch check on the way)" in chain["reason"]
+    opened = git(lower.path, "rev-parse", "v2.0").strip()
+    assert chain["fix"] == {"upstream": "lower", "tag": "v2.0", "commit": opened,
+                            "subject": "comm: admit SM12x (#7)", "pr": "#7"}
+    assert chain["reason"].endswith(
+        f"next: bump the pin to lower v2.0, the first release that admits the target there "
+        f"(opened by {opened[:9]}, lower#7: comm: admit SM12x (#7))")
+
+
+# -- a refusal under a test of another value of the setting is not on this one's way ------
+
+CHECKS = '''\
+from top.server_args import get_server_args
+from top.utils import is_sm100_supported
+
+
+def check_backends():
+    backend = get_server_args().attention_backend
+    if backend == "decode":
+        if not is_sm100_supported():
+            raise ValueError("the decode backend needs SM100")
+    if backend in ("decode",) and is_sm100_supported() is False:
+        raise ValueError("still SM100 only")
+'''
+
+
+@pytest.mark.slow
+def test_a_refusal_of_another_value_of_the_setting_is_not_on_this_values_way(
+        tmp_path: Path) -> None:
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    top.commit("checks", {"python/top/checks.py": CHECKS})
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    chains = {c["feature"]: c for c in _why(ws, "top", "--attention-backend")["features"]}
+    plain = chains["--attention-backend=plain"]
+    assert plain["verdict"] == "on", plain["links"]
+    assert not [link for link in plain["links"] if link["file"] == "python/top/checks.py"
+                and link["role"] == "gate"], plain["links"]
+    decode = chains["--attention-backend=decode"]
+    assert decode["verdict"] != "on"  # its class is another question
+    assert sorted((link["line"], link["refuses"]) for link in decode["links"]
+                  if link["file"] == "python/top/checks.py" and link["role"] == "gate"
+                  ) == [(8, True), (10, True)]
