@@ -61,6 +61,7 @@ from contrib.audit.model import (
     admits_text,
 )
 from contrib.audit.stack.fixed import first_admitting
+from contrib.git.repo import Git
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.reading import Function, Handed, Outside
 from contrib.audit.stack.skips import Trail
@@ -152,8 +153,11 @@ def _fixed_below(lower: Lower, chain: Chain, arch: Arch) -> Fix | None:
     (:func:`~contrib.audit.stack.fixed.first_admitting`), once per place."""
     first = next(link for link in chain.links if link.role == Role.BELOW and link.refuses)
     key = (first.file, first.function, arch.name)
+    git = lower.tree.git
+    if not isinstance(git, Git):  # a tree read otherwise has no releases to look through
+        return None
     if key not in lower.fixes:
-        lower.fixes[key] = first_admitting(lower.tree.git, lower.name, lower.tag, first.file,
+        lower.fixes[key] = first_admitting(git, lower.name, lower.tag, first.file,
                                            first.function, arch)
     return lower.fixes[key]
 
