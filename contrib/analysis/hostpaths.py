@@ -46,7 +46,9 @@ _ATOM = re.compile(r"(?:[A-Za-z_]\w*(?:\s*::\s*\w+)*(?:\s*(?:\.|->)\s*\w+)*"
 SM_CALL = "__sm_called__"  # ``getSMVersion()`` read in a condition itself
 _SM_READ = re.compile(r"(?:[\w:]+::)?(?:getSMVersion|get_sm_version|getSmVersion|GetSMVersion)"
                       r"\s*\(\s*\)")
-_MAYBE = "__maybe__"  # a way some branch before may leave on values other than the GPU's
+_MAYBE = "__maybe__"
+_DECLARED = re.compile(r"bool\s+(\w+)\s*=\s*(?:false|0)")
+_SETS = re.compile(r"(\w+)\s*=\s*(?:true|1)")  # a way some branch before may leave on values other than the GPU's
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,9 @@ def raises(code: str, shown: str, body: tuple[int, int]) -> list[Way]:
 class _Reader:
     def __init__(self, code: str, shown: str, found: list[Way]) -> None:
         self.code, self.shown, self.found = code, shown, found
+        # a flag the dispatch sets (``bool can_implement = false;`` then ``can_implement =
+        # true;`` in each branch): its length of way when declared, and the ways setting it
+        self.flags: dict[str, tuple[int, list[str]]] = {}
 
     def block(self, start: int, end: int, live: Live | None) -> Live | None:
         pos = start
@@ -213,7 +218,7 @@ class _Reader:
         pos += constexpr.end() if constexpr else 0
         opened = code.find("(", pos)
         close = match_close(code, opened, "(", ")")
-        cond = _condition(code[opened + 1:close])
+        cond = self._flagged(_condition(code[opened + 1:close]))
         pos = self._skip(close + 1, end)
         after, then = self.statement(pos, end, live + (Condition(cond),))
         otherwise: Live | None = live + (Condition(f"!({cond})"),)
@@ -241,6 +246,7 @@ class _Reader:
             return None
         check = _RAISING.match(text)
         if check is None:
+            self._flag(text, live)
             self._calls(text, line, shown, live)
             return live
         args = _arguments(text[check.end():])
@@ -251,11 +257,31 @@ class _Reader:
             holds = _condition(args[0])
         else:
             return live
+        holds = self._flagged(holds)
         if holds.strip() in ("false", "0"):
             self.found.append(Way(line, shown, live))
             return None
         self.found.append(Way(line, shown, live + (Condition(f"!({holds})"),)))
         return live + (Condition(holds, assumed=True),)
+
+    def _flag(self, text: str, live: Live) -> None:
+        declared = _DECLARED.fullmatch(text.strip())
+        if declared:
+            self.flags[declared[1]] = (len(live), [])
+            return
+        setting = _SETS.fullmatch(text.strip())
+        if setting and setting[1] in self.flags:
+            start, ways = self.flags[setting[1]]
+            way = " && ".join(f"({c.expr})" for c in live[start:] if not c.assumed)
+            ways.append(way or "1")
+
+    def _flagged(self, expression: str) -> str:
+        """``expression`` with each flag replaced by the ways that set it (``0``: none)."""
+        for name, (_, ways) in self.flags.items():
+            if re.search(rf"\b{name}\b", expression):
+                either = " || ".join(f"({w})" for w in ways) or "0"
+                expression = re.sub(rf"\b{name}\b", f"({either})", expression)
+        return expression
 
     def _calls(self, text: str, line: int, shown: str, live: Live) -> None:
         names = tuple(dict.fromkeys(m[1] for m in _CALL.finditer(text) if m[1] not in _NOT_CALLS))
