@@ -48,6 +48,7 @@ from contrib.audit.model import (
 )
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.reading import Function, Handed, Outside
+from contrib.audit.stack.sglkernel import Kernels, kernel_ops
 from contrib.audit.stack.skips import Trail
 from contrib.audit.stack.walk import Walker
 
@@ -72,12 +73,14 @@ def gate_link(role: Role, upstream: str, commit: str, gate: AuditGate) -> Link:
 @dataclass
 class Upper:
     """The tree a server's features are read in: its name, commit, audited gates (by
-    file) and the walker of its code."""
+    file) and the walker of its code; ``kernels``: the C++ ops it builds itself
+    (sgl-kernel), read below the calls the walk hands out as ``torch.ops.*``."""
 
     name: str
     commit: str
     gates: list[AuditGate]
     walker: Walker
+    kernels: Kernels | None = None
 
     def __post_init__(self) -> None:
         self._by_file: dict[str, list[AuditGate]] = {}
@@ -129,11 +132,14 @@ def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower |
                 links.append(gate_link(Role.GATE, upper.name, upper.commit, gate))
                 behind += _behind(gate, lower)
     links += [link for link in dict.fromkeys(behind) if link.excludes]
+    # refused by a gate of this tree on the way, the target never meets what is below
+    # it: no host check there is read (decide() would not name it a crash)
+    refused = any(link.role == Role.GATE and link.refuses for link in links)
     if lower is not None:
-        # refused by a gate of this tree on the way, the target never meets what is below
-        # it: no host check there is read (decide() would not name it a crash)
-        refused = any(link.role == Role.GATE and link.refuses for link in links)
-        _below(links, lower, outs, api=False, arch=None if refused else arch)
+        _below(links, lower, [o for o in outs if o.dotted.split(".")[0] in lower.roots],
+               api=False, arch=None if refused else arch)
+    if upper.kernels is not None:  # the tree's own C++ ops, to the host checks refusing it
+        links += upper.kernels.links(kernel_ops(outs), None if refused else arch)
 
 
 def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: bool,
