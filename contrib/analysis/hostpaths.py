@@ -216,14 +216,16 @@ class _Reader:
         code = self.code
         constexpr = re.match(r"\s*constexpr\b", code[pos:])
         pos += constexpr.end() if constexpr else 0
-        opened = code.find("(", pos)
+        opened = code.find("(", pos, end)
+        if opened < 0:
+            return end, live
         close = match_close(code, opened, "(", ")")
         cond = self._flagged(_condition(code[opened + 1:close]))
         pos = self._skip(close + 1, end)
         after, then = self.statement(pos, end, live + (Condition(cond),))
         otherwise: Live | None = live + (Condition(f"!({cond})"),)
         rest = self._skip(after, end)
-        if re.match(r"else\b", code[rest:rest + 5]):
+        if re.match(r"else\b", code[rest:rest + 5]) and otherwise is not None:
             after, otherwise = self.statement(self._skip(rest + 4, end), end, otherwise)
         if then is None and otherwise is None:
             return after, None
@@ -317,7 +319,9 @@ class _Reader:
 
 def _arguments(text: str) -> list[str]:
     """The top-level arguments of a call whose ``(`` was just read."""
-    args, current, depth = [], [], 0
+    args: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "([{":
             depth += 1
