@@ -274,3 +274,16 @@ def _value(expression: str, names: dict[str, str], major: int, minor: int,
         return evaluate(expression, macros).true
     except ExprError:
         return None
+
+
+def capability_names(code: str) -> dict[str, str]:
+    """The names of ``code`` (comments stripped) holding the runtime capability, each
+    with what it holds: ``major``, ``minor`` or ``sm`` (major*10+minor); what
+    :mod:`contrib.analysis.hostpaths` evaluates a host function's ways with."""
+    return _capability_names(code)
+
+
+def constant_values(codes: Iterable[str]) -> dict[str, int]:
+    """The integer constants ``codes`` define (``constexpr int32_t kSM_100 = 100;``), a
+    name defined twice with two values left out."""
+    return _constants(codes)

@@ -61,11 +61,12 @@ from contrib.audit.model import (
     admits_text,
 )
 from contrib.audit.stack.fixed import first_admitting
-from contrib.git.repo import Git
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.reading import Function, Handed, Outside
+from contrib.audit.stack.sglkernel import Kernels, kernel_ops
 from contrib.audit.stack.skips import Trail
 from contrib.audit.stack.walk import Walker
+from contrib.git.repo import Git
 
 # Calls followed below a place reading the feature.  What a setting enables runs close
 # to where it is read; ten steps down (the gate walk's bound) every feature reaches the
@@ -88,12 +89,14 @@ def gate_link(role: Role, upstream: str, commit: str, gate: AuditGate) -> Link:
 @dataclass
 class Upper:
     """The tree a server's features are read in: its name, commit, audited gates (by
-    file) and the walker of its code."""
+    file) and the walker of its code; ``kernels``: the C++ ops it builds itself
+    (sgl-kernel), read below the calls the walk hands out as ``torch.ops.*``."""
 
     name: str
     commit: str
     gates: list[AuditGate]
     walker: Walker
+    kernels: Kernels | None = None
 
     def __post_init__(self) -> None:
         self._tests: dict[str, tuple[dict[int, ast.If | ast.Assert], dict[int, ast.AST]]] = {}
@@ -182,7 +185,8 @@ def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower |
     behind: list[Link] = []  # what lies below the gates met, once they are opened
     # what lies behind a gate keeping the target off a path it does not need (decide())
     # is not on its way either
-    path_asked = asks_for_path(feature) or not outs
+    below = [o for o in outs if lower is not None and o.dotted.split(".")[0] in lower.roots]
+    path_asked = asks_for_path(feature) or not (below or kernel_ops(outs))
     for path, first, last in met:
         for gate in upper.on(path, first, last):
             if gate.excludes_target and (gate.file, gate.line) not in seen and not (
@@ -192,11 +196,13 @@ def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower |
                 if path_asked or gate.effect.kind.refuses:  # else: a path it does not take
                     behind += _behind(gate, lower)
     links += [link for link in dict.fromkeys(behind) if link.excludes]
+    # refused by a gate of this tree on the way, the target never meets what is below
+    # it: no host check there is read (decide() would not name it a crash)
+    refused = any(link.role == Role.GATE and link.refuses for link in links)
     if lower is not None:
-        # refused by a gate of this tree on the way, the target never meets what is below
-        # it: no host check there is read (decide() would not name it a crash)
-        refused = any(link.role == Role.GATE and link.refuses for link in links)
-        _below(links, lower, outs, api=False, arch=arch, host=not refused)
+        _below(links, lower, below, api=False, arch=arch, host=not refused)
+    if upper.kernels is not None:  # the tree's own C++ ops, to the host checks refusing it
+        links += upper.kernels.links(kernel_ops(outs), None if refused else arch)
 
 
 def _on_another_value(upper: Upper, gate: AuditGate, value: str, values: frozenset[str]) -> bool:

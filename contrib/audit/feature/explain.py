@@ -26,12 +26,13 @@ from contrib.audit.serial import chain_cache, chain_from_cache
 from contrib.audit.stack.link import LINK_FORMAT, walker_of
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.mode import Mode
+from contrib.audit.stack.sglkernel import Kernels, with_ops
 from contrib.audit.stack.walk import Walker
 from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 16  # bump when the chains change over the same audits
+FEATURE_FORMAT = 17  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -74,7 +75,8 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
         roots = lower.roots if lower is not None else {}
         walker = walker or walker_of(gates, tree, roots)
         mode = Mode.features(settings_elsewhere(tree, settings_class))
-        upper = Upper(name, commit, gates, walker.in_mode(mode))
+        upper = Upper(name, commit, gates, with_ops(walker.in_mode(mode)),
+                      Kernels(name, commit, tree))
         choices: dict[str, frozenset[str]] = {}
         for f in features:
             if f.value:
