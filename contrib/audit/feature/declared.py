@@ -27,6 +27,7 @@ from collections.abc import Iterator
 
 from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.analysis.tree import SourceTree
+from contrib.audit.feature.envvars import variables
 from contrib.audit.finding.gates import scope_of
 from contrib.audit.model import RUNTIME, Feature, FeatureKind
 from contrib.audit.stack.lower import package_roots
@@ -38,10 +39,11 @@ _MAX_CHOICES = 40  # more than this is a free-form value, not a list of features
 
 def declared(tree: SourceTree, settings_class: str) -> list[Feature]:
     """Every feature the tree declares: its server arguments (the fields of its class
-    ``settings_class``), else its public API."""
+    ``settings_class``) and the environment variables it declares
+    (:func:`~contrib.audit.feature.envvars.variables`), else its public API."""
     paths = [p for p in tree.paths() if p.endswith(".py")]
     flags = server_arguments(tree, paths, settings_class)
-    return flags if flags else public_api(tree, paths)
+    return flags + variables(tree, paths) if flags else public_api(tree, paths)
 
 
 def _parse(tree: SourceTree, path: str) -> ast.Module | None:
@@ -420,17 +422,21 @@ def _backends(module: ast.Module | None, name: str) -> list[str]:
     self._backend == "cutlass":``), as the registry reading finds what a call passing
     one chooses (:func:`~contrib.analysis.reach.backends.parameter_key`)."""
     for node in module.body if module else ():
-        if node.name == name if isinstance(node, Function | ast.ClassDef) else False:
-            scope = [node] if not isinstance(node, ast.ClassDef) else [
-                f for f in node.body if isinstance(f, Function)]
-            init = node if not isinstance(node, ast.ClassDef) else next(
-                (f for f in scope if f.name == "__init__"), None)
-            arg = next((a for a in [*init.args.args, *init.args.kwonlyargs]
-                        if a.arg == _BACKEND), None) if init is not None else None
-            if arg is None:
-                continue
-            typed = _annotated_choices(arg.annotation, {}) if arg.annotation else []
-            return typed or _few(_tested(scope, init))
+        scope: list[Function]
+        init: Function | None
+        if isinstance(node, Function) and node.name == name:
+            scope, init = [node], node
+        elif isinstance(node, ast.ClassDef) and node.name == name:
+            scope = [f for f in node.body if isinstance(f, Function)]
+            init = next((f for f in scope if f.name == "__init__"), None)
+        else:
+            continue
+        arg = next((a for a in [*init.args.args, *init.args.kwonlyargs]
+                    if a.arg == _BACKEND), None) if init is not None else None
+        if arg is None or init is None:
+            continue
+        typed = _annotated_choices(arg.annotation, {}) if arg.annotation else []
+        return typed or _few(_tested(scope, init))
     return []
 
 
