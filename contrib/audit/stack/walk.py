@@ -229,7 +229,10 @@ class Walker:
                 parent = parents.get(id(node))
                 if may_hold(node, parent, value):
                     blocks += self._read_at(path, node, f"read {attr}", target, trail,
-                                            bound=is_variable(attr))
+                                            bound=True if is_variable(attr) else None)
+                elif values and is_variable(attr) and isinstance(parent, ast.Assign):
+                    blocks += self._bound_in_file(path, parent, f"read {attr}", value, target,
+                                                  trail)
                 elif values and isinstance(parent, ast.Assign) and all(
                         isinstance(t, ast.Name) for t in parent.targets):
                     blocks += self._bound_at(path, parent, f"read {attr}")
@@ -256,12 +259,13 @@ class Walker:
         yield from (Block(b.path, b.holder, b.code, via + b.via)
                     for b in self._readers(name, value, target, trail))
 
-    def _bound_in_file(self, path: str, statement: ast.stmt, what: str, target: bool,
-                       trail: Trail) -> list[Block]:
+    def _bound_in_file(self, path: str, statement: ast.stmt, what: str, value: object,
+                       target: bool, trail: Trail) -> list[Block]:
         """A variable's read bound where its file reads it again: to a name at the
         module's top level (``_use_x = get_bool_env_var("SGLANG_X")``) or to an attribute
         of ``self`` (``self.is_fp4_experts = envs.SGLANG_DSV4_FP4_EXPERTS.get()``): what
-        the file's reads of that name run (one step: a read bound again is not followed)."""
+        the file's reads of that name enabled by ``value`` run (:func:`may_hold`; one step:
+        a read bound again is not followed)."""
         if not isinstance(statement, ast.Assign):
             return []
         top = isinstance(self.parents(path).get(id(statement)), ast.Module)
@@ -274,10 +278,12 @@ class Walker:
         if module is None or not (names or attrs):
             return []
         blocks: list[Block] = []
+        parents = self.parents(path)
         for node in ast.walk(module[0]):
             if (isinstance(node, ast.Name) and node.id in names or isinstance(
                     node, ast.Attribute) and node.attr in attrs) and isinstance(
-                    getattr(node, "ctx", None), ast.Load):
+                    getattr(node, "ctx", None), ast.Load) and may_hold(
+                    node, parents.get(id(node)), value):
                 blocks += self._read_at(path, node, what, target, trail)
         return blocks
 
@@ -294,10 +300,11 @@ class Walker:
         return [Block(path, holder, after, (f"{what} in {holder.name}()",))] if after else []
 
     def _read_at(self, path: str, node: ast.AST, what: str, target: bool,
-                 trail: Trail, *, bound: bool = False) -> list[Block]:
+                 trail: Trail, *, bound: object = None) -> list[Block]:
         """What runs where ``node`` reads a setting: the body of the ``if`` it tests, else
-        what the callers of the function deciding with it run; ``bound``: a read bound
-        to a name the file reads again is followed there (:meth:`_bound_in_file`)."""
+        what the callers of the function deciding with it run; ``bound``: where not None,
+        a read bound to a name the file reads again is followed there with this value
+        (:meth:`_bound_in_file`)."""
         parents = self.parents(path)
         if self._never_true(path, node):
             return []
@@ -316,8 +323,8 @@ class Walker:
                 if target and self.excluded(path, up.lineno, up.end_lineno or up.lineno):
                     trail.stopped(path, up)
                     return []
-                if bound and self.mode.values:
-                    kept = self._bound_in_file(path, up, what, target, trail)
+                if bound is not None and self.mode.values:
+                    kept = self._bound_in_file(path, up, what, bound, target, trail)
                     if kept:
                         return kept
                 break
