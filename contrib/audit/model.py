@@ -374,15 +374,20 @@ class FeatureKind(StrEnum):
 
     FLAG = "flag"  # a server argument: --enable-x, --x=value
     API = "api"  # a public function of the package: pkg.fn, pkg.fn:backend=value
+    ENV = "env"  # an environment variable the server reads: SGLANG_X=1, SGLANG_X=value
 
 
 @dataclass(frozen=True)
 class Feature:
     """One feature: its name as a user writes it, and what the code reads.
 
-    ``attr``: the settings' attribute (``enable_flashinfer_allreduce_fusion``), or the
-    API's dotted name (``flashinfer.comm.trtllm_allreduce_fusion``); ``value``: the
-    choice (``trtllm_mla``, a ``backend=`` value), or "" for a flag or a plain API."""
+    ``attr``: the settings' attribute (``enable_flashinfer_allreduce_fusion``), the
+    API's dotted name (``flashinfer.comm.trtllm_allreduce_fusion``) or the environment
+    variable (``SGLANG_ENABLE_JIT_DEEPGEMM``); ``value``: the choice (``trtllm_mla``, a
+    ``backend=`` value, a string the variable is compared with), or "" for a flag, a
+    plain API or a variable set to 1.  ``listed``: the feature table follows it (a
+    function only its module names, ``flashinfer.prefill.fmha_v2_prefill_deepseek``, is
+    ``contrib why``'s to follow, not the table's)."""
 
     kind: FeatureKind
     name: str
@@ -390,6 +395,7 @@ class Feature:
     value: str = ""
     file: str = ""
     line: int = 0
+    listed: bool = True
 
     @property
     def keys(self) -> tuple[tuple[str, str], ...]:

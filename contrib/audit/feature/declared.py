@@ -22,11 +22,16 @@ the way, are the chain's business (:mod:`contrib.audit.feature.chain`).
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterator
 
 from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.analysis.tree import SourceTree
-from contrib.audit.model import Feature, FeatureKind
+from contrib.audit.feature.envvars import variables
+from contrib.audit.finding.gates import scope_of
+from contrib.audit.model import RUNTIME, Feature, FeatureKind
 from contrib.audit.stack.lower import package_roots
+from contrib.audit.stack.reading import Function
 
 _BACKEND = "backend"
 _MAX_CHOICES = 40  # more than this is a free-form value, not a list of features
@@ -34,16 +39,19 @@ _MAX_CHOICES = 40  # more than this is a free-form value, not a list of features
 
 def declared(tree: SourceTree, settings_class: str) -> list[Feature]:
     """Every feature the tree declares: its server arguments (the fields of its class
-    ``settings_class``), else its public API."""
+    ``settings_class``) and the environment variables it declares
+    (:func:`~contrib.audit.feature.envvars.variables`), else its public API."""
     paths = [p for p in tree.paths() if p.endswith(".py")]
     flags = server_arguments(tree, paths, settings_class)
-    return flags if flags else public_api(tree, paths)
+    return flags + variables(tree, paths) if flags else public_api(tree, paths)
 
 
 def _parse(tree: SourceTree, path: str) -> ast.Module | None:
     text = tree.read_text(path)
-    if text is None:
-        return None
+    return None if text is None else _parse_text(text, path)
+
+
+def _parse_text(text: str, path: str = "<unknown>") -> ast.Module | None:
     try:
         return ast.parse(text, filename=path)
     except PARSE_ERRORS:
@@ -248,8 +256,10 @@ def _is_bool(item: ast.AnnAssign) -> bool:
 
 def public_api(tree: SourceTree, paths: list[str]) -> list[Feature]:
     """The functions and classes a package's top-level ``__init__`` exports (and its
-    subpackages' ``__init__``s, named as imported: ``flashinfer.comm.x``), each with
-    one feature per ``backend`` value its ``Literal`` annotation lists."""
+    subpackages' ``__init__``s, named as imported: ``flashinfer.comm.x``), then the
+    public functions of its public modules that no ``__init__`` exports, named by their
+    module (``flashinfer.prefill.fmha_v2_prefill_deepseek``); each with one feature per
+    ``backend`` value (:func:`_backends`)."""
     roots = package_roots(paths)
     names = set(paths)
     features: dict[str, Feature] = {}
@@ -259,29 +269,124 @@ def public_api(tree: SourceTree, paths: list[str]) -> list[Feature]:
         for path in sorted(p for p in paths if p.startswith(f"{prefix}{root}/")
                            and p.endswith("/__init__.py") and p.count("/") - prefix.count("/") <= 2):
             package = path[len(prefix):-len("/__init__.py")].replace("/", ".")
-            module = _parse(tree, path)
-            for node in module.body if module else ():
-                if not isinstance(node, ast.ImportFrom) or node.level != 1 or not node.module:
+            for node in _imports(_parse(tree, path)):
+                if node.level != 1 or not node.module:
                     continue
                 for alias in node.names:
-                    source, defined = _origin(tree, parsed, names, path, node.module,
-                                              alias.name)
                     public = alias.asname or alias.name
                     if public.startswith("_") or alias.name == "*":
                         continue
+                    source, defined = _origin(tree, parsed, names, path, node.module,
+                                              alias.name)
                     dotted = f"{package}.{public}"
                     origin = (source or dotted, defined)
                     if dotted in features or origin in sources:
                         continue
                     sources.add(origin)
-                    backends = _backends(parsed.get(source or ""), defined)
-                    features[dotted] = Feature(FeatureKind.API, dotted, dotted, "", path,
-                                               node.lineno)
-                    for value in backends:
-                        name = f"{dotted}:{_BACKEND}={value}"
-                        features[name] = Feature(FeatureKind.API, name, dotted, value, path,
-                                                 node.lineno)
+                    _add(features, dotted, path, node.lineno,
+                         _backends(parsed.get(source or ""), defined))
+    for path, dotted in _public_modules(paths, roots):
+        for name, line, function in _public_functions(tree.read_text(path) or ""):
+            if (path, name) not in sources:
+                sources.add((path, name))
+                _add(features, f"{dotted}.{name}", path, line, _backends(function, name),
+                     listed=False)
     return list(features.values())
+
+
+def _add(features: dict[str, Feature], dotted: str, path: str, line: int,
+         backends: list[str], *, listed: bool = True) -> None:
+    """``dotted``'s feature, and one per ``backend`` value."""
+    features[dotted] = Feature(FeatureKind.API, dotted, dotted, "", path, line, listed)
+    for value in backends:
+        name = f"{dotted}:{_BACKEND}={value}"
+        features[name] = Feature(FeatureKind.API, name, dotted, value, path, line, listed)
+
+
+def _imports(module: ast.Module | None) -> Iterator[ast.ImportFrom]:
+    """The ``from ... import`` statements of a module's top level, those in the body of a
+    ``try`` that an ``except ImportError`` answers, in a ``with contextlib.suppress(...)``
+    block and in an ``if`` (not ``TYPE_CHECKING``'s) included: flashinfer's optional
+    exports (``with contextlib.suppress(ImportError): from .fused_moe import
+    b12x_fused_moe``; ``if is_cute_dsl_available(): from .b12x_moe import ...``)."""
+    stack = list(reversed(module.body)) if module else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.ImportFrom):
+            yield node
+        elif (isinstance(node, ast.Try) and any(_catches_import(h) for h in node.handlers)) or (
+                isinstance(node, ast.With) and any(_suppresses(i.context_expr)
+                                                   for i in node.items)):
+            stack += reversed(node.body)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            stack += reversed([*node.body, *node.orelse])
+
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+
+
+def _catches_import(handler: ast.ExceptHandler) -> bool:
+    caught = handler.type
+    kinds = caught.elts if isinstance(caught, ast.Tuple) else [caught] if caught else []
+    return any(isinstance(k, ast.Name) and k.id in _IMPORT_ERRORS for k in kinds)
+
+
+def _suppresses(context: ast.expr) -> bool:
+    """``contextlib.suppress(...)`` or ``suppress(...)``."""
+    return isinstance(context, ast.Call) and (
+        (isinstance(context.func, ast.Attribute) and context.func.attr == "suppress")
+        or (isinstance(context.func, ast.Name) and context.func.id == "suppress"))
+
+
+def _public_modules(paths: list[str], roots: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """The package's public runtime modules (no part of the path led by an underscore;
+    no ``__init__``), each with its dotted name."""
+    for root, prefix in sorted(roots.items()):
+        for path in sorted(p for p in paths if p.startswith(f"{prefix}{root}/")):
+            inner = path[len(prefix):]
+            if (path.endswith("/__init__.py") or any(part.startswith("_")
+                                                     for part in inner.split("/"))
+                    or scope_of(path, "", "") != RUNTIME):
+                continue
+            yield path, inner[:-len(".py")].replace("/", ".")
+
+
+_TOP_DEF = re.compile(r"^(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
+_TOP_STATEMENT = re.compile(r"^[^\s#)\]}]", re.MULTILINE)  # a line starting one
+_ALL = re.compile(r"^__all__\b", re.MULTILINE)
+
+
+def _public_functions(text: str) -> list[tuple[str, int, ast.Module | None]]:
+    """The functions a module defines at its top level for its users (those its
+    ``__all__`` lists where it has one, else those named without a leading
+    underscore), each once (the first of a set of ``@overload``s), with its line and,
+    where its text names a ``backend``, its definition parsed.  Read by line, not
+    parsed whole: a library has hundreds of modules of kernels."""
+    listed = _listed(text)
+    found: dict[str, tuple[str, int, ast.Module | None]] = {}
+    for match in _TOP_DEF.finditer(text):
+        name = match.group(1)
+        if name in found or not (name in listed if listed is not None
+                                 else not name.startswith("_")):
+            continue
+        end = _TOP_STATEMENT.search(text, match.end())
+        source = text[match.start():end.start() if end else len(text)]
+        found[name] = (name, text.count("\n", 0, match.start()) + 1,
+                       _parse_text(source) if _BACKEND in source else None)
+    return list(found.values())
+
+
+def _listed(text: str) -> set[str] | None:
+    """The names a module's ``__all__`` lists (a literal list or tuple), or None."""
+    match = _ALL.search(text)
+    if match is None:
+        return None
+    end = _TOP_STATEMENT.search(text, match.end())
+    statement = _parse_text(text[match.start():end.start() if end else len(text)])
+    value = statement.body[0] if statement and statement.body else None
+    listed = _strings(value.value, {}) if isinstance(value, ast.Assign | ast.AnnAssign) \
+        and value.value is not None else None
+    return set(listed) if listed is not None else None
 
 
 def _origin(tree: SourceTree, parsed: dict[str, ast.Module | None], names: set[str],
@@ -294,9 +399,7 @@ def _origin(tree: SourceTree, parsed: dict[str, ast.Module | None], names: set[s
             return None, name
         if source not in parsed:
             parsed[source] = _parse(tree, source)
-        found = parsed[source]
-        imported = next((n for n in (found.body if found else ())
-                         if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module
+        imported = next((n for n in _imports(parsed[source]) if n.level == 1 and n.module
                          and any((a.asname or a.name) == name for a in n.names)), None)
         if imported is None or imported.module is None:
             return source, name
@@ -312,11 +415,46 @@ def _module_path(init: str, module: str, names: set[str]) -> str | None:
 
 
 def _backends(module: ast.Module | None, name: str) -> list[str]:
-    """The ``backend`` values of function ``name`` of ``module``: a ``Literal`` of its
-    ``backend`` parameter."""
+    """The ``backend`` values of function or class ``name`` of ``module`` (a class's:
+    its ``__init__``'s): a ``Literal`` of its ``backend`` parameter, else the strings
+    the function (or the class's methods) compares the parameter with, and the
+    attributes ``__init__`` keeps it in (``self._backend = backend``, then ``if
+    self._backend == "cutlass":``), as the registry reading finds what a call passing
+    one chooses (:func:`~contrib.analysis.reach.backends.parameter_key`)."""
     for node in module.body if module else ():
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            for arg in [*node.args.args, *node.args.kwonlyargs]:
-                if arg.arg == _BACKEND and arg.annotation is not None:
-                    return _annotated_choices(arg.annotation, {})
+        scope: list[Function]
+        init: Function | None
+        if isinstance(node, Function) and node.name == name:
+            scope, init = [node], node
+        elif isinstance(node, ast.ClassDef) and node.name == name:
+            scope = [f for f in node.body if isinstance(f, Function)]
+            init = next((f for f in scope if f.name == "__init__"), None)
+        else:
+            continue
+        arg = next((a for a in [*init.args.args, *init.args.kwonlyargs]
+                    if a.arg == _BACKEND), None) if init is not None else None
+        if arg is None or init is None:
+            continue
+        typed = _annotated_choices(arg.annotation, {}) if arg.annotation else []
+        return typed or _few(_tested(scope, init))
     return []
+
+
+def _tested(scope: list[Function], init: Function) -> list[str]:
+    """The strings ``scope`` compares ``init``'s ``backend`` parameter with, or the
+    attributes ``init`` keeps it in."""
+    operands = {_BACKEND} | {ast.unparse(t) for node in ast.walk(init)
+                             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+                             and node.value.id == _BACKEND for t in node.targets
+                             if isinstance(t, ast.Attribute)}
+    found: list[str] = []
+    for node in (n for f in scope for n in ast.walk(f)):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
+                node.ops[0], ast.Eq | ast.NotEq | ast.In | ast.NotIn):
+            sides = (node.left, node.comparators[0])
+            for side, other in (sides, sides[::-1]):
+                if ast.unparse(other) in operands:
+                    found += _strings(side, {}) or (
+                        [side.value] if isinstance(side, ast.Constant)
+                        and isinstance(side.value, str) else [])
+    return list(dict.fromkeys(found))

@@ -32,14 +32,15 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 17  # bump when the chains change over the same audits
+FEATURE_FORMAT = 18  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
 
 def every(features: list[Feature]) -> list[Feature]:
-    """The :data:`Choose` of every feature (what a feature table follows, and caches)."""
-    return features
+    """The :data:`Choose` of a feature table: every listed feature (what it follows, and
+    caches); a function only its module names is ``contrib why``'s to follow."""
+    return [f for f in features if f.listed]
 
 
 def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
@@ -59,12 +60,12 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
     call no Python gate refuses (a crash there)."""
     path = _cache_file(f"{key}\0{settings_class}")
     features = declared(tree, settings_class)
-    kept = _load(path, features)
+    kept = _load(path, every(features))
     if choose is None:
         choose = every
-    if kept is not None:
-        return kept if choose is every else _chosen(kept, choose(features))
     chosen = choose(features)
+    if kept is not None and (choose is every or all(f.listed for f in chosen)):
+        return kept if choose is every else _chosen(kept, chosen)
     if not chosen:
         return []
     if chosen[0].kind == FeatureKind.API:

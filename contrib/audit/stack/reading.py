@@ -147,8 +147,8 @@ class Reading:
         return [(p, m[0]) for p, m in modules if m is not None]
 
     def named(self, path: str, module: ast.Module) -> dict[str, list[ast.AST]]:
-        """The module's attribute reads (``x.attr``), ``getattr(x, "attr")`` calls and
-        calls by callee name, each under its name, in the order of one walk (kept: a
+        """The module's attribute reads (``x.attr``), ``getattr(x, "attr")`` calls,
+        calls by callee name and calls reading a variable by its name, each under its name, in the order of one walk (kept: a
         tree's walks ask one module for many names)."""
         index = self._index.get(path)
         if index is None:
@@ -160,6 +160,9 @@ class Reading:
                     name = callee_name(node)
                     if name:
                         index.setdefault(name, []).append(node)
+                    variable = env_name(node)  # get_bool_env_var("SGLANG_X")
+                    if variable is not None:
+                        index.setdefault(variable, []).append(node)
                     if (isinstance(node.func, ast.Name) and node.func.id == "getattr"
                             and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
                             and isinstance(node.args[1].value, str)
@@ -238,3 +241,63 @@ def may_hold(read: ast.AST, parent: ast.AST | None, value: object) -> bool:
     if not literals:
         return True
     return isinstance(op, ast.Eq | ast.In) and value in literals
+
+
+# -- the environment -----------------------------------------------------------------------
+
+# a call reading a variable by its name: os.getenv, os.environ.get, sglang's
+# get_bool_env_var / get_int_env_var
+_ENV_CALL = re.compile(r"(?:^|\.)(?:getenv|environ\.get|get_\w*env\w*)$")
+_ENV_FIELD_READS = frozenset({"get", "is_set"})  # sglang's envs.SGLANG_X.get()
+_ENV_FIELD_SETS = frozenset({"set", "override"})  # envs.SGLANG_X.set(True)
+
+
+def is_variable(name: str) -> bool:
+    """Whether a setting's name is an environment variable's (upper case, as POSIX names
+    them: ``SGLANG_ENABLE_JIT_DEEPGEMM``), read through the environment rather than as an
+    attribute of the settings."""
+    return name.isupper() and name.isidentifier()
+
+
+def env_name(call: ast.Call) -> str | None:
+    """The variable a call reads by name (``get_bool_env_var("SGLANG_X")``,
+    ``os.getenv("X", "0")``), or None."""
+    first = call.args[0] if call.args else None
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str)
+            and is_variable(first.value)):
+        return None
+    func = call.func
+    dotted = ast.unparse(func) if isinstance(func, ast.Name | ast.Attribute) else ""
+    return first.value if _ENV_CALL.search(dotted) else None
+
+
+def env_read(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST | None:
+    """Where ``node`` (naming a variable) reads it: the call reading it by name, or the
+    ``.get()`` (``.is_set()``) of a declared field (``envs.SGLANG_X.get()``), whose value
+    the code tests; the field named alone is read too; None for a call setting it
+    (``envs.SGLANG_X.set(True)``) or anything else."""
+    if isinstance(node, ast.Call):
+        return node if env_name(node) else None
+    if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)):
+        return None
+    method, call = parents.get(id(node)), None
+    if isinstance(method, ast.Attribute) and method.value is node:
+        call = parents.get(id(method))
+        if not (isinstance(call, ast.Call) and call.func is method):
+            return None
+        return call if method.attr in _ENV_FIELD_READS else None
+    return node
+
+
+def env_set(call: ast.Call) -> tuple[str, object] | None:
+    """The variable a call sets, and the value a read of it then sees (True, or a
+    string): ``envs.SGLANG_X.set(True)``, ``envs.SGLANG_X.override("triton")``."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr in _ENV_FIELD_SETS
+            and isinstance(func.value, ast.Attribute) and is_variable(func.value.attr)
+            and len(call.args) == 1 and isinstance(call.args[0], ast.Constant)):
+        return None
+    value = call.args[0].value
+    if value is True or value in ("1", "true", "True"):
+        return func.value.attr, True
+    return (func.value.attr, value) if isinstance(value, str) and value else None

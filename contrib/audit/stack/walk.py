@@ -48,6 +48,9 @@ from contrib.audit.stack.reading import (
     Outside,
     Reading,
     decides_with,
+    env_read,
+    env_set,
+    is_variable,
     may_hold,
     reads,
     setting,
@@ -163,6 +166,7 @@ class Walker:
                                  (*block.via, func.node.name))
             if isinstance(node, ast.Call):
                 yield from self.reading.call(block, frame, node, bound)
+                yield from self._env_sets(block, node, target, trail)
             elif isinstance(node, ast.Assign) and (
                     value := setting(node.value, self.mode.values)) is not None:
                 # `self.flag = True`, `self.backend = "auto"`: what reads it set so runs
@@ -211,21 +215,76 @@ class Walker:
     def _find_readers(self, attr: str, value: object, target: bool, trail: Trail) -> list[Block]:
         blocks: list[Block] = []
         values = self.mode.values
-        # `.attr`, or `getattr(args, "attr", None)`
+        # `.attr`, or `getattr(args, "attr", None)`; a variable's name read by a call
         pattern = re.compile(rf"\.{re.escape(attr)}\b" + (
-            rf"|getattr\([^)]*[\"']{re.escape(attr)}[\"']" if values else ""))
+            rf"|getattr\([^)]*[\"']{re.escape(attr)}[\"']" if values else "") + (
+            rf"|[\"']{re.escape(attr)}[\"']" if values and is_variable(attr) else ""))
         for path, module in self.reading.modules_naming(attr, pattern, _MAX_READERS,
                                                         self.mode.folders_elsewhere(attr)):
             parents = self.parents(path)
-            for node in self.reading.named(path, module).get(attr, ()):
-                if not reads(node, attr, values):
+            for named in self.reading.named(path, module).get(attr, ()):
+                node = self._read_of(path, named, attr)
+                if node is None:
                     continue
                 parent = parents.get(id(node))
                 if may_hold(node, parent, value):
-                    blocks += self._read_at(path, node, f"read {attr}", target, trail)
+                    blocks += self._read_at(path, node, f"read {attr}", target, trail,
+                                            bound=True if is_variable(attr) else None)
+                elif values and is_variable(attr) and isinstance(parent, ast.Assign):
+                    blocks += self._bound_in_file(path, parent, f"read {attr}", value, target,
+                                                  trail)
                 elif values and isinstance(parent, ast.Assign) and all(
                         isinstance(t, ast.Name) for t in parent.targets):
                     blocks += self._bound_at(path, parent, f"read {attr}")
+        return blocks
+
+    def _read_of(self, path: str, node: ast.AST, attr: str) -> ast.AST | None:
+        """The expression reading setting ``attr`` where ``node`` names it: ``node``, or
+        for an environment variable the read :func:`~contrib.audit.stack.reading.env_read`
+        finds (``envs.SGLANG_X.get()``, ``get_bool_env_var("SGLANG_X")``); None where it
+        does not read it."""
+        if is_variable(attr):
+            return env_read(node, self.parents(path)) if self.mode.values else None
+        return node if reads(node, attr, self.mode.values) else None
+
+    def _env_sets(self, block: Block, call: ast.Call, target: bool,
+                  trail: Trail | None) -> Iterator[Block]:
+        """What reads a variable that ``call`` sets (``envs.SGLANG_X.set(True)``) run, in
+        a feature's walk: as ``self.flag = True`` enables the tests of ``.flag``."""
+        found = env_set(call) if self.mode.values else None
+        if found is None:
+            return
+        name, value = found
+        via = (*block.via, f"sets {name}" if value is True else f"sets {name}={value!r}")
+        yield from (Block(b.path, b.holder, b.code, via + b.via)
+                    for b in self._readers(name, value, target, trail))
+
+    def _bound_in_file(self, path: str, statement: ast.stmt, what: str, value: object,
+                       target: bool, trail: Trail) -> list[Block]:
+        """A variable's read bound where its file reads it again: to a name at the
+        module's top level (``_use_x = get_bool_env_var("SGLANG_X")``) or to an attribute
+        of ``self`` (``self.is_fp4_experts = envs.SGLANG_DSV4_FP4_EXPERTS.get()``): what
+        the file's reads of that name enabled by ``value`` run (:func:`may_hold`; one step:
+        a read bound again is not followed)."""
+        if not isinstance(statement, ast.Assign):
+            return []
+        top = isinstance(self.parents(path).get(id(statement)), ast.Module)
+        if not top and all(isinstance(t, ast.Name) for t in statement.targets):
+            return self._bound_at(path, statement, what)  # `use = envs.X.get()`: below
+        names = {t.id for t in statement.targets if isinstance(t, ast.Name) and top}
+        attrs = {t.attr for t in statement.targets if isinstance(t, ast.Attribute)
+                 and isinstance(t.value, ast.Name) and t.value.id == "self"}
+        module = self.ev.module(path)
+        if module is None or not (names or attrs):
+            return []
+        blocks: list[Block] = []
+        parents = self.parents(path)
+        for node in ast.walk(module[0]):
+            if (isinstance(node, ast.Name) and node.id in names or isinstance(
+                    node, ast.Attribute) and node.attr in attrs) and isinstance(
+                    getattr(node, "ctx", None), ast.Load) and may_hold(
+                    node, parents.get(id(node)), value):
+                blocks += self._read_at(path, node, what, target, trail)
         return blocks
 
     def _bound_at(self, path: str, statement: ast.Assign, what: str) -> list[Block]:
@@ -241,7 +300,11 @@ class Walker:
         return [Block(path, holder, after, (f"{what} in {holder.name}()",))] if after else []
 
     def _read_at(self, path: str, node: ast.AST, what: str, target: bool,
-                 trail: Trail) -> list[Block]:
+                 trail: Trail, *, bound: object = None) -> list[Block]:
+        """What runs where ``node`` reads a setting: the body of the ``if`` it tests, else
+        what the callers of the function deciding with it run; ``bound``: where not None,
+        a read bound to a name the file reads again is followed there with this value
+        (:meth:`_bound_in_file`)."""
         parents = self.parents(path)
         if self._never_true(path, node):
             return []
@@ -260,6 +323,10 @@ class Walker:
                 if target and self.excluded(path, up.lineno, up.end_lineno or up.lineno):
                     trail.stopped(path, up)
                     return []
+                if bound is not None and self.mode.values:
+                    kept = self._bound_in_file(path, up, what, bound, target, trail)
+                    if kept:
+                        return kept
                 break
             child, up = up, parents.get(id(up))
         decider = self.holder(path, node)
