@@ -191,7 +191,7 @@ class Lower:
         cap = (arch.major, arch.minor) if arch is not None else None
         if (dotted, keys, cap) not in self._below:
             found: dict[tuple[str, int], tuple[AuditGate, Call]] = {}
-            for func, chain, aside in self._reached(self.resolve(dotted), keys, cap):
+            for func, chain, aside in self._reached(self.resolve(dotted, methods=True), keys, cap):
                 for gate in self._held.get(func.path, []):
                     if _holds(func.node, gate) and not any(
                             first <= gate.line <= last for first, last in aside):
