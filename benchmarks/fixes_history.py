@@ -114,6 +114,8 @@ def run(ws: Workspace, fixes: Sequence[Fix], progress: bool) -> list[Row]:
         before = ask(ws, fix.upstream, f"{fix.commit}^", fix.arch, [fix.feature])[fix.feature]
         at = ask(ws, fix.upstream, fix.commit, fix.arch, [fix.feature])[fix.feature]
         rows.append(Row(fix, before, at))
+        if progress:  # each answer as it comes: a long run read before its end
+            print("\n".join(rows[-1].lines()), file=sys.stderr, flush=True)
     return rows
 
 

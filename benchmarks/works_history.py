@@ -119,6 +119,8 @@ def run(ws: Workspace, cases: Sequence[Case], progress: bool) -> list[Row]:
                   file=sys.stderr, flush=True)
         answers = ask(ws, upstream, rev, arch, [c.feature for c in mine])
         rows |= {c.number: Row(c, answers[c.feature]) for c in mine}
+        if progress:  # each answer as it comes: a long run read before its end
+            print("\n".join(rows[c.number].line() for c in mine), file=sys.stderr, flush=True)
     return [rows[c.number] for c in cases]
 
 
