@@ -32,27 +32,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from contrib.arch import parse_arch  # noqa: E402
-from contrib.audit.feature.chain import to_open  # noqa: E402
-from contrib.audit.feature.explain import every  # noqa: E402
-from contrib.audit.feature.show import feature_rows, shown  # noqa: E402
-from contrib.audit.model import Role, Verdict  # noqa: E402
-from contrib.audit.run import audit_upstream  # noqa: E402
-from contrib.audit.serial import link_json  # noqa: E402
-from contrib.workspace.model import Workspace  # noqa: E402
+from why_cases import scratch_workspace
+
+from contrib.arch import parse_arch
+from contrib.audit.feature.chain import to_open
+from contrib.audit.feature.explain import every
+from contrib.audit.feature.show import feature_rows, shown
+from contrib.audit.model import Role, Verdict
+from contrib.audit.run import audit_upstream
+from contrib.audit.serial import link_json
+from contrib.workspace.model import Workspace
 
 FUSION = "--enable-flashinfer-allreduce-fusion"
 STORY = [
@@ -101,12 +100,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="why-history-"))
-    os.environ["CONTRIB_CACHE"] = str(args.cache or root / "cache")
-    (root / "contrib.toml").write_text(
-        f'[upstreams.sglang]\nurl = "{args.sglang}"\nbranch = "main"\n\n'
-        f'[upstreams.flashinfer]\nurl = "{args.flashinfer}"\nbranch = "main"\n', encoding="utf-8")
-    ws = Workspace.find(root)
+    ws = scratch_workspace({"sglang": args.sglang, "flashinfer": args.flashinfer}, args.cache,
+                           "why-history-")
     arch = parse_arch(args.arch)
     report: dict[str, Any] = {"arch": arch.name, "story": [], "commits": []}
     failed = 0
