@@ -9,7 +9,7 @@ gate is one whose truth differs between GPU capabilities (``cc[0] == 12``,
 file of the tree).  Two literal shapes are gates too: a JIT build's
 ``supported_major_versions=[9, 10]`` and a decorator handing a tree function the
 capabilities it runs on (``@supported_compute_capability([100, 103])``).  What a
-gate admits is a :class:`~contrib.analysis.capset.Capabilities`: whole majors, and
+gate admits is a :class:`~contrib.analysis.archvalues.Capabilities`: whole majors, and
 single capabilities where the code tells minors apart (``[120]`` admits 12.0, not 12.1).
 Terms the GPU does not decide (the toolkit's version, a server flag) stay
 satisfiable either way.  A patch's gates are paired with their old form
@@ -26,8 +26,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from contrib.analysis.archeval import TreeEval
-from contrib.analysis.archvalues import Cap, Frame, Func, truth_of, vague
-from contrib.analysis.capset import Capabilities
+from contrib.analysis.archvalues import Cap, Capabilities, Frame, Func, truth_of, vague
 from contrib.analysis.jitsources import builders, built_sources, module_strings
 from contrib.analysis.pyparse import parse
 from contrib.analysis.pywalk import callee_name, walk

@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from contrib.analysis.capset import Cap, Capabilities
+from contrib.analysis.archvalues import Cap, Capabilities
 from contrib.analysis.cexpr import ExprError, Macro, evaluate
 from contrib.analysis.cscan import strip_comments
 from contrib.analysis.cuda_arch import Pass

@@ -3,7 +3,7 @@ a feature's chain across the stack, and its verdict.
 
 Decisions are values.  A gate's effect is an :class:`EffectKind` (refuses, falls
 back, dispatches, ...) with a sentence beside it for people (:attr:`Decision.why`);
-what a gate admits is a :class:`~contrib.analysis.capset.Capabilities` (whole majors,
+what a gate admits is a :class:`~contrib.analysis.archvalues.Capabilities` (whole majors,
 single capabilities where the code names minors); what its code reaches is a tuple of
 :class:`~contrib.analysis.reach.endpoints.Endpoint`, the calls it runs tuples of
 names; its class stands on a :class:`Basis`, with :class:`Evidence` (a place, a
@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import NamedTuple
 
-from contrib.analysis.capset import Capabilities
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import Form
 from contrib.analysis.reach.endpoints import Endpoint
 

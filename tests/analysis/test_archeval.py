@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from contrib.analysis.capset import Capabilities
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.tree import DictTree, GitTree
 from contrib.arch import parse_arch
@@ -74,7 +74,7 @@ def test_a_value_stored_in_another_file_is_a_gate_where_it_is_tested(tree: GitTr
 def test_refusals_in_other_shapes(tree: GitTree) -> None:
     gates = audited(tree, "pkg/forms/refuse.py")
     assert gates["main"].excludes_target and gates["main"].effect.why.endswith("refused on the target")
-    assert gates["fp4_gemm"].excludes_target and gates["fp4_gemm"].admits == Capabilities.of_majors({10})
+    assert gates["fp4_gemm"].excludes_target and gates["fp4_gemm"].admits == Capabilities.listed([(10, 0), (10, 3)])
     assert not gates["fp8_gemm"].excludes_target
     assert gates["why_not"].kind and gates["why_not"].excludes_target
 
@@ -137,7 +137,7 @@ def test_a_pass_for_the_target_and_the_minor_it_is(tree: GitTree) -> None:
     assert not gates[("_skip_if_unsupported", 12)].excludes_target
     assert gates[("_skip_if_unsupported", 12)].effect.why == "the target takes this branch"
     cp = gates[("_skip_if_cp_unsupported", 19)]
-    assert cp.admits == Capabilities.of_majors({9, 12}) and not cp.excludes_target
+    assert cp.admits == Capabilities(frozenset({9}), frozenset({(12, 0)})) and not cp.excludes_target
     spark = {g.line: g for g in gates_of_file("tests/test_gdn.py", tree.read_text(
         "tests/test_gdn.py") or "", parse_arch("sm_121a"), tree_eval(tree))}
     assert spark[19].excludes_target

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from contrib.analysis.archeval import TreeEval
-from contrib.analysis.capset import Capabilities
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import find_gates, gate_findings, touched_gates
 from contrib.arch import parse_arch
 from testing import miniupstream as mu

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contrib.analysis.capset import Capabilities
+from contrib.analysis.archvalues import Capabilities
 from contrib.arch import parse_arch
 from contrib.audit.finding.gates import gates_of_file
 from contrib.audit.model import AuditGate, EffectKind, admits_text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contrib.analysis.capset import Capabilities
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import Form
 from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.audit.model import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contrib.analysis.capset import Capabilities
+from contrib.analysis.archvalues import Capabilities
 from contrib.audit.model import AuditGate, GateKind
 from contrib.enable.draft import _message
 from contrib.workspace.schema import Decided, Done

@@ -22,13 +22,13 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import (
     DECORATOR,
     KEYWORD,
     Gate,
     Scan,
 )
-from contrib.analysis.capset import Capabilities
 from contrib.analysis.pywalk import callee_name
 from contrib.analysis.refusal import refuses, refusing_call
 from contrib.arch import Arch, all_majors

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contrib.analysis.capset import Capabilities
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.cexpr import Macro, evaluate
 from contrib.analysis.gates import find_gates, touched_gates
 from contrib.analysis.hostarch import HOST_REFUSAL, host_checks
