@@ -216,10 +216,11 @@ def _host_checks(path: str, code: str, arch: Arch, admitted: list[Cap],
         on_target = _value(expression, names, arch.major, arch.minor, known)
         passing = [cap for cap in admitted if _value(expression, names, *cap, known)]
         if on_target is False and passing:
+            passes = Capabilities.listed(passing)
+            verb = "passes" if not passes.whole and len(passes.single) == 1 else "pass"
             findings.append(Finding(
                 HOST_REFUSAL, ERROR, path, line,
-                f"`{shown}` refuses {arch.name} at run time; "
-                f"{Capabilities.listed(passing).text()} pass it"))
+                f"`{shown}` refuses {arch.name} at run time; {passes.text()} {verb} it"))
     return findings
 
 

@@ -87,13 +87,13 @@ def test_a_host_check_on_the_minor_refuses_the_other_minor() -> None:
     files = {"csrc/binding.cu": BINDING}
     (finding,) = host_checks(files, SM121, [12])
     assert finding.kind == HOST_REFUSAL and finding.line == 6
-    assert finding.message.endswith("refuses sm_121a at run time; capability 12.0 pass it")
+    assert finding.message.endswith("refuses sm_121a at run time; capability 12.0 passes it")
     assert host_checks(files, SM120, [12]) == []
     widened = {"csrc/binding.cu": BINDING.replace(
         "props.minor == 0)", "(props.minor == 0 || props.minor == 1))")}
     assert host_checks(widened, SM121, [12]) == []
     (refused,) = host_checks(files, SM100, [10, 12])  # a major apart, as before
-    assert refused.message.endswith("capability 12.0 pass it")
+    assert refused.message.endswith("capability 12.0 passes it")
 
 
 def test_an_sm_number_check_tells_minors_apart() -> None:
