@@ -2,12 +2,15 @@
 
 One pass of :mod:`ast` over a module (no import, no execution) asks the arch
 evaluator (:mod:`contrib.analysis.archeval`) about each outermost expression: a
-gate is one whose truth differs between GPU majors (``cc[0] == 12``,
+gate is one whose truth differs between GPU capabilities (``cc[0] == 12``,
+``cc == (12, 0)``,
 ``is_sm100_supported()`` read from its definition, ``f"{major}{minor}" in
 ["100", "103"]``, a module-level ``_is_sm90_supported``, an import from another
 file of the tree).  Two literal shapes are gates too: a JIT build's
 ``supported_major_versions=[9, 10]`` and a decorator handing a tree function the
-capabilities it runs on (``@supported_compute_capability([100, 103])``).
+capabilities it runs on (``@supported_compute_capability([100, 103])``).  What a
+gate admits is a :class:`~contrib.analysis.archvalues.Capabilities`: whole majors, and
+single capabilities where the code tells minors apart (``[120]`` admits 12.0, not 12.1).
 Terms the GPU does not decide (the toolkit's version, a server flag) stay
 satisfiable either way.  A patch's gates are paired with their old form
 (:func:`touched_gates`) and told against the target; what a gate's function
@@ -23,7 +26,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from contrib.analysis.archeval import TreeEval
-from contrib.analysis.archvalues import Cap, Frame, Func, truth_of, vague
+from contrib.analysis.archvalues import Cap, Capabilities, Frame, Func, truth_of, vague
 from contrib.analysis.jitsources import builders, built_sources, module_strings
 from contrib.analysis.pyparse import parse
 from contrib.analysis.pywalk import callee_name, walk
@@ -55,10 +58,10 @@ class Gate:
     function: str  # qualified name of the enclosing function, "<module>" at top level
     kind: Form
     text: str
-    majors: frozenset[int] | None  # None: present but not a literal we can evaluate
+    admits: Capabilities | None  # None: present but not a literal we can evaluate
     index: int = 0  # ordinal among gates of the same function and kind
     node: ast.expr | None = field(default=None, compare=False, repr=False, hash=False)
-    clear: frozenset[int] | None = field(default=None, compare=False)  # a skip never fires
+    clear: frozenset[Cap] | None = field(default=None, compare=False)  # a skip never fires
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -76,13 +79,18 @@ class TouchedGate:
     builders: list[str] = field(default_factory=list)  # its function and the ones it builds through
 
     @property
+    def admits_before(self) -> Capabilities:
+        """What the gate admitted before the patch (nothing for a new gate)."""
+        return self.before.admits or Capabilities() if self.before else Capabilities()
+
+    @property
     def majors_before(self) -> frozenset[int]:
-        """Majors admitted before the patch (empty for a new gate)."""
-        return self.before.majors or frozenset() if self.before else frozenset()
+        """Majors it admitted anything of before the patch (empty for a new gate)."""
+        return self.admits_before.majors
 
     def admits(self, arch: Arch) -> bool | None:
-        """Whether the patched gate admits ``arch`` (None: cannot tell)."""
-        return None if self.after.majors is None else arch.major in self.after.majors
+        """Whether the patched gate admits ``arch``, by major and minor (None: cannot tell)."""
+        return None if self.after.admits is None else self.after.admits.admits_arch(arch)
 
     def to_dict(self, arch: Arch) -> dict[str, object]:
         """JSON-ready form."""
@@ -94,7 +102,9 @@ class TouchedGate:
             "kind": self.after.kind,
             "text": self.after.text,
             "majors_before": sorted(self.majors_before) if self.before else None,
-            "majors_after": None if self.after.majors is None else sorted(self.after.majors),
+            "majors_after": None if self.after.admits is None else sorted(self.after.admits),
+            "admits_before": self.admits_before.text() if self.before else None,
+            "admits_after": None if self.after.admits is None else self.after.admits.text(),
             "admits_target": self.admits(arch),
             "sources": self.sources,
         }
@@ -115,15 +125,15 @@ _MINORS = ((7, 5), (8, 9), (10, 3), (12, 1))
 @dataclass
 class Scan:
     """What one pass over a module found: its gates, its functions by qualified name,
-    the majors each arch-dependent test admits (by node id), and where each was read."""
+    what each arch-dependent test admits (by node id), and where each was read."""
 
     gates: list[Gate]
     functions: dict[str, ast.AST]
-    majors: dict[int, frozenset[int]]
+    admits: dict[int, Capabilities]
     frames: dict[str, Frame]
     module: ast.Module
     ev: TreeEval
-    sure: dict[int, frozenset[int]] = field(default_factory=dict)  # majors where always true
+    sure: dict[int, frozenset[Cap]] = field(default_factory=dict)  # where always true
 
     @cached_property
     def strings(self) -> dict[str, list[str]]:
@@ -134,15 +144,15 @@ class Scan:
 class _Finder(ast.NodeVisitor):
     """One pass of a module: each outermost expression whose truth the GPU decides."""
 
-    def __init__(self, path: str, ev: TreeEval, caps: list[Cap], target: Cap | None = None) -> None:
-        self.path, self.ev, self.caps, self.target = path, ev, caps, target
+    def __init__(self, path: str, ev: TreeEval, caps: list[Cap]) -> None:
+        self.path, self.ev, self.caps = path, ev, caps
         self.scope: list[str] = []
         self.frame = Frame(path)
         self.frames: dict[str, Frame] = {"<module>": self.frame}
         self.gates: list[Gate] = []
         self.functions: dict[str, ast.AST] = {}
-        self.majors: dict[int, frozenset[int]] = {}
-        self.sure: dict[int, frozenset[int]] = {}
+        self.admits: dict[int, Capabilities] = {}
+        self.sure: dict[int, frozenset[Cap]] = {}
         self.skips: set[int] = set()  # ids of conditions under which code is *skipped*
         self._count: dict[tuple[str, str], int] = {}
 
@@ -165,13 +175,13 @@ class _Finder(ast.NodeVisitor):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
 
-    def _add(self, node: ast.expr, kind: Form, text: str, majors: frozenset[int] | None,
-             clear: frozenset[int] | None = None) -> None:
+    def _add(self, node: ast.expr, kind: Form, text: str, admits: Capabilities | None,
+             clear: frozenset[Cap] | None = None) -> None:
         function = ".".join(self.scope) or "<module>"
         index = self._count.get((function, kind), 0)
         self._count[(function, kind)] = index + 1
         self.gates.append(Gate(self.path, node.lineno, node.end_lineno or node.lineno, function,
-                               kind, text[:200], majors, index, node, clear))
+                               kind, text[:200], admits, index, node, clear))
 
     def visit_If(self, node: ast.If) -> None:
         if node.body and gives_up(node.body):
@@ -186,7 +196,7 @@ class _Finder(ast.NodeVisitor):
                 value = _literal(keyword.value)
                 majors = None
                 if isinstance(value, list | tuple | set) and all(isinstance(v, int) for v in value):
-                    majors = frozenset(int(v) for v in value)
+                    majors = Capabilities.of_majors(int(v) for v in value)
                 self._add(node, KEYWORD, ast.unparse(node), majors)
         if not self._expression(node):
             super().generic_visit(node)
@@ -221,7 +231,8 @@ class _Finder(ast.NodeVisitor):
 
     def _decorator(self, node: ast.expr) -> None:
         """``@supported_compute_capability([100, 103])``: a tree function handed the
-        capabilities (major * 10 + minor) the decorated function runs on."""
+        capabilities (major * 10 + minor) the decorated function runs on: ``[120]``
+        admits 12.0 alone."""
         if not (isinstance(node, ast.Call) and node.args):
             self.visit(node)
             return
@@ -229,8 +240,9 @@ class _Finder(ast.NodeVisitor):
         callee = self.ev.eval(node.func, self.frames["<module>"]) if self.scope else frozenset()
         if (isinstance(ccs, list | tuple | set) and ccs and all(isinstance(c, int)
                 and 70 <= c < 200 for c in ccs) and any(isinstance(v, Func) for v in callee)):
-            self.majors[id(node)] = frozenset(c // 10 for c in ccs)
-            self._add(node, DECORATOR, ast.unparse(node), frozenset(c // 10 for c in ccs))
+            listed = Capabilities.listed((c // 10, c % 10) for c in ccs)
+            self.admits[id(node)] = listed
+            self._add(node, DECORATOR, ast.unparse(node), listed)
             return
         self.visit(node)
 
@@ -247,23 +259,21 @@ class _Finder(ast.NodeVisitor):
         per_cap = [truth_of(v) for v in truths.values()]
         if all(t == per_cap[0] for t in per_cap):
             return False  # the GPU is read, but does not change the outcome
-        # The target's major is read on the target itself: `not (is_sm90a() or
-        # is_sm120a())` skips 12.1, not the 12.0 being audited.
-        read = [(cap, t) for cap, t in zip(truths, per_cap, strict=True)
-                if self.target is None or cap[0] != self.target[0] or cap == self.target]
-        majors = frozenset(cap[0] for cap, t in read if True in t)
-        self.majors[id(node)] = majors
-        unsure = {cap[0] for cap, t in read if False in t}
-        self.sure[id(node)] = majors - unsure  # every minor read of the major: true
+        # Each capability is read on its own: `not (is_sm90a() or is_sm120a())` skips
+        # 12.1, not 12.0, and a gate admitting 12.0 alone says so.
+        read = list(zip(truths, per_cap, strict=True))
+        admits = Capabilities.read((cap, True in t) for cap, t in read)
+        self.admits[id(node)] = admits
+        self.sure[id(node)] = frozenset(cap for cap, t in read if t == {True})
         if id(node) in self.skips:
             # `skipif(cond)` / `if cond: raise|skip|return`: the code runs where cond is false.
             # It runs where the skip may not fire; `clear`: where it never fires (then
             # `fp8 and is_sm12x()` refuses SM12x, which SM100 never is, for FP8).
-            runs = frozenset(cap[0] for cap, t in read if False in t)
-            clear = frozenset(all_majors()) - frozenset(cap[0] for cap, t in read if True in t)
+            runs = Capabilities.read((cap, False in t) for cap, t in read)
+            clear = frozenset(cap for cap, t in read if True not in t)
             self._add(node, SKIP, "skipped when " + ast.unparse(node), runs, clear)
         else:
-            self._add(node, CONDITION, ast.unparse(node), majors)
+            self._add(node, CONDITION, ast.unparse(node), admits)
         return True
 
 
@@ -287,9 +297,9 @@ def scan(path: str, text: str, ev: TreeEval | None = None, arch: Arch | None = N
     if module is None:
         module = parse(text, path)
         ev.add_module(path, module)
-    finder = _Finder(path, ev, caps_for(arch), (arch.major, arch.minor) if arch else None)
+    finder = _Finder(path, ev, caps_for(arch))
     finder.visit(module)
-    return Scan(finder.gates, finder.functions, finder.majors, finder.frames, module, ev,
+    return Scan(finder.gates, finder.functions, finder.admits, finder.frames, module, ev,
                 finder.sure)
 
 
@@ -329,9 +339,9 @@ def gate_findings(touched: Iterable[TouchedGate], arch: Arch) -> list[Finding]:
     findings = []
     for gate in touched:
         after = gate.after
-        before = sorted(gate.majors_before) if gate.before else "new gate"
-        now = "unknown" if after.majors is None else sorted(after.majors)
-        where = f"in {after.function}: `{after.text}` admits majors {before} -> {now}"
+        before = gate.admits_before.numbers() if gate.before else "new gate"
+        now = "unknown" if after.admits is None else after.admits.numbers()
+        where = f"in {after.function}: `{after.text}` admits [{before}] -> [{now}]"
         admits = gate.admits(arch)
         if admits is False:
             findings.append(
@@ -340,7 +350,7 @@ def gate_findings(touched: Iterable[TouchedGate], arch: Arch) -> list[Finding]:
                     ERROR,
                     after.file,
                     after.line,
-                    f"{where}; still rejects {arch.name} (major {arch.major})",
+                    f"{where}; still rejects {arch.name} ({arch.capability})",
                 )
             )
         elif admits is None:

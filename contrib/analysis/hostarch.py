@@ -18,12 +18,16 @@ pass over each file (comments stripped):
 * **A host check refusing the target.**  A capability read from the runtime
   (``cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ...)``,
   ``sm = getSMVersion()``, a member initialised so: ``mSM(getSMVersion())``) and
-  then checked: ``TVM_FFI_ICHECK_EQ(major, 10)``, ``TORCH_CHECK(sm == 90 || sm ==
+  ``cudaGetDeviceProperties(&props, ...)`` read as ``props.major``/``props.minor``)
+  and then checked: ``TVM_FFI_ICHECK_EQ(major, 10)``, ``TORCH_CHECK(sm == 90 || sm ==
   100)``, ``if (sm < 90) { throw ... }``, ``FLASHINFER_CHECK(mSM == kSM_100 || mSM ==
-  kSM_103, ...)``.  The check's expression is evaluated on the target and on the
-  admitted majors (only when it names nothing but the capability and integer
-  constants the files define: ``constexpr int32_t kSM_100 = 100;``); false on the
-  target and true on one of them is a refusal in the kernel's own C++.
+  kSM_103, ...)``, ``TVM_FFI_ICHECK(props.major == 12 && props.minor == 0)`` (12.0
+  alone: flashinfer's NVFP4 attention before #3897 opened 12.1).  The check's
+  expression is evaluated on the target and on every capability of the admitted
+  majors (only when it names nothing but the capability and integer constants the
+  files define: ``constexpr int32_t kSM_100 = 100;``); false on the target and true
+  on one of them, the target's own major's other minors included, is a refusal in
+  the kernel's own C++.
 
 Only ISA facts are tabled here (which PTX families which arch has), never an
 upstream's predicates.
@@ -35,10 +39,11 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from contrib.analysis.archvalues import Cap, Capabilities
 from contrib.analysis.cexpr import ExprError, Macro, evaluate
 from contrib.analysis.cscan import strip_comments
 from contrib.analysis.cuda_arch import Pass
-from contrib.arch import Arch
+from contrib.arch import KNOWN, Arch
 from contrib.record.finding import ERROR, Finding
 
 # PTX instruction families and the majors whose arch-specific targets have them.
@@ -55,6 +60,9 @@ _PTX = re.compile(r'"[^"\n]*\b(' + "|".join(PTX_FAMILIES) + r')\.')
 _SM_NAME = re.compile(r"\barch::Sm(\d{2,3})\b|\bSM(\d{2,3})_\w")  # ArchTags, CuTe atoms
 _CAP_ATTR = re.compile(r"cudaDeviceGetAttribute\s*\(\s*&\s*(\w+)\s*,\s*"
                        r"cudaDevAttrComputeCapability(Major|Minor)")
+# `cudaGetDeviceProperties(&props, device)`: then `props.major`, `props.minor`
+_PROPS = re.compile(r"\bcudaGetDeviceProperties\s*\(\s*&\s*(\w+)\s*,")
+_PROP_FIELD = "__prop_{}"  # the name `props.major` is read as (no C++ identifier starts so)
 _SM_CALL = re.compile(r"\b(\w+)\s*=\s*(?:[\w:]+::)?(?:getSMVersion|get_sm_version|getSmVersion|"
                       r"GetSMVersion)\s*\(")
 # a member initialised from it: `TllmGenFmhaRunner(...) : mSM(getSMVersion()), ...`
@@ -141,8 +149,11 @@ def _isa_finding(uses: list[tuple[str, _Use]], arch: Arch) -> list[Finding]:
 
 
 def _capability_names(code: str) -> dict[str, str]:
-    """Names holding the runtime capability: ``major``, ``minor`` or ``sm`` (major*10+minor)."""
+    """Names holding the runtime capability: ``major``, ``minor`` or ``sm`` (major*10+minor);
+    a properties struct's fields under :data:`_PROP_FIELD` (see :func:`_fields_named`)."""
     names = {m[1]: m[2].lower() for m in _CAP_ATTR.finditer(code)}
+    if _PROPS.search(code):
+        names.update({_PROP_FIELD.format("major"): "major", _PROP_FIELD.format("minor"): "minor"})
     names.update((m[1], "sm") for m in _SM_CALL.finditer(code))
     names.update((m[1], "sm") for m in _SM_INIT.finditer(code))
     for m in _SM_SUM.finditer(code):
@@ -164,40 +175,52 @@ def _constants(codes: Iterable[str]) -> dict[str, int]:
     return {name: value for name, value in found.items() if name not in twice}
 
 
+def _fields_named(code: str, expression: str) -> str:
+    """``props.major == 12`` read as ``__prop_major == 12`` where ``props`` was filled by
+    ``cudaGetDeviceProperties`` in ``code``."""
+    for struct in {m[1] for m in _PROPS.finditer(code)}:
+        expression = re.sub(rf"\b{re.escape(struct)}\s*(?:\.|->)\s*(major|minor)\b",
+                            lambda m: _PROP_FIELD.format(m[1]), expression)
+    return expression
+
+
 def host_checks(files: Mapping[str, str], arch: Arch, admitted: Iterable[int]) -> list[Finding]:
-    """Each host check of ``files`` that refuses ``arch`` while a major of ``admitted``
-    passes it (the second half of :func:`arch_findings`)."""
+    """Each host check of ``files`` that refuses ``arch`` while a capability of a major
+    of ``admitted`` passes it (the second half of :func:`arch_findings`)."""
     return _host_findings({path: strip_comments(text) for path, text in sorted(files.items())},
                           arch, admitted)
 
 
 def _host_findings(codes: Mapping[str, str], arch: Arch, admitted: Iterable[int]) -> list[Finding]:
     """The host checks of the files (``codes``: their text, comments stripped)."""
-    majors = sorted(set(admitted) - {arch.major})
-    if not majors:
+    target = (arch.major, arch.minor)
+    caps = [cap for cap in KNOWN if cap[0] in set(admitted) and cap != target]
+    if not caps:
         return []
     known = _constants(codes.values())
-    return [f for path, code in codes.items() for f in _host_checks(path, code, arch, majors, known)]
+    return [f for path, code in codes.items() for f in _host_checks(path, code, arch, caps, known)]
 
 
-def _host_checks(path: str, code: str, arch: Arch, admitted: list[int],
+def _host_checks(path: str, code: str, arch: Arch, admitted: list[Cap],
                  known: Mapping[str, int]) -> list[Finding]:
     names = _capability_names(code)
     if not names:
         return []
     known = {n: v for n, v in known.items() if n not in names}
     findings = []
-    for line, expression, shown in _checks(code):
+    for line, written, shown in _checks(code):
+        expression = _fields_named(code, written)
         idents = set(_IDENT.findall(expression))
         if not idents & set(names) or not idents <= set(names) | set(known):
             continue
         on_target = _value(expression, names, arch.major, arch.minor, known)
-        passing = [m for m in admitted if _value(expression, names, m, 0, known)]
+        passing = [cap for cap in admitted if _value(expression, names, *cap, known)]
         if on_target is False and passing:
+            passes = Capabilities.listed(passing)
+            verb = "passes" if not passes.whole and len(passes.single) == 1 else "pass"
             findings.append(Finding(
                 HOST_REFUSAL, ERROR, path, line,
-                f"`{shown}` refuses {arch.name} at run time; majors "
-                f"{', '.join(map(str, passing))} pass it"))
+                f"`{shown}` refuses {arch.name} at run time; {passes.text()} {verb} it"))
     return findings
 
 

@@ -3,7 +3,8 @@ a feature's chain across the stack, and its verdict.
 
 Decisions are values.  A gate's effect is an :class:`EffectKind` (refuses, falls
 back, dispatches, ...) with a sentence beside it for people (:attr:`Decision.why`);
-what a gate admits is a set of majors; what its code reaches is a tuple of
+what a gate admits is a :class:`~contrib.analysis.archvalues.Capabilities` (whole majors,
+single capabilities where the code names minors); what its code reaches is a tuple of
 :class:`~contrib.analysis.reach.endpoints.Endpoint`, the calls it runs tuples of
 names; its class stands on a :class:`Basis`, with :class:`Evidence` (a place, a
 finding's kind, the guard) and the gates :class:`Below` it.  A gate is frozen: each
@@ -20,6 +21,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import NamedTuple
 
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import Form
 from contrib.analysis.reach.endpoints import Endpoint
 
@@ -155,14 +157,15 @@ NO_DECISION = Decision(EffectKind.UNREAD, "")
 Step = Callable[[int, int, str], None]  # progress: done, of how many, what
 
 
-Admits = frozenset[int] | None  # the majors a gate admits; None: it cannot be read
+Admits = Capabilities | None  # what a gate admits; None: it cannot be read
 
 
 def admits_text(admits: Admits) -> str:
-    """How a table and the JSON say what a gate admits: ``majors 9, 10``, ``unknown``."""
+    """How a table and the JSON say what a gate admits: ``majors 9, 10``, ``majors 10
+    and capability 12.0``, ``unknown``."""
     if admits is None:
         return "unknown"
-    return "majors " + (", ".join(map(str, sorted(admits))) or "none")
+    return admits.text()
 
 
 class Basis(StrEnum):
@@ -342,8 +345,13 @@ class AuditGate:
         return self.function.rsplit(".", 1)[-1]
 
     def admits_major(self, major: int) -> bool | None:
-        """Whether it admits ``major`` (None: what it admits cannot be read)."""
-        return None if self.admits is None else major in self.admits
+        """Whether it admits any capability of ``major`` (None: what it admits cannot
+        be read); :meth:`admits_arch` asks for one architecture, minor included."""
+        return None if self.admits is None else major in self.admits.majors
+
+    def admits_arch(self, major: int, minor: int) -> bool | None:
+        """Whether it admits the capability ``major.minor`` (None: cannot be read)."""
+        return None if self.admits is None else self.admits.admits(major, minor)
 
     def returns_decision(self) -> bool:
         """Whether the gate is the value its own function returns (a decision function:

@@ -4,8 +4,8 @@
   ``admits`` as ``"majors 9, 10"``, ``effect`` as the sentence, ``reached`` as
   ``kind|path|name|majors|chain``, ``calls`` and ``via`` as ``a>b`` and ``a > b``,
   evidence as its line.  It is written here and never parsed again.
-* The result cache keeps the same gate as data (the effect's kind, the majors as
-  numbers, each endpoint's, call's, piece of evidence's and lower gate's fields) and
+* The result cache keeps the same gate as data (the effect's kind, what it admits as
+  numbers: a whole major ``12``, a single capability ``[12, 0]``; each endpoint's, call's, piece of evidence's and lower gate's fields) and
   is read back by :func:`gate_from_cache`, which refuses anything not of the right
   type: a damaged or hand-edited entry is audited again, never trusted.
 * The link cache keeps what linking to the stack below gave each gate
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import Form
 from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.audit.model import (
@@ -113,8 +114,8 @@ def gate_cache(gate: AuditGate) -> dict[str, Any]:
     return data
 
 
-def _majors(admits: frozenset[int] | None) -> list[int] | None:
-    return None if admits is None else sorted(admits)
+def _majors(admits: Capabilities | None) -> list[int | list[int]] | None:
+    return None if admits is None else admits.cache()
 
 
 def evidence_cache(evidence: Evidence) -> list[Any]:
@@ -170,13 +171,12 @@ class _Malformed:
     """What a reader returns for a value of the wrong shape."""
 
 
-def _admits(value: object) -> frozenset[int] | None | _Malformed:
-    """The majors kept, None when unread."""
+def _admits(value: object) -> Capabilities | None | _Malformed:
+    """What the gate admits as kept (:meth:`Capabilities.cache`), None when unread."""
     if value is None:
         return None
-    if isinstance(value, list) and all(_int(m) for m in value):
-        return frozenset(value)
-    return _Malformed()
+    found = Capabilities.from_cache(value)
+    return _Malformed() if found is None else found
 
 
 def _basis(value: object) -> Basis | None | _Malformed:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.tree import DictTree, GitTree
 from contrib.arch import parse_arch
@@ -36,7 +37,7 @@ def audited(tree: GitTree, path: str) -> dict[str, AuditGate]:
 
 def test_the_decision_over_cached_predicates_falls_back_on_the_target(tree: GitTree) -> None:
     gate = audited(tree, "pkg/forms/fusion.py")["apply_fusion"]
-    assert gate.admits == frozenset({9, 10}) and gate.excludes_target
+    assert gate.admits == Capabilities.of_majors({9, 10}) and gate.excludes_target
     assert gate.effect.why.startswith("falls back: false on the target")
 
 
@@ -45,7 +46,7 @@ def test_a_rocm_operand_beside_the_gpu_test_is_false_on_nvidia(tree: GitTree) ->
     apply_fusion(n)) and ...` is decided by the fusion's gate, and the `if` is one
     (sglang's communicator tests `apply_aiter_all_reduce_fusion(x) or ...`)."""
     gate = audited(tree, "pkg/forms/fusion.py")["forward"]
-    assert gate.admits == frozenset({9, 10}) and gate.excludes_target
+    assert gate.admits == Capabilities.of_majors({9, 10}) and gate.excludes_target
     assert gate.effect.why.startswith("falls back: the target takes the generic code")
     assert ("fused_allreduce_norm",) in gate.calls
     assert "is_hip" not in audited(tree, "pkg/utils/common.py")  # not a GPU's value itself
@@ -53,34 +54,34 @@ def test_a_rocm_operand_beside_the_gpu_test_is_false_on_nvidia(tree: GitTree) ->
 
 def test_a_predicate_means_what_its_definition_says(tree: GitTree) -> None:
     gate = audited(tree, "pkg/forms/blackwell.py")["pick"]
-    assert gate.admits == frozenset({10, 11, 12}) and not gate.excludes_target
+    assert gate.admits == Capabilities.of_majors({10, 11, 12}) and not gate.excludes_target
 
 
 def test_names_indexes_and_sm_strings(tree: GitTree) -> None:
     gates = audited(tree, "pkg/forms/names.py")
-    assert gates["tile"].admits == frozenset({12}) and not gates["tile"].excludes_target
-    assert gates["backend"].admits == frozenset({10})
+    assert gates["tile"].admits == Capabilities.of_majors({12}) and not gates["tile"].excludes_target
+    assert gates["backend"].admits == Capabilities.of_majors({10})
     assert gates["backend"].excludes_target and gates["backend"].effect.why.startswith("falls back")
     assert gates["family"].excludes_target and gates["family"].message == "needs SM100"
 
 
 def test_a_value_stored_in_another_file_is_a_gate_where_it_is_tested(tree: GitTree) -> None:
     gate = audited(tree, "pkg/forms/gemm.py")["gemm"]
-    assert gate.admits == frozenset({10}) and gate.excludes_target
+    assert gate.admits == Capabilities.of_majors({10}) and gate.excludes_target
     assert ("flashinfer_gemm",) in gate.calls
 
 
 def test_refusals_in_other_shapes(tree: GitTree) -> None:
     gates = audited(tree, "pkg/forms/refuse.py")
     assert gates["main"].excludes_target and gates["main"].effect.why.endswith("refused on the target")
-    assert gates["fp4_gemm"].excludes_target and gates["fp4_gemm"].admits == frozenset({10})
+    assert gates["fp4_gemm"].excludes_target and gates["fp4_gemm"].admits == Capabilities.listed([(10, 0), (10, 3)])
     assert not gates["fp8_gemm"].excludes_target
     assert gates["why_not"].kind and gates["why_not"].excludes_target
 
 
 def test_the_toolkit_part_of_a_condition_stays_satisfiable(tree: GitTree) -> None:
     gate = audited(tree, "pkg/forms/toolkit.py")["fused"]
-    assert gate.admits == frozenset({10}) and gate.excludes_target
+    assert gate.admits == Capabilities.of_majors({10}) and gate.excludes_target
 
 
 def test_a_triton_kernel_two_calls_down_is_reached(tree: GitTree) -> None:
@@ -91,7 +92,7 @@ def test_a_triton_kernel_two_calls_down_is_reached(tree: GitTree) -> None:
 def test_a_module_skip_through_pytestmark_refuses_the_target(tree: GitTree) -> None:
     gate = audited(tree, "tests/test_ssd.py")["<module>"]
     assert gate.parser_kind == "skip-condition" and gate.excludes_target
-    assert gate.effect.why == "skipped on the target" and gate.admits == frozenset({10})
+    assert gate.effect.why == "skipped on the target" and gate.admits == Capabilities.of_majors({10})
     assert ("ssd_kernel",) in gate.calls  # the module's tests are what it keeps away
 
 
@@ -113,7 +114,7 @@ def test_a_flag_an_object_sets_from_the_gpu_is_the_decision(tree: GitTree) -> No
     text = tree.read_text("pkg/forms/flags.py") or ""
     gates = {g.line: g for g in gates_of_file("pkg/forms/flags.py", text, SM120, ev)}
     flag = gates[6]
-    assert flag.excludes_target and flag.admits == frozenset({10})
+    assert flag.excludes_target and flag.admits == Capabilities.of_majors({10})
     assert flag.effect.why == ("self.enable_fast_gemm: falls back: false on the target, "
                            "true on majors 10")
     assert 7 not in gates  # `self.is_sm100`: an arch predicate's value
@@ -136,7 +137,7 @@ def test_a_pass_for_the_target_and_the_minor_it_is(tree: GitTree) -> None:
     assert not gates[("_skip_if_unsupported", 12)].excludes_target
     assert gates[("_skip_if_unsupported", 12)].effect.why == "the target takes this branch"
     cp = gates[("_skip_if_cp_unsupported", 19)]
-    assert cp.admits == frozenset({9, 12}) and not cp.excludes_target
+    assert cp.admits == Capabilities(frozenset({9}), frozenset({(12, 0)})) and not cp.excludes_target
     spark = {g.line: g for g in gates_of_file("tests/test_gdn.py", tree.read_text(
         "tests/test_gdn.py") or "", parse_arch("sm_121a"), tree_eval(tree))}
     assert spark[19].excludes_target

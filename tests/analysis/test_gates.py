@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from contrib.analysis.archeval import TreeEval
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import find_gates, gate_findings, touched_gates
 from contrib.arch import parse_arch
 from testing import miniupstream as mu
@@ -33,6 +34,14 @@ def is_blackwell():
 def is_sm12x():
     return get_device_capability()[0] == 12
 
+def is_sm120a_supported(device=None):
+    major, minor = get_compute_capability(device)
+    return major == 12 and minor == 0 and torch.version.cuda >= "12.8"
+
+def is_sm121a_supported(device=None):
+    major, minor = get_compute_capability(device)
+    return major == 12 and minor == 1 and torch.version.cuda >= "12.9"
+
 def get_device_sm():
     major, minor = get_device_capability()
     return major * 10 + minor
@@ -62,30 +71,37 @@ def evaluator(text: str, path: str = "pkg/m.py") -> TreeEval:
 def majors(expr: str):
     text = f"from pkg.defs import *\n\n\ndef f(server_args, items, x, enable_x, y):\n    if {expr}:\n        go()\n"
     gates, _ = find_gates("pkg/m.py", text, evaluator(text))
-    return gates[0].majors if gates else None
+    return gates[0].admits.numbers() if gates and gates[0].admits is not None else None
 
 
 @pytest.mark.parametrize(
     ("expr", "expected"),
     [
-        ("_is_sm90_supported or _is_sm100_supported", {9, 10}),
-        ("is_sm90_supported() or is_sm100_supported() or is_sm120_supported()", {9, 10, 12}),
-        ("server_args.enable_fusion and (_is_sm90_supported or _is_sm100_supported)", {9, 10}),
-        ("not is_sm100_supported()", {7, 8, 9, 11, 12}),  # a toolkit that can build SM100
-        ("is_hopper() or is_blackwell()", {9, 10, 11, 12}),
-        ("is_sm12x()", {12}),
-        ("major >= 9", {9, 10, 11, 12}),
-        ("cc_major in [9, 10]", {9, 10}),
-        ("9 <= major < 12", {9, 10, 11}),
-        ("torch.cuda.get_device_capability() >= (9, 0)", {9, 10, 11, 12}),
-        ("torch.cuda.get_device_capability()[0] == 10", {10}),
-        ("get_device_capability() in [(9, 0), (12, 0)]", {9, 12}),
-        ("get_device_sm() >= 100", {10, 11, 12}),
-        ("capability >= 90 and capability < 120", {9, 10, 11}),
+        ("_is_sm90_supported or _is_sm100_supported", "9, 10"),
+        ("is_sm90_supported() or is_sm100_supported() or is_sm120_supported()", "9, 10, 12"),
+        ("server_args.enable_fusion and (_is_sm90_supported or _is_sm100_supported)", "9, 10"),
+        ("not is_sm100_supported()", "7, 8, 9, 11, 12"),  # a toolkit that can build SM100
+        ("is_hopper() or is_blackwell()", "9, 10, 11, 12"),
+        ("is_sm12x()", "12"),
+        ("major >= 9", "9, 10, 11, 12"),
+        ("cc_major in [9, 10]", "9, 10"),
+        ("9 <= major < 12", "9, 10, 11"),
+        ("torch.cuda.get_device_capability() >= (9, 0)", "9, 10, 11, 12"),
+        ("torch.cuda.get_device_capability()[0] == 10", "10"),
+        ("get_device_sm() >= 100", "10, 11, 12"),
+        ("capability >= 90 and capability < 120", "9, 10, 11"),
+        # where the code names a minor, the capability is kept, not its major
+        ("get_device_capability() in [(9, 0), (12, 0)]", "9, 12.0"),
+        ("get_compute_capability() == (12, 0)", "12.0"),
+        ("get_device_sm() == 120", "12.0"),
+        ("get_device_sm() in (100, 103)", "10"),  # every 10.x read (10.0, 10.3) is true
+        ("major == 12 and get_device_capability()[1] == 0", "12.0"),
+        ("is_sm120a_supported()", "12.0"),  # its body tests `minor == 0`
+        ("is_sm120a_supported() or is_sm121a_supported()", "12"),
     ],
 )
 def test_boolean_and_comparison_gates(expr, expected):
-    assert majors(expr) == frozenset(expected)
+    assert majors(expr) == expected
 
 
 @pytest.mark.parametrize("expr", ["enable_x and y", "len(items) >= 9", "is_cuda()", "x in [9, 10]"])
@@ -105,7 +121,7 @@ def test_find_gates_in_module():
     )
     gates, functions = find_gates("pkg/m.py", text, evaluator(text))
     summary = [
-        (g.line, g.function, g.kind, sorted(g.majors) if g.majors is not None else None)
+        (g.line, g.function, g.kind, sorted(g.admits) if g.admits is not None else None)
         for g in gates
     ]
     assert summary == [
@@ -124,7 +140,7 @@ def test_touched_gate_on_mini_upstream(sm120):
     (gate,) = touched_gates(mu.GATE_FILE, before, after, {line})
     assert gate.after.function == "gen_trtllm_comm_module"
     assert (gate.after.line, gate.after.end_line) == (line - 1, line + 1)
-    assert gate.majors_before == {9, 10} and gate.after.majors == {9, 10, 12}
+    assert gate.majors_before == {9, 10} and gate.after.admits == Capabilities.of_majors({9, 10, 12})
     assert gate.admits(sm120) is True
     assert gate.sources == ["trtllm_allreduce.cu"]
     info = gate.to_dict(sm120)
@@ -186,7 +202,7 @@ def test_sglang_shaped_boolean_gate(sm120):
     before += STAR
     after = before.replace("_is_sm100_supported)", "_is_sm100_supported or _is_sm120_supported)")
     (gate,) = touched_gates("pkg/m.py", before, after, {3}, (evaluator(before), evaluator(after)))
-    assert gate.majors_before == {9, 10} and gate.after.majors == {9, 10, 12}
+    assert gate.majors_before == {9, 10} and gate.after.admits == Capabilities.of_majors({9, 10, 12})
     assert gate.admits(parse_arch("sm_120a")) and not gate.admits(parse_arch("sm_110a"))
 
 
@@ -209,7 +225,7 @@ def test_skip_conditions_are_inverted(sm120):
     )
     text += STAR
     gates, _ = find_gates("tests/test_x.py", text, evaluator(text, "tests/test_x.py"))
-    summary = [(g.line, g.kind, sorted(g.majors or ())) for g in gates]
+    summary = [(g.line, g.kind, sorted(g.admits or ())) for g in gates]
     assert summary == [
         (3, "skip-condition", [9, 10, 12]),
         (9, "skip-condition", [9, 10, 11, 12]),
@@ -232,7 +248,7 @@ def test_sglang_shaped_refusal_gate(sm120):
     after = before.replace("is_sm100_supported())", "is_sm100_supported() or is_sm120_supported())")
     (gate,) = touched_gates("pkg/m.py", before, after, {2}, (evaluator(before), evaluator(after)))
     assert gate.after.kind == "skip-condition"
-    assert gate.majors_before == {9, 10} and gate.after.majors == {9, 10, 12}
+    assert gate.majors_before == {9, 10} and gate.after.admits == Capabilities.of_majors({9, 10, 12})
     assert gate.admits(sm120)
     (finding,) = gate_findings([gate], sm120)
     assert finding.severity == "info" and "[9, 10] -> [9, 10, 12]" in finding.message
@@ -258,7 +274,7 @@ def test_a_private_helpers_parameter_holds_what_its_callers_pass(sm120):
     text = REASON + STAR
     gates, _ = find_gates("pkg/m.py", text, evaluator(text), sm120)
     [gate] = [g for g in gates if g.function == "_rejection_reason"]
-    assert (gate.line, gate.kind, sorted(gate.majors or ())) == (2, "skip-condition", [9])
+    assert (gate.line, gate.kind, sorted(gate.admits or ())) == (2, "skip-condition", [9])
     # a caller passing it positionally, or leaving it to its default, counts too
     positional = REASON.replace("arch_major=major", "major") + STAR
     assert any(g.function == "_rejection_reason"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import Form
 from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.audit.model import (
@@ -29,14 +30,14 @@ from contrib.audit.serial import (
     mismatch_json,
 )
 
-_BELOW = Below("flashinfer", "v0.5.3", "abc", "flashinfer/comm.py", 60, "gen_comm", frozenset({10}),
+_BELOW = Below("flashinfer", "v0.5.3", "abc", "flashinfer/comm.py", 60, "gen_comm", Capabilities.of_majors({10}),
                True, NEEDS_KERNEL_WORK, "refused on the target", "flashinfer.comm.fuse",
                ("Layer.forward", "flashinfer.comm.fuse", "gen_comm"))
 
 
 def _gate() -> AuditGate:
     return AuditGate(
-        "flashinfer/jit/comm.py", 191, "gen_trtllm_comm_module", GateKind.JIT, frozenset({9, 10}),
+        "flashinfer/jit/comm.py", 191, "gen_trtllm_comm_module", GateKind.JIT, Capabilities.of_majors({9, 10}),
         True, "supported_major_versions=[9, 10]",
         Decision(EffectKind.VALUE_FALLS_BACK, "self.fast: falls back: false on the target",
                  flag="self.fast", returned=""),
@@ -76,7 +77,7 @@ def test_the_cache_keeps_every_decision_as_data() -> None:
     back = gate_from_cache(gate_cache(gate))
     assert back == gate
     assert back is not None and back.effect.kind is EffectKind.VALUE_FALLS_BACK
-    assert back.effect.self_flag() == "fast" and back.admits == frozenset({9, 10})
+    assert back.effect.self_flag() == "fast" and back.admits == Capabilities.of_majors({9, 10})
     assert back.reached[2].kind is EndpointKind.CUBIN and back.reached[2].majors == (10,)
     assert gate_json(back) == gate_json(gate)
 

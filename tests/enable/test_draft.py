@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contrib.analysis.archvalues import Capabilities
 from contrib.audit.model import AuditGate, GateKind
 from contrib.enable.draft import _message
 from contrib.workspace.schema import Decided, Done
@@ -9,7 +10,7 @@ from contrib.workspace.schema import Decided, Done
 
 def _gate(file: str, line: int, function: str) -> AuditGate:
     return AuditGate(file=file, line=line, function=function, kind=GateKind.JIT,
-                     admits=frozenset({9, 10}), excludes_target=True)
+                     admits=Capabilities.of_majors({9, 10}), excludes_target=True)
 
 
 JIT, API, NORM = (_gate("pkg/jit.py", 5, "gen_norm_module"), _gate("pkg/api.py", 30, "api"),

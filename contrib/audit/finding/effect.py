@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import (
     DECORATOR,
     KEYWORD,
@@ -80,7 +81,7 @@ class Effect(NamedTuple):
 
 def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> Effect:
     """The effect of ``gate`` on ``arch``."""
-    admitted = None if gate.majors is None else arch.major in gate.majors
+    admitted = None if gate.admits is None else gate.admits.admits_arch(arch)
     node = gate.node
     if gate.kind in (KEYWORD, DECORATOR):
         return _listed(gate, admitted, arch, parents)
@@ -92,7 +93,7 @@ def effect(found: Scan, gate: Gate, parents: dict[int, ast.AST], arch: Arch) -> 
                              "sends it elsewhere")
     parent = parents.get(id(node)) if node is not None else None
     if gate.kind == "skip-condition":
-        sometimes = arch.major not in (gate.clear or frozenset()) and bool(gate.clear)
+        sometimes = (arch.major, arch.minor) not in (gate.clear or frozenset()) and bool(gate.clear)
         if admitted and not sometimes:
             return Effect(EffectKind.RUNS, "runs on the target")
         skipped = "skipif" in gate.text or isinstance(parent, ast.Call)
@@ -133,20 +134,22 @@ def _listed(gate: Gate, admitted: bool | None, arch: Arch,
         holder = function_of(gate.node, parents) if gate.node is not None else None
         code = tuple(getattr(holder, "body", ()))
     kind = EffectKind.LISTED if admitted else EffectKind.OMITTED
-    return Effect(kind, f"the {what} " + ("admits" if admitted else "omits")
-                  + f" major {arch.major}", code)
+    # `[120]` omits 12.1 while it lists 12.0: the capability, not the major, is named
+    named = (f"{arch.capability}" if gate.admits is not None and gate.admits.splits(arch.major)
+             else f"major {arch.major}")
+    return Effect(kind, f"the {what} " + ("admits " if admitted else "omits ") + named, code)
 
 
 def _value(gate: Gate, arch: Arch, why: str, code: tuple[ast.AST, ...]) -> Effect:
     """A boolean the code uses as a value: it falls back when the target gets false
     while the generic path's majors do too and a newer arch gets true."""
-    majors = gate.majors or frozenset()
-    if arch.major in majors or majors & _GENERIC or not majors:
-        if arch.major in majors:
-            return Effect(EffectKind.VALUE_TRUE, why + "; true on the target")
+    admits = gate.admits or Capabilities()
+    if admits.admits_arch(arch):
+        return Effect(EffectKind.VALUE_TRUE, why + "; true on the target")
+    if admits.majors & _GENERIC or not admits.majors:
         return Effect(EffectKind.VALUE, why)
-    return Effect(EffectKind.VALUE_FALLS_BACK, f"falls back: false on the target, true on majors "
-                        f"{', '.join(map(str, sorted(majors)))}", code)
+    return Effect(EffectKind.VALUE_FALLS_BACK, f"falls back: false on the target, true on "
+                        f"{admits.text()}", code)
 
 
 def _flag_set(parent: ast.AST | None, node: ast.AST | None) -> ast.Attribute | None:
@@ -179,7 +182,7 @@ def _returned(gate: Gate, arch: Arch, function: ast.AST | None) -> Effect:
 def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
             parents: dict[int, ast.AST]) -> Effect:
     """An ``if`` (or ``elif``) on the arch; ``above``: the ifs before it in its chain."""
-    truth = _truth(found, node.test, arch.major)
+    truth = _truth(found, node.test, arch)
     if truth and node.orelse and _only_says(node.body) and not _passes(node.body) \
             and not _only_says(node.orelse) and not _refusal(node.orelse):
         return Effect(EffectKind.ONLY_SAYS, "the branch the target takes only prints a message; the work "
@@ -188,21 +191,21 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
         return Effect(EffectKind.TAKES_BRANCH, "the target takes this branch")
     # flashinfer's `if major >= 8: ok = True  elif major == 7 and minor >= 5: ...` never
     # reaches the elif on the target; an elif of an arch chain is one refusal with it.
-    if any(_truth(found, earlier.test, arch.major) for earlier in above):
+    if any(_truth(found, earlier.test, arch) for earlier in above):
         return Effect(EffectKind.EARLIER_BRANCH,
                       "an earlier branch of its if/elif chain serves the target")
-    if above and _truth(found, above[-1].test, arch.major) is not None:
+    if above and _truth(found, above[-1].test, arch) is not None:
         return Effect(EffectKind.ELIF, f"an elif of the chain at line {above[-1].lineno}, "
                              "which is judged there")
     code = tuple(node.body) + readers_after(node, parents) + producers(node, parents)
     special = _specialised(found, node)
     for branch in _chain(node.orelse):
         if isinstance(branch, ast.If):
-            if _truth(found, branch.test, arch.major) is False:
+            if _truth(found, branch.test, arch) is False:
                 continue
             body, which, other = branch.body, "the branch the target takes", "another branch"
             refused = EffectKind.BRANCH_REFUSES
-            generic = _truth(found, branch.test, arch.major) is None
+            generic = _truth(found, branch.test, arch) is None
         else:
             body, which, other = branch, "the else branch the target takes", "the else branch"
             refused = EffectKind.ELSE_REFUSES
@@ -211,12 +214,12 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
             return Effect(refused, f"{which} refuses it", code, _raised(body[0]))
         if generic and special:
             return Effect(EffectKind.FALLS_BACK, f"falls back: {other}, the generic path, serves the target "
-                                f"while majors {special} take this one", code)
+                                f"while {special} take this one", code)
         return Effect(EffectKind.CHOOSES, f"chooses between paths; {other} serves the target", code)
     if _exits(node.body):  # no branch takes the target: it goes on after the if
         if special:
             return Effect(EffectKind.FALLS_BACK, "falls back: the target takes the generic code after this "
-                                f"early exit, majors {special} this branch", code)
+                                f"early exit, {special} this branch", code)
         return Effect(EffectKind.EARLY_EXIT, "an early exit; the target takes the code after it", code)
     kept = _kept_values(node, parents)
     if kept and special:
@@ -252,18 +255,18 @@ def _said(body: list[ast.stmt]) -> str:
 
 
 def _specialised(found: Scan, node: ast.If) -> str:
-    """The majors an ``if`` serves when the generic path (pre-Hopper) does not take
-    it, as text; empty when the generic path takes it too."""
-    majors = found.majors.get(id(node.test))
-    if majors is None or majors & _GENERIC:
+    """What an ``if`` serves when the generic path (pre-Hopper) does not take it, as
+    text (``majors 10, 11``); empty when the generic path takes it too."""
+    admits = found.admits.get(id(node.test))
+    if admits is None or admits.majors & _GENERIC:
         return ""
-    return ", ".join(map(str, sorted(majors)))
+    return admits.text()
 
 
-def _truth(found: Scan, test: ast.expr, major: int) -> bool | None:
-    """Whether ``test`` can be true on ``major``; None when the GPU does not decide it."""
-    majors = found.majors.get(id(test))
-    return None if majors is None else major in majors
+def _truth(found: Scan, test: ast.expr, arch: Arch) -> bool | None:
+    """Whether ``test`` can be true on ``arch``; None when the GPU does not decide it."""
+    admits = found.admits.get(id(test))
+    return None if admits is None else admits.admits_arch(arch)
 
 
 def _sent_elsewhere(found: Scan, node: ast.AST | None, parents: dict[int, ast.AST],
@@ -279,11 +282,12 @@ def _sent_elsewhere(found: Scan, node: ast.AST | None, parents: dict[int, ast.AS
     while holder is not None and not isinstance(holder, ast.FunctionDef | ast.AsyncFunctionDef
                                                 | ast.Module | ast.Lambda):
         if isinstance(holder, ast.If) and child is not holder.test:
-            majors = found.majors.get(id(holder.test))
-            if majors is not None:
-                if child in holder.body and arch.major not in majors:
+            admits = found.admits.get(id(holder.test))
+            if admits is not None:
+                if child in holder.body and not admits.admits_arch(arch):
                     return holder
-                if child in holder.orelse and arch.major in found.sure.get(id(holder.test), ()):
+                if child in holder.orelse and (arch.major, arch.minor) in found.sure.get(
+                        id(holder.test), ()):
                     return holder
         child, holder = holder, parents.get(id(holder))
     return None

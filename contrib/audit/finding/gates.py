@@ -164,7 +164,7 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         behind = follow_leads(gated, behind)
     return AuditGate(
         file=path, line=gate.line, function=gate.function, kind=_kind(gate),
-        admits=gate.majors, excludes_target=effect.excludes, text=gate.text,
+        admits=gate.admits, excludes_target=effect.excludes, text=gate.text,
         effect=effect.decision(), message=effect.message,
         scope=scope_of(path, gate.function, gate.text), comment=_comment(lines, gate),
         units=tuple(built_sources(found.functions, gate.function, arch.major, found.strings))
