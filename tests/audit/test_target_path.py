@@ -224,3 +224,38 @@ def test_a_refusal_of_another_value_of_the_setting_is_not_on_this_values_way(
     assert sorted((link["line"], link["refuses"]) for link in decode["links"]
                   if link["file"] == "python/top/checks.py" and link["role"] == "gate"
                   ) == [(8, True), (10, True)]
+
+
+# -- a capability decorator on the API itself is on its way -------------------------------
+
+DECORATED = '''\
+from .jit import gen_norm_module
+
+
+def supported_compute_capability(caps):
+    def wrap(func):
+        return func
+    return wrap
+
+
+@supported_compute_capability([120])
+def nvfp4_attention(x):
+    return gen_norm_module().run(x)
+'''
+
+
+@pytest.mark.slow
+def test_the_apis_own_capability_decorator_tells_12_1_from_12_0(tmp_path: Path) -> None:
+    lower = Repo(tmp_path / "lower")
+    lower.commit("lower", {**LOWER, "lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10]"),
+                           "lowerlib/nvfp4.py": DECORATED,
+                           "lowerlib/__init__.py": LOWER["lowerlib/__init__.py"]
+                           + "from .nvfp4 import nvfp4_attention\n"})
+    ws = _workspace(tmp_path, lower=lower)
+    [on] = _why(ws, "lower", "lowerlib.nvfp4_attention", arch="sm_120a")["features"]
+    assert on["verdict"] == "on"
+    [off] = _why(ws, "lower", "lowerlib.nvfp4_attention", arch="sm_121a")["features"]
+    gate = next(link for link in off["links"] if link["role"] == "gate"
+                and link["file"] == "lowerlib/nvfp4.py")
+    assert (gate["line"], gate["excludes_target"], gate["admits"]) == (10, True, "capability 12.0")
+    assert off["verdict"] != "on"

@@ -290,6 +290,9 @@ def package_roots(paths: Iterable[str]) -> dict[str, str]:
 
 
 def _holds(node: Function, gate: AuditGate) -> bool:
+    """Whether ``gate`` stands in ``node``, its decorators included (flashinfer's
+    ``@supported_compute_capability([120])`` on the API itself)."""
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     last = node.end_lineno or node.lineno
-    return (node.lineno <= gate.line <= last
+    return (first <= gate.line <= last
             and gate.function.rsplit(".", 1)[-1] == node.name)
