@@ -314,10 +314,19 @@ def passed_by_caller(lower: Lower, gate: AuditGate) -> str | None:
                if isinstance(t, ast.Name)}
     for node in ast.walk(function):
         if (isinstance(node, ast.If) and node.lineno <= gate.line <= (node.end_lineno or 0)):
-            read = sorted({n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} & params)
+            read = sorted(_operands(node.test) & params)
             if read:
                 return read[0]
     return None
+
+
+def _operands(test: ast.expr) -> set[str]:
+    """The names a test reads as values of its own, not as arguments handed to a call
+    (``is_sm100a_supported(device)``: ``device`` is the GPU asked about, not a choice
+    of the caller's)."""
+    handed = {id(n) for call in ast.walk(test) if isinstance(call, ast.Call)
+              for arg in (*call.args, *(k.value for k in call.keywords)) for n in ast.walk(arg)}
+    return {n.id for n in ast.walk(test) if isinstance(n, ast.Name) and id(n) not in handed}
 
 
 def _own(link: Link) -> Link:
