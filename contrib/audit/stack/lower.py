@@ -37,6 +37,7 @@ from contrib.audit.model import (
     Call,
 )
 from contrib.audit.stack.reading import Function
+from contrib.audit.stack.requirements import Way, decorator_lines, ways
 from contrib.audit.stack.skips import Skips
 from contrib.audit.stack.walk import MAX_DEPTH
 
@@ -71,6 +72,7 @@ class Lower:
         self.skips = Skips(self.audit.gates)
         self._held: dict[str, list[AuditGate]] = {}
         self._owners: dict[str, dict[int, ast.ClassDef]] = {}  # per file: function -> class
+        self._checks: set[int] = set()  # requirement functions a decorator runs (_ways)
         for gate in self.audit.gates:
             if gate.scope == RUNTIME:
                 self._held.setdefault(gate.file, []).append(gate)
@@ -169,6 +171,9 @@ class Lower:
         (:func:`~contrib.analysis.reach.backends.parameter_key`)."""
         if not keys:
             return None
+        taken = self._ways(func, keys)
+        if taken is not None:
+            return taken[0].key
         names = decorator_keys(func.node)
         chosen = next((v for _, v in keys if v in names), None)
         if chosen is not None:
@@ -178,6 +183,15 @@ class Lower:
             self._owners[func.path] = classes_of(module[0]) if module else {}
         return parameter_key(self._owners[func.path].get(id(func.node)), func.node, keys)
 
+    def _ways(self, func: Func, keys: tuple[tuple[str, str], ...]) -> list[Way] | None:
+        """The backends a call passing ``keys`` takes through ``func``'s requirement
+        decorator (:func:`~contrib.audit.stack.requirements.ways`), kept; the checks
+        they run are marked, whose decorators' gates are theirs to hold."""
+        found = ways(self.ev, self.skips, self.gate_at, func, keys)
+        for way in found or ():
+            self._checks.update(id(c.node) for c in way.checks)
+        return found
+
     def below(self, dotted: str, keys: tuple[tuple[str, str], ...] = ()
               ) -> list[tuple[AuditGate, Call]]:
         """The lower gates a call of ``dotted`` reaches, each with the calls leading to it;
@@ -186,8 +200,11 @@ class Lower:
         if (dotted, keys) not in self._below:
             found: dict[tuple[str, int], tuple[AuditGate, Call]] = {}
             for func, chain, aside in self._reached(self.resolve(dotted), keys):
+                # a requirement check's decorator (its arch gate) holds its gate
+                marks = decorator_lines(func) if id(func.node) in self._checks else None
                 for gate in self._held.get(func.path, []):
-                    if _holds(func.node, gate) and not any(
+                    if (_holds(func.node, gate) or (marks is not None and marks[0] <= gate.line
+                                                    <= marks[1])) and not any(
                             first <= gate.line <= last for first, last in aside):
                         found.setdefault((gate.file, gate.line), (gate, chain))
             self._below[(dotted, keys)] = sorted(found.values(),
@@ -198,15 +215,22 @@ class Lower:
                  ) -> list[tuple[Func, Call, list[tuple[int, int]]]]:
         """The functions a call of ``entries`` reaches, each with the calls leading to it
         and the lines of its branches the backend chosen by ``keys`` does not take."""
-        seen: dict[int, tuple[Func, Call, list[tuple[int, int]]]] = {}
-        queue: deque[tuple[Func, Call, int, Key | None]] = deque(
-            (f, (f.node.name,), 0, self._key(f, keys)) for f in entries)
+        seen: dict[tuple[int, Key | None], tuple[Func, Call, list[tuple[int, int]]]] = {}
+        queue: deque[tuple[Func, Call, int, Key | None]] = deque()
+        for f in entries:
+            taken = self._ways(f, keys)
+            if taken is None:
+                queue.append((f, (f.node.name,), 0, self._key(f, keys)))
+                continue
+            for way in taken:  # the checks its requirement decorator runs, then its body
+                queue += [(c, (f.node.name, c.node.name), 1, way.key) for c in way.checks]
+                queue.append((f, (f.node.name,), 0, way.key))
         while queue and len(seen) < MAX_BELOW:
             func, chain, depth, key = queue.popleft()
-            if id(func.node) in seen:
+            if (id(func.node), key) in seen:
                 continue
             aside: list[tuple[int, int]] = []
-            seen[id(func.node)] = (func, chain, aside)
+            seen[(id(func.node), key)] = (func, chain, aside)
             if depth >= MAX_DEPTH:
                 continue
             frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
@@ -214,7 +238,7 @@ class Lower:
                 if isinstance(node, ast.Call):
                     self.ev.cap = (0, 0)
                     for value in ordered(self.ev.eval(node.func, frame)):
-                        if isinstance(value, Func) and id(value.node) not in seen:
+                        if isinstance(value, Func) and (id(value.node), key) not in seen:
                             queue.append((value, (*chain, value.node.name), depth + 1, key))
         return list(seen.values())
 

@@ -1,0 +1,163 @@
+"""The backend a call of a library's API runs through a requirement decorator.
+
+flashinfer's ``@backend_requirement({"cudnn": _cudnn_req, "b12x": _b12x_req, ...},
+common_check=_check_size, heuristic_func=_heuristic)`` wraps an API: called with
+``backend="b12x"`` it runs ``_b12x_req`` (whose ``@supported_compute_capability([120,
+121])`` is the arch gate) and the common check before the API's body; called with
+``backend="auto"`` it keeps the backends whose requirement admits the GPU, and the
+heuristic orders them for it (``if is_sm120 and cuda_major >= 13: return [c for c in
+("b12x", "cutlass", "cudnn") if c in suitable_backends]``): the API then makes a runner
+for each backend the heuristic returned.
+
+:func:`ways` reads that: the backends a call takes, each with the functions the
+wrapper runs for it.  What the heuristic returns on the target is read on the
+target's own way through it (:meth:`~contrib.audit.stack.skips.Skips.walk`: the
+branches the lower audit's gates say the target takes); whether a requirement admits
+the target, from the lower audit's gate on its decorator.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from contrib.analysis.archvalues import Func, ordered
+from contrib.analysis.reach.backends import Key, string_keys
+from contrib.analysis.reach.tree import PyTree
+from contrib.audit.model import AuditGate
+from contrib.audit.stack.skips import Skips
+
+# the decorator's parameters, as flashinfer's ``backend_requirement`` names them
+_COMMON = "common_check"
+_HEURISTIC = "heuristic_func"
+_CHECKS = "backend_checks"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A requirement decorator's table: each backend's requirement function (by name,
+    in the decorated function's module), the common check and the heuristic."""
+
+    checks: tuple[tuple[str, str], ...]
+    common: str | None = None
+    heuristic: str | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.checks)
+
+
+@dataclass(frozen=True)
+class Way:
+    """One backend a call takes (None: no backend chosen by name), and the functions
+    the wrapper runs for it before the API's body (its requirement, the common check)."""
+
+    key: Key | None
+    checks: tuple[Func, ...]
+
+
+def requirement_of(node: ast.AST) -> Requirement | None:
+    """The table of a requirement decorator on ``node``: a decorator call handed a dict
+    keyed by string literals whose values are names (the backends' checks), and
+    heuristic or common check by keyword."""
+    for mark in getattr(node, "decorator_list", []):
+        if not isinstance(mark, ast.Call):
+            continue
+        given = {k.arg: k.value for k in mark.keywords if k.arg}
+        table = mark.args[0] if mark.args else given.get(_CHECKS)
+        if not isinstance(table, ast.Dict) or not string_keys(table):
+            continue
+        checks = tuple((k.value, v.id) for k, v in zip(table.keys, table.values, strict=True)
+                       if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                       and isinstance(v, ast.Name))
+        if not checks:
+            continue
+        return Requirement(checks, _named(given.get(_COMMON)), _named(given.get(_HEURISTIC)))
+    return None
+
+
+def _named(value: ast.expr | None) -> str | None:
+    return value.id if isinstance(value, ast.Name) else None
+
+
+def ways(ev: PyTree, skips: Skips, gate_at: Callable[[str, int], AuditGate | None],
+         func: Func, keys: tuple[tuple[str, str], ...]) -> list[Way] | None:
+    """The backends a call of ``func`` passing ``keys`` takes through its requirement
+    decorator, each with the checks run for it; None when ``func`` has none, or the
+    call passes no string for it.  A name of the table: that backend.  Another string
+    where the decorator has a heuristic (``"auto"``): the backends it returns on the
+    target among those whose requirement admits it (all those, when what it returns
+    cannot be read); none admitting: every backend, each refused by its own gate."""
+    table = requirement_of(func.node)
+    if table is None or not keys:
+        return None
+    names = table.names
+    checks = {name: _function(ev, func.path, fn) for name, fn in table.checks}
+    common = _function(ev, func.path, table.common) if table.common else ()
+    chosen = next((v for _, v in keys if v in names), None)
+    if chosen is not None:
+        return [Way((chosen, names), (*checks[chosen], *common))]
+    if table.heuristic is None:
+        return None
+    admitted = [n for n, _ in table.checks if not any(
+        _refused(gate_at, f) for f in checks[n])]
+    heuristic = _function(ev, func.path, table.heuristic)
+    picked = [n for n in picks(skips, heuristic, names) if n in admitted] or admitted
+    if not picked:  # no backend admits the target: each requirement refuses it
+        return [Way(None, (*(f for n, _ in table.checks for f in checks[n]), *common))]
+    return [Way((name, names), (*checks[name], *common)) for name in picked]
+
+
+def _function(ev: PyTree, path: str, name: str) -> tuple[Func, ...]:
+    return tuple(v for v in ordered(ev.global_(name, path)) if isinstance(v, Func))
+
+
+def _refused(gate_at: Callable[[str, int], AuditGate | None], func: Func) -> bool:
+    """Whether a gate of the lower audit on ``func``'s decorators turns the target away
+    (``@supported_compute_capability([100, 103])`` on SM120)."""
+    for mark in getattr(func.node, "decorator_list", []):
+        for line in range(mark.lineno, (mark.end_lineno or mark.lineno) + 1):
+            gate = gate_at(func.path, line)
+            if gate is not None and gate.excludes_target:
+                return True
+    return False
+
+
+def decorator_lines(func: Func) -> tuple[int, int] | None:
+    """The first and last line of ``func``'s decorators (None: it has none)."""
+    marks = getattr(func.node, "decorator_list", [])
+    if not marks:
+        return None
+    return min(m.lineno for m in marks), max(m.end_lineno or m.lineno for m in marks)
+
+
+def picks(skips: Skips, heuristic: Iterable[Func], names: frozenset[str]) -> list[str]:
+    """The backends of ``names`` a heuristic returns on the target, in its order: the
+    strings of what it returns on the target's way through it (a list or tuple of
+    literals, a comprehension over one, a name bound to one on the way)."""
+    found: list[str] = []
+    for func in heuristic:
+        bound: dict[str, list[str]] = {}
+        for node in skips.walk(func.path, func.node.body, target=True):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Name):
+                bound.setdefault(node.targets[0].id, []).extend(_strings(node.value, {}))
+            elif isinstance(node, ast.Return) and node.value is not None:
+                found += [s for s in _strings(node.value, bound) if s in names]
+    return list(dict.fromkeys(found))
+
+
+def _strings(value: ast.expr, bound: dict[str, list[str]]) -> list[str]:
+    """The strings a returned value lists: literals, a list or tuple of them, a
+    comprehension over one (``[c for c in ("b12x", "cutlass") if c in ok]``), a name
+    bound to one."""
+    if isinstance(value, ast.Constant):
+        return [value.value] if isinstance(value.value, str) else []
+    if isinstance(value, ast.List | ast.Tuple):
+        return [s for item in value.elts for s in _strings(item, bound)]
+    if isinstance(value, ast.ListComp | ast.GeneratorExp) and len(value.generators) == 1:
+        return _strings(value.generators[0].iter, bound)
+    if isinstance(value, ast.Name):
+        return bound.get(value.id, [])
+    return []
