@@ -101,7 +101,7 @@ class Tables:
         another platform by name (``is_npu()``, ``_is_hip``), alone or or-ed."""
         parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) \
             else [test]
-        if all(_other_platform(p) for p in parts):
+        if all(other_platform(p) for p in parts):
             return True
         cap = self.ev.cap
         try:
@@ -114,7 +114,7 @@ class Tables:
             self.ev.cap = cap
 
 
-def _other_platform(test: ast.expr) -> bool:
+def other_platform(test: ast.expr) -> bool:
     """``is_npu()``, ``_is_hip``: a test named for another platform."""
     node = test.func if isinstance(test, ast.Call) and not test.args else test
     name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")

@@ -48,6 +48,7 @@ from contrib.audit.model import (
 )
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.reading import Function, Handed, Outside
+from contrib.audit.stack.settinggates import setting_links
 from contrib.audit.stack.skips import Trail
 from contrib.audit.stack.walk import Walker
 
@@ -101,6 +102,9 @@ def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None,
             _below(links, lower, [Outside(feature.attr, (), feature.keys)], api=True, arch=arch)
     else:
         _walk_flag(links, feature, upper, lower, arch)
+        if arch is not None:  # the gates a value meets that no `if` on the GPU spells out
+            links += setting_links(upper.walker.ev, upper.name, upper.commit, upper.on,
+                                   feature.attr, feature.value, arch)
     return decide(feature, tuple(links))
 
 
