@@ -224,7 +224,8 @@ class Lower:
                 continue
             for way in taken:  # the checks its requirement decorator runs, then its body
                 queue += [(c, (f.node.name, c.node.name), 1, way.key) for c in way.checks]
-                queue.append((f, (f.node.name,), 0, way.key))
+                if way.body:
+                    queue.append((f, (f.node.name,), 0, way.key))
         while queue and len(seen) < MAX_BELOW:
             func, chain, depth, key = queue.popleft()
             if (id(func.node), key) in seen:

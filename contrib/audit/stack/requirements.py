@@ -50,11 +50,13 @@ class Requirement:
 
 @dataclass(frozen=True)
 class Way:
-    """One backend a call takes (None: no backend chosen by name), and the functions
-    the wrapper runs for it before the API's body (its requirement, the common check)."""
+    """One backend a call takes (None: no backend chosen by name), the functions the
+    wrapper runs for it before the API's body (its requirement, the common check), and
+    whether the body runs (not where every requirement refuses the target)."""
 
     key: Key | None
     checks: tuple[Func, ...]
+    body: bool = True
 
 
 def requirement_of(node: ast.AST) -> Requirement | None:
@@ -105,7 +107,7 @@ def ways(ev: PyTree, skips: Skips, gate_at: Callable[[str, int], AuditGate | Non
     heuristic = _function(ev, func.path, table.heuristic)
     picked = [n for n in picks(skips, heuristic, names) if n in admitted] or admitted
     if not picked:  # no backend admits the target: each requirement refuses it
-        return [Way(None, (*(f for n, _ in table.checks for f in checks[n]), *common))]
+        return [Way(None, tuple(f for n, _ in table.checks for f in checks[n]), body=False)]
     return [Way((name, names), (*checks[name], *common)) for name in picked]
 
 
