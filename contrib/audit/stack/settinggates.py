@@ -105,13 +105,14 @@ def _returned_ints(ev: PyTree, path: str, func: ast.FunctionDef, depth: int) -> 
     for ret in _returns(func.body):
         value = ret.value
         if isinstance(value, ast.IfExp):  # `return 100 if self.use_mxfp8 else 80`
-            sides = [value.body, value.orelse]
-            if all(isinstance(s, ast.Constant) and type(s.value) is int for s in sides):
-                found += [s.value for s in sides if isinstance(s, ast.Constant)]
-                continue
-            return []
-        if isinstance(value, ast.Constant) and type(value.value) is int:
-            found.append(value.value)
+            sides = [_int(value.body), _int(value.orelse)]
+            if None in sides:
+                return []
+            found += [n for n in sides if n is not None]
+            continue
+        number = _int(value)
+        if number is not None:
+            found.append(number)
         elif (isinstance(value, ast.Call) and not value.args and depth < 2
               and isinstance(value.func, ast.Attribute) and value.func.attr == func.name):
             more = [n for p, c in classes_named(ev, value.func.value, Frame(path))
@@ -123,6 +124,13 @@ def _returned_ints(ev: PyTree, path: str, func: ast.FunctionDef, depth: int) -> 
         else:
             return []
     return found
+
+
+def _int(node: ast.expr | None) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) \
+            and not isinstance(node.value, bool):
+        return node.value
+    return None
 
 
 def _returns(body: list[ast.stmt]) -> Iterator[ast.Return]:
@@ -195,6 +203,7 @@ def allow_list_links(ev: PyTree, upstream: str, commit: str, gates_on: GateAt,
         up = parents(module[0])
         for node in walk(module[0]):
             listed = _allow_list(node, attr)
+            line = getattr(node, "lineno", 0)
             if listed is None or value in listed:
                 continue
             conditions = _conditions(up, node)
@@ -207,7 +216,7 @@ def allow_list_links(ev: PyTree, upstream: str, commit: str, gates_on: GateAt,
                 if gates:  # a test of the GPU
                     takes = all(not g.effect.kind.not_taken and not g.excludes_target
                                 for g in gates)
-                    yield Link(Role.GATE, upstream, commit, path, node.lineno, holder,
+                    yield Link(Role.GATE, upstream, commit, path, line, holder,
                                f"{attr} in {allowed}", takes, takes, None,
                                f"{attr}={value} is not among the values allowed where "
                                f"{ast.unparse(test)} ({allowed})"
@@ -215,7 +224,7 @@ def allow_list_links(ev: PyTree, upstream: str, commit: str, gates_on: GateAt,
                     break
             else:
                 where = " and ".join(ast.unparse(t) for t in conditions)
-                yield Link(Role.GATE, upstream, commit, path, node.lineno, holder,
+                yield Link(Role.GATE, upstream, commit, path, line, holder,
                            f"{attr} in {allowed}", False, False, None,
                            f"refuses {attr}={value} only where {where} (it allows {allowed})")
 
