@@ -122,7 +122,7 @@ def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Gi
     if kept is not None:
         return Linked(below, *kept, time.monotonic() - started, True, None)
     assert walk is not None
-    lower = Lower(name, tag, commit, below, lower_tree)
+    lower = Lower(name, tag, commit, below, lower_tree, arch=arch)
     linked, mismatches = link(upper, tree, lower, arch, walk.result())
     with contextlib.suppress(ContribError):
         check_inside(environ.cache_root(), path)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contrib.analysis.archvalues import Frame, Func, ModRef, ordered
+from contrib.analysis.archvalues import Frame, Func, ModRef, ordered, truth_of
 from contrib.analysis.includes import IncludeResolver
 from contrib.analysis.reach.backends import (
     Key,
@@ -37,7 +37,7 @@ from contrib.audit.model import (
     Call,
 )
 from contrib.audit.stack.reading import Function
-from contrib.audit.stack.requirements import Way, decorator_lines, ways
+from contrib.audit.stack.requirements import Way, decorator_lines, dispatch_frame, ways
 from contrib.audit.stack.skips import Skips
 from contrib.audit.stack.walk import MAX_DEPTH
 
@@ -55,6 +55,7 @@ class Lower:
     commit: str
     audit: TreeAudit
     tree: GitTree
+    arch: Arch | None = None  # the target the audit was made for: a parameter dispatch on it
     ev: PyTree = field(init=False)
     roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
     _below: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[AuditGate, Call]]] = field(
@@ -216,18 +217,18 @@ class Lower:
         """The functions a call of ``entries`` reaches, each with the calls leading to it
         and the lines of its branches the backend chosen by ``keys`` does not take."""
         seen: dict[tuple[int, Key | None], tuple[Func, Call, list[tuple[int, int]]]] = {}
-        queue: deque[tuple[Func, Call, int, Key | None]] = deque()
+        queue: deque[tuple[Func, Call, int, Key | None, Frame | None]] = deque()
         for f in entries:
             taken = self._ways(f, keys)
             if taken is None:
-                queue.append((f, (f.node.name,), 0, self._key(f, keys)))
+                queue.append((f, (f.node.name,), 0, self._key(f, keys), None))
                 continue
             for way in taken:  # the checks its requirement decorator runs, then its body
-                queue += [(c, (f.node.name, c.node.name), 1, way.key) for c in way.checks]
+                queue += [(c, (f.node.name, c.node.name), 1, way.key, None) for c in way.checks]
                 if way.body:
-                    queue.append((f, (f.node.name,), 0, way.key))
+                    queue.append((f, (f.node.name,), 0, way.key, None))
         while queue and len(seen) < MAX_BELOW:
-            func, chain, depth, key = queue.popleft()
+            func, chain, depth, key, bound = queue.popleft()
             if (id(func.node), key) in seen:
                 continue
             aside: list[tuple[int, int]] = []
@@ -235,13 +236,29 @@ class Lower:
             if depth >= MAX_DEPTH:
                 continue
             frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
-            for node in self.skips.walk(func.path, func.node.body, key=key, aside=aside):
+            decide = self._decider(bound) if bound is not None else None
+            for node in self.skips.walk(func.path, func.node.body, key=key, aside=aside,
+                                        decide=decide):
                 if isinstance(node, ast.Call):
                     self.ev.cap = (0, 0)
                     for value in ordered(self.ev.eval(node.func, frame)):
                         if isinstance(value, Func) and (id(value.node), key) not in seen:
-                            queue.append((value, (*chain, value.node.name), depth + 1, key))
+                            queue.append((value, (*chain, value.node.name), depth + 1, key,
+                                          dispatch_frame(self.ev, self.arch, node, frame, value)))
         return list(seen.values())
+
+    def _decider(self, bound: Frame) -> Callable[[ast.If], bool | None]:
+        """Whether the target takes an ``if`` of a function run with its arguments
+        ``bound`` on the target (:func:`dispatch_frame`)."""
+        def decide(node: ast.If) -> bool | None:
+            assert self.arch is not None
+            self.ev.cap = (self.arch.major, self.arch.minor)
+            try:
+                truth = truth_of(self.ev.eval(node.test, bound))
+            finally:
+                self.ev.cap = (0, 0)
+            return next(iter(truth)) if len(truth) == 1 else None
+        return decide
 
 
 def package_roots(paths: Iterable[str]) -> dict[str, str]:

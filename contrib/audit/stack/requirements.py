@@ -22,9 +22,10 @@ import ast
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from contrib.analysis.archvalues import Func, ordered
+from contrib.analysis.archvalues import ANY, Frame, Func, Values, ordered
 from contrib.analysis.reach.backends import Key, string_keys
 from contrib.analysis.reach.tree import PyTree
+from contrib.arch import Arch
 from contrib.audit.model import AuditGate
 from contrib.audit.stack.skips import Skips
 
@@ -163,3 +164,50 @@ def _strings(value: ast.expr, bound: dict[str, list[str]]) -> list[str]:
     if isinstance(value, ast.Name):
         return bound.get(value.id, [])
     return []
+
+
+def dispatch_frame(ev: PyTree, arch: Arch | None, call: ast.Call, frame: Frame,
+                   callee: Func) -> Frame | None:
+    """The frame of ``callee`` run by ``call`` on the target, its parameters bound to
+    what the call passes there, when an argument reads the GPU (flashinfer's
+    ``get_cutlass_fp4_gemm_module(major, minor)``, ``major`` from the device, whose
+    ``if sm_major in [10, 11]:`` picks the module): its tests of them are the target's
+    to decide.  None when no argument reads the GPU, or without a target."""
+    if arch is None or not isinstance(callee.node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    given = [*call.args, *(k.value for k in call.keywords)]
+    if not given or not any(ev.may_read_gpu(a, frame) for a in given) \
+            or any(isinstance(a, ast.Starred) for a in call.args) \
+            or any(k.arg is None for k in call.keywords):
+        return None
+    cap = ev.cap
+    ev.cap = (arch.major, arch.minor)
+    try:
+        args = tuple(ev.eval(a, frame) for a in call.args)
+        kwargs = tuple((k.arg, ev.eval(k.value, frame)) for k in call.keywords if k.arg)
+    finally:
+        ev.cap = cap
+    env = _bind(callee.node.args, args, kwargs)
+    if env is None:
+        return None
+    return Frame(callee.path, ev.function_scope(callee.node), env, id(callee.node))
+
+
+def _bind(spec: ast.arguments, args: tuple[Values, ...],
+          kwargs: tuple[tuple[str, Values], ...]) -> dict[str, Values] | None:
+    """The parameters bound to what a call passes (any value for the others); None when
+    it passes more than the function takes."""
+    positional = [a.arg for a in (*spec.posonlyargs, *spec.args)]
+    if len(args) > len(positional) and spec.vararg is None:
+        return None
+    env: dict[str, Values] = {name: ANY for name in (*positional,
+                                                     *(a.arg for a in spec.kwonlyargs))}
+    env.update(zip(positional, args, strict=False))
+    for extra in (spec.vararg, spec.kwarg):
+        if extra is not None:
+            env[extra.arg] = ANY
+    for name, value in kwargs:
+        if name not in env and spec.kwarg is None:
+            return None
+        env[name] = value
+    return env
