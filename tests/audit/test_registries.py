@@ -91,11 +91,18 @@ def mm(a, backend="auto"):
         backends = mm.suitable_auto_backends
     else:
         backends = [backend]
+    major, minor = get_compute_capability(a.device)
     factory = {
         "big": lambda: gen_big_module().run(a),
-        "small": lambda: gen_small_module().run(a),
+        "small": lambda: get_small_module(major).run(a),
     }
     return [factory[b]() for b in backends]
+
+
+def get_small_module(sm_major):
+    if sm_major == 10:
+        return gen_big_module()
+    return gen_small_module()
 '''
 UNIT = "__global__ void k(float* out) { out[threadIdx.x] = 1.0f; }\n"
 LIB = {"lib/__init__.py": "from .gemm import mm\n", "lib/utils.py": UTILS, "lib/core.py": CORE,
@@ -106,7 +113,7 @@ def _chain(arch, value):  # type: ignore[no-untyped-def]
     tree = DictTree(dict(LIB))
     gates, _ = find_all(tree, arch)
     lower = Lower("lib", "v1", "c" * 40, TreeAudit("c" * 40, "", judge(tree, gates, arch)),
-                  tree)  # type: ignore[arg-type]
+                  tree, arch=arch)  # type: ignore[arg-type]
     feature = Feature(FeatureKind.API, f"lib.mm:backend={value}", "lib.mm", value)
     return chain_of(feature, None, lower, arch)
 
@@ -119,7 +126,8 @@ def _spots(chain) -> list[tuple[str, int, bool]]:  # type: ignore[no-untyped-def
 def test_auto_follows_what_the_heuristic_picks_for_the_target() -> None:
     """On SM 12.0 the heuristic returns "small" first and "big" after; "big"'s
     requirement refuses the GPU, so only "small" is suitable: its requirement (the
-    decorator admitting 120) and its module (built for 12) are the way, not "big"'s."""
+    decorator admitting 120) and its module (built for 12, picked by the GPU's major
+    passed down: ``get_small_module(major)``) are the way, not "big"'s."""
     chain = _chain(SM120, "auto")
     assert chain.verdict == Verdict.ON, chain
     spots = _spots(chain)
