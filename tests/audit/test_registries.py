@@ -273,3 +273,33 @@ def test_an_allow_list_under_a_backend_refuses_the_value_only_with_that_backend(
     assert "moe_runner_backend == 'fused'" in link.why
     assert not list(allow_list_links(ev, "top", "c", lambda p, f, last: [], "quantization",
                                      "fp8"))
+
+
+CHECKS = '''\
+import torch
+
+
+def is_sm120():
+    return torch.cuda.get_device_capability()[0] == 12
+
+
+def check(args):
+    if is_sm120():
+        assert args.quantization in ["fp8", None], "this GPU runs fp8 only"
+'''
+
+
+def test_an_allow_list_under_a_test_of_the_gpu_turns_the_target_away() -> None:
+    """A per-arch allow-list: on SM120 (the branch taken, as the audit's gate at its
+    test says) ``fp4`` is refused there; on SM 9.0 the branch is not taken."""
+    files = dict(TOP) | {"top/checks.py": CHECKS}
+    tree = DictTree(files)
+    ev = PyTree(tree.read_text, [p for p in tree.paths() if p.endswith(".py")])
+    for arch, refused in ((SM120, True), (SM90, False)):
+        gates = judge(tree, find_all(tree, arch)[0], arch)
+        on = [link for link in allow_list_links(
+            ev, "top", "c", lambda p, first, last, gates=gates: [  # type: ignore[misc]
+                g for g in gates if g.file == p and first <= g.line <= last],
+            "quantization", "fp4") if link.file == "top/checks.py"]
+        assert [(link.line, link.excludes, link.refuses) for link in on] == [
+            (10, refused, refused)], (arch, on)
