@@ -37,7 +37,13 @@ from contrib.audit.model import (
     Call,
 )
 from contrib.audit.stack.reading import Function
-from contrib.audit.stack.requirements import Way, decorator_lines, dispatch_frame, ways
+from contrib.audit.stack.requirements import (
+    Dispatch,
+    Way,
+    decorator_lines,
+    dispatch_frame,
+    ways,
+)
 from contrib.audit.stack.skips import Skips
 from contrib.audit.stack.walk import MAX_DEPTH
 
@@ -217,7 +223,7 @@ class Lower:
         """The functions a call of ``entries`` reaches, each with the calls leading to it
         and the lines of its branches the backend chosen by ``keys`` does not take."""
         seen: dict[tuple[int, Key | None], tuple[Func, Call, list[tuple[int, int]]]] = {}
-        queue: deque[tuple[Func, Call, int, Key | None, Frame | None]] = deque()
+        queue: deque[tuple[Func, Call, int, Key | None, Dispatch | None]] = deque()
         for f in entries:
             taken = self._ways(f, keys)
             if taken is None:
@@ -247,14 +253,15 @@ class Lower:
                                           dispatch_frame(self.ev, self.arch, node, frame, value)))
         return list(seen.values())
 
-    def _decider(self, bound: Frame) -> Callable[[ast.If], bool | None]:
-        """Whether the target takes an ``if`` of a function run with its arguments
-        ``bound`` on the target (:func:`dispatch_frame`)."""
+    def _decider(self, bound: Dispatch) -> Callable[[ast.If], bool | None]:
+        """Whether the target takes an ``if`` testing a parameter its caller passed the
+        GPU's value in (:func:`~contrib.audit.stack.requirements.dispatch_frame`)."""
         def decide(node: ast.If) -> bool | None:
-            assert self.arch is not None
+            if self.arch is None or not bound.decides(node.test):
+                return None
             self.ev.cap = (self.arch.major, self.arch.minor)
             try:
-                truth = truth_of(self.ev.eval(node.test, bound))
+                truth = truth_of(self.ev.eval(node.test, bound.frame))
             finally:
                 self.ev.cap = (0, 0)
             return next(iter(truth)) if len(truth) == 1 else None

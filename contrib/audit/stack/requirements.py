@@ -166,48 +166,63 @@ def _strings(value: ast.expr, bound: dict[str, list[str]]) -> list[str]:
     return []
 
 
+@dataclass(frozen=True)
+class Dispatch:
+    """A function run with its parameters bound to what a call passes on the target:
+    its frame, and the parameters the call passed a value read from the GPU in."""
+
+    frame: Frame
+    params: frozenset[str]
+
+    def decides(self, test: ast.expr) -> bool:
+        """Whether ``test`` reads one of those parameters (the caller's GPU)."""
+        return any(isinstance(n, ast.Name) and n.id in self.params for n in ast.walk(test))
+
+
 def dispatch_frame(ev: PyTree, arch: Arch | None, call: ast.Call, frame: Frame,
-                   callee: Func) -> Frame | None:
-    """The frame of ``callee`` run by ``call`` on the target, its parameters bound to
-    what the call passes there, when an argument reads the GPU (flashinfer's
+                   callee: Func) -> Dispatch | None:
+    """``callee`` run by ``call`` on the target, its parameters bound to what the call
+    passes there, when an argument reads the GPU (flashinfer's
     ``get_cutlass_fp4_gemm_module(major, minor)``, ``major`` from the device, whose
-    ``if sm_major in [10, 11]:`` picks the module): its tests of them are the target's
-    to decide.  None when no argument reads the GPU, or without a target."""
-    if arch is None or not isinstance(callee.node, ast.FunctionDef | ast.AsyncFunctionDef):
-        return None
-    given = [*call.args, *(k.value for k in call.keywords)]
-    if not given or not any(ev.may_read_gpu(a, frame) for a in given) \
+    ``if sm_major in [10, 11]:`` picks the module): its tests of those parameters are
+    the target's to decide.  None when no argument reads the GPU, or without a target."""
+    if arch is None or not isinstance(callee.node, ast.FunctionDef | ast.AsyncFunctionDef) \
             or any(isinstance(a, ast.Starred) for a in call.args) \
             or any(k.arg is None for k in call.keywords):
+        return None
+    spec = callee.node.args
+    positional = [a.arg for a in (*spec.posonlyargs, *spec.args)]
+    if positional[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+        positional = positional[1:]  # a method called on its object or class
+    given = [*zip(positional, call.args, strict=False),
+             *((k.arg, k.value) for k in call.keywords if k.arg)]
+    gpu = frozenset(name for name, value in given if ev.may_read_gpu(value, frame))
+    if not gpu:
         return None
     cap = ev.cap
     ev.cap = (arch.major, arch.minor)
     try:
-        args = tuple(ev.eval(a, frame) for a in call.args)
-        kwargs = tuple((k.arg, ev.eval(k.value, frame)) for k in call.keywords if k.arg)
+        bound = tuple((name, ev.eval(value, frame)) for name, value in given)
     finally:
         ev.cap = cap
-    env = _bind(callee.node.args, args, kwargs)
+    env = _bind(spec, bound)
     if env is None:
         return None
-    return Frame(callee.path, ev.function_scope(callee.node), env, id(callee.node))
+    return Dispatch(Frame(callee.path, ev.function_scope(callee.node), env, id(callee.node)),
+                    gpu)
 
 
-def _bind(spec: ast.arguments, args: tuple[Values, ...],
-          kwargs: tuple[tuple[str, Values], ...]) -> dict[str, Values] | None:
-    """The parameters bound to what a call passes (any value for the others); None when
-    it passes more than the function takes."""
-    positional = [a.arg for a in (*spec.posonlyargs, *spec.args)]
-    if len(args) > len(positional) and spec.vararg is None:
-        return None
-    env: dict[str, Values] = {name: ANY for name in (*positional,
-                                                     *(a.arg for a in spec.kwonlyargs))}
-    env.update(zip(positional, args, strict=False))
+def _bind(spec: ast.arguments, bound: tuple[tuple[str, Values], ...]
+          ) -> dict[str, Values] | None:
+    """Every parameter of ``spec``, those a call passes bound to their values (any value
+    for the others); None when it names one the function does not take."""
+    env: dict[str, Values] = {a.arg: ANY for a in (*spec.posonlyargs, *spec.args,
+                                                    *spec.kwonlyargs)}
     for extra in (spec.vararg, spec.kwarg):
         if extra is not None:
             env[extra.arg] = ANY
-    for name, value in kwargs:
-        if name not in env and spec.kwarg is None:
+    for name, value in bound:
+        if name not in env:
             return None
         env[name] = value
     return env
