@@ -58,6 +58,7 @@ from lib.jit import gen_big_module, gen_small_module
 from lib.utils import backend_requirement, get_compute_capability, supported_compute_capability
 
 
+@supported_compute_capability([100])
 def _check_size(a, backend="auto"):
     return True
 
@@ -77,8 +78,10 @@ def _heuristic(suitable_backends, a, backend="auto"):
     is_sm120 = major == 12 and minor == 0
     if is_sm120:
         return [c for c in ("small", "big") if c in suitable_backends]
-    candidates = ("big",)
-    return [c for c in candidates if c in suitable_backends]
+    picked = []
+    if "big" in suitable_backends:
+        picked.append("big_sm10x")
+    return picked
 
 
 @backend_requirement(
@@ -127,13 +130,16 @@ def test_auto_follows_what_the_heuristic_picks_for_the_target() -> None:
     """On SM 12.0 the heuristic returns "small" first and "big" after; "big"'s
     requirement refuses the GPU, so only "small" is suitable: its requirement (the
     decorator admitting 120) and its module (built for 12, picked by the GPU's major
-    passed down: ``get_small_module(major)``) are the way, not "big"'s."""
+    passed down: ``get_small_module(major)``) are the way, not "big"'s.  The common
+    check runs, but its capability decorator is not the wrapper's to check where the
+    table has backends (flashinfer's ``_check_bmm_fp8_problem_size``)."""
     chain = _chain(SM120, "auto")
     assert chain.verdict == Verdict.ON, chain
     spots = _spots(chain)
-    assert ("_small_requirement", 14, False) in spots
+    assert ("_small_requirement", 15, False) in spots
     assert ("gen_small_module", 10, False) in spots
-    assert not any(name in ("_big_requirement", "gen_big_module") for name, _, _ in spots)
+    assert not any(name in ("_big_requirement", "gen_big_module", "_check_size")
+                   for name, _, _ in spots)
 
 
 def test_auto_where_no_backend_admits_the_target_is_refused_by_each_requirement() -> None:
@@ -154,16 +160,17 @@ def test_a_backend_by_name_meets_its_own_requirement() -> None:
     assert big.verdict != Verdict.ON
     small = _chain(SM120, "small")
     assert small.verdict == Verdict.ON, small
-    assert ("_small_requirement", 14, False) in _spots(small)
+    assert ("_small_requirement", 15, False) in _spots(small)
 
 
 def test_auto_on_a_target_the_heuristic_has_no_branch_for_keeps_the_suitable() -> None:
-    """SM 12.1: the heuristic's SM 12.0 branch is not taken and its other list names
-    "big" only, which the GPU does not pass: what the heuristic returns is read, none
-    of it admits the target, and every suitable backend ("small") is kept."""
+    """SM 12.1: the heuristic's SM 12.0 branch is not taken and what it appends names
+    "big" only (its variant ``"big_sm10x"``), which the GPU does not pass: what the
+    heuristic returns is read, none of it admits the target, and every suitable
+    backend ("small") is kept."""
     chain = _chain(SM121, "auto")
     spots = _spots(chain)
-    assert ("_small_requirement", 14, False) in spots, chain
+    assert ("_small_requirement", 15, False) in spots, chain
     assert not any(name == "_big_requirement" for name, _, _ in spots)
 
 
@@ -243,6 +250,17 @@ TOP = {"top/__init__.py": "", "top/utils.py": TOP_UTILS, "top/quant/__init__.py"
 def _top() -> PyTree:
     tree = DictTree(dict(TOP))
     return PyTree(tree.read_text, [p for p in tree.paths() if p.endswith(".py")])
+
+
+def test_the_heuristic_returns_what_it_appends_and_names_variants_by_their_backend() -> None:
+    from contrib.audit.stack.requirements import picks
+
+    tree = DictTree(dict(LIB))
+    gates = judge(tree, find_all(tree, SM90)[0], SM90)
+    lower = Lower("lib", "v1", "c" * 40, TreeAudit("c" * 40, "", gates), tree,
+                  arch=SM90)  # type: ignore[arg-type]
+    heuristic = [f for f in lower.resolve("lib.gemm._heuristic")]
+    assert picks(lower.skips, heuristic, frozenset({"big", "small"})) == ["big"]
 
 
 def test_a_value_picks_a_class_whose_minimum_capability_its_caller_compares() -> None:

@@ -20,6 +20,7 @@ from contrib.analysis.includes import IncludeResolver
 from contrib.analysis.reach.backends import (
     Key,
     decorator_keys,
+    named_choice,
     parameter_key,
 )
 from contrib.analysis.reach.endpoints import Endpoint
@@ -230,7 +231,8 @@ class Lower:
                 queue.append((f, (f.node.name,), 0, self._key(f, keys), None))
                 continue
             for way in taken:  # the checks its requirement decorator runs, then its body
-                queue += [(c, (f.node.name, c.node.name), 1, way.key, None) for c in way.checks]
+                queue += [(c, (f.node.name, c.node.name), 1, way.key, None)
+                          for c in (*way.checks, *way.runs)]
                 if way.body:
                     queue.append((f, (f.node.name,), 0, way.key, None))
         while queue and len(seen) < MAX_BELOW:
@@ -242,7 +244,7 @@ class Lower:
             if depth >= MAX_DEPTH:
                 continue
             frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
-            decide = self._decider(bound) if bound is not None else None
+            decide = self._decider(bound) if self.arch is not None else None
             for node in self.skips.walk(func.path, func.node.body, key=key, aside=aside,
                                         decide=decide):
                 if isinstance(node, ast.Call):
@@ -253,18 +255,22 @@ class Lower:
                                           dispatch_frame(self.ev, self.arch, node, frame, value)))
         return list(seen.values())
 
-    def _decider(self, bound: Dispatch) -> Callable[[ast.If], bool | None]:
-        """Whether the target takes an ``if`` testing a parameter its caller passed the
-        GPU's value in (:func:`~contrib.audit.stack.requirements.dispatch_frame`)."""
+    def _decider(self, bound: Dispatch | None) -> Callable[[ast.If], bool | None]:
+        """Whether the target takes an ``if``: one testing a parameter its caller passed
+        the GPU's value in (:func:`~contrib.audit.stack.requirements.dispatch_frame`),
+        or a name written for other archs (``"cutlass_sm10x" in runner_names``:
+        :func:`~contrib.analysis.reach.backends.named_choice`, over the backend's test)."""
         def decide(node: ast.If) -> bool | None:
-            if self.arch is None or not bound.decides(node.test):
-                return None
-            self.ev.cap = (self.arch.major, self.arch.minor)
-            try:
-                truth = truth_of(self.ev.eval(node.test, bound.frame))
-            finally:
-                self.ev.cap = (0, 0)
-            return next(iter(truth)) if len(truth) == 1 else None
+            assert self.arch is not None
+            if bound is not None and bound.decides(node.test):
+                self.ev.cap = (self.arch.major, self.arch.minor)
+                try:
+                    truth = truth_of(self.ev.eval(node.test, bound.frame))
+                finally:
+                    self.ev.cap = (0, 0)
+                if len(truth) == 1:
+                    return next(iter(truth))
+            return named_choice(node.test, self.arch.major)
         return decide
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from contrib.analysis.archvalues import ANY, Frame, Func, Values, ordered
-from contrib.analysis.reach.backends import Key, string_keys
+from contrib.analysis.reach.backends import Key, of_registry, string_keys
 from contrib.analysis.reach.tree import PyTree
 from contrib.arch import Arch
 from contrib.audit.model import AuditGate
@@ -52,11 +52,15 @@ class Requirement:
 @dataclass(frozen=True)
 class Way:
     """One backend a call takes (None: no backend chosen by name), the functions the
-    wrapper runs for it before the API's body (its requirement, the common check), and
-    whether the body runs (not where every requirement refuses the target)."""
+    wrapper runs for it before the API's body: its requirement (whose capability
+    decorator the wrapper checks) and the common check (run, its decorator not checked
+    where the table has backends: flashinfer's ``_check_bmm_fp8_problem_size`` is marked
+    ``[100, 103, 107]`` and runs on SM120 too), and whether the body runs (not where
+    every requirement refuses the target)."""
 
     key: Key | None
     checks: tuple[Func, ...]
+    runs: tuple[Func, ...] = ()
     body: bool = True
 
 
@@ -100,7 +104,7 @@ def ways(ev: PyTree, skips: Skips, gate_at: Callable[[str, int], AuditGate | Non
     common = _function(ev, func.path, table.common) if table.common else ()
     chosen = next((v for _, v in keys if v in names), None)
     if chosen is not None:
-        return [Way((chosen, names), (*checks[chosen], *common))]
+        return [Way((chosen, names), checks[chosen], common)]
     if table.heuristic is None:
         return None
     admitted = [n for n, _ in table.checks if not any(
@@ -109,7 +113,7 @@ def ways(ev: PyTree, skips: Skips, gate_at: Callable[[str, int], AuditGate | Non
     picked = [n for n in picks(skips, heuristic, names) if n in admitted] or admitted
     if not picked:  # no backend admits the target: each requirement refuses it
         return [Way(None, tuple(f for n, _ in table.checks for f in checks[n]), body=False)]
-    return [Way((name, names), (*checks[name], *common)) for name in picked]
+    return [Way((name, names), checks[name], common) for name in picked]
 
 
 def _function(ev: PyTree, path: str, name: str) -> tuple[Func, ...]:
@@ -138,7 +142,8 @@ def decorator_lines(func: Func) -> tuple[int, int] | None:
 def picks(skips: Skips, heuristic: Iterable[Func], names: frozenset[str]) -> list[str]:
     """The backends of ``names`` a heuristic returns on the target, in its order: the
     strings of what it returns on the target's way through it (a list or tuple of
-    literals, a comprehension over one, a name bound to one on the way)."""
+    literals, a comprehension over one, a name bound to one or appended to on the way),
+    each a name of the table or a variant of one (``"cutlass_sm12x"``: ``"cutlass"``)."""
     found: list[str] = []
     for func in heuristic:
         bound: dict[str, list[str]] = {}
@@ -146,8 +151,13 @@ def picks(skips: Skips, heuristic: Iterable[Func], names: frozenset[str]) -> lis
             if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                     and isinstance(node.targets[0], ast.Name):
                 bound.setdefault(node.targets[0].id, []).extend(_strings(node.value, {}))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr == "append" and isinstance(node.func.value, ast.Name)
+                  and len(node.args) == 1):  # `heuristic_backends.append("cutlass_sm12x")`
+                bound.setdefault(node.func.value.id, []).extend(_strings(node.args[0], {}))
             elif isinstance(node, ast.Return) and node.value is not None:
-                found += [s for s in _strings(node.value, bound) if s in names]
+                found += [n for s in _strings(node.value, bound) for n in sorted(names)
+                          if of_registry(s, (n, frozenset({n})))]
     return list(dict.fromkeys(found))
 
 

@@ -108,7 +108,7 @@ class Skips:
         (or ``decide``) does not take are added to it (first, last); ``decide``: where
         given, whether the target takes an ``if``'s body (None: it cannot say), for
         tests the audit's gates do not decide (a parameter the caller passed the GPU's
-        major in)."""
+        major in, a runner named for other archs), over the chosen backend's."""
 
         def runs(nodes: Iterable[ast.AST]) -> list[ast.AST]:
             kept: list[ast.AST] = []
@@ -131,8 +131,8 @@ class Skips:
             if target and isinstance(node, _DEFINED):
                 continue  # defined, not run: whoever calls it runs it, on its own way
             chosen = backend_test(node.test, *key) if key and isinstance(node, ast.If) else None
-            if chosen is None and decide is not None and isinstance(node, ast.If):
-                chosen = decide(node)
+            decided = decide(node) if decide is not None and isinstance(node, ast.If) else None
+            chosen = chosen if decided is None else decided
             entries = keyed_entries(node, *key) if key and isinstance(node, ast.Dict) else None
             taken = self.taken(path, node) if target and isinstance(node, ast.If) else None
             if chosen is not None and isinstance(node, ast.If):
