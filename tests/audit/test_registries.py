@@ -143,11 +143,11 @@ def test_auto_follows_what_the_heuristic_picks_for_the_target() -> None:
 
 
 def test_auto_where_no_backend_admits_the_target_is_refused_by_each_requirement() -> None:
-    """SM 9.0: neither requirement admits it; the wrapper raises for "auto", named at
-    the requirements' gates."""
+    """SM 9.0: neither requirement admits it; the heuristic returns "big" there, and
+    the wrapper raises for "auto", named at its requirement's gate."""
     chain = _chain(SM90, "auto")
     refusing = {link.function for link in chain.links if link.refuses}
-    assert refusing == {"_big_requirement", "_small_requirement"}, chain
+    assert refusing == {"_big_requirement"}, chain
     assert chain.verdict != Verdict.ON
 
 
@@ -163,15 +163,15 @@ def test_a_backend_by_name_meets_its_own_requirement() -> None:
     assert ("_small_requirement", 15, False) in _spots(small)
 
 
-def test_auto_on_a_target_the_heuristic_has_no_branch_for_keeps_the_suitable() -> None:
+def test_auto_where_what_the_heuristic_returns_does_not_admit_the_target_is_refused() -> None:
     """SM 12.1: the heuristic's SM 12.0 branch is not taken and what it appends names
-    "big" only (its variant ``"big_sm10x"``), which the GPU does not pass: what the
-    heuristic returns is read, none of it admits the target, and every suitable
-    backend ("small") is kept."""
+    "big" only (its variant ``"big_sm10x"``), which the GPU does not pass: nothing it
+    returns is suitable, and the wrapper refuses "auto" there ("small" would serve,
+    but the heuristic never returns it on SM 12.1)."""
     chain = _chain(SM121, "auto")
-    spots = _spots(chain)
-    assert ("_small_requirement", 15, False) in spots, chain
-    assert not any(name == "_big_requirement" for name, _, _ in spots)
+    refusing = {link.function for link in chain.links if link.refuses}
+    assert refusing == {"_big_requirement"}, chain
+    assert not any(name == "gen_small_module" for name, _, _ in _spots(chain))
 
 
 QUANT_INIT = '''\

@@ -94,8 +94,9 @@ def ways(ev: PyTree, skips: Skips, gate_at: Callable[[str, int], AuditGate | Non
     decorator, each with the checks run for it; None when ``func`` has none, or the
     call passes no string for it.  A name of the table: that backend.  Another string
     where the decorator has a heuristic (``"auto"``): the backends it returns on the
-    target among those whose requirement admits it (all those, when what it returns
-    cannot be read); none admitting: every backend, each refused by its own gate."""
+    target (every backend, when what it returns cannot be read) among those whose
+    requirement admits it; none admitting: the wrapper refuses the call, at the gates
+    of the requirements of what the heuristic returns."""
     table = requirement_of(func.node)
     if table is None or not keys:
         return None
@@ -110,9 +111,10 @@ def ways(ev: PyTree, skips: Skips, gate_at: Callable[[str, int], AuditGate | Non
     admitted = [n for n, _ in table.checks if not any(
         _refused(gate_at, f) for f in checks[n])]
     heuristic = _function(ev, func.path, table.heuristic)
-    picked = [n for n in picks(skips, heuristic, names) if n in admitted] or admitted
-    if not picked:  # no backend admits the target: each requirement refuses it
-        return [Way(None, tuple(f for n, _ in table.checks for f in checks[n]), body=False)]
+    returned = picks(skips, heuristic, names) or [n for n, _ in table.checks]
+    picked = [n for n in returned if n in admitted]
+    if not picked:  # nothing it returns admits the target: the wrapper refuses the call
+        return [Way(None, tuple(f for n in returned for f in checks[n]), body=False)]
     return [Way((name, names), checks[name], common) for name in picked]
 
 
