@@ -601,7 +601,7 @@ def test_the_link_walked_beside_the_lower_audit_is_the_link_walked_after_it(
     audit = audit_commit(up, commit, arch)
     serial = audit_commit(up, commit, arch).gates
     serial, expected = stack.link(serial, GitTree(up, commit), stack.Lower(
-        "lower", "v1.0", at, audit_commit(down, at, arch), GitTree(down, at)), arch)
+        "lower", "v1.0", at, audit_commit(down, at, arch), GitTree(down, at), arch=arch), arch)
     linked = stack.audit_and_link(audit.gates, GitTree(up, commit), audit.tree, down, "lower",
                                   "v1.0", at, arch)
     assert not linked.cached and linked.mismatches == expected and len(expected) == 1

@@ -58,6 +58,8 @@ The package, by seam:
 * :mod:`~contrib.analysis.reach.objects`: classes, objects and methods;
 * :mod:`~contrib.analysis.reach.ops`: ops registered with torch in Python;
 * :mod:`~contrib.analysis.reach.backends`: registries and backends chosen by name;
+* :mod:`~contrib.analysis.reach.tables`: registries written as dicts, keyed by a
+  setting's values (sglang's ``QUANTIZATION_METHODS``);
 * :mod:`~contrib.analysis.reach.names`: a callee's name, and which names are followed;
 * :mod:`~contrib.analysis.reach.tree`: :class:`~.tree.PyTree`, the evaluator with the
   indexes the walks keep for a tree.

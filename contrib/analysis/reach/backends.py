@@ -13,6 +13,7 @@ from contrib.analysis.hostarch import written_for
 from contrib.analysis.pywalk import name_of, walk
 from contrib.analysis.reach.names import MAX_REGISTERED, distinctive
 from contrib.analysis.reach.objects import object_methods
+from contrib.analysis.reach.tables import Tables
 
 Key = tuple[str, frozenset[str]]  # the backend followed, and every name of its registry
 
@@ -35,6 +36,7 @@ class Registry:
         self.ev = ev
         self._files: dict[str, list[str]] | None = None
         self._found: dict[str, tuple[Func, ...]] = {}
+        self.tables = Tables(ev)  # the registries written as dicts
 
     def of(self, name: str) -> tuple[Func, ...]:
         if self._files is None:
@@ -64,11 +66,14 @@ class Registry:
         """What is registered under ``name`` by a decorator named for ``setting``
         (``@register_attention_backend("trtllm_mla")`` for ``attention_backend``): the
         registry a setting's value picks from, where a plain word may name entries of
-        others too (``"triton"``), with the methods of the classes they return."""
+        others too (``"triton"``), with the methods of the classes they return; and what
+        a dict named for the setting maps it to (:class:`~.tables.Tables`: sglang's
+        ``QUANTIZATION_METHODS["fp8"]``, ``Fp8Config``'s methods)."""
         entries = [f for f in self.of(name) if isinstance(f.node, ast.FunctionDef | ast.AsyncFunctionDef)
                    and any(name in registered_names(d) and setting in (name_of(d) or "")
                            for d in f.node.decorator_list)]
-        return tuple(entries) + tuple(m for f in entries for m in self._returned_methods(f))
+        return (tuple(entries) + tuple(m for f in entries for m in self._returned_methods(f))
+                + self.tables.under(name, setting))
 
     def _returned_methods(self, func: Func) -> list[Func]:
         frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))

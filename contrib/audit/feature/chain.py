@@ -63,6 +63,7 @@ from contrib.audit.model import (
 from contrib.audit.stack.fixed import first_admitting
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.reading import Function, Handed, Outside
+from contrib.audit.stack.settinggates import setting_links
 from contrib.audit.stack.sglkernel import Kernels, kernel_ops
 from contrib.audit.stack.skips import Trail
 from contrib.audit.stack.walk import Walker
@@ -142,6 +143,9 @@ def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None,
                    host=True)
     else:
         _walk_flag(links, feature, upper, lower, arch, values)
+        if arch is not None:  # the gates a value meets that no `if` on the GPU spells out
+            links += setting_links(upper.walker.ev, upper.name, upper.commit, upper.on,
+                                   feature.attr, feature.value, arch)
     chain = decide(feature, tuple(links))
     if chain.verdict != Verdict.CRASH or lower is None or arch is None:
         return chain
@@ -248,7 +252,7 @@ def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: boo
         links.append(Link(Role.CALL, lower.name, lower.tag, "", 0, out.dotted,
                           why=" > ".join((*out.via, out.dotted))))
         start = len(links)
-        for gate, _calls in lower.below(out.dotted, out.keys, arch):
+        for gate, _calls in lower.below(out.dotted, out.keys, methods=True):
             if (gate.file, gate.line) in seen:
                 continue
             seen.add((gate.file, gate.line))

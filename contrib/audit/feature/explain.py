@@ -69,10 +69,11 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
     if not chosen:
         return []
     if chosen[0].kind == FeatureKind.API:
-        own = Lower(name, ref or commit[:10], commit, TreeAudit(commit, "", gates), tree)
+        own = Lower(name, ref or commit[:10], commit, TreeAudit(commit, "", gates), tree,
+                    arch=arch)
         chains = [chain_of(f, None, own, arch) for f in chosen]
     else:
-        lower = Lower(*below) if below is not None else None
+        lower = Lower(*below, arch=arch) if below is not None else None
         roots = lower.roots if lower is not None else {}
         walker = walker or walker_of(gates, tree, roots)
         mode = Mode.features(settings_elsewhere(tree, settings_class))

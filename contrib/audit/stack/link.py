@@ -83,7 +83,7 @@ from contrib.workspace.txn import atomic_write, check_inside
 # -- the upper side ---------------------------------------------------------------------
 
 
-LINK_FORMAT = 13  # bump when linking changes what it finds over the same audits
+LINK_FORMAT = 14  # bump when linking changes what it finds over the same audits
 
 
 @dataclass
@@ -122,7 +122,7 @@ def audit_and_link(upper: list[AuditGate], tree: GitTree, tree_sha: str, git: Gi
     if kept is not None:
         return Linked(below, *kept, time.monotonic() - started, True, None)
     assert walk is not None
-    lower = Lower(name, tag, commit, below, lower_tree)
+    lower = Lower(name, tag, commit, below, lower_tree, arch=arch)
     linked, mismatches = link(upper, tree, lower, arch, walk.result())
     with contextlib.suppress(ContribError):
         check_inside(environ.cache_root(), path)

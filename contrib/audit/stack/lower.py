@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contrib.analysis.archvalues import ANY, Cap, Frame, Func, ModRef, Values, ordered, truth_of
+from contrib.analysis.archvalues import Frame, Func, ModRef, ordered, truth_of
 from contrib.analysis.includes import IncludeResolver
 from contrib.analysis.reach.backends import (
     Key,
     decorator_keys,
+    named_choice,
     parameter_key,
 )
 from contrib.analysis.reach.endpoints import Endpoint
@@ -38,6 +39,13 @@ from contrib.audit.model import (
     Fix,
 )
 from contrib.audit.stack.reading import Function
+from contrib.audit.stack.requirements import (
+    Dispatch,
+    Way,
+    decorator_lines,
+    dispatch_frame,
+    ways,
+)
 from contrib.audit.stack.skips import Skips
 from contrib.audit.stack.walk import MAX_DEPTH
 
@@ -55,9 +63,10 @@ class Lower:
     commit: str
     audit: TreeAudit
     tree: GitTree
+    arch: Arch | None = None  # the target the audit was made for: a parameter dispatch on it
     ev: PyTree = field(init=False)
     roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
-    _below: dict[tuple[str, tuple[tuple[str, str], ...], Cap | None],
+    _below: dict[tuple[str, tuple[tuple[str, str], ...], bool],
                  list[tuple[AuditGate, Call]]] = field(default_factory=dict)
     _targets: dict[tuple[str, tuple[tuple[str, str], ...]], list[Endpoint]] = field(
         default_factory=dict)
@@ -74,6 +83,7 @@ class Lower:
         self.skips = Skips(self.audit.gates)
         self._held: dict[str, list[AuditGate]] = {}
         self._owners: dict[str, dict[int, ast.ClassDef]] = {}  # per file: function -> class
+        self._checks: set[int] = set()  # requirement functions a decorator runs (_ways)
         for gate in self.audit.gates:
             if gate.scope == RUNTIME:
                 self._held.setdefault(gate.file, []).append(gate)
@@ -172,6 +182,9 @@ class Lower:
         (:func:`~contrib.analysis.reach.backends.parameter_key`)."""
         if not keys:
             return None
+        taken = self._ways(func, keys)
+        if taken is not None:
+            return taken[0].key
         names = decorator_keys(func.node)
         chosen = next((v for _, v in keys if v in names), None)
         if chosen is not None:
@@ -181,96 +194,95 @@ class Lower:
             self._owners[func.path] = classes_of(module[0]) if module else {}
         return parameter_key(self._owners[func.path].get(id(func.node)), func.node, keys)
 
+    def _ways(self, func: Func, keys: tuple[tuple[str, str], ...]) -> list[Way] | None:
+        """The backends a call passing ``keys`` takes through ``func``'s requirement
+        decorator (:func:`~contrib.audit.stack.requirements.ways`), kept; the checks
+        they run are marked, whose decorators' gates are theirs to hold."""
+        found = ways(self.ev, self.skips, self.gate_at, func, keys)
+        for way in found or ():
+            self._checks.update(id(c.node) for c in way.checks)
+        return found
+
     def below(self, dotted: str, keys: tuple[tuple[str, str], ...] = (),
-              arch: Arch | None = None) -> list[tuple[AuditGate, Call]]:
+              methods: bool = False) -> list[tuple[AuditGate, Call]]:
         """The lower gates a call of ``dotted`` reaches, each with the calls leading to it;
         ``keys``: the strings the call passes by keyword, one of which may choose a
         backend of the callee's registry (``bmm_fp8(..., backend="cublas")``).  With
-        ``arch``, on the target's own way: a branch the GPU decides against it is not
-        followed (:meth:`_reached`)."""
-        cap = (arch.major, arch.minor) if arch is not None else None
-        if (dotted, keys, cap) not in self._below:
+        the lower tree's ``arch``, on the target's own way: a branch the GPU decides
+        against it is not followed (:meth:`_decider`).  ``methods``: a class's methods
+        are followed (a feature's call of a wrapper runs its ``plan`` and ``run``)."""
+        if (dotted, keys, methods) not in self._below:
             found: dict[tuple[str, int], tuple[AuditGate, Call]] = {}
-            for func, chain, aside in self._reached(self.resolve(dotted, methods=True), keys, cap):
+            entries = self.resolve(dotted, methods=methods)
+            called = {id(f.node) for f in entries}
+            for func, chain, aside in self._reached(entries, keys):
+                # a requirement check's decorator (its arch gate) holds its gate
+                marks = decorator_lines(func) if id(func.node) in self._checks else None
                 for gate in self._held.get(func.path, []):
-                    if _holds(func.node, gate) and not any(
+                    if (_holds(func.node, gate, id(func.node) in called) or (marks is not None and marks[0] <= gate.line
+                                                    <= marks[1])) and not any(
                             first <= gate.line <= last for first, last in aside):
                         found.setdefault((gate.file, gate.line), (gate, chain))
-            self._below[(dotted, keys, cap)] = sorted(found.values(),
-                                                      key=lambda p: (p[0].file, p[0].line))
-        return self._below[(dotted, keys, cap)]
+            self._below[(dotted, keys, methods)] = sorted(found.values(),
+                                                          key=lambda p: (p[0].file, p[0].line))
+        return self._below[(dotted, keys, methods)]
 
-    def _reached(self, entries: list[Func], keys: tuple[tuple[str, str], ...] = (),
-                 cap: Cap | None = None) -> list[tuple[Func, Call, list[tuple[int, int]]]]:
+    def _reached(self, entries: list[Func], keys: tuple[tuple[str, str], ...] = ()
+                 ) -> list[tuple[Func, Call, list[tuple[int, int]]]]:
         """The functions a call of ``entries`` reaches, each with the calls leading to it
-        and the lines of its branches the backend chosen by ``keys`` does not take.
-        ``cap``: the target's capability.  A value the GPU decides is followed to the
-        one the target gets: what a call passes from the device's capability binds the
-        callee's parameters (``get_cutlass_fp4_gemm_module(major, minor)`` takes its
-        ``sm_major == 12`` branch on SM12x, not the SM100 module's), and a branch whose
-        test the target fails (``if backend == "fa3"`` where ``backend`` is what
-        ``determine_attention_backend()`` returns on it) is not walked."""
-        seen: dict[int, tuple[Func, Call, list[tuple[int, int]]]] = {}
-        queue: deque[tuple[Func, Call, int, Key | None, dict[str, Values] | None]] = deque(
-            (f, (f.node.name,), 0, self._key(f, keys), None) for f in entries)
+        and the lines of its branches the backend chosen by ``keys`` does not take."""
+        seen: dict[tuple[int, Key | None], tuple[Func, Call, list[tuple[int, int]]]] = {}
+        queue: deque[tuple[Func, Call, int, Key | None, Dispatch | None]] = deque()
+        for f in entries:
+            taken = self._ways(f, keys)
+            if taken is None:
+                queue.append((f, (f.node.name,), 0, self._key(f, keys), None))
+                continue
+            for way in taken:  # the checks its requirement decorator runs, then its body
+                queue += [(c, (f.node.name, c.node.name), 1, way.key, None)
+                          for c in (*way.checks, *way.runs)]
+                if way.body:
+                    queue.append((f, (f.node.name,), 0, way.key, None))
         while queue and len(seen) < MAX_BELOW:
-            func, chain, depth, key, env = queue.popleft()
-            if id(func.node) in seen:
+            func, chain, depth, key, bound = queue.popleft()
+            if (id(func.node), key) in seen:
                 continue
             aside: list[tuple[int, int]] = []
-            seen[id(func.node)] = (func, chain, aside)
+            seen[(id(func.node), key)] = (func, chain, aside)
             if depth >= MAX_DEPTH:
                 continue
             frame = Frame(func.path, self.ev.function_scope(func.node), None, id(func.node))
-            bound = Frame(func.path, frame.local, env, id(func.node)) if env else frame
-            decide = None if cap is None else _Decider(self.ev, bound, cap, frozenset(env or ()))
+            decide = self._decider(bound, frame) if self.arch is not None else None
             for node in self.skips.walk(func.path, func.node.body, key=key, aside=aside,
                                         decide=decide):
                 if isinstance(node, ast.Call):
                     self.ev.cap = (0, 0)
                     for value in ordered(self.ev.eval(node.func, frame)):
-                        if isinstance(value, Func) and id(value.node) not in seen:
-                            passed = decide.passed(node, value) if decide else None
+                        if isinstance(value, Func) and (id(value.node), key) not in seen:
                             queue.append((value, (*chain, value.node.name), depth + 1, key,
-                                          passed))
+                                          dispatch_frame(self.ev, self.arch, node, frame, value)))
         return list(seen.values())
 
-
-class _Decider:
-    """The branches of one function's body the GPU decides, on the target: a test is
-    decided where evaluating it reads the device (the capability, a predicate of the
-    tree) or a parameter its caller passed from it; a test the GPU does not decide is
-    walked both ways, as before."""
-
-    def __init__(self, ev: PyTree, frame: Frame, cap: Cap, from_gpu: frozenset[str]) -> None:
-        self.ev, self.frame, self.cap, self.from_gpu = ev, frame, cap, from_gpu
-
-    def __call__(self, test: ast.expr) -> bool | None:
-        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
-        self.ev.cap, self.ev.touched = self.cap, False
-        values = self.ev.eval(test, self.frame)
-        if not (self.ev.touched or names & self.from_gpu):
-            return None
-        truths = truth_of(values)
-        return next(iter(truths)) if len(truths) == 1 else None
-
-    def passed(self, call: ast.Call, callee: Func) -> dict[str, Values] | None:
-        """The callee's parameters that ``call`` sets from the GPU, with their values on
-        the target (None: none is)."""
-        spec = callee.node.args
-        params = [a.arg for a in (*spec.posonlyargs, *spec.args)]
-        given = [(params[n], arg) for n, arg in enumerate(call.args)
-                 if n < len(params) and not isinstance(arg, ast.Starred)]
-        given += [(kw.arg, kw.value) for kw in call.keywords
-                  if kw.arg is not None and kw.arg in params + [a.arg for a in spec.kwonlyargs]]
-        env: dict[str, Values] = {}
-        for name, arg in given:
-            self.ev.cap, self.ev.touched = self.cap, False
-            value = self.ev.eval(arg, self.frame)
-            if (self.ev.touched or {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)}
-                    & self.from_gpu) and value != ANY:
-                env[name] = value
-        return env or None
+    def _decider(self, bound: Dispatch | None, frame: Frame) -> Callable[[ast.If], bool | None]:
+        """Whether the target takes an ``if``: one testing a parameter its caller passed
+        the GPU's value in (:func:`~contrib.audit.stack.requirements.dispatch_frame`),
+        one whose value the GPU decides in the function's own frame (``if backend ==
+        "fa3"`` where ``backend`` is what ``determine_attention_backend()`` returns on
+        it), or a name written for other archs (``"cutlass_sm10x" in runner_names``:
+        :func:`~contrib.analysis.reach.backends.named_choice`, over the backend's test)."""
+        def decide(node: ast.If) -> bool | None:
+            assert self.arch is not None
+            asked = bound.frame if bound is not None and bound.decides(node.test) else None
+            own = asked is None
+            self.ev.cap, self.ev.touched = (self.arch.major, self.arch.minor), False
+            try:
+                truth = truth_of(self.ev.eval(node.test, asked or frame))
+            finally:
+                self.ev.cap = (0, 0)
+            if len(truth) == 1 and (self.ev.touched or not own):
+                return next(iter(truth))
+            return named_choice(node.test, self.arch.major)
+        return decide
 
 
 def package_roots(paths: Iterable[str]) -> dict[str, str]:
@@ -289,10 +301,13 @@ def package_roots(paths: Iterable[str]) -> dict[str, str]:
     return roots
 
 
-def _holds(node: Function, gate: AuditGate) -> bool:
-    """Whether ``gate`` stands in ``node``, its decorators included (flashinfer's
-    ``@supported_compute_capability([120])`` on the API itself)."""
-    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+def _holds(node: Function, gate: AuditGate, called: bool = False) -> bool:
+    """Whether ``gate`` stands in ``node``; ``called``: the function the call names, whose
+    decorators are its own declaration (flashinfer's ``@supported_compute_capability(
+    [120])`` on the API itself), where on a helper it reaches they are metadata the
+    helper's callers may not check (a requirement decorator's ``common_check``)."""
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) if called \
+        else node.lineno
     last = node.end_lineno or node.lineno
     return (first <= gate.line <= last
             and gate.function.rsplit(".", 1)[-1] == node.name)

@@ -97,7 +97,7 @@ class Skips:
     def walk(self, path: str, code: Iterable[ast.AST], target: bool = False,
              key: Key | None = None, trail: Trail | None = None,
              aside: list[tuple[int, int]] | None = None,
-             decide: Callable[[ast.expr], bool | None] | None = None) -> Iterator[ast.AST]:
+             decide: Callable[[ast.If], bool | None] | None = None) -> Iterator[ast.AST]:
         """Every node of ``code`` the target may run (depth first).  ``target``: the
         walk is of what the target itself runs (an admitting gate's code), so a
         statement that refuses it ends its block, and a function or class defined there
@@ -105,10 +105,10 @@ class Skips:
         what admitted archs run goes on past both.  ``key``: the backend the caller chose by name (``bmm_fp8(...,
         backend="cublas")``): tests of the registry's names, and tables keyed by them,
         go its way; ``aside``: where given, the lines of each branch the chosen backend
-        does not take are added to it (first, last).  ``decide``: whether the target
-        passes an ``if``'s test, where the GPU decides it (a parameter the caller set
-        from the device's capability: flashinfer's ``get_cutlass_fp4_gemm_module(major,
-        minor)``); the branch it does not take is not walked, and goes to ``aside``."""
+        (or ``decide``) does not take are added to it (first, last); ``decide``: where
+        given, whether the target takes an ``if``'s body (None: it cannot say), for
+        tests the audit's gates do not decide (a parameter the caller passed the GPU's
+        major in, a runner named for other archs), over the chosen backend's."""
 
         def runs(nodes: Iterable[ast.AST]) -> list[ast.AST]:
             kept: list[ast.AST] = []
@@ -131,8 +131,8 @@ class Skips:
             if target and isinstance(node, _DEFINED):
                 continue  # defined, not run: whoever calls it runs it, on its own way
             chosen = backend_test(node.test, *key) if key and isinstance(node, ast.If) else None
-            if chosen is None and decide is not None and isinstance(node, ast.If):
-                chosen = decide(node.test)
+            decided = decide(node) if decide is not None and isinstance(node, ast.If) else None
+            chosen = chosen if decided is None else decided
             entries = keyed_entries(node, *key) if key and isinstance(node, ast.Dict) else None
             taken = self.taken(path, node) if target and isinstance(node, ast.If) else None
             if chosen is not None and isinstance(node, ast.If):
