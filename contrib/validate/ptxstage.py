@@ -21,13 +21,9 @@ from typing import Any
 from contrib.analysis import ptx
 from contrib.analysis.headers import cure
 from contrib.analysis.ptx import Outcome
-from contrib.analysis.ptx_cache import (
-    compile_all,
-    compile_for,
-    empty_everywhere,
-    nvcc_identity,
-)
-from contrib.analysis.ptxjobs import PtxRequest, jobs_for, prepare_headers
+from contrib.analysis.ptx_cache import compile_for, empty_everywhere
+from contrib.analysis.ptxjobs import PtxRequest
+from contrib.analysis.ptxrun import compile_units
 from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch
 from contrib.record.finding import ERROR, INFO, Finding
@@ -50,12 +46,9 @@ def check(req: PtxRequest) -> StageResult:
         return StageResult("ptx", SKIPPED, f"validation.ptx_include_dirs names {', '.join(unset)}, "
                            "an environment variable that is not set here")
     compute = req.profile.compute(req.arch)
-    flags, origin = req.profile.flags(req.tree)
-    flags += [f for f in req.extra_flags if f not in flags]
-    root, dirs, outside = prepare_headers(req, extra)
-    identity, sass = nvcc_identity(nvcc), cuobjdump()
-    jobs = jobs_for(req, {u.path: flags for u in req.units}, root, dirs, outside, identity, sass)
-    outcomes = compile_all(nvcc, jobs, req.workdir / "ptx-out", progress=req.progress)
+    sass = cuobjdump()
+    done = compile_units(req, nvcc, {}, extra, sass)
+    jobs, outcomes = done.jobs, done.outcomes
     # An entry empty for the target is compared with the arch admitted before: empty
     # there too, the compiler optimised it away everywhere and the target lost nothing.
     again: dict[str, Outcome] = {}
@@ -65,12 +58,13 @@ def check(req: PtxRequest) -> StageResult:
                             req.workdir / "ptx-out")
     details: dict[str, Any] = {
         "compute": compute, "arch_variant": f"{req.profile.name}: {req.arch.name} builds as {compute}",
-        "flags": flags, "flags_from": origin, "include_dirs": [str(d) for d in dirs], "nvcc": identity,
+        "flags": jobs[0].flags, "flags_from": done.flags_from(), "flags_fallback": done.fallback(),
+        "include_dirs": [str(d) for d in done.dirs], "nvcc": done.nvcc,
         "units": [{"path": u.path, "why": u.why, "builder": u.builder, "ok": o.ok,
                    "entries": len(o.entries), "empty": len(o.empty), "seconds": o.seconds,
-                   "cached": o.cached,
+                   "cached": o.cached, **({"flags": j.flags} if j.flags != jobs[0].flags else {}),
                    "kernels": sorted({ptx.demangle(e) for e in o.entries})}
-                  for u, o in zip(req.units, outcomes, strict=True)],
+                  for u, j, o in zip(req.units, jobs, outcomes, strict=True)],
         "entries": sum(len(o.entries) for o in outcomes),
         "compiled": sum(not o.cached for o in outcomes), "cached": sum(o.cached for o in outcomes),
         "sass": f"checked with {sass}" if sass else "not checked: no cuobjdump here",

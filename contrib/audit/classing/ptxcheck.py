@@ -32,13 +32,9 @@ from contrib.analysis import ptx
 from contrib.analysis.headers import cure
 from contrib.analysis.profiles import profile_for
 from contrib.analysis.ptx import Outcome
-from contrib.analysis.ptx_cache import (
-    compile_all,
-    compile_for,
-    empty_everywhere,
-    nvcc_identity,
-)
-from contrib.analysis.ptxjobs import PtxRequest, jobs_for, prepare_headers
+from contrib.analysis.ptx_cache import compile_for, empty_everywhere
+from contrib.analysis.ptxjobs import PtxRequest
+from contrib.analysis.ptxrun import compile_units
 from contrib.analysis.tree import SourceTree
 from contrib.analysis.units import UNIT_SUFFIXES, Unit, gate_flags, gate_include_dirs
 from contrib.arch import Arch, admitted_archs
@@ -102,8 +98,7 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     summary = CompileSummary(arch.name, profile.compute(arch))
     if not targets:
         return gates, summary
-    base, summary.flags_from = profile.flags(tree)
-    jobs_of = _unit_flags(tree, targets, base)
+    jobs_of = _unit_flags(tree, targets)
     summary.units = len(jobs_of)
     if step is not None:
         step(0, len(jobs_of), f"units compiled for {summary.compute}")
@@ -119,11 +114,10 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
         tree_dirs = gate_include_dirs(tree, [b for g in targets if g.kind == JIT
                                              for b in _build_functions(g)])
         request = PtxRequest(tree, arch, units, profile, python, [], [], [], Path(tmp), {},
-                             tree_dirs=tree_dirs)
-        root, dirs, outside = prepare_headers(request, [])
-        summary.nvcc = identity = nvcc_identity(nvcc)
-        jobs = jobs_for(request, dict(jobs_of), root, dirs, outside, identity)
-        outcomes = compile_all(nvcc, jobs, Path(tmp) / "out", progress=step)
+                             progress=step, tree_dirs=tree_dirs)
+        done = compile_units(request, nvcc, dict(jobs_of), [])
+        jobs, outcomes = done.jobs, done.outcomes
+        summary.nvcc, summary.flags_from = done.nvcc, done.flags_from()
         # A unit with no kernel entry for the target is compiled for an arch its gate
         # admits: entries there and none here mean its kernels are compiled out (a
         # CUTLASS_ARCH_MMA_SM100_SUPPORTED-style guard the #if analysis cannot follow).
@@ -158,14 +152,13 @@ def _admitted_arch(gates: list[AuditGate], units: set[str]) -> dict[str, Arch]:
     return found
 
 
-def _unit_flags(tree: SourceTree, gates: list[AuditGate],
-                base: list[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """(unit, flags) to compile: a JIT gate's own flags (``-DX`` its function passes) join
-    the profile's; a Python gate's units compile as their JIT gate builds them."""
+def _unit_flags(tree: SourceTree, gates: list[AuditGate]) -> list[tuple[str, tuple[str, ...]]]:
+    """(unit, its own flags) to compile: a JIT gate's (``-DX`` its function passes, joining
+    what the upstream's build passes every unit); a Python gate's units compile as their
+    JIT gate builds them."""
     found: dict[str, tuple[str, ...]] = {}
     for gate in sorted(gates, key=lambda g: g.kind != JIT):
-        own = gate_flags(tree, _build_functions(gate)) if gate.kind == JIT else []
-        flags = tuple(base + [f for f in own if f not in base])
+        flags = tuple(gate_flags(tree, _build_functions(gate)) if gate.kind == JIT else [])
         for unit in gate.units:
             if unit.endswith(UNIT_SUFFIXES):  # a .cpp unit is host code: no PTX to ask for
                 found.setdefault(unit, flags)
