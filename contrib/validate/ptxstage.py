@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from contrib.analysis.ptx import Outcome
 from contrib.analysis.ptx_cache import compile_for, empty_everywhere
 from contrib.analysis.ptxjobs import PtxRequest
 from contrib.analysis.ptxrun import compile_units
+from contrib.analysis.submodules import hint
 from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch
 from contrib.record.finding import ERROR, INFO, Finding
@@ -79,18 +81,21 @@ def verdict(req: PtxRequest, outcomes: list[Outcome], details: dict[str, Any],
     """Findings for empty kernels and broken units; the stage's status and reason."""
     gates = {u.path for u in req.units if u.gate}
     return judge(req.arch, req.kernel_lines, req.waivers, outcomes, details, gates,
-                 reference, req.reference)
+                 reference, req.reference, lambda names: hint(names, req.tree, req.profile))
 
 
 def judge(arch: Arch, kernel_lines: dict[str, tuple[str, int]], waivers: list[Waiver],
           outcomes: list[Outcome], details: dict[str, Any], gates: set[str],
           reference: dict[str, Outcome] | None = None,
-          reference_arch: Arch | None = None) -> StageResult:
+          reference_arch: Arch | None = None,
+          cures: Callable[[list[str]], str] = cure) -> StageResult:
     """The verdict on compiled units, whoever compiled them (contrib, or a
     ``validation.compile`` command): a compile error in a unit of ``gates`` fails the
     stage, elsewhere it is info; ``details`` needs ``compute``, ``entries``, ``cached``.
     ``reference``: units compiled for ``reference_arch`` too; an entry empty there as
-    well is info, not an error."""
+    well is info, not an error.  A unit nvcc lacks headers for holds the stage: one
+    line names every header of every such unit, with ``cures``' word on where each
+    comes from."""
     findings = _empty_findings(arch, kernel_lines, outcomes, details["compute"],
                                reference or {}, reference_arch)
     for outcome in outcomes:
@@ -106,10 +111,11 @@ def judge(arch: Arch, kernel_lines: dict[str, tuple[str, int]], waivers: list[Wa
                            (f" (+{len(blocking) - 3} more)" if len(blocking) > 3 else ""),
                            findings, details=details)
     if missing:
-        headers = sorted({str(o.missing_header) for o in missing})
+        headers = list(dict.fromkeys(h for o in missing for h in o.lacking()))
+        details["missing_headers"] = {o.unit: o.lacking() for o in missing}
         return StageResult("ptx", SKIPPED, f"nvcc cannot find {counted(len(headers), 'header')} "
                            f"({counted(len(missing), 'unit')} not compiled): install "
-                           f"{cure(headers)}", findings, details=details)
+                           f"{cures(headers)}", findings, details=details)
     cached = f", {details['cached']} from the cache" if details["cached"] else ""
     return StageResult("ptx", PASSED, f"{counted(details['entries'], 'kernel entry')} in {counted(len(outcomes), 'unit')} "
                        f"for {details['compute']}, none empty{cached}", findings, details=details)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from contrib.analysis.ptx import Outcome
 from contrib.analysis.ptx_cache import compile_for, empty_everywhere
 from contrib.analysis.ptxjobs import PtxRequest
 from contrib.analysis.ptxrun import compile_units
+from contrib.analysis.submodules import hint
 from contrib.analysis.tree import SourceTree
 from contrib.analysis.units import UNIT_SUFFIXES, Unit, gate_flags, gate_include_dirs
 from contrib.arch import Arch, admitted_archs
@@ -70,12 +72,14 @@ class CompileSummary:
     cached: int = 0  # the PTX cache had it
     flags_from: str = ""
     missing_headers: tuple[str, ...] = ()  # headers this machine lacks (units not compiled)
+    missing_hint: str = ""  # where they come from (a submodule, a package)
 
     def to_dict(self) -> dict[str, Any]:
         return {"arch": self.arch, "compute": self.compute, "nvcc": self.nvcc,
                 "units": self.units, "compiled": self.compiled, "cached": self.cached,
                 "flags_from": self.flags_from,
-                "missing_headers": list(self.missing_headers)}
+                "missing_headers": list(self.missing_headers),
+                **({"missing_hint": self.missing_hint} if self.missing_hint else {})}
 
 
 def find_compiler() -> str:
@@ -131,13 +135,14 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     others = {unit: (admitted[unit], outcome) for unit, outcome in again.items()}
     summary.cached = sum(o.cached for o in outcomes)
     summary.compiled = len(outcomes) - summary.cached
-    summary.missing_headers = tuple(sorted({o.missing_header for o in outcomes
-                                            if not o.ok and o.missing_header}))
+    summary.missing_headers = tuple(dict.fromkeys(h for o in outcomes for h in o.lacking()))
+    summary.missing_hint = hint(summary.missing_headers, tree, profile) if summary.missing_headers else ""
     by_unit: dict[str, Outcome] = {}
     for (unit, _), outcome in zip(jobs_of, outcomes, strict=True):
         by_unit.setdefault(unit, outcome)
     compiled = {id(gate): _apply(gate, [by_unit[u] for u in gate.units if u in by_unit], arch,
-                                 summary.compute, others) for gate in targets}
+                                 summary.compute, others,
+                                 lambda names: hint(names, tree, profile)) for gate in targets}
     return [compiled.get(id(gate), gate) for gate in gates], summary
 
 
@@ -171,7 +176,8 @@ def _build_functions(gate: AuditGate) -> list[tuple[str, str]]:
 
 
 def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
-           others: dict[str, tuple[Arch, Outcome]] | None = None) -> AuditGate:
+           others: dict[str, tuple[Arch, Outcome]] | None = None,
+           cures: Callable[[list[str]], str] = cure) -> AuditGate:
     """The gate with the class and evidence its units' PTX gives (``others``: a unit with
     no entry for ``arch``, compiled for an admitted arch).
 
@@ -187,9 +193,10 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
     if not unbuilt:
         return gate
     evidence = (*gate.evidence, *(_said(o.unit, "not compiled here: nvcc cannot find "
-                                          f"`{o.missing_header}`") for o in unbuilt))
+                                          + ", ".join(f"`{h}`" for h in o.lacking()))
+                                  for o in unbuilt))
     lacking = (f"{counted(len(unbuilt), 'unit')} not compiled for lack of "
-               f"{cure(o.missing_header or '' for o in unbuilt)}")
+               f"{cures(list(dict.fromkeys(h for o in unbuilt for h in o.lacking())))}")
     if gate.class_ == GATE_ONLY:
         return gate.classed(UNKNOWN, Basis.HEADER_MISSING, f"{lacking}: gate-only would stand "
                             "on the #if guards "
