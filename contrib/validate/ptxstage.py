@@ -2,12 +2,14 @@
 
 :func:`check` is what ``stage_ptx`` runs when patchset.toml gives no
 ``validation.compile`` command: the units of :mod:`contrib.analysis.units`,
-the upstream's flags and arch variant from :mod:`contrib.analysis.profiles`
-(``validation.ptx_flags`` adds to them), headers searched in the patched tree
+the nvcc flags the upstream's build code passes at the commit
+(:mod:`contrib.analysis.buildflags`; the touched gates' own and
+``validation.ptx_flags`` add to them), the arch variant from
+:mod:`contrib.analysis.profiles`, headers searched in the patched tree
 first, then the upstream's submodules when the cache has them, then the headers
 an installed upstream package ships to the validation interpreter, then
 ``validation.ptx_include_dirs``; compiled in parallel through
-:mod:`contrib.analysis.ptx_cache`.
+:mod:`contrib.analysis.ptxrun`, the path ``audit --compile`` takes too.
 """
 
 from __future__ import annotations
