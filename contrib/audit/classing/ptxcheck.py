@@ -3,9 +3,10 @@
 The arch-guard analysis reads ``#if`` guards; this asks nvcc.  Every excluding
 gate whose class came from CUDA units (``gate-only``, ``needs-kernel-work``,
 and the Python gates that inherited one) has its units compiled for the
-upstream's variant of the target, the way validate's PTX stage does it: the
-same profile (flags read from the upstream's build code, the arch variant),
-the same header search (:func:`~contrib.analysis.ptxjobs.prepare_headers`:
+upstream's variant of the target through the path validate's PTX stage
+takes (:func:`~contrib.analysis.ptxrun.compile_units`): the same flags (read
+from the upstream's build code at the commit), the same arch variant, the
+same header search (:func:`~contrib.analysis.ptxjobs.prepare_headers`:
 the tree's ``include/`` folders, submodules the cache has, the headers an
 installed upstream package ships to the upstream's interpreter), and the same
 parallel, content-keyed cache (:mod:`contrib.analysis.ptx_cache`).  The units
