@@ -11,9 +11,11 @@ No GPU is needed, only ``nvcc`` and the headers the sources include.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,6 +209,13 @@ class Outcome:
     sass_checked: bool = False
     exit_only: list[str] = field(default_factory=list)  # SASS functions that are only EXIT
     disabled: dict[str, str] = field(default_factory=dict)  # entry -> its arch error text
+    missing_headers: list[str] = field(default_factory=list)  # every one, the first first
+
+    def lacking(self) -> list[str]:
+        """Every header nvcc could not find for this unit (none when it compiled)."""
+        if self.ok:
+            return []
+        return self.missing_headers or ([self.missing_header] if self.missing_header else [])
 
 
 def first_error(text: str) -> str:
@@ -246,8 +255,12 @@ def compile_ptx(
         return _failed(name, f"cannot run {nvcc}: {exc}", command)
     if done.returncode != 0:
         text = (done.stderr or done.stdout).strip()
-        return _failed(name, text if len(text) < 4000 else text[:3000] + "\n...\n" + text[-1000:],
-                       command, missing_header(text))
+        first = missing_header(text)
+        outcome = _failed(name, text if len(text) < 4000 else text[:3000] + "\n...\n" + text[-1000:],
+                          command, first)
+        if first is not None:
+            outcome.missing_headers = every_missing(command, first, min(timeout, 600))
+        return outcome
     try:
         ptx = out.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:  # e.g. a host-only source: nvcc succeeds and writes nothing
@@ -255,6 +268,62 @@ def compile_ptx(
     if keep is None:
         out.unlink(missing_ok=True)  # the entries are what we keep; a unit's PTX can be 100 MB
     return parsed(name, ptx, command)
+
+
+MAX_MISSING = 40  # preprocessor runs to list a unit's missing headers
+
+
+def every_missing(command: list[str], first: str, timeout: float = 600) -> list[str]:
+    """Every header the unit's preprocessing cannot find, ``first`` first.
+
+    nvcc stops at the first: each one found gets an empty stand-in in a scratch
+    folder searched last and the unit is preprocessed again (``-E``, the same flags
+    and arch), until it preprocesses, fails otherwise (a stand-in lacking what
+    the code needs) or :data:`MAX_MISSING` are found.  A header that only a
+    missing one includes is found once that one is installed."""
+    found = [first]
+    with tempfile.TemporaryDirectory(prefix="contrib-stand-in-") as scratch:
+        stand_ins = Path(scratch)
+        again = _preprocess(command, stand_ins)
+        while len(found) < MAX_MISSING and _stand_in(stand_ins, found[-1]):
+            try:
+                done = subprocess.run(again, capture_output=True, text=True, timeout=timeout)
+            except (OSError, subprocess.SubprocessError):
+                break
+            name = missing_header(done.stderr or done.stdout) if done.returncode else None
+            if name is None or name in found:
+                break
+            found.append(name)
+    return found
+
+
+def _preprocess(command: list[str], stand_ins: Path) -> list[str]:
+    """``command`` (``nvcc ... --ptx -o OUT ... SOURCE``) preprocessing only, to nowhere,
+    with ``stand_ins`` searched after every other folder."""
+    out = []
+    skip = False
+    for arg in command[:-1]:
+        if skip:
+            out.append(os.devnull)
+            skip = False
+            continue
+        skip = arg == "-o"
+        out.append("-E" if arg == "--ptx" else arg)
+    return [*out, f"-I{stand_ins}", command[-1]]
+
+
+def _stand_in(folder: Path, header: str) -> bool:
+    """An empty ``header`` under ``folder``; False for a name that would leave it."""
+    name = posixpath.normpath(header.replace("\\", "/"))
+    if name.startswith(("/", "../")) or name in (".", ".."):
+        return False
+    try:
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("", encoding="utf-8")
+    except OSError:
+        return False
+    return True
 
 
 def _failed(unit: str, error: str, command: list[str], header: str | None = None) -> Outcome:

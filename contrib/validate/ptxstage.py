@@ -2,12 +2,14 @@
 
 :func:`check` is what ``stage_ptx`` runs when patchset.toml gives no
 ``validation.compile`` command: the units of :mod:`contrib.analysis.units`,
-the upstream's flags and arch variant from :mod:`contrib.analysis.profiles`
-(``validation.ptx_flags`` adds to them), headers searched in the patched tree
+the nvcc flags the upstream's build code passes at the commit
+(:mod:`contrib.analysis.buildflags`; the touched gates' own and
+``validation.ptx_flags`` add to them), the arch variant from
+:mod:`contrib.analysis.profiles`, headers searched in the patched tree
 first, then the upstream's submodules when the cache has them, then the headers
 an installed upstream package ships to the validation interpreter, then
 ``validation.ptx_include_dirs``; compiled in parallel through
-:mod:`contrib.analysis.ptx_cache`.
+:mod:`contrib.analysis.ptxrun`, the path ``audit --compile`` takes too.
 """
 
 from __future__ import annotations
@@ -15,19 +17,17 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from contrib.analysis import ptx
 from contrib.analysis.headers import cure
 from contrib.analysis.ptx import Outcome
-from contrib.analysis.ptx_cache import (
-    compile_all,
-    compile_for,
-    empty_everywhere,
-    nvcc_identity,
-)
-from contrib.analysis.ptxjobs import PtxRequest, jobs_for, prepare_headers
+from contrib.analysis.ptx_cache import compile_for, empty_everywhere
+from contrib.analysis.ptxjobs import PtxRequest
+from contrib.analysis.ptxrun import compile_units
+from contrib.analysis.submodules import hint
 from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch
 from contrib.record.finding import ERROR, INFO, Finding
@@ -50,12 +50,9 @@ def check(req: PtxRequest) -> StageResult:
         return StageResult("ptx", SKIPPED, f"validation.ptx_include_dirs names {', '.join(unset)}, "
                            "an environment variable that is not set here")
     compute = req.profile.compute(req.arch)
-    flags, origin = req.profile.flags(req.tree)
-    flags += [f for f in req.extra_flags if f not in flags]
-    root, dirs, outside = prepare_headers(req, extra)
-    identity, sass = nvcc_identity(nvcc), cuobjdump()
-    jobs = jobs_for(req, {u.path: flags for u in req.units}, root, dirs, outside, identity, sass)
-    outcomes = compile_all(nvcc, jobs, req.workdir / "ptx-out", progress=req.progress)
+    sass = cuobjdump()
+    done = compile_units(req, nvcc, {}, extra, sass)
+    jobs, outcomes = done.jobs, done.outcomes
     # An entry empty for the target is compared with the arch admitted before: empty
     # there too, the compiler optimised it away everywhere and the target lost nothing.
     again: dict[str, Outcome] = {}
@@ -65,12 +62,13 @@ def check(req: PtxRequest) -> StageResult:
                             req.workdir / "ptx-out")
     details: dict[str, Any] = {
         "compute": compute, "arch_variant": f"{req.profile.name}: {req.arch.name} builds as {compute}",
-        "flags": flags, "flags_from": origin, "include_dirs": [str(d) for d in dirs], "nvcc": identity,
+        "flags": jobs[0].flags, "flags_from": done.flags_from(), "flags_fallback": done.fallback(),
+        "include_dirs": [str(d) for d in done.dirs], "nvcc": done.nvcc,
         "units": [{"path": u.path, "why": u.why, "builder": u.builder, "ok": o.ok,
                    "entries": len(o.entries), "empty": len(o.empty), "seconds": o.seconds,
-                   "cached": o.cached,
+                   "cached": o.cached, **({"flags": j.flags} if j.flags != jobs[0].flags else {}),
                    "kernels": sorted({ptx.demangle(e) for e in o.entries})}
-                  for u, o in zip(req.units, outcomes, strict=True)],
+                  for u, j, o in zip(req.units, jobs, outcomes, strict=True)],
         "entries": sum(len(o.entries) for o in outcomes),
         "compiled": sum(not o.cached for o in outcomes), "cached": sum(o.cached for o in outcomes),
         "sass": f"checked with {sass}" if sass else "not checked: no cuobjdump here",
@@ -85,18 +83,21 @@ def verdict(req: PtxRequest, outcomes: list[Outcome], details: dict[str, Any],
     """Findings for empty kernels and broken units; the stage's status and reason."""
     gates = {u.path for u in req.units if u.gate}
     return judge(req.arch, req.kernel_lines, req.waivers, outcomes, details, gates,
-                 reference, req.reference)
+                 reference, req.reference, lambda names: hint(names, req.tree, req.profile))
 
 
 def judge(arch: Arch, kernel_lines: dict[str, tuple[str, int]], waivers: list[Waiver],
           outcomes: list[Outcome], details: dict[str, Any], gates: set[str],
           reference: dict[str, Outcome] | None = None,
-          reference_arch: Arch | None = None) -> StageResult:
+          reference_arch: Arch | None = None,
+          cures: Callable[[list[str]], str] = cure) -> StageResult:
     """The verdict on compiled units, whoever compiled them (contrib, or a
     ``validation.compile`` command): a compile error in a unit of ``gates`` fails the
     stage, elsewhere it is info; ``details`` needs ``compute``, ``entries``, ``cached``.
     ``reference``: units compiled for ``reference_arch`` too; an entry empty there as
-    well is info, not an error."""
+    well is info, not an error.  A unit nvcc lacks headers for holds the stage: one
+    line names every header of every such unit, with ``cures``' word on where each
+    comes from."""
     findings = _empty_findings(arch, kernel_lines, outcomes, details["compute"],
                                reference or {}, reference_arch)
     for outcome in outcomes:
@@ -112,10 +113,11 @@ def judge(arch: Arch, kernel_lines: dict[str, tuple[str, int]], waivers: list[Wa
                            (f" (+{len(blocking) - 3} more)" if len(blocking) > 3 else ""),
                            findings, details=details)
     if missing:
-        headers = sorted({str(o.missing_header) for o in missing})
+        headers = list(dict.fromkeys(h for o in missing for h in o.lacking()))
+        details["missing_headers"] = {o.unit: o.lacking() for o in missing}
         return StageResult("ptx", SKIPPED, f"nvcc cannot find {counted(len(headers), 'header')} "
                            f"({counted(len(missing), 'unit')} not compiled): install "
-                           f"{cure(headers)}", findings, details=details)
+                           f"{cures(headers)}", findings, details=details)
     cached = f", {details['cached']} from the cache" if details["cached"] else ""
     return StageResult("ptx", PASSED, f"{counted(details['entries'], 'kernel entry')} in {counted(len(outcomes), 'unit')} "
                        f"for {details['compute']}, none empty{cached}", findings, details=details)

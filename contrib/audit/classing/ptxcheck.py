@@ -3,9 +3,10 @@
 The arch-guard analysis reads ``#if`` guards; this asks nvcc.  Every excluding
 gate whose class came from CUDA units (``gate-only``, ``needs-kernel-work``,
 and the Python gates that inherited one) has its units compiled for the
-upstream's variant of the target, the way validate's PTX stage does it: the
-same profile (flags read from the upstream's build code, the arch variant),
-the same header search (:func:`~contrib.analysis.ptxjobs.prepare_headers`:
+upstream's variant of the target through the path validate's PTX stage
+takes (:func:`~contrib.analysis.ptxrun.compile_units`): the same flags (read
+from the upstream's build code at the commit), the same arch variant, the
+same header search (:func:`~contrib.analysis.ptxjobs.prepare_headers`:
 the tree's ``include/`` folders, submodules the cache has, the headers an
 installed upstream package ships to the upstream's interpreter), and the same
 parallel, content-keyed cache (:mod:`contrib.analysis.ptx_cache`).  The units
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,13 +34,10 @@ from contrib.analysis import ptx
 from contrib.analysis.headers import cure
 from contrib.analysis.profiles import profile_for
 from contrib.analysis.ptx import Outcome
-from contrib.analysis.ptx_cache import (
-    compile_all,
-    compile_for,
-    empty_everywhere,
-    nvcc_identity,
-)
-from contrib.analysis.ptxjobs import PtxRequest, jobs_for, prepare_headers
+from contrib.analysis.ptx_cache import compile_for, empty_everywhere
+from contrib.analysis.ptxjobs import PtxRequest
+from contrib.analysis.ptxrun import compile_units
+from contrib.analysis.submodules import hint
 from contrib.analysis.tree import SourceTree
 from contrib.analysis.units import UNIT_SUFFIXES, Unit, gate_flags, gate_include_dirs
 from contrib.arch import Arch, admitted_archs
@@ -74,12 +73,14 @@ class CompileSummary:
     cached: int = 0  # the PTX cache had it
     flags_from: str = ""
     missing_headers: tuple[str, ...] = ()  # headers this machine lacks (units not compiled)
+    missing_hint: str = ""  # where they come from (a submodule, a package)
 
     def to_dict(self) -> dict[str, Any]:
         return {"arch": self.arch, "compute": self.compute, "nvcc": self.nvcc,
                 "units": self.units, "compiled": self.compiled, "cached": self.cached,
                 "flags_from": self.flags_from,
-                "missing_headers": list(self.missing_headers)}
+                "missing_headers": list(self.missing_headers),
+                **({"missing_hint": self.missing_hint} if self.missing_hint else {})}
 
 
 def find_compiler() -> str:
@@ -102,8 +103,7 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     summary = CompileSummary(arch.name, profile.compute(arch))
     if not targets:
         return gates, summary
-    base, summary.flags_from = profile.flags(tree)
-    jobs_of = _unit_flags(tree, targets, base)
+    jobs_of = _unit_flags(tree, targets)
     summary.units = len(jobs_of)
     if step is not None:
         step(0, len(jobs_of), f"units compiled for {summary.compute}")
@@ -119,11 +119,10 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
         tree_dirs = gate_include_dirs(tree, [b for g in targets if g.kind == JIT
                                              for b in _build_functions(g)])
         request = PtxRequest(tree, arch, units, profile, python, [], [], [], Path(tmp), {},
-                             tree_dirs=tree_dirs)
-        root, dirs, outside = prepare_headers(request, [])
-        summary.nvcc = identity = nvcc_identity(nvcc)
-        jobs = jobs_for(request, dict(jobs_of), root, dirs, outside, identity)
-        outcomes = compile_all(nvcc, jobs, Path(tmp) / "out", progress=step)
+                             progress=step, tree_dirs=tree_dirs)
+        done = compile_units(request, nvcc, dict(jobs_of), [])
+        jobs, outcomes = done.jobs, done.outcomes
+        summary.nvcc, summary.flags_from = done.nvcc, done.flags_from()
         # A unit with no kernel entry for the target is compiled for an arch its gate
         # admits: entries there and none here mean its kernels are compiled out (a
         # CUTLASS_ARCH_MMA_SM100_SUPPORTED-style guard the #if analysis cannot follow).
@@ -137,13 +136,14 @@ def compile_gates(tree: SourceTree, gates: list[AuditGate], arch: Arch, *, nvcc:
     others = {unit: (admitted[unit], outcome) for unit, outcome in again.items()}
     summary.cached = sum(o.cached for o in outcomes)
     summary.compiled = len(outcomes) - summary.cached
-    summary.missing_headers = tuple(sorted({o.missing_header for o in outcomes
-                                            if not o.ok and o.missing_header}))
+    summary.missing_headers = tuple(dict.fromkeys(h for o in outcomes for h in o.lacking()))
+    summary.missing_hint = hint(summary.missing_headers, tree, profile) if summary.missing_headers else ""
     by_unit: dict[str, Outcome] = {}
     for (unit, _), outcome in zip(jobs_of, outcomes, strict=True):
         by_unit.setdefault(unit, outcome)
     compiled = {id(gate): _apply(gate, [by_unit[u] for u in gate.units if u in by_unit], arch,
-                                 summary.compute, others) for gate in targets}
+                                 summary.compute, others,
+                                 lambda names: hint(names, tree, profile)) for gate in targets}
     return [compiled.get(id(gate), gate) for gate in gates], summary
 
 
@@ -158,14 +158,13 @@ def _admitted_arch(gates: list[AuditGate], units: set[str]) -> dict[str, Arch]:
     return found
 
 
-def _unit_flags(tree: SourceTree, gates: list[AuditGate],
-                base: list[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """(unit, flags) to compile: a JIT gate's own flags (``-DX`` its function passes) join
-    the profile's; a Python gate's units compile as their JIT gate builds them."""
+def _unit_flags(tree: SourceTree, gates: list[AuditGate]) -> list[tuple[str, tuple[str, ...]]]:
+    """(unit, its own flags) to compile: a JIT gate's (``-DX`` its function passes, joining
+    what the upstream's build passes every unit); a Python gate's units compile as their
+    JIT gate builds them."""
     found: dict[str, tuple[str, ...]] = {}
     for gate in sorted(gates, key=lambda g: g.kind != JIT):
-        own = gate_flags(tree, _build_functions(gate)) if gate.kind == JIT else []
-        flags = tuple(base + [f for f in own if f not in base])
+        flags = tuple(gate_flags(tree, _build_functions(gate)) if gate.kind == JIT else [])
         for unit in gate.units:
             if unit.endswith(UNIT_SUFFIXES):  # a .cpp unit is host code: no PTX to ask for
                 found.setdefault(unit, flags)
@@ -178,7 +177,8 @@ def _build_functions(gate: AuditGate) -> list[tuple[str, str]]:
 
 
 def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
-           others: dict[str, tuple[Arch, Outcome]] | None = None) -> AuditGate:
+           others: dict[str, tuple[Arch, Outcome]] | None = None,
+           cures: Callable[[list[str]], str] = cure) -> AuditGate:
     """The gate with the class and evidence its units' PTX gives (``others``: a unit with
     no entry for ``arch``, compiled for an admitted arch).
 
@@ -194,9 +194,10 @@ def _apply(gate: AuditGate, outcomes: list[Outcome], arch: Arch, compute: str,
     if not unbuilt:
         return gate
     evidence = (*gate.evidence, *(_said(o.unit, "not compiled here: nvcc cannot find "
-                                          f"`{o.missing_header}`") for o in unbuilt))
+                                          + ", ".join(f"`{h}`" for h in o.lacking()))
+                                  for o in unbuilt))
     lacking = (f"{counted(len(unbuilt), 'unit')} not compiled for lack of "
-               f"{cure(o.missing_header or '' for o in unbuilt)}")
+               f"{cures(list(dict.fromkeys(h for o in unbuilt for h in o.lacking())))}")
     if gate.class_ == GATE_ONLY:
         return gate.classed(UNKNOWN, Basis.HEADER_MISSING, f"{lacking}: gate-only would stand "
                             "on the #if guards "
