@@ -49,7 +49,6 @@ class Profile:
     name: str
     marker: str  # a path whose presence identifies the upstream's tree
     flag_sources: tuple[FlagSource, ...] = ()
-    fallback_flags: tuple[str, ...] = ("-std=c++17",)
     variant: Callable[[Arch], str] = lambda arch: arch.compute
     submodule_includes: tuple[str, ...] = ()  # tree paths, used when the cache has them
     package_includes: tuple[tuple[str, str], ...] = ()  # (python package, folder inside it)
@@ -63,21 +62,6 @@ class Profile:
     def compute(self, arch: Arch) -> str:
         """The virtual architecture the upstream builds for ``arch`` (``compute_120f``)."""
         return self.variant(arch)
-
-    def flags(self, tree: SourceTree) -> tuple[list[str], str]:
-        """(nvcc flags for a PTX compile, where they came from)."""
-        found: list[str] = []
-        read: list[str] = []
-        for source in self.flag_sources:
-            flags = flags_in(tree.read_text(source.path), source.function)
-            if flags:
-                read.append(f"{source.path}:{source.function}")
-                found += [f for f in flags if f not in found]
-        if not read:
-            return list(self.fallback_flags), f"contrib's {self.name} profile (build code not found)"
-        if not any(f.startswith("-std=") for f in found):
-            found.insert(0, "-std=c++17")
-        return found, "read from " + ", ".join(read)
 
 
 def flags_in(text: str | None, function: str) -> list[str]:
@@ -181,10 +165,6 @@ FLASHINFER = Profile(
         FlagSource("flashinfer/jit/cpp_ext.py", "build_cuda_cflags"),
         FlagSource("flashinfer/compilation_context.py", "CompilationContext.COMMON_NVCC_FLAGS"),
     ),
-    fallback_flags=("-std=c++17", "--expt-relaxed-constexpr", "-use_fast_math",
-                    "-DFLASHINFER_ENABLE_F16", "-DFLASHINFER_ENABLE_BF16",
-                    "-DFLASHINFER_ENABLE_FP8_E4M3", "-DFLASHINFER_ENABLE_FP8_E5M2",
-                    "-DFLASHINFER_ENABLE_FP8_E8M0", "-DFLASHINFER_ENABLE_FP4_E2M1", "-DNDEBUG"),
     variant=_flashinfer_variant,
     submodule_includes=("3rdparty/cccl/cub", "3rdparty/cccl/libcudacxx/include",
                         "3rdparty/cccl/thrust", "3rdparty/cutlass/include",

@@ -124,7 +124,8 @@ def summary_line(arch: str, audit: UpstreamAudit) -> str:
         cached += (f"; --compile: {counted(built['units'], 'unit')} for {built['compute']}, "
                    f"{built['cached']} from the PTX cache")
         if built.get("missing_headers"):
-            cached += f"; some not compiled: install {cure(built['missing_headers'])}"
+            cached += ("; some not compiled: install "
+                       f"{built.get('missing_hint') or cure(built['missing_headers'])}")
     mismatches = (f", {counted(len(audit.mismatches), 'mismatch', 'mismatches')} with the "
                   "upstream below" if audit.mismatches else "")
     return (f"{audit.name} at {audit.ref} ({audit.commit[:10]}{since}): "
