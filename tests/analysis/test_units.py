@@ -69,7 +69,9 @@ def test_flags_are_read_from_build_code_without_debug_branches() -> None:
 
 
 def test_flashinfer_profile_reads_its_build_code_and_builds_sm120_as_120f() -> None:
-    tree = DictTree({"flashinfer/jit/cpp_ext.py": "def build_cuda_cflags():\n    return ['--expt-relaxed-constexpr']\n",
+    tree = DictTree({"flashinfer/jit/cpp_ext.py": ("def build_cuda_cflags():\n    cuda_cflags = "
+                                                   "['--expt-relaxed-constexpr']\n"
+                                                   "    return cuda_cflags\n"),
                      "flashinfer/jit/core.py": BUILD})
     profile = profile_for(tree)
     assert profile is FLASHINFER
