@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
 from contrib.audit.model import (
     GATE_ONLY,
     NEEDS_KERNEL_WORK,
     RUNTIME,
     AuditGate,
-    Evidence,
     admits_text,
 )
+from contrib.enable.places import places
 from contrib.errors import UsageError
 
 
@@ -77,29 +78,24 @@ def _matching(gates: list[AuditGate], spec: str) -> list[AuditGate]:
             and what in (g.function, g.function.rsplit(".", 1)[-1])]
 
 
-def refusal(gate: AuditGate) -> Skipped | None:
-    """A needs-kernel-work gate, refused with the guards of its evidence (``file:line``)."""
+def refusal(gate: AuditGate, tree: SourceTree | None = None) -> Skipped | None:
+    """A needs-kernel-work gate, refused with where its evidence stands (``file:line``:
+    the guards that compile its kernels out, the kernels that omit the target)."""
     if gate.class_ != NEEDS_KERNEL_WORK:
         return None
-    by_file: dict[str, list[str]] = {}
-    for path, line in guards(gate.evidence):
-        lines = by_file.setdefault(path, [])
+    said: dict[bool, dict[str, list[str]]] = {True: {}, False: {}}
+    for path, line, guard in places(gate.evidence, tree):
+        lines = said[guard].setdefault(path, [])
         if line:
             lines.append(str(line))
-    named = "; ".join(f"{path}:{','.join(lines)}" for path, lines in by_file.items())
-    return Skipped(label(gate), f"needs kernel work: compiled out for the target by the guards "
-                   f"at {named or 'unknown lines'} ({gate.reason})", refused=True)
+    guards, others = (_joined(said[True]), _joined(said[False]))
+    where = "; ".join(
+        ([f"compiled out for the target by the guards at {guards}"] if guards else []) +
+        ([f"kernels that omit it at {others}"] if others else [])) or "at unknown lines"
+    return Skipped(label(gate), f"needs kernel work: {where} ({gate.reason})", refused=True)
 
 
-def guards(evidence: tuple[Evidence, ...]) -> list[tuple[str, int]]:
-    """Where the audit's evidence stands, in order, each once: the ``#if`` guard that
-    compiled it out, else its own file and line (0: none); a file of the upstream
-    below is named with it (``flashinfer:csrc/x.cu``)."""
-    found: list[tuple[str, int]] = []
-    for one in evidence:
-        at = one.at
-        path, line = (at.path, at.line) if at is not None else (one.path or one.where, 0)
-        where = (f"{one.upstream}:{path}" if one.upstream and one.guard is None else path, line)
-        if where not in found:
-            found.append(where)
-    return found
+def _joined(by_file: dict[str, list[str]]) -> str:
+    """``a.cu:3,9; b.py:120``: a file alone where no line was read."""
+    return "; ".join(f"{path}:{','.join(lines)}" if lines else path
+                     for path, lines in by_file.items())
