@@ -2,8 +2,10 @@
 
 1. audit the upstream at REF (:func:`contrib.audit.run.audit_upstream`, so a
    better audit means better drafts);
-2. pick the gates (:mod:`contrib.enable.select`) and, for each, the chain of
-   gates that must open with it (:mod:`contrib.enable.chain`);
+2. pick the gates: those a feature's chain opens here, as ``contrib why`` reads it
+   (:mod:`contrib.enable.select`); or those named (:mod:`contrib.enable.select`)
+   with the chain of gates that must open with each (:mod:`contrib.enable.chain`),
+   all in one patchset; or each uncovered chain, a patchset each;
 3. refuse a chain whose kernels are compiled out for the target (the guards
    named), skip one a patchset covers already;
 4. splice the edits (:mod:`contrib.enable.forms`), commit them on REF per area
@@ -34,9 +36,17 @@ from contrib.clock import now_iso
 from contrib.enable.chain import gate_chain
 from contrib.enable.commits import AreaCommit, area_of, make_commits, subject, subject_style
 from contrib.enable.edits import CannotEdit
-from contrib.enable.feature import feature_gates, no_feature, picker
 from contrib.enable.forms import Editor
-from contrib.enable.select import Skipped, label, named, refusal, uncovered
+from contrib.enable.select import (
+    Skipped,
+    feature_gates,
+    label,
+    named,
+    no_feature,
+    picker,
+    refusal,
+    uncovered,
+)
 from contrib.errors import ContribError, UsageError
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn

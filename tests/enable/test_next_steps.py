@@ -13,7 +13,7 @@ import pytest
 
 from contrib.analysis.tree import DictTree
 from contrib.audit.model import Evidence, Place
-from contrib.enable.places import places
+from contrib.enable.select import places
 from testing.featureupstreams import feature_lower, feature_upstream
 from testing.gitutil import Repo
 from testing.libupstream import lib_upstream
