@@ -31,6 +31,12 @@ FEATURE_VERDICTS = ["crash", "needs-kernel-work", "unknown", "gate-only", "on"]
               "(default: the tip).")
 @click.option("--name", metavar="NAME", help="The draft patchset's name (default: "
               "enable-FUNCTION).")
+@click.option("--feature", "features", multiple=True, metavar="FEATURE",
+              help="Open the gates this feature's chain opens here, as `contrib why` reads "
+                   "it, in one patchset (repeat for several choices of one setting).")
+@click.option("--only", is_flag=True, help="Open the named GATEs alone, not the gates their "
+              "chain adds (a feature's gates in the upstream below, as `contrib why` prints "
+              "them).")
 @click.option("--force", is_flag=True, help="Also draft a gate the audit refuses for kernel "
               "work: the gate's half of the fix, which validate fails until the kernels build.")
 @click.option("--requires", "requires", multiple=True, metavar="UPSTREAM/NAME",
@@ -41,15 +47,16 @@ FEATURE_VERDICTS = ["crash", "needs-kernel-work", "unknown", "gate-only", "on"]
 @json_option
 @pass_ctx
 def enable(ctx: Context, upstream: str, gates: tuple[str, ...], arch: str | None,
-           at: str | None, name: str | None, force: bool, requires: tuple[str, ...],
-           no_fetch: bool, json_mode: bool) -> int:
-    """Draft the patch that opens gate-only GATEs (FILE:FUNCTION or FILE:LINE; default:
-    every uncovered one) to ARCH, as a Draft patchset, and validate it."""
+           at: str | None, name: str | None, features: tuple[str, ...], only: bool,
+           force: bool, requires: tuple[str, ...], no_fetch: bool, json_mode: bool) -> int:
+    """Draft the patch that opens gate-only GATEs (FILE:FUNCTION or FILE:LINE, in one
+    patchset; default: every uncovered one, a patchset each) or a FEATURE to ARCH, as a
+    Draft patchset, and validate it."""
     from contrib.commands.enable import enable as run
 
     return ctx.locked(json_mode, lambda ws, ui: run(
         ws, ui, upstream, list(gates), arch=arch, at=at, name=name, fetch=not no_fetch,
-        force=force, requires=list(requires)))
+        force=force, requires=list(requires), features=list(features), only=only))
 
 
 @click.command(epilog=example("contrib audit flashinfer --arch sm_120a --since v0.6.16"))

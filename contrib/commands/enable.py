@@ -1,9 +1,10 @@
-"""``contrib enable UPSTREAM --arch ARCH [--at REF] [GATE...] [--name NAME]``.
+"""``contrib enable UPSTREAM --arch ARCH [--at REF] [GATE... [--only] | --feature F] [--name NAME]``.
 
 Options in, outcome out: the engine is :mod:`contrib.enable`.  Exit 0 when every
-draft passed the stages that ran (or nothing was left to draft), 1 when a gate
-needs kernel work first or a draft failed a stage, 2 on bad input (an unknown
-gate or ref, a gate that admits the target already).
+draft passed the stages that ran (or a run naming nothing found nothing left to
+draft), 1 when a gate needs kernel work first, a draft failed a stage, or nothing
+was drafted of the gates or feature named (each skipped line says why), 2 on bad
+input (an unknown gate, feature or ref, a gate that admits the target already).
 """
 
 from __future__ import annotations
@@ -29,14 +30,15 @@ class _Quiet(UI):
 
 def enable(ws: Workspace, ui: UI, upstream: str, gates: list[str], *, arch: str | None,
            at: str | None, name: str | None, fetch: bool,
-           force: bool = False, requires: list[str] | None = None) -> int:
+           force: bool = False, requires: list[str] | None = None,
+           features: list[str] | None = None, only: bool = False) -> int:
     """Draft, write and validate; report each draft and each gate left alone."""
     target = parse_arch(ws.config.default_arch(arch, "enable"))
     ws.config.upstream(upstream)  # an unknown name fails before any work
     with ui.task(f"auditing {upstream}") as task:
         run = draft(ws, upstream, target, at=at, specs=gates, name=name, fetch=fetch,
                     check=_Quiet(), progress=ui.progress, step=task.step, force=force,
-                    requires=requires or ())
+                    requires=requires or (), features=features or (), only=only)
     for done in run.drafted:
         _show(ui, done, target.name)
     for skipped in run.skipped:
@@ -47,6 +49,8 @@ def enable(ws: Workspace, ui: UI, upstream: str, gates: list[str], *, arch: str 
     if not run.drafted and not run.skipped:
         ui.info(f"{upstream} at {run.commit[:12]}: no uncovered gate-only gate turns "
                 f"{target.name} away")
+    elif run.asked and not run.drafted:  # each skipped line above says why
+        ui.info(f"nothing drafted for {upstream} at {run.commit[:12]}")
     ui.emit(run.to_dict())
     return 1 if run.needs_attention else 0
 

@@ -2,8 +2,10 @@
 
 1. audit the upstream at REF (:func:`contrib.audit.run.audit_upstream`, so a
    better audit means better drafts);
-2. pick the gates (:mod:`contrib.enable.select`) and, for each, the chain of
-   gates that must open with it (:mod:`contrib.enable.chain`);
+2. pick the gates: those a feature's chain opens here, as ``contrib why`` reads it
+   (:mod:`contrib.enable.select`); or those named (:mod:`contrib.enable.select`)
+   with the chain of gates that must open with each (:mod:`contrib.enable.chain`),
+   all in one patchset; or each uncovered chain, a patchset each;
 3. refuse a chain whose kernels are compiled out for the target (the guards
    named), skip one a patchset covers already;
 4. splice the edits (:mod:`contrib.enable.forms`), commit them on REF per area
@@ -17,7 +19,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +37,16 @@ from contrib.enable.chain import gate_chain
 from contrib.enable.commits import AreaCommit, area_of, make_commits, subject, subject_style
 from contrib.enable.edits import CannotEdit
 from contrib.enable.forms import Editor
-from contrib.enable.select import Skipped, label, named, refusal, uncovered
+from contrib.enable.select import (
+    Skipped,
+    feature_gates,
+    label,
+    named,
+    no_feature,
+    picker,
+    refusal,
+    uncovered,
+)
 from contrib.errors import ContribError, UsageError
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
@@ -77,6 +88,7 @@ class EnableRun:
     commit: str
     drafted: list[Drafted] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    asked: bool = False  # gates or features were named (a run without drafts nothing left)
 
     def to_dict(self) -> dict[str, Any]:
         return {"upstream": self.upstream, "commit": self.commit,
@@ -85,49 +97,97 @@ class EnableRun:
 
     @property
     def needs_attention(self) -> bool:
-        """A gate refused for kernel work, or a draft that failed a stage."""
+        """A gate refused for kernel work, a draft that failed a stage, or nothing
+        drafted of what was named (a run naming none: nothing left to do is done)."""
         return any(s.refused for s in self.skipped) or any(
-            d.verdict == "failed" for d in self.drafted)
+            d.verdict == "failed" for d in self.drafted) or (self.asked and not self.drafted)
 
 
 def enable(ws: Workspace, upstream: str, arch: Arch, *, at: str | None, specs: list[str],
            name: str | None, fetch: bool, check: UI, progress: ProgressFn | None = None,
-           step: Any = None, force: bool = False, requires: Sequence[str] = ()) -> EnableRun:
-    """Draft (and validate, reporting to ``check``) a patchset per uncovered chain;
+           step: Any = None, force: bool = False, requires: Sequence[str] = (),
+           features: Sequence[str] = (), only: bool = False) -> EnableRun:
+    """Draft (and validate, reporting to ``check``) a patchset: one for the gates
+    ``specs`` name and the chains they bring (``only``: the named gates alone), one for
+    the gates ``features``' chains open here, or with neither, one per uncovered chain.
     ``force`` drafts a chain the audit refuses for kernel work too (the gate's half of
     the whole fix, which validate then fails on the guards it names); ``requires``:
     patchsets of the upstreams below (``UP/NAME``) each draft needs, as ``[[requires]]``."""
     if name is not None:
         check_name(name)
+    if features and specs:
+        raise UsageError("name a feature (--feature) or gates, not both: the feature's "
+                         "chain says which gates it opens")
     for target in requires:
         _below_target(ws, upstream, target)
+    seen: list[str] = []
     audit = audit_upstream(ws, upstream, arch, at=at, since=None, fetch=fetch,
-                           progress=progress, step=step)
+                           progress=progress, step=step,
+                           features=picker(list(features), seen) if features else None)
+    if features and not audit.features:
+        raise UsageError(no_feature(upstream, audit.ref, list(features), seen))
     needs = [_requirement(audit, target, arch) for target in requires]
     git = Mirror(ws.config.upstream(upstream)).ensure(fetch_now=False).git
-    where = f"{upstream} at {audit.commit[:12]}"
-    starts = named(audit.gates, specs, arch, where) if specs else uncovered(audit.gates)
-    run = EnableRun(upstream, audit.commit)
-    taken: set[tuple[str, int]] = set()
+    run = EnableRun(upstream, audit.commit, asked=bool(specs or features))
     tree = GitTree(git, audit.commit)
-    for start in starts:
-        if (start.file, start.line) in taken:
-            continue
-        chain = gate_chain(audit.gates, tree, start, arch)
-        taken |= {(g.file, g.line) for g in chain}
-        drafted = _draft_chain(ws, git, tree, audit, chain, arch, name, run, force, needs)
+    for chain, must, default in _chains(audit, tree, arch, specs, only, run):
+        drafted = _draft_chain(ws, git, tree, audit, chain, arch, name or default, run, force,
+                               needs, must)
         if drafted is not None:
             _validate(ws, check, drafted, arch)
             run.drafted.append(drafted)
     return run
 
 
+# The gates a draft opens, those of them it must widen (else nothing is drafted), and
+# its default name.
+_Plan = tuple[list[AuditGate], set[tuple[str, int]], str]
+
+
+def _chains(audit: UpstreamAudit, tree: GitTree, arch: Arch, specs: list[str], only: bool,
+            run: EnableRun) -> list[_Plan]:
+    """What to draft: the features' gates (the audit followed only those), the named
+    gates with their chains, or each uncovered chain."""
+    if audit.features:
+        found = feature_gates(audit.name, audit.gates, audit.features, arch.name)
+        run.skipped += found.skipped
+        return [(found.gates, {_place(g) for g in found.gates}, found.name)] if found.gates else []
+    if specs:
+        starts = named(audit.gates, specs, arch, f"{audit.name} at {audit.commit[:12]}")
+        chain = list(starts) if only else _union(
+            gate_chain(audit.gates, tree, start, arch) for start in starts)
+        return [(chain, {_place(g) for g in starts}, _default_name(starts[0]))]
+    plans: list[_Plan] = []
+    taken: set[tuple[str, int]] = set()
+    for start in uncovered(audit.gates):
+        if _place(start) in taken:
+            continue
+        chain = gate_chain(audit.gates, tree, start, arch)
+        taken |= {_place(g) for g in chain}
+        plans.append((chain, {_place(start)}, _default_name(start)))
+    return plans
+
+
+def _place(gate: AuditGate) -> tuple[str, int]:
+    return (gate.file, gate.line)
+
+
+def _union(chains: Iterable[list[AuditGate]]) -> list[AuditGate]:
+    """The gates of ``chains``, each once, in order: one patchset for what was named."""
+    out: dict[tuple[str, int], AuditGate] = {}
+    for chain in chains:
+        for gate in chain:
+            out.setdefault(_place(gate), gate)
+    return list(out.values())
+
+
 def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
-                 chain: list[AuditGate], arch: Arch, name: str | None,
+                 chain: list[AuditGate], arch: Arch, target: str,
                  run: EnableRun, force: bool = False,
-                 needs: Sequence[dict[str, str]] = ()) -> Drafted | None:
+                 needs: Sequence[dict[str, str]] = (),
+                 must: set[tuple[str, int]] | None = None) -> Drafted | None:
     start = chain[0]
-    refused = next((r for g in chain if (r := refusal(g)) is not None), None)
+    refused = next((r for g in chain if (r := refusal(g, tree)) is not None), None)
     if refused is not None and not force:
         run.skipped.append(refused)
         return None
@@ -139,7 +199,6 @@ def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
     if covered:
         run.skipped.append(Skipped(label(start), f"covered by {covered}"))
         return None
-    target = name or _default_name(start)
     if (ws.root / "patchsets" / audit.name / target).exists():
         run.skipped.append(Skipped(label(start), f"patchset {audit.name}/{target} exists; "
                                    "give another --name to draft it again"))
@@ -150,7 +209,7 @@ def _draft_chain(ws: Workspace, git: Git, tree: GitTree, audit: UpstreamAudit,
         try:
             decided = Decided(label(gate), Done.WIDENED, editor.widen(gate), _why(gate))
         except CannotEdit as exc:
-            if gate is start:
+            if _place(gate) in (must or {_place(start)}):
                 run.skipped.append(Skipped(label(start), str(exc)))
                 return None
             decided = Decided(label(gate), Done.LEFT, why=str(exc))

@@ -143,9 +143,10 @@ def test_a_pin_bump_turns_the_crash_on_and_the_gate_only_chain_shorter(
               if link["excludes_target"]]
     assert opened == [("top", "allreduce"), ("lower", "gen_comm_module")]
     human = ws.run("why", "top", "--enable-fusion", "--arch", "sm_120a", "--no-fetch").out
-    lower_cmd = "contrib enable lower lowerlib/jit.py:gen_comm_module --arch sm_120a --at v1.0"
+    lower_cmd = ("contrib enable lower lowerlib/jit.py:gen_comm_module --only --arch sm_120a "
+                 "--at v1.0 --name enable-fusion")
     assert lower_cmd in human
-    assert human.index(lower_cmd) < human.index("contrib enable top python/top/layers.py:allreduce")
+    assert human.index(lower_cmd) < human.index("contrib enable top --feature=--enable-fusion")
     repin(top, "lower_lib==2.0")  # the release below that builds comm for SM12x
     _, data = _why(ws, "top", "--enable-quick-reduce")
     assert data["stack"][0]["tag"] == "v2.0"

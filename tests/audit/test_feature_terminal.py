@@ -28,8 +28,9 @@ def test_the_feature_table_fits_80_columns_worst_first(short_tmp: Path) -> None:
     assert any(line.startswith("off, gate-only") for line in lines)
     # the gate-only row's next step: the commands, whole, the lower upstream's first
     text = " ".join(shown.split())
-    assert ("contrib enable lower lowerlib/jit.py:gen_comm_module --arch sm_120a --at v1.0"
-            in text)
+    assert ("contrib enable lower lowerlib/jit.py:gen_comm_module --only --arch sm_120a --at "
+            "v1.0 --name enable-fusion" in text)
+    assert text.index("contrib enable lower ") < text.index("contrib enable top --feature=")
     last = [line for line in lines if not line.startswith(" ")][-1]
     assert last.startswith("top at main tip")  # the summary again, last
 

@@ -173,8 +173,8 @@ def test_the_section_answers_by_feature_the_crash_first(
     assert rows[0] == ("| crash | `--enable-quick-reduce` | refused by lower v1.0 "
                        "lowerlib/jit.py:5 gen_comm_module |")
     fusion = next(row for row in rows if "`--enable-fusion`" in row)
-    assert "`contrib enable lower lowerlib/jit.py:gen_comm_module --arch sm_120a --at v1.0 " \
-           "--name enable-fusion`; `contrib enable mini " in fusion
+    assert "`contrib enable lower lowerlib/jit.py:gen_comm_module --only --arch sm_120a --at " \
+           "v1.0 --name enable-fusion`; `contrib enable mini --feature=--enable-fusion " in fusion
     assert audit.index("| verdict | feature | next |") < audit.index("| uncovered runtime gate |")
     (view,) = [v for v in doc["audit"] if v["upstream"] == "mini"]
     assert view["feature_counts"]["crash"] == 1

@@ -4,6 +4,7 @@ and the feature table the audit leads with."""
 from __future__ import annotations
 
 import re
+import shlex
 
 from contrib.audit.feature.chain import to_open
 from contrib.audit.model import VERDICTS, Chain, Feature, FeatureKind, Link, Role, Verdict
@@ -37,27 +38,61 @@ def read_at(audit: UpstreamAudit) -> dict[str, str]:
     return {audit.name: audit.commit[:10]} | {s["upstream"]: s["tag"] for s in audit.stack}
 
 
-def enable_commands(chain: Chain, arch: str, at: dict[str, str]) -> list[str]:
-    """``contrib enable UPSTREAM FILE:FUNCTION... --arch ARCH --at REF`` per upstream
-    whose gates a gate-only chain opens, the lower upstream first; ``at``: the commit
-    or tag each upstream was read at.  Over two upstreams both drafts are named for the
-    feature and the upper one requires the lower (``--requires``: its ``[[requires]]``)."""
-    opened = list(reversed(to_open(chain).items()))
-    name = patchset_name(chain.feature) if len(opened) > 1 else ""
+def enable_commands(chains: list[Chain], arch: str, at: dict[str, str]) -> list[str]:
+    """One ``contrib enable`` per upstream whose gates the gate-only ``chains`` (one
+    feature, or choices of one setting that open the same gates) open, the lower
+    upstream first; ``at``: the commit or tag each upstream was read at.  The
+    feature's own upstream names the features (``--feature``: enable reads the same
+    chains); an upstream below names its gates (``--only``: those alone).  Each drafts
+    one patchset; over two upstreams both are named for the feature and the upper one
+    requires the lower (``--requires``: its ``[[requires]]``)."""
+    opened: dict[str, list[str]] = {}
+    for chain in chains:
+        for upstream, spots in to_open(chain).items():
+            found = opened.setdefault(upstream, [])
+            found += [spot for spot in spots if spot not in found]
+    order = list(reversed(opened.items()))
+    home = home_of(chains[0]) if chains else ""
+    # the drafts are named for the feature where enable cannot read it (the upstream
+    # below), and alike where two must be tied
+    named = len(order) > 1 or any(upstream != home for upstream, _ in order)
+    name = drafts_name([c.feature for c in chains]) if named else ""
     commands = []
-    for n, (upstream, spots) in enumerate(opened):
+    for n, (upstream, spots) in enumerate(order):
+        what = (" ".join(f"--feature={shlex.quote(c.feature.name)}" for c in chains)
+                if upstream == home else " ".join([*spots, "--only"]))
         where = f" --at {at[upstream]}" if at.get(upstream) else ""
         tie = f" --name {name}" if name else ""
-        if name and n:
-            tie += "".join(f" --requires {below}/{name}" for below, _ in opened[:n])
-        commands.append(f"contrib enable {upstream} {' '.join(spots)} --arch {arch}{where}{tie}")
+        if n:
+            tie += "".join(f" --requires {below}/{name}" for below, _ in order[:n])
+        commands.append(f"contrib enable {upstream} {what} --arch {arch}{where}{tie}")
     return commands
+
+
+def home_of(chain: Chain) -> str:
+    """The upstream declaring a chain's feature: where its setting is read (a server's),
+    else where its first call goes (a library's own API)."""
+    return next((link.upstream for link in chain.links if link.role == Role.READ),
+                chain.links[0].upstream if chain.links else "")
 
 
 def patchset_name(feature: Feature) -> str:
     """The drafts' name for a feature: ``enable-`` and the feature's words
     (``--enable-flashinfer-allreduce-fusion``: ``enable-flashinfer-allreduce-fusion``)."""
-    words = re.sub(r"[^a-z0-9]+", "-", feature.name.lower()).strip("-")
+    return _named(feature.name)
+
+
+def drafts_name(features: list[Feature]) -> str:
+    """The drafts' name for one feature (:func:`patchset_name`), or for several choices
+    of one setting, the setting's (``enable-moe-runner-backend``)."""
+    if len(features) == 1:
+        return patchset_name(features[0])
+    first = features[0]
+    return _named(first.name.split("=")[0] if first.kind == FeatureKind.FLAG else first.attr)
+
+
+def _named(words: str) -> str:
+    words = re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-")
     words = re.sub(r"^enable-", "", words)
     return f"enable-{words}"[:_NAME_MAX].strip("-")
 
@@ -99,7 +134,7 @@ def chain_lines(chain: Chain, arch: str, at: dict[str, str], *, reads: int = 3) 
     if chain.verdict == Verdict.NEEDS_KERNEL_WORK:  # the guards, kernels or ops to write
         shown_ = next((link.evidence for link in chain.links if link.evidence), ())
         lines += [f"  needs: {e}" for e in shown_]
-    for command in enable_commands(chain, arch, at) if chain.verdict == Verdict.GATE_ONLY else ():
+    for command in enable_commands([chain], arch, at) if chain.verdict == Verdict.GATE_ONLY else ():
         lines.append(f"  {command}")
     return lines
 
@@ -123,15 +158,17 @@ def feature_rows(chains: list[Chain], arch: str, at: dict[str, str]) -> list[lis
     (``--moe-runner-backend=auto|triton|...``)."""
     groups: dict[tuple[str, Verdict, str, str], list[Chain]] = {}
     for chain in chains:
-        if chain.verdict == Verdict.GATE_ONLY:
-            step = "; ".join(enable_commands(chain, arch, at))
+        if chain.verdict == Verdict.GATE_ONLY:  # the same gates to open: one patchset
+            step = repr(sorted(to_open(chain).items()))
         elif chain.verdict == Verdict.ON:
             step = ""
         else:  # where it stops; `contrib why` says the whole of it
             step = chain.where or chain.reason
         groups.setdefault((_setting(chain), chain.verdict, step, chain.feature.kind), []
                           ).append(chain)
-    return [[VERDICT_TEXT[verdict], _grouped(setting, members), step]
+    return [[VERDICT_TEXT[verdict], _grouped(setting, members),
+             "; ".join(enable_commands(members, arch, at)) if verdict == Verdict.GATE_ONLY
+             else step]
             for (setting, verdict, step, _), members in groups.items()]
 
 
