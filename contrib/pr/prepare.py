@@ -1,7 +1,7 @@
 """A patchset's PR worked out before anything is pushed or posted: the :class:`Job`.
 
-The checks come first (the push URL can only be the fork's; the version's validation
-is enough, or ``--force``), then the branch: the version's patches applied on its base
+The checks come first (the push URL can only be the fork's, never ``contrib init``'s
+placeholder; the version's validation is enough, or ``--force``), then the branch: the version's patches applied on its base
 as commits (``git am`` semantics, so identical input gives identical SHAs), then the
 title and the body (:mod:`contrib.pr.body`) with the range-diff from the previous push
 and the ``[[requires]]``.  :mod:`contrib.pr.open` pushes the branch and opens the PR.
@@ -25,7 +25,7 @@ from contrib.pr.body import BodyInput, CommitLine, render_body, render_title
 from contrib.pr.proof import recorded
 from contrib.record import Standing, Verdict, version_standing
 from contrib.validate.requires import requirements
-from contrib.workspace.config import Upstream
+from contrib.workspace.config import Upstream, placeholders
 from contrib.workspace.model import Patchset, Version, Workspace
 from contrib.workspace.schema import PrRecord
 from contrib.workspace.txn import utf8
@@ -51,6 +51,8 @@ class Job:
     validation: str = ""  # the verdict as the body's first line shows it
     actions: list[str] = field(default_factory=list)
     progress: ProgressFn | None = None  # git's push progress, for the status line
+    offline: bool = False  # a dry run: no git or API call leaves the machine
+    unchecked: list[str] = field(default_factory=list)  # what an offline run took on trust
 
     @property
     def repo(self) -> str:
@@ -83,22 +85,31 @@ def pr_branch(ps: Patchset) -> str:
     return f"{BRANCH_PREFIX}{ps.name}--{ps.branch.replace('/', '-')}"
 
 
-def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: bool) -> Job:
+def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: bool,
+            offline: bool = False) -> Job:
     """``ps``'s PR worked out: the config and the validation checked, the branch built in
-    the upstream's cache (``mirrors``, one per upstream, shared by the run), title and body."""
+    the upstream's cache (``mirrors``, one per upstream, shared by the run), title and body.
+    ``offline`` (a dry run): the cache is neither made nor fetched."""
     upstream = ws.config.upstream(ps.upstream)
     push_url = _check_config(ws, upstream)
     version = ps.current
     validation, problem = _check_validation(ps, version, force)
     forced = bool(problem)
     if upstream.name not in mirrors:
-        mirrors[upstream.name] = Mirror(upstream).ensure(fetch_now=False)
+        mirrors[upstream.name] = _mirror(upstream, offline)
     mirror = mirrors[upstream.name]
-    mirror.resolve(version.base)  # fetches once if the cache lacks the base
+    try:
+        mirror.resolve(version.base, allow_fetch=not offline)  # else fetches once if lacking it
+    except ContribError:
+        if not offline:
+            raise
+        raise NeedsAttention(f"the cache of {upstream.name} lacks the base {version.base[:12]}, "
+                             "and a dry run does not fetch: run `contrib status` (which "
+                             "fetches) first") from None
     commits, tip = _build(mirror.git, version)
     branch = pr_branch(ps)
     job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
-              push_url, tip, commits, forced=forced)
+              push_url, tip, commits, forced=forced, offline=offline)
     job.validation = validation.summary()
     job.title = render_title(ps.title, ps.target)
     job.body = render_body(BodyInput(
@@ -108,6 +119,15 @@ def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: b
         forced=forced, problem=problem, range_diff=_range_diff(job), requires=_requires(ws, ps),
         previous_version=_previous(job)[1], proof=recorded(ps, validation)))
     return job
+
+
+def _mirror(upstream: Upstream, offline: bool) -> Mirror:
+    """The upstream's cache, made on first use unless ``offline``."""
+    mirror = Mirror(upstream)
+    if offline and not mirror.path.is_dir():
+        raise NeedsAttention(f"no cache of upstream {upstream.name} yet, and a dry run does not "
+                             "clone: run `contrib status` (which clones it) first")
+    return mirror.ensure(fetch_now=False)
 
 
 def _check_validation(ps: Patchset, version: Version, force: bool) -> tuple[Standing, str]:
@@ -144,9 +164,20 @@ def validation_problem(ps: Patchset, standing: Standing) -> str:
     return f"failed: {'; '.join(failed)}" if failed else ""
 
 
+def refuse_placeholders(ws: Workspace, upstreams: list[str]) -> None:
+    """A ConfigError (exit 2, one line: the file, line, key and what to set) when an
+    upstream's ``github`` or ``fork`` is ``contrib init``'s placeholder, the value
+    ``contrib doctor`` fails (:func:`~contrib.workspace.config.placeholders`)."""
+    for name in upstreams:
+        found = placeholders(ws.config, name)
+        if found:
+            raise ConfigError(found[0].message())
+
+
 def _check_config(ws: Workspace, upstream: Upstream) -> str:
     """The push URL, after making sure PRs and pushes can only go where they should."""
     where = f"{ws.config.path} [upstreams.{upstream.name}]"
+    refuse_placeholders(ws, [upstream.name])
     if not upstream.github or not upstream.fork:
         raise ConfigError(f"{where}: open-pr needs github = \"OWNER/NAME\" (the repository PRs "
                           "target) and fork = \"YOU/NAME\" (where branches are pushed)")
