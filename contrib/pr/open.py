@@ -6,7 +6,9 @@ so identical input gives identical SHAs; :mod:`contrib.pr.prepare`), push it to
 the fork with a lease, then create or update one draft PR on the upstream.  The rules:
 
 - no ``validation.json`` bound to this version whose required stages passed for the
-  patchset's arch, or a failed arch -> refuse, unless ``--force`` (the body says so);
+  patchset's arch, or a failed arch, or a draft with no PR whose record does not prove
+  it (the rule ``status`` says "held back" by, :func:`contrib.pr.prepare.holdback`) ->
+  refuse, unless ``--force`` (the body says so);
 - push only to the fork, only ``refs/heads/contrib/...``, with
   ``--force-with-lease`` against what the fork had; skip when identical;
 - the fork branch has commits contrib never pushed -> stop (Renovate's rule);
@@ -28,6 +30,7 @@ run or not (exit 2).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -50,6 +53,7 @@ from contrib.forge.recording import RecordingForge
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
 from contrib.pr.prepare import BRANCH_PREFIX, Job, prepare, refuse_placeholders
+from contrib.pr.proof import Proof
 from contrib.secrets import scrub
 from contrib.workspace.model import Patchset, Workspace
 from contrib.workspace.schema import PrRecord, UpstreamStatus
@@ -59,7 +63,8 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
             force: bool = False, reopen: bool = False,
             github_factory: ForgeFactory | None = None,
             forge: Forge | None = None,
-            progress: ProgressFn | None = None) -> tuple[int, list[dict[str, Any]]]:
+            progress: ProgressFn | None = None,
+            proofs: Mapping[str, Proof] | None = None) -> tuple[int, list[dict[str, Any]]]:
     """Open or update the draft PR of each selected patchset.
 
     Returns the exit code (0 all done, 1 something needs the user, 2 bad
@@ -67,7 +72,8 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
     reported in that patchset's result; the others still run.  ``forge``: use
     this one (a caller's RecordingForge for its own dry run, say) instead of
     building one from contrib.toml and the token with ``github_factory``; a dry run
-    without one is offline.
+    without one is offline.  ``proofs``: drafts' proofs by target, as a caller with the
+    audit's chain worked them out (the autopilot's; :func:`~contrib.pr.prepare.holdback`).
     """
     patchsets = ws.patchsets(list(targets))
     refuse_placeholders(ws, list(dict.fromkeys(ps.upstream for ps in patchsets
@@ -85,7 +91,8 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
     for ps in patchsets:
         try:
             results.append(_open_one(ws, ps, forge, token, mirrors, dry_run=dry_run, force=force,
-                                     reopen=reopen, progress=progress, offline=offline))
+                                     reopen=reopen, progress=progress, offline=offline,
+                                     proof=(proofs or {}).get(ps.target)))
         except ContribError as exc:
             results.append({"patchset": ps.target, "result": "error", "error": scrub(str(exc)),
                             "exit_code": exc.exit_code})
@@ -125,12 +132,12 @@ def _forge(ws: Workspace, *, factory: ForgeFactory | None,
 def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
               mirrors: dict[str, Mirror], *, dry_run: bool, force: bool,
               reopen: bool, progress: ProgressFn | None = None,
-              offline: bool = False) -> dict[str, Any]:
+              offline: bool = False, proof: Proof | None = None) -> dict[str, Any]:
     if _upstreamed(ps):
         return {"patchset": ps.target, "result": "upstreamed", "target": ps.branch,
                 "base": ps.branch, "exit_code": 0,
                 "message": f"already in {ps.branch}: no PR is proposed for this line"}
-    job = prepare(ws, ps, mirrors, force=force, offline=offline)
+    job = prepare(ws, ps, mirrors, force=force, offline=offline, proof=proof)
     job.progress = progress
     if not isinstance(forge, RecordingForge):
         return _run_one(job, forge, token, dry_run=dry_run, reopen=reopen)

@@ -15,19 +15,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from contrib.arch import parse_arch
-from contrib.carry.rangediff import range_diff
-from contrib.carry.series import apply_series, split_mail
 from contrib.errors import ConfigError, ContribError, NeedsAttention
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
 from contrib.git.repo import Git, Sha
 from contrib.pr.body import BodyInput, CommitLine, render_body, render_title
-from contrib.pr.proof import recorded
+from contrib.pr.proof import Proof, recorded
 from contrib.record import Standing, Verdict, version_standing
 from contrib.validate.requires import requirements
 from contrib.workspace.config import Upstream, placeholders
 from contrib.workspace.model import Patchset, Version, Workspace
-from contrib.workspace.schema import PrRecord
+from contrib.workspace.schema import PrRecord, UpstreamStatus
 from contrib.workspace.txn import utf8
 
 BRANCH_PREFIX = "contrib/"
@@ -86,14 +84,15 @@ def pr_branch(ps: Patchset) -> str:
 
 
 def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: bool,
-            offline: bool = False) -> Job:
+            offline: bool = False, proof: Proof | None = None) -> Job:
     """``ps``'s PR worked out: the config and the validation checked, the branch built in
     the upstream's cache (``mirrors``, one per upstream, shared by the run), title and body.
-    ``offline`` (a dry run): the cache is neither made nor fetched."""
+    ``offline`` (a dry run): the cache is neither made nor fetched.  ``proof``: a draft's,
+    as a caller with the audit's chain worked it out (:func:`holdback`)."""
     upstream = ws.config.upstream(ps.upstream)
     push_url = _check_config(ws, upstream)
     version = ps.current
-    validation, problem = _check_validation(ps, version, force)
+    validation, problem = _check_validation(ps, version, force, proof)
     forced = bool(problem)
     if upstream.name not in mirrors:
         mirrors[upstream.name] = _mirror(upstream, offline)
@@ -130,20 +129,61 @@ def _mirror(upstream: Upstream, offline: bool) -> Mirror:
     return mirror.ensure(fetch_now=False)
 
 
-def _check_validation(ps: Patchset, version: Version, force: bool) -> tuple[Standing, str]:
-    """(the version's standing, why it is not enough or ""); NeedsAttention unless --force.
-
-    Enough means: a record bound to exactly this version (:mod:`contrib.record`), a
-    run for the patchset's arch whose required stages all passed, and no failed arch.
-    """
+def _check_validation(ps: Patchset, version: Version, force: bool,
+                      proof: Proof | None) -> tuple[Standing, str]:
+    """(the version's standing, why it is held back or ""); NeedsAttention unless --force."""
     standing = version_standing(version)
-    problem = validation_problem(ps, standing)
-    if problem and not force:
+    held = holdback(ps, standing, proof)
+    if held.held and not force:
         raise NeedsAttention(
-            f"{version.validation_path}: {problem}; run `contrib validate {ps.target}` until "
-            "its required stages pass, or pass --force to open the PR anyway (the body will "
-            "say so)")
-    return standing, problem
+            f"{version.validation_path}: {held.sentence()}; run `contrib validate {ps.target}` "
+            "until it proves them, or pass --force to open the PR anyway (the body will say so)")
+    return standing, held.sentence()
+
+
+def unproposed_draft(ps: Patchset) -> bool:
+    """A draft (``contrib enable``'s) with no PR yet: open-pr would propose it upstream."""
+    return ps.upstream_status == UpstreamStatus.DRAFT and not (ps.pr is not None and ps.pr.number)
+
+
+@dataclass(frozen=True)
+class Holdback:
+    """Whether open-pr would propose a version, and why not: the one rule ``status``,
+    ``open-pr`` (a dry run too) and the autopilot read.
+
+    ``gap``: the record's (no record bound to the version, no run for the patchset's
+    arch, a required stage not passed, a failed arch: :func:`validation_problem`).
+    ``proof``: for a draft with no PR, what its record proves (:mod:`contrib.pr.proof`,
+    the autopilot's rule for proposals); None for any other patchset.  A draft is held
+    by its proof's reasons when it has a run to judge, else by the gap; any other
+    patchset by the gap alone."""
+
+    gap: str = ""
+    proof: Proof | None = None
+
+    @property
+    def held(self) -> tuple[str, ...]:
+        """The reasons, in order; empty when open-pr takes the version."""
+        if self.proof is not None and self.proof.validated and self.proof.held:
+            return tuple(self.proof.held)
+        return (self.gap,) if self.gap else ()
+
+    def sentence(self) -> str:
+        """The reasons in one line, as status and open-pr print them ("" for none)."""
+        if not self.held:
+            return ""
+        prefix = "held back from a draft PR: " if self.proof is not None else ""
+        return prefix + "; ".join(self.held)
+
+
+def holdback(ps: Patchset, standing: Standing, proof: Proof | None = None) -> Holdback:
+    """The :class:`Holdback` of ``ps``'s current version.  ``proof``: a draft's as a
+    caller with the audit's chain worked it out (the autopilot); else its record's, which
+    cannot tell a ``ptx`` stage with nothing to build from a chain that builds nothing."""
+    gap = validation_problem(ps, standing)
+    if not unproposed_draft(ps):
+        return Holdback(gap)
+    return Holdback(gap, proof if proof is not None else recorded(ps, standing))
 
 
 def validation_problem(ps: Patchset, standing: Standing) -> str:
@@ -201,6 +241,9 @@ def _check_config(ws: Workspace, upstream: Upstream) -> str:
 
 def _build(git: Git, version: Version) -> tuple[list[CommitLine], Sha]:
     """The PR branch: the version's patches applied on its base, as commits."""
+    # the carry engine (unidiff) loads when a branch is built: `status` reads holdback()
+    from contrib.carry.series import apply_series, split_mail
+
     mails = [split_mail(git, name, raw) for name, raw in version.patch_texts()]
     applied = apply_series(git, version.base, mails)
     lines = [CommitLine(a.commit, a.name, utf8(a.patch.subject), utf8(a.patch.author.name))
@@ -230,6 +273,8 @@ def _range_diff(job: Job) -> str | None:
             return None
         if rebuilt != old_tip:
             return None
+    from contrib.carry.rangediff import range_diff
+
     return range_diff(job.git, str(old_version), old_tip, job.version, job.tip)
 
 

@@ -12,7 +12,9 @@ from contrib.forge.recording import RecordingForge
 from contrib.pr.open import OFFLINE, open_pr
 from testing.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from testing.gitutil import Repo
-from testing.pr_scene import FORK, HEAD, TARGET, UPSTREAM, Scene, fast_github
+from contrib.validate.report import StageResult
+from testing.pr_scene import FORK, HEAD, PASSED, TARGET, UPSTREAM, Scene, fast_github
+from testing.recordutil import run_of
 from testing.workspace import run_contrib
 
 
@@ -128,3 +130,51 @@ def test_a_placeholder_left_by_init_is_refused_in_one_line(scene: Scene, key: st
     assert f'{config}:{line}: [upstreams.proj] {key} = "{value}" is the placeholder' in res.err
     assert "OWNER/NAME" in res.err
     assert scene.fake.requests == [] and scene.fork_tip() is None
+
+
+PROVEN = run_of([*PASSED.stages[:2], StageResult("gates", "passed", "1 touched gate admits sm_120a"),
+                 PASSED.stages[3],
+                 StageResult("ptx", "passed", "1 kernel entry in 1 unit", details={
+                     "compute": "compute_120a", "units": [{
+                         "path": "csrc/f3.cu", "why": "changed", "ok": True, "entries": 1,
+                         "builder": "", "kernels": ["f3_kernel"]}]}),
+                 *PASSED.stages[5:]])
+
+
+def test_status_and_a_dry_run_agree_on_what_is_held_back(scene: Scene) -> None:
+    """A draft with no PR is held back by one rule (pr.prepare.holdback, the proof the
+    autopilot proposes by): status says it, and open-pr, dry or not, refuses it so."""
+    meta = scene.version_dir().parent / "patchset.toml"
+    meta.write_text(meta.read_text().replace('upstream_status = "Pending"',
+                                             'upstream_status = "Draft"'))
+
+    def both() -> tuple[dict[str, object], str, dict[str, object]]:
+        shown = run_contrib("status", "--no-fetch", "--json", TARGET, cwd=scene.root)
+        assert shown.code == 0, shown.err
+        (row,) = shown.json["patchsets"]  # type: ignore[index]
+        human = run_contrib("status", "--no-fetch", TARGET, cwd=scene.root)
+        dry = run_contrib("open-pr", "--dry-run", "--json", TARGET, cwd=scene.root)
+        (result,) = dry.json["results"]  # type: ignore[index]
+        assert dry.code == result["exit_code"]
+        return row["proposal"], human.out + human.err, result
+
+    # the record passes every required stage, but proves no kernel: gates and ptx had
+    # nothing to check (what `status` used to hold back while open-pr would create)
+    proposal, human, result = both()
+    assert proposal["held_back"] == ["gates not-applicable: the patch touches no "
+                                     "architecture gate", "ptx built nothing, and no audit of "
+                                     "the chain shows that it reaches no device code"]
+    sentence = proposal["sentence"]
+    assert sentence == "held back from a draft PR: " + "; ".join(proposal["held_back"])
+    assert f"{TARGET}: {sentence}" in human
+    assert (result["result"], result["exit_code"]) == ("error", 1)
+    assert sentence in str(result["error"]) and "--force" in str(result["error"])
+    forced = run_contrib("open-pr", "--dry-run", "--force", "--json", TARGET, cwd=scene.root)
+    assert forced.code == 0 and forced.json["results"][0]["would"] == "created"  # type: ignore[index]
+
+    scene.write_validation(PROVEN)  # gates and ptx prove the kernels: nothing held back
+    proposal, human, result = both()
+    assert (proposal["held_back"], proposal["sentence"], proposal["proven"]) == ([], "", True)
+    assert "held back" not in human
+    assert (result["result"], result["would"]) == ("dry-run", "created")
+    assert scene.fake.requests == []
