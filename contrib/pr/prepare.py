@@ -137,7 +137,8 @@ def _check_validation(ps: Patchset, version: Version, force: bool,
     if held.held and not force:
         raise NeedsAttention(
             f"{version.validation_path}: {held.sentence()}; run `contrib validate {ps.target}` "
-            "until it proves them, or pass --force to open the PR anyway (the body will say so)")
+            f"until {'its record proves the kernels' if held.proof else 'its required stages pass'}"
+            ", or pass --force to open the PR anyway (the body will say so)")
     return standing, held.sentence()
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from contrib.forge.recording import RecordingForge
 from contrib.pr.open import OFFLINE, open_pr
+from contrib.validate.report import StageResult
 from testing.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from testing.gitutil import Repo
-from contrib.validate.report import StageResult
 from testing.pr_scene import FORK, HEAD, PASSED, TARGET, UPSTREAM, Scene, fast_github
 from testing.recordutil import run_of
 from testing.workspace import run_contrib
