@@ -1,8 +1,10 @@
 """GPU architecture names: ``sm_120a`` -> major, minor, suffix, ``__CUDA_ARCH__``.
 
 nvcc spells a real architecture ``sm_XY[a|f]`` (``sm_90a``, ``sm_100a``,
-``sm_120``); the matching virtual architecture is ``compute_XY[a|f]`` and the
-device pass sees ``__CUDA_ARCH__ == X*100 + Y*10`` (1200 for ``sm_120``).
+``sm_89``); the matching virtual architecture is ``compute_XY[a|f]`` and the
+device pass sees ``__CUDA_ARCH__ == X*100 + Y*10`` (1200 for ``sm_120a``).  Every
+spelling of one GPU parses to one name (:func:`parse_arch`: ``sm_121``, ``121`` and
+``12.1`` are ``sm_121a``), the name every cache key and record holds.
 Python gates speak in *major* versions (``supported_major_versions=[9, 10]``),
 so this module also maps a set of majors to the architectures it admits.
 """
@@ -28,11 +30,10 @@ KNOWN: tuple[tuple[int, int], ...] = (
 # Blackwell and Blackwell's GeForce/RTX parts.  What is false on all of them is false on
 # any NVIDIA GPU, whatever its arch (a ROCm switch, a platform's flag).
 NVIDIA_FAMILIES: tuple[tuple[int, int], ...] = ((8, 0), (9, 0), (10, 0), (12, 0))
-EXAMPLES = "sm_90a, sm_100a, sm_103a, sm_110a, sm_120, sm_120a, sm_121a"
-# nvcc's own spellings, taken as written; ASCII digits only (``\d`` takes any script's).
-_CANONICAL = re.compile(r"(?:sm_|compute_)(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)
-# other spellings of one: sm120, SM120a, 120, 12.0 (the compute capability), 12.0a
-_LOOSE = re.compile(r"(?:sm|compute)?(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)
+EXAMPLES = "sm_90a, sm_100a, sm_103a, sm_110a, sm_120a, sm_120f, sm_121a"
+# every spelling but the dotted one: sm_121a, sm121, SM_121, compute_121a, 121 (ASCII digits
+# only: ``\d`` takes any script's)
+_NAMED = re.compile(r"(?:sm_?|compute_?)?(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)
 _CAPABILITY = re.compile(r"(?P<major>[0-9]{1,2})\.(?P<minor>[0-9])(?P<suffix>[af]?)", re.ASCII)
 
 
@@ -67,19 +68,24 @@ class Arch:
 def parse_arch(text: str) -> Arch:
     """Parse an architecture name into an Arch; one normalisation for every spelling.
 
-    nvcc's own names are taken as written: ``sm_120a``, ``sm_120``, ``compute_120f``.
-    Any other spelling (``sm120``, ``SM120a``, ``120``, ``12.0``) names the same
-    architecture, and without a suffix it is the arch-specific target contrib
-    validates from 9.0 on: ``sm120``, ``120`` and ``12.0`` are all ``sm_120a``, so
-    ``--arch sm120`` never makes a second arch beside ``sm_120a``.  Digits must be
-    ASCII.  Raises UsageError (exit 2) naming the bad value and listing examples.
+    The rule: the digits name the GPU (``121``, ``sm_121``, ``sm121``, ``SM_121``,
+    ``compute_121`` and the compute capability ``12.1`` are all GB10's 12.1); a suffix
+    given (``a`` arch-specific, ``f`` family) is taken as written; without one, a GPU
+    from 9.0 on means its arch-specific target, so ``sm_121``, ``121`` and ``12.1`` are
+    all ``sm_121a`` and never a second arch (nor a second audit in the cache) beside
+    it.  Below 9.0 there is no ``a`` target: ``sm_89`` stays plain.  flashinfer
+    normalises its ``FLASHINFER_CUDA_ARCH_LIST`` the same way (``_normalize_cuda_arch``
+    in ``compilation_context.py``: a suffix respected as-is, else ``a`` from 9.0 on),
+    and the upstreams build these GPUs' kernels for ``compute_120a``/``compute_121a``;
+    a plain ``sm_120`` build would lose every kernel behind
+    ``__CUDA_ARCH_FEAT_SM120_ALL``, a question about no build anyone runs.  Digits must
+    be ASCII.  Raises UsageError (exit 2) naming the bad value and listing examples.
     """
     cleaned = text.strip().lower()
-    canonical = _CANONICAL.fullmatch(cleaned)
-    loose = canonical or _LOOSE.fullmatch(cleaned)
-    dotted = None if loose else _CAPABILITY.fullmatch(cleaned)
-    if loose is not None:
-        digits, suffix = loose["digits"], loose["suffix"]
+    named = _NAMED.fullmatch(cleaned)
+    dotted = None if named else _CAPABILITY.fullmatch(cleaned)
+    if named is not None:
+        digits, suffix = named["digits"], named["suffix"]
     elif dotted is not None:
         digits, suffix = dotted["major"] + dotted["minor"], dotted["suffix"]
     else:
@@ -91,7 +97,7 @@ def parse_arch(text: str) -> Arch:
             f"unknown GPU architecture {text!r}: sm_{digits} does not exist "
             f"(known: {known}; e.g. {EXAMPLES})"
         )
-    if canonical is None and not suffix and major >= 9:
+    if not suffix and major >= 9:
         suffix = "a"
     if suffix == "a" and major < 9:
         raise UsageError(f"{text!r}: arch-specific 'a' targets start at sm_90a (e.g. {EXAMPLES})")

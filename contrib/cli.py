@@ -54,9 +54,12 @@ for _command in (cligates.audit, cligates.why, cligates.enable):
 @click.option("--upstream", "upstreams", multiple=True, metavar="NAME[=URL]",
               help="An upstream: flashinfer or sglang by name, any other as NAME=URL "
                    "(repeat; default: flashinfer and sglang).")
+@click.option("--arch", default="sm_120a", show_default=True, shell_complete=complete_arch,
+              help="The GPU written as [defaults] arch: what why, audit, enable and new "
+                   "take without --arch.")
 @json_option
 @pass_ctx
-def init(ctx: Context, directory: Path | None, upstreams: tuple[str, ...],
+def init(ctx: Context, directory: Path | None, upstreams: tuple[str, ...], arch: str,
          json_mode: bool) -> int:
     """Make DIR (default: here) a workspace: contrib.toml, .contrib/ ignored, git initialised."""
     from contrib.commands.init import init as run
@@ -64,7 +67,7 @@ def init(ctx: Context, directory: Path | None, upstreams: tuple[str, ...],
 
     where = (ctx.directory or Path.cwd()) / (directory or ".")
     return guarded_ui(ctx.make_ui(json_mode), lambda ui: run(where.resolve(), ui,
-                                                              list(upstreams)))
+                                                              list(upstreams), arch))
 
 
 @cli.command(epilog=example(

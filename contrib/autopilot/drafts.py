@@ -17,7 +17,7 @@ from contrib.arch import parse_arch
 from contrib.autopilot.state import WAITING, Need, Proposal, Run
 from contrib.enable.draft import enable
 from contrib.errors import ContribError
-from contrib.pr.prepare import validation_problem
+from contrib.pr.prepare import holdback
 from contrib.record import version_standing
 from contrib.secrets import scrub
 from contrib.ui import UI
@@ -80,7 +80,7 @@ def _line(ps: Patchset, plan: Proposal | None) -> str:
                f"@{found.user}"
     if plan is not None and plan.why:
         return f"{head}; {plan.state}: {plan.why}"
-    why = validation_problem(ps, version_standing(ps.current)) or "no PR opened yet"
+    why = "; ".join(holdback(ps, version_standing(ps.current)).held) or "no PR opened yet"
     return f"{head}; held back: {why}"
 
 

@@ -26,7 +26,8 @@ from contrib.errors import ContribError
 from contrib.forge.api import Forge, ForgeUnavailable, PullRequest
 from contrib.forge.recording import RecordingForge
 from contrib.pr.open import open_pr
-from contrib.pr.prepare import pr_branch, validation_problem
+from contrib.pr.prepare import holdback, pr_branch
+from contrib.pr.proof import Proof
 from contrib.record import Verdict, version_standing
 from contrib.secrets import scrub
 from contrib.workspace.model import Patchset, Workspace
@@ -34,8 +35,10 @@ from contrib.workspace.model import Patchset, Workspace
 LANDED_MARKER = "<!-- contrib:landed patchset={target} -->"
 
 
-def pr_step(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> None:
-    """Bring ``ps``'s PR to where the policy wants it; record what was done."""
+def pr_step(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run,
+            proof: Proof | None = None) -> None:
+    """Bring ``ps``'s PR to where the policy wants it; record what was done.  ``proof``:
+    a draft's, as the proposals worked it out with the audit's chain."""
     if run.policy == "never" or not outcome.syncable:
         return
     upstream = ws.config.upstream(ps.upstream)
@@ -51,12 +54,13 @@ def pr_step(ws: Workspace, ps: Patchset, outcome: Outcome, run: Run) -> None:
             outcome.act("pr", "skipped", reason="no GitHub token to look for a PR")
         return
     try:
-        _pr_step(ws, ps, forge, outcome, run)
+        _pr_step(ws, ps, forge, outcome, run, proof)
     except ContribError as exc:
         outcome.fail("pr", scrub(str(exc)), kind="github")
 
 
-def _pr_step(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome, run: Run) -> None:
+def _pr_step(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome, run: Run,
+             proof: Proof | None) -> None:
     upstream = ws.config.upstream(ps.upstream)
     head = f"{upstream.fork.split('/')[0]}:{pr_branch(ps)}"
     pr = _existing(forge, upstream.github, head, ps.branch, ps)
@@ -75,7 +79,7 @@ def _pr_step(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome, run: R
     elif pr is None and run.policy != "create":
         outcome.act("pr", "none", reason="policy update: no PR to update")
     else:
-        _open_or_update(ws, ps, forge, outcome, run)
+        _open_or_update(ws, ps, forge, outcome, run, proof)
 
 
 def _existing(forge: Forge, repo: str, head: str, base: str, ps: Patchset) -> PullRequest | None:
@@ -100,7 +104,7 @@ def _closed_need(ps: Patchset, pr: PullRequest) -> Need:
 
 
 def _open_or_update(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome,
-                    run: Run) -> None:
+                    run: Run, proof: Proof | None) -> None:
     """Ask open-pr (as a dry run, on a recorder) whether anything would change; only
     then run it.  A dry run of autopilot hands open-pr its own recorder, which
     collects the writes it lists."""
@@ -108,14 +112,15 @@ def _open_or_update(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome,
     if any(v.verdict == Verdict.FAILED for v in standing.verdicts):
         outcome.act("pr", "not updated", reason="validation failed")
         return
-    gap = validation_problem(ps, standing)
+    gap = holdback(ps, standing, proof).sentence()  # open-pr's own rule, status's too
     if gap:
         # open-pr would refuse: a required stage has not passed yet; the GPU legs
         # of the workflow may bring it.  Not a person's job (yet): the dashboard says it.
         outcome.act("pr", "waiting", reason=gap)
         return
     recorder = forge if isinstance(forge, RecordingForge) else RecordingForge(forge)
-    _, (preview,) = open_pr(ws, [ps.selector], dry_run=True, forge=recorder)
+    proofs = {ps.target: proof} if proof is not None else None
+    _, (preview,) = open_pr(ws, [ps.selector], dry_run=True, forge=recorder, proofs=proofs)
     if preview["result"] == "error":
         outcome.fail("pr", preview["error"], kind="github")
         return
@@ -127,7 +132,7 @@ def _open_or_update(ws: Workspace, ps: Patchset, forge: Forge, outcome: Outcome,
                                                                 "update")
         outcome.act("pr", f"would {would}", calls=preview["actions"])
         return
-    code, (result,) = open_pr(ws, [ps.selector], forge=forge)
+    code, (result,) = open_pr(ws, [ps.selector], forge=forge, proofs=proofs)
     if result["result"] == "error":
         outcome.fail("pr", result["error"], kind="github")
         return

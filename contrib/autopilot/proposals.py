@@ -122,7 +122,7 @@ def _decide(ws: Workspace, run: Run, looked: _Look, plan: Proposal, ps: Patchset
         plan.why = f"{limit} draft PR{'s' if limit != 1 else ''} of drafts open upstream already"
         outcome.act("pr", WAITING, reason=plan.why)
         return 0
-    autopilot_pr.pr_step(ws, ps, outcome, replace(run, policy="create"))
+    autopilot_pr.pr_step(ws, ps, outcome, replace(run, policy="create"), proof=plan.proof)
     last: dict[str, Any] = next((a for a in reversed(outcome.actions) if a["step"] == "pr"), {})
     if (outcome.pr or {}).get("number") is not None or str(last.get("result")).startswith(
             "would"):

@@ -217,10 +217,10 @@ def check_token(config: Config, factory: ForgeFactory | None) -> Iterator[Check]
         return
     yield Check("token", OK, f"accepted by {config.github_api_url} as {user.login}")
     yield _scopes(user.scopes)
-    from contrib.workspace.config import PLACEHOLDER_OWNERS
+    from contrib.workspace.config import is_placeholder
 
     for upstream in config.upstreams.values():
-        if upstream.fork and upstream.fork.split("/")[0] not in PLACEHOLDER_OWNERS:
+        if upstream.fork and not is_placeholder(upstream.fork):
             yield _push_access(forge, upstream.fork)
 
 
@@ -256,21 +256,14 @@ def unreachable(api_url: str) -> str:
 
 def check_placeholders(config: Config) -> Iterator[Check]:
     """``github``/``fork`` still holding the owner ``contrib init`` wrote for one it
-    could not know (``your-user/flashinfer``): open-pr would push to a stranger."""
-    from contrib.workspace.config import PLACEHOLDER_OWNERS
+    could not know (``your-user/flashinfer``): open-pr would push to a stranger
+    (:func:`~contrib.workspace.config.placeholders`, the test open-pr refuses by)."""
+    from contrib.workspace.config import placeholders
 
-    text = config.path.read_text(encoding="utf-8") if config.path.is_file() else ""
-    for upstream in config.upstreams.values():
-        for key in ("github", "fork"):
-            value = getattr(upstream, key)
-            if value.split("/")[0] not in PLACEHOLDER_OWNERS:
-                continue
-            line = next((n for n, row in enumerate(text.splitlines(), 1)
-                         if re.match(rf'\s*{key}\s*=\s*"{re.escape(value)}"', row)), 0)
-            where = f"{config.path}:{line}" if line else str(config.path)
-            what = "your fork on GitHub" if key == "fork" else "the repository PRs target"
-            yield Check(f"{key} {upstream.name}", FAIL, f'{where}: {key} = "{value}" is the '
-                        "placeholder contrib init wrote", f"set it to {what} (OWNER/NAME)")
+    for found in placeholders(config):
+        yield Check(f"{found.key} {found.upstream}", FAIL, f'{found.where}: {found.key} = '
+                    f'"{found.value}" is the placeholder contrib init wrote',
+                    f"set it to {found.wanted} (OWNER/NAME)")
 
 
 def _scopes(scopes: tuple[str, ...] | None) -> Check:

@@ -48,5 +48,9 @@ def _report(ui: UI, r: dict[str, Any], dry_run: bool) -> None:
         ui.info("  would call:")
         for action in r["actions"]:
             ui.info(f"    {action}")
+        if r.get("unchecked"):
+            ui.info("  not checked (a dry run is offline; open-pr without --dry-run reads them):")
+            for what in r["unchecked"]:
+                ui.info(f"    {what}")
         ui.info("  body:\n" + "\n".join("    " + line for line in r["body"].splitlines()))
 

@@ -12,17 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from contrib.arch import parse_arch
 from contrib.errors import ConfigError, ContribError, UpstreamUnreachable
 from contrib.forge.api import ForgeFactory
 from contrib.git.cache import Mirror
 from contrib.git.repo import Sha
-from contrib.pr.proof import prove
+from contrib.pr.prepare import holdback
 from contrib.pr.status import add_live_prs, pr_cells
 from contrib.record import standing_dict, version_standing
 from contrib.ui import UI
 from contrib.workspace.model import Patchset, Workspace
-from contrib.workspace.schema import UpstreamStatus
 
 
 def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
@@ -59,8 +57,8 @@ def status(ws: Workspace, ui: UI, targets: list[str], *, fetch: bool,
         ui.info(ws.empty_message(targets))
         document["message"] = ws.empty_message(targets)
     for r in rows:
-        if r.get("proposal") and not r["proposal"]["proven"]:
-            ui.info(f"{r['patchset']}: held back from a draft PR: {'; '.join(r['proposal']['held'])}")
+        if r.get("proposal") and r["proposal"]["held_back"]:
+            ui.info(f"{r['patchset']}: {r['proposal']['sentence']}")
         if "error" in (r["pr_live"] or {}):
             ui.warn(f"{r['patchset']}: {r['pr_live']['error']}")
     cut_off = sorted({r["patchset"].split("/")[0] for r in rows if r["unreachable"]})
@@ -128,10 +126,12 @@ def describe(ps: Patchset, mirror: Mirror | None,
     standing = version_standing(ps.current)
     validation = standing_dict(standing)
     pr = ps.pr
-    # A draft with no PR: what its record proves (the autopilot adds the audit's view
-    # of what lies below the chain on the dashboard).
-    draft = ps.upstream_status == UpstreamStatus.DRAFT and not (pr and pr.number)
-    proposal = prove(standing, parse_arch(ps.arch), None).to_dict() if draft else None
+    # A draft with no PR: what its record proves, and whether open-pr would propose it
+    # (one rule: holdback; the autopilot adds the audit's view of what lies below the
+    # chain on the dashboard).
+    held = holdback(ps, standing)
+    proposal = None if held.proof is None else held.proof.to_dict() | {
+        "held_back": list(held.held), "sentence": held.sentence()}
     return {
         "patchset": ps.target,
         "branch": ps.branch,

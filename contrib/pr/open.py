@@ -6,7 +6,9 @@ so identical input gives identical SHAs; :mod:`contrib.pr.prepare`), push it to
 the fork with a lease, then create or update one draft PR on the upstream.  The rules:
 
 - no ``validation.json`` bound to this version whose required stages passed for the
-  patchset's arch, or a failed arch -> refuse, unless ``--force`` (the body says so);
+  patchset's arch, or a failed arch, or a draft with no PR whose record does not prove
+  it (the rule ``status`` says "held back" by, :func:`contrib.pr.prepare.holdback`) ->
+  refuse, unless ``--force`` (the body says so);
 - push only to the fork, only ``refs/heads/contrib/...``, with
   ``--force-with-lease`` against what the fork had; skip when identical;
 - the fork branch has commits contrib never pushed -> stop (Renovate's rule);
@@ -17,12 +19,18 @@ the fork with a lease, then create or update one draft PR on the upstream.  The 
 
 ``--dry-run`` runs the same steps with the recording forge
 (:mod:`contrib.forge.recording`) and without pushing or writing: the calls it
-records are what it prints, so the dry run cannot drift from the real run.
+records are what it prints, so the dry run cannot drift from the real run.  It is
+offline: no ``git ls-remote``, fetch or push and no API call; what it could not
+check it takes from ``patchset.toml`` (the PR recorded, the tip last pushed) and
+says so.  A caller's recorder (the autopilot's preview) reads through its forge.
+A ``github``/``fork`` left at ``contrib init``'s placeholder is refused first, dry
+run or not (exit 2).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -37,12 +45,15 @@ from contrib.forge.api import (
     PullRequest,
     PullRequestExists,
     RecordedCall,
+    check_api_url,
+    check_token,
 )
 from contrib.forge.connect import connect
 from contrib.forge.recording import RecordingForge
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
-from contrib.pr.prepare import BRANCH_PREFIX, Job, prepare
+from contrib.pr.prepare import BRANCH_PREFIX, Job, prepare, refuse_placeholders
+from contrib.pr.proof import Proof
 from contrib.secrets import scrub
 from contrib.workspace.model import Patchset, Workspace
 from contrib.workspace.schema import PrRecord, UpstreamStatus
@@ -52,19 +63,27 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
             force: bool = False, reopen: bool = False,
             github_factory: ForgeFactory | None = None,
             forge: Forge | None = None,
-            progress: ProgressFn | None = None) -> tuple[int, list[dict[str, Any]]]:
+            progress: ProgressFn | None = None,
+            proofs: Mapping[str, Proof] | None = None) -> tuple[int, list[dict[str, Any]]]:
     """Open or update the draft PR of each selected patchset.
 
     Returns the exit code (0 all done, 1 something needs the user, 2 bad
     input) and one JSON-able result per patchset.  Per-patchset problems are
     reported in that patchset's result; the others still run.  ``forge``: use
     this one (a caller's RecordingForge for its own dry run, say) instead of
-    building one from contrib.toml and the token with ``github_factory``.
+    building one from contrib.toml and the token with ``github_factory``; a dry run
+    without one is offline.  ``proofs``: drafts' proofs by target, as a caller with the
+    audit's chain worked them out (the autopilot's; :func:`~contrib.pr.prepare.holdback`).
     """
     patchsets = ws.patchsets(list(targets))
-    if forge is None:
-        token, forge = _forge(ws, dry_run=dry_run, factory=github_factory,
-                              needed=bool(patchsets))
+    refuse_placeholders(ws, list(dict.fromkeys(ps.upstream for ps in patchsets
+                                               if not _upstreamed(ps))))
+    offline = dry_run and forge is None
+    token: str | None = None
+    if offline:
+        token, forge = _offline(ws)
+    elif forge is None:
+        token, forge = _forge(ws, factory=github_factory, needed=bool(patchsets))
     else:
         token = find_token(ws.config.github_api_url)
     mirrors: dict[str, Mirror] = {}
@@ -72,22 +91,38 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
     for ps in patchsets:
         try:
             results.append(_open_one(ws, ps, forge, token, mirrors, dry_run=dry_run, force=force,
-                                     reopen=reopen, progress=progress))
+                                     reopen=reopen, progress=progress, offline=offline,
+                                     proof=(proofs or {}).get(ps.target)))
         except ContribError as exc:
             results.append({"patchset": ps.target, "result": "error", "error": scrub(str(exc)),
                             "exit_code": exc.exit_code})
+    for r in results if offline else ():
+        if "unchecked" in r:
+            r["unchecked"].append("whether GitHub takes the token, and lets it push to the fork"
+                                  if token else "no GitHub token here: the real run needs "
+                                  "GITHUB_TOKEN or GH_TOKEN, with push access to the fork")
     return max((r["exit_code"] for r in results), default=0), results
 
 
-def _forge(ws: Workspace, *, dry_run: bool, factory: ForgeFactory | None,
+def _offline(ws: Workspace) -> tuple[str | None, RecordingForge]:
+    """A dry run's (token, forge): the API URL and the token as the real run would check
+    them, here (no request), and a recorder that reads nothing."""
+    api_url = check_api_url(ws.config.github_api_url, f"{ws.config.path} [github] api_url")
+    token = find_token(api_url)
+    if token:
+        check_token(token)
+    return token, RecordingForge(None, api_url)
+
+
+def _upstreamed(ps: Patchset) -> bool:
+    """Found in its upstream with no PR of ours: nothing to push or propose."""
+    return ps.upstream_status == UpstreamStatus.UPSTREAMED and ps.pr is None
+
+
+def _forge(ws: Workspace, *, factory: ForgeFactory | None,
            needed: bool) -> tuple[str | None, Forge]:
-    """(token, forge): the recorder for a dry run (reading through GitHub when a
-    token is at hand), else GitHub itself, which needs a token."""
+    """(token, forge): GitHub itself, which needs a token."""
     api_url = ws.config.github_api_url
-    if dry_run:
-        token = find_token(api_url)
-        reader = connect(ws.config, token, factory=factory) if token else None
-        return token, RecordingForge(reader, api_url)
     token = require_token(api_url) if needed else None
     if token is None:
         return None, RecordingForge(None, api_url)  # no patchset: nothing will be asked
@@ -96,18 +131,21 @@ def _forge(ws: Workspace, *, dry_run: bool, factory: ForgeFactory | None,
 
 def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
               mirrors: dict[str, Mirror], *, dry_run: bool, force: bool,
-              reopen: bool, progress: ProgressFn | None = None) -> dict[str, Any]:
-    if ps.upstream_status == UpstreamStatus.UPSTREAMED and ps.pr is None:
+              reopen: bool, progress: ProgressFn | None = None,
+              offline: bool = False, proof: Proof | None = None) -> dict[str, Any]:
+    if _upstreamed(ps):
         return {"patchset": ps.target, "result": "upstreamed", "target": ps.branch,
                 "base": ps.branch, "exit_code": 0,
                 "message": f"already in {ps.branch}: no PR is proposed for this line"}
-    job = prepare(ws, ps, mirrors, force=force)
+    job = prepare(ws, ps, mirrors, force=force, offline=offline, proof=proof)
     job.progress = progress
     if not isinstance(forge, RecordingForge):
         return _run_one(job, forge, token, dry_run=dry_run, reopen=reopen)
     outer = forge.on_call  # a dry run: the calls join the actions in order
 
     def note(call: RecordedCall) -> None:
+        if job.offline and not call.write:
+            call = replace(call, note=OFFLINE)
         job.actions.append(str(call))
         if outer is not None:
             outer(call)
@@ -119,9 +157,14 @@ def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
         forge.on_call = outer
 
 
+OFFLINE = "not read: a dry run is offline"
+
+
 def _run_one(job: Job, forge: Forge, token: str | None, *, dry_run: bool,
              reopen: bool) -> dict[str, Any]:
     existing = forge.find_pr(job.repo, job.head, job.base)
+    if job.offline:
+        existing = existing or _recorded_pr(job)
     if existing is not None and existing.merged:
         return _merged(job, existing, dry_run)
     if existing is not None and existing.state == "closed" and not reopen:
@@ -137,7 +180,8 @@ def _run_one(job: Job, forge: Forge, token: str | None, *, dry_run: bool,
     outcome = "reopened" if reopened else outcome
     if dry_run:
         return job.result("dry-run", push=pushed, would=outcome, body=job.body,
-                          pr=_pr_json(existing) if existing else None)
+                          pr=_pr_json(existing) if existing else None,
+                          unchecked=job.unchecked)
     _record(job, pr)
     return job.result(outcome, push=pushed, pr=_pr_json(pr))
 
@@ -145,9 +189,31 @@ def _run_one(job: Job, forge: Forge, token: str | None, *, dry_run: bool,
 # -- the fork ------------------------------------------------------------------
 
 
+def _recorded_pr(job: Job) -> PullRequest | None:
+    """Offline: the PR ``patchset.toml`` records (its title and body unknown, so an
+    open one would be updated), else None (one would be created)."""
+    pr = job.ps.pr
+    if pr is None or not pr.number:
+        job.unchecked.append(f"whether {job.repo} has a PR from {job.head}: patchset.toml "
+                             "records none, so one would be created")
+        return None
+    job.unchecked.append(f"PR #{pr.number} on GitHub: taken as patchset.toml records it "
+                         f"({pr.state or 'open'}); its title and body were not compared")
+    return PullRequest(number=pr.number, url=pr.url or "", state="closed" if pr.state in (
+        "closed", "merged") else "open", merged=pr.state == "merged", merged_at=pr.merged_at,
+        merge_commit_sha=pr.merge_commit_sha, title="", body="", head=job.head, base=job.base,
+        draft=bool(pr.draft))
+
+
 def _fork_tip(job: Job, token: str | None, dry_run: bool) -> str | None:
-    """What the fork's contrib/<name> points at now (None: no such branch)."""
+    """What the fork's contrib/<name> points at now (None: no such branch); offline,
+    what contrib last pushed there."""
     ref = f"refs/heads/{job.branch}"
+    if job.offline:
+        pushed = (job.ps.pr or PrRecord()).pushed
+        job.unchecked.append(f"the fork's {job.branch} at {job.push_url}: taken as contrib "
+                             f"last pushed it ({pushed[:12] if pushed else 'absent'})")
+        return pushed
     job.actions.append(f"git ls-remote {job.push_url} {ref}")
     status, out, err = job.git.try_run("ls-remote", "--", job.push_url, ref,
                                        env=push_env(job.push_url, token))

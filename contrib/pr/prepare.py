@@ -1,7 +1,7 @@
 """A patchset's PR worked out before anything is pushed or posted: the :class:`Job`.
 
-The checks come first (the push URL can only be the fork's; the version's validation
-is enough, or ``--force``), then the branch: the version's patches applied on its base
+The checks come first (the push URL can only be the fork's, never ``contrib init``'s
+placeholder; the version's validation is enough, or ``--force``), then the branch: the version's patches applied on its base
 as commits (``git am`` semantics, so identical input gives identical SHAs), then the
 title and the body (:mod:`contrib.pr.body`) with the range-diff from the previous push
 and the ``[[requires]]``.  :mod:`contrib.pr.open` pushes the branch and opens the PR.
@@ -15,19 +15,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from contrib.arch import parse_arch
-from contrib.carry.rangediff import range_diff
-from contrib.carry.series import apply_series, split_mail
 from contrib.errors import ConfigError, ContribError, NeedsAttention
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
 from contrib.git.repo import Git, Sha
 from contrib.pr.body import BodyInput, CommitLine, render_body, render_title
-from contrib.pr.proof import recorded
+from contrib.pr.proof import Proof, recorded
 from contrib.record import Standing, Verdict, version_standing
 from contrib.validate.requires import requirements
-from contrib.workspace.config import Upstream
+from contrib.workspace.config import Upstream, placeholders
 from contrib.workspace.model import Patchset, Version, Workspace
-from contrib.workspace.schema import PrRecord
+from contrib.workspace.schema import PrRecord, UpstreamStatus
 from contrib.workspace.txn import utf8
 
 BRANCH_PREFIX = "contrib/"
@@ -51,6 +49,8 @@ class Job:
     validation: str = ""  # the verdict as the body's first line shows it
     actions: list[str] = field(default_factory=list)
     progress: ProgressFn | None = None  # git's push progress, for the status line
+    offline: bool = False  # a dry run: no git or API call leaves the machine
+    unchecked: list[str] = field(default_factory=list)  # what an offline run took on trust
 
     @property
     def repo(self) -> str:
@@ -83,22 +83,32 @@ def pr_branch(ps: Patchset) -> str:
     return f"{BRANCH_PREFIX}{ps.name}--{ps.branch.replace('/', '-')}"
 
 
-def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: bool) -> Job:
+def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: bool,
+            offline: bool = False, proof: Proof | None = None) -> Job:
     """``ps``'s PR worked out: the config and the validation checked, the branch built in
-    the upstream's cache (``mirrors``, one per upstream, shared by the run), title and body."""
+    the upstream's cache (``mirrors``, one per upstream, shared by the run), title and body.
+    ``offline`` (a dry run): the cache is neither made nor fetched.  ``proof``: a draft's,
+    as a caller with the audit's chain worked it out (:func:`holdback`)."""
     upstream = ws.config.upstream(ps.upstream)
     push_url = _check_config(ws, upstream)
     version = ps.current
-    validation, problem = _check_validation(ps, version, force)
+    validation, problem = _check_validation(ps, version, force, proof)
     forced = bool(problem)
     if upstream.name not in mirrors:
-        mirrors[upstream.name] = Mirror(upstream).ensure(fetch_now=False)
+        mirrors[upstream.name] = _mirror(upstream, offline)
     mirror = mirrors[upstream.name]
-    mirror.resolve(version.base)  # fetches once if the cache lacks the base
+    try:
+        mirror.resolve(version.base, allow_fetch=not offline)  # else fetches once if lacking it
+    except ContribError:
+        if not offline:
+            raise
+        raise NeedsAttention(f"the cache of {upstream.name} lacks the base {version.base[:12]}, "
+                             "and a dry run does not fetch: run `contrib status` (which "
+                             "fetches) first") from None
     commits, tip = _build(mirror.git, version)
     branch = pr_branch(ps)
     job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
-              push_url, tip, commits, forced=forced)
+              push_url, tip, commits, forced=forced, offline=offline)
     job.validation = validation.summary()
     job.title = render_title(ps.title, ps.target)
     job.body = render_body(BodyInput(
@@ -110,20 +120,71 @@ def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: b
     return job
 
 
-def _check_validation(ps: Patchset, version: Version, force: bool) -> tuple[Standing, str]:
-    """(the version's standing, why it is not enough or ""); NeedsAttention unless --force.
+def _mirror(upstream: Upstream, offline: bool) -> Mirror:
+    """The upstream's cache, made on first use unless ``offline``."""
+    mirror = Mirror(upstream)
+    if offline and not mirror.path.is_dir():
+        raise NeedsAttention(f"no cache of upstream {upstream.name} yet, and a dry run does not "
+                             "clone: run `contrib status` (which clones it) first")
+    return mirror.ensure(fetch_now=False)
 
-    Enough means: a record bound to exactly this version (:mod:`contrib.record`), a
-    run for the patchset's arch whose required stages all passed, and no failed arch.
-    """
+
+def _check_validation(ps: Patchset, version: Version, force: bool,
+                      proof: Proof | None) -> tuple[Standing, str]:
+    """(the version's standing, why it is held back or ""); NeedsAttention unless --force."""
     standing = version_standing(version)
-    problem = validation_problem(ps, standing)
-    if problem and not force:
+    held = holdback(ps, standing, proof)
+    if held.held and not force:
         raise NeedsAttention(
-            f"{version.validation_path}: {problem}; run `contrib validate {ps.target}` until "
-            "its required stages pass, or pass --force to open the PR anyway (the body will "
-            "say so)")
-    return standing, problem
+            f"{version.validation_path}: {held.sentence()}; run `contrib validate {ps.target}` "
+            f"until {'its record proves the kernels' if held.proof else 'its required stages pass'}"
+            ", or pass --force to open the PR anyway (the body will say so)")
+    return standing, held.sentence()
+
+
+def unproposed_draft(ps: Patchset) -> bool:
+    """A draft (``contrib enable``'s) with no PR yet: open-pr would propose it upstream."""
+    return ps.upstream_status == UpstreamStatus.DRAFT and not (ps.pr is not None and ps.pr.number)
+
+
+@dataclass(frozen=True)
+class Holdback:
+    """Whether open-pr would propose a version, and why not: the one rule ``status``,
+    ``open-pr`` (a dry run too) and the autopilot read.
+
+    ``gap``: the record's (no record bound to the version, no run for the patchset's
+    arch, a required stage not passed, a failed arch: :func:`validation_problem`).
+    ``proof``: for a draft with no PR, what its record proves (:mod:`contrib.pr.proof`,
+    the autopilot's rule for proposals); None for any other patchset.  A draft is held
+    by its proof's reasons when it has a run to judge, else by the gap; any other
+    patchset by the gap alone."""
+
+    gap: str = ""
+    proof: Proof | None = None
+
+    @property
+    def held(self) -> tuple[str, ...]:
+        """The reasons, in order; empty when open-pr takes the version."""
+        if self.proof is not None and self.proof.validated and self.proof.held:
+            return tuple(self.proof.held)
+        return (self.gap,) if self.gap else ()
+
+    def sentence(self) -> str:
+        """The reasons in one line, as status and open-pr print them ("" for none)."""
+        if not self.held:
+            return ""
+        prefix = "held back from a draft PR: " if self.proof is not None else ""
+        return prefix + "; ".join(self.held)
+
+
+def holdback(ps: Patchset, standing: Standing, proof: Proof | None = None) -> Holdback:
+    """The :class:`Holdback` of ``ps``'s current version.  ``proof``: a draft's as a
+    caller with the audit's chain worked it out (the autopilot); else its record's, which
+    cannot tell a ``ptx`` stage with nothing to build from a chain that builds nothing."""
+    gap = validation_problem(ps, standing)
+    if not unproposed_draft(ps):
+        return Holdback(gap)
+    return Holdback(gap, proof if proof is not None else recorded(ps, standing))
 
 
 def validation_problem(ps: Patchset, standing: Standing) -> str:
@@ -144,9 +205,20 @@ def validation_problem(ps: Patchset, standing: Standing) -> str:
     return f"failed: {'; '.join(failed)}" if failed else ""
 
 
+def refuse_placeholders(ws: Workspace, upstreams: list[str]) -> None:
+    """A ConfigError (exit 2, one line: the file, line, key and what to set) when an
+    upstream's ``github`` or ``fork`` is ``contrib init``'s placeholder, the value
+    ``contrib doctor`` fails (:func:`~contrib.workspace.config.placeholders`)."""
+    for name in upstreams:
+        found = placeholders(ws.config, name)
+        if found:
+            raise ConfigError(found[0].message())
+
+
 def _check_config(ws: Workspace, upstream: Upstream) -> str:
     """The push URL, after making sure PRs and pushes can only go where they should."""
     where = f"{ws.config.path} [upstreams.{upstream.name}]"
+    refuse_placeholders(ws, [upstream.name])
     if not upstream.github or not upstream.fork:
         raise ConfigError(f"{where}: open-pr needs github = \"OWNER/NAME\" (the repository PRs "
                           "target) and fork = \"YOU/NAME\" (where branches are pushed)")
@@ -170,6 +242,9 @@ def _check_config(ws: Workspace, upstream: Upstream) -> str:
 
 def _build(git: Git, version: Version) -> tuple[list[CommitLine], Sha]:
     """The PR branch: the version's patches applied on its base, as commits."""
+    # the carry engine (unidiff) loads when a branch is built: `status` reads holdback()
+    from contrib.carry.series import apply_series, split_mail
+
     mails = [split_mail(git, name, raw) for name, raw in version.patch_texts()]
     applied = apply_series(git, version.base, mails)
     lines = [CommitLine(a.commit, a.name, utf8(a.patch.subject), utf8(a.patch.author.name))
@@ -199,6 +274,8 @@ def _range_diff(job: Job) -> str | None:
             return None
         if rebuilt != old_tip:
             return None
+    from contrib.carry.rangediff import range_diff
+
     return range_diff(job.git, str(old_version), old_tip, job.version, job.tip)
 
 

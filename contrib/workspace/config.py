@@ -108,6 +108,51 @@ class Config:
                          f'default in {self.path}: [defaults] arch = "sm_120a"')
 
 
+@dataclass(frozen=True)
+class Placeholder:
+    """``github`` or ``fork`` of an upstream still holding the owner ``contrib init``
+    wrote where it could not know the real one (``your-user/sglang``): a push there
+    goes to a stranger's repository, or nowhere."""
+
+    upstream: str
+    key: str  # "github" or "fork"
+    value: str
+    where: str  # "contrib.toml:LINE" (the file alone when the line is not found)
+
+    @property
+    def wanted(self) -> str:
+        return "your fork on GitHub" if self.key == "fork" else "the repository PRs target"
+
+    def message(self) -> str:
+        """One line: where, what, and what to set."""
+        return (f'{self.where}: [upstreams.{self.upstream}] {self.key} = "{self.value}" is the '
+                f"placeholder contrib init wrote: set it to {self.wanted} (OWNER/NAME)")
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether an ``OWNER/NAME`` is one ``contrib init`` wrote for an owner it could not know."""
+    return value.split("/")[0] in PLACEHOLDER_OWNERS
+
+
+def placeholders(config: Config, upstream: str | None = None) -> list[Placeholder]:
+    """The ``github``/``fork`` values (of ``upstream``, else of every upstream) that are
+    :data:`PLACEHOLDER_OWNERS`' (what ``doctor`` fails and ``open-pr`` refuses)."""
+    text = config.path.read_text(encoding="utf-8") if config.path.is_file() else ""
+    found = []
+    for up in config.upstreams.values():
+        if upstream is not None and up.name != upstream:
+            continue
+        for key in ("github", "fork"):
+            value = getattr(up, key)
+            if not is_placeholder(value):
+                continue
+            line = next((n for n, row in enumerate(text.splitlines(), 1)
+                         if re.match(rf'\s*{key}\s*=\s*"{re.escape(value)}"', row)), 0)
+            found.append(Placeholder(up.name, key, value,
+                                     f"{config.path}:{line}" if line else str(config.path)))
+    return found
+
+
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """``; did you mean 'flashinfer'?`` when ``name`` is close to one of ``known``
     (difflib, as git and pip suggest a command), else empty."""

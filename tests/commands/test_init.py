@@ -45,3 +45,23 @@ def test_a_known_upstream_from_a_mirror_keeps_its_github_name(tmp_path: Path) ->
     assert 'github = "flashinfer-ai/flashinfer"' in text
     assert 'github = "sgl-project/sglang"' in text
     assert 'github = "upstream-owner/vllm"' in text  # unknown: a placeholder doctor flags
+
+
+def test_init_writes_the_default_arch_every_arch_taking_command_reads(tmp_path: Path) -> None:
+    """`[defaults] arch`: sm_120a unless --arch says (any spelling, written normalised),
+    with a comment saying how to change it; `why`/`audit` then need no --arch."""
+    from contrib.workspace.config import load_config
+
+    plain = tmp_path / "plain"
+    assert run_contrib("init", str(plain)).code == 0
+    text = (plain / "contrib.toml").read_text()
+    assert tomllib.loads(text)["defaults"] == {"arch": "sm_120a"}
+    assert "change it here" in text and "sm_121a for GB10" in text
+    assert load_config(plain).default_arch(None, "why") == "sm_120a"
+    spark = tmp_path / "spark"
+    made = run_contrib("init", str(spark), "--arch", "12.1", "--json")
+    assert made.code == 0 and made.json["arch"] == "sm_121a"  # type: ignore[index]
+    assert load_config(spark).default_arch(None, "audit") == "sm_121a"
+    bad = run_contrib("init", str(tmp_path / "bad"), "--arch", "volta")
+    assert bad.code == 2 and bad.err.count("\n") == 1 and "--arch: " in bad.err
+    assert not (tmp_path / "bad").exists()

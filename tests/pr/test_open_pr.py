@@ -206,7 +206,8 @@ def test_dry_run_pushes_and_posts_nothing(scene: Scene, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert code == 0
     assert scene.fork_tip() is None and scene.prs() == []
-    assert [c.method for c in scene.fake.requests] == ["GET", "GET"]  # lookups only
+    assert scene.fake.requests == []  # offline: not even a lookup
+    assert "not checked (a dry run is offline" in out
     assert (scene.version_dir().parent / "patchset.toml").read_bytes() == meta_before
     assert "contrib/sm120" in out and "title: Admit SM120 in f3" in out
     assert "git push --force-with-lease=refs/heads/contrib/sm120:" in out
@@ -221,7 +222,7 @@ def test_dry_run_needs_no_token(scene: Scene, monkeypatch: pytest.MonkeyPatch) -
     assert res.code == 0, res.err
     [r] = res.json["results"]  # type: ignore[index]
     assert r["result"] == "dry-run" and r["push"] == "would push"
-    assert any("no token" in a for a in r["actions"])
+    assert "no GitHub token here" in r["unchecked"][-1]
     assert scene.fake.requests == [] and scene.fork_tip() is None
 
 

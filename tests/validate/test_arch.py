@@ -21,7 +21,7 @@ from contrib.errors import ContribError
         ("sm_100a", "sm_100a", 10, 0, "a", 1000, "compute_100a"),
         ("sm_103a", "sm_103a", 10, 3, "a", 1030, "compute_103a"),
         ("sm_110a", "sm_110a", 11, 0, "a", 1100, "compute_110a"),
-        ("sm_120", "sm_120", 12, 0, "", 1200, "compute_120"),
+        ("sm_120", "sm_120a", 12, 0, "a", 1200, "compute_120a"),
         ("sm_120a", "sm_120a", 12, 0, "a", 1200, "compute_120a"),
         ("sm_121a", "sm_121a", 12, 1, "a", 1210, "compute_121a"),
         ("SM120A", "sm_120a", 12, 0, "a", 1200, "compute_120a"),
@@ -76,12 +76,27 @@ def test_arch_macros_for_device_and_host_passes():
     assert macros["__CUDA_ARCH_FEAT_SM120_ALL"] == "1"
     family = arch_macros(parse_arch("sm_100f"))
     assert family["__CUDA_ARCH_FAMILY_SPECIFIC__"] == "1000"
-    assert "__CUDA_ARCH_SPECIFIC__" not in arch_macros(parse_arch("sm_120"))
+    assert "__CUDA_ARCH_SPECIFIC__" not in arch_macros(parse_arch("sm_89"))
 
 
-@pytest.mark.parametrize("text", ["sm_120a", "sm120", "SM120", "120", "12.0", "12.0a", "sm120a"])
-def test_every_spelling_of_sm120_is_sm_120a(text: str) -> None:
-    assert parse_arch(text).name == "sm_120a"
+# Every spelling of one GPU: the digits name it, a suffix given is kept, none is 'a' from
+# 9.0 on (flashinfer's _normalize_cuda_arch reads FLASHINFER_CUDA_ARCH_LIST so).
+SPELLINGS = {
+    "sm_121a": ["sm_121", "sm121", "sm_121a", "sm121a", "121", "121a", "12.1", "12.1a",
+                "compute_121", "compute_121a", "compute121a", "SM121", "SM_121A", "Sm_121",
+                " sm_121 ", "COMPUTE_121A"],
+    "sm_120a": ["sm_120a", "sm_120", "sm120", "SM120", "120", "12.0", "12.0a", "sm120a",
+                "compute_120"],
+    "sm_120f": ["sm_120f", "sm120f", "12.0f", "compute_120f", "SM120F"],
+    "sm_90a": ["sm_90", "sm90", "90", "9.0", "compute_90a"],
+    "sm_100a": ["sm_100", "100", "10.0", "compute_100"],
+    "sm_89": ["sm_89", "sm89", "89", "8.9", "compute_89"],
+}
+
+
+@pytest.mark.parametrize(("text", "name"), [(t, n) for n, ts in SPELLINGS.items() for t in ts])
+def test_every_spelling_of_an_arch_is_one_name(text: str, name: str) -> None:
+    assert parse_arch(text).name == name
 
 
 @pytest.mark.parametrize("text", ["sm_\u0661\u0662\u0660a", "\uff11\uff12\uff10", "sm_1\u0662\u0660",
@@ -90,3 +105,13 @@ def test_non_ascii_digits_are_refused(text: str) -> None:
     with pytest.raises(ContribError) as caught:
         parse_arch(text)
     assert caught.value.exit_code == 2
+
+
+def test_the_audit_cache_keys_every_spelling_alike() -> None:
+    """`--arch sm_121` finds the audit `--arch sm_121a` left: the cache keys the name."""
+    from contrib.audit.engine import cache_file
+
+    tree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    for name, spellings in SPELLINGS.items():
+        assert {cache_file(tree, parse_arch(s)) for s in spellings} == {
+            cache_file(tree, parse_arch(name))}
