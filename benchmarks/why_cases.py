@@ -24,7 +24,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from contrib.arch import parse_arch  # noqa: E402
-from contrib.audit.model import Chain, Feature  # noqa: E402
+from contrib.audit.chains import Chain, Feature  # noqa: E402
 from contrib.audit.run import audit_upstream  # noqa: E402
 from contrib.audit.serial import link_json  # noqa: E402
 from contrib.errors import UsageError  # noqa: E402

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.analysis.tree import GitTree
+from contrib.audit.chains import Feature, FeatureKind
 from contrib.audit.feature.declared import declared
-from contrib.audit.model import Feature, FeatureKind
 from contrib.git.repo import Git
 
 BACKEND = "backend"

@@ -45,10 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from why_cases import scratch_workspace
 
 from contrib.arch import parse_arch
+from contrib.audit.chains import Role, Verdict
 from contrib.audit.feature.chain import to_open
 from contrib.audit.feature.explain import every
 from contrib.audit.feature.show import feature_rows, shown
-from contrib.audit.model import Role, Verdict
 from contrib.audit.run import audit_upstream
 from contrib.audit.serial import link_json
 from contrib.workspace.model import Workspace

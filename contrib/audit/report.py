@@ -7,15 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contrib.analysis.headers import cure
-from contrib.audit.model import (
-    CLASSES,
-    RUNTIME,
-    AuditGate,
-    Chain,
-    Mismatch,
-    admits_text,
-    sort_key,
-)
+from contrib.audit.chains import Chain
+from contrib.audit.model import CLASSES, RUNTIME, AuditGate, Mismatch, admits_text, sort_key
 from contrib.audit.serial import chain_json, gate_json, mismatch_json
 from contrib.ui import counted
 

@@ -22,25 +22,20 @@ from typing import Any
 from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import Form
 from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
+from contrib.audit.chains import Chain, Feature, Fix, Link, Role, Verdict
 from contrib.audit.model import (
     AuditGate,
     Basis,
     Below,
     Blame,
-    Chain,
     Decision,
     EffectKind,
     Evidence,
-    Feature,
-    Fix,
     GateClass,
     GateKind,
-    Link,
     Mismatch,
     Place,
-    Role,
     Scope,
-    Verdict,
     admits_text,
 )
 

@@ -26,9 +26,10 @@ from pathlib import Path
 
 from contrib import environ
 from contrib.arch import parse_arch
+from contrib.audit.chains import VERDICTS
 from contrib.audit.feature.explain import every
 from contrib.audit.feature.show import feature_rows, markdown_step, read_at, shown
-from contrib.audit.model import CAPABILITY, VERDICTS, AuditGate, Mismatch
+from contrib.audit.model import CAPABILITY, AuditGate, Mismatch
 from contrib.audit.report import history_cell
 from contrib.audit.run import audit_upstream
 from contrib.autopilot.state import AuditView, Need, Run

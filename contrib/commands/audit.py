@@ -11,6 +11,7 @@ features put side by side.
 from __future__ import annotations
 
 from contrib.arch import parse_archs
+from contrib.audit.chains import Verdict
 from contrib.audit.classing.ptxcheck import find_compiler
 from contrib.audit.feature.explain import every
 from contrib.audit.feature.show import (
@@ -22,7 +23,6 @@ from contrib.audit.feature.show import (
     read_at,
     shown,
 )
-from contrib.audit.model import Verdict
 from contrib.audit.report import (
     COLUMNS,
     MISMATCH_COLUMNS,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import difflib
 
 from contrib.arch import parse_archs
+from contrib.audit.chains import Feature, Verdict
 from contrib.audit.feature.show import VERDICT_TEXT, chain_lines, find, read_at
-from contrib.audit.model import Feature, Verdict
 from contrib.audit.report import stack_line
 from contrib.audit.run import audit_upstream
 from contrib.audit.serial import chain_json

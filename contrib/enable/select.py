@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from contrib.analysis.pyparse import parse_python
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
+from contrib.audit.chains import Chain, Feature, Verdict
 from contrib.audit.feature.chain import to_open
 from contrib.audit.feature.show import VERDICT_TEXT, drafts_name, find
 from contrib.audit.model import (
@@ -39,10 +40,7 @@ from contrib.audit.model import (
     NEEDS_KERNEL_WORK,
     RUNTIME,
     AuditGate,
-    Chain,
     Evidence,
-    Feature,
-    Verdict,
     admits_text,
 )
 from contrib.errors import UsageError

@@ -10,8 +10,8 @@ from contrib.analysis.hostpaths import Condition, reached
 from contrib.analysis.torchops import TorchOps, op_name
 from contrib.analysis.tree import GitTree
 from contrib.arch import parse_arch
+from contrib.audit.chains import Feature, FeatureKind, Role, Verdict
 from contrib.audit.feature.chain import decide
-from contrib.audit.model import Feature, FeatureKind, Role, Verdict
 from contrib.audit.stack.reading import Handed, Outside
 from contrib.audit.stack.sglkernel import Kernels, kernel_ops
 from contrib.git.repo import Git

@@ -5,8 +5,8 @@ environment a server reads."""
 from __future__ import annotations
 
 from contrib.analysis.tree import DictTree
+from contrib.audit.chains import FeatureKind
 from contrib.audit.feature.declared import declared
-from contrib.audit.model import FeatureKind
 from contrib.workspace.config import DEFAULT_SETTINGS_CLASS as SETTINGS_CLASS
 
 LIBRARY = {

@@ -7,8 +7,8 @@ import ast
 
 from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.tree import DictTree
+from contrib.audit.chains import FeatureKind
 from contrib.audit.feature.declared import declared
-from contrib.audit.model import FeatureKind
 from contrib.audit.stack.mode import Mode
 from contrib.audit.stack.skips import Skips, Trail
 from contrib.audit.stack.walk import Walker

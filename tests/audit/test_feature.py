@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from contrib.analysis.tree import DictTree
+from contrib.audit.chains import Feature, FeatureKind, Link, Role, Verdict
 from contrib.audit.engine import TreeAudit
 from contrib.audit.feature.chain import decide, passed_by_caller
 from contrib.audit.feature.declared import declared, settings_elsewhere
@@ -23,11 +24,6 @@ from contrib.audit.model import (
     UNKNOWN,
     AuditGate,
     Evidence,
-    Feature,
-    FeatureKind,
-    Link,
-    Role,
-    Verdict,
 )
 from contrib.audit.serial import chain_cache, chain_from_cache
 from contrib.audit.stack.lower import Lower

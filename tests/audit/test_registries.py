@@ -7,10 +7,10 @@ from __future__ import annotations
 from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.tree import DictTree
 from contrib.arch import parse_arch
+from contrib.audit.chains import Feature, FeatureKind, Role, Verdict
 from contrib.audit.classing.judge import judge
 from contrib.audit.engine import TreeAudit, find_all
 from contrib.audit.feature.chain import chain_of
-from contrib.audit.model import Feature, FeatureKind, Role, Verdict
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.settinggates import allow_list_links, minimum_links
 

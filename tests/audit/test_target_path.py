@@ -10,19 +10,10 @@ from typing import Any
 import pytest
 
 from contrib.arch import parse_arch
+from contrib.audit.chains import Feature, FeatureKind, Fix, Link, Role, Verdict
 from contrib.audit.feature.chain import asks_for_path, decide
 from contrib.audit.finding.gates import gates_of_file
-from contrib.audit.model import (
-    GATE_ONLY,
-    NEEDS_KERNEL_WORK,
-    EffectKind,
-    Feature,
-    FeatureKind,
-    Fix,
-    Link,
-    Role,
-    Verdict,
-)
+from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, EffectKind
 from contrib.audit.stack.fixed import first_admitting
 from contrib.git.repo import Git
 from testing.featureupstreams import feature_lower, feature_upstream

@@ -44,20 +44,13 @@ from dataclasses import dataclass, replace
 from contrib.analysis.pywalk import parents as node_parents
 from contrib.analysis.reach.backends import backend_test
 from contrib.arch import Arch
+from contrib.audit.chains import GATE_ROLES, Chain, Feature, FeatureKind, Fix, Link, Role, Verdict
 from contrib.audit.model import (
     GATE_ONLY,
-    GATE_ROLES,
     INTENTIONAL,
     NEEDS_KERNEL_WORK,
     NOT_BUILDABLE,
     AuditGate,
-    Chain,
-    Feature,
-    FeatureKind,
-    Fix,
-    Link,
-    Role,
-    Verdict,
     admits_text,
 )
 from contrib.audit.stack.fixed import first_admitting

@@ -27,9 +27,10 @@ from collections.abc import Iterator
 
 from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.analysis.tree import SourceTree
+from contrib.audit.chains import Feature, FeatureKind
 from contrib.audit.feature.envvars import variables
 from contrib.audit.finding.gates import scope_of
-from contrib.audit.model import RUNTIME, Feature, FeatureKind
+from contrib.audit.model import RUNTIME
 from contrib.audit.stack.lower import package_roots
 from contrib.audit.stack.reading import Function
 

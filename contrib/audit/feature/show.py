@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 import shlex
 
+from contrib.audit.chains import VERDICTS, Chain, Feature, FeatureKind, Link, Role, Verdict
 from contrib.audit.feature.chain import to_open
-from contrib.audit.model import VERDICTS, Chain, Feature, FeatureKind, Link, Role, Verdict
 from contrib.audit.report import UpstreamAudit
 
 _NAME_MAX = 48  # as `contrib enable` cuts its default names

@@ -40,10 +40,7 @@ from contrib.audit.finding.code import (
     readers_after,
     runs_after,
 )
-from contrib.audit.model import (
-    Decision,
-    EffectKind,
-)
+from contrib.audit.model import Decision, EffectKind
 
 _GENERIC = frozenset(m for m in all_majors() if m < 9)  # who takes the generic path
 

@@ -24,8 +24,8 @@ from packaging.version import InvalidVersion, Version
 
 from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.arch import Arch
+from contrib.audit.chains import Fix
 from contrib.audit.finding.gates import gates_of_file
-from contrib.audit.model import Fix
 from contrib.git.repo import Git
 
 _PR = re.compile(r"\(#(\d+)\)\s*$|#(\d+)")

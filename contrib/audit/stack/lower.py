@@ -29,15 +29,10 @@ from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.reach.walk import reach
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
+from contrib.audit.chains import Fix
 from contrib.audit.classing.behind import Behind, Verdict
 from contrib.audit.engine import TreeAudit
-from contrib.audit.model import (
-    JIT,
-    RUNTIME,
-    AuditGate,
-    Call,
-    Fix,
-)
+from contrib.audit.model import JIT, RUNTIME, AuditGate, Call
 from contrib.audit.stack.reading import Function
 from contrib.audit.stack.requirements import (
     Dispatch,

@@ -34,7 +34,8 @@ from contrib.analysis.reach.objects import classes_named, lineage
 from contrib.analysis.reach.tables import Entry, other_platform
 from contrib.analysis.reach.tree import PyTree
 from contrib.arch import Arch
-from contrib.audit.model import AuditGate, Link, Role
+from contrib.audit.chains import Link, Role
+from contrib.audit.model import AuditGate
 
 _MAX_FILES = 12  # files comparing with one method, or allow-listing one setting
 _OPS: dict[type[ast.cmpop], Callable[[int, int], bool]] = {

@@ -23,7 +23,8 @@ from contrib.analysis.hostarch import HOST_REFUSAL
 from contrib.analysis.torchops import HostOp, TorchOps, op_name
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
-from contrib.audit.model import NEEDS_KERNEL_WORK, Evidence, Link, Role
+from contrib.audit.chains import Link, Role
+from contrib.audit.model import NEEDS_KERNEL_WORK, Evidence
 from contrib.audit.stack.reading import Handed, Outside
 from contrib.audit.stack.walk import Walker
 
