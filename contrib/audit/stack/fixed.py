@@ -26,6 +26,7 @@ from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.arch import Arch
 from contrib.audit.chains import Fix
 from contrib.audit.finding.gates import gates_of_file
+from contrib.carry.bisection import first_true
 from contrib.git.repo import Git
 
 _PR = re.compile(r"\(#(\d+)\)\s*$|#(\d+)")
@@ -76,15 +77,11 @@ def _releases(git: Git) -> list[tuple[Version, str]]:
 
 def _first(revs: Sequence[str], admits: Callable[[str], bool]) -> int | None:
     """The index of the first of ``revs`` that admits (a gate opened stays open: the
-    revisions are bisected), or None."""
-    low, high = 0, len(revs)
-    while low < high:
-        middle = (low + high) // 2
-        if admits(revs[middle]):
-            high = middle
-        else:
-            low = middle + 1
-    return low if low < len(revs) and admits(revs[low]) else None
+    revisions are bisected, as sync bisects the commit breaking a patch), or None
+    when the last does not."""
+    if not revs or not admits(revs[-1]):
+        return None
+    return first_true(revs, admits)
 
 
 class _Admits:
