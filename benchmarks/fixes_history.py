@@ -35,14 +35,15 @@ from why_cases import (  # noqa: E402
     Answer,
     ask,
     check_arch,
+    common_options,
     field_of,
     needed,
     read_tables,
+    run_measure,
     scratch_workspace,
     share,
 )
 
-from contrib.errors import ContribError  # noqa: E402
 from contrib.workspace.model import Workspace  # noqa: E402
 
 CORPUS = HERE / "fixes_corpus.toml"
@@ -138,23 +139,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--fix", action="append", default=[], metavar="PREFIX",
                         help="only the fixes of this commit (a sha prefix; repeatable)")
     parser.add_argument("--scope", choices=SCOPES, help="only the fixes of this scope")
-    parser.add_argument("--json", type=Path, help="write the rows and the summary here")
-    parser.add_argument("--cache", type=Path, help="CONTRIB_CACHE (default: a new folder)")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    for name, path in MIRRORS.items():
-        parser.add_argument(f"--{name}-git", type=Path, default=path, dest=f"{name}_git")
+    common_options(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the measure; a corpus, mirror or revision that cannot be used is one line,
     exit 2."""
-    args = parse_args(argv)
-    try:
-        return measure(args)
-    except (ContribError, OSError, ValueError) as exc:
-        print(f"fixes_history: {exc}", file=sys.stderr)
-        return 2
+    return run_measure("fixes_history", measure, parse_args(argv))
 
 
 def measure(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ the script).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -27,7 +28,7 @@ from contrib.arch import parse_arch  # noqa: E402
 from contrib.audit.chains import Chain, Feature  # noqa: E402
 from contrib.audit.run import audit_upstream  # noqa: E402
 from contrib.audit.serial import link_json  # noqa: E402
-from contrib.errors import UsageError  # noqa: E402
+from contrib.errors import ContribError, UsageError  # noqa: E402
 from contrib.workspace.model import Workspace  # noqa: E402
 
 MIRRORS = {
@@ -145,3 +146,23 @@ def check_arch(path: Path, section: str, n: int, arch: str) -> str:
 
 def share(part: int, whole: int) -> str:
     return f"{part}/{whole} {100 * part / whole:.0f}%" if whole else "0/0 -"
+
+
+def common_options(parser: argparse.ArgumentParser) -> None:
+    """The options every corpus script takes: its JSON, the cache, quiet, the mirrors."""
+    parser.add_argument("--json", type=Path, help="write the rows and the summary here")
+    parser.add_argument("--cache", type=Path, help="CONTRIB_CACHE (default: a new folder)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    for name, path in MIRRORS.items():
+        parser.add_argument(f"--{name}-git", type=Path, default=path, dest=f"{name}_git")
+
+
+def run_measure(name: str, measure: Callable[[argparse.Namespace], int],
+                args: argparse.Namespace) -> int:
+    """Run a corpus script's measure; a corpus, mirror or revision that cannot be used is
+    one line, exit 2."""
+    try:
+        return measure(args)
+    except (ContribError, OSError, ValueError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2

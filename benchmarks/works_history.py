@@ -40,16 +40,17 @@ from why_cases import (  # noqa: E402
     Answer,
     ask,
     check_arch,
+    common_options,
     field_of,
     needed,
     read_tables,
+    run_measure,
     scratch_workspace,
     share,
 )
 from why_defaults import defaults  # noqa: E402
 
 from contrib.arch import parse_arch  # noqa: E402
-from contrib.errors import ContribError  # noqa: E402
 from contrib.git.repo import Git  # noqa: E402
 from contrib.workspace.model import Workspace  # noqa: E402
 
@@ -192,23 +193,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--upstream", choices=sorted(MIRRORS))
     parser.add_argument("--arch", action="append", default=[],
                         help=f"with --invariants (default: {', '.join(ARCHS)})")
-    parser.add_argument("--json", type=Path, help="write the rows and the summary here")
-    parser.add_argument("--cache", type=Path, help="CONTRIB_CACHE (default: a new folder)")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    for name, path in MIRRORS.items():
-        parser.add_argument(f"--{name}-git", type=Path, default=path, dest=f"{name}_git")
+    common_options(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the measure; a corpus, mirror or revision that cannot be used is one line,
     exit 2."""
-    args = parse_args(argv)
-    try:
-        return measure(args)
-    except (ContribError, OSError, ValueError) as exc:
-        print(f"works_history: {exc}", file=sys.stderr)
-        return 2
+    return run_measure("works_history", measure, parse_args(argv))
 
 
 def measure(args: argparse.Namespace) -> int:
