@@ -139,3 +139,16 @@ def test_a_flag_that_sets_a_variable_runs_what_reads_it() -> None:
     setup = next(f for f in parsed[0].body if isinstance(f, ast.FunctionDef))
     [out] = walker.outside("srv/setup.py", setup, setup.body)
     assert out.dotted == "lowerlib.fast" and "sets SRV_ENABLE_FAST" in out.via
+
+
+def test_an_env_rows_choices_and_its_bare_name() -> None:
+    from contrib.audit.chains import Chain, Feature, FeatureKind, Verdict
+    from contrib.audit.feature.show import feature_rows, find
+
+    values = [Feature(FeatureKind.ENV, f"SGLANG_BACKEND={v}", "SGLANG_BACKEND", v)
+              for v in ("a", "b")]
+    flag = Feature(FeatureKind.ENV, "SGLANG_FAST=1", "SGLANG_FAST")
+    chains = [Chain(f, (), Verdict.ON, "no architecture gate on the way") for f in values]
+    assert feature_rows(chains, "sm_120a", {})[0][1] == "SGLANG_BACKEND=a|b"
+    assert find([*values, flag], "SGLANG_FAST") == [flag]
+    assert find([*values, flag], "SGLANG_BACKEND") == values

@@ -26,7 +26,8 @@ def find(features: list[Feature], wanted: str) -> list[Feature]:
     the name without dashes, or a setting's every choice (``--attention-backend``
     names each ``--attention-backend=...``)."""
     spelled = {wanted, f"--{wanted.lstrip('-')}"}
-    exact = [f for f in features if f.name in spelled]
+    exact = [f for f in features if f.name in spelled
+             or f.kind == FeatureKind.ENV and not f.value and f.name == f"{wanted}=1"]
     if exact:
         return exact
     return [f for f in features if f.value and any(
@@ -177,7 +178,7 @@ def _grouped(setting: str, members: list[Chain]) -> str:
     (``--moe-runner-backend=auto|triton``, ``flashinfer.mm_bf16:backend=a|b``)."""
     if len(members) == 1:
         return members[0].feature.name
-    sep = "=" if members[0].feature.kind == FeatureKind.FLAG else ":backend="
+    sep = ":backend=" if members[0].feature.kind == FeatureKind.API else "="
     return f"{setting}{sep}" + "|".join(c.feature.value for c in members)
 
 
