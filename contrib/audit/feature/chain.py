@@ -245,7 +245,10 @@ def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: boo
         links.append(Link(Role.CALL, lower.name, lower.tag, "", 0, out.dotted,
                           why=" > ".join((*out.via, out.dotted))))
         start = len(links)
-        for gate, _calls in lower.below(out.dotted, out.keys, methods=True):
+        # an API's own class is followed into its methods (what `Wrapper:backend=x`
+        # runs); a server's call of one passes values the walk binds on every branch
+        # (`fmha_backend = "cutlass"` under an SM100 test), not surely the target's
+        for gate, _calls in lower.below(out.dotted, out.keys, methods=api):
             if (gate.file, gate.line) in seen:
                 continue
             seen.add((gate.file, gate.line))
