@@ -138,6 +138,27 @@ def lists_at(src: Source, first: int, last: int) -> list[ast.expr]:
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
 
+def major_comparisons(src: Source, first: int, last: int) -> list[ast.Compare]:
+    """The comparisons of a major with one int on lines ``first``..``last`` (``cap[0] ==
+    10``, ``major != 9``, ``props.major == 10``): a capability's first item, or a name or
+    attribute called major; ``==`` and ``!=`` only (an order admits newer archs)."""
+    found = []
+    for node in ast.walk(src.module):
+        if not (isinstance(node, ast.Compare) and first <= node.lineno <= last
+                and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq | ast.NotEq)):
+            continue
+        value, left = node.comparators[0], node.left
+        if not (isinstance(value, ast.Constant) and type(value.value) is int
+                and 7 <= value.value <= 20):
+            continue
+        first_item = (isinstance(left, ast.Subscript) and isinstance(left.slice, ast.Constant)
+                      and left.slice.value == 0)
+        named = re.search(r"major", ast.unparse(left), re.I) is not None
+        if first_item or named:
+            found.append(node)
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
 # -- predicates: (_is_sm90_supported or _is_sm100_supported) gains _is_sm120_supported
 
 def sm_digits(name: str) -> str | None:

@@ -4,6 +4,8 @@
 * a capability list (``@supported_compute_capability([100, 103])``, ``cc in [90,
   100]``) gains the target's capabilities as the file spells its family;
 * a list of majors in a condition gains the target's major;
+* a major compared with one value (``cap[0] == 10``, ``props.major != 10``) is
+  compared with it and the target's (``cap[0] in (10, 12)``);
 * a predicate condition (``_is_sm90_supported or _is_sm100_supported``) gains the
   tree's own predicate for the target, with the module-level cached value and the
   import the file keeps for its siblings.
@@ -35,6 +37,7 @@ from contrib.enable.edits import (
     int_values,
     is_capability_list,
     lists_at,
+    major_comparisons,
     module_value,
     predicate_name,
     predicate_terms,
@@ -88,6 +91,9 @@ class Editor:
             return self._widen_list(edit, gate, lists)
         if terms:
             return self._add_predicate(edit, gate, terms)
+        compared = major_comparisons(src, gate.line, last)
+        if compared:
+            return self._widen_comparison(edit, gate, compared[0])
         if re.search(rf"sm_?{self.arch.major}(?:\d|x)", gate.text, re.I):
             raise CannotEdit(f"{gate.file}:{gate.line}: `{gate.text[:80]}` names "
                              f"{self.arch.name}'s family: a refusal of the target, which a "
@@ -112,6 +118,21 @@ class Editor:
         new = sorted(set(values) | set(add))
         return (f"{gate.file}:{node.lineno}: {what} {_join(values)} -> {_join(new)} "
                 f"({gate.function})")
+
+    def _widen_comparison(self, edit: FileEdit, gate: AuditGate, node: ast.Compare) -> str:
+        """``cap[0] == 10`` -> ``cap[0] in (10, 12)`` (``!=``: ``not in``): a major
+        compared with one value gains the target's."""
+        src = edit.source
+        value = node.comparators[0]
+        assert isinstance(value, ast.Constant) and isinstance(value.value, int)
+        if value.value == self.arch.major:
+            raise CannotEdit(f"{gate.file}:{gate.line}: `{src.segment(node)}` already names "
+                             f"{self.arch.name}'s major")
+        op = "in" if isinstance(node.ops[0], ast.Eq) else "not in"
+        new = f"{src.segment(node.left)} {op} ({value.value}, {self.arch.major})"
+        start, end = src.span(node)
+        edit.add([Splice(start, end, new.encode())])
+        return f"{gate.file}:{node.lineno}: `{src.segment(node)}` -> `{new}` ({gate.function})"
 
     def _add_predicate(self, edit: FileEdit, gate: AuditGate, terms: list[ast.expr]) -> str:
         src = edit.source
