@@ -81,6 +81,8 @@ def test_an_if_that_only_sets_again_a_value_set_before_it_falls_back() -> None:
             "    if is_sm100_supported():\n"
             "        # cutlass on SM100 only\n"
             "        if not graphs:\n"
+            "            logger.warning('cutlass is off with graphs')\n"
+            "        else:\n"
             "            backend = 'cutlass'\n"
             "    return make(backend)\n\n\n"
             "def other():\n"

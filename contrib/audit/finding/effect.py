@@ -362,7 +362,8 @@ def _kept_values(node: ast.If, parents: dict[int, ast.AST]) -> str:
                 return ""
             set_here += [ast.unparse(t) for t in targets]
         elif not isinstance(statement, ast.Pass) and not (
-                isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)):
+                isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+        ) and not _only_says([statement]):  # a log line beside it changes no value
             return ""
     block = getattr(parents.get(id(node)), "body", None)
     if not set_here or not isinstance(block, list) or node not in block:
