@@ -96,7 +96,8 @@ def test_an_if_that_only_sets_again_a_value_set_before_it_falls_back() -> None:
     gates = {g.function: g for g in gates_of_file("u.py", text, parse_arch("sm_120a"))
              if g.function in ("init", "other")}
     assert gates["init"].effect.kind == EffectKind.FALLS_BACK
-    assert "keeps the value backend had" in gates["init"].effect.why
+    assert gates["init"].effect.why == ("falls back: the target keeps the value backend had "
+                                        "before this if, majors 10 set another")
     # nothing set before: the target skips the code (no value of its own to go on with)
     assert gates["other"].effect.kind == EffectKind.SKIPS_CODE
 

@@ -221,7 +221,7 @@ def _branch(found: Scan, node: ast.If, arch: Arch, above: list[ast.If],
     kept = _kept_values(node, parents)
     if kept and special:
         return Effect(EffectKind.FALLS_BACK, f"falls back: the target keeps the value {kept} had "
-                      f"before this if, majors {special} set another", code)
+                      f"before this if, {special} set another", code)
     return Effect(EffectKind.SKIPS_CODE, "the target skips this code and has no other branch", code)
 
 
