@@ -148,7 +148,7 @@ def _isa_finding(uses: list[tuple[str, _Use]], arch: Arch) -> list[Finding]:
                     f"which {arch.name} lacks, and nothing for it")]
 
 
-def _capability_names(code: str) -> dict[str, str]:
+def capability_names(code: str) -> dict[str, str]:
     """Names holding the runtime capability: ``major``, ``minor`` or ``sm`` (major*10+minor);
     a properties struct's fields under :data:`_PROP_FIELD` (see :func:`_fields_named`)."""
     names = {m[1]: m[2].lower() for m in _CAP_ATTR.finditer(code)}
@@ -162,7 +162,7 @@ def _capability_names(code: str) -> dict[str, str]:
     return names
 
 
-def _constants(codes: Iterable[str]) -> dict[str, int]:
+def constant_values(codes: Iterable[str]) -> dict[str, int]:
     """The integer constants the files define (``constexpr int32_t kSM_100 = 100;``),
     which host checks compare the capability with; a name defined twice with two values
     is left out."""
@@ -197,13 +197,13 @@ def _host_findings(codes: Mapping[str, str], arch: Arch, admitted: Iterable[int]
     caps = [cap for cap in KNOWN if cap[0] in set(admitted) and cap != target]
     if not caps:
         return []
-    known = _constants(codes.values())
+    known = constant_values(codes.values())
     return [f for path, code in codes.items() for f in _host_checks(path, code, arch, caps, known)]
 
 
 def _host_checks(path: str, code: str, arch: Arch, admitted: list[Cap],
                  known: Mapping[str, int]) -> list[Finding]:
-    names = _capability_names(code)
+    names = capability_names(code)
     if not names:
         return []
     known = {n: v for n, v in known.items() if n not in names}
@@ -270,15 +270,22 @@ def _arguments(code: str, start: int) -> list[str] | None:
     end = _close(code[start:start + 2000])
     if end is None:
         return None
-    inner = code[start:start + end]
+    return split_arguments(code[start:start + end])
+
+
+def split_arguments(text: str) -> list[str]:
+    """The top-level comma-separated arguments of a call's text after its ``(``, up to
+    the bracket that closes it (or the end)."""
     args: list[str] = []
     current: list[str] = []
     depth = 0
-    for ch in inner:
+    for ch in text:
         if ch in "([{":
             depth += 1
         elif ch in ")]}":
             depth -= 1
+            if depth < 0:
+                break
         if ch == "," and depth == 0:
             args.append("".join(current).strip())
             current = []
@@ -297,16 +304,3 @@ def _value(expression: str, names: dict[str, str], major: int, minor: int,
         return evaluate(expression, macros).true
     except ExprError:
         return None
-
-
-def capability_names(code: str) -> dict[str, str]:
-    """The names of ``code`` (comments stripped) holding the runtime capability, each
-    with what it holds: ``major``, ``minor`` or ``sm`` (major*10+minor); what
-    :mod:`contrib.analysis.hostpaths` evaluates a host function's ways with."""
-    return _capability_names(code)
-
-
-def constant_values(codes: Iterable[str]) -> dict[str, int]:
-    """The integer constants ``codes`` define (``constexpr int32_t kSM_100 = 100;``), a
-    name defined twice with two values left out."""
-    return _constants(codes)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from contrib.analysis.cexpr import ExprError, Macro, evaluate
 from contrib.analysis.cscan import Scan, match_close, scan, strip_comments
+from contrib.analysis.hostarch import split_arguments
 
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
 _DIRECTIVE_LINE = re.compile(r"^[ \t]*#.*(?:\\\n.*)*$", re.MULTILINE)
@@ -251,7 +252,7 @@ class _Reader:
             self._flag(text, live)
             self._calls(text, line, shown, live)
             return live
-        args = _arguments(text[check.end():])
+        args = split_arguments(text[check.end():])
         op = _CMP.get(check[1].removesuffix("_MSG").removesuffix("_WITH_INFO"))
         if op and len(args) >= 2:
             holds = f"({_condition(args[0])}) {op} ({_condition(args[1])})"
@@ -315,27 +316,6 @@ class _Reader:
         if tail:  # do {...} while (...); try {...} catch (...) {...}
             return self._opaque_end(follow, end, tail[0].split("(")[0].strip())
         return at
-
-
-def _arguments(text: str) -> list[str]:
-    """The top-level arguments of a call whose ``(`` was just read."""
-    args: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth < 0:
-                break
-        if ch == "," and depth == 0:
-            args.append("".join(current).strip())
-            current = []
-        else:
-            current.append(ch)
-    args.append("".join(current).strip())
-    return args
 
 
 def _condition(text: str) -> str:
