@@ -253,3 +253,13 @@ def test_the_apis_own_capability_decorator_tells_12_1_from_12_0(tmp_path: Path) 
                 and link["file"] == "lowerlib/nvfp4.py")
     assert (gate["line"], gate["excludes_target"], gate["admits"]) == (10, True, "capability 12.0")
     assert off["verdict"] != "on"
+
+
+def test_a_pin_the_cache_lacks_gives_no_step_and_no_error(tmp_path: Path) -> None:
+    """The bump is a hint beside the verdict: a pinned tag the cache lacks (git cannot
+    read the range from it) is no step, and no error ending the answer."""
+    repo = Repo(tmp_path / "lower")
+    repo.commit("lower 2.0", {**LOWER, "lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10, 12]")})
+    git(repo.path, "tag", "v2.0")
+    assert first_admitting(Git(repo.path), "lower", "v1.0", "lowerlib/jit.py",
+                           "gen_comm_module", parse_arch("sm_120a")) is None

@@ -183,7 +183,7 @@ def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower |
     # what lies behind a gate keeping the target off a path it does not need (decide())
     # is not on its way either
     below = [o for o in outs if lower is not None and o.dotted.split(".")[0] in lower.roots]
-    path_asked = asks_for_path(feature) or not (below or kernel_ops(outs))
+    path_asked = asks_for_path(feature, bool(below or kernel_ops(outs)))
     for path, first, last in met:
         for gate in upper.on(path, first, last):
             if gate.excludes_target and (gate.file, gate.line) not in seen and not (
@@ -226,13 +226,15 @@ def _on_another_value(upper: Upper, gate: AuditGate, value: str, values: frozens
     return False
 
 
-def asks_for_path(feature: Feature) -> bool:
+def asks_for_path(feature: Feature, goes_on: bool = True) -> bool:
     """Whether ``feature`` asks for one path of the code rather than for a computation:
     a boolean setting (``--enable-x``) turns a path on, so a gate keeping the target on
     the other path leaves the feature off; a setting's named value (a backend, a
     dtype) and an API ask for what the code computes, which the target still gets on
-    the path it takes."""
-    return feature.kind != FeatureKind.API and not feature.value
+    the path it takes, where that path goes on to kernels (``goes_on``: calls below
+    on the target's way; an API's own code always does): one that runs nothing does
+    nothing."""
+    return feature.kind != FeatureKind.API and (not feature.value or not goes_on)
 
 
 def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: bool,
@@ -366,10 +368,9 @@ def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
     if not links:
         return replace(chain, verdict=Verdict.UNKNOWN, reason="read nowhere the walk can follow")
     # a path the target is kept off, where the feature asks for a computation it still
-    # gets on the path it takes (asks_for_path): an API's own code, or a setting's value
-    # whose way goes on into the upstream below (a path that runs nothing does nothing)
-    goes_on = feature.kind == FeatureKind.API or any(link.role == Role.CALL for link in links)
-    elsewhere = [] if asks_for_path(feature) or not goes_on else [
+    # gets on the path it takes (asks_for_path)
+    goes_on = any(link.role == Role.CALL for link in links)
+    elsewhere = [] if asks_for_path(feature, goes_on) else [
         link for link in excluding if not link.refuses]
     excluding = [link for link in excluding if link not in elsewhere]
     if not excluding and not hollow:

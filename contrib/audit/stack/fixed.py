@@ -49,9 +49,11 @@ def first_admitting(git: Git, upstream: str, pinned: str, file: str, function: s
     if first is None:
         return None
     previous = pinned if first == 0 else later[first - 1]
-    commits = git.run("log", "--reverse", "--format=%H%x09%s", f"{previous}..{later[first]}",
-                      "--", file).splitlines()
-    shas = [line.split("\t", 1) for line in commits if "\t" in line]
+    status, log, _ = git.try_run("log", "--reverse", "--format=%H%x09%s",
+                                 f"{previous}..{later[first]}", "--", file)
+    if status != 0:  # a cache missing the range: the step is a hint, never the answer's end
+        return None
+    shas = [line.split("\t", 1) for line in log.splitlines() if "\t" in line]
     opened = _first([sha for sha, _ in shas], admits)
     if opened is None:
         return None
@@ -65,7 +67,8 @@ def _releases(git: Git) -> list[tuple[Version, str]]:
     """The tags of ``git`` that name versions (``v0.6.17``, ``0.2.0``), oldest first;
     pre-releases and development builds left out."""
     out: list[tuple[Version, str]] = []
-    for tag in git.run("tag", "--list").split():
+    status, tags, _ = git.try_run("tag", "--list")
+    for tag in tags.split() if status == 0 else ():
         try:
             version = Version(tag.removeprefix("v"))
         except InvalidVersion:
