@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from contrib.analysis.archvalues import Frame
 from contrib.analysis.pywalk import parents, walk
@@ -155,15 +155,8 @@ def _compared(ev: PyTree, method: str) -> Iterator[tuple[str, str, ast.If, type[
     GPU (``capability < quant_config.get_min_capability()``) whose body raises: each
     with its file, function, operator, and the side the method stands on."""
     pattern = re.compile(rf"(?:[<>]=?\s*[\w.]+\.{method}\(\)|\.{method}\(\)\s*[<>])")
-    files = [p for p in ev.files_calling(method) if pattern.search(ev.read(p) or "")]
-    if len(files) > _MAX_FILES:
-        return
-    for path in files:
-        module = ev.module(path)
-        if module is None:
-            continue
-        up = parents(module[0])
-        for node in walk(module[0]):
+    for path, module, up in _modules(ev, ev.files_calling(method), pattern):
+        for node in walk(module):
             if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
                     and len(node.test.ops) == 1 and type(node.test.ops[0]) in _OPS
                     and node.body and isinstance(node.body[-1], ast.Raise)):
@@ -180,6 +173,19 @@ def _compared(ev: PyTree, method: str) -> Iterator[tuple[str, str, ast.If, type[
                                type(node.test.ops[0]), own)
 
 
+def _modules(ev: PyTree, candidates: Iterable[str], pattern: re.Pattern[str]
+             ) -> Iterator[tuple[str, ast.Module, dict[int, ast.AST]]]:
+    """The parsed modules among ``candidates`` whose text ``pattern`` finds, each with its
+    parents; none when more than :data:`_MAX_FILES` do (a name too common to read)."""
+    files = [p for p in candidates if pattern.search(ev.read(p) or "")]
+    if len(files) > _MAX_FILES:
+        return
+    for path in files:
+        module = ev.module(path)
+        if module is not None:
+            yield path, module[0], parents(module[0])
+
+
 def _holder(up: dict[int, ast.AST], node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     while (node := up.get(id(node))) is not None:  # type: ignore[assignment]
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -193,16 +199,9 @@ def _holder(up: dict[int, ast.AST], node: ast.AST) -> ast.FunctionDef | ast.Asyn
 def allow_list_links(ev: PyTree, upstream: str, commit: str, gates_on: GateAt,
                      attr: str, value: str) -> Iterator[Link]:
     pattern = re.compile(rf"\.{re.escape(attr)}\s+(?:not\s+)?in\s*[\[(]")
-    files = [p for p in ev.index.paths() if p.endswith(".py")
-             and attr in (text := ev.read(p) or "") and pattern.search(text)]
-    if len(files) > _MAX_FILES:
-        return
-    for path in files:
-        module = ev.module(path)
-        if module is None:
-            continue
-        up = parents(module[0])
-        for node in walk(module[0]):
+    candidates = [p for p in ev.index.paths() if p.endswith(".py") and attr in (ev.read(p) or "")]
+    for path, module, up in _modules(ev, candidates, pattern):
+        for node in walk(module):
             listed = _allow_list(node, attr)
             line = getattr(node, "lineno", 0)
             if listed is None or value in listed:
