@@ -30,6 +30,17 @@ def _workspace(tmp_path: Path, **repos: Repo) -> Workspace:
     return ws
 
 
+def _library(tmp_path: Path, module: str, text: str, api: str) -> Workspace:
+    """A workspace naming the mini library ``lower`` with ``lowerlib/MODULE.py`` holding
+    ``text``, its ``api`` exported."""
+    lower = Repo(tmp_path / "lower")
+    lower.commit("lower", {**LOWER, "lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10]"),
+                           f"lowerlib/{module}.py": text,
+                           "lowerlib/__init__.py": LOWER["lowerlib/__init__.py"]
+                           + f"from .{module} import {api}\n"})
+    return _workspace(tmp_path, lower=lower)
+
+
 def _why(ws: Workspace, *args: str, arch: str = "sm_120a") -> dict[str, Any]:
     result = ws.run("why", *args, "--arch", arch, "--json", "--no-fetch")
     assert result.code in (0, 1), result.err
@@ -130,12 +141,7 @@ def mm_fp4(a):
 
 @pytest.mark.slow
 def test_a_module_chosen_by_the_callers_capability_is_the_targets_only(tmp_path: Path) -> None:
-    lower = Repo(tmp_path / "lower")
-    lower.commit("lower", {**LOWER, "lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10]"),
-                           "lowerlib/dispatch.py": DISPATCH,
-                           "lowerlib/__init__.py": LOWER["lowerlib/__init__.py"]
-                           + "from .dispatch import mm_fp4\n"})
-    ws = _workspace(tmp_path, lower=lower)
+    ws = _library(tmp_path, "dispatch", DISPATCH, "mm_fp4")
     for arch, module in (("sm_121a", "gen_gemm_sm120_module"), ("sm_100a", "gen_gemm_sm100_module")):
         [chain] = _why(ws, "lower", "lowerlib.mm_fp4", arch=arch)["features"]
         gated = [link["function"] for link in chain["links"] if link["role"] == "gate"]
@@ -240,12 +246,7 @@ def nvfp4_attention(x):
 
 @pytest.mark.slow
 def test_the_apis_own_capability_decorator_tells_12_1_from_12_0(tmp_path: Path) -> None:
-    lower = Repo(tmp_path / "lower")
-    lower.commit("lower", {**LOWER, "lowerlib/jit.py": LOWER_JIT.format(comm="[9, 10]"),
-                           "lowerlib/nvfp4.py": DECORATED,
-                           "lowerlib/__init__.py": LOWER["lowerlib/__init__.py"]
-                           + "from .nvfp4 import nvfp4_attention\n"})
-    ws = _workspace(tmp_path, lower=lower)
+    ws = _library(tmp_path, "nvfp4", DECORATED, "nvfp4_attention")
     [on] = _why(ws, "lower", "lowerlib.nvfp4_attention", arch="sm_120a")["features"]
     assert on["verdict"] == "on"
     [off] = _why(ws, "lower", "lowerlib.nvfp4_attention", arch="sm_121a")["features"]
