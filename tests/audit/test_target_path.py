@@ -15,6 +15,7 @@ from contrib.audit.feature.chain import asks_for_path, decide
 from contrib.audit.finding.gates import gates_of_file
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, EffectKind
 from contrib.audit.stack.fixed import first_admitting
+from contrib.audit.stack.reading import may_hold
 from contrib.git.repo import Git
 from testing.featureupstreams import feature_lower, feature_upstream
 from testing.gitutil import Repo, git
@@ -264,3 +265,22 @@ def test_a_pin_the_cache_lacks_gives_no_step_and_no_error(tmp_path: Path) -> Non
     git(repo.path, "tag", "v2.0")
     assert first_admitting(Git(repo.path), "lower", "v1.0", "lowerlib/jit.py",
                            "gen_comm_module", parse_arch("sm_120a")) is None
+
+
+# -- a setting's string compared with what it was converted to --------------------------
+
+@pytest.mark.parametrize(("test", "holds"), [
+    # `--kv-cache-dtype auto` became the model's dtype: a torch dtype is never the string
+    ("args.kv_cache_dtype == torch.float8_e4m3fn", False),
+    ("args.kv_cache_dtype in (torch.float8_e4m3fn, torch.float8_e5m2)", False),
+    ("args.kv_cache_dtype != torch.bfloat16", False),
+    # the string's own tests
+    ("args.kv_cache_dtype == 'auto'", True),
+    ("args.kv_cache_dtype in ('fp8_e4m3', 'fp8_e5m2')", False),
+    ("args.kv_cache_dtype == other.dtype", True),  # cannot tell: it may hold
+])
+def test_a_string_setting_compared_with_a_torch_dtype_is_not_its_own_test(
+        test: str, holds: bool) -> None:
+    expr = ast.parse(test, mode="eval").body
+    assert isinstance(expr, ast.Compare)
+    assert may_hold(expr.left, expr, "auto") is holds

@@ -236,11 +236,37 @@ def may_hold(read: ast.AST, parent: ast.AST | None, value: object) -> bool:
     op, other = parent.ops[0], parent.comparators[0] if parent.left is read else parent.left
     if isinstance(other, ast.Constant) and other.value is None:
         return isinstance(op, ast.IsNot | ast.NotEq)
+    if _never_a_string(other):
+        return False  # the setting's converted value (`kv_cache_dtype == torch.float8_e4m3fn`)
     literals = {v.value for v in ([other] if isinstance(other, ast.Constant) else getattr(
         other, "elts", [])) if isinstance(v, ast.Constant)}
     if not literals:
         return True
     return isinstance(op, ast.Eq | ast.In) and value in literals
+
+
+# objects of a library that are never a string: torch's dtypes and devices
+# (`torch.float8_e4m3fn`, `torch.bfloat16`)
+_NON_STRING_ROOTS = frozenset({"torch"})
+
+
+def _never_a_string(node: ast.expr) -> bool:
+    """Whether ``node`` names an object that no string setting equals: an attribute of
+    :data:`_NON_STRING_ROOTS` (a dtype), or a tuple or list of them.  A test of a value
+    against one reads what the setting was converted to (sglang's ``--kv-cache-dtype
+    auto`` becomes the model's dtype, tested as ``kv_cache_dtype ==
+    torch.float8_e4m3fn``), which the string's own test does not decide."""
+    items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    if not items:
+        return False
+    for item in items:
+        root = item
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not (isinstance(item, ast.Attribute) and isinstance(root, ast.Name)
+                and root.id in _NON_STRING_ROOTS):
+            return False
+    return True
 
 
 # -- the environment -----------------------------------------------------------------------
