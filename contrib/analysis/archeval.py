@@ -60,6 +60,10 @@ from contrib.analysis.pyparse import parse_python
 from contrib.analysis.pywalk import walk
 
 _DEPTH = 24  # nested calls followed
+# other accelerators' runtimes in torch, absent where the target GPU runs
+# (sglang's get_device_capability() asks `torch.xpu.is_available()` after CUDA)
+_OTHER_DEVICES = frozenset(f"torch.{name}.is_available"
+                           for name in ("xpu", "hpu", "npu", "mps", "musa", "mlu"))
 
 
 class TreeEval:
@@ -356,6 +360,11 @@ class TreeEval:
             return frozenset({Props()})
         if dotted == "torch.cuda.is_available":
             return frozenset({True})  # the question is a machine with the target's GPU
+        if dotted in _OTHER_DEVICES:
+            return frozenset({False})  # ... and with no other accelerator's runtime
+        if dotted == "hasattr" and len(args) == 2 and args[1] == frozenset({"cuda"}) \
+                and args[0] == frozenset({Ext("torch")}):
+            return frozenset({True})  # `hasattr(torch, "cuda")`: torch with CUDA, there
         if last == "partial" and args:
             return values_of(Partial(f, args[1:], kwargs) if isinstance(f, Func) else UNK
                            for f in args[0])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from contrib.analysis.archvalues import Capabilities
+from contrib.analysis.archvalues import Capabilities, truth_of
 from contrib.analysis.reach.tree import PyTree
 from contrib.analysis.tree import DictTree, GitTree
 from contrib.arch import parse_arch
@@ -200,5 +200,45 @@ def test_a_name_bound_in_a_try_keeps_what_it_could_hold() -> None:
     assert gate.excludes_target and gate.effect.kind == EffectKind.ASSERT_FAILS
     twice = CAPABILITY_WITH_TRY.replace(
         "            major, minor = None, None\n",
-        "            major, minor = None, None\n            major = torch.hpu.version()\n")
+        "            major, minor = None, None\n            major = torch.hpu.version()\n"
+    ).replace("torch.hpu.is_available()", "torch.hpu.enabled()")  # one not ruled out
     assert not [g for g in gates(twice) if g.excludes_target]
+
+
+CAPABILITY_OF_PLATFORMS = '''\
+import torch
+
+
+def is_musa():
+    return hasattr(torch, "musa") and torch.musa.is_available()
+
+
+def get_device_capability(device_id=0):
+    major, minor = None, None
+    if (hasattr(torch, "cuda") and torch.cuda.is_available()) or is_musa():
+        major, minor = torch.cuda.get_device_capability(device_id)
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        major, minor = None, None
+    return major, minor
+'''
+
+
+def test_the_capability_asked_of_every_platform_is_the_gpus_on_a_cuda_machine() -> None:
+    """sglang's ``get_device_capability`` asks CUDA, then XPU: on the target's machine
+    torch has CUDA and no other accelerator's runtime, so the capability is the GPU's
+    alone (``(10, 0) > get_device_capability() >= (8, 0)`` is false on 12.0)."""
+    import ast
+
+    from contrib.analysis.archvalues import Frame
+
+    tree = DictTree({"pkg/__init__.py": "", "pkg/utils.py": CAPABILITY_OF_PLATFORMS})
+    ev = PyTree(tree.read_text, ["pkg/__init__.py", "pkg/utils.py"])
+    nodes = [ast.parse(text, mode="eval").body for text in (
+        "get_device_capability()", "(10, 0) > get_device_capability() >= (8, 0)",
+        "hasattr(torch, 'xpu') and torch.xpu.is_available()")]
+    read = [ev.on_caps(node, Frame("pkg/utils.py"), [(12, 0), (9, 0)]) for node in nodes]
+    assert read[0] == {(12, 0): {(12, 0)}, (9, 0): {(9, 0)}}
+    assert read[1] == {(12, 0): {False}, (9, 0): {True}}
+    assert read[2] is None  # no GPU decides it: false (unknown-false) everywhere
+    [false] = [ev.eval(nodes[2], Frame("pkg/utils.py"))]
+    assert truth_of(false) == {False}

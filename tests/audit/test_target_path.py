@@ -17,7 +17,7 @@ from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, EffectKind
 from contrib.audit.stack.fixed import first_admitting
 from contrib.audit.stack.reading import may_hold
 from contrib.git.repo import Git
-from testing.featureupstreams import feature_lower, feature_upstream
+from testing.featureupstreams import SERVER_ARGS, feature_lower, feature_upstream
 from testing.gitutil import Repo, git
 from testing.stackupstreams import LOWER, LOWER_JIT
 from testing.workspace import Workspace
@@ -284,3 +284,70 @@ def test_a_string_setting_compared_with_a_torch_dtype_is_not_its_own_test(
     expr = ast.parse(test, mode="eval").body
     assert isinstance(expr, ast.Compare)
     assert may_hold(expr.left, expr, "auto") is holds
+
+
+# -- a value the code picks for the target is followed to that value's way -------------
+
+PICK = '''\
+from top.server_args import get_server_args
+from top.utils import is_sm100_supported
+
+
+def pick_backend():
+    backend = get_server_args().attention_backend
+    if backend == "auto":
+        if is_sm100_supported():
+            backend = "decode"
+        else:
+            backend = "plain"
+    return backend
+'''
+
+
+@pytest.mark.slow
+def test_a_value_the_code_picks_for_the_target_answers_for_auto(tmp_path: Path) -> None:
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    top.commit("pick", {"python/top/pick.py": PICK, "python/top/server_args.py": SERVER_ARGS.replace(
+        '["plain", "decode"]', '["plain", "decode", "auto"]')})
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    [auto] = _why(ws, "top", "--attention-backend=auto")["features"]
+    assert auto["verdict"] == "on", auto
+    assert auto["reason"].startswith("the target gets --attention-backend=plain (picked at top "
+                                     "python/top/pick.py:8 pick_backend)"), auto["reason"]
+    [picked] = [link for link in auto["links"]
+                if link["file"] == "python/top/pick.py" and link["role"] == "gate"]
+    assert picked["why"].startswith("picks 'plain' for the target") and not picked["excludes_target"]
+    [sm100] = _why(ws, "top", "--attention-backend=auto", arch="sm_100a")["features"]
+    assert "picked at" not in sm100["reason"]  # SM100 runs auto's own way
+
+
+# -- a setting bound to a name inside a branch is followed there -------------------------
+
+SAMPLE = '''\
+import lowerlib
+
+from top.server_args import get_server_args
+
+
+def sample(x, simple):
+    if simple:
+        return x
+    else:
+        backend = get_server_args().attention_backend
+        if backend == "plain":
+            return lowerlib.rmsnorm(x)
+        raise ValueError(backend)
+'''
+
+
+@pytest.mark.slow
+def test_a_setting_bound_to_a_name_in_a_branch_is_followed_there(tmp_path: Path) -> None:
+    """sglang's sampler binds ``backend = get_exec().kernel.sampling_backend`` in an
+    ``else``: what follows it there is the setting's way."""
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    top.commit("sample", {"python/top/sample.py": SAMPLE})
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    [plain] = _why(ws, "top", "--attention-backend=plain")["features"]
+    assert [link["why"] for link in plain["links"] if link["role"] == "call"] == [
+        "read attention_backend in sample() > lowerlib.rmsnorm"], plain["links"]
+    assert plain["verdict"] == "on"

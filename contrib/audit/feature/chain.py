@@ -41,6 +41,7 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from contrib.analysis.archvalues import truth_of
 from contrib.analysis.pywalk import parents as node_parents
 from contrib.analysis.reach.backends import backend_test
 from contrib.arch import Arch
@@ -122,13 +123,16 @@ class Upper:
 
 
 def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None,
-             arch: Arch | None = None, values: frozenset[str] = frozenset()) -> Chain:
+             arch: Arch | None = None, values: frozenset[str] = frozenset(),
+             follow: bool = True) -> Chain:
     """The chain of one feature: a server argument read in ``upper`` and followed into
     ``lower``, or (``upper`` None) a public API of ``lower`` itself.  With ``arch``, a
     call into ``lower`` with no Python gate refusing it on the way is read down to
     the C/C++ host checks of what it runs (:func:`_host_refusal`).  ``values``: every
     value the feature's setting may take (its choices): a gate under a test of
-    another one is not on this value's way (:func:`_on_another_value`)."""
+    another one is not on this value's way (:func:`_on_another_value`), and a gate
+    choosing another of them for the target hands the feature on to it
+    (:func:`_picked`; ``follow``: whether to, once)."""
     links: list[Link] = []
     if feature.kind == FeatureKind.API or upper is None:
         if lower is not None:
@@ -140,12 +144,78 @@ def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None,
             links += setting_links(upper.walker.ev, upper.name, upper.commit, upper.on,
                                    feature.attr, feature.value, arch)
     chain = decide(feature, tuple(links))
+    if follow and upper is not None and arch is not None and chain.verdict != Verdict.ON:
+        chain = _picked(chain, upper, lower, arch, values) or chain
     if chain.verdict != Verdict.CRASH or lower is None or arch is None:
         return chain
     fix = _fixed_below(lower, chain, arch)
     if fix is None:
         return chain
     return replace(chain, fix=fix, reason=f"{chain.reason}; next: {fix.step}")
+
+
+def _picked(chain: Chain, upper: Upper, lower: Lower | None, arch: Arch,
+            values: frozenset[str]) -> Chain | None:
+    """The chain of the value a gate of ``upper`` picks for the target where the
+    feature's own value leaves the choice to the code (sglang's ``if backend ==
+    "auto": if is_sm100_supported(): backend = "flashinfer_cutedsl" ... else: backend =
+    "flashinfer_cutlass"``): the target runs that value's way, so the feature's answer
+    is that value's (its links after the pick), with the gate as the place it was
+    picked.  None where no gate falling back on the way picks one other choice."""
+    feature = chain.feature
+    if not feature.value:
+        return None
+    for link in chain.links:
+        if link.role != Role.GATE or not link.excludes or link.refuses \
+                or link.upstream != upper.name:
+            continue
+        value = _value_for_target(upper, link, arch, values - {feature.value})
+        if value is None:
+            continue
+        other = replace(feature, name=f"{feature.name.rsplit('=', 1)[0]}={value}", value=value)
+        then = chain_of(other, upper, lower, arch, values, follow=False)
+        chosen = replace(link, excludes=False,
+                         why=f"picks {value!r} for the target ({other.name}): {link.why}")
+        links = tuple(chosen if kept == link else kept for kept in chain.links)
+        links += tuple(kept for kept in then.links if kept not in links)
+        answer = decide(feature, links)
+        return replace(answer, reason=f"the target gets {other.name} (picked at {upper.name} "
+                                      f"{_at(link)}): {answer.reason}",
+                       where=answer.where or f"as {other.name}")
+    return None
+
+
+def _value_for_target(upper: Upper, link: Link, arch: Arch,
+                      others: frozenset[str]) -> str | None:
+    """The one choice of ``others`` that the branch the target takes of the ``if``
+    chain holding ``link`` sets a name to, or None (no branch decided by the GPU, none
+    set, or several)."""
+    node, parents = upper.test_at(link.file, link.line)
+    if not isinstance(node, ast.If) or not others:
+        return None
+    while isinstance(parent := parents.get(id(node)), ast.If) and parent.orelse == [node]:
+        node = parent  # the head of an if/elif chain
+    ev = upper.walker.ev
+    frame = upper.walker.reading.frame(link.file, upper.walker.holder(link.file, node))
+    branch: list[ast.stmt] | None = None
+    cap = ev.cap
+    try:
+        while branch is None:
+            ev.cap = (arch.major, arch.minor)
+            truth = truth_of(ev.eval(node.test, frame))
+            if truth == {True}:
+                branch = node.body
+            elif truth != {False}:
+                return None
+            elif len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+            else:
+                branch = node.orelse
+    finally:
+        ev.cap = cap
+    found = {s.value.value for s in branch if isinstance(s, ast.Assign)
+             and isinstance(s.value, ast.Constant) and s.value.value in others}
+    return found.pop() if len(found) == 1 else None
 
 
 def _fixed_below(lower: Lower, chain: Chain, arch: Arch) -> Fix | None:

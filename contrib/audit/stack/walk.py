@@ -289,15 +289,19 @@ class Walker:
 
     def _bound_at(self, path: str, statement: ast.Assign, what: str) -> list[Block]:
         """A setting's value bound to a local name (``backend = getattr(args, "x")``):
-        what its function runs after the binding, which decides with it there."""
-        parents = self.parents(path)
-        holder = parents.get(id(statement))
-        body = getattr(holder, "body", None)
-        if not isinstance(holder, Function) or not isinstance(body, list) or (
-                statement not in body):
+        what its function runs after the binding, in the block holding it (a branch's
+        too: sglang's sampler binds ``backend`` in an ``else``), which decides with it
+        there."""
+        block, holder = self.parents(path).get(id(statement)), self.holder(path, statement)
+        if holder is None:
             return []
-        after = tuple(body[body.index(statement) + 1:])
-        return [Block(path, holder, after, (f"{what} in {holder.name}()",))] if after else []
+        for name in ("body", "orelse", "finalbody"):
+            seq = getattr(block, name, None)
+            if isinstance(seq, list) and statement in seq:
+                after = tuple(seq[seq.index(statement) + 1:])
+                return [Block(path, holder, after, (f"{what} in {holder.name}()",))] if after \
+                    else []
+        return []
 
     def _read_at(self, path: str, node: ast.AST, what: str, target: bool,
                  trail: Trail, *, bound: object = None) -> list[Block]:
