@@ -100,18 +100,35 @@ def test_an_if_that_only_sets_again_a_value_set_before_it_falls_back() -> None:
             "def other():\n"
             "    if is_sm100_supported():\n"
             "        fast = 'cutlass'\n"
-            "    return make(fast)\n")
+            "    return make(fast)\n\n\n"
+            "def flags(self):\n"
+            "    if is_sm100_supported() and self.fp4:\n"
+            "        self.proj._interleave = True\n"
+            "        self.use_fused = True\n"
+            "        self.overrides['backend'] = 'fused'\n"
+            "    return make(self)\n\n\n"
+            "def made(self):\n"
+            "    if is_sm100_supported():\n"
+            "        self.kernel = make('sm100')\n"
+            "    return self.kernel\n")
     text = text.replace("from u import is_sm100_supported, make\n", (
         "import torch\n\n\ndef make(b):\n    return b\n\n\n"
         "def is_sm100_supported():\n    return torch.cuda.get_device_capability()[0] == 10\n"))
     ast.parse(text)
     gates = {g.function: g for g in gates_of_file("u.py", text, parse_arch("sm_120a"))
-             if g.function in ("init", "other")}
+             if g.function in ("init", "other", "flags", "made")}
     assert gates["init"].effect.kind == EffectKind.FALLS_BACK
     assert gates["init"].effect.why == ("falls back: the target keeps the value backend had "
                                         "before this if, majors 10 set another")
     # nothing set before: the target skips the code (no value of its own to go on with)
     assert gates["other"].effect.kind == EffectKind.SKIPS_CODE
+    # flags of objects set to constants (sglang's NVFP4 SwiGLU fusion on SM100): the
+    # objects keep what their classes set, the target goes on with them
+    assert gates["flags"].effect.kind == EffectKind.FALLS_BACK
+    assert ("self.proj._interleave, self.use_fused, self.overrides['backend']"
+            in gates["flags"].effect.why)
+    # an object made only for the archs tested is no flag: skipped, nothing to go on with
+    assert gates["made"].effect.kind == EffectKind.SKIPS_CODE
 
 
 # -- a value the GPU decides is followed to the one the target gets ----------------------

@@ -348,29 +348,39 @@ def _chain(orelse: list[ast.stmt]) -> Iterator[ast.If | list[ast.stmt]]:
 
 def _kept_values(node: ast.If, parents: dict[int, ast.AST]) -> str:
     """The names an ``if`` with no else only sets again, each set before it in the same
-    block (``fmha_backend = "auto"`` then ``if is_sm100(): fmha_backend = "cutlass"``):
-    the target skipping it keeps the earlier value and goes on with it.  "" otherwise."""
+    block (``fmha_backend = "auto"`` then ``if is_sm100(): fmha_backend = "cutlass"``),
+    or the attributes and entries it only sets to constants (``self.proj._interleave =
+    True``, sglang's ``overrides["moe_runner_backend"] = "flashinfer_trtllm"``: flags of
+    objects made before it, which keep what they had): the target skipping
+    it keeps the earlier values and goes on with them.  "" otherwise."""
     set_here: list[str] = []
+    flags: list[str] = []  # attributes set to a constant: kept as their objects have them
     todo: list[ast.stmt] = list(node.body)
     while todo:
-        statement = todo.pop()
+        statement = todo.pop(0)
         if isinstance(statement, ast.If):
             todo += statement.body + statement.orelse
         elif isinstance(statement, ast.Assign | ast.AnnAssign) and statement.value is not None:
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-            if not all(isinstance(t, ast.Name | ast.Attribute) for t in targets):
+            constant = isinstance(statement.value, ast.Constant)
+            entry = ast.Attribute | ast.Subscript if constant else ast.Attribute
+            if not all(isinstance(t, ast.Name | entry) for t in targets):
                 return ""
-            set_here += [ast.unparse(t) for t in targets]
+            flags += [ast.unparse(t) for t in targets if constant and isinstance(t, entry)]
+            set_here += [ast.unparse(t) for t in targets
+                         if not (constant and isinstance(t, entry))]
         elif not isinstance(statement, ast.Pass) and not (
                 isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
         ) and not _only_says([statement]):  # a log line beside it changes no value
             return ""
     block = getattr(parents.get(id(node)), "body", None)
-    if not set_here or not isinstance(block, list) or node not in block:
+    if not set_here:
+        return ", ".join(dict.fromkeys(flags))
+    if not isinstance(block, list) or node not in block:
         return ""
     before = {ast.unparse(t) for s in block[:block.index(node)]
               if isinstance(s, ast.Assign) for t in s.targets}
-    return ", ".join(dict.fromkeys(set_here)) if set(set_here) <= before else ""
+    return ", ".join(dict.fromkeys(set_here + flags)) if set(set_here) <= before else ""
 
 
 def _exits(body: list[ast.stmt]) -> bool:
