@@ -91,13 +91,11 @@ def hooks_block(hooks: Hooks, allowed: bool) -> str:
              f"patched tip) on the {len(hooks.files)} touched "
              f"{'file' if len(hooks.files) == 1 else 'files'}: `{_md(hooks.command())}`: "
              f"{_counts(hooks)}.", "", "| hook | result |", "| --- | --- |"]
-    rows: dict[tuple[HookStatus, str], list[str]] = {}  # hooks not run for one reason: a row
+    rows: dict[tuple[HookStatus, str], list[str]] = {}  # hooks with one outcome: one row
     for r in hooks.results:
-        key = (r.status, r.detail if r.status == HookStatus.NOT_RUN else f"{r.id}\0{r.detail}")
-        rows.setdefault(key, []).append(f"`{_md(r.id)}`")
+        rows.setdefault((r.status, r.detail), []).append(f"`{_md(r.id)}`")
     for (status, detail), names in rows.items():
-        why = detail.rpartition("\0")[2]
-        lines.append(f"| {', '.join(names)} | {status}{f': {_md(why)}' if why else ''} |")
+        lines.append(f"| {', '.join(names)} | {status}{f': {_md(detail)}' if detail else ''} |")
     if hooks.failed and allowed:
         lines += ["", "Opened with `contrib open-pr --allow-hook-failures`: the failed hooks "
                   "are still to be fixed."]
