@@ -19,7 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contrib.pr.conventions import Conventions, hooks_block, owners_block, ticks
+from contrib.pr.conventions import (
+    Conventions,
+    collected_block,
+    hooks_block,
+    owners_block,
+    ticks,
+)
 from contrib.pr.proof import Built, Opened, Proof
 from contrib.pr.template import Check, Role, Section, fill
 from contrib.record import Run, Stage, StageStatus, Standing
@@ -129,6 +135,9 @@ def convention_pieces(conventions: Conventions | None) -> list[tuple[tuple[Place
     if conventions.hooks is not None:
         pieces.append(((Check.HOOKS, Role.CHECKLIST, Role.TESTS),
                        hooks_block(conventions.hooks, conventions.hook_failures_allowed)))
+    if conventions.collected:
+        pieces.append(((Role.TESTS, Check.TESTS_PASS, Role.CHECKLIST),
+                       collected_block(conventions)))
     if conventions.owners is not None and conventions.touched:
         pieces.append(((Role.NOTES,), owners_block(conventions.owners, conventions.owned())))
     return pieces

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contrib.git.repo import Git
+from contrib.pr.collected import Collected, Collection, collected, is_test
 from contrib.pr.hooks import Hooks, HookStatus, run_hooks
 from contrib.pr.owners import CodeOwners, Owned, read_codeowners
 from contrib.pr.template import Check, Template, read_template
@@ -31,19 +32,23 @@ class Conventions:
     touched: tuple[str, ...]  # every path the patchset changes, removed ones too
     hooks: Hooks | None
     hook_failures_allowed: bool = False  # opened with --allow-hook-failures
+    collected: tuple[Collected, ...] = ()  # the tests it adds or names, and the PR's CI
 
     def owned(self) -> list[Owned]:
         return self.owners.owners_of(self.touched) if self.owners is not None else []
 
 
-def read_conventions(git: Git, base: str, tip: str, *, offline: bool,
-                     run: bool = True) -> Conventions:
+def read_conventions(git: Git, base: str, tip: str, *, offline: bool, run: bool = True,
+                     tests: Sequence[str] = ()) -> Conventions:
     """The conventions at ``base`` (template, CODEOWNERS) and ``tip`` (the hooks, run on
-    the touched files unless ``run`` is false)."""
+    the touched files unless ``run`` is false; whether the PR's CI runs the tests the
+    patchset adds and ``tests``, those its validation names)."""
     touched = tuple(git.run("diff", "--name-only", "--no-renames", "-z", base, tip,
                             strip=False).split("\0")[:-1])
+    named = list(dict.fromkeys([t for t in touched if is_test(t)] + list(tests)))
     return Conventions(read_template(git, base), read_codeowners(git, base), touched,
-                       run_hooks(git, base, tip, offline=offline) if run else None)
+                       run_hooks(git, base, tip, offline=offline) if run else None,
+                       collected=tuple(collected(git, tip, named)))
 
 
 def hook_refusal(hooks: Hooks) -> str:
@@ -119,6 +124,26 @@ def owners_block(owners: CodeOwners, owned: Sequence[Owned]) -> str:
         shown = ", ".join(f"`{_md(p)}`" for p in paths[:5]) + (
             f" and {len(paths) - 5} more" if len(paths) > 5 else "")
         lines.append(f"- {shown}: {who}")
+    return "\n".join(lines)
+
+
+def collected_block(conventions: Conventions) -> str:
+    """Whether the upstream's CI on a PR runs each test the patchset adds or names."""
+    lines = ["**Upstream CI**: the tests this PR adds or its validation ran, and whether "
+             "the workflows that run on a pull request (at the patched tip) run them:", ""]
+    for c in conventions.collected:
+        added = " (added or changed here)" if c.test in conventions.touched else ""
+        head = f"- `{_md(c.test)}`{added}: "
+        if c.how == Collection.RUN:
+            lines.append(head + f"run by `{_md(c.workflow)}` (`{_md(c.via)}`)")
+        elif c.how == Collection.BY_SCRIPT:
+            lines.append(head + f"in `{_md(c.named)}/`, which `{_md(c.via)}` (run by "
+                         f"`{_md(c.workflow)}`) collects from; that script decides whether "
+                         "it runs")
+        else:
+            lines.append(head + "**not run**: no command of a PR workflow, nor a script one "
+                         "runs, names it or a folder above it; it needs registering where "
+                         "the upstream's CI collects tests")
     return "\n".join(lines)
 
 

@@ -116,7 +116,7 @@ def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: b
               push_url, tip, commits, forced=forced, offline=offline)
     job.validation = validation.summary()
     job.conventions = _conventions(ps, mirror.git, version.base, tip, offline=offline,
-                                   allowed=allow_hook_failures)
+                                   allowed=allow_hook_failures, tests=_tests_run(validation))
     job.title = render_title(ps.title, ps.target)
     job.body = render_body(BodyInput(
         target=ps.target, version=version.base, base_branch=ps.branch,
@@ -129,10 +129,10 @@ def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: b
 
 
 def _conventions(ps: Patchset, git: Git, base: str, tip: Sha, *, offline: bool,
-                 allowed: bool) -> Conventions:
+                 allowed: bool, tests: list[str]) -> Conventions:
     """The upstream's conventions at the version, its hooks run on the touched files;
     NeedsAttention when a hook fails, unless ``allowed``."""
-    conventions = read_conventions(git, base, tip, offline=offline)
+    conventions = read_conventions(git, base, tip, offline=offline, tests=tests)
     hooks = conventions.hooks
     if hooks is not None and hooks.failed and not allowed:
         raise NeedsAttention(f"{hook_refusal(hooks)}; fix the patches (run "
@@ -141,13 +141,23 @@ def _conventions(ps: Patchset, git: Git, base: str, tip: Sha, *, offline: bool,
     return replace(conventions, hook_failures_allowed=allowed)
 
 
+def _tests_run(validation: Standing) -> list[str]:
+    """The upstream test files the validation's tests stages selected."""
+    runs = validation.record.runs if validation.record is not None else ()
+    named = [str(t).split("::")[0] for r in runs if (s := r.stage("tests")) is not None
+             for t in (s.details.get("selected") or []) if isinstance(t, str)]
+    return list(dict.fromkeys(named))
+
+
 def _conventions_json(conventions: Conventions | None) -> dict[str, Any]:
     """The hooks run and the template filled, for ``--json``."""
     if conventions is None:
         return {}
     return {"hooks": conventions.hooks.as_json() if conventions.hooks else None,
             "template": conventions.template.path if conventions.template else None,
-            "codeowners": conventions.owners.path if conventions.owners else None}
+            "codeowners": conventions.owners.path if conventions.owners else None,
+            "collected": [{"test": c.test, "how": str(c.how), "workflow": c.workflow,
+                           "via": c.via, "named": c.named} for c in conventions.collected]}
 
 
 def _mirror(upstream: Upstream, offline: bool) -> Mirror:
