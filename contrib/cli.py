@@ -197,15 +197,18 @@ def validate(ctx: Context, targets: tuple[str, ...], arch: str | None, junit: Pa
 @click.option("--dry-run", is_flag=True, help="Print what would be pushed and posted; do neither.")
 @click.option("--force", is_flag=True, help="Open the PR even without a passed validation.")
 @click.option("--reopen", is_flag=True, help="Reopen a PR that a human closed.")
+@click.option("--allow-hook-failures", is_flag=True,
+              help="Open the PR even when the upstream's pre-commit hooks fail on it.")
 @json_option
 @pass_ctx
 def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, reopen: bool,
-            json_mode: bool) -> int:
+            allow_hook_failures: bool, json_mode: bool) -> int:
     """Open or update a draft PR per patchset, pushed from the fork."""
     from contrib.commands.open_pr import open_pr_command as run
 
-    return ctx.locked(json_mode, lambda ws, ui: run(ws, ui, list(targets), dry_run=dry_run,
-                                                    force=force, reopen=reopen))
+    return ctx.locked(json_mode, lambda ws, ui: run(
+        ws, ui, list(targets), dry_run=dry_run, force=force, reopen=reopen,
+        allow_hook_failures=allow_hook_failures))
 
 
 @cli.command(epilog=example("contrib edit flashinfer/sm120-trtllm-comm"))

@@ -1,4 +1,5 @@
-"""``contrib open-pr [TARGET...] [--dry-run] [--force] [--reopen] [--json]``."""
+"""``contrib open-pr [TARGET...] [--dry-run] [--force] [--reopen] [--allow-hook-failures]
+[--json]``."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from contrib.workspace.model import Workspace
 
 
 def open_pr_command(ws: Workspace, ui: UI, targets: list[str], *, dry_run: bool, force: bool,
-                    reopen: bool, github_factory: ForgeFactory | None = None) -> int:
+                    reopen: bool, github_factory: ForgeFactory | None = None,
+                    allow_hook_failures: bool = False) -> int:
     """Run open-pr and report: a human summary, or one JSON document."""
     code, results = open_pr(ws, targets, dry_run=dry_run, force=force, reopen=reopen,
-                            github_factory=github_factory, progress=ui.progress)
+                            github_factory=github_factory, progress=ui.progress,
+                            allow_hook_failures=allow_hook_failures)
     ui.done()
     for r in results:
         _report(ui, r, dry_run)

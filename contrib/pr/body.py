@@ -19,7 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contrib.pr.conventions import (
+    Conventions,
+    collected_block,
+    hooks_block,
+    owners_block,
+    ticks,
+)
 from contrib.pr.proof import Built, Opened, Proof
+from contrib.pr.template import Check, Role, Section, fill
 from contrib.record import Run, Stage, StageStatus, Standing
 from contrib.secrets import scrub
 from contrib.ui import counted
@@ -56,6 +64,7 @@ class BodyInput:
     requires: Sequence[str] = ()
     other_lines: Sequence[str] = ()  # the patchset's other target branches, if any
     proof: Proof | None = None  # from the record and [decisions]; None: the arch is unknown
+    conventions: Conventions | None = None  # the upstream's template, hooks and owners
 
 
 def marker(target: str, version: str) -> str:
@@ -70,22 +79,13 @@ def render_title(title: str, target: str) -> str:
 
 def render_body(data: BodyInput) -> str:
     """The full Markdown body, scrubbed of any registered secret."""
-    parts = [verdict_line(data.validation, data.forced),
-             data.summary.strip() or f"Patchset `{data.target}`."]
-    if data.requires:
-        parts.append("**Requires:** " + ", ".join(data.requires))
-    if data.proof is not None and data.proof.validated:
-        parts.append(proof_section(data.proof))
-    if data.proof is not None and data.proof.chain:
-        parts.append(chain_section(data.proof))
-    parts.append(_patch_list(data))
-    parts.append(_validation_section(data.validation, data.forced, data.problem))
-    if data.range_diff:
-        parts.append(_range_diff_section(data.range_diff, data.previous_version, data.version))
-    if data.other_lines:
-        parts.append(f"This PR is for the `{data.base_branch}` line; the same change is "
-                     f"carried on {', '.join(f'`{b}`' for b in data.other_lines)} too, "
-                     "each line with a PR of its own where it still needs one.")
+    pieces = _pieces(data)
+    conventions = data.conventions
+    if conventions is not None and conventions.template is not None:
+        middle = templated(conventions, pieces, data.validation)
+    else:
+        middle = [text for _, text in pieces]
+    parts = [verdict_line(data.validation, data.forced), *middle]
     parts.append(
         f"<sub>Carried with contrib as `{data.target}` on `{data.base_branch}` at "
         f"{data.version[:12]}. The branch is rewritten when the patchset is rebased.</sub>"
@@ -95,6 +95,71 @@ def render_body(data: BodyInput) -> str:
     if len(body) > MAX_BODY:
         body = body[: MAX_BODY - 200] + "\n\n… (body truncated)\n\n" + marker(data.target, data.version) + "\n"
     return scrub(body)
+
+
+Place = Role | Check  # a template's section by what it asks for, or the item it holds
+
+
+def _pieces(data: BodyInput) -> list[tuple[tuple[Place, ...], str]]:
+    """The body's parts in their order, each with the template sections it belongs in,
+    first choice first."""
+    pieces: list[tuple[tuple[Place, ...], str]] = [
+        ((Role.DESCRIPTION, Role.CHANGES), data.summary.strip() or f"Patchset `{data.target}`.")]
+    if data.requires:
+        pieces.append(((Role.ISSUES, Role.DESCRIPTION),
+                       "**Requires:** " + ", ".join(data.requires)))
+    if data.proof is not None and data.proof.validated:
+        pieces.append(((Role.TESTS,), proof_section(data.proof)))
+    if data.proof is not None and data.proof.chain:
+        pieces.append(((Role.CHANGES, Role.DESCRIPTION), chain_section(data.proof)))
+    pieces.append(((Role.CHANGES, Role.DESCRIPTION), _patch_list(data)))
+    pieces.append(((Role.TESTS,), _validation_section(data.validation, data.forced,
+                                                      data.problem)))
+    pieces += convention_pieces(data.conventions)
+    if data.range_diff:
+        pieces.append(((Role.NOTES, Role.CHANGES), _range_diff_section(
+            data.range_diff, data.previous_version, data.version)))
+    if data.other_lines:
+        pieces.append(((Role.DESCRIPTION,), f"This PR is for the `{data.base_branch}` line; "
+                       f"the same change is carried on "
+                       f"{', '.join(f'`{b}`' for b in data.other_lines)} too, each line with "
+                       "a PR of its own where it still needs one."))
+    return pieces
+
+
+def convention_pieces(conventions: Conventions | None) -> list[tuple[tuple[Place, ...], str]]:
+    """The hooks run and the code owners, as pieces of the body."""
+    if conventions is None:
+        return []
+    pieces: list[tuple[tuple[Place, ...], str]] = []
+    if conventions.hooks is not None:
+        pieces.append(((Check.HOOKS, Role.CHECKLIST, Role.TESTS),
+                       hooks_block(conventions.hooks, conventions.hook_failures_allowed)))
+    if conventions.collected:
+        pieces.append(((Role.TESTS, Check.TESTS_PASS, Role.CHECKLIST),
+                       collected_block(conventions)))
+    if conventions.owners is not None and conventions.touched:
+        pieces.append(((Role.NOTES,), owners_block(conventions.owners, conventions.owned())))
+    return pieces
+
+
+def templated(conventions: Conventions, pieces: Sequence[tuple[tuple[Place, ...], str]],
+              validation: Standing) -> list[str]:
+    """The upstream's template with each piece in the first section it belongs in, and
+    the checklist ticked where contrib ran the thing; the pieces no section takes after
+    it."""
+    template = conventions.template
+    assert template is not None
+    blocks: dict[Section, list[str]] = {}
+    rest = []
+    for places, text in pieces:
+        section = next((s for p in places if (s := template.section_for(p)) is not None), None)
+        if section is None:
+            rest.append(text)
+        else:
+            blocks.setdefault(section, []).append(text)
+    filled = fill(template, blocks, ticks(conventions, validation))
+    return [filled, *rest, f"<sub>Sections from the upstream's `{template.path}`.</sub>"]
 
 
 def _patch_list(data: BodyInput) -> str:

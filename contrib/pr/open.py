@@ -9,6 +9,8 @@ the fork with a lease, then create or update one draft PR on the upstream.  The 
   patchset's arch, or a failed arch, or a draft with no PR whose record does not prove
   it (the rule ``status`` says "held back" by, :func:`contrib.pr.prepare.holdback`) ->
   refuse, unless ``--force`` (the body says so);
+- the upstream's own ``pre-commit`` hooks fail on the touched files -> refuse, unless
+  ``--allow-hook-failures`` (the body says so; :mod:`contrib.pr.conventions`);
 - push only to the fork, only ``refs/heads/contrib/...``, with
   ``--force-with-lease`` against what the fork had; skip when identical;
 - the fork branch has commits contrib never pushed -> stop (Renovate's rule);
@@ -64,7 +66,8 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
             github_factory: ForgeFactory | None = None,
             forge: Forge | None = None,
             progress: ProgressFn | None = None,
-            proofs: Mapping[str, Proof] | None = None) -> tuple[int, list[dict[str, Any]]]:
+            proofs: Mapping[str, Proof] | None = None,
+            allow_hook_failures: bool = False) -> tuple[int, list[dict[str, Any]]]:
     """Open or update the draft PR of each selected patchset.
 
     Returns the exit code (0 all done, 1 something needs the user, 2 bad
@@ -74,6 +77,8 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
     building one from contrib.toml and the token with ``github_factory``; a dry run
     without one is offline.  ``proofs``: drafts' proofs by target, as a caller with the
     audit's chain worked them out (the autopilot's; :func:`~contrib.pr.prepare.holdback`).
+    ``allow_hook_failures``: open a PR whose upstream pre-commit hooks fail on the
+    touched files (refused otherwise, as a patchset problem: exit 1).
     """
     patchsets = ws.patchsets(list(targets))
     refuse_placeholders(ws, list(dict.fromkeys(ps.upstream for ps in patchsets
@@ -92,7 +97,8 @@ def open_pr(ws: Workspace, targets: list[str] | tuple[str, ...], *, dry_run: boo
         try:
             results.append(_open_one(ws, ps, forge, token, mirrors, dry_run=dry_run, force=force,
                                      reopen=reopen, progress=progress, offline=offline,
-                                     proof=(proofs or {}).get(ps.target)))
+                                     proof=(proofs or {}).get(ps.target),
+                                     allow_hook_failures=allow_hook_failures))
         except ContribError as exc:
             results.append({"patchset": ps.target, "result": "error", "error": scrub(str(exc)),
                             "exit_code": exc.exit_code})
@@ -132,12 +138,14 @@ def _forge(ws: Workspace, *, factory: ForgeFactory | None,
 def _open_one(ws: Workspace, ps: Patchset, forge: Forge, token: str | None,
               mirrors: dict[str, Mirror], *, dry_run: bool, force: bool,
               reopen: bool, progress: ProgressFn | None = None,
-              offline: bool = False, proof: Proof | None = None) -> dict[str, Any]:
+              offline: bool = False, proof: Proof | None = None,
+              allow_hook_failures: bool = False) -> dict[str, Any]:
     if _upstreamed(ps):
         return {"patchset": ps.target, "result": "upstreamed", "target": ps.branch,
                 "base": ps.branch, "exit_code": 0,
                 "message": f"already in {ps.branch}: no PR is proposed for this line"}
-    job = prepare(ws, ps, mirrors, force=force, offline=offline, proof=proof)
+    job = prepare(ws, ps, mirrors, force=force, offline=offline, proof=proof,
+                  allow_hook_failures=allow_hook_failures)
     job.progress = progress
     if not isinstance(forge, RecordingForge):
         return _run_one(job, forge, token, dry_run=dry_run, reopen=reopen)

@@ -10,7 +10,7 @@ and the ``[[requires]]``.  :mod:`contrib.pr.open` pushes the branch and opens th
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,6 +20,7 @@ from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
 from contrib.git.repo import Git, Sha
 from contrib.pr.body import BodyInput, CommitLine, render_body, render_title
+from contrib.pr.conventions import Conventions, hook_refusal, read_conventions
 from contrib.pr.proof import Proof, recorded
 from contrib.record import Standing, Verdict, version_standing
 from contrib.validate.requires import requirements
@@ -51,6 +52,7 @@ class Job:
     progress: ProgressFn | None = None  # git's push progress, for the status line
     offline: bool = False  # a dry run: no git or API call leaves the machine
     unchecked: list[str] = field(default_factory=list)  # what an offline run took on trust
+    conventions: Conventions | None = None  # the upstream's template, hooks and owners
 
     @property
     def repo(self) -> str:
@@ -72,7 +74,7 @@ class Job:
                 "tip": self.tip, "forced": self.forced, "validation": self.validation,
                 "title": self.title,
                 "commits": [asdict(c) for c in self.commits], "actions": self.actions,
-                "exit_code": 0, **extra}
+                **_conventions_json(self.conventions), "exit_code": 0, **extra}
 
 
 def pr_branch(ps: Patchset) -> str:
@@ -84,11 +86,14 @@ def pr_branch(ps: Patchset) -> str:
 
 
 def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: bool,
-            offline: bool = False, proof: Proof | None = None) -> Job:
+            offline: bool = False, proof: Proof | None = None,
+            allow_hook_failures: bool = False) -> Job:
     """``ps``'s PR worked out: the config and the validation checked, the branch built in
     the upstream's cache (``mirrors``, one per upstream, shared by the run), title and body.
     ``offline`` (a dry run): the cache is neither made nor fetched.  ``proof``: a draft's,
-    as a caller with the audit's chain worked it out (:func:`holdback`)."""
+    as a caller with the audit's chain worked it out (:func:`holdback`).  The upstream's
+    pre-commit hooks run on the touched files; NeedsAttention when one fails, unless
+    ``allow_hook_failures`` (the body says so)."""
     upstream = ws.config.upstream(ps.upstream)
     push_url = _check_config(ws, upstream)
     version = ps.current
@@ -110,14 +115,49 @@ def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: b
     job = Job(ps, upstream, mirror.git, branch, f"{upstream.fork.split('/')[0]}:{branch}",
               push_url, tip, commits, forced=forced, offline=offline)
     job.validation = validation.summary()
+    job.conventions = _conventions(ps, mirror.git, version.base, tip, offline=offline,
+                                   allowed=allow_hook_failures, tests=_tests_run(validation))
     job.title = render_title(ps.title, ps.target)
     job.body = render_body(BodyInput(
         target=ps.target, version=version.base, base_branch=ps.branch,
         other_lines=tuple(b for b in ps.branches if b != ps.branch),
         summary=ps.summary, commits=commits, validation=validation,
         forced=forced, problem=problem, range_diff=_range_diff(job), requires=_requires(ws, ps),
-        previous_version=_previous(job)[1], proof=recorded(ps, validation)))
+        previous_version=_previous(job)[1], proof=recorded(ps, validation),
+        conventions=job.conventions))
     return job
+
+
+def _conventions(ps: Patchset, git: Git, base: str, tip: Sha, *, offline: bool,
+                 allowed: bool, tests: list[str]) -> Conventions:
+    """The upstream's conventions at the version, its hooks run on the touched files;
+    NeedsAttention when a hook fails, unless ``allowed``."""
+    conventions = read_conventions(git, base, tip, offline=offline, tests=tests)
+    hooks = conventions.hooks
+    if hooks is not None and hooks.failed and not allowed:
+        raise NeedsAttention(f"{hook_refusal(hooks)}; fix the patches (run "
+                             f"`{hooks.command()}` in a checkout of the branch), or pass "
+                             "--allow-hook-failures to open the PR anyway (the body will say so)")
+    return replace(conventions, hook_failures_allowed=allowed)
+
+
+def _tests_run(validation: Standing) -> list[str]:
+    """The upstream test files the validation's tests stages selected."""
+    runs = validation.record.runs if validation.record is not None else ()
+    named = [str(t).split("::")[0] for r in runs if (s := r.stage("tests")) is not None
+             for t in (s.details.get("selected") or []) if isinstance(t, str)]
+    return list(dict.fromkeys(named))
+
+
+def _conventions_json(conventions: Conventions | None) -> dict[str, Any]:
+    """The hooks run and the template filled, for ``--json``."""
+    if conventions is None:
+        return {}
+    return {"hooks": conventions.hooks.as_json() if conventions.hooks else None,
+            "template": conventions.template.path if conventions.template else None,
+            "codeowners": conventions.owners.path if conventions.owners else None,
+            "collected": [{"test": c.test, "how": str(c.how), "workflow": c.workflow,
+                           "via": c.via, "named": c.named} for c in conventions.collected]}
 
 
 def _mirror(upstream: Upstream, offline: bool) -> Mirror:

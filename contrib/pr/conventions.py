@@ -1,0 +1,151 @@
+"""The upstream's own conventions for a PR, read from its files at the commit.
+
+Its pull request template (:mod:`contrib.pr.template`, at the base: the one GitHub
+offers), its ``pre-commit`` hooks (:mod:`contrib.pr.hooks`, at the patched tip: the
+ones its CI runs on the PR) and its CODEOWNERS (:mod:`contrib.pr.owners`, at the base:
+the file GitHub reads on the PR's target).  Nothing here is written per upstream.
+
+The upstream's other PR checks (flashinfer's ``scripts/check_pr_api_diff.py``, say)
+are steps of its CI workflows: whether such a step runs offline, and with what
+installed, cannot be told from the workflow, so contrib runs none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from contrib.git.repo import Git
+from contrib.pr.collected import Collected, Collection, collected, is_test
+from contrib.pr.hooks import Hooks, HookStatus, run_hooks
+from contrib.pr.owners import CodeOwners, Owned, read_codeowners
+from contrib.pr.template import Check, Template, read_template
+from contrib.record import StageStatus, Standing
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """What the upstream asks of a PR, and what contrib did about it."""
+
+    template: Template | None
+    owners: CodeOwners | None
+    touched: tuple[str, ...]  # every path the patchset changes, removed ones too
+    hooks: Hooks | None
+    hook_failures_allowed: bool = False  # opened with --allow-hook-failures
+    collected: tuple[Collected, ...] = ()  # the tests it adds or names, and the PR's CI
+
+    def owned(self) -> list[Owned]:
+        return self.owners.owners_of(self.touched) if self.owners is not None else []
+
+
+def read_conventions(git: Git, base: str, tip: str, *, offline: bool, run: bool = True,
+                     tests: Sequence[str] = ()) -> Conventions:
+    """The conventions at ``base`` (template, CODEOWNERS) and ``tip`` (the hooks, run on
+    the touched files unless ``run`` is false; whether the PR's CI runs the tests the
+    patchset adds and ``tests``, those its validation names)."""
+    touched = tuple(git.run("diff", "--name-only", "--no-renames", "-z", base, tip,
+                            strip=False).split("\0")[:-1])
+    named = list(dict.fromkeys([t for t in touched if is_test(t)] + list(tests)))
+    return Conventions(read_template(git, base), read_codeowners(git, base), touched,
+                       run_hooks(git, base, tip, offline=offline) if run else None,
+                       collected=tuple(collected(git, tip, named)))
+
+
+def hook_refusal(hooks: Hooks) -> str:
+    """Why open-pr refuses: the hooks that failed, in one line."""
+    failed = ", ".join(f"{r.id} ({r.detail})" if r.detail else r.id for r in hooks.failed)
+    return f"the upstream's pre-commit hooks failed on the touched files: {failed}"
+
+
+def ticks(conventions: Conventions, validation: Standing) -> dict[Check, str]:
+    """The checklist kinds contrib ran, each with what it ran and how it went."""
+    out = {}
+    hooks = conventions.hooks
+    if hooks is not None and hooks.results and not hooks.failed and not hooks.not_run:
+        out[Check.HOOKS] = f"contrib ran `{_md(hooks.command())}`: {_counts(hooks)}"
+    tests = _tests_passed(validation)
+    if tests:
+        out[Check.TESTS_PASS] = tests
+    return out
+
+
+def _tests_passed(validation: Standing) -> str:
+    """"contrib validate ran `pytest ...` on ...", when every run's tests stage that ran
+    passed; "" otherwise."""
+    runs = validation.record.runs if validation.record is not None else ()
+    ran = [(r, s) for r in runs if (s := r.stage("tests")) is not None
+           and s.status in (StageStatus.PASSED, StageStatus.FAILED)]
+    if not ran or any(s.status != StageStatus.PASSED for _, s in ran):
+        return ""
+    said = []
+    for run, stage in ran:
+        selected = stage.details.get("selected")
+        tests = " ".join(map(str, selected[:5])) if isinstance(selected, list) else ""
+        more = " ..." if isinstance(selected, list) and len(selected) > 5 else ""
+        said.append(f"`pytest {_md(tests)}{more}` on {run.arch} ({_md(run.host.describe())})"
+                    f": {_md(stage.reason)}")
+    return "contrib validate ran " + "; ".join(said)
+
+
+def hooks_block(hooks: Hooks, allowed: bool) -> str:
+    """Which hooks ran on which files, and how each went."""
+    if not hooks.results:
+        return (f"**pre-commit** (`{hooks.config}`): no hook ran"
+                + (": the patchset adds or changes no file." if not hooks.files else "."))
+    lines = [f"**pre-commit**: contrib ran the upstream's hooks (`{hooks.config}` at the "
+             f"patched tip) on the {len(hooks.files)} touched "
+             f"{'file' if len(hooks.files) == 1 else 'files'}: `{_md(hooks.command())}`: "
+             f"{_counts(hooks)}.", "", "| hook | result |", "| --- | --- |"]
+    rows: dict[tuple[HookStatus, str], list[str]] = {}  # hooks with one outcome: one row
+    for r in hooks.results:
+        rows.setdefault((r.status, r.detail), []).append(f"`{_md(r.id)}`")
+    for (status, detail), names in rows.items():
+        lines.append(f"| {', '.join(names)} | {status}{f': {_md(detail)}' if detail else ''} |")
+    if hooks.failed and allowed:
+        lines += ["", "Opened with `contrib open-pr --allow-hook-failures`: the failed hooks "
+                  "are still to be fixed."]
+    return "\n".join(lines)
+
+
+def _counts(hooks: Hooks) -> str:
+    names = {HookStatus.SKIPPED: "skipped (no file of their kind)"}
+    return ", ".join(f"{n} {names.get(s, str(s))}" for s, n in hooks.counts().items())
+
+
+def owners_block(owners: CodeOwners, owned: Sequence[Owned]) -> str:
+    """The code owners of the touched paths, grouped, named without notifying anyone."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for o in owned:
+        groups.setdefault(o.owners, []).append(o.path)
+    lines = [f"**Code owners** of the touched paths (`{owners.path}` at the base; not "
+             "requested while this PR is a draft):", ""]
+    for names, paths in groups.items():
+        who = " ".join(f"`{_md(n)}`" for n in names) if names else "no owner"
+        shown = ", ".join(f"`{_md(p)}`" for p in paths[:5]) + (
+            f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        lines.append(f"- {shown}: {who}")
+    return "\n".join(lines)
+
+
+def collected_block(conventions: Conventions) -> str:
+    """Whether the upstream's CI on a PR runs each test the patchset adds or names."""
+    lines = ["**Upstream CI**: the tests this PR adds or its validation ran, and whether "
+             "the workflows that run on a pull request (at the patched tip) run them:", ""]
+    for c in conventions.collected:
+        added = " (added or changed here)" if c.test in conventions.touched else ""
+        head = f"- `{_md(c.test)}`{added}: "
+        if c.how == Collection.RUN:
+            lines.append(head + f"run by `{_md(c.workflow)}` (`{_md(c.via)}`)")
+        elif c.how == Collection.BY_SCRIPT:
+            lines.append(head + f"in `{_md(c.named)}/`, which `{_md(c.via)}` (run by "
+                         f"`{_md(c.workflow)}`) collects from; that script decides whether "
+                         "it runs")
+        else:
+            lines.append(head + "**not run**: no command of a PR workflow, nor a script one "
+                         "runs, names it or a folder above it; it needs registering where "
+                         "the upstream's CI collects tests")
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|").replace("`", "'")
