@@ -368,3 +368,44 @@ def test_a_setting_bound_to_a_name_in_a_branch_is_followed_there(tmp_path: Path)
     assert [link["why"] for link in plain["links"] if link["role"] == "call"] == [
         "read attention_backend in sample() > lowerlib.rmsnorm"], plain["links"]
     assert plain["verdict"] == "on"
+
+
+# -- a refusal only a named value of another setting meets is that value's ---------------
+
+QUANT_CHECKS = '''\
+from top.server_args import get_server_args
+from top.utils import is_sm100_supported
+
+
+def check_quant():
+    args = get_server_args()
+    backend = args.attention_backend
+    if args.quantization == "nvfp4":
+        if not is_sm100_supported():
+            raise ValueError("nvfp4 needs SM100")
+    return backend
+'''
+
+
+@pytest.mark.slow
+def test_a_refusal_under_another_settings_named_value_is_not_on_this_features_way(
+        tmp_path: Path) -> None:
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    server_args = SERVER_ARGS.replace(
+        "    port: int = 30000\n", "    port: int = 30000\n    quantization: Optional[str] = None\n"
+    ).replace('        parser.add_argument("--attention-backend"', (
+        '        parser.add_argument("--quantization", choices=["fp8", "nvfp4"])\n'
+        '        parser.add_argument("--attention-backend"'))
+    top.commit("quant", {"python/top/quant_checks.py": QUANT_CHECKS,
+                         "python/top/server_args.py": server_args})
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    chains = {c["feature"]: c for name in ("--attention-backend", "--quantization")
+              for c in _why(ws, "top", name)["features"]}
+    plain = chains["--attention-backend=plain"]
+    assert plain["verdict"] == "on", plain["reason"]
+    assert not [link for link in plain["links"] if link["role"] == "gate"
+                and link["file"] == "python/top/quant_checks.py"]
+    nvfp4 = chains["--quantization=nvfp4"]  # its own refusal stays its own
+    assert [link["line"] for link in nvfp4["links"] if link["role"] == "gate"
+            and link["file"] == "python/top/quant_checks.py"] == [9], nvfp4["links"]
+    assert nvfp4["verdict"] != "on"

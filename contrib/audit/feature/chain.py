@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from contrib.analysis.archvalues import truth_of
 from contrib.analysis.pywalk import parents as node_parents
@@ -92,6 +92,7 @@ class Upper:
     gates: list[AuditGate]
     walker: Walker
     kernels: Kernels | None = None
+    settings: dict[str, frozenset[str]] = field(default_factory=dict)  # attr -> its choices
 
     def __post_init__(self) -> None:
         self._tests: dict[str, tuple[dict[int, ast.If | ast.Assert], dict[int, ast.AST]]] = {}
@@ -257,7 +258,7 @@ def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower |
     for path, first, last in met:
         for gate in upper.on(path, first, last):
             if gate.excludes_target and (gate.file, gate.line) not in seen and not (
-                    _on_another_value(upper, gate, feature.value, values)):
+                    _on_another_value(upper, gate, feature, values)):
                 seen.add((gate.file, gate.line))
                 links.append(gate_link(Role.GATE, upper.name, upper.commit, gate))
                 if path_asked or gate.effect.kind.refuses:  # else: a path it does not take
@@ -272,27 +273,53 @@ def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower |
         links += upper.kernels.links(kernel_ops(outs), None if refused else arch)
 
 
-def _on_another_value(upper: Upper, gate: AuditGate, value: str, values: frozenset[str]) -> bool:
+def _on_another_value(upper: Upper, gate: AuditGate, feature: Feature,
+                      values: frozenset[str]) -> bool:
     """Whether ``gate`` stands where only another value of the feature's setting goes:
-    an ``if`` around it (or its own) tests the setting's values and fails for
-    ``value`` (sglang's ``if prefill_backend == "trtllm_mha" and not
-    is_sm100_supported(): raise`` is no refusal of ``--attention-backend=flashinfer``)."""
-    if not value or len(values) < 2:
-        return False
+    an ``if`` around it (or its own) tests the setting's values and fails for the
+    feature's (sglang's ``if prefill_backend == "trtllm_mha" and not
+    is_sm100_supported(): raise`` is no refusal of ``--attention-backend=flashinfer``);
+    or where only a named value of another setting goes (``if view.quantization ==
+    "nvfp4_online": if not is_sm100_supported(): raise`` is that quantization's
+    refusal, not one of ``--moe-runner-backend=auto``'s, asked with the others at
+    their defaults)."""
     node, parents = upper.test_at(gate.file, gate.line)
     if node is None:
         return False
-    key = (value, values)
-    if backend_test(node.test, *key) is False:
+    key = (feature.value, values) if feature.value and len(values) >= 2 else None
+    if key is not None and backend_test(node.test, *key) is False:
         return True
     child: ast.AST = node
     parent = parents.get(id(node))
     while parent is not None and not isinstance(parent, Function):
         if isinstance(parent, ast.If) and child is not parent.test:
-            holds = backend_test(parent.test, *key)
+            holds = backend_test(parent.test, *key) if key is not None else None
             if holds is not None and holds != (child in parent.body):
                 return True
+            if child in parent.body and _named_value_of(parent.test, upper.settings,
+                                                        feature.attr):
+                return True
         child, parent = parent, parents.get(id(parent))
+    return False
+
+
+def _named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str) -> bool:
+    """Whether ``test`` holds only for named values of a setting other than ``own``: it
+    is (or ``and``-s) ``X.attr == "v"`` / ``X.attr in ("v", "w")`` with each string a
+    choice of ``attr``."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
+        else [test]
+    for part in parts:
+        if not (isinstance(part, ast.Compare) and len(part.ops) == 1
+                and isinstance(part.ops[0], ast.Eq | ast.In)
+                and isinstance(part.left, ast.Attribute)):
+            continue
+        attr, other = part.left.attr, part.comparators[0]
+        items = other.elts if isinstance(other, ast.Tuple | ast.List | ast.Set) else [other]
+        strings = {i.value for i in items if isinstance(i, ast.Constant)}
+        if attr != own and attr in settings and strings and len(strings) == len(items) \
+                and strings <= settings[attr]:
+            return True
     return False
 
 

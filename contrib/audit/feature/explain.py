@@ -33,7 +33,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 22  # bump when the chains change over the same audits
+FEATURE_FORMAT = 23  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -78,12 +78,12 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
         roots = lower.roots if lower is not None else {}
         walker = walker or walker_of(gates, tree, roots)
         mode = Mode.features(settings_elsewhere(tree, settings_class))
-        upper = Upper(name, commit, gates, with_ops(walker.in_mode(mode)),
-                      Kernels(name, commit, tree))
         choices: dict[str, frozenset[str]] = {}
         for f in features:
             if f.value:
                 choices[f.attr] = choices.get(f.attr, frozenset()) | {f.value}
+        upper = Upper(name, commit, gates, with_ops(walker.in_mode(mode)),
+                      Kernels(name, commit, tree), choices)
         chains = [chain_of(f, upper, lower, arch, choices.get(f.attr, frozenset()))
                   for f in chosen]
     if choose is every:
