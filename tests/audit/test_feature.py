@@ -122,7 +122,7 @@ def test_a_refusal_needing_a_parameter_the_function_never_sets_is_the_callers() 
 
     def given(line: int) -> str | None:
         gate = AuditGate("lib/decode.py", line, "decode", CAPABILITY, frozenset({10}), True)
-        return passed_by_caller(lower, gate)
+        return passed_by_caller(lower.ev, gate)
 
     assert given(4) == "scale"  # beside the test on the GPU's backend
     assert given(7) == "sparse"  # in the test around it

@@ -409,3 +409,40 @@ def test_a_refusal_under_another_settings_named_value_is_not_on_this_features_wa
     assert [link["line"] for link in nvfp4["links"] if link["role"] == "gate"
             and link["file"] == "python/top/quant_checks.py"] == [9], nvfp4["links"]
     assert nvfp4["verdict"] != "on"
+
+
+# -- a refusal in a mode the caller picks is not the feature's own way ----------------------
+
+MODE = '''\
+import lowerlib
+
+from top.server_args import get_server_args
+from top.utils import is_sm100_supported
+
+
+def fused(x, use_special=False):
+    if use_special:
+        assert is_sm100_supported(), "special needs SM100"
+    return lowerlib.rmsnorm(x)
+
+
+def layer(x):
+    if get_server_args().attention_backend == "plain":
+        return fused(x)
+    return x
+'''
+
+
+@pytest.mark.slow
+def test_a_refusal_in_a_mode_its_caller_picks_is_not_the_features_way(tmp_path: Path) -> None:
+    """sglang's ``cutlass_fused_experts_fp8(..., use_mxfp8=...)`` asserts SM100 only
+    under ``if use_mxfp8:``: ``--quantization=fp8`` is not refused there."""
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    top.commit("mode", {"python/top/mode.py": MODE})
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    [plain] = _why(ws, "top", "--attention-backend=plain")["features"]
+    [mode] = [link for link in plain["links"] if link["file"] == "python/top/mode.py"
+              and link["role"] == "gate"]
+    assert (mode["line"], mode["refuses"], mode["excludes_target"]) == (9, False, False)
+    assert mode["why"].startswith("refuses only where the caller passes use_special")
+    assert plain["verdict"] == "on", plain["reason"]

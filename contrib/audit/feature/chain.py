@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from contrib.analysis.archvalues import truth_of
 from contrib.analysis.pywalk import parents as node_parents
 from contrib.analysis.reach.backends import backend_test
+from contrib.analysis.reach.tree import PyTree
 from contrib.arch import Arch
 from contrib.audit.chains import GATE_ROLES, Chain, Feature, FeatureKind, Fix, Link, Role, Verdict
 from contrib.audit.model import (
@@ -260,8 +261,15 @@ def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower |
             if gate.excludes_target and (gate.file, gate.line) not in seen and not (
                     _on_another_value(upper, gate, feature, values)):
                 seen.add((gate.file, gate.line))
-                links.append(gate_link(Role.GATE, upper.name, upper.commit, gate))
-                if path_asked or gate.effect.kind.refuses:  # else: a path it does not take
+                link = gate_link(Role.GATE, upper.name, upper.commit, gate)
+                given = passed_by_caller(upper.walker.ev, gate, around=True) \
+                    if link.refuses else None
+                if given is not None:  # a mode its caller picks, not the feature's way
+                    link = replace(link, excludes=False, refuses=False, class_=None, why=(
+                        f"refuses only where the caller passes {given}: {link.why}"))
+                links.append(link)
+                if given is None and (path_asked or gate.effect.kind.refuses):  # else: a
+                    # path it does not take
                     behind += _behind(gate, lower)
     links += [link for link in dict.fromkeys(behind) if link.excludes]
     # refused by a gate of this tree on the way, the target never meets what is below
@@ -352,9 +360,9 @@ def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: boo
                 continue
             seen.add((gate.file, gate.line))
             link = gate_link(Role.BELOW, lower.name, f"{lower.tag}", gate)
-            given = passed_by_caller(lower, gate) if link.refuses else None
+            given = passed_by_caller(lower.ev, gate) if link.refuses else None
             if given is not None:
-                link = replace(link, excludes=False, refuses=False,
+                link = replace(link, excludes=False, refuses=False, class_=None,
                                why=f"refuses only when the caller passes {given}: {link.why}")
             links.append(link if not api else _own(link))
         if host and arch is not None and not any(link.refuses for link in links[start:]) \
@@ -393,13 +401,17 @@ def _behind(gate: AuditGate, lower: Lower | None) -> list[Link]:
     return [gate_link(Role.BEHIND, lower.name, lower.tag, g) for g in found if g]
 
 
-def passed_by_caller(lower: Lower, gate: AuditGate) -> str | None:
-    """The parameter a refusal below also needs the caller to pass, or None: a test
-    holding the gate, or one around it in its function, reads a parameter the function
-    never sets itself (``if backend != "trtllm-gen" and bmm1_scale_log2 is not None:
-    raise``; ``backend`` the function sets from the GPU, ``bmm1_scale_log2`` only the
-    caller does).  Such a refusal is a misuse of the API, not the GPU turned away."""
-    module = lower.ev.module(gate.file)
+def passed_by_caller(ev: PyTree, gate: AuditGate, around: bool = False) -> str | None:
+    """The parameter a refusal also needs the caller to pass, or None: a test holding
+    the gate, or one around it in its function, reads a parameter the function never
+    sets itself (``if backend != "trtllm-gen" and bmm1_scale_log2 is not None: raise``;
+    ``backend`` the function sets from the GPU, ``bmm1_scale_log2`` only the caller
+    does).  Below, such a refusal is a misuse of the API, not the GPU turned away.
+    ``around``: only an ``if`` around the gate's own test counts (a tree's own function
+    run in a mode its caller picks: sglang's ``if use_mxfp8: assert
+    is_sm100_supported()``), never the gate's test itself, which may take the GPU's
+    answer as a parameter."""
+    module = ev.module(gate.file)
     if module is None:
         return None
     function = next((n for n in ast.walk(module[0]) if isinstance(n, Function)
@@ -412,7 +424,9 @@ def passed_by_caller(lower: Lower, gate: AuditGate) -> str | None:
                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                if isinstance(t, ast.Name)}
     for node in ast.walk(function):
-        if (isinstance(node, ast.If) and node.lineno <= gate.line <= (node.end_lineno or 0)):
+        if (isinstance(node, ast.If) and node.lineno <= gate.line <= (node.end_lineno or 0)
+                and not (around and node.test.lineno <= gate.line
+                         <= (node.test.end_lineno or node.test.lineno))):
             read = sorted(_operands(node.test) & params)
             if read:
                 return read[0]
