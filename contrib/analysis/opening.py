@@ -74,19 +74,22 @@ class Opening:
 
 class Spans:
     """A module's expressions by the line they start on, and their parents: made once
-    per file, asked once per gate."""
+    per file, indexed when first asked (a file whose gates all admit the target never
+    is)."""
 
     def __init__(self, module: ast.Module, parents: dict[int, ast.AST] | None = None) -> None:
         self.module = module
         self.parents = parents if parents is not None else {
             id(c): n for n in ast.walk(module) for c in ast.iter_child_nodes(n)}
-        self._by_line: dict[int, list[ast.expr]] = {}
-        for node in ast.walk(module):
-            if isinstance(node, ast.expr):
-                self._by_line.setdefault(node.lineno, []).append(node)
+        self._by_line: dict[int, list[ast.expr]] | None = None
 
     def expressions(self, first: int, last: int) -> list[ast.expr]:
         """The expressions starting on lines ``first``..``last``."""
+        if self._by_line is None:
+            self._by_line = {}
+            for node in ast.walk(self.module):
+                if isinstance(node, ast.expr):
+                    self._by_line.setdefault(node.lineno, []).append(node)
         return [n for line in range(first, last + 1) for n in self._by_line.get(line, ())]
 
 
