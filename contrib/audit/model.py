@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import Form
+from contrib.analysis.opening import Opens
 from contrib.analysis.reach.endpoints import Endpoint
 
 
@@ -192,6 +193,9 @@ class Basis(StrEnum):
     # upstream's intent, and values deciding nothing themselves
     UPSTREAM_SAYS = "upstream-says"  # its comment leaves the target out on purpose
     INTENDED_VALUE = "intended-value"  # it tests a value an intentional gate makes false
+    NAMES_TARGET = "names-target"  # its test names the target's family and turns it away
+    # what a patch to its own test cannot open: no arch term a widening edits
+    NO_ARCH_FORM = "no-arch-form"
     TESTED_BY = "tested-by"  # a returned arch value: the gates testing it decide
     BUILT_ON = "built-on"  # a returned arch value built on another one's
     # compiled (``contrib audit --compile``)
@@ -333,6 +337,9 @@ class AuditGate:
     closed_by: Blame | None = None
     below: tuple[Below, ...] = ()  # gates of the upstream below
     basis: Basis | None = None  # what its class stands on (None: no class)
+    # how its own test opens to the target (contrib.analysis.opening; None: not read,
+    # a gate that does not exclude it or one made by hand)
+    opens: Opens | None = None
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -361,7 +368,25 @@ class AuditGate:
     def classed(self, class_: GateClass | None, basis: Basis | None, reason: str,
                 evidence: tuple[Evidence, ...] | None = None) -> AuditGate:
         """This gate with its class, what it stands on, the reason in words and (when
-        given) its evidence."""
+        given) its evidence.  ``gate-only`` says a patch to this gate opens it, which
+        ``contrib enable`` drafts by the form of its test (:attr:`opens`, the rule both
+        take): a runtime test naming the target's family that turns it away all the
+        same is upstream's refusal by name (``intentional``; a test's skip naming it
+        changes no behaviour of the library, and upstream drops such skips as it opens
+        the code: flashinfer's openings at f3e036d94, 7b83d0c54, c857f095a), and one
+        with no arch term an edit
+        widens tests a value decided elsewhere (``unknown``, until that value's source
+        classes it); the reading that found no kernel work stays in the reason."""
+        if class_ == GateClass.GATE_ONLY and self.opens is Opens.NAMES_TARGET \
+                and self.scope == RUNTIME:
+            class_, basis = GateClass.INTENTIONAL, Basis.NAMES_TARGET
+            reason = ("its test names the target's family and turns it away: upstream's "
+                      "refusal of the target, which a person drops, not a gate a patch "
+                      f"widens (no kernel work read: {reason})")
+        elif class_ == GateClass.GATE_ONLY and self.opens is Opens.NO_FORM:
+            class_, basis = GateClass.UNKNOWN, Basis.NO_ARCH_FORM
+            reason = ("its test holds no arch term a patch widens (a value decided "
+                      f"elsewhere, or a form no edit opens); no kernel work read: {reason}")
         return replace(self, class_=class_, basis=basis, reason=reason,
                        evidence=self.evidence if evidence is None else evidence)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import Form
+from contrib.analysis.opening import Opens
 from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.audit.chains import Chain, Feature, Fix, Link, Role, Verdict
 from contrib.audit.model import (
@@ -63,6 +64,7 @@ def gate_json(gate: AuditGate) -> dict[str, Any]:
         "index": gate.index, "end_line": gate.end_line, "parser_kind": str(gate.parser_kind),
         "covered_by": gate.covered_by, "opened_by": blame_json(gate.opened_by),
         "closed_by": blame_json(gate.closed_by), "below": [below_json(b) for b in gate.below],
+        "opens": _str(gate.opens),
     }
 
 
@@ -136,6 +138,9 @@ def gate_from_cache(data: object) -> AuditGate | None:
         return None
     if data["class"] is not None and not isinstance(data["class"], str):
         return None
+    opens = _OPENS.get(data["opens"]) if isinstance(data["opens"], str) else None
+    if (opens is None) != (data["opens"] is None):
+        return None
     basis = _basis(data["basis"])
     if isinstance(basis, _Malformed):
         return None
@@ -159,7 +164,8 @@ def gate_from_cache(data: object) -> AuditGate | None:
         return None
     return AuditGate(kind=kind, scope=scope, class_=klass, parser_kind=form, admits=admits,
                      effect=effect, reached=reached, calls=calls, evidence=evidence,
-                     below=below, opened_by=opened, closed_by=closed, basis=basis, **plain)
+                     below=below, opened_by=opened, closed_by=closed, basis=basis, opens=opens,
+                     **plain)
 
 
 class _Malformed:
@@ -290,7 +296,7 @@ _PLAIN: dict[str, Callable[[object], bool]] = {
 }
 _TUPLES = ("units", "builders")
 _CACHE_KEYS = {*_PLAIN, "kind", "scope", "class", "parser_kind", "admits", "effect", "reached",
-               "calls", "evidence", "below", "opened_by", "closed_by", "basis"}
+               "calls", "evidence", "below", "opened_by", "closed_by", "basis", "opens"}
 # Each enumeration by its written value (a dict read is a tenth of an Enum call, and the
 # cache is read on every repeat audit).
 _GATE_KINDS = {k.value: k for k in GateKind}
@@ -298,6 +304,7 @@ _SCOPES = {s.value: s for s in Scope}
 _CLASSES = {c.value: c for c in GateClass}
 _BASES = {b.value: b for b in Basis}
 _FORMS = {f.value: f for f in Form}
+_OPENS = {o.value: o for o in Opens}
 _EFFECT_KINDS = {k.value: k for k in EffectKind}
 _ENDPOINT_KINDS = {k.value: k for k in EndpointKind}
 

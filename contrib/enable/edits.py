@@ -1,4 +1,5 @@
-"""Splice the smallest source change that lets the target through one gate.
+"""Splice the smallest source change that lets the target through one gate (which
+form the gate's test has, and so which edit, :mod:`contrib.analysis.opening` says).
 
 Every edit is found with :mod:`ast` positions and applied to the file's own
 bytes: a list gains an element after its neighbour, a condition gains an
@@ -11,13 +12,11 @@ hence the byte offsets throughout.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 
+from contrib.analysis.opening import SM_DIGITS, Spans, int_values, is_capability_list
 from contrib.analysis.pyparse import parse
 from contrib.arch import Arch
-
-_SM_DIGITS = re.compile(r"(?<=sm)_?(\d{2,3})(?=[af]?(?:_|\b|$))", re.I)
 
 
 class CannotEdit(Exception):
@@ -43,7 +42,8 @@ class Source:
         self._starts = [0]
         for line in self.data.splitlines(keepends=True):
             self._starts.append(self._starts[-1] + len(line))
-        self.parents = {id(c): n for n in ast.walk(self.module) for c in ast.iter_child_nodes(n)}
+        self.spans = Spans(self.module)
+        self.parents = self.spans.parents
 
     def offset(self, line: int, col: int) -> int:
         return self._starts[line - 1] + col
@@ -70,20 +70,6 @@ def apply(data: bytes, splices: list[Splice]) -> bytes:
 
 
 # -- int lists: supported_major_versions=[9, 10], @supported_compute_capability([100, 103])
-
-def int_values(node: ast.expr) -> list[int] | None:
-    """The ints of a list/tuple/set literal of int constants, else None."""
-    if not isinstance(node, ast.List | ast.Tuple | ast.Set):
-        return None
-    values = [e.value for e in node.elts if isinstance(e, ast.Constant)
-              and isinstance(e.value, int) and not isinstance(e.value, bool)]
-    return values if len(values) == len(node.elts) else None
-
-
-def is_capability_list(values: list[int]) -> bool:
-    """``[100, 103]`` spells capabilities (major*10+minor); ``[9, 10]`` spells majors."""
-    return bool(values) and all(v >= 20 for v in values)
-
 
 def widen_list(src: Source, node: ast.expr, add: list[int]) -> list[Splice]:
     """Insert each value of ``add`` missing from the literal ``node``, in sorted place."""
@@ -131,71 +117,12 @@ def _callee(src: Source, node: ast.expr) -> str | None:
     return func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
 
 
-def lists_at(src: Source, first: int, last: int) -> list[ast.expr]:
-    """The int-list literals that start on lines ``first``..``last``, outermost first."""
-    found = [n for n in ast.walk(src.module) if isinstance(n, ast.List | ast.Tuple | ast.Set)
-             and first <= n.lineno <= last and int_values(n)]
-    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
-
-
-def major_comparisons(src: Source, first: int, last: int) -> list[ast.Compare]:
-    """The comparisons of a major with one int on lines ``first``..``last`` (``cap[0] ==
-    10``, ``major != 9``, ``props.major == 10``): a capability's first item, or a name or
-    attribute called major; ``==`` and ``!=`` only (an order admits newer archs)."""
-    found = []
-    for node in ast.walk(src.module):
-        if not (isinstance(node, ast.Compare) and first <= node.lineno <= last
-                and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq | ast.NotEq)):
-            continue
-        value, left = node.comparators[0], node.left
-        if not (isinstance(value, ast.Constant) and type(value.value) is int
-                and 7 <= value.value <= 20):
-            continue
-        first_item = (isinstance(left, ast.Subscript) and isinstance(left.slice, ast.Constant)
-                      and left.slice.value == 0)
-        named = re.search(r"major", ast.unparse(left), re.I) is not None
-        if first_item or named:
-            found.append(node)
-    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
-
-
 # -- predicates: (_is_sm90_supported or _is_sm100_supported) gains _is_sm120_supported
-
-def sm_digits(name: str) -> str | None:
-    """The SM number a predicate's name carries (``_is_sm100_supported`` -> "100")."""
-    match = _SM_DIGITS.search(name) if "is_" in name.lower() else None
-    return match[1] if match else None
-
 
 def for_target(text: str, arch: Arch) -> str:
     """``text`` with its SM number spelled for the target (``is_sm100_supported()`` ->
     ``is_sm120_supported()``)."""
-    return _SM_DIGITS.sub(f"{arch.major}{arch.minor}", text, count=1)
-
-
-def predicate_name(node: ast.expr) -> str | None:
-    """The name a predicate term tests: ``x``, ``f()``, ``mod.f(dev)``, ``mod.x``."""
-    inner = node.func if isinstance(node, ast.Call) else node
-    if isinstance(inner, ast.Name):
-        return inner.id
-    if isinstance(inner, ast.Attribute):
-        return inner.attr
-    return None
-
-
-def predicate_terms(src: Source, first: int, last: int) -> list[ast.expr]:
-    """Terms on lines ``first``..``last`` whose name carries an SM number."""
-    terms = []
-    for node in ast.walk(src.module):
-        if not isinstance(node, ast.expr) or not first <= node.lineno <= last:
-            continue
-        name = predicate_name(node)
-        parent = src.parents.get(id(node))
-        callee = isinstance(parent, ast.Call) and parent.func is node  # `f` of `f()`
-        inner = isinstance(node, ast.Name | ast.Attribute) and isinstance(parent, ast.Attribute)
-        if name and sm_digits(name) and not callee and not inner:
-            terms.append(node)
-    return sorted(terms, key=lambda n: (n.lineno, n.col_offset))
+    return SM_DIGITS.sub(f"{arch.major}{arch.minor}", text, count=1)
 
 
 def add_term(src: Source, terms: list[ast.expr], arch: Arch) -> tuple[list[Splice], str]:
@@ -224,7 +151,7 @@ def add_sibling_line(src: Source, statement: ast.stmt, arch: Arch) -> Splice:
     first = src.offset(statement.lineno, 0)
     end = src.offset((statement.end_lineno or statement.lineno) + 1, 0)
     text = src.data[first:end].decode("utf-8")
-    copied = _SM_DIGITS.sub(f"{arch.major}{arch.minor}", text)
+    copied = SM_DIGITS.sub(f"{arch.major}{arch.minor}", text)
     return Splice(end, end, copied.encode())
 
 

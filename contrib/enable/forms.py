@@ -1,14 +1,20 @@
-"""Which edit admits the target through one audited gate, by the form of its code.
+"""Which edit admits the target through one audited gate, by the form of its code
+(:func:`contrib.analysis.opening.opening` says which form; the audit keeps the same
+answer on the gate, so a gate it calls gate-only is one of these):
 
 * a JIT ``supported_major_versions`` list gains the target's major;
 * a capability list (``@supported_compute_capability([100, 103])``, ``cc in [90,
   100]``) gains the target's capabilities as the file spells its family;
 * a list of majors in a condition gains the target's major;
-* a major compared with one value (``cap[0] == 10``, ``props.major != 10``) is
-  compared with it and the target's (``cap[0] in (10, 12)``);
+* a major or a capability compared with one value (``cap[0] == 10``, ``props.major
+  != 10``, ``device_arch != 80``) is compared with it and the target's (``cap[0] in
+  (10, 12)``);
 * a predicate condition (``_is_sm90_supported or _is_sm100_supported``) gains the
   tree's own predicate for the target, with the module-level cached value and the
-  import the file keeps for its siblings.
+  import the file keeps for its siblings;
+* a test naming the target's family that turns it away all the same
+  (``uses_chunked and is_sm12x_supported(dev)``) is refused: upstream's refusal of the
+  target, which a person drops.
 
 Edits of one file are collected against its original text and made at once, so
 the gates of a file never see each other's shifted positions.
@@ -21,6 +27,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from contrib.analysis.opening import (
+    Opens,
+    int_values,
+    is_capability_list,
+    opening,
+    predicate_name,
+    sm_digits,
+)
 from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
 from contrib.audit.model import JIT, AuditGate
@@ -34,14 +48,7 @@ from contrib.enable.edits import (
     apply,
     for_target,
     imported_from,
-    int_values,
-    is_capability_list,
-    lists_at,
-    major_comparisons,
     module_value,
-    predicate_name,
-    predicate_terms,
-    sm_digits,
     target_capabilities,
     widen_list,
 )
@@ -81,66 +88,61 @@ class Editor:
         return self.files[path]
 
     def widen(self, gate: AuditGate) -> str:
-        """Add the splices that admit the target at ``gate``; what was done, in words."""
+        """Add the splices that admit the target at ``gate``; what was done, in words.
+        Which edit, the form of the gate's test says (:func:`~contrib.analysis.opening.
+        opening`, the rule the audit's class takes too)."""
         edit = self.file(gate.file)
         src = edit.source
-        last = max(gate.end_line, gate.line)
-        lists = lists_at(src, gate.line, last)
-        terms = predicate_terms(src, gate.line, last)
-        if gate.kind == JIT or (lists and not terms):
-            return self._widen_list(edit, gate, lists)
-        if terms:
-            return self._add_predicate(edit, gate, terms)
-        compared = major_comparisons(src, gate.line, last)
-        if compared:
-            return self._widen_comparison(edit, gate, compared[0])
-        if re.search(rf"sm_?{self.arch.major}(?:\d|x)", gate.text, re.I):
+        found = opening(src.spans, gate.line, max(gate.end_line, gate.line), self.arch,
+                        jit=gate.kind == JIT)
+        if found.opens is Opens.LIST and found.node is not None:
+            return self._widen_list(edit, gate, found.node)
+        if found.opens is Opens.PREDICATE:
+            return self._add_predicate(edit, gate, list(found.terms))
+        if found.opens is Opens.COMPARISON and isinstance(found.node, ast.Compare):
+            return self._widen_comparison(edit, gate, found.node)
+        if found.opens is Opens.NAMES_TARGET and found.node is not None:
             raise CannotEdit(f"{gate.file}:{gate.line}: `{gate.text[:80]}` names "
-                             f"{self.arch.name}'s family: a refusal of the target, which a "
-                             "person drops, not a gate contrib widens")
+                             f"{self.arch.name}'s family (`{src.segment(found.node)}`) and "
+                             "turns it away: a refusal of the target, which a person drops, "
+                             "not a gate contrib widens")
         raise CannotEdit(f"{gate.file}:{gate.line}: `{gate.text[:80]}` holds neither a list "
-                         "of archs nor a predicate contrib can widen")
+                         "of archs, a predicate nor a comparison contrib can widen")
 
-    def _widen_list(self, edit: FileEdit, gate: AuditGate, lists: list[ast.expr]) -> str:
-        if not lists:
-            raise CannotEdit(f"{gate.file}:{gate.line}: no literal list of majors at the gate")
-        node = lists[0]
+    def _widen_list(self, edit: FileEdit, gate: AuditGate, node: ast.expr) -> str:
         values = int_values(node) or []
         if is_capability_list(values):
             add = target_capabilities(edit.source, self.arch, node)
             what = "capabilities"
         else:
             add, what = [self.arch.major], "majors"
-        if set(add) <= set(values):
-            raise CannotEdit(f"{gate.file}:{gate.line}: the list already admits "
-                             f"{self.arch.name}")
         edit.add(widen_list(edit.source, node, add))
         new = sorted(set(values) | set(add))
         return (f"{gate.file}:{node.lineno}: {what} {_join(values)} -> {_join(new)} "
                 f"({gate.function})")
 
     def _widen_comparison(self, edit: FileEdit, gate: AuditGate, node: ast.Compare) -> str:
-        """``cap[0] == 10`` -> ``cap[0] in (10, 12)`` (``!=``: ``not in``): a major
-        compared with one value gains the target's."""
+        """``cap[0] == 10`` -> ``cap[0] in (10, 12)`` (``!=``: ``not in``): an arch value
+        compared with one major or capability gains the target's, spelled alike
+        (``device_arch != 80`` -> ``device_arch not in (80, 120)``, ``cap == (10, 0)`` ->
+        ``cap in ((10, 0), (12, 0))``)."""
         src = edit.source
         value = node.comparators[0]
-        assert isinstance(value, ast.Constant) and isinstance(value.value, int)
-        if value.value == self.arch.major:
-            raise CannotEdit(f"{gate.file}:{gate.line}: `{src.segment(node)}` already names "
-                             f"{self.arch.name}'s major")
+        if isinstance(value, ast.Tuple):
+            target = f"({self.arch.major}, {self.arch.minor})"
+        elif isinstance(value, ast.Constant) and isinstance(value.value, int) \
+                and value.value >= 20:
+            target = str(self.arch.major * 10 + self.arch.minor)
+        else:
+            target = str(self.arch.major)
         op = "in" if isinstance(node.ops[0], ast.Eq) else "not in"
-        new = f"{src.segment(node.left)} {op} ({value.value}, {self.arch.major})"
+        new = f"{src.segment(node.left)} {op} ({src.segment(value)}, {target})"
         start, end = src.span(node)
         edit.add([Splice(start, end, new.encode())])
         return f"{gate.file}:{node.lineno}: `{src.segment(node)}` -> `{new}` ({gate.function})"
 
     def _add_predicate(self, edit: FileEdit, gate: AuditGate, terms: list[ast.expr]) -> str:
         src = edit.source
-        target = f"{self.arch.major}{self.arch.minor}"
-        if any(sm_digits(predicate_name(t) or "") == target for t in terms):
-            raise CannotEdit(f"{gate.file}:{gate.line}: `{gate.text[:80]}` already names "
-                             f"{self.arch.name}; it is a refusal of the target, not a gate "
-                             "to widen")
         splices, term = add_term(src, terms, self.arch)
         notes = self._provide(edit, terms[-1])
         edit.add(splices)

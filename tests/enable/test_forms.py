@@ -28,6 +28,21 @@ def refuse(props):
 
 def newer(cap):
     return cap[0] >= 9 and cap[1] == 0
+
+
+def mla(props):
+    device_arch = props.major * 10 + props.minor
+    if device_arch != 80:
+        raise RuntimeError("SM80 only")
+
+
+def tail(dev):
+    return torch.cuda.get_device_capability(dev) == (10, 0)
+
+
+def chunked(uses_chunked, dev):
+    if uses_chunked and is_sm12x_supported(dev):
+        raise ValueError("the tiled kernels ignore the chunk size")
 """
 
 
@@ -53,3 +68,17 @@ def test_a_major_compared_with_one_value_is_compared_with_the_targets_too() -> N
 def test_an_order_or_a_minor_is_no_such_comparison() -> None:
     with pytest.raises(CannotEdit):
         _widen(16, "newer")  # `>= 9` admits newer archs already; `cap[1] == 0` is a minor
+
+
+def test_a_capability_compared_with_one_value_gains_the_targets_spelled_alike() -> None:
+    what, text = _widen(21, "mla")
+    assert what == "pkg/topk.py:21: `device_arch != 80` -> `device_arch not in (80, 120)` (mla)"
+    assert "    if device_arch not in (80, 120):\n" in text
+    _, text = _widen(26, "tail", "sm_121a")
+    assert "return torch.cuda.get_device_capability(dev) in ((10, 0), (12, 1))\n" in text
+
+
+def test_a_test_naming_the_targets_family_is_a_refusal_not_widened() -> None:
+    with pytest.raises(CannotEdit, match=r"names sm_120a's family \(`is_sm12x_supported\(dev\)`"
+                                         r"\) and turns it away: a refusal of the target"):
+        _widen(30, "chunked")

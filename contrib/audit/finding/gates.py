@@ -25,6 +25,7 @@ from contrib.analysis.gates import (
     scan,
 )
 from contrib.analysis.jitsources import builders, built_sources
+from contrib.analysis.opening import Spans, opening
 from contrib.analysis.pywalk import parents as node_parents
 from contrib.analysis.reach.backends import (
     configuration_key,
@@ -121,7 +122,9 @@ def gates_of_file(path: str, text: str, arch: Arch, ev: PyTree | None = None,
         follow = wide or ev
         follow.add_module(path, found.module)
         sites = CallSites(found, follow, (arch.major, arch.minor))
-        audited = [_audited(found, gate, parents, lines, arch, sites) for gate in found.gates]
+        spans = Spans(found.module, parents)
+        audited = [_audited(found, gate, parents, lines, arch, sites, spans)
+                   for gate in found.gates]
     return [g for g in audited if g.effect.kind != EffectKind.PREDICATE_VALUE]
 
 
@@ -142,7 +145,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[str],
-             arch: Arch, sites: CallSites) -> AuditGate:
+             arch: Arch, sites: CallSites, spans: Spans) -> AuditGate:
     path = gate.file
     function = found.functions.get(gate.function)
     effect = gate_effect(found, gate, parents, arch)
@@ -172,6 +175,8 @@ def _audited(found: Scan, gate: Gate, parents: dict[int, ast.AST], lines: list[s
         builders=tuple(builders(found.functions, gate.function, found.strings)[1:]) if jit else (),
         calls=tuple(behind.calls), reached=tuple(behind.endpoints), index=gate.index,
         parser_kind=gate.kind, end_line=gate.end_line,
+        opens=opening(spans, gate.line, max(gate.line, gate.end_line), arch,
+                      jit=gate.kind == KEYWORD).opens if effect.excludes else None,
     )
 
 
