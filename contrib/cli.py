@@ -33,6 +33,10 @@ from contrib.clicontext import (
 from contrib.completion import complete_arch, complete_targets, complete_upstreams
 from contrib.errors import UsageError
 
+# contrib.analysis.wheels.Platform by value, so that --help does not load it
+# (tests/commands/test_coverage.py holds them equal).
+PLATFORMS = ["x86_64", "aarch64"]
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]},
              epilog=example("contrib status --no-fetch"))
@@ -286,6 +290,39 @@ def log(ctx: Context, target: str, json_mode: bool) -> int:
     from contrib.commands.log import log as run
 
     return ctx.reading(json_mode, lambda ws, ui: run(ws, ui, target))
+
+
+@cli.command(epilog=example("contrib coverage sglang-kernel==0.4.10 --arch sm_120a,sm_121a"))
+@click.argument("source", metavar="WHEEL|DIR|DIST|REQ")
+@click.option("--arch", shell_complete=complete_arch,
+              help="The GPUs to judge for: sm_120a, or several side by side (sm_120a,sm_121a); "
+                   "default: contrib.toml's [defaults] arch.")
+@click.option("--platform", type=click.Choice(PLATFORMS),
+              help="The wheel's platform for a requirement (default: the one each arch ships "
+                   "in: aarch64 for GB10's sm_121a, x86_64 for sm_120a).")
+@click.option("--find-links", "find_links", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False, path_type=Path),
+              help="A folder of wheels to resolve a requirement from (repeat); pip's cache "
+                   "is searched too.")
+@click.option("--download", is_flag=True,
+              help="Fetch the requirement's wheel from the index (pip download) when none "
+                   "is here; without it nothing is fetched.")
+@click.option("--only", metavar="GLOB",
+              help="Only the objects whose path in the source matches GLOB ('*' crosses "
+                   "'/'): --only '*fmha/trtllm-gen/*'.")
+@json_option
+@pass_ctx
+def coverage(ctx: Context, source: str, arch: str | None, platform: str | None,
+             find_links: tuple[Path, ...], download: bool, only: str | None,
+             json_mode: bool) -> int:
+    """The SASS and PTX each object of a wheel, folder, installed distribution or
+    requirement carries, and per arch: native, ptx-jit or no-image."""
+    from contrib.commands.coverage import coverage as run
+    from contrib.runner import guarded_ui
+
+    return guarded_ui(ctx.make_ui(json_mode), lambda ui: run(
+        ui, source, arch=arch, directory=ctx.directory, platform=platform,
+        find_links=find_links, download=download, only=only))
 
 
 @cli.command(epilog=example("contrib doctor --json"))

@@ -60,6 +60,19 @@ def _user_cache_dir() -> str:
     return str(platformdirs.user_cache_dir("contrib"))
 
 
+def pip_cache_dir() -> Path:
+    """pip's cache folder, where a wheel pip fetched once may still lie: $PIP_CACHE_DIR,
+    else pip's default on Linux ($XDG_CACHE_HOME/pip, ~/.cache/pip).  A ``cache-dir`` in
+    pip's own config files is not read: set PIP_CACHE_DIR to the same folder."""
+    from pathlib import Path
+
+    override = os.environ.get("PIP_CACHE_DIR", "").strip()
+    if override:
+        return Path(os.path.expanduser(override))
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return Path(xdg or os.path.join(os.path.expanduser("~"), ".cache")) / "pip"
+
+
 def cache_root() -> Path:
     """Where upstream clones live: $CONTRIB_CACHE or the user cache dir, checked usable."""
     from pathlib import Path
