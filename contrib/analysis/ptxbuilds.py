@@ -31,7 +31,7 @@ from contrib.analysis.ptxjobs import PtxRequest, prepare_headers
 from contrib.analysis.ptxrun import unit_flags
 from contrib.analysis.ptxshape import Shape, shapes
 
-_VERSION = "contrib-ptx-shapes-1"
+_VERSION = "contrib-ptx-shapes-2"  # 2: module ids left out
 
 
 @dataclass

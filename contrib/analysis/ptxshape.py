@@ -7,8 +7,11 @@ modules of one unit (base and patched, for one arch) are compared function by
 function: each ``.entry`` (by its mangled name), each ``.func``, and the
 module-scope data.  What does not change the code is left out before comparing:
 comments (nvcc's banner, ``// begin inline asm``), ``.loc`` and ``.file`` line
-information, and the folder a unit was compiled from where a string holds it
-(``assert``'s ``__FILE__``).  A function's :class:`Shape` is the digest of what
+information, the folder a unit was compiled from where a string holds it
+(``assert``'s ``__FILE__``), and the module id nvcc writes into every
+internal-linkage name (``_INTERNAL_bee7826f_19_trtllm_allreduce_cu_b7060e6a``:
+it changes with the unit's path and text while the code stays the same, as
+flashinfer's ``neg_zero_v`` constants showed between v0.6.16 and the series).  A function's :class:`Shape` is the digest of what
 is left, its instruction count and each opcode's count, so a difference can be
 told as "14 -> 9 instructions: -1 st.global.f32".
 """
@@ -28,6 +31,9 @@ _DROP = re.compile(r"^(?:\.loc|\.file|\.version|\.target|\.address_size|//)")
 _STRING = re.compile(r"^(\.global\s+\.align\s+1\s+\.b8\s+[\w$]+)\[\d+\]\s*=\s*\{([\d,\s]+)\};$")
 _LABEL = re.compile(r"^[\w$]+:$")
 _PREDICATE = re.compile(r"^@!?%\w+\s+")
+# nvcc's module id in an internal-linkage name: _INTERNAL_<hash>_<n>_<file, n chars>_<hash>
+_INTERNAL = re.compile(r"_INTERNAL_[0-9a-f]{8}_(\d+)_")
+_HASH = re.compile(r"_[0-9a-f]{8}")
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,8 @@ def _clean(raw: str, cut: list[str]) -> str | None:
     line = raw.split("//", 1)[0].strip() if "//" in raw else raw.strip()
     if not line or _DROP.match(line):
         return None
+    if "_INTERNAL_" in line:
+        line = _module_id_out(line)
     strings = _STRING.match(line)
     if strings and cut:
         data = bytes(int(b) for b in strings.group(2).split(",") if b.strip().isdigit())
@@ -94,6 +102,22 @@ def _clean(raw: str, cut: list[str]) -> str | None:
             text = text.replace(root, "")
         return f"{strings.group(1)} = {text!r};"
     return line
+
+
+def _module_id_out(line: str) -> str:
+    """``line`` with the hashes of every internal-linkage name zeroed (lengths kept, so
+    the names still demangle)."""
+    parts, at = [], 0
+    for match in _INTERNAL.finditer(line):
+        if match.start() < at:
+            continue
+        parts.append(line[at:match.start()] + f"_INTERNAL_00000000_{match.group(1)}_")
+        at = match.end() + int(match.group(1))
+        parts.append(line[match.end():at])
+        if _HASH.match(line, at):
+            parts.append("_00000000")
+            at += 9
+    return "".join(parts) + line[at:]
 
 
 def _rest(first: str, lines: Iterable[str], cut: list[str]) -> list[str]:

@@ -216,9 +216,11 @@ def stage_ptx(ctx: Context) -> StageResult:
     return ptxstage.check(replace(request, reference=_reference(ctx)))
 
 
-def _ptx_request(ctx: Context, tree: SourceTree) -> ptxjobs.PtxRequest:
+def _ptx_request(ctx: Context, tree: SourceTree,
+                 lines: dict[str, tuple[str, int]] | None = None) -> ptxjobs.PtxRequest:
     """The units at stake in the patched tree, to be compiled from ``tree`` with the
-    flags and folders its build and the touched gates' functions in it pass."""
+    flags and folders its build and the touched gates' functions in it pass; ``lines``:
+    where each kernel is (default: in the touched gates' sources)."""
     settings = ctx.inputs.settings
     gate_sources = [(g.after.function, name) for g in ctx.touched for name in g.sources]
     found = units.units_at_stake(ctx.after, gate_sources,
@@ -228,7 +230,7 @@ def _ptx_request(ctx: Context, tree: SourceTree) -> ptxjobs.PtxRequest:
                               settings.python or ctx.inputs.python,
                               units.gate_flags(tree, gates) + settings.ptx_flags,
                               settings.ptx_include_dirs, settings.waivers, ctx.workdir,
-                              _kernel_lines(ctx), progress=ctx.step,
+                              _kernel_lines(ctx) if lines is None else lines, progress=ctx.step,
                               tree_dirs=units.gate_include_dirs(tree, gates))
 
 
@@ -238,12 +240,11 @@ def stage_others(ctx: Context) -> StageResult:
     ptx_stage = ctx.done.get("ptx")
     held = ptx_stage.reason if ptx_stage is not None and ptx_stage.status == SKIPPED and \
         ptx_stage.details.get("missing_headers") else ""
-    patched = _ptx_request(ctx, ctx.after)
+    changed = [c.path for c in ctx.changes if not c.deleted and includes.is_cuda_source(c.path)]
+    patched = _ptx_request(ctx, ctx.after, {})
     patched.workdir = ctx.workdir / "others-patched"
-    patched.kernel_lines = _kernel_lines(ctx, [c.path for c in ctx.changes if not c.deleted and
-                                               includes.is_cuda_source(c.path)] +
-                                         [u.path for u in patched.units])
-    base = replace(_ptx_request(ctx, ctx.inputs.before), workdir=ctx.workdir / "others-base")
+    patched.kernel_lines = _kernel_lines(ctx, changed + [u.path for u in patched.units])
+    base = replace(_ptx_request(ctx, ctx.inputs.before, {}), workdir=ctx.workdir / "others-base")
     return others.check(others.OthersRequest(ctx.inputs.arch, base, patched, ctx.touched,
                                              list(ctx.inputs.settings.compare), held))
 
