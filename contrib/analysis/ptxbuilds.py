@@ -31,7 +31,7 @@ from contrib.analysis.ptxjobs import PtxRequest, prepare_headers
 from contrib.analysis.ptxrun import unit_flags
 from contrib.analysis.ptxshape import Shape, shapes
 
-_VERSION = "contrib-ptx-shapes-2"  # 2: module ids left out
+_VERSION = "contrib-ptx-shapes-3"  # 2: module ids left out; 3: opcodes packed
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Build:
 
     def to_dict(self) -> dict[str, object]:
         return {"ok": self.ok, "first_error": self.first_error, "lacking": self.lacking,
-                "shapes": {k: v.to_dict() for k, v in self.shapes.items()}}
+                "shapes": {k: v.to_data() for k, v in self.shapes.items()}}
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def _load(key: str, unit: str, compute: str) -> Build | None:
         return None
     try:
         table = data["shapes"]
-        built = {str(k): Shape.from_dict(v) for k, v in table.items()}
+        built = {str(k): Shape.from_data(v) for k, v in table.items()}
         return Build(unit, compute, bool(data["ok"]), built, str(data.get("first_error") or ""),
                      [str(h) for h in data.get("lacking") or []], cached=True)
     except (KeyError, TypeError, ValueError, AttributeError):

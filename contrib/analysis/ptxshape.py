@@ -39,22 +39,28 @@ _HASH = re.compile(r"_[0-9a-f]{8}")
 @dataclass(frozen=True)
 class Shape:
     """One function's PTX with line info and paths left out: its digest, its
-    instruction count and each opcode's count (``st.global.f32``: 2)."""
+    instruction count and each opcode's count (``st.global.f32``: 2), kept packed
+    (``"bra:1 st.global.f32:2"``) and read only where two builds differ."""
 
     digest: str
     instructions: int
-    ops: Mapping[str, int]
+    packed: str = ""
 
-    def to_dict(self) -> dict[str, object]:
-        return {"digest": self.digest, "instructions": self.instructions, "ops": dict(self.ops)}
+    @property
+    def ops(self) -> dict[str, int]:
+        """Each opcode's count."""
+        pairs = (item.rpartition(":") for item in self.packed.split())
+        return {op: int(count) for op, _, count in pairs if count.isdigit()}
+
+    def to_data(self) -> list[object]:
+        return [self.digest, self.instructions, self.packed]
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> Shape:
-        ops = data.get("ops")
-        count = data.get("instructions")
-        if not isinstance(ops, Mapping) or not isinstance(count, int):
+    def from_data(cls, data: object) -> Shape:
+        """Back from :meth:`to_data`; ValueError for anything else."""
+        if not (isinstance(data, list) and len(data) == 3 and isinstance(data[1], int)):
             raise ValueError("not a shape")
-        return cls(str(data.get("digest")), count, {str(k): int(v) for k, v in ops.items()})
+        return cls(str(data[0]), data[1], str(data[2]))
 
 
 def shapes(ptx: str, roots: Iterable[str] = ()) -> dict[str, Shape]:
@@ -155,8 +161,8 @@ def _shape(body: list[str]) -> Shape:
         op = opcode(line)
         if op:
             ops[op] += 1
-    digest = hashlib.sha256("\n".join(body).encode("utf-8", "replace")).hexdigest()
-    return Shape(digest, sum(ops.values()), dict(sorted(ops.items())))
+    digest = hashlib.sha256("\n".join(body).encode("utf-8", "replace")).hexdigest()[:32]
+    return Shape(digest, sum(ops.values()), " ".join(f"{op}:{n}" for op, n in sorted(ops.items())))
 
 
 def opcode(line: str) -> str:

@@ -74,6 +74,7 @@ class Context:
     closure: list[str] = field(default_factory=list)
     workdir: Path = Path(".")
     done: dict[str, StageResult] = field(default_factory=dict)  # the stages run so far
+    at_stake: list[units.Unit] | None = None  # the CUDA units the patch puts at stake
 
     def step(self, done: int, total: int, what: str) -> None:
         """Report progress (a stage, a unit compiled, a test run) when someone listens."""
@@ -222,9 +223,12 @@ def _ptx_request(ctx: Context, tree: SourceTree,
     flags and folders its build and the touched gates' functions in it pass; ``lines``:
     where each kernel is (default: in the touched gates' sources)."""
     settings = ctx.inputs.settings
-    gate_sources = [(g.after.function, name) for g in ctx.touched for name in g.sources]
-    found = units.units_at_stake(ctx.after, gate_sources,
-                                 [c.path for c in ctx.changes if not c.deleted], settings.ptx_sources)
+    if ctx.at_stake is None:  # the ptx and others stages compile the same units
+        gate_sources = [(g.after.function, name) for g in ctx.touched for name in g.sources]
+        ctx.at_stake = units.units_at_stake(ctx.after, gate_sources, [c.path for c in ctx.changes
+                                                                      if not c.deleted],
+                                            settings.ptx_sources)
+    found = list(ctx.at_stake)
     gates = [(g.after.file, name) for g in ctx.touched for name in g.builders or [g.after.function]]
     return ptxjobs.PtxRequest(tree, ctx.inputs.arch, found, profiles.profile_for(tree),
                               settings.python or ctx.inputs.python,
