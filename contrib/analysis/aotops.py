@@ -89,12 +89,19 @@ class OpIndex:
         return None
 
     def _build_majors(self, unit: str) -> tuple[int, ...]:
-        folder = posixpath.dirname(unit)
-        while True:
-            cmake = posixpath.join(folder, "CMakeLists.txt") if folder else "CMakeLists.txt"
-            if self.tree.exists(cmake):
-                text = self.tree.read_text(cmake) or ""
-                return tuple(sorted({int(m) // 10 for m in _COMPUTE.findall(text)}))
-            if not folder:
-                return ()
-            folder = posixpath.dirname(folder)
+        found = cmake_majors(self.tree, unit)
+        return found[1] if found is not None else ()
+
+
+def cmake_majors(tree: SourceTree, unit: str) -> tuple[str, tuple[int, ...]] | None:
+    """The nearest ``CMakeLists.txt`` above ``unit`` and the majors of every
+    ``compute_NN`` it names (sgl-kernel's arch list); None where no such file is."""
+    folder = posixpath.dirname(unit)
+    while True:
+        cmake = posixpath.join(folder, "CMakeLists.txt") if folder else "CMakeLists.txt"
+        if tree.exists(cmake):
+            text = tree.read_text(cmake) or ""
+            return cmake, tuple(sorted({int(m) // 10 for m in _COMPUTE.findall(text)}))
+        if not folder:
+            return None
+        folder = posixpath.dirname(folder)

@@ -17,10 +17,11 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from contrib.analysis import ptx
 from contrib.analysis.includes import IncludeResolver, include_closure
@@ -160,14 +161,26 @@ def _path(store: Path, key: str) -> Path:
 
 
 def _load(store: Path, key: str) -> Outcome | None:
+    data = read_cached(key, store)
+    try:
+        return Outcome(**{**data, "cached": True}) if data is not None else None
+    except TypeError:
+        return None  # a record of another shape: compile again
+
+
+def read_cached(key: str, store: Path | None = None) -> dict[str, Any] | None:
+    """The JSON object the cache holds under ``key`` (None: absent, unreadable, or
+    behind a symlink).  Other readers of a unit's compile (the ``others`` stage's
+    fingerprints) keep their records here too, under keys of their own."""
+    store = store or cache_dir()
     try:
         path = _path(store, key)
         if _through_link(store, path):
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
-        return Outcome(**{**data, "cached": True})
-    except (OSError, ValueError, TypeError, RecursionError):
+    except (OSError, ValueError, RecursionError):
         return None  # absent or unreadable: compile again
+    return data if isinstance(data, dict) else None
 
 
 def _through_link(store: Path, path: Path) -> bool:
@@ -182,17 +195,24 @@ def _through_link(store: Path, path: Path) -> bool:
 
 
 def _save(store: Path, key: str, outcome: Outcome) -> None:
+    write_cached(key, {**asdict(outcome), "cached": False}, store)
+
+
+def write_cached(key: str, data: Mapping[str, Any], store: Path | None = None) -> None:
+    """Keep ``data`` (JSON) under ``key``; a cache that cannot be written only costs a
+    compile next time, and nothing is written through a symlink."""
+    store = store or cache_dir()
     target = _path(store, key)
     if _through_link(store, target):
-        return  # nothing is written through a symlink; the next run compiles again
+        return
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False, suffix=".tmp",
                                          encoding="utf-8") as tmp:
-            json.dump({**asdict(outcome), "cached": False}, tmp)
+            json.dump(dict(data), tmp)
         os.replace(tmp.name, target)
     except OSError:
-        pass  # a cache that cannot be written only costs a recompile next time
+        pass
 
 
 def nvcc_identity(nvcc: str) -> str:

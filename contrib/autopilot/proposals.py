@@ -5,7 +5,8 @@ A draft (``upstream_status = "Draft"``, written by ``[autopilot] enable``) with 
 is a candidate.  Per upstream, each run:
 
 1. **proof** (:mod:`contrib.pr.proof`): every stage that can prove the target's
-   kernels passed here, and nothing below the chain runs kernels no stage here
+   kernels passed here, the ``others`` stage showed the archs the upstream already
+   builds unchanged, and nothing below the chain runs kernels no stage here
    builds (the audit's ``reached`` and ``units`` of each gate at the draft's base);
    otherwise the draft is *held back*, with why;
 2. **order**: runtime features first (a chain that holds a runtime predicate or

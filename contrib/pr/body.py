@@ -108,6 +108,8 @@ def _pieces(data: BodyInput) -> list[tuple[tuple[Place, ...], str]]:
     if data.requires:
         pieces.append(((Role.ISSUES, Role.DESCRIPTION),
                        "**Requires:** " + ", ".join(data.requires)))
+    if data.proof is not None and data.proof.others is not None:
+        pieces.append(((Role.TESTS, Role.DESCRIPTION), others_line(data.proof.others)))
     if data.proof is not None and data.proof.validated:
         pieces.append(((Role.TESTS,), proof_section(data.proof)))
     if data.proof is not None and data.proof.chain:
@@ -246,6 +248,19 @@ def _unit(unit: Built) -> str:
         ", ..." if len(unit.kernels) > 3 else "")
     return f"{head}: {counted(unit.entries, 'kernel entry')}" + (f" ({kernels})" if kernels
                                                                   else "")
+
+
+def others_line(stage: Stage) -> str:
+    """What the ``others`` stage found on the archs the upstream already builds."""
+    if stage.status == StageStatus.PASSED:
+        return f"**Other architectures:** {_md(stage.reason)} (`contrib validate`, others stage)."
+    changed = [f"{d.get('arch')}: {d.get('text')}" for d in stage.details.get("differences") or []
+               if isinstance(d, Mapping)] or [f.message for f in stage.findings if f.blocking]
+    if stage.status == StageStatus.FAILED and changed:
+        shown = "; ".join(_md(c) for c in changed[:_SHOWN])
+        more = f" (+{len(changed) - _SHOWN} more)" if len(changed) > _SHOWN else ""
+        return f"**Other architectures change:** {shown}{more} (`contrib validate`, others stage)."
+    return f"**Other architectures:** not shown unchanged (others {stage.status}: {_md(stage.reason)})."
 
 
 def _md(text: str) -> str:

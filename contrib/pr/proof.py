@@ -22,6 +22,11 @@ layer does not read the audit):
 * ``ptx`` not-applicable is proof only where the chain reaches no device code at
   all: every reached target only checks, and no gate builds a unit.
 
+Nor is a draft proven that may change what the upstream already ships: the
+``others`` stage must have passed (every unit at stake compiles as before for
+the other archs the upstream builds, each touched gate decides them as
+before) or had nothing to compare (not-applicable).
+
 The result is values, not a verdict string: the stages that passed, those
 skipped with their reasons, why it is held back, and whether a GPU of the
 target ran it; and, for the PR body, the chain as ``contrib enable`` recorded it
@@ -96,6 +101,7 @@ class Proof:
     built: list[Built] = field(default_factory=list)  # the ptx stage's units
     compute: str = ""  # what the ptx stage compiled for: "compute_120a"
     ptx: Stage | None = None  # the ptx stage as the best run has it
+    others: Stage | None = None  # the others stage (other archs unchanged) as the best run has it
 
     @property
     def validated(self) -> bool:
@@ -133,6 +139,8 @@ def prove(standing: Standing, arch: Arch, chain: Sequence[ChainGate] | None,
     _compiled(proof, stages.get("ptx"))
     _gates(proof, verdict.stages.get("gates"), stages.get("gates"))
     _ptx(proof, verdict.stages.get("ptx"), stages.get("ptx"), chain)
+    proof.others = stages.get("others")
+    _others(proof, verdict.stages.get("others"), proof.others)
     if chain is not None:
         proof.held += below(chain, arch)
     proof.held = list(dict.fromkeys(proof.held))
@@ -246,6 +254,16 @@ def _ptx(proof: Proof, status: StageStatus | None, stage: Stage | None,
         proof.held += [f"ptx did not build {unit}, which the chain builds"
                        for unit in dict.fromkeys(u for g in chain or () for u in g.units)
                        if unit not in built]
+
+
+def _others(proof: Proof, status: StageStatus | None, stage: Stage | None) -> None:
+    """Held unless the ``others`` stage passed or had nothing to compare (a failed one
+    is held already, with its reason)."""
+    if status is None or stage is None:
+        proof.held.append("no others stage in the record (whether other archs change is "
+                          "not shown): run contrib validate again")
+    elif status == StageStatus.SKIPPED:
+        proof.held.append(f"others skipped: {stage.reason}")
 
 
 def _units(details: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -1,4 +1,4 @@
-"""The validation pipeline: apply -> syntax -> gates -> arch-guards -> ptx -> tests -> bench -> requires.
+"""The validation pipeline: apply -> syntax -> gates -> arch-guards -> ptx -> others -> tests -> bench -> requires.
 
 Each stage returns a :class:`StageResult`: ``passed`` (it ran and found nothing
 blocking), ``failed``, ``skipped`` (it had something to check and could not check
@@ -15,8 +15,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from contrib.errors import ConfigError, ContribError
 from contrib.record.finding import INFO, Finding
 from contrib.ui import counted
 from contrib.validate import bench as benchrun
-from contrib.validate import gputests, ptxstage, syntax, testsel
+from contrib.validate import gputests, others, ptxstage, syntax, testsel
 from contrib.validate.report import FAILED, NOT_APPLICABLE, PASSED, SKIPPED, StageResult
 from contrib.validate.testrun import PROBE, GpuSource
 from contrib.workspace import validation
@@ -73,6 +73,8 @@ class Context:
     sources: list[str] = field(default_factory=list)
     closure: list[str] = field(default_factory=list)
     workdir: Path = Path(".")
+    done: dict[str, StageResult] = field(default_factory=dict)  # the stages run so far
+    at_stake: list[units.Unit] | None = None  # the CUDA units the patch puts at stake
 
     def step(self, done: int, total: int, what: str) -> None:
         """Report progress (a stage, a unit compiled, a test run) when someone listens."""
@@ -108,6 +110,7 @@ def run_pipeline(inputs: Inputs) -> list[StageResult]:
                 result = StageResult(name, FAILED, f"could not complete: {exc}")
             result.duration = time.monotonic() - started
             results.append(result)
+            ctx.done[name] = result
         return results
 
 
@@ -208,21 +211,46 @@ def _resolve_sources(ctx: Context) -> tuple[list[Finding], list[str]]:
 
 def stage_ptx(ctx: Context) -> StageResult:
     """Compile every unit at stake to PTX as the upstream builds it; flag entries that are just ``ret;``."""
-    settings, tree = ctx.inputs.settings, ctx.after
-    if settings.compile:
+    if ctx.inputs.settings.compile:
         return _ptx_command(ctx)
-    gate_sources = [(g.after.function, name) for g in ctx.touched for name in g.sources]
-    found = units.units_at_stake(tree, gate_sources, [c.path for c in ctx.changes if not c.deleted],
-                                 settings.ptx_sources)
+    request = _ptx_request(ctx, ctx.after)
+    return ptxstage.check(replace(request, reference=_reference(ctx)))
+
+
+def _ptx_request(ctx: Context, tree: SourceTree,
+                 lines: dict[str, tuple[str, int]] | None = None) -> ptxjobs.PtxRequest:
+    """The units at stake in the patched tree, to be compiled from ``tree`` with the
+    flags and folders its build and the touched gates' functions in it pass; ``lines``:
+    where each kernel is (default: in the touched gates' sources)."""
+    settings = ctx.inputs.settings
+    if ctx.at_stake is None:  # the ptx and others stages compile the same units
+        gate_sources = [(g.after.function, name) for g in ctx.touched for name in g.sources]
+        ctx.at_stake = units.units_at_stake(ctx.after, gate_sources, [c.path for c in ctx.changes
+                                                                      if not c.deleted],
+                                            settings.ptx_sources)
+    found = list(ctx.at_stake)
     gates = [(g.after.file, name) for g in ctx.touched for name in g.builders or [g.after.function]]
-    flags = units.gate_flags(tree, gates)
-    request = ptxjobs.PtxRequest(tree, ctx.inputs.arch, found, profiles.profile_for(tree),
-                                  settings.python or ctx.inputs.python, flags + settings.ptx_flags,
-                                  settings.ptx_include_dirs, settings.waivers, ctx.workdir,
-                                  _kernel_lines(ctx), progress=ctx.step,
-                                  tree_dirs=units.gate_include_dirs(tree, gates),
-                                  reference=_reference(ctx))
-    return ptxstage.check(request)
+    return ptxjobs.PtxRequest(tree, ctx.inputs.arch, found, profiles.profile_for(tree),
+                              settings.python or ctx.inputs.python,
+                              units.gate_flags(tree, gates) + settings.ptx_flags,
+                              settings.ptx_include_dirs, settings.waivers, ctx.workdir,
+                              _kernel_lines(ctx) if lines is None else lines, progress=ctx.step,
+                              tree_dirs=units.gate_include_dirs(tree, gates))
+
+
+def stage_others(ctx: Context) -> StageResult:
+    """The units at stake at base and patched, and the touched gates, on every other arch
+    the upstream builds for; see :mod:`.others`."""
+    ptx_stage = ctx.done.get("ptx")
+    held = ptx_stage.reason if ptx_stage is not None and ptx_stage.status == SKIPPED and \
+        ptx_stage.details.get("missing_headers") else ""
+    changed = [c.path for c in ctx.changes if not c.deleted and includes.is_cuda_source(c.path)]
+    patched = _ptx_request(ctx, ctx.after, {})
+    patched.workdir = ctx.workdir / "others-patched"
+    patched.kernel_lines = _kernel_lines(ctx, changed + [u.path for u in patched.units])
+    base = replace(_ptx_request(ctx, ctx.inputs.before, {}), workdir=ctx.workdir / "others-base")
+    return others.check(others.OthersRequest(ctx.inputs.arch, base, patched, ctx.touched,
+                                             list(ctx.inputs.settings.compare), held))
 
 
 def _reference(ctx: Context) -> Arch | None:
@@ -280,11 +308,12 @@ def _substitute(text: str, values: Mapping[str, str]) -> str:
     return text
 
 
-def _kernel_lines(ctx: Context) -> dict[str, tuple[str, int]]:
+def _kernel_lines(ctx: Context, more: Sequence[str] = ()) -> dict[str, tuple[str, int]]:
+    """Where each kernel of the touched gates' sources (and of ``more``) is defined."""
     from contrib.analysis.cscan import find_kernels, scan
 
     found: dict[str, tuple[str, int]] = {}
-    for path in ctx.closure:
+    for path in dict.fromkeys([*ctx.closure, *more]):
         for kernel in find_kernels(scan(path, ctx.after.read_text(path) or "")):
             found.setdefault(kernel.name, (path, kernel.line))
     return found
@@ -446,7 +475,7 @@ class StageDef:
 _RUNS: dict[str, Callable[[Context], StageResult]] = {
     "apply": stage_apply, "syntax": stage_syntax, "gates": stage_gates,
     "arch-guards": stage_arch_guards, "ptx": stage_ptx, "tests": stage_tests,
-    "bench": stage_bench, "requires": stage_requires,
+    "bench": stage_bench, "requires": stage_requires, "others": stage_others,
 }
 STAGES = tuple(StageDef(name, required, _RUNS[name]) for name, required in validation.STAGES)
 ORDER = tuple(stage.name for stage in STAGES)

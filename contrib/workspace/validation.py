@@ -118,7 +118,7 @@ class Waiver:
 # ``ptx`` is only needed where a touched gate compiles CUDA sources.
 STAGES: tuple[tuple[str, bool], ...] = (
     ("apply", True), ("syntax", True), ("gates", True), ("arch-guards", True), ("ptx", True),
-    ("tests", False), ("bench", False), ("requires", False),
+    ("others", False), ("tests", False), ("bench", False), ("requires", False),
 )
 STAGE_NAMES = tuple(name for name, _ in STAGES)
 _VALIDATION_KEYS = frozenset({

@@ -138,6 +138,8 @@ PROVEN = run_of([*PASSED.stages[:2], StageResult("gates", "passed", "1 touched g
                      "compute": "compute_120a", "units": [{
                          "path": "csrc/f3.cu", "why": "changed", "ok": True, "entries": 1,
                          "builder": "", "kernels": ["f3_kernel"]}]}),
+                 StageResult("others", "passed", "unchanged for sm_90a, sm_100a: 1 kernel "
+                             "identical on each (1 unit)"),
                  *PASSED.stages[5:]])
 
 
@@ -163,7 +165,9 @@ def test_status_and_a_dry_run_agree_on_what_is_held_back(scene: Scene) -> None:
     proposal, human, result = both()
     assert proposal["held_back"] == ["gates not-applicable: the patch touches no "
                                      "architecture gate", "ptx built nothing, and no audit of "
-                                     "the chain shows that it reaches no device code"]
+                                     "the chain shows that it reaches no device code",
+                                     "no others stage in the record (whether other archs "
+                                     "change is not shown): run contrib validate again"]
     sentence = proposal["sentence"]
     assert sentence == "held back from a draft PR: " + "; ".join(proposal["held_back"])
     assert f"{TARGET}: {sentence}" in human

@@ -35,6 +35,7 @@ def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) 
         "gates",
         "arch-guards",
         "ptx",
+        "others",
         "tests",
         "bench",
         "requires",
@@ -61,7 +62,7 @@ def test_gate_only_patch_fails_naming_the_guards(fi: Workspace, tmp_path: Path) 
     assert run == validation["run"] and run["arch"] == "sm_120a" and run["kind"] == "target"
     assert run["applied"] and run["applied"] != base
     suite = ElementTree.parse(junit).getroot().find("testsuite")
-    assert [c.get("name") for c in suite.findall("testcase")][:8] == list(stages)
+    assert [c.get("name") for c in suite.findall("testcase")][:9] == list(stages)
     # The cache stays a bare mirror: no checkout or worktree was left behind.
     status = fi.run("status", "--no-fetch", "--json")
     assert status.json["patchsets"][0]["validation"]["summary"].startswith("sm_120a: failed")
