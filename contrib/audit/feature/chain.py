@@ -224,6 +224,8 @@ def _fixed_below(lower: Lower, chain: Chain, arch: Arch) -> Fix | None:
     """The first release of ``lower`` that admits the target where ``chain`` crashes
     (:func:`~contrib.audit.stack.fixed.first_admitting`), once per place."""
     first = next(link for link in chain.links if link.role == Role.BELOW and link.refuses)
+    if first.upstream != lower.name:  # refused in the tree's own ops or a wheel it pins
+        return None
     key = (first.file, first.function, arch.name)
     git = lower.tree.git
     if not isinstance(git, Git):  # a tree read otherwise has no releases to look through

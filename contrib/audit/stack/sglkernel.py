@@ -6,7 +6,9 @@ the op is sgl-kernel's C++ in the same tree, read by
 :class:`~contrib.analysis.torchops.TorchOps` down to the host checks of its function.
 :meth:`Kernels.links` makes of each such call a link: a refusal of the target (a
 crash, below every gate of the way: ``TORCH_CHECK(sm_version == 100, ...)`` of
-``cutlass_mla_decode``), or a call whose host code admits it.
+``cutlass_mla_decode``), or a call whose host code admits it, followed (with a
+:class:`~contrib.audit.stack.kernelwheel.Shelf`) to the object of the pinned kernel
+wheel that declares the op: no image for the target there is a crash too.
 
 The walk hands such calls out only where it is told the ``torch`` root
 (:func:`with_ops`): a walker of the same tree, its reading shared, that also yields
@@ -25,6 +27,7 @@ from contrib.analysis.tree import SourceTree
 from contrib.arch import Arch
 from contrib.audit.chains import Link, Role
 from contrib.audit.model import NEEDS_KERNEL_WORK, Evidence
+from contrib.audit.stack.kernelwheel import Shelf
 from contrib.audit.stack.reading import Handed, Outside
 from contrib.audit.stack.walk import Walker
 
@@ -56,6 +59,7 @@ class Kernels:
     name: str
     commit: str
     tree: SourceTree
+    shelf: Shelf | None = None  # the kernel wheel the tree pins, where the op ends
     _ops: TorchOps | None = field(default=None, init=False)
     _read: dict[tuple[str, str], HostOp | None] = field(default_factory=dict, init=False)
 
@@ -85,6 +89,9 @@ class Kernels:
             if host is None or any(link.function == out.dotted for link in found):
                 continue
             found.append(self._link(out, host, arch))
+            shipped = self.shelf.link(out, arch) if host.admits and self.shelf else None
+            if shipped is not None:
+                found.append(shipped)
         return found
 
     def _link(self, out: Outside, host: HostOp, arch: Arch) -> Link:
