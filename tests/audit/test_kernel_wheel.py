@@ -14,12 +14,14 @@ from contrib.analysis.tree import GitTree
 from contrib.arch import parse_arch
 from contrib.audit.chains import Feature, FeatureKind, Role, Verdict
 from contrib.audit.feature.chain import decide
-from contrib.audit.stack.kernelwheel import ARCH_LIST, NO_IMAGE, Shelf
 from contrib.audit.stack.reading import Outside
-from contrib.audit.stack.sglkernel import NAMESPACE, Kernels, kernel_ops
+from contrib.audit.stack.sglkernel import ARCH_LIST, NAMESPACE, NO_IMAGE, Kernels, Shelf, kernel_ops
 from contrib.git.repo import Git
 from testing import miniupstream as mu
 from testing.devicecode import KERNEL, build, gencode, needs_cuobjdump, needs_nvcc, wheel
+from testing.featureupstreams import SERVER_ARGS, feature_lower, feature_upstream
+from testing.stackupstreams import pyproject
+from testing.workspace import Workspace
 
 pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuobjdump]
 
@@ -135,3 +137,55 @@ def test_a_wheel_not_here_offline_is_said_and_the_chain_carries_on(
                             "the find-links folders (CONTRIB_FIND_LINKS); the chain carries on "
                             "from the source")
     assert decide(FEATURE, tuple(links)).verdict == Verdict.ON
+
+
+# -- through `contrib why`, on a mini server stacked on `lower` --------------------------
+
+ANY_OP = '''\
+import torch
+
+from top.server_args import get_server_args
+
+
+def any_op(x):
+    if get_server_args().enable_any_op:
+        return torch.ops.sgl_kernel.any_gpu.default(x)
+    return x
+'''
+
+
+def _server(tmp_path: Path) -> Workspace:
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    top.commit("an op of its own", {
+        "python/pyproject.toml": pyproject("lower_lib==1.0").replace(
+            '  "click",\n', '  "click",\n  "sglang-kernel==0.4.10",\n'),
+        "python/top/server_args.py": SERVER_ARGS.replace(
+            "    enable_custom_op: bool = False\n",
+            "    enable_custom_op: bool = False\n    enable_any_op: bool = False\n"),
+        "python/top/any_op.py": ANY_OP, "sgl-kernel/CMakeLists.txt": CMAKE,
+        "sgl-kernel/csrc/common_extension.cc": REGISTER, "sgl-kernel/csrc/any.cu": ANY})
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace(root, {"top": top, "lower": lower})
+    ws.write_config()
+    return ws
+
+
+def test_why_ends_a_feature_at_the_object_its_op_lives_in(
+        tmp_path: Path, shipped: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = _server(tmp_path)
+    monkeypatch.setenv("CONTRIB_FIND_LINKS", str(tmp_path / "none"))
+    result = ws.run("why", "top", "--enable-any-op", "--arch", "sm_121a", "--json", "--no-fetch")
+    assert result.code in (0, 1), result.err
+    [chain] = result.json["features"]  # type: ignore[index]
+    assert chain["verdict"] == "on", chain
+    [noted] = [link for link in chain["links"] if link["upstream"] == "sglang-kernel"]
+    assert noted["why"].startswith("not read: sglang-kernel==0.4.10 (aarch64) not in pip's cache")
+    monkeypatch.setenv("CONTRIB_FIND_LINKS", str(shipped))  # a wheel here: answered anew
+    result = ws.run("why", "top", "--enable-any-op", "--arch", "sm_121a", "--json", "--no-fetch")
+    [chain] = result.json["features"]  # type: ignore[index]
+    assert chain["verdict"] == "crash", chain
+    assert chain["where"] == ("refused by sglang-kernel 0.4.10 sgl_kernel/common_ops.abi3.so:0 "
+                              "torch.ops.sgl_kernel.any_gpu.default")
+    assert "no kernel image for sm_121a" in chain["reason"]
+    assert chain["fix"] is None

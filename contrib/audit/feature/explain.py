@@ -27,8 +27,7 @@ from contrib.audit.serial import chain_cache, chain_from_cache
 from contrib.audit.stack.link import LINK_FORMAT, walker_of
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.mode import Mode
-from contrib.audit.stack.kernelwheel import Shelf
-from contrib.audit.stack.sglkernel import NAMESPACE, Kernels, with_ops
+from contrib.audit.stack.sglkernel import NAMESPACE, Kernels, Shelf, with_ops
 from contrib.audit.stack.walk import Walker
 from contrib.errors import ContribError
 from contrib.git.repo import Git
