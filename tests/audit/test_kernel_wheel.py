@@ -102,7 +102,7 @@ def test_an_op_whose_object_has_no_image_for_the_target_is_a_crash_naming_it(
     monkeypatch.setenv("CONTRIB_FIND_LINKS", str(shipped))
     links = _kernels(tmp_path / "top").links(kernel_ops([OP]), parse_arch("sm_121a"))
     assert [(link.role, link.upstream, link.refuses) for link in links] == [
-        (Role.CALL, "top", False), (Role.BELOW, "sglang-kernel", True)]
+        (Role.CALL, "top", False), (Role.SHIPS, "sglang-kernel", True)]
     crash = links[1]
     assert (crash.commit, crash.file, crash.admits) == (
         "0.4.10", "sgl_kernel/common_ops.abi3.so", "sm_90, sm_120a")
@@ -122,7 +122,7 @@ def test_an_op_whose_object_runs_on_the_target_ends_there_admitted(
     monkeypatch.setenv("CONTRIB_FIND_LINKS", str(shipped))
     links = _kernels(tmp_path / "top").links(kernel_ops([OP]), parse_arch("sm_120a"))
     assert [(link.role, link.refuses, link.excludes) for link in links] == [
-        (Role.CALL, False, False), (Role.BELOW, False, False)]
+        (Role.CALL, False, False), (Role.SHIPS, False, False)]
     assert links[1].why == ("sglang-kernel==0.4.10 (x86_64) declares any_gpu in "
                             "sgl_kernel/common_ops.abi3.so: native (sm_120a) on sm_120a")
     assert decide(FEATURE, tuple(links)).verdict == Verdict.ON
@@ -132,7 +132,7 @@ def test_a_wheel_not_here_offline_is_said_and_the_chain_carries_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONTRIB_FIND_LINKS", str(tmp_path / "empty"))
     links = _kernels(tmp_path / "top").links(kernel_ops([OP]), parse_arch("sm_121a"))
-    assert [(link.role, link.refuses) for link in links] == [(Role.CALL, False), (Role.BELOW, False)]
+    assert [(link.role, link.refuses) for link in links] == [(Role.CALL, False), (Role.SHIPS, False)]
     assert links[1].why == ("not read: sglang-kernel==0.4.10 (aarch64) not in pip's cache or "
                             "the find-links folders (CONTRIB_FIND_LINKS); the chain carries on "
                             "from the source")
@@ -189,3 +189,6 @@ def test_why_ends_a_feature_at_the_object_its_op_lives_in(
                               "torch.ops.sgl_kernel.any_gpu.default")
     assert "no kernel image for sm_121a" in chain["reason"]
     assert chain["fix"] is None
+    text = ws.run("why", "top", "--enable-any-op", "--arch", "sm_121a", "--no-fetch").out
+    assert (" ships  sglang-kernel==0.4.10 sgl_kernel/common_ops.abi3.so "
+            "torch.ops.sgl_kernel.any_gpu.default: no kernel image for sm_121a") in text, text

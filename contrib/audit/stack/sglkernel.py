@@ -250,7 +250,7 @@ class Shelf:
         else:
             step = (f"the kernel needs work: {first.path} is built for no target of major "
                     f"{arch.major}")
-        return Link(Role.BELOW, pin.package, pin.version, first.path, 0, out.dotted,
+        return Link(Role.SHIPS, pin.package, pin.version, first.path, 0, out.dotted,
                     targets, excludes=True, refuses=True, class_=NEEDS_KERNEL_WORK,
                     why=(f"no kernel image for {arch.name}: {release} {first.path} carries "
                          f"{targets} (pinned at {pin.where}); next: {step}"),
@@ -258,7 +258,7 @@ class Shelf:
 
 
 def _noted(pin: Pin, out: Outside, why: str) -> Link:
-    return Link(Role.BELOW, pin.package, pin.version or pin.requirement, "", 0, out.dotted,
+    return Link(Role.SHIPS, pin.package, pin.version or pin.requirement, "", 0, out.dotted,
                 why=why)
 
 
