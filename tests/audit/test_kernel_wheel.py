@@ -123,6 +123,7 @@ def test_an_op_whose_object_runs_on_the_target_ends_there_admitted(
     links = _kernels(tmp_path / "top").links(kernel_ops([OP]), parse_arch("sm_120a"))
     assert [(link.role, link.refuses, link.excludes) for link in links] == [
         (Role.CALL, False, False), (Role.SHIPS, False, False)]
+    assert links[1].file == "sgl_kernel/common_ops.abi3.so"
     assert links[1].why == ("sglang-kernel==0.4.10 (x86_64) declares any_gpu in "
                             "sgl_kernel/common_ops.abi3.so: native (sm_120a) on sm_120a")
     assert decide(FEATURE, tuple(links)).verdict == Verdict.ON

@@ -216,13 +216,14 @@ class Shelf:
         if not lacking:
             said = "; ".join(f"{s.path}: {j.verdict.value} ({j.image})" for s, j in judged)
             return _noted(pin, out, f"{pin.package}=={pin.version} ({platform.value}) "
-                                    f"declares {op} in {said} on {arch.name}")
+                                    f"declares {op} in {said} on {arch.name}",
+                          declaring[0].path)
         if len(lacking) < len(declaring):
             names = ", ".join(s.path for s in lacking)
             return _noted(pin, out, f"{pin.package}=={pin.version} ({platform.value}): "
                                     f"{names} (one of {len(declaring)} objects declaring "
                                     f"{op}, which one loads is not read) has no image for "
-                                    f"{arch.name}")
+                                    f"{arch.name}", lacking[0].path)
         return self._crash(pin, platform, out, arch, lacking)
 
     def _crash(self, pin: Pin, platform: Platform, out: Outside, arch: Arch,
@@ -257,8 +258,9 @@ class Shelf:
                     evidence=tuple(evidence))
 
 
-def _noted(pin: Pin, out: Outside, why: str) -> Link:
-    return Link(Role.SHIPS, pin.package, pin.version or pin.requirement, "", 0, out.dotted,
+def _noted(pin: Pin, out: Outside, why: str, path: str = "") -> Link:
+    """A link that refuses nothing: the object ``path`` runs, or why none was read."""
+    return Link(Role.SHIPS, pin.package, pin.version or pin.requirement, path, 0, out.dotted,
                 why=why)
 
 
