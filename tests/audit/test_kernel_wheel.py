@@ -193,3 +193,15 @@ def test_why_ends_a_feature_at_the_object_its_op_lives_in(
     text = ws.run("why", "top", "--enable-any-op", "--arch", "sm_121a", "--no-fetch").out
     assert (" ships  sglang-kernel==0.4.10 sgl_kernel/common_ops.abi3.so "
             "torch.ops.sgl_kernel.any_gpu.default: no kernel image for sm_121a") in text, text
+
+
+def test_a_damaged_wheel_is_said_in_one_line_and_the_chain_carries_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    (folder / "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_aarch64.whl").write_bytes(b"PK\x03\x04 no")
+    monkeypatch.setenv("CONTRIB_FIND_LINKS", str(folder))
+    links = _kernels(tmp_path / "top").links(kernel_ops([OP]), parse_arch("sm_121a"))
+    assert [(link.role, link.refuses) for link in links] == [(Role.CALL, False), (Role.SHIPS, False)]
+    assert links[1].why.startswith("not read: sglang_kernel-0.4.10-cp310-abi3-manylinux2014_aarch64"
+                                   ".whl: ") and "not a wheel" in links[1].why, links[1].why
