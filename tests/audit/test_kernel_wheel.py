@@ -6,6 +6,7 @@ the CMake line that builds sm_120a; on 12.0 the op runs; no wheel here: "not rea
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,24 @@ def test_a_damaged_wheel_is_said_in_one_line_and_the_chain_carries_on(
     assert [(link.role, link.refuses) for link in links] == [(Role.CALL, False), (Role.SHIPS, False)]
     assert links[1].why.startswith("not read: sglang_kernel-0.4.10-cp310-abi3-manylinux2014_aarch64"
                                    ".whl: ") and "not a wheel" in links[1].why, links[1].why
+
+
+def test_an_op_declared_by_several_objects_some_lacking_an_image_is_no_crash(
+        tmp_path: Path, shipped: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sgl-kernel's ``sm90/`` and ``sm100/`` common_ops declare the same ops and one loads
+    per GPU: one lacking the target is named, and nothing is refused."""
+    wide = build(tmp_path, "wide.so", [gencode("compute_121a", "sm_121a")], kind="so",
+                 source=SCHEMA)
+    narrow = shipped / "sglang_kernel-0.4.10-cp310-abi3-manylinux2014_aarch64.whl"
+    with zipfile.ZipFile(narrow) as archive:
+        old = archive.read("sgl_kernel/common_ops.abi3.so")
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    wheel(folder, "sglang_kernel", "0.4.10", "cp310-abi3-manylinux2014_aarch64",
+          {"sgl_kernel/sm90/common_ops.abi3.so": old,
+           "sgl_kernel/sm100/common_ops.abi3.so": wide.read_bytes()})
+    monkeypatch.setenv("CONTRIB_FIND_LINKS", str(folder))
+    links = _kernels(tmp_path / "top").links(kernel_ops([OP]), parse_arch("sm_121a"))
+    assert [(link.role, link.refuses, link.file) for link in links[1:]] == [
+        (Role.SHIPS, False, "sgl_kernel/sm90/common_ops.abi3.so")]
+    assert "which one loads is not read" in links[1].why
