@@ -73,6 +73,15 @@ def pip_cache_dir() -> Path:
     return Path(xdg or os.path.join(os.path.expanduser("~"), ".cache")) / "pip"
 
 
+def find_links() -> list[Path]:
+    """The folders ``why`` and ``audit`` look in for the wheels an upstream pins
+    (CONTRIB_FIND_LINKS, separated by ``:``), besides pip's cache; read offline only."""
+    from pathlib import Path
+
+    raw = os.environ.get("CONTRIB_FIND_LINKS", "")
+    return [Path(os.path.expanduser(p.strip())) for p in raw.split(os.pathsep) if p.strip()]
+
+
 def cache_root() -> Path:
     """Where upstream clones live: $CONTRIB_CACHE or the user cache dir, checked usable."""
     from pathlib import Path

@@ -68,6 +68,7 @@ class Role(StrEnum):
     CALL = "call"  # a call into the upstream below
     BELOW = "below"  # a gate of the upstream below, on the way
     BEHIND = "behind"  # a gate below one that turned the target away: opened with it
+    SHIPS = "ships"  # the prebuilt object a call ends in, and its image for the target
 
 
 GATE_ROLES = (Role.GATE, Role.BELOW, Role.BEHIND)

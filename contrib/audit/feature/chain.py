@@ -223,7 +223,10 @@ def _value_for_target(upper: Upper, link: Link, arch: Arch,
 def _fixed_below(lower: Lower, chain: Chain, arch: Arch) -> Fix | None:
     """The first release of ``lower`` that admits the target where ``chain`` crashes
     (:func:`~contrib.audit.stack.fixed.first_admitting`), once per place."""
-    first = next(link for link in chain.links if link.role == Role.BELOW and link.refuses)
+    first = next((link for link in chain.links if link.role == Role.BELOW and link.refuses),
+                 None)
+    if first is None or first.upstream != lower.name:  # refused in the tree's own ops,
+        return None  # or no image in a wheel it pins
     key = (first.file, first.function, arch.name)
     git = lower.tree.git
     if not isinstance(git, Git):  # a tree read otherwise has no releases to look through
@@ -459,7 +462,7 @@ _EVIDENCE = 3
 def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
     """The chain of ``feature`` through ``links``, with its verdict and why."""
     chain = Chain(feature, links)
-    below = [link for link in links if link.role == Role.BELOW]
+    below = [link for link in links if link.role in (Role.BELOW, Role.SHIPS)]
     crash = [link for link in below if link.refuses]
     refused_above = any(link.role == Role.GATE and link.refuses for link in links)
     if crash and not refused_above:  # refused above, the user meets this tree's own error

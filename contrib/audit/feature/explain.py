@@ -27,13 +27,13 @@ from contrib.audit.serial import chain_cache, chain_from_cache
 from contrib.audit.stack.link import LINK_FORMAT, walker_of
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.mode import Mode
-from contrib.audit.stack.sglkernel import Kernels, with_ops
+from contrib.audit.stack.sglkernel import NAMESPACE, Kernels, Shelf, with_ops
 from contrib.audit.stack.walk import Walker
 from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 25  # bump when the chains change over the same audits
+FEATURE_FORMAT = 26  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -59,7 +59,7 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
     ``walker``: the upper tree's, when the link walked it already (its parsed modules
     and indexes are kept).  ``arch``: the target, for the C/C++ host checks below a
     call no Python gate refuses (a crash there)."""
-    path = _cache_file(f"{key}\0{settings_class}")
+    path = _cache_file(f"{key}\0{settings_class}\0{_wheels_here()}")
     features = declared(tree, settings_class)
     kept = _load(path, every(features))
     if choose is None:
@@ -83,7 +83,7 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
             if f.value:
                 choices[f.attr] = choices.get(f.attr, frozenset()) | {f.value}
         upper = Upper(name, commit, gates, with_ops(walker.in_mode(mode)),
-                      Kernels(name, commit, tree), choices)
+                      Kernels(name, commit, tree, Shelf(NAMESPACE, tree)), choices)
         chains = [chain_of(f, upper, lower, arch, choices.get(f.attr, frozenset()))
                   for f in chosen]
     if choose is every:
@@ -96,6 +96,18 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
 def _chosen(chains: list[Chain], features: list[Feature]) -> list[Chain]:
     wanted = {f.name for f in features}
     return [c for c in chains if c.feature.name in wanted]
+
+
+def _wheels_here() -> str:
+    """The wheels of the find-links folders (a chain ending in a kernel wheel reads one
+    there): one added or removed answers anew.  pip's cache is not listed (too large to
+    list on every run): a wheel pip fetched after an answer was kept is read once the
+    cache is cleared (``CONTRIB_CACHE``) or the folder named."""
+    names = []
+    for folder in environ.find_links():
+        with contextlib.suppress(OSError):
+            names += sorted(f"{p}:{p.stat().st_size}" for p in folder.glob("*.whl"))
+    return "\0".join(names)
 
 
 def _cache_file(key: str) -> Path:
