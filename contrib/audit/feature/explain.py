@@ -20,8 +20,9 @@ from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.chains import Chain, Feature, FeatureKind
 from contrib.audit.engine import FORMAT, TreeAudit
-from contrib.audit.feature.chain import Upper, chain_of
+from contrib.audit.feature.chain import chain_of
 from contrib.audit.feature.declared import declared, settings_elsewhere
+from contrib.audit.feature.upper import Upper
 from contrib.audit.model import AuditGate
 from contrib.audit.serial import chain_cache, chain_from_cache
 from contrib.audit.stack.link import LINK_FORMAT, walker_of

@@ -1,0 +1,192 @@
+"""The tree a server's features are read in, and where a gate of it stands on a
+feature's way.
+
+:class:`Upper` holds the upper tree (its audited gates by file, its walker, the C++ ops
+it builds, every setting's choices).  A gate met on a feature's walk is off its way
+where only another value of the feature's setting, or a named value of another
+setting, goes there (:func:`on_another_value`), or where a parameter its caller passes
+picks the mode it refuses in (:func:`passed_by_caller`); a gate choosing among the
+setting's values for the target names the one it gets (:func:`value_for_target`).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from contrib.analysis.archvalues import truth_of
+from contrib.analysis.pywalk import parents as node_parents
+from contrib.analysis.reach.backends import backend_test
+from contrib.analysis.reach.tree import PyTree
+from contrib.arch import Arch
+from contrib.audit.chains import Feature, Link
+from contrib.audit.model import AuditGate
+from contrib.audit.stack.reading import Function
+from contrib.audit.stack.sglkernel import Kernels
+from contrib.audit.stack.walk import Walker
+
+
+@dataclass
+class Upper:
+    """The tree a server's features are read in: its name, commit, audited gates (by
+    file) and the walker of its code; ``kernels``: the C++ ops it builds itself
+    (sgl-kernel), read below the calls the walk hands out as ``torch.ops.*``."""
+
+    name: str
+    commit: str
+    gates: list[AuditGate]
+    walker: Walker
+    kernels: Kernels | None = None
+    settings: dict[str, frozenset[str]] = field(default_factory=dict)  # attr -> its choices
+
+    def __post_init__(self) -> None:
+        self._tests: dict[str, tuple[dict[int, ast.If | ast.Assert], dict[int, ast.AST]]] = {}
+        self._by_file: dict[str, list[AuditGate]] = {}
+        for gate in self.gates:
+            self._by_file.setdefault(gate.file, []).append(gate)
+
+    def on(self, path: str, first: int, last: int) -> list[AuditGate]:
+        """The gates on lines ``first``..``last`` of ``path``."""
+        return [g for g in self._by_file.get(path, ()) if first <= g.line <= last]
+
+    def test_at(self, path: str, line: int) -> tuple[ast.If | ast.Assert | None,
+                                                     dict[int, ast.AST]]:
+        """The ``if`` or ``assert`` of ``path`` whose test holds ``line`` (the innermost),
+        and the file's parents (kept per file)."""
+        if path not in self._tests:
+            module = self.walker.ev.module(path)
+            tests: dict[int, ast.If | ast.Assert] = {}
+            parents: dict[int, ast.AST] = {}
+            if module is not None:
+                parents = node_parents(module[0])
+                for node in ast.walk(module[0]):
+                    if isinstance(node, ast.If | ast.Assert):
+                        for n in range(node.test.lineno, (node.test.end_lineno or 0) + 1):
+                            tests[n] = node  # walked outside in: the innermost stays
+            self._tests[path] = (tests, parents)
+        tests, parents = self._tests[path]
+        return tests.get(line), parents
+
+
+def value_for_target(upper: Upper, link: Link, arch: Arch,
+                      others: frozenset[str]) -> str | None:
+    """The one choice of ``others`` that the branch the target takes of the ``if``
+    chain holding ``link`` sets a name to, or None (no branch decided by the GPU, none
+    set, or several)."""
+    node, parents = upper.test_at(link.file, link.line)
+    if not isinstance(node, ast.If) or not others:
+        return None
+    while isinstance(parent := parents.get(id(node)), ast.If) and parent.orelse == [node]:
+        node = parent  # the head of an if/elif chain
+    ev = upper.walker.ev
+    frame = upper.walker.reading.frame(link.file, upper.walker.holder(link.file, node))
+    branch: list[ast.stmt] | None = None
+    cap = ev.cap
+    try:
+        while branch is None:
+            ev.cap = (arch.major, arch.minor)
+            truth = truth_of(ev.eval(node.test, frame))
+            if truth == {True}:
+                branch = node.body
+            elif truth != {False}:
+                return None
+            elif len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+            else:
+                branch = node.orelse
+    finally:
+        ev.cap = cap
+    found = {s.value.value for s in branch if isinstance(s, ast.Assign)
+             and isinstance(s.value, ast.Constant) and s.value.value in others}
+    return found.pop() if len(found) == 1 else None
+
+
+def on_another_value(upper: Upper, gate: AuditGate, feature: Feature,
+                      values: frozenset[str]) -> bool:
+    """Whether ``gate`` stands where only another value of the feature's setting goes:
+    an ``if`` around it (or its own) tests the setting's values and fails for the
+    feature's (sglang's ``if prefill_backend == "trtllm_mha" and not
+    is_sm100_supported(): raise`` is no refusal of ``--attention-backend=flashinfer``);
+    or where only a named value of another setting goes (``if view.quantization ==
+    "nvfp4_online": if not is_sm100_supported(): raise`` is that quantization's
+    refusal, not one of ``--moe-runner-backend=auto``'s, asked with the others at
+    their defaults)."""
+    node, parents = upper.test_at(gate.file, gate.line)
+    if node is None:
+        return False
+    key = (feature.value, values) if feature.value and len(values) >= 2 else None
+    if key is not None and backend_test(node.test, *key) is False:
+        return True
+    child: ast.AST = node
+    parent = parents.get(id(node))
+    while parent is not None and not isinstance(parent, Function):
+        if isinstance(parent, ast.If) and child is not parent.test:
+            holds = backend_test(parent.test, *key) if key is not None else None
+            if holds is not None and holds != (child in parent.body):
+                return True
+            if child in parent.body and _named_value_of(parent.test, upper.settings,
+                                                        feature.attr):
+                return True
+        child, parent = parent, parents.get(id(parent))
+    return False
+
+
+def _named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str) -> bool:
+    """Whether ``test`` holds only for named values of a setting other than ``own``: it
+    is (or ``and``-s) ``X.attr == "v"`` / ``X.attr in ("v", "w")`` with each string a
+    choice of ``attr``."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
+        else [test]
+    for part in parts:
+        if not (isinstance(part, ast.Compare) and len(part.ops) == 1
+                and isinstance(part.ops[0], ast.Eq | ast.In)
+                and isinstance(part.left, ast.Attribute)):
+            continue
+        attr, other = part.left.attr, part.comparators[0]
+        items = other.elts if isinstance(other, ast.Tuple | ast.List | ast.Set) else [other]
+        strings = {i.value for i in items if isinstance(i, ast.Constant)}
+        if attr != own and attr in settings and strings and len(strings) == len(items) \
+                and strings <= settings[attr]:
+            return True
+    return False
+
+
+def passed_by_caller(ev: PyTree, gate: AuditGate, around: bool = False) -> str | None:
+    """The parameter a refusal also needs the caller to pass, or None: a test holding
+    the gate, or one around it in its function, reads a parameter the function never
+    sets itself (``if backend != "trtllm-gen" and bmm1_scale_log2 is not None: raise``;
+    ``backend`` the function sets from the GPU, ``bmm1_scale_log2`` only the caller
+    does).  Below, such a refusal is a misuse of the API, not the GPU turned away.
+    ``around``: only an ``if`` around the gate's own test counts (a tree's own function
+    run in a mode its caller picks: sglang's ``if use_mxfp8: assert
+    is_sm100_supported()``), never the gate's test itself, which may take the GPU's
+    answer as a parameter."""
+    module = ev.module(gate.file)
+    if module is None:
+        return None
+    function = next((n for n in ast.walk(module[0]) if isinstance(n, Function)
+                     and n.name == gate.name and n.lineno <= gate.line <= (n.end_lineno or 0)),
+                    None)
+    if function is None:
+        return None
+    params = {a.arg for a in [*function.args.args, *function.args.kwonlyargs]} - {"self"}
+    params -= {t.id for n in ast.walk(function) if isinstance(n, ast.Assign | ast.AugAssign)
+               for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+               if isinstance(t, ast.Name)}
+    for node in ast.walk(function):
+        if (isinstance(node, ast.If) and node.lineno <= gate.line <= (node.end_lineno or 0)
+                and not (around and node.test.lineno <= gate.line
+                         <= (node.test.end_lineno or node.test.lineno))):
+            read = sorted(_operands(node.test) & params)
+            if read:
+                return read[0]
+    return None
+
+
+def _operands(test: ast.expr) -> set[str]:
+    """The names a test reads as values of its own, not as arguments handed to a call
+    (``is_sm100a_supported(device)``: ``device`` is the GPU asked about, not a choice
+    of the caller's)."""
+    handed = {id(n) for call in ast.walk(test) if isinstance(call, ast.Call)
+              for arg in (*call.args, *(k.value for k in call.keywords)) for n in ast.walk(arg)}
+    return {n.id for n in ast.walk(test) if isinstance(n, ast.Name) and id(n) not in handed}
