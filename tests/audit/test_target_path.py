@@ -12,6 +12,7 @@ import pytest
 from contrib.arch import parse_arch
 from contrib.audit.chains import Feature, FeatureKind, Fix, Link, Role, Verdict
 from contrib.audit.feature.chain import asks_for_path, decide
+from contrib.audit.feature.upper import named_value_of
 from contrib.audit.finding.gates import gates_of_file
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, EffectKind
 from contrib.audit.stack.fixed import first_admitting
@@ -446,3 +447,23 @@ def test_a_refusal_in_a_mode_its_caller_picks_is_not_the_features_way(tmp_path: 
     assert (mode["line"], mode["refuses"], mode["excludes_target"]) == (9, False, False)
     assert mode["why"].startswith("refuses only where the caller passes use_special")
     assert plain["verdict"] == "on", plain["reason"]
+
+
+@pytest.mark.parametrize(("test", "flags", "holds"), [
+    ("view.quantization == 'nvfp4'", {}, True),
+    ("view.quantization in ('fp8', 'nvfp4') and not graphs", {}, True),
+    ("view.quantization == 'int4'", {}, False),  # not a choice: cannot tell
+    ("view.attention_backend == 'decode'", {}, False),  # the feature's own setting
+    # the setting's own question of one value, directly or through a flag set to it
+    ("get_runner().is_fused()", {}, True),
+    ("self.use_fused", {"use_fused": "fused"}, True),
+    ("self.use_fused", {}, False),
+    ("get_runner().is_plain()", {}, False),  # a value of the feature's own setting too
+])
+def test_a_test_holding_only_for_another_settings_named_value(
+        test: str, flags: dict[str, str], holds: bool) -> None:
+    settings = {"quantization": frozenset({"fp8", "nvfp4"}),
+                "runner": frozenset({"auto", "fused", "plain"}),
+                "attention_backend": frozenset({"plain", "decode"})}
+    node = ast.parse(test, mode="eval").body
+    assert named_value_of(node, settings, "attention_backend", flags) is holds

@@ -42,8 +42,26 @@ class Upper:
     def __post_init__(self) -> None:
         self._tests: dict[str, tuple[dict[int, ast.If | ast.Assert], dict[int, ast.AST]]] = {}
         self._by_file: dict[str, list[AuditGate]] = {}
+        self._named: dict[str, dict[str, str]] = {}
         for gate in self.gates:
             self._by_file.setdefault(gate.file, []).append(gate)
+
+    def named_flags(self, path: str) -> dict[str, str]:
+        """The flags of ``self`` that ``path`` sets only to a setting's question of one
+        value (``self.use_flashinfer = get_moe_runner_backend().is_flashinfer_mxfp4()``),
+        each with that value (kept per file)."""
+        if path not in self._named:
+            module = self.walker.ev.module(path)
+            found: dict[str, set[str | None]] = {}
+            for node in ast.walk(module[0]) if module is not None else ():
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        if isinstance(target, ast.Attribute) and isinstance(
+                                target.value, ast.Name) and target.value.id == "self":
+                            found.setdefault(target.attr, set()).add(asked_value(node.value))
+            self._named[path] = {attr: value for attr, values in found.items()
+                                 if len(values) == 1 and (value := next(iter(values)))}
+        return self._named[path]
 
     def on(self, path: str, first: int, last: int) -> list[AuditGate]:
         """The gates on lines ``first``..``last`` of ``path``."""
@@ -124,20 +142,31 @@ def on_another_value(upper: Upper, gate: AuditGate, feature: Feature,
             holds = backend_test(parent.test, *key) if key is not None else None
             if holds is not None and holds != (child in parent.body):
                 return True
-            if child in parent.body and _named_value_of(parent.test, upper.settings,
-                                                        feature.attr):
+            if child in parent.body and named_value_of(
+                    parent.test, upper.settings, feature.attr, upper.named_flags(gate.file)):
                 return True
         child, parent = parent, parents.get(id(parent))
     return False
 
 
-def _named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str) -> bool:
+def named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str,
+                    flags: dict[str, str] | None = None) -> bool:
     """Whether ``test`` holds only for named values of a setting other than ``own``: it
     is (or ``and``-s) ``X.attr == "v"`` / ``X.attr in ("v", "w")`` with each string a
-    choice of ``attr``."""
+    choice of ``attr``; or the setting's own question of one value, ``X.is_v()``
+    (sglang's ``get_moe_runner_backend().is_flashinfer_mxfp4()``), directly or through a
+    flag of ``self`` set to it alone (``flags``: :meth:`Upper.named_flags`)."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
         else [test]
+    others = frozenset().union(*(v for k, v in settings.items() if k != own)) - settings.get(
+        own, frozenset())
     for part in parts:
+        asked = asked_value(part)
+        if asked is None and isinstance(part, ast.Attribute) and isinstance(
+                part.value, ast.Name) and part.value.id == "self":
+            asked = (flags or {}).get(part.attr)
+        if asked is not None and asked in others:
+            return True
         if not (isinstance(part, ast.Compare) and len(part.ops) == 1
                 and isinstance(part.ops[0], ast.Eq | ast.In)
                 and isinstance(part.left, ast.Attribute)):
@@ -149,6 +178,14 @@ def _named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: st
                 and strings <= settings[attr]:
             return True
     return False
+
+
+def asked_value(node: ast.AST) -> str | None:
+    """The value ``node`` asks a setting whether it is: ``X.is_v()`` -> ``v``."""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords and isinstance(
+            node.func, ast.Attribute) and node.func.attr.startswith("is_"):
+        return node.func.attr.removeprefix("is_")
+    return None
 
 
 def passed_by_caller(ev: PyTree, gate: AuditGate, around: bool = False) -> str | None:
