@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from contrib.analysis.pyparse import PARSE_ERRORS
 from contrib.analysis.tree import GitTree
 from contrib.audit.chains import Feature, FeatureKind
-from contrib.audit.feature.declared import declared
+from contrib.audit.feature.declared import UNNAMED, constant_default, declared
 from contrib.git.repo import Git
 
 BACKEND = "backend"
@@ -52,36 +52,22 @@ def _parse(tree: GitTree, path: str) -> ast.Module | None:
         return None
 
 
-def _constant(node: ast.expr | None) -> object:
-    """A default written as a constant, or as ``field(default=constant)``; else a marker."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Call):
-        for keyword in node.keywords:
-            if keyword.arg == "default":
-                return _constant(keyword.value)
-    return _UNNAMED
-
-
-_UNNAMED = object()
-
-
 def _settings_defaults(tree: GitTree, features: Sequence[Feature], name: str) -> Defaults:
     module = _parse(tree, features[0].file)
     cls = next((n for n in (module.body if module else ())
                 if isinstance(n, ast.ClassDef) and n.name == name), None)
-    fields = {item.target.id: _constant(item.value) for item in (cls.body if cls else ())
+    fields = {item.target.id: constant_default(item.value) for item in (cls.body if cls else ())
               if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}
     found = Defaults()
     by_attr: dict[str, list[Feature]] = {}
     for feature in features:
         by_attr.setdefault(feature.attr, []).append(feature)
     for attr, choices in by_attr.items():
-        default = fields.get(attr, _UNNAMED)
+        default = fields.get(attr, UNNAMED)
         named = [f.name for f in choices if (f.value and f.value == default)
                  or (not f.value and default is True)]
         found.features += named
-        if not named and (choices[0].value or default is _UNNAMED):
+        if not named and (choices[0].value or default is UNNAMED):
             found.unnamed.append(choices[0].name.split("=")[0])
     return found
 
@@ -110,9 +96,9 @@ def _backend_default(tree: GitTree, texts: dict[str, str], name: str) -> object:
         for node in module.body if module else ():
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
                 default = _parameter_default(node.args, BACKEND)
-                if default is not _UNNAMED:
+                if default is not UNNAMED:
                     return default
-    return _UNNAMED
+    return UNNAMED
 
 
 def _parameter_default(args: ast.arguments, name: str) -> object:
@@ -120,8 +106,8 @@ def _parameter_default(args: ast.arguments, name: str) -> object:
     offset = len(positional) - len(args.defaults)
     for n, arg in enumerate(positional):
         if arg.arg == name and arg.annotation is not None and n >= offset:
-            return _constant(args.defaults[n - offset])
+            return constant_default(args.defaults[n - offset])
     for arg, value in zip(args.kwonlyargs, args.kw_defaults, strict=True):
         if arg.arg == name and arg.annotation is not None:
-            return _constant(value)
-    return _UNNAMED
+            return constant_default(value)
+    return UNNAMED

@@ -31,7 +31,8 @@ class Feature:
     ``backend=`` value, a string the variable is compared with), or "" for a flag, a
     plain API or a variable set to 1.  ``listed``: the feature table follows it (a
     function only its module names, ``flashinfer.prefill.fmha_v2_prefill_deepseek``, is
-    ``contrib why``'s to follow, not the table's)."""
+    ``contrib why``'s to follow, not the table's).  ``default``: the choice (or the
+    flag, true) a setting holds when the user names none (``--kv-cache-dtype=auto``)."""
 
     kind: FeatureKind
     name: str
@@ -40,6 +41,7 @@ class Feature:
     file: str = ""
     line: int = 0
     listed: bool = True
+    default: bool = False  # what the setting holds when the user says nothing
 
     @property
     def keys(self) -> tuple[tuple[str, str], ...]:

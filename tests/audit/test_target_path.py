@@ -467,3 +467,22 @@ def test_a_test_holding_only_for_another_settings_named_value(
                 "attention_backend": frozenset({"plain", "decode"})}
     node = ast.parse(test, mode="eval").body
     assert named_value_of(node, settings, "attention_backend", flags) is holds
+
+
+# -- the default of a setting, read nowhere, is what the server runs ------------------------
+
+@pytest.mark.slow
+def test_a_default_read_nowhere_is_what_the_server_runs(tmp_path: Path) -> None:
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    server_args = SERVER_ARGS.replace(
+        "    port: int = 30000\n", '    port: int = 30000\n    tokenizer_mode: str = "auto"\n'
+    ).replace('        parser.add_argument("--attention-backend"', (
+        '        parser.add_argument("--tokenizer-mode", choices=["auto", "slow"])\n'
+        '        parser.add_argument("--attention-backend"'))
+    top.commit("tokenizer", {"python/top/server_args.py": server_args})
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    chains = {c["feature"]: c for c in _why(ws, "top", "--tokenizer-mode")["features"]}
+    assert chains["--tokenizer-mode=auto"]["verdict"] == "on"
+    assert chains["--tokenizer-mode=auto"]["reason"].startswith("the default, read nowhere")
+    # a value the user asks for, read nowhere, may be one the walk missed: unknown
+    assert chains["--tokenizer-mode=slow"]["verdict"] == "unknown"

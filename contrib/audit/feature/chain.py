@@ -313,6 +313,10 @@ def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
                        where=f"refused by {first.upstream} {first.commit} {_at(first)}")
     excluding = [link for link in links if link.role in GATE_ROLES and link.excludes]
     hollow = [link for link in below if not link.excludes and link.class_ == NEEDS_KERNEL_WORK]
+    if not links and feature.default:  # what the server runs when nothing is asked
+        return replace(chain, verdict=Verdict.ON, reason=(
+            "the default, read nowhere the walk can follow: no code of its own on the way, "
+            "it runs what the server runs when nothing is asked"))
     if not links:
         return replace(chain, verdict=Verdict.UNKNOWN, reason="read nowhere the walk can follow")
     # a path the target is kept off, where the feature asks for a computation it still

@@ -81,12 +81,29 @@ def server_arguments(tree: SourceTree, paths: list[str], settings_class: str) ->
         flag, choices = cli.get(attr, (None, []))
         flag = flag or "--" + attr.replace("_", "-")
         choices = choices or _annotated_choices(item.annotation, lists)
+        default = constant_default(item.value)
         if choices:
-            features += [Feature(FeatureKind.FLAG, f"{flag}={c}", attr, c, path, item.lineno)
-                         for c in choices]
+            features += [Feature(FeatureKind.FLAG, f"{flag}={c}", attr, c, path, item.lineno,
+                                 default=c == default) for c in choices]
         elif _is_bool(item):
-            features.append(Feature(FeatureKind.FLAG, flag, attr, "", path, item.lineno))
+            features.append(Feature(FeatureKind.FLAG, flag, attr, "", path, item.lineno,
+                                    default=default is True))
     return features
+
+
+UNNAMED = object()  # a default that is no constant (None is one: chosen at start)
+
+
+def constant_default(node: ast.expr | None) -> object:
+    """A default written as a constant, or as ``field(default=constant)``; else
+    :data:`UNNAMED`."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Call):
+        for keyword in node.keywords:
+            if keyword.arg == "default":
+                return constant_default(keyword.value)
+    return UNNAMED
 
 
 def _settings_class(tree: SourceTree, paths: list[str], name: str
