@@ -4,6 +4,7 @@ feature, not every path the code has (issue: no false "off")."""
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -486,3 +487,11 @@ def test_a_default_read_nowhere_is_what_the_server_runs(tmp_path: Path) -> None:
     assert chains["--tokenizer-mode=auto"]["reason"].startswith("the default, read nowhere")
     # a value the user asks for, read nowhere, may be one the walk missed: unknown
     assert chains["--tokenizer-mode=slow"]["verdict"] == "unknown"
+
+
+def test_a_default_kept_off_a_path_is_served_by_the_servers_own_code() -> None:
+    named = Feature(FeatureKind.FLAG, "--gemm-backend=auto", "gemm_backend", "auto")
+    default = replace(named, default=True)
+    assert decide(named, (_choice(),)).verdict == Verdict.GATE_ONLY  # nothing runs below
+    assert decide(default, (_choice(),)).verdict == Verdict.ON
+    assert asks_for_path(named, goes_on=False) and not asks_for_path(default, goes_on=False)

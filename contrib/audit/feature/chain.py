@@ -216,8 +216,11 @@ def asks_for_path(feature: Feature, goes_on: bool = True) -> bool:
     dtype) and an API ask for what the code computes, which the target still gets on
     the path it takes, where that path goes on to kernels (``goes_on``: calls below
     on the target's way; an API's own code always does): one that runs nothing does
-    nothing."""
-    return feature.kind != FeatureKind.API and (not feature.value or not goes_on)
+    nothing, unless it is the setting's default, which the server's own code serves
+    (sglang's ``--bf16-gemm-backend=auto`` keeps "auto" off SM100, and torch's GEMM
+    runs)."""
+    return feature.kind != FeatureKind.API and (
+        not feature.value or not (goes_on or feature.default))
 
 
 def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: bool,
