@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from contrib.analysis.tree import DictTree
 from contrib.audit.chains import FeatureKind
-from contrib.audit.feature.declared import declared
+from contrib.audit.feature.declared import declared, opt_in
 from contrib.workspace.config import DEFAULT_SETTINGS_CLASS as SETTINGS_CLASS
 
 LIBRARY = {
@@ -88,3 +88,30 @@ def test_a_class_constructed_with_a_backend_has_one_feature_per_backend_it_tests
         ("lib.Wrapper:backend=fa2", "fa2"), ("lib.Wrapper:backend=fa3", "fa3"),
         ("lib.Wrapper:backend=cudnn", "cudnn")]
     assert found[4].keys == (("backend", "cudnn"),) and found[4].kind == FeatureKind.API
+
+
+SETTINGS = '''\
+import dataclasses
+from typing import Optional
+
+
+@dataclasses.dataclass
+class ServerArgs:
+    kv_cache_dtype: str = "auto"
+    enable_rounding: bool = False
+    enable_fast: bool = True
+    enable_chosen: Optional[bool] = None
+    enable_field: bool = dataclasses.field(default=False)
+
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--kv-cache-dtype", choices=["auto", "fp8_e4m3"])
+'''
+
+
+def test_a_settings_defaults_and_its_opt_in_flags() -> None:
+    tree = DictTree({"python/srv/__init__.py": "", "python/srv/server_args.py": SETTINGS})
+    defaults = {f.name: f.default for f in declared(tree, SETTINGS_CLASS)}
+    assert defaults["--kv-cache-dtype=auto"] and not defaults["--kv-cache-dtype=fp8_e4m3"]
+    assert defaults["--enable-fast"] and not defaults["--enable-rounding"]
+    assert opt_in(tree, list(tree.paths()), SETTINGS_CLASS) == {"enable_rounding", "enable_field"}

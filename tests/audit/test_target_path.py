@@ -460,6 +460,9 @@ def test_a_refusal_in_a_mode_its_caller_picks_is_not_the_features_way(tmp_path: 
     ("self.use_fused", {"use_fused": "fused"}, True),
     ("self.use_fused", {}, False),
     ("get_runner().is_plain()", {}, False),  # a value of the feature's own setting too
+    # a boolean setting off unless the user turns it on
+    ("self.enable_rounding and view.x", {}, True),
+    ("self.enable_other", {}, False),
 ])
 def test_a_test_holding_only_for_another_settings_named_value(
         test: str, flags: dict[str, str], holds: bool) -> None:
@@ -467,7 +470,8 @@ def test_a_test_holding_only_for_another_settings_named_value(
                 "runner": frozenset({"auto", "fused", "plain"}),
                 "attention_backend": frozenset({"plain", "decode"})}
     node = ast.parse(test, mode="eval").body
-    assert named_value_of(node, settings, "attention_backend", flags) is holds
+    assert named_value_of(node, settings, "attention_backend", flags,
+                          frozenset({"enable_rounding"})) is holds
 
 
 # -- the default of a setting, read nowhere, is what the server runs ------------------------

@@ -94,6 +94,17 @@ def server_arguments(tree: SourceTree, paths: list[str], settings_class: str) ->
 UNNAMED = object()  # a default that is no constant (None is one: chosen at start)
 
 
+def opt_in(tree: SourceTree, paths: list[str], settings_class: str) -> frozenset[str]:
+    """The boolean settings of ``settings_class`` written to default to ``False``: off
+    unless the user turns them on (one chosen at start, ``None``, is not among them)."""
+    found = _settings_class(tree, paths, settings_class)
+    if found is None:
+        return frozenset()
+    return frozenset(item.target.id for item in found[2].body
+                     if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                     and _is_bool(item) and constant_default(item.value) is False)
+
+
 def constant_default(node: ast.expr | None) -> object:
     """A default written as a constant, or as ``field(default=constant)``; else
     :data:`UNNAMED`."""

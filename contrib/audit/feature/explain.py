@@ -21,7 +21,7 @@ from contrib.arch import Arch
 from contrib.audit.chains import Chain, Feature, FeatureKind
 from contrib.audit.engine import FORMAT, TreeAudit
 from contrib.audit.feature.chain import chain_of
-from contrib.audit.feature.declared import declared, settings_elsewhere
+from contrib.audit.feature.declared import declared, opt_in, settings_elsewhere
 from contrib.audit.feature.upper import Upper
 from contrib.audit.model import AuditGate
 from contrib.audit.serial import chain_cache, chain_from_cache
@@ -34,7 +34,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 29  # bump when the chains change over the same audits
+FEATURE_FORMAT = 30  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -84,7 +84,9 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
             if f.value:
                 choices[f.attr] = choices.get(f.attr, frozenset()) | {f.value}
         upper = Upper(name, commit, gates, with_ops(walker.in_mode(mode)),
-                      Kernels(name, commit, tree, Shelf(NAMESPACE, tree)), choices)
+                      Kernels(name, commit, tree, Shelf(NAMESPACE, tree)), choices,
+                      opt_in(tree, [p for p in tree.paths() if p.endswith(".py")],
+                             settings_class))
         chains = [chain_of(f, upper, lower, arch, choices.get(f.attr, frozenset()))
                   for f in chosen]
     if choose is every:

@@ -38,6 +38,7 @@ class Upper:
     walker: Walker
     kernels: Kernels | None = None
     settings: dict[str, frozenset[str]] = field(default_factory=dict)  # attr -> its choices
+    opt_in: frozenset[str] = frozenset()  # the boolean settings that default to false
 
     def __post_init__(self) -> None:
         self._tests: dict[str, tuple[dict[int, ast.If | ast.Assert], dict[int, ast.AST]]] = {}
@@ -143,24 +144,30 @@ def on_another_value(upper: Upper, gate: AuditGate, feature: Feature,
             if holds is not None and holds != (child in parent.body):
                 return True
             if child in parent.body and named_value_of(
-                    parent.test, upper.settings, feature.attr, upper.named_flags(gate.file)):
+                    parent.test, upper.settings, feature.attr, upper.named_flags(gate.file),
+                    upper.opt_in):
                 return True
         child, parent = parent, parents.get(id(parent))
     return False
 
 
 def named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str,
-                    flags: dict[str, str] | None = None) -> bool:
+                    flags: dict[str, str] | None = None,
+                    opt_in: frozenset[str] = frozenset()) -> bool:
     """Whether ``test`` holds only for named values of a setting other than ``own``: it
     is (or ``and``-s) ``X.attr == "v"`` / ``X.attr in ("v", "w")`` with each string a
     choice of ``attr``; or the setting's own question of one value, ``X.is_v()``
     (sglang's ``get_moe_runner_backend().is_flashinfer_mxfp4()``), directly or through a
-    flag of ``self`` set to it alone (``flags``: :meth:`Upper.named_flags`)."""
+    flag of ``self`` set to it alone (``flags``: :meth:`Upper.named_flags`); or a
+    boolean setting that is off unless the user turns it on (``opt_in``: sglang's ``if
+    self.enable_mamba_cache_stochastic_rounding:``)."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
         else [test]
     others = frozenset().union(*(v for k, v in settings.items() if k != own)) - settings.get(
         own, frozenset())
     for part in parts:
+        if isinstance(part, ast.Attribute) and part.attr in opt_in and part.attr != own:
+            return True
         asked = asked_value(part)
         if asked is None and isinstance(part, ast.Attribute) and isinstance(
                 part.value, ast.Name) and part.value.id == "self":
