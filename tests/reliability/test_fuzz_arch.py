@@ -30,8 +30,9 @@ def _count(name: str) -> None:
 
 
 def _reference_arch(text: str) -> tuple[int, int, str] | None:
-    """nvcc's names, read independently: sm_XY[a|f] / compute_XY[a|f] as written; any
-    other spelling (sm120, 120, 12.0) without a suffix is the 'a' target from 9.0 on."""
+    """nvcc's names, read independently: a suffix (a|f) as written; without one, every
+    spelling (sm_120, SM_90, sm120, 120, 12.0) is the 'a' target from 9.0 on (one
+    normalisation: ``sm_121`` is GB10's ``sm_121a``, never a second arch)."""
     cleaned = text.strip().lower()
     exact = re.fullmatch(r"(sm_|compute_)([0-9]+)([af]?)", cleaned)
     m = exact or re.fullmatch(r"(sm|compute)?([0-9]+)([af]?)", cleaned)
@@ -42,7 +43,7 @@ def _reference_arch(text: str) -> tuple[int, int, str] | None:
         major, minor, suffix = int(dotted[1]), int(dotted[2]), dotted[3]
     else:
         return None
-    if not exact and not suffix and major >= 9:
+    if not suffix and major >= 9:
         suffix = "a"
     if (major, minor) not in KNOWN or (suffix == "a" and major < 9) or (
             suffix == "f" and major < 10):

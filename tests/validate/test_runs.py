@@ -81,7 +81,7 @@ def _variant(run_file: Path, dest: Path, hostname: str, tests: str, **head: Any)
     run["id"] = f"run-{hostname}"
     run["host"].update(hostname=hostname, gpus=H200, nvidia_smi=True, nvcc=None)
     for stage in run["stages"]:
-        if stage["name"] in ("tests", "ptx"):
+        if stage["name"] in ("tests", "ptx", "others"):  # what needs its GPU or nvcc
             stage["status"] = tests
     dest.write_text(json.dumps(data))
     return dest
@@ -108,7 +108,7 @@ def test_merge_runs_from_several_machines(fi: Workspace, whole: Path, tmp_path: 
     bad = _variant(here, tmp_path / "bad.json", "gpu-c", "failed")
     assert fi.run("validate", "--merge", str(bad)).code == 0
     row = fi.run("status", "--no-fetch", "--json").json["patchsets"][0]["validation"]
-    assert row["summary"].startswith("sm_120a: failed (failed: ptx, tests")
+    assert row["summary"].startswith("sm_120a: failed (failed: ptx, others, tests")
     # a fresh validate here replaces this host's run and keeps the other machines'
     fi.run("validate", "flashinfer/whole")
     record = read_record(path)
