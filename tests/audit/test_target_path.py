@@ -499,3 +499,41 @@ def test_a_default_kept_off_a_path_is_served_by_the_servers_own_code() -> None:
     assert decide(named, (_choice(),)).verdict == Verdict.GATE_ONLY  # nothing runs below
     assert decide(default, (_choice(),)).verdict == Verdict.ON
     assert asks_for_path(named, goes_on=False) and not asks_for_path(default, goes_on=False)
+
+
+METHOD_CHECKS = '''\
+from top.server_args import get_server_args
+from top.utils import is_sm100_supported
+
+
+class Backend:
+    def __init__(self, name):
+        self.name = name
+
+    def is_decode(self):
+        return self.name == "decode"
+
+
+def check_methods():
+    name = get_server_args().attention_backend
+    backend = Backend(name)
+    if backend.is_decode():
+        if not is_sm100_supported():
+            raise ValueError("decode needs SM100")
+    return backend
+'''
+
+
+@pytest.mark.slow
+def test_the_settings_own_question_of_another_value_is_not_this_values_way(
+        tmp_path: Path) -> None:
+    """sglang's ``if backend.is_cutedsl(): ... if not is_sm100_supported(): raise`` is no
+    refusal of ``--bf16-gemm-backend=auto``."""
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    top.commit("methods", {"python/top/method_checks.py": METHOD_CHECKS})
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    chains = {c["feature"]: c for c in _why(ws, "top", "--attention-backend")["features"]}
+    gates = {name: [link["line"] for link in chain["links"] if link["role"] == "gate"
+                    and link["file"] == "python/top/method_checks.py"]
+             for name, chain in chains.items()}
+    assert gates == {"--attention-backend=plain": [], "--attention-backend=decode": [17]}, gates

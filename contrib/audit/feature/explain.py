@@ -34,7 +34,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 30  # bump when the chains change over the same audits
+FEATURE_FORMAT = 31  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 

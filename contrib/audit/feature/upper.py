@@ -143,6 +143,9 @@ def on_another_value(upper: Upper, gate: AuditGate, feature: Feature,
             holds = backend_test(parent.test, *key) if key is not None else None
             if holds is not None and holds != (child in parent.body):
                 return True
+            if key is not None and child in parent.body and _asks_another(
+                    parent.test, feature.value, values):
+                return True
             if child in parent.body and named_value_of(
                     parent.test, upper.settings, feature.attr, upper.named_flags(gate.file),
                     upper.opt_in):
@@ -185,6 +188,16 @@ def named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str
                 and strings <= settings[attr]:
             return True
     return False
+
+
+def _asks_another(test: ast.expr, value: str, values: frozenset[str]) -> bool:
+    """Whether ``test`` (or an operand of its ``and``) asks the feature's own setting
+    whether it is another of its values (``if backend.is_cutedsl():`` for
+    ``--bf16-gemm-backend=auto``)."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
+        else [test]
+    return any((asked := asked_value(part)) is not None and asked != value and asked in values
+               for part in parts)
 
 
 def asked_value(node: ast.AST) -> str | None:
