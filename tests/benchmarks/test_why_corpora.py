@@ -90,26 +90,29 @@ def test_the_shipped_works_corpus_reads_and_keeps_a_third_out() -> None:
 def test_invariants_name_each_default_off_per_arch(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A setting defaulting to a choice is that choice's feature; a bool defaulting to
-    True the flag; a default of None names none.  ``decode`` is turned away on sm_120a
-    only: one violation there, none on sm_100a."""
+    True the flag; a default of None names none.  The fused path of ``--enable-fusion``
+    is turned away on sm_120a only: one violation there, none on sm_100a; ``decode``,
+    kept off its SM100 path, is served by the server's own code as a default."""
     top = feature_upstream(tmp_path / "top", "lower_lib==2.0")
     lower = feature_lower(tmp_path / "lower")
     sha = top.commit("defaults", {"python/top/server_args.py": SERVER_ARGS.replace(
         "attention_backend: Optional[str] = None", 'attention_backend: Optional[str] = "decode"')
-        .replace("enable_quick_reduce: bool = False", "enable_quick_reduce: bool = True")})
+        .replace("enable_quick_reduce: bool = False", "enable_quick_reduce: bool = True")
+        .replace("enable_fusion: bool = False", "enable_fusion: bool = True")})
     found = defaults(Git(top.path), sha, "ServerArgs")
-    assert found.features == ["--enable-quick-reduce", "--attention-backend=decode"]
+    assert found.features == ["--enable-fusion", "--enable-quick-reduce",
+                              "--attention-backend=decode"]
     options = ["--sglang-git", str(top.path), "--flashinfer-git", str(lower.path),
                "--cache", str(tmp_path / "cache"), "--quiet"]
     out = tmp_path / "inv.json"
     assert works_main(["--invariants", sha, "--upstream", "sglang", "--arch", "sm_100a",
                        "--arch", "sm_120a", "--json", str(out), *options]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1:3] == ["sm_100a: 0 of 2 defaults not on", "sm_120a: 1 of 2 defaults not on"]
-    assert lines[3].startswith("  --attention-backend=decode: gate-only")
+    assert lines[1:3] == ["sm_100a: 0 of 3 defaults not on", "sm_120a: 1 of 3 defaults not on"]
+    assert lines[3].startswith("  --enable-fusion: ") and ": on" not in lines[3]
     data = json.loads(out.read_text())
     assert [v["feature"] for v in data["archs"]["sm_120a"]["violations"]] == [
-        "--attention-backend=decode"]
+        "--enable-fusion"]
     assert works_main(["--invariants", sha]) == 2  # no --upstream
     assert capsys.readouterr().err.strip() == (
         "works_history: --invariants needs --upstream (flashinfer or sglang)")
