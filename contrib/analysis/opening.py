@@ -93,12 +93,57 @@ class Spans:
         return [n for line in range(first, last + 1) for n in self._by_line.get(line, ())]
 
 
-def opening(spans: Spans, first: int, last: int, arch: Arch, *, jit: bool) -> Opening:
+def opening(spans: Spans, first: int, last: int, arch: Arch, *, jit: bool,
+            hops: int = 2) -> Opening:
     """How the excluding test on lines ``first``..``last`` opens to ``arch`` (``jit``: a
     JIT list's keyword).  A term naming the target's family or the target itself makes
     it a refusal by name; a sibling named (``is_sm120_supported`` for sm_121a,
     ``@supported_compute_capability([120])``) is a minor-precise test the target's own
-    minor widens."""
+    minor widens.  A test holding no arch term of its own that reads a name the module
+    binds once (``if ENABLE_FLASHINFER_GEMM:`` after ``ENABLE_FLASHINFER_GEMM = ... and
+    is_sm100_supported()``) opens where the name is bound: the nodes returned stand
+    there, and an edit works on them (``hops``: names followed so, at most)."""
+    found = _own_opening(spans, first, last, arch, jit)
+    if found.opens is not Opens.NO_FORM or hops <= 0:
+        return found
+    for bound in _bindings(spans, first, last):
+        source = opening(spans, bound.lineno, bound.end_lineno or bound.lineno, arch,
+                         jit=False, hops=hops - 1)
+        if source.opens is not Opens.NO_FORM:
+            return source
+    return found
+
+
+def _bindings(spans: Spans, first: int, last: int) -> list[ast.expr]:
+    """The values the names read on lines ``first``..``last`` are bound to, where the
+    module binds each once (at its top level or in one function), above those lines."""
+    read = [n for n in spans.expressions(first, last)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    if not read:
+        return []
+    names, where = {n.id for n in read}, _function_of(read[0], spans.parents)
+    bound: dict[str, list[tuple[ast.expr, ast.AST | None]]] = {}
+    for node in ast.walk(spans.module):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in names:
+                    bound.setdefault(target.id, []).append(
+                        (node.value, _function_of(node, spans.parents)))
+    return [value for ((value, home),) in (b for b in bound.values() if len(b) == 1)
+            if value.lineno < first and home in (None, where)]
+
+
+def _function_of(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST | None:
+    """The function holding ``node``, or None at a module's top level."""
+    up = parents.get(id(node))
+    while up is not None and not isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef):
+        up = parents.get(id(up))
+    return up
+
+
+def _own_opening(spans: Spans, first: int, last: int, arch: Arch, jit: bool) -> Opening:
+    """:func:`opening` on the test's own lines."""
     nodes = spans.expressions(first, last)
     named = [node for node, how in family_terms(nodes, arch, spans.parents)
              if how != _SIBLING]

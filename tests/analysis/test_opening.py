@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from contrib.analysis.opening import Opens, Spans, opening
+from contrib.analysis.opening import Opening, Opens, Spans, opening
 from contrib.arch import parse_arch
 
 
@@ -57,3 +57,51 @@ def test_a_sibling_named_is_a_minor_precise_test_the_targets_minor_widens() -> N
     assert _opens("supported_compute_capability([100, 103, 121])", "sm_121a") == \
         Opens.NAMES_TARGET
     assert _opens("uses_chunked and is_sm12x_supported()", "sm_121a") == Opens.NAMES_TARGET
+
+
+FLAG_BOUND = '''\
+ENABLE_GEMM = (
+    get_bool_env_var("SGLANG_ENABLE_FLASHINFER_GEMM")
+    and is_sm100_supported()
+)
+if ENABLE_GEMM:
+    import gemm
+
+
+def local():
+    use = cap[0] == 10
+    if use:
+        return 1
+
+
+def elsewhere(use):
+    if use:
+        return 2
+
+
+TWICE = is_sm90_supported()
+TWICE = is_sm100_supported()
+if TWICE:
+    pass
+'''
+
+
+def test_a_name_bound_once_opens_where_it_is_bound() -> None:
+    """sglang's ``if ENABLE_FLASHINFER_GEMM:`` opens at the binding holding
+    ``is_sm100_supported()``, which upstream widened there (88596739a4); a name bound
+    twice, or a parameter of another function, is a value decided elsewhere."""
+    module = ast.parse(FLAG_BOUND)
+    lines = FLAG_BOUND.splitlines()
+
+    def at(text: str) -> Opening:
+        line = next(n for n, t in enumerate(lines, 1) if t.strip() == text)
+        return opening(Spans(module), line, line, parse_arch("sm_120a"), jit=False)
+
+    found = at("if ENABLE_GEMM:")
+    assert found.opens is Opens.PREDICATE and [t.lineno for t in found.terms] == [3]
+    local = at("if use:")  # the first `if use:`, in local(): its own binding
+    assert local.opens is Opens.COMPARISON and local.node is not None and local.node.lineno == 10
+    assert at("if TWICE:").opens is Opens.NO_FORM
+    second = [n for n, t in enumerate(lines, 1) if t.strip() == "if use:"][1]
+    assert opening(Spans(module), second, second, parse_arch("sm_120a"),
+                   jit=False).opens is Opens.NO_FORM
