@@ -15,7 +15,6 @@ import ast
 from dataclasses import dataclass, field
 
 from contrib.analysis.archvalues import truth_of
-from contrib.analysis.pywalk import parents as node_parents
 from contrib.analysis.reach.backends import backend_test
 from contrib.analysis.reach.tree import PyTree
 from contrib.arch import Arch
@@ -77,7 +76,7 @@ class Upper:
             tests: dict[int, ast.If | ast.Assert] = {}
             parents: dict[int, ast.AST] = {}
             if module is not None:
-                parents = node_parents(module[0])
+                parents = self.walker.parents(path)  # the walk's, kept per file
                 for node in ast.walk(module[0]):
                     if isinstance(node, ast.If | ast.Assert):
                         for n in range(node.test.lineno, (node.test.end_lineno or 0) + 1):
@@ -164,18 +163,15 @@ def named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str
     flag of ``self`` set to it alone (``flags``: :meth:`Upper.named_flags`); or a
     boolean setting that is off unless the user turns it on (``opt_in``: sglang's ``if
     self.enable_mamba_cache_stochastic_rounding:``)."""
-    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
-        else [test]
-    others = frozenset().union(*(v for k, v in settings.items() if k != own)) - settings.get(
-        own, frozenset())
-    for part in parts:
+    for part in _conjuncts(test):
         if isinstance(part, ast.Attribute) and part.attr in opt_in and part.attr != own:
             return True
         asked = asked_value(part)
         if asked is None and isinstance(part, ast.Attribute) and isinstance(
                 part.value, ast.Name) and part.value.id == "self":
             asked = (flags or {}).get(part.attr)
-        if asked is not None and asked in others:
+        if asked is not None and asked not in settings.get(own, ()) and any(
+                asked in values for attr, values in settings.items() if attr != own):
             return True
         if not (isinstance(part, ast.Compare) and len(part.ops) == 1
                 and isinstance(part.ops[0], ast.Eq | ast.In)
@@ -194,10 +190,14 @@ def _asks_another(test: ast.expr, value: str, values: frozenset[str]) -> bool:
     """Whether ``test`` (or an operand of its ``and``) asks the feature's own setting
     whether it is another of its values (``if backend.is_cutedsl():`` for
     ``--bf16-gemm-backend=auto``)."""
-    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
-        else [test]
     return any((asked := asked_value(part)) is not None and asked != value and asked in values
-               for part in parts)
+               for part in _conjuncts(test))
+
+
+def _conjuncts(test: ast.expr) -> list[ast.expr]:
+    """The operands of an ``and``, or the test alone."""
+    return test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
+        else [test]
 
 
 def asked_value(node: ast.AST) -> str | None:
