@@ -90,7 +90,7 @@ def chain_of(feature: Feature, upper: Upper | None, lower: Lower | None,
     call into ``lower`` with no Python gate refusing it on the way is read down to
     the C/C++ host checks of what it runs (:func:`_host_refusal`).  ``values``: every
     value the feature's setting may take (its choices): a gate under a test of
-    another one is not on this value's way (:func:`_on_another_value`), and a gate
+    another one is not on this value's way (:func:`~contrib.audit.feature.upper.on_another_value`), and a gate
     choosing another of them for the target hands the feature on to it
     (:func:`_picked`; ``follow``: whether to, once)."""
     links: list[Link] = []

@@ -292,16 +292,11 @@ class Walker:
         what its function runs after the binding, in the block holding it (a branch's
         too: sglang's sampler binds ``backend`` in an ``else``), which decides with it
         there."""
-        block, holder = self.parents(path).get(id(statement)), self.holder(path, statement)
-        if holder is None:
+        holder = self.holder(path, statement)
+        after = _rest_of_block(self.parents(path), statement)
+        if holder is None or not after:
             return []
-        for name in ("body", "orelse", "finalbody"):
-            seq = getattr(block, name, None)
-            if isinstance(seq, list) and statement in seq:
-                after = tuple(seq[seq.index(statement) + 1:])
-                return [Block(path, holder, after, (f"{what} in {holder.name}()",))] if after \
-                    else []
-        return []
+        return [Block(path, holder, tuple(after), (f"{what} in {holder.name}()",))]
 
     def _read_at(self, path: str, node: ast.AST, what: str, target: bool,
                  trail: Trail, *, bound: object = None) -> list[Block]:
@@ -408,20 +403,27 @@ class Walker:
             # `return _resolve_backend(...)`: what its own callers run with the result
             return [Block(b.path, b.holder, b.code, (f"returned by {holder.name}()", *b.via))
                     for b in self._callers_of(holder.name)]
-        block = parents.get(id(statement))
         if self.mode.values and not decides_with(statement, call):
             return []  # a feature's way: only code run because of what the call decided
-        for field in ("body", "orelse", "finalbody"):
-            seq = getattr(block, field, None)
-            if isinstance(seq, list) and statement in seq:
-                after = seq[seq.index(statement) + 1:]
-                if self.mode.values and isinstance(statement, ast.If):
-                    after = []  # the body the decision enables, not what runs anyway
-                code = (*getattr(statement, "body", ()), *after) if isinstance(
-                    statement, ast.If) else tuple(after)
-                via = (f"its caller at {path}:{statement.lineno}",)
-                return [Block(path, self.holder(path, statement), tuple(code), via)]
-        return []
+        after = _rest_of_block(parents, statement)
+        if after is None:
+            return []
+        if self.mode.values and isinstance(statement, ast.If):
+            after = []  # the body the decision enables, not what runs anyway
+        code = (*statement.body, *after) if isinstance(statement, ast.If) else tuple(after)
+        via = (f"its caller at {path}:{statement.lineno}",)
+        return [Block(path, self.holder(path, statement), tuple(code), via)]
+
+
+def _rest_of_block(parents: dict[int, ast.AST], statement: ast.stmt) -> list[ast.stmt] | None:
+    """The statements after ``statement`` in the block holding it (a body, an else, a
+    finally); None where it stands in none."""
+    block = parents.get(id(statement))
+    for field in ("body", "orelse", "finalbody"):
+        seq = getattr(block, field, None)
+        if isinstance(seq, list) and statement in seq:
+            return seq[seq.index(statement) + 1:]
+    return None
 
 
 def _key(block: Block) -> tuple[str, int, int]:
