@@ -44,6 +44,16 @@ def _library(tmp_path: Path, module: str, text: str, api: str) -> Workspace:
     return _workspace(tmp_path, lower=lower)
 
 
+def _with_setting(field: str, flag: str, choices: list[str]) -> str:
+    """The mini server's settings with one more field (``name: type = default``) and
+    its flag's choices."""
+    return SERVER_ARGS.replace(
+        "    port: int = 30000\n", f"    port: int = 30000\n    {field}\n"
+    ).replace('        parser.add_argument("--attention-backend"', (
+        f'        parser.add_argument("{flag}", choices={choices!r})\n'
+        '        parser.add_argument("--attention-backend"'))
+
+
 def _why(ws: Workspace, *args: str, arch: str = "sm_120a") -> dict[str, Any]:
     result = ws.run("why", *args, "--arch", arch, "--json", "--no-fetch")
     assert result.code in (0, 1), result.err
@@ -393,11 +403,8 @@ def check_quant():
 def test_a_refusal_under_another_settings_named_value_is_not_on_this_features_way(
         tmp_path: Path) -> None:
     top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
-    server_args = SERVER_ARGS.replace(
-        "    port: int = 30000\n", "    port: int = 30000\n    quantization: Optional[str] = None\n"
-    ).replace('        parser.add_argument("--attention-backend"', (
-        '        parser.add_argument("--quantization", choices=["fp8", "nvfp4"])\n'
-        '        parser.add_argument("--attention-backend"'))
+    server_args = _with_setting("quantization: Optional[str] = None", "--quantization",
+                                ["fp8", "nvfp4"])
     top.commit("quant", {"python/top/quant_checks.py": QUANT_CHECKS,
                          "python/top/server_args.py": server_args})
     ws = _workspace(tmp_path, top=top, lower=lower)
@@ -479,11 +486,8 @@ def test_a_test_holding_only_for_another_settings_named_value(
 @pytest.mark.slow
 def test_a_default_read_nowhere_is_what_the_server_runs(tmp_path: Path) -> None:
     top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
-    server_args = SERVER_ARGS.replace(
-        "    port: int = 30000\n", '    port: int = 30000\n    tokenizer_mode: str = "auto"\n'
-    ).replace('        parser.add_argument("--attention-backend"', (
-        '        parser.add_argument("--tokenizer-mode", choices=["auto", "slow"])\n'
-        '        parser.add_argument("--attention-backend"'))
+    server_args = _with_setting('tokenizer_mode: str = "auto"', "--tokenizer-mode",
+                                ["auto", "slow"])
     top.commit("tokenizer", {"python/top/server_args.py": server_args})
     ws = _workspace(tmp_path, top=top, lower=lower)
     chains = {c["feature"]: c for c in _why(ws, "top", "--tokenizer-mode")["features"]}
