@@ -18,9 +18,9 @@ from contrib.audit.feature.chain import decide
 from contrib.audit.stack.reading import Outside
 from contrib.audit.stack.sglkernel import ARCH_LIST, NAMESPACE, NO_IMAGE, Kernels, Shelf, kernel_ops
 from contrib.git.repo import Git
-from testing import miniupstream as mu
 from testing.devicecode import KERNEL, build, gencode, needs_cuobjdump, needs_nvcc, wheel
 from testing.featureupstreams import SERVER_ARGS, feature_lower, feature_upstream
+from testing.gitutil import Repo
 from testing.stackupstreams import pyproject
 from testing.workspace import Workspace
 
@@ -79,17 +79,10 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _kernels(root: Path) -> Kernels:
-    files = {"python/pyproject.toml": PYPROJECT, "sgl-kernel/CMakeLists.txt": CMAKE,
-             "sgl-kernel/csrc/common_extension.cc": REGISTER, "sgl-kernel/csrc/any.cu": ANY}
-    for path, text in files.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text)
-    mu.git(root, "init", "-q", "-b", "main")
-    mu.git(root, "add", "-A")
-    mu.git(root, "commit", "-q", "-m", "top")
-    git = Git(root)
-    head = str(git.rev_parse("HEAD"))
-    tree = GitTree(git, head)
+    head = Repo(root).commit("top", {
+        "python/pyproject.toml": PYPROJECT, "sgl-kernel/CMakeLists.txt": CMAKE,
+        "sgl-kernel/csrc/common_extension.cc": REGISTER, "sgl-kernel/csrc/any.cu": ANY})
+    tree = GitTree(Git(root), head)
     return Kernels("top", head, tree, Shelf(NAMESPACE, tree))
 
 
