@@ -161,7 +161,9 @@ def _checkout(git: Git, path: Path, base: str, tip: str, env: dict[str, str]) ->
     (offline, a partial cache that lacks the tree's files)."""
     git_env = {k: v for k, v in env.items() if k in OFFLINE_ENV}
     if not (path / ".git").is_file():
-        git.try_run("worktree", "prune")
+        # -f takes the place of one registered and deleted; never `worktree prune`: it
+        # would forget the worktree of a moved workspace (an edit, a conflict) that
+        # contrib has not repaired yet (contrib.git.worktree.repair)
         status, _, err = git.try_run("worktree", "add", "-f", "--detach", "--no-checkout",
                                      str(path), tip, env=git_env)
         if status != 0:

@@ -4,6 +4,7 @@ pre-commit hooks run on the touched files (a failing one refuses the PR unless
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,27 @@ def test_a_hooks_output_never_carries_credentials(tmp_path: Path, upstream: Repo
     [result] = hooks.results
     assert result.status == HookStatus.FAILED and "https://***@example.com/x.git" in result.detail
     assert secret not in result.detail
+
+
+def test_running_the_hooks_forgets_no_other_worktree_of_the_cache(tmp_path: Path,
+                                                                  upstream: Repo) -> None:
+    """A worktree of the cache whose folder moved (a workspace moved with mv, not yet
+    repaired) stays registered; the hooks' own worktree, deleted, is made again."""
+    from contrib.git.repo import Git
+    from contrib.pr.hooks import HookStatus, run_hooks
+
+    base = upstream.commit("Hooks", {".pre-commit-config.yaml": _hooks("^docs/")})
+    tip = upstream.commit("Touch", {"pkg/core.py": "x = 2\n"})
+    git = Git(upstream.path)
+    git.run("worktree", "add", "-q", "--detach", str(tmp_path / "edit"), base)
+    (tmp_path / "edit").rename(tmp_path / "moved")
+    first = run_hooks(git, base, tip, offline=True)
+    assert first is not None
+    hooks_tree = next(p for p in git.run("worktree", "list", "--porcelain").splitlines()
+                      if p.startswith("worktree ") and p.endswith("/src"))[len("worktree "):]
+    shutil.rmtree(hooks_tree)
+    again = run_hooks(git, base, tip, offline=True)
+    assert again is not None and again == first
+    assert [r.status for r in again.results] == [HookStatus.PASSED, HookStatus.SKIPPED]
+    listed = git.run("worktree", "list", "--porcelain")
+    assert f"worktree {tmp_path / 'edit'}" in listed
