@@ -8,6 +8,7 @@ scratch tree and orders the ``-I`` folders as the upstream's build does;
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,19 @@ def jobs_for(req: PtxRequest, flags_of: Mapping[str, Sequence[str]], root: Path,
                 unit_key(req.tree, u.path, compute, flags_of[u.path], outside, nvcc_id,
                          sass is not None, req.tree_dirs), sass)
             for u in req.units]
+
+
+def expand_dirs(dirs: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``validation.ptx_include_dirs`` with ``~`` and ``$VAR`` expanded, and those that
+    name a variable not set here (still holding a ``$``)."""
+    expanded = [os.path.expandvars(os.path.expanduser(d)) for d in dirs]
+    return expanded, [d for d in expanded if "$" in d]
+
+
+def unset_dirs_reason(unset: Sequence[str]) -> str:
+    """Why a stage that needs ``validation.ptx_include_dirs`` compiles nothing."""
+    return (f"validation.ptx_include_dirs names {', '.join(unset)}, an environment variable "
+            "that is not set here")
 
 
 def prepare_headers(req: PtxRequest, extra: list[str]) -> tuple[Path, list[Path], list[Path]]:

@@ -22,7 +22,6 @@ either.  A hook that exits non-zero, or changes a file (a formatter), failed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -35,7 +34,9 @@ import yaml
 
 from contrib.errors import ContribError
 from contrib.git.cache import cache_root
+from contrib.git.process import clean_env
 from contrib.git.repo import Git
+from contrib.secrets import scrub
 from contrib.validate import buildcache
 
 CONFIG = ".pre-commit-config.yaml"
@@ -143,8 +144,11 @@ def _environment(offline: bool) -> dict[str, str]:
     """pre-commit's environment: its store and every cache its installers write in
     contrib's cache; the network closed when ``offline``."""
     home = cache_root() / "pre-commit"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GIT_", "PRE_COMMIT")) and k not in ("SKIP", "VIRTUAL_ENV")}
+    # git's children (pre-commit clones each hook repository) get contrib's git
+    # environment: a caller's GIT_DIR/GIT_INDEX_FILE dropped, GIT_SSH and the CA kept,
+    # and no credential prompt on the terminal (stdin is closed, the tty is not).
+    env = {k: v for k, v in clean_env().items()
+           if not k.startswith("PRE_COMMIT") and k not in ("SKIP", "VIRTUAL_ENV")}
     env.update({"PRE_COMMIT_HOME": str(home), "PRE_COMMIT_COLOR": "never",
                 "PIP_CACHE_DIR": str(home / "pip"), "npm_config_cache": str(home / "npm"),
                 "VIRTUALENV_OVERRIDE_APP_DATA": str(home / "virtualenv"),
@@ -157,7 +161,9 @@ def _checkout(git: Git, path: Path, base: str, tip: str, env: dict[str, str]) ->
     (offline, a partial cache that lacks the tree's files)."""
     git_env = {k: v for k, v in env.items() if k in OFFLINE_ENV}
     if not (path / ".git").is_file():
-        git.try_run("worktree", "prune")
+        # -f takes the place of one registered and deleted; never `worktree prune`: it
+        # would forget the worktree of a moved workspace (an edit, a conflict) that
+        # contrib has not repaired yet (contrib.git.worktree.repair)
         status, _, err = git.try_run("worktree", "add", "-f", "--detach", "--no-checkout",
                                      str(path), tip, env=git_env)
         if status != 0:
@@ -206,11 +212,12 @@ def _run_repo(tree: Path, config_path: Path, repo: dict[str, Any], config: dict[
         raise ContribError(f"cannot start pre-commit ({exc}): reinstall contrib, which "
                            "depends on it") from None
     url = str(repo.get("repo", ""))
-    results = parse_output(proc.stdout, url)
+    out = scrub(proc.stdout)  # a clone's error may name a URL with its credentials
+    results = parse_output(out, url)
     if results or proc.returncode == 0:
         return results
-    where = f"{url} {repo.get('rev', '')}".strip()
-    return _unrun(repo, config, _why_not(proc.stdout + proc.stderr, where, offline))
+    where = scrub(f"{url} {repo.get('rev', '')}".strip())
+    return _unrun(repo, config, _why_not(out + scrub(proc.stderr), where, offline))
 
 
 _STATUS = re.compile(r"^(?P<name>.*?)\.*(?P<nofiles>\(no files to check\))?"

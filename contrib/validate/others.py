@@ -24,7 +24,6 @@ change other archs); builds come from the PTX cache, so a repeat compiles nothin
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,7 +33,7 @@ from contrib.analysis.buildarchs import ArchLists
 from contrib.analysis.gates import TouchedGate, caps_for
 from contrib.analysis.ptx_cache import nvcc_identity
 from contrib.analysis.ptxbuilds import Build, build_all
-from contrib.analysis.ptxjobs import PtxRequest
+from contrib.analysis.ptxjobs import PtxRequest, expand_dirs, unset_dirs_reason
 from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch, admitted_archs, parse_arch
 from contrib.record.finding import ERROR, INFO, Finding
@@ -77,10 +76,9 @@ def check(req: OthersRequest) -> StageResult:
         return StageResult(NAME, SKIPPED, "nvcc not found on PATH or in /usr/local/cuda/bin")
     if req.held:
         return StageResult(NAME, SKIPPED, f"not compiled: {req.held}")
-    extra = [os.path.expandvars(os.path.expanduser(d)) for d in req.patched.extra_dirs]
-    if any("$" in d for d in extra):
-        return StageResult(NAME, SKIPPED, "validation.ptx_include_dirs names an environment "
-                           "variable that is not set here")
+    extra, unset = expand_dirs(req.patched.extra_dirs)
+    if unset:
+        return StageResult(NAME, SKIPPED, unset_dirs_reason(unset))
     plans = plan(req)
     if not any(p.archs for p in plans.values()):
         return StageResult(NAME, NOT_APPLICABLE, f"the units at stake are built for sm_{req.target.major}x "

@@ -14,7 +14,6 @@ an installed upstream package ships to the validation interpreter, then
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections import Counter
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from contrib.analysis import ptx
 from contrib.analysis.headers import cure
 from contrib.analysis.ptx import Outcome
 from contrib.analysis.ptx_cache import compile_for, empty_everywhere
-from contrib.analysis.ptxjobs import PtxRequest
+from contrib.analysis.ptxjobs import PtxRequest, expand_dirs, unset_dirs_reason
 from contrib.analysis.ptxrun import compile_units
 from contrib.analysis.submodules import hint
 from contrib.analysis.waivers import apply_waivers
@@ -44,11 +43,9 @@ def check(req: PtxRequest) -> StageResult:
     nvcc = ptx.find_nvcc()
     if nvcc is None:
         return StageResult("ptx", SKIPPED, "nvcc not found on PATH or in /usr/local/cuda/bin")
-    extra = [os.path.expandvars(os.path.expanduser(d)) for d in req.extra_dirs]
-    unset = [d for d in extra if "$" in d]
+    extra, unset = expand_dirs(req.extra_dirs)
     if unset:
-        return StageResult("ptx", SKIPPED, f"validation.ptx_include_dirs names {', '.join(unset)}, "
-                           "an environment variable that is not set here")
+        return StageResult("ptx", SKIPPED, unset_dirs_reason(unset))
     compute = req.profile.compute(req.arch)
     sass = cuobjdump()
     done = compile_units(req, nvcc, {}, extra, sass)

@@ -4,6 +4,7 @@ pre-commit hooks run on the touched files (a failing one refuses the PR unless
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,50 @@ def test_hooks_that_need_the_network_are_not_run_offline(tmp_path: Path, upstrea
     assert dry["template"] is None  # no template: the body keeps contrib's own layout
     assert "| `trailing-whitespace` | not run: installing" in dry["body"]
     assert not (Path.home() / ".cache" / "pre-commit").exists()  # only in contrib's cache
+
+
+def test_a_hooks_output_never_carries_credentials(tmp_path: Path, upstream: Repo,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a failing hook (or a clone pre-commit could not make) says is kept in the
+    result, with a URL's credentials and the token taken out; the caller's GIT_DIR
+    does not reach pre-commit's git."""
+    from contrib.git.repo import Git
+    from contrib.pr.hooks import HookStatus, run_hooks
+
+    secret = "ghp_" + "s3cr3t" * 4
+    monkeypatch.setenv("GITHUB_TOKEN", secret)
+    config = ("repos:\n  - repo: local\n    hooks:\n      - id: leaks\n        name: leaks\n"
+              f"        entry: fetch https://bot:{secret}@example.com/x.git failed\n"
+              "        language: fail\n        files: \\.py$\n")
+    base = upstream.commit("Hooks", {".pre-commit-config.yaml": config})
+    tip = upstream.commit("Touch", {"pkg/core.py": "x = 2\n"})
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere.git"))
+    hooks = run_hooks(Git(upstream.path), base, tip, offline=True)
+    assert hooks is not None
+    [result] = hooks.results
+    assert result.status == HookStatus.FAILED and "https://***@example.com/x.git" in result.detail
+    assert secret not in result.detail
+
+
+def test_running_the_hooks_forgets_no_other_worktree_of_the_cache(tmp_path: Path,
+                                                                  upstream: Repo) -> None:
+    """A worktree of the cache whose folder moved (a workspace moved with mv, not yet
+    repaired) stays registered; the hooks' own worktree, deleted, is made again."""
+    from contrib.git.repo import Git
+    from contrib.pr.hooks import HookStatus, run_hooks
+
+    base = upstream.commit("Hooks", {".pre-commit-config.yaml": _hooks("^docs/")})
+    tip = upstream.commit("Touch", {"pkg/core.py": "x = 2\n"})
+    git = Git(upstream.path)
+    git.run("worktree", "add", "-q", "--detach", str(tmp_path / "edit"), base)
+    (tmp_path / "edit").rename(tmp_path / "moved")
+    first = run_hooks(git, base, tip, offline=True)
+    assert first is not None
+    hooks_tree = next(p for p in git.run("worktree", "list", "--porcelain").splitlines()
+                      if p.startswith("worktree ") and p.endswith("/src"))[len("worktree "):]
+    shutil.rmtree(hooks_tree)
+    again = run_hooks(git, base, tip, offline=True)
+    assert again is not None and again == first
+    assert [r.status for r in again.results] == [HookStatus.PASSED, HookStatus.SKIPPED]
+    listed = git.run("worktree", "list", "--porcelain")
+    assert f"worktree {tmp_path / 'edit'}" in listed

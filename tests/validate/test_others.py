@@ -118,3 +118,21 @@ def test_a_gate_edit_is_compared_on_every_other_arch_the_gate_decides(tmp_path: 
     assert (finding.kind, finding.location) == ("gate-changed-elsewhere", "pkg/fast.py:6")
     untouched = _others(tmp_path, before, {**before, "README.md": "docs\n"}, work="readme")
     assert untouched.status == "not-applicable"
+
+
+@NVCC
+def test_an_unset_variable_in_the_include_dirs_is_named_by_ptx_and_others_alike(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CONTRIB_TEST_UNSET", raising=False)
+    settings = Settings(ptx_include_dirs=["$CONTRIB_TEST_UNSET/include"])
+    repo = Repo(tmp_path / "repo")
+    base = repo.commit("base", mu.files("base"))
+    repo.commit("patched", mu.files("full-fix"))
+    diff = git(repo.path, "diff", base, "HEAD") + "\n"
+    results = {r.name: r for r in run_pipeline(Inputs(
+        SM120, DictTree(mu.files("base")), DictTree(mu.files("full-fix")), diff, "applied",
+        settings, workdir=tmp_path / "work", gpus=None))}
+    why = ("validation.ptx_include_dirs names $CONTRIB_TEST_UNSET/include, an environment "
+           "variable that is not set here")
+    assert (results["ptx"].status, results["ptx"].reason) == ("skipped", why)
+    assert (results["others"].status, results["others"].reason) == ("skipped", why)
