@@ -29,14 +29,13 @@ from typing import Any, TypeVar
 
 from contrib.analysis.binaries import (
     Reading,
-    cache_dir,
     cached_reading,
     file_sha256,
     is_object,
-    load_json,
+    load_entry,
     read_object,
     remember_reading,
-    save_json,
+    save_entry,
     tool_id,
 )
 from contrib.analysis.wheels import Platform, Wheel, fits, open_wheel, wheel_of
@@ -178,8 +177,8 @@ def _read_file(shown: str, path: Path, cuobjdump: Path, tool: str, source: Sourc
 
 def _read_wheel(source: Source, cuobjdump: Path, tool: str, only: str | None,
                 step: Step | None) -> list[Shipped]:
-    entry_path = cache_dir() / "archives" / f"{file_sha256(source.path)}.json"
-    entry = load_json(entry_path) or {}
+    key = file_sha256(source.path)
+    entry = load_entry("archives", key) or {}
     known = entry.get("members", {}) if entry.get("tool") == tool else {}
     with open_wheel(source.path) as archive:
         members = [i for i in archive.infolist() if not i.is_dir() and is_object(i.filename)]
@@ -195,7 +194,7 @@ def _read_wheel(source: Source, cuobjdump: Path, tool: str, only: str | None,
                     lambda i: i.filename)
             known = {**known, **{s.path: {"sha256": s.sha256, "reading": s.reading.to_dict()}
                                  for s in fresh}}
-            save_json(entry_path, {"tool": tool, "members": known})
+            save_entry("archives", key, {"tool": tool, "members": known})
             out = [_known(i.filename, known) for i in wanted]
     return sorted((s for s in out if s is not None), key=lambda s: s.path)
 

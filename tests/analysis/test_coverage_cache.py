@@ -1,0 +1,49 @@
+"""The coverage cache: a reading kept by content, its file's hash by stat, neither read
+nor written through a symlink (the PTX cache's store)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from contrib.analysis.binaries import (
+    READER,
+    Reading,
+    cache_dir,
+    cached_reading,
+    file_sha256,
+    remember_reading,
+)
+from contrib.analysis.cudacompat import Image, ImageKind
+
+DIGEST = "ab" * 32
+READ = Reading(((Image(ImageKind.SASS, 12, 0), 1),), ("rmsnorm",))
+
+
+def test_a_reading_is_kept_by_content_and_tool() -> None:
+    remember_reading(DIGEST, "cuobjdump:1", READ)
+    assert cached_reading(DIGEST, "cuobjdump:1") == READ
+    assert cached_reading(DIGEST, "cuobjdump:2") is None
+    assert READER in (cache_dir() / "objects" / "ab" / f"{DIGEST}.json").read_text()
+
+
+def test_a_symlinked_entry_is_neither_read_nor_written_through(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (cache_dir() / "objects").mkdir(parents=True)
+    os.symlink(outside, cache_dir() / "objects" / "ab")
+    remember_reading(DIGEST, "cuobjdump:1", READ)
+    assert list(outside.iterdir()) == []
+    (outside / f"{DIGEST}.json").write_text('{"reader": "%s", "tool": "t", "reading": '
+                                            '{"device_code": true, "ops": [], "images": []}}'
+                                            % READER)
+    assert cached_reading(DIGEST, "t") is None
+
+
+def test_a_file_is_hashed_once_while_it_stays(tmp_path: Path) -> None:
+    path = tmp_path / "x.so"
+    path.write_bytes(b"one")
+    first = file_sha256(path)
+    assert file_sha256(path) == first
+    path.write_bytes(b"two")
+    assert file_sha256(path) != first
