@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from contrib.analysis.binaries import (
+    READER,
     Reading,
     cached_reading,
     file_sha256,
@@ -179,7 +180,9 @@ def _read_wheel(source: Source, cuobjdump: Path, tool: str, only: str | None,
                 step: Step | None) -> list[Shipped]:
     key = file_sha256(source.path)
     entry = load_entry("archives", key) or {}
-    known = entry.get("members", {}) if entry.get("tool") == tool else {}
+    same = entry.get("tool") == tool and entry.get("reader") == READER
+    known = entry.get("members") if same else None
+    known = known if isinstance(known, dict) else {}
     with open_wheel(source.path) as archive:
         members = [i for i in archive.infolist() if not i.is_dir() and is_object(i.filename)]
         wanted = [i for i in members if _wanted(i.filename, only)]
@@ -194,7 +197,7 @@ def _read_wheel(source: Source, cuobjdump: Path, tool: str, only: str | None,
                     lambda i: i.filename)
             known = {**known, **{s.path: {"sha256": s.sha256, "reading": s.reading.to_dict()}
                                  for s in fresh}}
-            save_entry("archives", key, {"tool": tool, "members": known})
+            save_entry("archives", key, {"reader": READER, "tool": tool, "members": known})
             out = [_known(i.filename, known) for i in wanted]
     return sorted((s for s in out if s is not None), key=lambda s: s.path)
 

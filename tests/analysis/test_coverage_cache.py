@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from contrib.analysis.binaries import (
     READER,
     Reading,
@@ -47,3 +49,28 @@ def test_a_file_is_hashed_once_while_it_stays(tmp_path: Path) -> None:
     assert file_sha256(path) == first
     path.write_bytes(b"two")
     assert file_sha256(path) != first
+
+
+def _wheel_with_stale_entry(tmp_path: Path, members: object) -> Path:
+    from contrib.analysis.binaries import save_entry
+    from testing.devicecode import wheel
+
+    path = wheel(tmp_path, "pkg", "1.0", "py3-none-manylinux2014_x86_64", {"pkg/ops.so": b"x"})
+    save_entry("archives", file_sha256(path), {"reader": "binaries-0", "tool": "t",
+                                               "members": members})
+    return path
+
+
+def test_a_wheel_entry_of_another_reader_or_shape_is_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from contrib.analysis import shipped
+
+    stale = {"pkg/ops.so": {"sha256": DIGEST, "reading": Reading().to_dict()}}
+    monkeypatch.setattr(shipped, "tool_id", lambda _: "t")
+    monkeypatch.setattr(shipped, "read_object", lambda *_, **__: READ)
+    for n, members in enumerate([stale, ["not", "a", "mapping"]]):
+        folder = tmp_path / str(n)
+        folder.mkdir()
+        path = _wheel_with_stale_entry(folder, members)
+        read = shipped.read_source(shipped.source_at(path), Path("cuobjdump"))
+        assert [s.reading for s in read] == [READ]
