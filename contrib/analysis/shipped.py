@@ -146,7 +146,10 @@ def _wanted(path: str, only: str | None) -> bool:
 
 
 def _none_left(source: Source, objects: int, kept: int, only: str | None) -> None:
-    if only is not None and objects and not kept:
+    if not objects:
+        raise UsageError(f"{source.label}: no object in it that may carry device code (.so, "
+                         ".cubin, .fatbin); pass the wheel or folder that ships the kernels")
+    if only is not None and not kept:
         raise UsageError(f"{source.label}: none of its {objects} objects matches --only "
                          f"{only!r} (a glob over the whole path: '*' crosses '/')")
 

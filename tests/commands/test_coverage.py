@@ -85,6 +85,18 @@ def test_without_cuobjdump_it_says_how_to_get_it(tmp_path: Path,
                      "pip install nvidia-cuda-cuobjdump")
 
 
+@needs_cuobjdump
+def test_a_source_without_objects_is_one_line_exit_2(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("x")
+    _one_line_exit_2(run_contrib("coverage", str(folder), "--arch", "sm_120a"),
+                     str(folder), "no object in it")
+    pure = wheel(tmp_path, "pure", "1.0", "py3-none-any", {"pure/__init__.py": b""})
+    _one_line_exit_2(run_contrib("coverage", str(pure), "--arch", "sm_120a"),
+                     pure.name, "no object in it", ".cubin")
+
+
 def test_the_platform_choices_are_the_enumeration() -> None:
     from contrib.analysis.wheels import Platform
     from contrib.cli import PLATFORMS
