@@ -89,7 +89,10 @@ def open_wheel(path: Path) -> zipfile.ZipFile:
         raise UsageError(f"{path}: the file is empty, not a wheel; {fix}")
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+    except OSError as exc:  # unreadable (permissions, a read error), not damaged
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc}); fix its "
+                         f"permissions, or {fix}") from None
+    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
         raise UsageError(f"{path}: not a wheel (not a zip archive: {exc}); {fix}") from None
     if not any(n.count("/") == 1 and n.endswith(".dist-info/WHEEL") for n in archive.namelist()):
         archive.close()

@@ -4,6 +4,7 @@ line and exit 2."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import zipfile
@@ -83,6 +84,14 @@ def test_without_cuobjdump_it_says_how_to_get_it(tmp_path: Path,
     empty = wheel(tmp_path, "pkg", "1.0", X86, {})
     _one_line_exit_2(run_contrib("coverage", str(empty), "--arch", "sm_120a"),
                      "pip install nvidia-cuda-cuobjdump")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_an_unreadable_wheel_is_one_line_saying_so(tmp_path: Path) -> None:
+    locked = wheel(tmp_path, "pkg", "1.0", X86, {"pkg/a.so": b"x"})
+    locked.chmod(0)
+    _one_line_exit_2(run_contrib("coverage", str(locked), "--arch", "sm_120a"),
+                     str(locked), "cannot read it", "permissions")
 
 
 @needs_cuobjdump
