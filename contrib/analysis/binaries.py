@@ -68,11 +68,11 @@ def find_cuobjdump() -> Path | None:
     try:
         dist = importlib.metadata.distribution(CUOBJDUMP_DIST)
     except importlib.metadata.PackageNotFoundError:
-        dist = None
-    for file in (dist.files or []) if dist is not None else []:
-        if file.name == "cuobjdump":
-            path = Path(str(dist.locate_file(file))) if dist is not None else None
-            if path is not None and os.access(path, os.X_OK):
+        pass
+    else:
+        for file in dist.files or []:
+            path = Path(str(dist.locate_file(file)))
+            if file.name == "cuobjdump" and os.access(path, os.X_OK):
                 return path
     found = shutil.which("cuobjdump")
     if found:
