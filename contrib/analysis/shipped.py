@@ -92,12 +92,8 @@ def source_at(path: Path) -> Source:
                       tuple((f.relative_to(path).as_posix(), f) for f in files))
     if is_object(path.name):
         return Source(SourceKind.OBJECT, path, str(path), ((path.name, path),))
-    with open_wheel(path) as archive:  # one line, exit 2, when it is no wheel
-        found = wheel_of(path) if path.suffix == ".whl" else None
-        names = [n for n in archive.namelist() if n.endswith(".dist-info/WHEEL")]
-    if found is None and names:
-        name, _, version = names[0].split("/")[0].removesuffix(".dist-info").partition("-")
-        return Source(SourceKind.WHEEL, path, path.name, distribution=name, version=version)
+    open_wheel(path).close()  # one line, exit 2, when it is no wheel
+    found = wheel_of(path)
     built_for = [p for p in Platform if found is not None and fits(found.tags, p)]
     return Source(SourceKind.WHEEL, path, path.name,
                   distribution=found.name if found else None,

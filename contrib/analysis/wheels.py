@@ -102,14 +102,14 @@ def open_wheel(path: Path) -> zipfile.ZipFile:
 
 
 def wheel_of(path: Path) -> Wheel | None:
-    """The wheel a file is, by its name (``*.whl``) or, for a pip cache body, by the
-    ``.dist-info`` inside; None for anything else."""
+    """The wheel a file is, by its name (``*.whl``) or, for a pip cache body or a renamed
+    wheel, by the ``.dist-info`` inside; None for anything else."""
     if path.suffix == ".whl":
         try:
             name, version, _, tags = parse_wheel_filename(path.name)
+            return Wheel(str(name), version, frozenset(tags), path)
         except (InvalidWheelFilename, InvalidVersion):
-            return None
-        return Wheel(str(name), version, frozenset(tags), path)
+            pass  # renamed: read what it is from inside
     try:
         with open(path, "rb") as handle:
             if handle.read(4) != _PACKED:
