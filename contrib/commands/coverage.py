@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contrib.analysis.binaries import DEVICE_SUFFIXES, require_cuobjdump
+from contrib.analysis.binaries import DEVICE_SUFFIXES, is_object, require_cuobjdump
 from contrib.analysis.cudacompat import (
     JIT_COST,
     ImageKind,
@@ -108,7 +108,7 @@ def _sources(target: str, archs: list[Arch], platform: Platform | None,
             raise UsageError(f"{target}: --platform, --find-links and --download choose a "
                              "requirement's wheel, and this is a file or folder: drop them")
         return [(source_at(path), archs)]
-    if "/" in target or target.endswith((".whl", ".so", ".cubin", ".fatbin")):
+    if "/" in target or target.endswith(".whl") or is_object(target):
         raise UsageError(f"{target}: no such file or folder; pass a wheel, a folder of "
                          "objects, an installed distribution or a requirement (NAME==VERSION)")
     requirement = parse_requirement(target)
