@@ -3,6 +3,7 @@ nor written through a symlink (the PTX cache's store)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -36,9 +37,8 @@ def test_a_symlinked_entry_is_neither_read_nor_written_through(tmp_path: Path) -
     os.symlink(outside, cache_dir() / "objects" / "ab")
     remember_reading(DIGEST, "cuobjdump:1", READ)
     assert list(outside.iterdir()) == []
-    (outside / f"{DIGEST}.json").write_text('{"reader": "%s", "tool": "t", "reading": '
-                                            '{"device_code": true, "ops": [], "images": []}}'
-                                            % READER)
+    entry = {"reader": READER, "tool": "t", "reading": Reading().to_dict()}
+    (outside / f"{DIGEST}.json").write_text(json.dumps(entry))
     assert cached_reading(DIGEST, "t") is None
 
 
