@@ -74,3 +74,22 @@ def test_a_wheel_entry_of_another_reader_or_shape_is_read_again(
         path = _wheel_with_stale_entry(folder, members)
         read = shipped.read_source(shipped.source_at(path), Path("cuobjdump"))
         assert [s.reading for s in read] == [READ]
+
+
+def test_a_find_links_wheel_wins_and_pip_cache_is_looked_in_only_without_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from packaging.requirements import Requirement
+
+    from contrib.analysis.wheels import Platform, resolve
+    from testing.devicecode import wheel
+
+    tag = "py3-none-manylinux2014_x86_64"
+    links, pip = tmp_path / "links", tmp_path / "pip" / "http-v2" / "a"
+    links.mkdir()
+    pip.mkdir(parents=True)
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip"))
+    mine = wheel(links, "pkg", "1.0", tag, {"pkg/a.so": b"x"})
+    wheel(pip, "pkg", "1.0", tag, {"pkg/a.so": b"x"}).rename(pip / "z.body")
+    want = Requirement("pkg==1.0")
+    assert resolve(want, Platform.X86_64, [links], download=False).path == mine
+    assert resolve(want, Platform.X86_64, [], download=False).path == pip / "z.body"
