@@ -94,18 +94,18 @@ def source_at(path: Path) -> Source:
         return Source(SourceKind.OBJECT, path, str(path), ((path.name, path),))
     open_wheel(path).close()  # one line, exit 2, when it is no wheel
     found = wheel_of(path)
-    built_for = [p for p in Platform if found is not None and fits(found.tags, p)]
-    return Source(SourceKind.WHEEL, path, path.name,
-                  distribution=found.name if found else None,
-                  version=str(found.version) if found else None,
-                  platform=built_for[0] if len(built_for) == 1 else None)
+    if found is None:
+        return Source(SourceKind.WHEEL, path, path.name)
+    return resolved(found, label=path.name)
 
 
-def resolved(wheel: Wheel, platform: Platform) -> Source:
-    """The wheel a requirement resolved to, for ``platform``."""
+def resolved(wheel: Wheel, *, label: str | None = None) -> Source:
+    """A wheel as a source: built for one platform, or for any (``platform`` None)."""
     open_wheel(wheel.path).close()  # a damaged one in a cache is still one line, exit 2
-    return Source(SourceKind.WHEEL, wheel.path, wheel.label, distribution=wheel.name,
-                  version=str(wheel.version), platform=platform)
+    built_for = [p for p in Platform if fits(wheel.tags, p)]
+    return Source(SourceKind.WHEEL, wheel.path, label or wheel.label, distribution=wheel.name,
+                  version=str(wheel.version),
+                  platform=built_for[0] if len(built_for) == 1 else None)
 
 
 def installed(name: str) -> Source:

@@ -191,6 +191,19 @@ def test_a_wheel_in_pips_cache_is_found_offline(wheels: Path, tmp_path: Path,
 @pytest.mark.slow
 @needs_nvcc
 @needs_cuobjdump
+def test_a_wheel_for_any_platform_is_read_once_for_every_arch(
+        tmp_path: Path, objects: dict[str, bytes]) -> None:
+    wheel(tmp_path, "cubins", "1.0", "py3-none-any", {"cubins/a.cubin": objects["a.cubin"]})
+    result = run_contrib("coverage", "cubins==1.0", "--arch", "sm_120a,sm_121a",
+                         "--find-links", str(tmp_path), "--json")
+    assert result.code == 1, result.err
+    assert _verdicts(_doc(result)) == [(None, "cubins/a.cubin", "sm_120a", "native"),
+                                       (None, "cubins/a.cubin", "sm_121a", "no-image")]
+
+
+@pytest.mark.slow
+@needs_nvcc
+@needs_cuobjdump
 def test_download_fetches_through_pip_only_when_asked(wheels: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in {"PIP_CONFIG_FILE": "/dev/null", "PIP_NO_INDEX": "1",

@@ -276,7 +276,7 @@ def _read(pin: Pin, platform: Platform) -> list[Shipped] | str:
     if cuobjdump is None:
         return f"{wheel.label}: no cuobjdump here ({INSTALL_HINT})"
     try:
-        return read_source(resolved(wheel, platform), cuobjdump)
+        return read_source(resolved(wheel), cuobjdump)
     except ContribError as exc:
         return f"{wheel.label}: {exc}"
 
