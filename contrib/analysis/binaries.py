@@ -23,18 +23,17 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import mmap
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from contrib.analysis.cudacompat import Image, ImageKind
+from contrib.analysis.ptx_cache import read_cached, write_cached
 from contrib.environ import cache_root
 from contrib.errors import UsageError
 
@@ -69,11 +68,11 @@ def find_cuobjdump() -> Path | None:
     try:
         dist = importlib.metadata.distribution(CUOBJDUMP_DIST)
     except importlib.metadata.PackageNotFoundError:
-        dist = None
-    for file in (dist.files or []) if dist is not None else []:
-        if file.name == "cuobjdump":
-            path = Path(str(dist.locate_file(file))) if dist is not None else None
-            if path is not None and os.access(path, os.X_OK):
+        pass
+    else:
+        for file in dist.files or []:
+            path = Path(str(dist.locate_file(file)))
+            if file.name == "cuobjdump" and os.access(path, os.X_OK):
                 return path
     found = shutil.which("cuobjdump")
     if found:
@@ -218,18 +217,18 @@ def file_sha256(path: Path) -> str:
     stat = path.stat()
     stamp = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
     real = os.path.realpath(path)
-    memo = cache_dir() / "hashes" / f"{hashlib.sha256(real.encode()).hexdigest()}.json"
-    known = load_json(memo)
+    memo = hashlib.sha256(real.encode()).hexdigest()
+    known = load_entry("hashes", memo)
     if known and known.get("stamp") == stamp and known.get("path") == real:
         return str(known["sha256"])
     with open(path, "rb") as handle:
         digest = hashlib.file_digest(handle, "sha256").hexdigest()
-    save_json(memo, {"path": real, "stamp": stamp, "sha256": digest})
+    save_entry("hashes", memo, {"path": real, "stamp": stamp, "sha256": digest})
     return digest
 
 
 def cached_reading(digest: str, tool: str) -> Reading | None:
-    entry = load_json(_entry(digest))
+    entry = load_entry("objects", digest)
     if not entry or entry.get("reader") != READER or entry.get("tool") != tool:
         return None
     try:
@@ -239,30 +238,16 @@ def cached_reading(digest: str, tool: str) -> Reading | None:
 
 
 def remember_reading(digest: str, tool: str, reading: Reading) -> None:
-    save_json(_entry(digest), {"reader": READER, "tool": tool, "reading": reading.to_dict()})
+    save_entry("objects", digest, {"reader": READER, "tool": tool, "reading": reading.to_dict()})
 
 
-def _entry(digest: str) -> Path:
-    return cache_dir() / "objects" / digest[:2] / f"{digest}.json"
+def load_entry(kind: str, key: str) -> dict[str, Any] | None:
+    """The cache entry ``<coverage cache>/KIND/KEY[:2]/KEY.json``, or None when absent,
+    unreadable or behind a symlink (read again then): the PTX cache's store."""
+    return read_cached(key, cache_dir() / kind)
 
 
-def load_json(path: Path) -> dict[str, Any] | None:
-    """A cache entry, or None when absent or unreadable (read again then)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def save_json(path: Path, data: dict[str, Any]) -> None:
-    """Write a cache entry aside, then rename it in; a cache that cannot be written only
-    costs a reading next time."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp",
-                                         encoding="utf-8") as tmp:
-            json.dump(data, tmp)
-        os.replace(tmp.name, path)
-    except OSError:
-        pass
+def save_entry(kind: str, key: str, data: dict[str, Any]) -> None:
+    """Write a cache entry aside, then rename it in, never through a symlink; a cache
+    that cannot be written only costs a reading next time."""
+    write_cached(key, data, cache_dir() / kind)

@@ -28,15 +28,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from contrib.analysis.binaries import (
+    READER,
     Reading,
-    cache_dir,
     cached_reading,
     file_sha256,
     is_object,
-    load_json,
+    load_entry,
     read_object,
     remember_reading,
-    save_json,
+    save_entry,
     tool_id,
 )
 from contrib.analysis.wheels import Platform, Wheel, fits, open_wheel, wheel_of
@@ -92,24 +92,20 @@ def source_at(path: Path) -> Source:
                       tuple((f.relative_to(path).as_posix(), f) for f in files))
     if is_object(path.name):
         return Source(SourceKind.OBJECT, path, str(path), ((path.name, path),))
-    with open_wheel(path) as archive:  # one line, exit 2, when it is no wheel
-        found = wheel_of(path) if path.suffix == ".whl" else None
-        names = [n for n in archive.namelist() if n.endswith(".dist-info/WHEEL")]
-    if found is None and names:
-        name, _, version = names[0].split("/")[0].removesuffix(".dist-info").partition("-")
-        return Source(SourceKind.WHEEL, path, path.name, distribution=name, version=version)
-    built_for = [p for p in Platform if found is not None and fits(found.tags, p)]
-    return Source(SourceKind.WHEEL, path, path.name,
-                  distribution=found.name if found else None,
-                  version=str(found.version) if found else None,
-                  platform=built_for[0] if len(built_for) == 1 else None)
+    open_wheel(path).close()  # one line, exit 2, when it is no wheel
+    found = wheel_of(path)
+    if found is None:
+        return Source(SourceKind.WHEEL, path, path.name)
+    return resolved(found, label=path.name)
 
 
-def resolved(wheel: Wheel, platform: Platform) -> Source:
-    """The wheel a requirement resolved to, for ``platform``."""
+def resolved(wheel: Wheel, *, label: str | None = None) -> Source:
+    """A wheel as a source: built for one platform, or for any (``platform`` None)."""
     open_wheel(wheel.path).close()  # a damaged one in a cache is still one line, exit 2
-    return Source(SourceKind.WHEEL, wheel.path, wheel.label, distribution=wheel.name,
-                  version=str(wheel.version), platform=platform)
+    built_for = [p for p in Platform if fits(wheel.tags, p)]
+    return Source(SourceKind.WHEEL, wheel.path, label or wheel.label, distribution=wheel.name,
+                  version=str(wheel.version),
+                  platform=built_for[0] if len(built_for) == 1 else None)
 
 
 def installed(name: str) -> Source:
@@ -146,7 +142,10 @@ def _wanted(path: str, only: str | None) -> bool:
 
 
 def _none_left(source: Source, objects: int, kept: int, only: str | None) -> None:
-    if only is not None and objects and not kept:
+    if not objects:
+        raise UsageError(f"{source.label}: no object in it that may carry device code (.so, "
+                         ".cubin, .fatbin); pass the wheel or folder that ships the kernels")
+    if only is not None and not kept:
         raise UsageError(f"{source.label}: none of its {objects} objects matches --only "
                          f"{only!r} (a glob over the whole path: '*' crosses '/')")
 
@@ -178,9 +177,11 @@ def _read_file(shown: str, path: Path, cuobjdump: Path, tool: str, source: Sourc
 
 def _read_wheel(source: Source, cuobjdump: Path, tool: str, only: str | None,
                 step: Step | None) -> list[Shipped]:
-    entry_path = cache_dir() / "archives" / f"{file_sha256(source.path)}.json"
-    entry = load_json(entry_path) or {}
-    known = entry.get("members", {}) if entry.get("tool") == tool else {}
+    key = file_sha256(source.path)
+    entry = load_entry("archives", key) or {}
+    same = entry.get("tool") == tool and entry.get("reader") == READER
+    known = entry.get("members") if same else None
+    known = known if isinstance(known, dict) else {}
     with open_wheel(source.path) as archive:
         members = [i for i in archive.infolist() if not i.is_dir() and is_object(i.filename)]
         wanted = [i for i in members if _wanted(i.filename, only)]
@@ -195,7 +196,7 @@ def _read_wheel(source: Source, cuobjdump: Path, tool: str, only: str | None,
                     lambda i: i.filename)
             known = {**known, **{s.path: {"sha256": s.sha256, "reading": s.reading.to_dict()}
                                  for s in fresh}}
-            save_json(entry_path, {"tool": tool, "members": known})
+            save_entry("archives", key, {"reader": READER, "tool": tool, "members": known})
             out = [_known(i.filename, known) for i in wanted]
     return sorted((s for s in out if s is not None), key=lambda s: s.path)
 

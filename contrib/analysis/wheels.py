@@ -1,8 +1,8 @@
 """Where shipped device code is read from: a wheel file, a folder, an installed
 distribution, or a requirement (``sglang-kernel==0.4.10``) resolved for a platform.
 
-A requirement is resolved offline: from the folders given with ``--find-links``, the
-wheels ``--download`` fetched before (under contrib's cache), and pip's cache, where a
+A requirement is resolved offline: from the folders given with ``--find-links`` and the
+wheels ``--download`` fetched before (under contrib's cache), else pip's cache, where a
 wheel pip once fetched lies as a response body (``http-v2/**/*.body``, its name and tags
 read from its own ``.dist-info``) or as a built wheel (``wheels/**/*.whl``).  The index
 is asked only with ``--download`` (``pip download --no-deps --only-binary=:all:`` for the
@@ -89,7 +89,10 @@ def open_wheel(path: Path) -> zipfile.ZipFile:
         raise UsageError(f"{path}: the file is empty, not a wheel; {fix}")
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+    except OSError as exc:  # unreadable (permissions, a read error), not damaged
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc}); fix its "
+                         f"permissions, or {fix}") from None
+    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
         raise UsageError(f"{path}: not a wheel (not a zip archive: {exc}); {fix}") from None
     if not any(n.count("/") == 1 and n.endswith(".dist-info/WHEEL") for n in archive.namelist()):
         archive.close()
@@ -99,14 +102,14 @@ def open_wheel(path: Path) -> zipfile.ZipFile:
 
 
 def wheel_of(path: Path) -> Wheel | None:
-    """The wheel a file is, by its name (``*.whl``) or, for a pip cache body, by the
-    ``.dist-info`` inside; None for anything else."""
+    """The wheel a file is, by its name (``*.whl``) or, for a pip cache body or a renamed
+    wheel, by the ``.dist-info`` inside; None for anything else."""
     if path.suffix == ".whl":
         try:
             name, version, _, tags = parse_wheel_filename(path.name)
+            return Wheel(str(name), version, frozenset(tags), path)
         except (InvalidWheelFilename, InvalidVersion):
-            return None
-        return Wheel(str(name), version, frozenset(tags), path)
+            pass  # renamed: read what it is from inside
     try:
         with open(path, "rb") as handle:
             if handle.read(4) != _PACKED:
@@ -163,24 +166,32 @@ def resolve(requirement: Requirement, platform: Platform, find_links: list[Path]
 
 
 def _best(requirement: Requirement, platform: Platform, find_links: list[Path]) -> Wheel | None:
+    """The highest matching version in the folders (``--find-links``, ``--download``'s);
+    pip's cache, whose every response body is opened to see what it is, only where they
+    hold none."""
     name = canonicalize_name(requirement.name)
     ours = {(t.interpreter, t.abi) for t in sys_tags()}
-    matching = [w for w in candidates(find_links)
-                if canonicalize_name(w.name) == name and fits(w.tags, platform)
-                and requirement.specifier.contains(w.version, prereleases=True)]
-    if not matching:
-        return None
-    return max(matching, key=lambda w: (w.version, any((t.interpreter, t.abi) in ours
-                                                       for t in w.tags), str(w.path)))
+    for tier in (in_folders(find_links), in_pip_cache()):
+        matching = [w for w in tier
+                    if canonicalize_name(w.name) == name and fits(w.tags, platform)
+                    and requirement.specifier.contains(w.version, prereleases=True)]
+        if matching:
+            return max(matching, key=lambda w: (w.version, any((t.interpreter, t.abi) in ours
+                                                               for t in w.tags), str(w.path)))
+    return None
 
 
-def candidates(find_links: list[Path]) -> Iterator[Wheel]:
-    """Every wheel in the folders searched offline."""
+def in_folders(find_links: list[Path]) -> Iterator[Wheel]:
+    """Every wheel in the ``--find-links`` folders and the one ``--download`` fills."""
     for folder in [*find_links, downloads_dir()]:
         for path in sorted(folder.glob("*.whl")) if folder.is_dir() else []:
             wheel = wheel_of(path)
             if wheel is not None:
                 yield wheel
+
+
+def in_pip_cache() -> Iterator[Wheel]:
+    """Every wheel in pip's cache: built ones, and response bodies that are wheels."""
     pip = pip_cache_dir()
     for pattern in ("wheels/**/*.whl", "http-v2/**/*.body"):
         for path in sorted(pip.glob(pattern)) if pip.is_dir() else []:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contrib.analysis.binaries import DEVICE_SUFFIXES, require_cuobjdump
+from contrib.analysis.binaries import DEVICE_SUFFIXES, is_object, require_cuobjdump
 from contrib.analysis.cudacompat import (
     JIT_COST,
     ImageKind,
@@ -34,7 +34,7 @@ from contrib.analysis.shipped import (
     resolved,
     source_at,
 )
-from contrib.analysis.wheels import Platform, parse_requirement, platform_for, resolve
+from contrib.analysis.wheels import Platform, Wheel, parse_requirement, platform_for, resolve
 from contrib.arch import Arch, parse_archs
 from contrib.errors import UsageError
 from contrib.ui import UI, counted
@@ -108,7 +108,7 @@ def _sources(target: str, archs: list[Arch], platform: Platform | None,
             raise UsageError(f"{target}: --platform, --find-links and --download choose a "
                              "requirement's wheel, and this is a file or folder: drop them")
         return [(source_at(path), archs)]
-    if "/" in target or target.endswith((".whl", ".so", ".cubin", ".fatbin")):
+    if "/" in target or target.endswith(".whl") or is_object(target):
         raise UsageError(f"{target}: no such file or folder; pass a wheel, a folder of "
                          "objects, an installed distribution or a requirement (NAME==VERSION)")
     requirement = parse_requirement(target)
@@ -120,8 +120,11 @@ def _sources(target: str, archs: list[Arch], platform: Platform | None,
     groups: dict[Platform, list[Arch]] = {}
     for arch in archs:
         groups.setdefault(platform or platform_for(arch), []).append(arch)
-    return [(resolved(resolve(requirement, plat, find_links, download=download), plat), judged)
-            for plat, judged in groups.items()]
+    wheels: dict[Path, tuple[Wheel, list[Arch]]] = {}  # a wheel for any platform is read once
+    for plat, judged in groups.items():
+        wheel = resolve(requirement, plat, find_links, download=download)
+        wheels.setdefault(wheel.path, (wheel, []))[1].extend(judged)
+    return [(resolved(wheel), judged) for wheel, judged in wheels.values()]
 
 
 def _show(ui: UI, covered: Covered) -> None:

@@ -4,6 +4,7 @@ line and exit 2."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import zipfile
@@ -83,6 +84,26 @@ def test_without_cuobjdump_it_says_how_to_get_it(tmp_path: Path,
     empty = wheel(tmp_path, "pkg", "1.0", X86, {})
     _one_line_exit_2(run_contrib("coverage", str(empty), "--arch", "sm_120a"),
                      "pip install nvidia-cuda-cuobjdump")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_an_unreadable_wheel_is_one_line_saying_so(tmp_path: Path) -> None:
+    locked = wheel(tmp_path, "pkg", "1.0", X86, {"pkg/a.so": b"x"})
+    locked.chmod(0)
+    _one_line_exit_2(run_contrib("coverage", str(locked), "--arch", "sm_120a"),
+                     str(locked), "cannot read it", "permissions")
+
+
+@needs_cuobjdump
+def test_a_source_without_objects_is_one_line_exit_2(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("x")
+    _one_line_exit_2(run_contrib("coverage", str(folder), "--arch", "sm_120a"),
+                     str(folder), "no object in it")
+    pure = wheel(tmp_path, "pure", "1.0", "py3-none-any", {"pure/__init__.py": b""})
+    _one_line_exit_2(run_contrib("coverage", str(pure), "--arch", "sm_120a"),
+                     pure.name, "no object in it", ".cubin")
 
 
 def test_the_platform_choices_are_the_enumeration() -> None:
@@ -165,6 +186,19 @@ def test_a_wheel_in_pips_cache_is_found_offline(wheels: Path, tmp_path: Path,
     assert result.out.splitlines()[:2] == [
         f"mypkg-1.0-{ARM}.whl (mypkg 1.0, aarch64): 1 object with device code",
         f"  from {body}"]
+
+
+@pytest.mark.slow
+@needs_nvcc
+@needs_cuobjdump
+def test_a_wheel_for_any_platform_is_read_once_for_every_arch(
+        tmp_path: Path, objects: dict[str, bytes]) -> None:
+    wheel(tmp_path, "cubins", "1.0", "py3-none-any", {"cubins/a.cubin": objects["a.cubin"]})
+    result = run_contrib("coverage", "cubins==1.0", "--arch", "sm_120a,sm_121a",
+                         "--find-links", str(tmp_path), "--json")
+    assert result.code == 1, result.err
+    assert _verdicts(_doc(result)) == [(None, "cubins/a.cubin", "sm_120a", "native"),
+                                       (None, "cubins/a.cubin", "sm_121a", "no-image")]
 
 
 @pytest.mark.slow

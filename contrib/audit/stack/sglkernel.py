@@ -46,11 +46,12 @@ import copy
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from contrib.analysis.binaries import find_cuobjdump
+from contrib.analysis.binaries import INSTALL_HINT, find_cuobjdump
 from contrib.analysis.cudacompat import ImageKind, ImageVerdict, judge
 from contrib.analysis.hostarch import HOST_REFUSAL
 from contrib.analysis.shipped import Shipped, read_source, resolved
@@ -176,14 +177,11 @@ class Shelf:
 
     namespace: str
     tree: SourceTree
-    _pin: list[Pin | None] = field(default_factory=list, init=False)
     _read: dict[Platform, list[Shipped] | str] = field(default_factory=dict, init=False)
 
-    @property
+    @cached_property
     def pin(self) -> Pin | None:
-        if not self._pin:
-            self._pin.append(kernel_pin(self.tree))
-        return self._pin[0]
+        return kernel_pin(self.tree)
 
     def objects(self, platform: Platform) -> list[Shipped] | str:
         """The objects of the pinned wheel for ``platform``, or why they were not read."""
@@ -276,9 +274,9 @@ def _read(pin: Pin, platform: Platform) -> list[Shipped] | str:
         return f"{pin.package}=={pin.version} ({platform.value}) not in {places}"
     cuobjdump = find_cuobjdump()
     if cuobjdump is None:
-        return f"{wheel.label}: no cuobjdump here (pip install nvidia-cuda-cuobjdump)"
+        return f"{wheel.label}: no cuobjdump here ({INSTALL_HINT})"
     try:
-        return read_source(resolved(wheel, platform), cuobjdump)
+        return read_source(resolved(wheel), cuobjdump)
     except ContribError as exc:
         return f"{wheel.label}: {exc}"
 
