@@ -174,6 +174,31 @@ def test_auto_where_what_the_heuristic_returns_does_not_admit_the_target_is_refu
     assert not any(name == "gen_small_module" for name, _, _ in _spots(chain))
 
 
+def test_a_runner_of_no_registry_tested_beside_the_chosen_one_is_not_its_way() -> None:
+    """flashinfer's ``bmm_bf16(backend="cudnn")`` hands ``[backend]`` to
+    ``bf16_gemm_sm100(..., runner_names)``, which tests ``"cudnn" in runner_names`` and,
+    beside it, ``"cublaslt" in runner_names``: a name of ``mm_bf16``'s registry, not
+    ``bmm_bf16``'s.  What the function compares with the chosen registry's names holds
+    those names only, so the other runner (its module built for SM 10.x) is not the
+    way of ``backend="small"`` (f6717ff6b, case 28 of the works corpus)."""
+    gemm = GEMM.replace(
+        '    return [factory[b]() for b in backends]\n',
+        '    return run_all(a, backends)\n\n\n'
+        'def run_all(a, runner_names):\n    runners = []\n'
+        '    if "small" in runner_names:\n        runners.append(gen_small_module().run(a))\n'
+        '    if "other" in runner_names:\n        runners.append(gen_big_module().run(a))\n'
+        '    return runners\n')
+    assert "run_all" in gemm
+    LIB["lib/gemm.py"], saved = gemm, LIB["lib/gemm.py"]
+    try:
+        chain = _chain(SM120, "small")
+    finally:
+        LIB["lib/gemm.py"] = saved
+    assert chain.verdict == Verdict.ON, chain
+    assert not any(name == "gen_big_module" for name, _, _ in _spots(chain)), _spots(chain)
+    assert ("gen_small_module", 10, False) in _spots(chain)
+
+
 QUANT_INIT = '''\
 from top.quant.fp4 import Fp4Config
 from top.quant.fp8 import Fp8Config

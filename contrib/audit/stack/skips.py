@@ -14,7 +14,7 @@ import ast
 from collections.abc import Callable, Iterable, Iterator
 
 from contrib.analysis.gates import DECORATOR, KEYWORD
-from contrib.analysis.reach.backends import Key, backend_test, keyed_entries
+from contrib.analysis.reach.backends import Key, backend_test, keyed_entries, keyed_operands
 from contrib.audit.model import AuditGate, EffectKind
 
 # defined where the walk meets them, run where they are called or made
@@ -104,7 +104,10 @@ class Skips:
         is not entered (it runs where it is called, on that caller's way); a walk of
         what admitted archs run goes on past both.  ``key``: the backend the caller chose by name (``bmm_fp8(...,
         backend="cublas")``): tests of the registry's names, and tables keyed by them,
-        go its way; ``aside``: where given, the lines of each branch the chosen backend
+        go its way, as do tests of another literal against what ``code`` compares with
+        one of those names (``"cublaslt" in runner_names`` beside ``"cudnn" in
+        runner_names``: :func:`~contrib.analysis.reach.backends.keyed_operands`);
+        ``aside``: where given, the lines of each branch the chosen backend
         (or ``decide``) does not take are added to it (first, last); ``decide``: where
         given, whether the target takes an ``if``'s body (None: it cannot say), for
         tests the audit's gates do not decide (a parameter the caller passed the GPU's
@@ -124,13 +127,16 @@ class Skips:
                     break  # the target returns in the branch it takes: the rest is not its
             return kept
 
+        code = list(code)
+        operands = keyed_operands(code, key[1]) if key else frozenset()
         todo = runs(code)[::-1]
         while todo:
             node = todo.pop()
             yield node
             if target and isinstance(node, _DEFINED):
                 continue  # defined, not run: whoever calls it runs it, on its own way
-            chosen = backend_test(node.test, *key) if key and isinstance(node, ast.If) else None
+            chosen = (backend_test(node.test, *key, operands) if key and isinstance(node, ast.If)
+                      else None)
             decided = decide(node) if decide is not None and isinstance(node, ast.If) else None
             chosen = chosen if decided is None else decided
             entries = keyed_entries(node, *key) if key and isinstance(node, ast.Dict) else None
