@@ -541,3 +541,103 @@ def test_the_settings_own_question_of_another_value_is_not_this_values_way(
                     and link["file"] == "python/top/method_checks.py"]
              for name, chain in chains.items()}
     assert gates == {"--attention-backend=plain": [], "--attention-backend=decode": [17]}, gates
+
+
+QUANT_MODES = '''\
+import enum
+
+import lowerlib.comm as comm
+
+from top.server_args import get_server_args
+from top.utils import is_sm100_supported
+
+
+class RunnerBackend(enum.Enum):
+    AUTO = "auto"
+    FUSED_KERNEL = "fused_kernel"
+
+    def is_fused_kernels(self):
+        return self == RunnerBackend.FUSED_KERNEL
+
+
+def get_runner_backend():
+    return RunnerBackend(get_server_args().runner_backend)
+
+
+def _swizzle(w):
+    if not is_sm100_supported():
+        raise ValueError("swizzling needs SM100")
+    return w
+
+
+class Fp8Method:
+    def __init__(self, quant_config):
+        self.quant_config = quant_config
+        self.use_mx = getattr(self.quant_config, "use_mx", False)
+        self.use_fused = get_runner_backend().is_fused_kernels()
+
+    def process(self, w):
+        if self.use_fused:
+            return _swizzle(w)
+        elif self.use_mx:
+            return self._process_mx(w)
+        return w
+
+    def _process_mx(self, w):
+        if not is_sm100_supported():
+            raise ValueError("MX needs SM100")
+        return w
+
+    def apply(self, x):
+        if get_runner_backend().is_fused_kernels():
+            return comm.fused_allreduce(x)
+        return x
+
+
+class Fp8Config:
+    def __init__(self, use_mx: bool = False):
+        self.use_mx = use_mx
+
+    def get_name(self):
+        return "mxfp8" if self.use_mx else "fp8"
+
+    def get_quant_method(self, layer):
+        method = Fp8Method(self)
+        method.process(layer)
+        return method.apply(layer)
+
+
+QUANTIZATION_METHODS = {"fp8": Fp8Config, "mxfp8": Fp8Config}
+'''
+
+
+@pytest.mark.slow
+def test_a_mode_a_config_or_another_backend_picks_is_off_the_values_way(
+        tmp_path: Path) -> None:
+    """sglang's fp8 config serves ``--quantization=fp8`` and ``=mxfp8``; its
+    ``get_name()`` says ``use_mxfp8`` is the latter, so a refusal reached only under
+    ``elif self.use_mxfp8:`` (in a helper its caller runs there) is not fp8's
+    (51ad71708); one reached only from under ``if self.use_triton_kernels:`` (set to
+    ``get_moe_runner_backend().is_triton_kernels()``, which asks for the enum's
+    ``"triton_kernel"``) is that backend's (c7397de57), as is a call below made under
+    ``if get_moe_runner_backend().is_cutlass():``.  Each stays the refusal of the value
+    it belongs to."""
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    server_args = _with_setting("quantization: Optional[str] = None", "--quantization",
+                                ["fp8", "mxfp8"])
+    server_args = server_args.replace("    port: int = 30000\n", (
+        '    port: int = 30000\n    runner_backend: str = "auto"\n')).replace(
+        '        parser.add_argument("--attention-backend"',
+        '        parser.add_argument("--runner-backend", choices=["auto", "fused_kernel"])\n'
+        '        parser.add_argument("--attention-backend"')
+    top.commit("quant modes", {"python/top/quant_modes.py": QUANT_MODES,
+                               "python/top/server_args.py": server_args})
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    chains = {c["feature"]: c for c in _why(ws, "top", "--quantization")["features"]}
+    refusing = {name: sorted(link["line"] for link in chain["links"] if link["refuses"])
+                for name, chain in chains.items()}
+    fp8 = chains["--quantization=fp8"]
+    assert refusing["--quantization=fp8"] == [], fp8["links"]
+    assert not [link for link in fp8["links"] if link["upstream"] == "lower"], fp8["links"]
+    assert fp8["verdict"] == "on", fp8["reason"]
+    assert 41 in refusing["--quantization=mxfp8"], chains["--quantization=mxfp8"]["links"]

@@ -44,6 +44,7 @@ from contrib.arch import Arch
 from contrib.audit.chains import GATE_ROLES, Chain, Feature, FeatureKind, Fix, Link, Role, Verdict
 from contrib.audit.feature.upper import (
     Upper,
+    off_the_way,
     on_another_value,
     passed_by_caller,
     value_for_target,
@@ -174,7 +175,10 @@ def _walk_flag(links: list[Link], feature: Feature, upper: Upper, lower: Lower |
                           why=" > ".join(block.via)))
         for out in walker.outside(block.path, block.holder, block.code, target=True,
                                   depth=FEATURE_DEPTH, trail=trail):
-            led = Outside(out.dotted, (*block.via, *out.via), out.keys)
+            led = Outside(out.dotted, (*block.via, *out.via), out.keys, out.site)
+            if off_the_way(upper, led.sites(), feature, values):
+                continue  # called under another value's test on the way (`if
+                # get_moe_runner_backend().is_cutlass():` for --quantization=fp8)
             if all(o.dotted != led.dotted or o.keys != led.keys for o in outs):
                 outs.append(led)
     met = list(dict.fromkeys(trail.met))

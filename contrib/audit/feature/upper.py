@@ -12,6 +12,8 @@ setting's values for the target names the one it gets (:func:`value_for_target`)
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contrib.analysis.archvalues import truth_of
@@ -43,25 +45,66 @@ class Upper:
         self._tests: dict[str, tuple[dict[int, ast.If | ast.Assert], dict[int, ast.AST]]] = {}
         self._by_file: dict[str, list[AuditGate]] = {}
         self._named: dict[str, dict[str, str]] = {}
+        self._asked: dict[str, str] = {}
+        self._calls: dict[str, dict[int, ast.Call]] = {}
         for gate in self.gates:
             self._by_file.setdefault(gate.file, []).append(gate)
 
     def named_flags(self, path: str) -> dict[str, str]:
         """The flags of ``self`` that ``path`` sets only to a setting's question of one
         value (``self.use_flashinfer = get_moe_runner_backend().is_flashinfer_mxfp4()``),
-        each with that value (kept per file)."""
+        each with that value; and those a configuration's own name ties to one value
+        (:func:`named_by_name`: sglang's ``Fp8Config.get_name()`` returns ``"mxfp8" if
+        self.use_mxfp8 else "fp8"``), with the flags copying them (``self.use_mxfp8 =
+        getattr(self.quant_config, "use_mxfp8", False)``).  Kept per file."""
         if path not in self._named:
             module = self.walker.ev.module(path)
+            tree = module[0] if module is not None else ast.Module(body=[], type_ignores=[])
+            by_name = named_by_name(tree)
             found: dict[str, set[str | None]] = {}
-            for node in ast.walk(module[0]) if module is not None else ():
+            for node in ast.walk(tree):
                 if isinstance(node, ast.Assign):
                     for target in node.targets:
                         if isinstance(target, ast.Attribute) and isinstance(
                                 target.value, ast.Name) and target.value.id == "self":
-                            found.setdefault(target.attr, set()).add(asked_value(node.value))
-            self._named[path] = {attr: value for attr, values in found.items()
-                                 if len(values) == 1 and (value := next(iter(values)))}
+                            copied = _copied(node.value)
+                            value = by_name.get(copied) if copied else asked_value(node.value)
+                            found.setdefault(target.attr, set()).add(
+                                value and self.asked(value))
+            named = {attr: value for attr, values in found.items()
+                     if len(values) == 1 and (value := next(iter(values)))}
+            self._named[path] = named | by_name
         return self._named[path]
+
+    def asked(self, value: str) -> str:
+        """The setting's value a question ``is_<value>()`` asks for: ``value`` where a
+        setting has that choice, else what the tree's ``def is_<value>(self): return self
+        == Enum.MEMBER`` compares with (sglang's ``is_triton_kernels()`` asks for
+        ``"triton_kernel"``, its ``TRITON_KERNELS`` member); ``value`` when it cannot say."""
+        if value in self._asked:
+            return self._asked[value]
+        found = value
+        if not any(value in values for values in self.settings.values()):
+            name = f"is_{value}"
+            for _path, module in self.walker.reading.modules_naming(
+                    name, re.compile(rf"def {name}\b"), 4):
+                member = _member_compared(module, name)
+                if member is not None:
+                    found = member
+                    break
+        self._asked[value] = found
+        return found
+
+    def call_at(self, path: str, line: int) -> ast.Call | None:
+        """The first call of ``path`` starting on ``line`` (None where there is none)."""
+        if path not in self._calls:
+            module = self.walker.ev.module(path)
+            calls: dict[int, ast.Call] = {}
+            for node in ast.walk(module[0]) if module is not None else ():
+                if isinstance(node, ast.Call):
+                    calls.setdefault(node.lineno, node)
+            self._calls[path] = calls
+        return self._calls[path].get(line)
 
     def on(self, path: str, first: int, last: int) -> list[AuditGate]:
         """The gates on lines ``first``..``last`` of ``path``."""
@@ -135,41 +178,77 @@ def on_another_value(upper: Upper, gate: AuditGate, feature: Feature,
     key = (feature.value, values) if feature.value and len(values) >= 2 else None
     if key is not None and backend_test(node.test, *key) is False:
         return True
+    off, function = _off_way(upper, gate.file, node, parents, feature, values)
+    if off or function is None or function.name.startswith("__"):
+        return off
+    # no test in its own function: the function runs where its callers call it, so it
+    # is off the way where every call of it is (sglang's `_swizzle_mxfp4`, called only
+    # under `if self.use_triton_kernels:`, another backend's path).  One step up.
+    calls = [(path, call) for path, module in upper.walker.reading.modules_naming(
+                 function.name, re.compile(rf"\b{re.escape(function.name)}\s*\("), _MAX_CALLERS)
+             for call in upper.walker.reading.named(path, module).get(function.name, ())
+             if isinstance(call, ast.Call)]
+    return bool(calls) and all(
+        _off_way(upper, path, call, upper.walker.parents(path), feature, values)[0]
+        for path, call in calls)
+
+
+def off_the_way(upper: Upper, sites: list[tuple[str, int]], feature: Feature,
+                values: frozenset[str]) -> bool:
+    """Whether a way the walk went calls, at one of ``sites`` (path, line), under an
+    ``if`` of its function that holds only for another value (:func:`on_another_value`,
+    without the step up to callers: the way's own calls are the sites)."""
+    for path, line in sites:
+        call = upper.call_at(path, line) if path else None
+        if call is not None and _off_way(upper, path, call, upper.walker.parents(path),
+                                         feature, values)[0]:
+            return True
+    return False
+
+
+_MAX_CALLERS = 6  # files calling a gate's function, read for the tests around each call
+
+
+def _off_way(upper: Upper, path: str, node: ast.AST, parents: dict[int, ast.AST],
+             feature: Feature, values: frozenset[str]) -> tuple[bool, Function | None]:
+    """Whether an ``if`` around ``node`` in its function holds only for another value
+    (:func:`on_another_value`), and that function (None at module level)."""
+    key = (feature.value, values) if feature.value and len(values) >= 2 else None
+    flags = upper.named_flags(path)
     child: ast.AST = node
     parent = parents.get(id(node))
     while parent is not None and not isinstance(parent, Function):
         if isinstance(parent, ast.If) and child is not parent.test:
             holds = backend_test(parent.test, *key) if key is not None else None
             if holds is not None and holds != (child in parent.body):
-                return True
+                return True, None
             if key is not None and child in parent.body and _asks_another(
-                    parent.test, feature.value, values):
-                return True
+                    parent.test, feature.value, values, flags, upper.asked):
+                return True, None
             if child in parent.body and named_value_of(
-                    parent.test, upper.settings, feature.attr, upper.named_flags(gate.file),
-                    upper.opt_in):
-                return True
+                    parent.test, upper.settings, feature.attr, flags, upper.opt_in,
+                    upper.asked):
+                return True, None
         child, parent = parent, parents.get(id(parent))
-    return False
+    return False, parent if isinstance(parent, Function) else None
 
 
 def named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str,
                     flags: dict[str, str] | None = None,
-                    opt_in: frozenset[str] = frozenset()) -> bool:
+                    opt_in: frozenset[str] = frozenset(),
+                    resolve: Callable[[str], str] = str) -> bool:
     """Whether ``test`` holds only for named values of a setting other than ``own``: it
     is (or ``and``-s) ``X.attr == "v"`` / ``X.attr in ("v", "w")`` with each string a
     choice of ``attr``; or the setting's own question of one value, ``X.is_v()``
     (sglang's ``get_moe_runner_backend().is_flashinfer_mxfp4()``), directly or through a
     flag of ``self`` set to it alone (``flags``: :meth:`Upper.named_flags`); or a
     boolean setting that is off unless the user turns it on (``opt_in``: sglang's ``if
-    self.enable_mamba_cache_stochastic_rounding:``)."""
+    self.enable_mamba_cache_stochastic_rounding:``).  ``resolve``: the value a question
+    asks for (:meth:`Upper.asked`)."""
     for part in _conjuncts(test):
         if isinstance(part, ast.Attribute) and part.attr in opt_in and part.attr != own:
             return True
-        asked = asked_value(part)
-        if asked is None and isinstance(part, ast.Attribute) and isinstance(
-                part.value, ast.Name) and part.value.id == "self":
-            asked = (flags or {}).get(part.attr)
+        asked = _flag_or_question(part, flags, resolve)
         if asked is not None and asked not in settings.get(own, ()) and any(
                 asked in values for attr, values in settings.items() if attr != own):
             return True
@@ -186,12 +265,82 @@ def named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str
     return False
 
 
-def _asks_another(test: ast.expr, value: str, values: frozenset[str]) -> bool:
+def _asks_another(test: ast.expr, value: str, values: frozenset[str],
+                  flags: dict[str, str] | None = None,
+                  resolve: Callable[[str], str] = str) -> bool:
     """Whether ``test`` (or an operand of its ``and``) asks the feature's own setting
     whether it is another of its values (``if backend.is_cutedsl():`` for
-    ``--bf16-gemm-backend=auto``)."""
-    return any((asked := asked_value(part)) is not None and asked != value and asked in values
-               for part in _conjuncts(test))
+    ``--bf16-gemm-backend=auto``), directly or through a flag of ``self`` tied to one
+    (``flags``: ``if self.use_mxfp8:`` for ``--quantization=fp8``)."""
+    return any((asked := _flag_or_question(part, flags, resolve)) is not None
+               and asked != value and asked in values for part in _conjuncts(test))
+
+
+def _flag_or_question(part: ast.expr, flags: dict[str, str] | None,
+                      resolve: Callable[[str], str]) -> str | None:
+    """The value ``part`` asks for: a question ``X.is_v()`` (resolved), or a flag of
+    ``self`` tied to one (:meth:`Upper.named_flags`)."""
+    asked = asked_value(part)
+    if asked is not None:
+        return resolve(asked)
+    if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) \
+            and part.value.id == "self":
+        return (flags or {}).get(part.attr)
+    return None
+
+
+def named_by_name(module: ast.Module) -> dict[str, str]:
+    """The flags a configuration's own name ties to one value: a ``get_name`` that
+    returns ``"a" if self.flag else "b"`` (sglang's, vLLM's quantization configs: the
+    name is the registry's key the config answers to), each flag with the name it
+    gives when true."""
+    found: dict[str, str] = {}
+    for node in ast.walk(module):
+        if not (isinstance(node, Function) and node.name == "get_name"):
+            continue
+        for ret in ast.walk(node):
+            value = ret.value if isinstance(ret, ast.Return) else None
+            if isinstance(value, ast.IfExp) and isinstance(value.test, ast.Attribute) \
+                    and isinstance(value.test.value, ast.Name) and value.test.value.id == "self" \
+                    and all(isinstance(v, ast.Constant) and isinstance(v.value, str)
+                            for v in (value.body, value.orelse)):
+                found[value.test.attr] = value.body.value  # type: ignore[attr-defined]
+    return found
+
+
+def _copied(value: ast.expr) -> str | None:
+    """The attribute ``value`` copies from another object: ``getattr(cfg, "flag",
+    default)`` or ``cfg.flag`` -> ``flag``."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+            and value.func.id == "getattr" and len(value.args) >= 2 \
+            and isinstance(value.args[1], ast.Constant) and isinstance(value.args[1].value, str):
+        return value.args[1].value
+    if isinstance(value, ast.Attribute) and not (
+            isinstance(value.value, ast.Name) and value.value.id == "self"):
+        return value.attr
+    return None
+
+
+def _member_compared(module: ast.Module, name: str) -> str | None:
+    """The string a method ``name`` of a class of ``module`` compares ``self`` with:
+    ``def is_x(self): return self == Cls.MEMBER`` where ``MEMBER = "x_value"`` in
+    ``Cls``'s body."""
+    for cls in (n for n in ast.walk(module) if isinstance(n, ast.ClassDef)):
+        members = {t.id: s.value.value for s in cls.body if isinstance(s, ast.Assign)
+                   and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+                   for t in s.targets if isinstance(t, ast.Name)}
+        for method in cls.body:
+            if not (isinstance(method, Function) and method.name == name):
+                continue
+            body = [s for s in method.body if not (isinstance(s, ast.Expr)
+                                                   and isinstance(s.value, ast.Constant))]
+            test = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+            if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(
+                    test.ops[0], ast.Eq) and isinstance(test.comparators[0], ast.Attribute):
+                member = members.get(test.comparators[0].attr)
+                if member is not None:
+                    return member
+    return None
 
 
 def _conjuncts(test: ast.expr) -> list[ast.expr]:

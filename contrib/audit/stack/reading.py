@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from contrib.analysis.archvalues import Ext, Frame, Func, ordered
 from contrib.analysis.pywalk import callee_name, parents, walk
@@ -38,6 +38,19 @@ class Handed(str):
     __slots__ = ()
 
 
+class Called(str):
+    """A step of a way that is a call: the name of the function called, shown as the
+    other steps are, and where the call is (``site``: path and line), for a reader
+    asking under which test the way went there."""
+
+    site: tuple[str, int]
+
+    def __new__(cls, name: str, site: tuple[str, int]) -> Called:
+        step = super().__new__(cls, name)
+        step.site = site
+        return step
+
+
 @dataclass(frozen=True)
 class Outside:
     """A call into the lower package, and the steps from the gate to it."""
@@ -48,6 +61,12 @@ class Outside:
     # name the walk saw bound to a string: ``fmha_backend = "cutlass"`` then
     # ``Wrapper(backend=fmha_backend)``)
     keys: tuple[tuple[str, str], ...] = ()
+    site: tuple[str, int] = field(default=("", 0), compare=False)  # the call's path, line
+
+    def sites(self) -> list[tuple[str, int]]:
+        """Where each call of its way is, the call into the lower package last (those
+        the walk made; a flag's or a caller's step has none)."""
+        return [s.site for s in self.via if isinstance(s, Called)] + [self.site]
 
 
 @dataclass(frozen=True)
@@ -81,28 +100,29 @@ class Reading:
         self.ev.cap = (0, 0)
         values = ordered(self.ev.eval(func, frame))
         resolved = False
+        site = (block.path, call.lineno)
         for value in values:
             if isinstance(value, Func):
                 resolved = True
                 yield Block(value.path, value.node, tuple(value.node.body),
-                             (*block.via, value.node.name))
+                             (*block.via, Called(value.node.name, site)))
             elif isinstance(value, Ext) and value.dotted.split(".")[0] in self.roots:
                 resolved = True
-                yield Outside(value.dotted, block.via, passed(call, bound))
+                yield Outside(value.dotted, block.via, passed(call, bound), site)
         if not resolved:  # a class of the tree made: what constructing it runs
             for method in constructed(self.ev, func, frame):
                 resolved = True
                 yield Block(method.path, method.node, tuple(method.node.body),
-                             (*block.via, method.node.name))
+                             (*block.via, Called(method.node.name, site)))
         if not resolved and isinstance(func, ast.Attribute):  # a method of an object made here
             for method in instance_methods(self.ev, func, frame):
                 resolved = True
                 yield Block(method.path, method.node, tuple(method.node.body),
-                             (*block.via, method.node.name))
+                             (*block.via, Called(method.node.name, site)))
         if not resolved and isinstance(func, ast.Attribute):
             for method in self._methods.named(func.attr):
                 yield Block(method.path, method.node, tuple(method.node.body),
-                             (*block.via, method.node.name))
+                             (*block.via, Called(method.node.name, site)))
 
     def frame(self, path: str, holder: Function | None) -> Frame:
         """The evaluator's frame for code of ``holder`` (module level when None)."""

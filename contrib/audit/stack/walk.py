@@ -136,7 +136,7 @@ class Walker:
             trail.met += met
         if not block.via:
             return steps
-        return [Outside(s.dotted, (*block.via, *s.via), s.keys) if isinstance(s, Outside)
+        return [Outside(s.dotted, (*block.via, *s.via), s.keys, s.site) if isinstance(s, Outside)
                 else Block(s.path, s.holder, s.code, (*block.via, *s.via)) for s in steps]
 
     def _steps(self, block: Block, target: bool,
@@ -369,7 +369,7 @@ class Walker:
         found: list[Outside] = []
         for block in self._callers_of(holder.name):
             for out in self.outside(block.path, block.holder, block.code, target=target):
-                led = Outside(out.dotted, (*block.via, *out.via), out.keys)
+                led = Outside(out.dotted, (*block.via, *out.via), out.keys, out.site)
                 if all(o.dotted != led.dotted or o.keys != led.keys for o in found):
                     found.append(led)
         return found
