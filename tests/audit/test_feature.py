@@ -130,6 +130,44 @@ def test_a_refusal_needing_a_parameter_the_function_never_sets_is_the_callers() 
     assert given(9) is None  # the GPU's backend alone: the target is turned away
 
 
+def test_a_name_bound_from_parameters_alone_is_what_the_caller_passes() -> None:
+    """flashinfer's ``trtllm_fmha_v2_prefill`` (b43f37ae1): ``uses_chunked`` and
+    ``is_e4m3`` come from what the caller passes (``query`` unpacked from ``qkv`` in
+    each branch), so ``if uses_chunked and is_sm12x(query.device): raise`` refuses a
+    mode of the call, not the GPU; a name bound from the device is the GPU's."""
+    code = (
+        "def prefill(qkv, layout, chunk=None):\n"
+        "    if layout == 'packed':\n"
+        "        query = qkv\n"
+        "    else:\n"
+        "        query, kv = qkv[0], qkv[1]\n"
+        "    uses_chunked = chunk is not None and chunk > 0\n"
+        "    if uses_chunked and is_sm12x(query.device):\n"
+        "        raise ValueError('chunked: not on SM12x')\n"
+        "    is_e4m3 = query.dtype == torch.float8_e4m3fn\n"
+        "    if is_e4m3:\n"
+        "        if is_sm12x(query.device):\n"
+        "            raise ValueError('e4m3: not on SM12x')\n"
+        "    sm12 = is_sm12x(query.device)\n"
+        "    if sm12:\n"
+        "        raise ValueError('not on SM12x')\n"
+        "    for step in range(2):\n"
+        "        last = step\n"
+        "    if last and is_sm12x(query.device):\n"
+        "        raise ValueError('loop')\n")
+    tree = DictTree({"lib/__init__.py": "", "lib/prefill.py": code})
+    lower = Lower("lib", "v1", "c" * 40, TreeAudit("c" * 40, "", []), tree)  # type: ignore[arg-type]
+
+    def given(line: int) -> str | None:
+        gate = AuditGate("lib/prefill.py", line, "prefill", CAPABILITY, frozenset({12}), True)
+        return passed_by_caller(lower.ev, gate)
+
+    assert given(7) == "chunk"
+    assert given(11) == "qkv"  # under `if is_e4m3:`, the input's dtype
+    assert given(14) is None  # bound from the GPU's answer
+    assert given(18) is None  # bound by a loop: not the caller's
+
+
 def test_a_pin_bump_turns_the_crash_on_and_the_gate_only_chain_shorter(
         server: tuple[Workspace, Repo]) -> None:
     ws, top = server

@@ -366,7 +366,11 @@ def passed_by_caller(ev: PyTree, gate: AuditGate, around: bool = False) -> str |
     ``around``: only an ``if`` around the gate's own test counts (a tree's own function
     run in a mode its caller picks: sglang's ``if use_mxfp8: assert
     is_sm100_supported()``), never the gate's test itself, which may take the GPU's
-    answer as a parameter."""
+    answer as a parameter.  A name the function binds once from such parameters alone
+    is read as them (flashinfer's ``uses_chunked = chunked_attention_size is not None
+    and chunked_attention_size > 0``, ``is_e4m3 = query.dtype == torch.float8_e4m3fn``:
+    ``if uses_chunked and is_sm12x_supported(query.device): raise`` refuses a mode the
+    caller asks for, not the GPU)."""
     module = ev.module(gate.file)
     if module is None:
         return None
@@ -376,17 +380,59 @@ def passed_by_caller(ev: PyTree, gate: AuditGate, around: bool = False) -> str |
     if function is None:
         return None
     params = {a.arg for a in [*function.args.args, *function.args.kwonlyargs]} - {"self"}
-    params -= {t.id for n in ast.walk(function) if isinstance(n, ast.Assign | ast.AugAssign)
-               for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-               if isinstance(t, ast.Name)}
+    bound: dict[str, list[ast.expr | None]] = {}  # each local name's values (None: unread)
+    for n in ast.walk(function):
+        if isinstance(n, ast.Assign):
+            for target in n.targets:  # `a, b = x[0], x[1]`: each reads the whole value
+                for store in _stored(target):
+                    bound.setdefault(store, []).append(n.value)
+        elif isinstance(n, ast.AugAssign | ast.AnnAssign | ast.For | ast.NamedExpr
+                        | ast.comprehension):
+            for store in _stored(n.target):
+                bound.setdefault(store, []).append(None)
+        elif isinstance(n, ast.With):
+            for item in n.items:
+                for store in _stored(item.optional_vars) if item.optional_vars else ():
+                    bound.setdefault(store, []).append(None)
+    params -= set(bound)
+    derived = _derived(bound, params)
     for node in ast.walk(function):
         if (isinstance(node, ast.If) and node.lineno <= gate.line <= (node.end_lineno or 0)
                 and not (around and node.test.lineno <= gate.line
                          <= (node.test.end_lineno or node.test.lineno))):
-            read = sorted(_operands(node.test) & params)
+            operands = _operands(node.test)
+            read = sorted(operands & params) or sorted(derived[n] for n in operands & set(derived))
             if read:
                 return read[0]
     return None
+
+
+def _stored(target: ast.AST) -> list[str]:
+    """The names an assignment's target binds (not those a subscript or attribute
+    target reads)."""
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store)]
+
+
+def _derived(bound: dict[str, list[ast.expr | None]], params: set[str]) -> dict[str, str]:
+    """The local names every binding of which reads parameters (and names so bound)
+    alone, each with a parameter it comes from (``query, kv = qkv[0], qkv[1]``;
+    ``is_e4m3 = query.dtype == torch.float8_e4m3fn``): what the caller passes."""
+    derived: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, values in bound.items():
+            if name in derived or any(v is None for v in values):
+                continue
+            reads = [_operands(v) for v in values if v is not None]
+            if all(not (names & set(bound)) - set(derived) for names in reads):
+                origin = sorted({p for names in reads for p in names & params}
+                                | {derived[n] for names in reads for n in names & set(derived)})
+                if origin:
+                    derived[name] = origin[0]
+                    changed = True
+    return derived
 
 
 def _operands(test: ast.expr) -> set[str]:
