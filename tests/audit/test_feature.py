@@ -677,3 +677,41 @@ def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_pa
     assert [(link["role"], link["function"]) for link in fast["links"]] == [
         ("read", "adjust"), ("call", "lowerlib.prefill.ragged_attention")], fast
     assert fast["verdict"] != "crash", fast
+
+
+def test_a_name_handed_on_by_the_gpu_is_the_one_the_target_gets(tmp_path: Path) -> None:
+    """sglang's ``declared["dsa_decode_backend"] = "trtllm" if major >= 10 else "fa3"``
+    (ec6a3163b): SM 12.0 gets the first name, so what is registered under the other
+    (FA3's backend, refusing it) is not on its way; on SM 9.0 it is."""
+    top = feature_upstream(tmp_path / "top")
+    args = SERVER_ARGS.replace('["plain", "decode"]', '["plain", "decode", "ragged_mla", "paged_mla"]'
+                               ).replace("    log_requests: bool = False\n",
+                                         "    log_requests: bool = False\n    enable_auto_prefill: bool = False\n")
+    runner = RUNNER_PY.replace("from top.server_args import get_server_args\n",
+                               "from top.server_args import get_server_args\n"
+                               "from top.utils import get_device_capability\n") + (
+        "\n\ndef adjust_auto(args):\n    major, _ = get_device_capability()\n"
+        "    if args.enable_auto_prefill:\n"
+        '        args.attention_backend = "paged_mla" if major >= 10 else "ragged_mla"\n')
+    top.commit("a backend picked by the GPU", {"python/top/server_args.py": args,
+                                                "python/top/registry.py": REGISTRY,
+                                                "python/top/ragged.py": RAGGED,
+                                                "python/top/runner.py": runner})
+    lower = feature_lower(tmp_path / "lower")
+    git(tmp_path / "lower", "checkout", "-q", "v1.0")
+    lower.commit("ragged prefill", {"lowerlib/prefill.py": LOWER_PREFILL,
+                                    "lowerlib/fmha_jit.py": LOWER_FMHA_JIT,
+                                    "csrc/fmha_runner.cu": FMHA_RUNNER,
+                                    "csrc/common.h": "constexpr int32_t kSM_100 = 100;\n"
+                                                     "constexpr int32_t kSM_103 = 103;\n"})
+    git(tmp_path / "lower", "tag", "-f", "v1.0")
+    ws = _workspace(tmp_path, top, lower)
+    calls = {}
+    for arch in ("sm_120a", "sm_90a"):
+        result = ws.run("why", "top", "--enable-auto-prefill", "--arch", arch, "--json",
+                        "--no-fetch")
+        assert result.code in (0, 1), result.err
+        [chain] = result.json["features"]  # type: ignore[index]
+        calls[arch] = [link["function"] for link in chain["links"] if link["role"] == "call"]
+    assert calls == {"sm_120a": ["lowerlib.prefill.paged_attention"],
+                     "sm_90a": ["lowerlib.prefill.ragged_attention"]}, calls

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archvalues import Frame, Func
@@ -103,18 +103,22 @@ def _names(strings: list[str]) -> list[str]:
     return strings if len(strings) == 1 else [s for s in strings if distinctive(s)]
 
 
-def value_literals(node: ast.AST) -> list[str]:
+Arm = Callable[[ast.IfExp], "bool | None"]  # which value of `a if c else b` is taken
+
+
+def value_literals(node: ast.AST, arm: Arm | None = None) -> list[str]:
     """The strings ``node`` hands on as values: what it assigns, returns or passes as a
     keyword (through dicts, lists, ``a if c else b``, ``x or "y"``), not what it
-    compares, formats or indexes with."""
+    compares, formats or indexes with; ``arm``: see :func:`spread_literals`."""
     if isinstance(node, ast.Assign | ast.AnnAssign | ast.Return | ast.keyword):
-        return spread_literals(node.value) if node.value is not None else []
+        return spread_literals(node.value, arm) if node.value is not None else []
     return []
 
 
-def spread_literals(value: ast.expr) -> list[str]:
+def spread_literals(value: ast.expr, arm: Arm | None = None) -> list[str]:
     """The strings of a value: a literal, or those of a dict's values, a list or
-    tuple, both sides of ``a if c else b`` and the operands of ``or``/``and``."""
+    tuple, both sides of ``a if c else b`` (the one ``arm`` says is taken, where it
+    says) and the operands of ``or``/``and``."""
     if isinstance(value, ast.Constant):
         return [value.value] if isinstance(value.value, str) else []
     parts: list[ast.expr] = []
@@ -123,10 +127,12 @@ def spread_literals(value: ast.expr) -> list[str]:
     elif isinstance(value, ast.List | ast.Tuple):
         parts = list(value.elts)
     elif isinstance(value, ast.IfExp):
-        parts = [value.body, value.orelse]
+        taken = arm(value) if arm is not None else None
+        parts = [value.body, value.orelse] if taken is None else [
+            value.body if taken else value.orelse]
     elif isinstance(value, ast.BoolOp):
         parts = list(value.values)
-    return [s for part in parts for s in spread_literals(part)]
+    return [s for part in parts for s in spread_literals(part, arm)]
 
 
 def backend_test(test: ast.expr, chosen: str, names: frozenset[str],

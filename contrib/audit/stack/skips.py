@@ -49,6 +49,7 @@ class Skips:
         self._taken: dict[str, list[int]] = {}
         self._flags: dict[str, dict[str, bool]] = {}  # `self.flag` set from the GPU, per file
         self._refusals: dict[str, list[int]] = {}
+        self._values: dict[str, dict[int, bool]] = {}  # a value's test: true on the target?
         for gate in gates:
             if gate.parser_kind in (KEYWORD, DECORATOR):
                 continue
@@ -62,6 +63,8 @@ class Skips:
                 self._flags.setdefault(gate.file, {})[flag] = kind == EffectKind.VALUE_TRUE
             if kind.stops:
                 self._refusals.setdefault(gate.file, []).append(gate.line)
+            if kind in (EffectKind.VALUE_TRUE, EffectKind.VALUE_FALLS_BACK):
+                self._values.setdefault(gate.file, {})[gate.line] = kind == EffectKind.VALUE_TRUE
 
     def __call__(self, path: str, node: ast.If | ast.While) -> bool:
         last = node.test.end_lineno or node.test.lineno
@@ -82,6 +85,15 @@ class Skips:
             value = self._flags.get(path, {}).get(test.attr)
             return None if value is None else value != negated
         return None
+
+    def arm(self, path: str, node: ast.IfExp) -> bool | None:
+        """Which value of ``a if test else b`` the target gets, by the tree's gate on the
+        test (True: ``a``); None where no gate decides it (sglang's ``"trtllm" if major
+        >= 10 else "fa3"`` hands SM12x ``"trtllm"``)."""
+        last = node.test.end_lineno or node.test.lineno
+        found = {truth for line, truth in self._values.get(path, {}).items()
+                 if node.test.lineno <= line <= last}
+        return found.pop() if len(found) == 1 else None
 
     def refuses(self, path: str, node: ast.stmt) -> bool:
         """Whether the target is refused at ``node``: its test, or the assert, is a

@@ -142,15 +142,18 @@ class Walker:
     def _steps(self, block: Block, target: bool,
                trail: Trail | None) -> Iterator[Outside | Block]:
         frame = self.reading.frame(block.path, block.holder)
+        def arm(node: ast.IfExp) -> bool | None:
+            return self.skips.arm(block.path, node)
+
         chosen = [s for node in block.code if isinstance(node, ast.expr)  # the value a gate picks
-                  for s in spread_literals(node)]
+                  for s in spread_literals(node, arm)]
         bound: dict[str, str] = {}  # names and attributes the walk saw set to a string
         for node in self.skips.walk(block.path, block.code, target, trail=trail):
             if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
                     and isinstance(node.value.value, str)):
                 bound.update((ast.unparse(t), node.value.value) for t in node.targets
                              if isinstance(t, ast.Name | ast.Attribute))
-            for name in [*chosen, *value_literals(node)]:  # a backend's name handed on
+            for name in [*chosen, *value_literals(node, arm)]:  # a backend's name handed on
                 for entry in self.ev.registry.of(name):
                     yield Block(entry.path, entry.node, tuple(entry.node.body),
                                  (*block.via, Handed(f'"{name}"'), entry.node.name))
