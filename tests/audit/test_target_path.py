@@ -13,7 +13,7 @@ import pytest
 from contrib.arch import parse_arch
 from contrib.audit.chains import Feature, FeatureKind, Fix, Link, Role, Verdict
 from contrib.audit.feature.chain import asks_for_path, decide
-from contrib.audit.feature.upper import named_value_of
+from contrib.audit.feature.upper import named_value_of, single_bindings
 from contrib.audit.finding.gates import gates_of_file
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, EffectKind
 from contrib.audit.stack.fixed import first_admitting
@@ -641,3 +641,66 @@ def test_a_mode_a_config_or_another_backend_picks_is_off_the_values_way(
     assert not [link for link in fp8["links"] if link["upstream"] == "lower"], fp8["links"]
     assert fp8["verdict"] == "on", fp8["reason"]
     assert 41 in refusing["--quantization=mxfp8"], chains["--quantization=mxfp8"]["links"]
+
+
+PICKED_CHECKS = '''\
+from top.server_args import get_server_args
+from top.utils import is_sm100_supported
+
+
+def check_split():
+    args = get_server_args()
+    if args.decode_backend == "decode" or args.prefill_backend == "decode":
+        prefill = args.prefill_backend if args.prefill_backend is not None else args.attention_backend
+        if prefill == "decode" and not is_sm100_supported():
+            raise ValueError("decode prefill needs SM100")
+        if args.decode_backend == "decode" and not is_sm100_supported():
+            raise ValueError("decode needs SM100")
+    return args
+'''
+
+
+@pytest.mark.slow
+def test_a_name_picked_from_other_settings_is_their_value_not_the_features(
+        tmp_path: Path) -> None:
+    """sglang 5b2e2750b: ``prefill_backend = self.prefill_attention_backend if ... else
+    self.attention_backend``, then ``if prefill_backend == "trtllm_mha" and not
+    is_sm100_supported(): raise``: a refusal of those settings' value, not of
+    ``--decode-attention-backend=trtllm_mha``, which shares the choices."""
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    server_args = _with_setting("decode_backend: Optional[str] = None", "--decode-backend",
+                                ["plain", "decode"]).replace(
+        "    port: int = 30000\n", "    port: int = 30000\n    prefill_backend: Optional[str] = None\n"
+    ).replace('        parser.add_argument("--attention-backend"',
+              '        parser.add_argument("--prefill-backend", choices=["plain", "decode"])\n'
+              '        parser.add_argument("--attention-backend"')
+    top.commit("split", {"python/top/split_checks.py": PICKED_CHECKS,
+                         "python/top/server_args.py": server_args})
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    chains = {c["feature"]: c for c in _why(ws, "top", "--decode-backend")["features"]}
+    gates = {name: [link["line"] for link in chain["links"] if link["role"] == "gate"
+                    and link["file"] == "python/top/split_checks.py" and link["refuses"]]
+             for name, chain in chains.items()}
+    # its own refusal stays
+    assert gates == {"--decode-backend=plain": [], "--decode-backend=decode": [11]}, gates
+
+
+@pytest.mark.parametrize(("test", "holds"), [
+    ("picked == 'decode'", True),  # a name bound to other settings' values
+    ("mixed == 'decode'", False),  # one arm is the feature's own setting
+    ("loose == 'decode'", False),  # one arm is no setting
+])
+def test_a_name_compared_is_read_as_the_settings_its_binding_picks(test: str,
+                                                                     holds: bool) -> None:
+    settings = {"prefill": frozenset({"plain", "decode"}),
+                "attention_backend": frozenset({"plain", "decode"}),
+                "decode": frozenset({"plain", "decode"})}
+    function = ast.parse(
+        "def f(view, x):\n"
+        "    picked = view.prefill if view.prefill is not None else view.attention_backend\n"
+        "    mixed = view.prefill or view.decode\n"
+        "    loose = view.prefill or x\n").body[0]
+    assert isinstance(function, ast.FunctionDef)
+    node = ast.parse(test, mode="eval").body
+    assert named_value_of(node, settings, "decode", {}, frozenset(),
+                          names=single_bindings(function)) is holds

@@ -21,7 +21,7 @@ from contrib.analysis.reach.backends import backend_test
 from contrib.analysis.reach.tree import PyTree
 from contrib.arch import Arch
 from contrib.audit.chains import Feature, Link
-from contrib.audit.model import AuditGate
+from contrib.audit.model import AuditGate, EffectKind
 from contrib.audit.stack.reading import Function
 from contrib.audit.stack.sglkernel import Kernels
 from contrib.audit.stack.walk import Walker
@@ -178,6 +178,11 @@ def on_another_value(upper: Upper, gate: AuditGate, feature: Feature,
     key = (feature.value, values) if feature.value and len(values) >= 2 else None
     if key is not None and backend_test(node.test, *key) is False:
         return True
+    holder = upper.walker.holder(gate.file, node)
+    if isinstance(node, ast.If) and gate.effect.kind == EffectKind.REFUSED and named_value_of(
+            node.test, upper.settings, feature.attr, upper.named_flags(gate.file),
+            upper.opt_in, upper.asked, single_bindings(holder) if holder else {}):
+        return True  # `if prefill_backend == "trtllm_mha" and not is_sm100(): raise`
     off, function = _off_way(upper, gate.file, node, parents, feature, values)
     if off or function is None or function.name.startswith("__"):
         return off
@@ -215,6 +220,8 @@ def _off_way(upper: Upper, path: str, node: ast.AST, parents: dict[int, ast.AST]
     (:func:`on_another_value`), and that function (None at module level)."""
     key = (feature.value, values) if feature.value and len(values) >= 2 else None
     flags = upper.named_flags(path)
+    holder = upper.walker.holder(path, node)
+    names = single_bindings(holder) if holder is not None else {}
     child: ast.AST = node
     parent = parents.get(id(node))
     while parent is not None and not isinstance(parent, Function):
@@ -227,7 +234,7 @@ def _off_way(upper: Upper, path: str, node: ast.AST, parents: dict[int, ast.AST]
                 return True, None
             if child in parent.body and named_value_of(
                     parent.test, upper.settings, feature.attr, flags, upper.opt_in,
-                    upper.asked):
+                    upper.asked, names):
                 return True, None
         child, parent = parent, parents.get(id(parent))
     return False, parent if isinstance(parent, Function) else None
@@ -236,7 +243,8 @@ def _off_way(upper: Upper, path: str, node: ast.AST, parents: dict[int, ast.AST]
 def named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str,
                     flags: dict[str, str] | None = None,
                     opt_in: frozenset[str] = frozenset(),
-                    resolve: Callable[[str], str] = str) -> bool:
+                    resolve: Callable[[str], str] = str,
+                    names: dict[str, ast.expr] | None = None) -> bool:
     """Whether ``test`` holds only for named values of a setting other than ``own``: it
     is (or ``and``-s) ``X.attr == "v"`` / ``X.attr in ("v", "w")`` with each string a
     choice of ``attr``; or the setting's own question of one value, ``X.is_v()``
@@ -244,7 +252,9 @@ def named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str
     flag of ``self`` set to it alone (``flags``: :meth:`Upper.named_flags`); or a
     boolean setting that is off unless the user turns it on (``opt_in``: sglang's ``if
     self.enable_mamba_cache_stochastic_rounding:``).  ``resolve``: the value a question
-    asks for (:meth:`Upper.asked`)."""
+    asks for (:meth:`Upper.asked`); ``names``: the function's names bound once, a name
+    compared read as the settings its binding picks from (sglang's ``prefill_backend =
+    self.prefill_attention_backend if ... else self.attention_backend``)."""
     for part in _conjuncts(test):
         if isinstance(part, ast.Attribute) and part.attr in opt_in and part.attr != own:
             return True
@@ -253,16 +263,49 @@ def named_value_of(test: ast.expr, settings: dict[str, frozenset[str]], own: str
                 asked in values for attr, values in settings.items() if attr != own):
             return True
         if not (isinstance(part, ast.Compare) and len(part.ops) == 1
-                and isinstance(part.ops[0], ast.Eq | ast.In)
-                and isinstance(part.left, ast.Attribute)):
+                and isinstance(part.ops[0], ast.Eq | ast.In)):
             continue
-        attr, other = part.left.attr, part.comparators[0]
+        attrs = _settings_read(part.left, settings, names or {})
+        other = part.comparators[0]
         items = other.elts if isinstance(other, ast.Tuple | ast.List | ast.Set) else [other]
         strings = {i.value for i in items if isinstance(i, ast.Constant)}
-        if attr != own and attr in settings and strings and len(strings) == len(items) \
-                and strings <= settings[attr]:
+        if attrs and own not in attrs and strings and len(strings) == len(items) \
+                and all(strings <= settings[attr] for attr in attrs):
             return True
     return False
+
+
+def _settings_read(node: ast.expr, settings: dict[str, frozenset[str]],
+                   names: dict[str, ast.expr]) -> set[str]:
+    """The settings whose value ``node`` is: ``X.attr``, or a name bound to one of
+    several (``a if a is not None else b``, ``a or b``); empty where it may be anything
+    else."""
+    if isinstance(node, ast.Attribute):
+        return {node.attr} if node.attr in settings else set()
+    if isinstance(node, ast.Name) and node.id in names:
+        bound = names[node.id]
+        arms = [bound.body, bound.orelse] if isinstance(bound, ast.IfExp) else \
+            list(bound.values) if isinstance(bound, ast.BoolOp) else [bound]
+        read = [_settings_read(arm, settings, {}) for arm in arms]
+        return set().union(*read) if all(read) else set()
+    return set()
+
+
+def single_bindings(function: Function) -> dict[str, ast.expr]:
+    """The names ``function`` binds exactly once, by a plain assignment, with the value."""
+    found: dict[str, list[ast.expr | None]] = {}
+    for n in ast.walk(function):
+        if isinstance(n, ast.Assign):
+            for target in n.targets:
+                for store in _stored(target):
+                    found.setdefault(store, []).append(
+                        n.value if isinstance(target, ast.Name) else None)
+        elif isinstance(n, ast.AugAssign | ast.AnnAssign | ast.For | ast.NamedExpr
+                        | ast.comprehension):
+            for store in _stored(n.target):
+                found.setdefault(store, []).append(None)
+    return {name: values[0] for name, values in found.items()
+            if len(values) == 1 and values[0] is not None}
 
 
 def _asks_another(test: ast.expr, value: str, values: frozenset[str],
