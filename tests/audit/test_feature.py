@@ -16,8 +16,8 @@ from contrib.audit.chains import Feature, FeatureKind, Link, Role, Verdict
 from contrib.audit.engine import TreeAudit
 from contrib.audit.feature.chain import decide
 from contrib.audit.feature.declared import declared, settings_elsewhere
+from contrib.audit.feature.questions import passed_by_caller
 from contrib.audit.feature.show import feature_rows, find
-from contrib.audit.feature.upper import passed_by_caller
 from contrib.audit.model import (
     CAPABILITY,
     GATE_ONLY,

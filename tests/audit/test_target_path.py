@@ -13,7 +13,7 @@ import pytest
 from contrib.arch import parse_arch
 from contrib.audit.chains import Feature, FeatureKind, Fix, Link, Role, Verdict
 from contrib.audit.feature.chain import asks_for_path, decide
-from contrib.audit.feature.upper import named_value_of, single_bindings
+from contrib.audit.feature.questions import named_value_of, single_bindings
 from contrib.audit.finding.gates import gates_of_file
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, EffectKind
 from contrib.audit.stack.fixed import first_admitting

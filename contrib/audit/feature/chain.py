@@ -42,11 +42,11 @@ from dataclasses import replace
 
 from contrib.arch import Arch
 from contrib.audit.chains import GATE_ROLES, Chain, Feature, FeatureKind, Fix, Link, Role, Verdict
+from contrib.audit.feature.questions import passed_by_caller
 from contrib.audit.feature.upper import (
     Upper,
     off_the_way,
     on_another_value,
-    passed_by_caller,
     value_for_target,
 )
 from contrib.audit.model import (
