@@ -34,6 +34,7 @@ from typing import Any
 from contrib.analysis.archcallers import Callers
 from contrib.analysis.archexpr import evaluate
 from contrib.analysis.archrun import run_body
+from contrib.analysis.archtoolkit import toolkit_call
 from contrib.analysis.archtouch import SOURCES, Touch
 from contrib.analysis.archvalues import (
     ANY,
@@ -41,6 +42,7 @@ from contrib.analysis.archvalues import (
     IDENTITY,
     TOOLKIT,
     UNK,
+    Toolkit,
     Cap,
     Ext,
     Frame,
@@ -70,10 +72,17 @@ class TreeEval:
     """The arch evaluator of one tree; modules are parsed on first use and kept."""
 
     def __init__(self, read: Reader, paths: Iterable[str],
-                 trees: dict[str, ast.Module | None] | None = None) -> None:
+                 trees: dict[str, ast.Module | None] | None = None,
+                 toolkit: Toolkit | None = None) -> None:
         """``trees``: the parsed modules by path, shared with other evaluators of the
-        same texts (a module is parsed once for all of them)."""
+        same texts (a module is parsed once for all of them).  ``toolkit``: a machine
+        where this toolkit works is asked about (what a JIT build runs on): its release
+        is read where the code asks (:mod:`~contrib.analysis.archtoolkit`) and a
+        ``try`` body runs (:mod:`~contrib.analysis.archrun`); None: the audit's
+        question, a toolkit new enough for every test of it, and any call may fail."""
         self.read = read
+        self.toolkit = toolkit or TOOLKIT
+        self.working = toolkit is not None
         self._trees = trees if trees is not None else {}
         self.index = ModuleIndex(paths)
         self.touch = Touch(self.module, self.index)
@@ -319,8 +328,10 @@ class TreeEval:
         """Attribute ``attr`` of the value ``base``: a tree module's name, an outside
         name's (``torch.version.cuda``: the toolkit), the GPU's ``.major``/``.minor``."""
         dotted = f"{base.dotted}.{attr}" if isinstance(base, Ext) else ""
-        if base is TOOLKIT or dotted == "torch.version.cuda":
-            return frozenset({TOOLKIT})  # its version, `.split`, `.major`: the toolkit still
+        if isinstance(base, Toolkit):
+            return frozenset({base})  # its version, `.split`, `.major`: the toolkit still
+        if dotted == "torch.version.cuda":
+            return frozenset({self.toolkit})
         if dotted == "torch.version.hip":
             return frozenset({None})  # an NVIDIA GPU: torch is not a ROCm build
         if isinstance(base, Ext):
@@ -344,8 +355,13 @@ class TreeEval:
                 return ANY
             merged = dict(callee.kwargs) | dict(kwargs)
             return self.run(callee.func, callee.args + args, tuple(merged.items()))
-        if callee is TOOLKIT or isinstance(callee, Ext) and toolkit_in(*args, *(v for _, v in kwargs)):
-            return frozenset({TOOLKIT})  # `cuda.split(".")`, `parse(cuda)`, `map(int, ...)`
+        if isinstance(callee, Toolkit) or isinstance(callee, Ext) and toolkit_in(
+                *args, *(v for _, v in kwargs)):
+            return frozenset({self.toolkit})  # `cuda.split(".")`, `parse(cuda)`, `map(int, ...)`
+        if isinstance(callee, Ext) and self.working:
+            read = toolkit_call(callee.dotted, args, self.toolkit)
+            if read is not None:
+                return read
         if isinstance(callee, Ext):
             return self._external(callee.dotted, args, kwargs)
         return ANY
@@ -385,6 +401,12 @@ class TreeEval:
         key = ("r", id(node), tuple(sorted(env.items(), key=lambda kv: kv[0])), self.cap)
         frame = Frame(func.path, self.function_scope(node), env, id(node))
         return self._cached(key, lambda: run_body(self, node.body, frame))
+
+    def bind(self, func: Func, args: tuple[Values, ...],
+             kwargs: tuple[tuple[str, Values], ...] = ()) -> dict[str, Values] | None:
+        """``func``'s parameters bound to ``args`` and ``kwargs`` (defaults read, the
+        rest unknown); None when it takes no such keyword."""
+        return self._bind_args(func, args, kwargs)
 
     def _bind_args(self, func: Func, args: tuple[Values, ...],
                    kwargs: tuple[tuple[str, Values], ...]) -> dict[str, Values] | None:

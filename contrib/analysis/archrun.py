@@ -6,7 +6,11 @@ statement by statement: assignments update the names, an ``if`` whose test the
 GPU decides takes its branch, one the GPU does not decide takes both, ``raise``
 ends a path, and every ``return`` adds its values.  Loops run their body once
 or not at all, with the names they assign unknown; each block of a ``try`` runs
-once or not at all.
+once or not at all.  Asked about a machine where the toolkit works (a JIT build's,
+see :class:`~contrib.analysis.archeval.TreeEval`), a ``try`` body runs, and its
+handlers run only from a ``raise`` of the tree's own in it: flashinfer's
+``_normalize_cuda_arch`` returns ``"0f"`` from its ``try`` at CUDA 13, not also the
+``"0a"`` after it.
 """
 
 from __future__ import annotations
@@ -24,16 +28,21 @@ Env = dict[str, Values]
 class Evaluator(Protocol):
     """What the runner needs of :class:`contrib.analysis.archeval.TreeEval`."""
 
+    working: bool  # a machine where the toolkit works: a `try` body runs
+
     def eval(self, node: ast.expr, frame: Frame) -> Values: ...
 
     def imported(self, binding: Binding, importer: str) -> Values: ...
 
 
 class _Run:
-    def __init__(self, ev: Evaluator, frame: Frame) -> None:
+    def __init__(self, ev: Evaluator, frame: Frame, watch: dict[int, list[Env]] | None = None
+                 ) -> None:
         self.ev, self.frame = ev, frame
         self.returns: set[Any] = set()
         self.steps = 0
+        self.watch = watch if watch is not None else {}
+        self.catching: list[list[Env]] = []  # the names at each `raise` of a try's body
 
     def value(self, node: ast.expr, env: Env) -> Values:
         return self.ev.eval(node, Frame(self.frame.path, self.frame.local, env, self.frame.key))
@@ -46,6 +55,8 @@ class _Run:
             if self.steps > _STEPS:
                 self.returns.add(UNK)
                 return None
+            if id(statement) in self.watch:
+                self.watch[id(statement)].append(dict(env))
             env = self.statement(statement, env)
         return env
 
@@ -54,6 +65,8 @@ class _Run:
             self.returns |= self.value(node.value, env) if node.value else {None}
             return None
         if isinstance(node, ast.Raise):
+            if self.catching:
+                self.catching[-1].append(env)
             return None
         if isinstance(node, ast.If):
             truth = truth_of(self.value(node.test, env))
@@ -91,6 +104,8 @@ class _Run:
         each block once at most, so a name it binds holds what it held before or what
         a block bound (sglang's ``get_device_capability`` binds ``major`` in a ``try``
         of its HPU branch: still the GPU's major, or None)."""
+        if isinstance(node, ast.Try | ast.TryStar) and self.ev.working:
+            return self.attempt(node, env)
         if isinstance(node, ast.Try | ast.TryStar):
             # a handler may run after the body stopped between two bindings of a name
             seen: set[str] = set()
@@ -112,6 +127,23 @@ class _Run:
         for block in blocks:
             out = _join(out, self.block(block, dict(env)))
         return out
+
+    def attempt(self, node: ast.Try | ast.TryStar, env: Env) -> Env | None:
+        """A ``try`` on a machine where the toolkit works: its body runs, then its
+        ``else``; a handler runs from each ``raise`` of the body's own (one with no
+        handler goes on to the ``try`` around it); ``finally`` after either."""
+        self.catching.append([])
+        out = self.block(node.body, dict(env))
+        raised = self.catching.pop()
+        if out is not None:
+            out = self.block(node.orelse, out)
+        if node.handlers:
+            for state in raised:
+                for handler in node.handlers:
+                    out = _join(out, self.block(handler.body, dict(state)))
+        elif self.catching:
+            self.catching[-1] += raised
+        return self.block(node.finalbody, out) if out is not None else None
 
     def imports(self, node: ast.Import | ast.ImportFrom, env: Env) -> None:
         for alias in node.names:
@@ -137,9 +169,12 @@ def _join(one: Env | None, other: Env | None) -> Env | None:
     return joined
 
 
-def run_body(ev: Evaluator, body: list[ast.stmt], frame: Frame) -> Values:
-    """What a function body may return with ``frame.env`` bound (None when it falls off)."""
-    run = _Run(ev, frame)
+def run_body(ev: Evaluator, body: list[ast.stmt], frame: Frame,
+             watch: dict[int, list[Env]] | None = None) -> Values:
+    """What a function body may return with ``frame.env`` bound (None when it falls off).
+    ``watch``: statements (by node id) whose names, as each path reaches them, are
+    appended to their list (what an expression of that statement is read with)."""
+    run = _Run(ev, frame, watch)
     if run.block(body, dict(frame.env or {})) is not None:
         run.returns.add(None)
     return values_of(run.returns)

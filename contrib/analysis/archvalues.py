@@ -35,11 +35,25 @@ UNK = _Unknown("unknown", frozenset({True, False}))
 UNK_T = _Unknown("unknown-true", frozenset({True}))
 UNK_F = _Unknown("unknown-false", frozenset({False}))
 ANY: Values = frozenset({UNK})
-# The CUDA toolkit's version (``torch.version.cuda`` and what is computed from it).  The
-# audit asks what the GPU decides with a toolkit that can build the target, so the
-# toolkit is newer than any version the code compares it with: `cuda >= (12, 8)` is
-# true, `cuda < "12.8"` false; tests of its equality stay unknown.
-TOOLKIT = _Unknown("toolkit", frozenset({True}))
+
+
+class Toolkit(_Unknown):
+    """The CUDA toolkit's version (``torch.version.cuda``, ``nvcc --version`` and what is
+    computed from them).  ``version`` None: the audit asks what the GPU decides with a
+    toolkit that can build the target, so it is newer than any version the code compares
+    it with (``cuda >= (12, 8)`` true, ``cuda < "12.8"`` false, equality unknown).  A
+    concrete ``(12, 9)`` (``contrib why --cuda 12.9``) compares as that release."""
+
+    def __init__(self, version: tuple[int, int] | None = None) -> None:
+        super().__init__("toolkit" if version is None else f"cuda-{version[0]}.{version[1]}",
+                         frozenset({True}))
+        self.version = version
+
+
+TOOLKIT = Toolkit()
+# A path to nvcc (``os.path.join(cuda_home, "bin/nvcc")``): what ``--version`` is asked of
+# (:mod:`~contrib.analysis.archtoolkit`).
+NVCC = _Unknown("nvcc", frozenset({True}))
 _ORDER = {ast.Gt: True, ast.GtE: True, ast.Lt: False, ast.LtE: False}
 
 
@@ -180,16 +194,20 @@ def safe(op: Callable[..., Any], *operands: Any) -> Any:
 
 
 def index(base: Any, key: Any) -> Any:
-    if base is TOOLKIT:
-        return TOOLKIT  # `cuda.split(".")[:2]`
+    if isinstance(base, Toolkit):
+        return base  # `cuda.split(".")[:2]`
     if vague(base) or (not isinstance(key, slice) and vague(key)) or not isinstance(base, tuple | str):
         return UNK
     return safe(operator.getitem, base, key)
 
 
 def compare(op: ast.cmpop, a: Any, b: Any) -> set[bool]:
-    if (a is TOOLKIT) != (b is TOOLKIT):
-        return _toolkit_compare(op, a is TOOLKIT)
+    a, b = _as_release(a), _as_release(b)
+    if isinstance(a, Toolkit) != isinstance(b, Toolkit):
+        toolkit, other = (a, b) if isinstance(a, Toolkit) else (b, a)
+        if toolkit.version is None:
+            return _toolkit_compare(op, toolkit is a)
+        return _release_compare(op, toolkit.version, other, toolkit is a)
     function = CMPOPS.get(type(op))
     if function is None or vague(a) or vague(b):
         if isinstance(op, ast.Is | ast.IsNot) and (a is None) != (b is None) and not (
@@ -210,9 +228,51 @@ def _toolkit_compare(op: ast.cmpop, toolkit_left: bool) -> set[bool]:
     return {True, False}
 
 
+def _as_release(value: Any) -> Any:
+    """``(major, minor)`` of a concrete toolkit (sglang's ``_jit_cuda_version()``: the
+    two numbers of ``nvcc --version``'s match) is that toolkit."""
+    if isinstance(value, tuple) and value and isinstance(value[0], Toolkit) \
+            and value[0].version is not None and all(v is value[0] for v in value):
+        return value[0]
+    return value
+
+
+def _release_compare(op: ast.cmpop, version: tuple[int, int], other: Any,
+                     toolkit_left: bool) -> set[bool]:
+    """A comparison of a concrete toolkit's version with ``other``: a version text
+    (``"12.9"``), numbers (``(12, 8)``, what :func:`release` makes of ``Version("13.0")``)
+    or a major alone (``13``: ``int(cuda.split(".")[0])`` is still the toolkit here, so
+    its major is what it is compared by)."""
+    function = CMPOPS.get(type(op))
+    theirs = release(other)
+    if function is None or theirs is None:
+        return {True, False}
+    mine = version[:len(theirs)] if isinstance(other, int) else version
+    left, right = (mine, theirs) if toolkit_left else (theirs, mine)
+    return {bool(function(left, right))}
+
+
+def release(value: Any) -> tuple[int, ...] | None:
+    """``"12.9"``, ``"12.9.1"``, ``12.8``, ``(12, 8)`` or ``13`` as numbers; None for
+    anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return (value,)
+    if isinstance(value, float):
+        value = str(value)
+    if isinstance(value, str):
+        parts = value.strip().split(".")
+        return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+    if isinstance(value, tuple) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    return None
+
+
 def toolkit_in(*values: Values) -> bool:
     """Whether any of ``values`` holds the toolkit's version."""
-    return any(TOOLKIT in v for v in values)
+    return any(isinstance(x, Toolkit) for v in values for x in v)
 
 
 # -- what a gate admits -----------------------------------------------------------------

@@ -133,6 +133,33 @@ class Judgement:
                 "rule": self.image.reach.value if self.image else None}
 
 
+# The first CUDA release whose nvcc builds each architecture (CUDA Toolkit release
+# notes: Blackwell sm_100/sm_101/sm_120 in 12.8; sm_103 and sm_121 in 12.9; sm_110 in
+# 13.0, where sm_101 became sm_110), and the last one for those 13.0 dropped (offline
+# compilation for Volta, and the sm_101 name).  ``f`` targets start with 12.9 (the
+# family-specific note above); ``sm_90a`` with 12.0.
+NVCC_SINCE: dict[tuple[int, int], tuple[int, int]] = {
+    (7, 0): (9, 0), (7, 2): (10, 0), (7, 5): (10, 0), (8, 0): (11, 0), (8, 6): (11, 1),
+    (8, 7): (11, 4), (8, 9): (11, 8), (9, 0): (11, 8), (10, 0): (12, 8), (10, 1): (12, 8),
+    (10, 3): (12, 9), (11, 0): (13, 0), (12, 0): (12, 8), (12, 1): (12, 9),
+}
+NVCC_UNTIL: dict[tuple[int, int], tuple[int, int]] = {(7, 0): (12, 9), (7, 2): (12, 9),
+                                                      (10, 1): (12, 9)}
+_VARIANT_SINCE = {Variant.PLAIN: (0, 0), Variant.SPECIFIC: (12, 0), Variant.FAMILY: (12, 9)}
+
+
+def nvcc_builds(image: Image, cuda: tuple[int, int]) -> bool | None:
+    """Whether the nvcc of CUDA ``cuda`` builds ``image``'s target (``compute_120f``
+    needs 12.9: an older nvcc stops with "Unsupported gpu architecture"); None for an
+    architecture not in :data:`NVCC_SINCE`."""
+    arch = (image.major, image.minor)
+    since = NVCC_SINCE.get(arch)
+    if since is None:
+        return None
+    until = NVCC_UNTIL.get(arch, (99, 9))
+    return max(since, _VARIANT_SINCE[image.variant]) <= cuda <= until
+
+
 def judge(images: Iterable[Image], arch: Arch) -> Judgement:
     """What a GPU of ``arch``'s capability gets from an object carrying ``images``: the
     highest SASS it runs (native), else the highest PTX the driver can JIT for it, as

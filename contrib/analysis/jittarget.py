@@ -1,0 +1,296 @@
+"""Which target a tree's JIT builds for a GPU with a CUDA release, and whether the GPU
+runs it.
+
+flashinfer at ad893cfab (#2725) builds SM 12.x for ``compute_120f`` from CUDA 13.0 and
+for ``compute_120a`` below it; ``sm_120a`` runs on 12.0 alone, so with CUDA 12.9 a GB10
+(12.1) JIT-compiles a module it cannot load: "no kernel image is available"
+(flashinfer#2839, fixed at e2f821b8c by building ``120f`` from CUDA 12.9).  The places
+are :mod:`~contrib.analysis.jitsites`'; here each fill the GPU decides (its value
+differs on a GPU of another major) is run on the target with the release asked
+(:class:`~contrib.analysis.archeval.TreeEval` given the toolkit), the f-string
+formatted with what it gives, and the images the ``-gencode`` flags embed judged by
+CUDA's rules (:mod:`~contrib.analysis.cudacompat`), with whether that release's nvcc
+builds them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from contrib.analysis.archeval import TreeEval
+from contrib.analysis.archrun import run_body
+from contrib.analysis.archtoolkit import WHEEL_RELEASES, Cuda
+from contrib.analysis.archvalues import ANY, Cap, Frame, Func, Toolkit, Values, index, vague
+from contrib.analysis.cudacompat import Image, ImageKind, ImageVerdict, judge, nvcc_builds
+from contrib.analysis.jitsites import MAY_FORMAT, Fill, Site, sites
+from contrib.analysis.pymodules import Reader, targets_of
+from contrib.analysis.pywalk import walk
+from contrib.arch import NVIDIA_FAMILIES, Arch
+
+# `-gencode=arch=compute_120a,code=sm_120a`, `code=[sm_90a,compute_90a]`
+_GENCODE = re.compile(r"arch=compute_\w+,\s*code=(?P<code>\[[^\]]*\]|[\w]+)")
+
+
+class BuildVerdict(StrEnum):
+    """What a GPU gets from the JIT's build with one release (worst first)."""
+
+    REFUSES = "refuses"  # the tree's choice raises with this release
+    NVCC_REFUSES = "nvcc-refuses"  # this release's nvcc does not know a target built
+    NO_IMAGE = "no-image"  # built, and the GPU runs none of it
+    RUNS = "runs"  # its SASS, or PTX the driver compiles
+
+
+@dataclass(frozen=True)
+class Built:
+    """What the JIT builds for the GPU with CUDA ``cuda`` (``12.9``; ``new``: a release
+    new enough for every test), and the verdict; ``targets``: the images built
+    (``sm_120a``; ``compute_90`` for PTX), ``runs``: the one the GPU runs."""
+
+    cuda: str
+    verdict: BuildVerdict
+    targets: tuple[str, ...] = ()
+    runs: str = ""
+
+    @property
+    def crashes(self) -> bool:
+        """Whether a module built so fails the GPU (no image, or no build at all)."""
+        return self.verdict is not BuildVerdict.RUNS
+
+
+@dataclass(frozen=True)
+class JitTarget:
+    """The JIT's target for ``arch``: where it is chosen (``path``:``line``, in
+    ``function``) and formatted into nvcc's flags (``flags_path``:``flags_line``), what
+    the release asked builds (``built``) and what the releases PyTorch ships wheels for
+    build (``others``)."""
+
+    arch: str
+    path: str
+    line: int
+    function: str
+    flags_path: str
+    flags_line: int
+    built: Built
+    others: tuple[Built, ...] = ()
+
+    @property
+    def crashes(self) -> bool:
+        return self.built.crashes
+
+
+class JitReading:
+    """The JIT targets of one tree, read on first use and kept per (arch, release)."""
+
+    def __init__(self, read: Reader, paths: Iterable[str]) -> None:
+        self.read = read
+        self.paths = [p for p in paths if p.endswith(".py")]
+        self._trees: dict[str, ast.Module | None] = {}
+        self._sites: list[Site] | None = None
+        self._kept: dict[tuple[str, str], JitTarget | None] = {}
+
+    def sites(self, ev: TreeEval) -> list[Site]:
+        """Where the tree formats an nvcc target (:func:`~contrib.analysis.jitsites.sites`)."""
+        if self._sites is None:
+            found: list[Site] = []
+            for path in self.paths:
+                if MAY_FORMAT.search(self.read(path) or "") and (module := ev.module(path)):
+                    found += sites(path, module[0])
+            self._sites = found
+        return self._sites
+
+    def target(self, arch: Arch, cuda: Cuda) -> JitTarget | None:
+        """What the JIT builds for ``arch`` with ``cuda``; None where no target the
+        tree formats is chosen by the GPU (or none can be read)."""
+        key = (arch.name, cuda.name)
+        if key not in self._kept:
+            self._kept[key] = self._target(arch, cuda)
+        return self._kept[key]
+
+    def _target(self, arch: Arch, cuda: Cuda) -> JitTarget | None:
+        read = self._built(arch, cuda.version)
+        if read is None:
+            return None
+        built, where, site = read
+        others = []
+        for release in WHEEL_RELEASES:
+            other = self._built(arch, release) if release != cuda.version else read
+            if other is not None:
+                others.append(other[0])
+        return JitTarget(arch.name, where[0], where[1], where[2], site.path, site.line,
+                         built, tuple(others))
+
+    def _built(self, arch: Arch, version: tuple[int, int] | None
+               ) -> tuple[Built, Where, Site] | None:
+        """What the release ``version`` builds for ``arch``, where it is chosen, and
+        the site formatting it; None where the GPU chooses nothing read here."""
+        ev = TreeEval(self.read, self.paths, self._trees, toolkit=Toolkit(version))
+        name = "new" if version is None else f"{version[0]}.{version[1]}"
+        probe = next(c for c in NVIDIA_FAMILIES if c[0] != arch.major)
+        for site in self.sites(ev):
+            for fill in site.fills:
+                mine = _fill(ev, fill, (arch.major, arch.minor))
+                if mine is None or _same(mine[0], _fill(ev, fill, probe)):
+                    continue  # not reached, or the same on a GPU of another major
+                values, where = mine
+                if not values:
+                    return Built(name, BuildVerdict.REFUSES), where, site
+                flags = _formatted(ev, site, values)
+                if flags is None:
+                    continue
+                return _judged(name, flags, arch, version), where, site
+        return None
+
+
+def _same(values: Values, other: tuple[Values, Where] | None) -> bool:
+    return other is not None and other[0] == values
+
+
+Where = tuple[str, int, str]  # path, line, function
+
+
+def _fill(ev: TreeEval, fill: Fill, cap: Cap) -> tuple[Values, Where] | None:
+    """What ``fill`` adds on the GPU ``cap`` (its function run, read at the statement),
+    and where it is chosen: the ``return`` of the function it calls that gives it, else
+    the statement itself; None where no path reaches it."""
+    ev.cap = cap
+    function = fill.function
+    states = _run(ev, Func(fill.path, function), (), (), [fill.statement])[fill.statement]
+    if not states:
+        return None
+    where: Where = (fill.path, fill.statement.lineno, _qualname(fill.owner, function))
+    out: set[Any] = set()
+    scope = ev.function_scope(function)
+    for state in states:
+        frame = Frame(fill.path, scope, state, id(function))
+        called = _called(ev, fill, frame)
+        if called is None:
+            out |= ev.eval(fill.element, frame)
+            continue
+        out |= called[0]
+        if called[1][1]:
+            where = called[1]
+    return frozenset(out), where
+
+
+def _called(ev: TreeEval, fill: Fill, frame: Frame) -> tuple[Values, Where] | None:
+    """The values a fill's call of a tree function (``self._normalize_cuda_arch(major,
+    minor)``) returns, and where: the first ``return`` reached, else the first
+    ``raise`` (line 0: neither is); None for anything else."""
+    node = fill.element
+    if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
+        return None
+    func = _method(fill, node.func)
+    name = _qualname(fill.owner, func.node) if func is not None else ""
+    if func is None:
+        found = [v for v in ev.eval(node.func, frame) if isinstance(v, Func)]
+        func = found[0] if len(found) == 1 else None
+        name = func.node.name if func is not None else ""
+    if func is None:
+        return None
+    args = tuple(ev.eval(a, frame) for a in node.args)
+    if _bound_method(fill, node.func, func):
+        args = (ANY, *args)
+    kwargs = tuple((k.arg, ev.eval(k.value, frame)) for k in node.keywords if k.arg)
+    ends = [n for n in walk(func.node) if isinstance(n, ast.Return | ast.Raise)]
+    out: set[Any] = set()
+    lines: dict[bool, int] = {}  # the first `return` reached, the first `raise`
+    scope = ev.function_scope(func.node)
+    for statement, seen in _run(ev, func, args, kwargs, ends).items():
+        value = statement.value if isinstance(statement, ast.Return) else None
+        for state in seen:
+            if value is not None:
+                out |= ev.eval(value, Frame(func.path, scope, state, id(func.node)))
+            lines.setdefault(value is not None, statement.lineno)
+    return frozenset(out), (func.path, lines.get(True, lines.get(False, 0)), name)
+
+
+def _run(ev: TreeEval, func: Func, args: tuple[Values, ...],
+         kwargs: tuple[tuple[str, Values], ...], statements: list[Any]
+         ) -> dict[Any, list[dict[str, Values]]]:
+    """``func`` run with ``args``: the names at each of ``statements`` as paths reach it."""
+    env = ev.bind(func, args, kwargs) or {}
+    watch: dict[int, list[dict[str, Values]]] = {id(s): [] for s in statements}
+    frame = Frame(func.path, ev.function_scope(func.node), env, id(func.node))
+    run_body(ev, func.node.body, frame, watch)
+    return {s: watch[id(s)] for s in statements}
+
+
+def _method(fill: Fill, callee: ast.expr) -> Func | None:
+    """``self.m`` / ``cls.m`` / ``Owner.m`` of the fill's class: its method ``m``."""
+    owner = fill.owner
+    if owner is None or not isinstance(callee, ast.Attribute) \
+            or not isinstance(callee.value, ast.Name) \
+            or callee.value.id not in ("self", "cls", owner.name):
+        return None
+    found = next((item for item in owner.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                  and item.name == callee.attr), None)
+    return Func(fill.path, found) if found is not None else None
+
+
+def _bound_method(fill: Fill, callee: ast.expr, func: Func) -> bool:
+    """Whether calling ``func`` through ``callee`` passes the instance (or class) first."""
+    if fill.owner is None or not isinstance(callee, ast.Attribute) \
+            or not isinstance(callee.value, ast.Name) or callee.value.id == fill.owner.name:
+        return False
+    return not any(isinstance(d, ast.Name) and d.id == "staticmethod"
+                   for d in func.node.decorator_list)
+
+
+def _qualname(owner: ast.ClassDef | None, function: ast.AST) -> str:
+    name = getattr(function, "name", "?")
+    return f"{owner.name}.{name}" if owner is not None else name
+
+
+def _formatted(ev: TreeEval, site: Site, values: Values) -> list[str] | None:
+    """The flags ``site`` formats for each of ``values`` (the loop's items, or the
+    f-string's own values); None when one is not a known text."""
+    if site.target is None:
+        texts = list(values)
+    else:
+        scope = ev.function_scope(site.function)
+        texts = []
+        for value in values:
+            env = {name: frozenset({_pick(value, where)})
+                   for name, where in targets_of(site.target)}
+            texts += ev.eval(site.fstring, Frame(site.path, scope, env, id(site.function)))
+    if not texts or any(not isinstance(t, str) or vague(t) for t in texts):
+        return None
+    return sorted(texts)
+
+
+def _pick(value: Any, where: tuple[int, ...]) -> Any:
+    for n in where:
+        value = index(value, n)
+    return value
+
+
+def images_of(flags: Iterable[str]) -> list[Image]:
+    """The images nvcc embeds for ``-gencode`` flags: each ``code=`` target, SASS for
+    ``sm_``, PTX for ``compute_``."""
+    found = []
+    for flag in flags:
+        for match in _GENCODE.finditer(flag):
+            for code in match["code"].strip("[]").split(","):
+                code = code.strip()
+                kind = ImageKind.PTX if code.startswith("compute_") else ImageKind.SASS
+                image = Image.parse(kind, code)
+                if image is not None:
+                    found.append(image)
+    return found
+
+
+def _judged(name: str, flags: list[str], arch: Arch, version: tuple[int, int] | None) -> Built:
+    images = images_of(flags)
+    targets = tuple(i.target for i in images)
+    if version is not None and any(nvcc_builds(i, version) is False for i in images):
+        return Built(name, BuildVerdict.NVCC_REFUSES, targets)
+    judgement = judge(images, arch)
+    if judgement.verdict is ImageVerdict.NO_IMAGE:
+        return Built(name, BuildVerdict.NO_IMAGE, targets)
+    runs = judgement.image.target if judgement.image else ""
+    return Built(name, BuildVerdict.RUNS, targets, runs)
