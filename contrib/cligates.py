@@ -116,11 +116,14 @@ def audit(ctx: Context, upstreams: tuple[str, ...], arch: str | None, at: str | 
                    "default: contrib.toml's [defaults] arch.")
 @click.option("--at", "at", metavar="REF", help="Read this commit, tag or branch "
               "(default: the tip).")
+@click.option("--cuda", metavar="X.Y", help="The CUDA release JIT modules are built with, "
+              "for the target they build (default: this machine's nvcc, as `contrib doctor` "
+              "names it; without one, a release new enough for every version test).")
 @click.option("--no-fetch", is_flag=True, help="Use the cached upstreams as they are.")
 @json_option
 @pass_ctx
 def why(ctx: Context, upstream: str, feature: str, arch: str | None, at: str | None,
-        no_fetch: bool, json_mode: bool) -> int:
+        cuda: str | None, no_fetch: bool, json_mode: bool) -> int:
     """Why FEATURE is on, off or crashing on ARCH, and what it takes: its chain from where
     the flag is read down through every gate into the upstream below, and one verdict.
     FEATURE: a server flag (--enable-x, --x=value) or a public API (pkg.fn,
@@ -128,4 +131,4 @@ def why(ctx: Context, upstream: str, feature: str, arch: str | None, at: str | N
     from contrib.commands.why import why as run
 
     return ctx.unlocked(json_mode, lambda ws, ui: run(
-        ws, ui, upstream, feature, arch=arch, at=at, fetch=not no_fetch))
+        ws, ui, upstream, feature, arch=arch, at=at, fetch=not no_fetch, cuda=cuda))

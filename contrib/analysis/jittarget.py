@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -33,7 +33,7 @@ from contrib.analysis.pywalk import walk
 from contrib.arch import NVIDIA_FAMILIES, Arch
 
 # `-gencode=arch=compute_120a,code=sm_120a`, `code=[sm_90a,compute_90a]`
-_GENCODE = re.compile(r"arch=compute_\w+,\s*code=(?P<code>\[[^\]]*\]|[\w]+)")
+_GENCODE = re.compile(r"arch=(?P<arch>compute_\w+),\s*code=(?P<code>\[[^\]]*\]|[\w]+)")
 
 
 class BuildVerdict(StrEnum):
@@ -48,11 +48,13 @@ class BuildVerdict(StrEnum):
 @dataclass(frozen=True)
 class Built:
     """What the JIT builds for the GPU with CUDA ``cuda`` (``12.9``; ``new``: a release
-    new enough for every test), and the verdict; ``targets``: the images built
-    (``sm_120a``; ``compute_90`` for PTX), ``runs``: the one the GPU runs."""
+    new enough for every test), and the verdict; ``compute``: the virtual archs nvcc
+    compiles for (``compute_120a``), ``targets``: the images it embeds (``sm_120a``;
+    ``compute_90`` for PTX), ``runs``: the one the GPU runs."""
 
     cuda: str
     verdict: BuildVerdict
+    compute: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
     runs: str = ""
 
@@ -269,28 +271,28 @@ def _pick(value: Any, where: tuple[int, ...]) -> Any:
     return value
 
 
-def images_of(flags: Iterable[str]) -> list[Image]:
-    """The images nvcc embeds for ``-gencode`` flags: each ``code=`` target, SASS for
-    ``sm_``, PTX for ``compute_``."""
-    found = []
+def images_of(flags: Iterable[str]) -> tuple[list[str], list[Image]]:
+    """The virtual archs of ``-gencode`` flags and the images nvcc embeds for them:
+    each ``code=`` target, SASS for ``sm_``, PTX for ``compute_``."""
+    virtual: list[str] = []
+    found: list[Image] = []
     for flag in flags:
         for match in _GENCODE.finditer(flag):
+            virtual.append(match["arch"])
             for code in match["code"].strip("[]").split(","):
-                code = code.strip()
-                kind = ImageKind.PTX if code.startswith("compute_") else ImageKind.SASS
-                image = Image.parse(kind, code)
+                kind = ImageKind.PTX if code.strip().startswith("compute_") else ImageKind.SASS
+                image = Image.parse(kind, code.strip())
                 if image is not None:
                     found.append(image)
-    return found
+    return list(dict.fromkeys(virtual)), list(dict.fromkeys(found))
 
 
 def _judged(name: str, flags: list[str], arch: Arch, version: tuple[int, int] | None) -> Built:
-    images = images_of(flags)
-    targets = tuple(i.target for i in images)
+    virtual, images = images_of(flags)
+    built = Built(name, BuildVerdict.RUNS, tuple(virtual), tuple(i.target for i in images))
     if version is not None and any(nvcc_builds(i, version) is False for i in images):
-        return Built(name, BuildVerdict.NVCC_REFUSES, targets)
+        return replace(built, verdict=BuildVerdict.NVCC_REFUSES)
     judgement = judge(images, arch)
-    if judgement.verdict is ImageVerdict.NO_IMAGE:
-        return Built(name, BuildVerdict.NO_IMAGE, targets)
-    runs = judgement.image.target if judgement.image else ""
-    return Built(name, BuildVerdict.RUNS, targets, runs)
+    if judgement.verdict is ImageVerdict.NO_IMAGE or judgement.image is None:
+        return replace(built, verdict=BuildVerdict.NO_IMAGE)
+    return replace(built, runs=judgement.image.target)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from contrib.analysis.jittarget import JitTarget
 from contrib.audit.model import Evidence, GateClass
 
 _BACKEND = "backend"  # the keyword an API feature's choice is passed by
@@ -71,6 +72,7 @@ class Role(StrEnum):
     BELOW = "below"  # a gate of the upstream below, on the way
     BEHIND = "behind"  # a gate below one that turned the target away: opened with it
     SHIPS = "ships"  # the prebuilt object a call ends in, and its image for the target
+    BUILDS = "builds"  # the target a JIT module is built for, and whether the GPU runs it
 
 
 GATE_ROLES = (Role.GATE, Role.BELOW, Role.BEHIND)
@@ -79,7 +81,8 @@ GATE_ROLES = (Role.GATE, Role.BELOW, Role.BEHIND)
 @dataclass(frozen=True)
 class Link:
     """One link: where (upstream, commit, file, line, function), what it admits, its
-    effect and class when it is a gate, and why, for people."""
+    effect and class when it is a gate, and why, for people; a JIT build's target is
+    ``builds`` (where it is chosen is the link's place)."""
 
     role: Role
     upstream: str
@@ -93,6 +96,7 @@ class Link:
     class_: GateClass | None = None
     why: str = ""
     evidence: tuple[Evidence, ...] = ()  # the guards, kernels or ops behind its class (a few)
+    builds: JitTarget | None = None  # a BUILDS link's reading
 
     @property
     def spot(self) -> str:

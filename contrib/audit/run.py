@@ -6,6 +6,7 @@ import sys
 
 from packaging.utils import canonicalize_name
 
+from contrib.analysis.archtoolkit import ASSUMED, Cuda
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.classing.ptxcheck import compile_gates
@@ -25,11 +26,13 @@ from contrib.workspace.model import Workspace
 
 def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, since: str | None,
                    fetch: bool, progress: ProgressFn | None = None, step: Step | None = None,
-                   nvcc: str | None = None, features: Choose | None = None) -> UpstreamAudit:
+                   nvcc: str | None = None, features: Choose | None = None,
+                   cuda: Cuda = ASSUMED) -> UpstreamAudit:
     """The audit of upstream ``name`` at ``at`` (default: the tip), compared with ``since``;
     with ``nvcc`` (``--compile``), the excluding gates' units compiled to PTX too; and
     followed into the workspace's other upstreams it pins (the stack below).
-    ``features``: which of its features to follow, each to its verdict (none if None)."""
+    ``features``: which of its features to follow, each to its verdict (none if None);
+    ``cuda``: the toolkit their JIT modules are built with."""
     mirror = Mirror(ws.config.upstream(name)).ensure(fetch_now=fetch, progress=progress)
     commit = mirror.resolve(at, allow_fetch=fetch) if at else mirror.tip()
     since_commit = mirror.resolve(since, allow_fetch=fetch) if since else None
@@ -51,7 +54,8 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
         key = f"{result.tree}\0{lower[2] if lower else ''}\0{arch.name}"
         audit.features = explain(name, commit, GitTree(git, commit), audit.gates, lower,
                                  walker=walker, key=f"{key}\0{at or ''}", choose=features, ref=at or "",
-                                 arch=arch, settings_class=mirror.upstream.settings_class)
+                                 arch=arch, settings_class=mirror.upstream.settings_class,
+                                 cuda=cuda)
     if nvcc is not None:
         python = ws.config.upstream(name).python or sys.executable
         audit.gates, summary = compile_gates(GitTree(git, commit), audit.gates, arch,

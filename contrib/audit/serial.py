@@ -21,6 +21,7 @@ from typing import Any
 
 from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import Form
+from contrib.analysis.jittarget import Built, BuildVerdict, JitTarget
 from contrib.analysis.opening import Opens
 from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.audit.chains import Chain, Feature, Fix, Link, Role, Verdict
@@ -363,7 +364,50 @@ def link_json(link: Link) -> dict[str, Any]:
             "file": link.file, "line": link.line, "function": link.function,
             "admits": link.admits, "excludes_target": link.excludes, "refuses": link.refuses,
             "class": _str(link.class_), "why": link.why,
-            "evidence": [str(e) for e in link.evidence]}
+            "evidence": [str(e) for e in link.evidence], "builds": _builds_json(link.builds)}
+
+
+def _builds_json(target: JitTarget | None) -> dict[str, Any] | None:
+    """What a JIT builds for the target (a BUILDS link's reading), as data."""
+    return None if target is None else {
+        "arch": target.arch, "path": target.path, "line": target.line,
+        "function": target.function, "flags_path": target.flags_path,
+        "flags_line": target.flags_line, "built": _built_json(target.built),
+        "others": [_built_json(o) for o in target.others]}
+
+
+def _built_json(b: Built) -> dict[str, Any]:
+    return {"cuda": b.cuda, "verdict": b.verdict.value, "compute": list(b.compute),
+            "targets": list(b.targets), "runs": b.runs}
+
+
+def _builds(data: object) -> JitTarget | None | _Malformed:
+    """Back from :func:`_builds_json`."""
+    texts = ("arch", "path", "function", "flags_path")
+    if data is None:
+        return None
+    if not (isinstance(data, dict) and set(data) == {*texts, "line", "flags_line", "built",
+                                                     "others"}
+            and all(isinstance(data[k], str) for k in texts) and _int(data["line"])
+            and _int(data["flags_line"]) and isinstance(data["others"], list)):
+        return _Malformed()
+    built = [_built(b) for b in (data["built"], *data["others"])]
+    kept = [b for b in built if b is not None]
+    if len(kept) != len(built):
+        return _Malformed()
+    return JitTarget(data["arch"], data["path"], data["line"], data["function"],
+                     data["flags_path"], data["flags_line"], kept[0], tuple(kept[1:]))
+
+
+def _built(data: object) -> Built | None:
+    if not (isinstance(data, dict) and set(data) == {"cuda", "verdict", "compute", "targets",
+                                                     "runs"}
+            and isinstance(data["cuda"], str) and isinstance(data["runs"], str)
+            and _known(_BUILD_VERDICTS, data["verdict"]) and _strings(data["compute"])
+            and _strings(data["targets"])):
+        return None
+    return Built(data["cuda"], _BUILD_VERDICTS[data["verdict"]], tuple(data["compute"]),
+                 tuple(data["targets"]), data["runs"])
 
 
 def chain_json(chain: Chain) -> dict[str, Any]:
@@ -424,21 +468,22 @@ _LINK_TEXT = ("upstream", "commit", "file", "function", "admits", "why")
 def _link(item: object) -> Link | None:
     if not (isinstance(item, dict) and set(item) == {*_LINK_TEXT, "role", "line",
                                                       "excludes_target", "refuses", "class",
-                                                      "evidence"}
+                                                      "evidence", "builds"}
             and all(isinstance(item[k], str) for k in _LINK_TEXT) and _int(item["line"])
             and isinstance(item["excludes_target"], bool) and isinstance(item["refuses"], bool)
             and _known(_ROLES, item["role"])
             and (item["class"] is None or _known(_CLASSES, item["class"]))):
         return None
-    evidence = _evidences(item["evidence"])
-    if evidence is None:
+    evidence, builds = _evidences(item["evidence"]), _builds(item["builds"])
+    if evidence is None or isinstance(builds, _Malformed):
         return None
     return Link(_ROLES[item["role"]], item["upstream"], item["commit"], item["file"],
                 item["line"], item["function"], admits=item["admits"],
                 excludes=item["excludes_target"], refuses=item["refuses"],
                 class_=None if item["class"] is None else _CLASSES[item["class"]],
-                why=item["why"], evidence=evidence)
+                why=item["why"], evidence=evidence, builds=builds)
 
 
 _VERDICTS = {v.value: v for v in Verdict}
+_BUILD_VERDICTS = {v.value: v for v in BuildVerdict}
 _ROLES = {r.value: r for r in Role}

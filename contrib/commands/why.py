@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 
+from contrib.analysis.archtoolkit import nvcc_cuda, parse_cuda
+from contrib.analysis.ptx import nvcc_version
 from contrib.arch import parse_archs
 from contrib.audit.chains import Feature, Verdict
 from contrib.audit.feature.show import VERDICT_TEXT, chain_lines, find, read_at
@@ -21,10 +23,12 @@ from contrib.workspace.model import Workspace
 
 
 def why(ws: Workspace, ui: UI, upstream: str, feature: str, *, arch: str | None,
-        at: str | None, fetch: bool) -> int:
+        at: str | None, fetch: bool, cuda: str | None = None) -> int:
     """Follow ``feature`` of ``upstream`` across the stack for each GPU of ``arch``
-    (``sm_120a,sm_121a``: a family side by side); say each chain and verdict."""
+    (``sm_120a,sm_121a``: a family side by side); say each chain and verdict.  ``cuda``:
+    the release JIT modules are built with (default: this machine's nvcc's)."""
     targets = parse_archs(ws.config.default_arch(arch, "why"))
+    toolkit = parse_cuda(cuda) if cuda is not None else nvcc_cuda(nvcc_version())
     ws.config.upstream(upstream)  # an unknown name fails before any work
     names: list[str] = []
 
@@ -36,7 +40,8 @@ def why(ws: Workspace, ui: UI, upstream: str, feature: str, *, arch: str | None,
     for target in dict.fromkeys(targets):
         with ui.task(f"auditing {upstream} for {target.name}") as task:
             audit = audit_upstream(ws, upstream, target, at=at, since=None, fetch=fetch,
-                                   progress=ui.progress, step=task.step, features=choose)
+                                   progress=ui.progress, step=task.step, features=choose,
+                                   cuda=toolkit)
         if not audit.features:
             close = difflib.get_close_matches(feature, names, n=3, cutoff=0.75)
             hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else
@@ -61,6 +66,7 @@ def why(ws: Workspace, ui: UI, upstream: str, feature: str, *, arch: str | None,
         ui.warn(note)
     documents = [{"arch": name, "upstream": upstream, "commit": audit.commit,
                   "ref": audit.ref, "stack": audit.stack,
+                  "cuda": toolkit.name, "cuda_from": toolkit.source.value,
                   "features": [chain_json(c) for c in audit.features]} for name, audit in results]
     ui.emit(documents[0] if len(documents) == 1 else {"archs": documents})
     return 0 if all(c.verdict == Verdict.ON for _, a in results for c in a.features) else 1

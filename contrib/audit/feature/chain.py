@@ -52,12 +52,14 @@ from contrib.audit.feature.upper import (
 from contrib.audit.model import (
     GATE_ONLY,
     INTENTIONAL,
+    JIT,
     NEEDS_KERNEL_WORK,
     NOT_BUILDABLE,
     AuditGate,
     admits_text,
 )
 from contrib.audit.stack.fixed import first_admitting
+from contrib.audit.stack.jitlink import jit_link
 from contrib.audit.stack.lower import Lower
 from contrib.audit.stack.reading import Handed, Outside
 from contrib.audit.stack.settinggates import setting_links
@@ -233,6 +235,7 @@ def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: boo
     ``arch`` takes; ``host``: also read the C/C++ host checks below a call no Python
     gate refuses (:func:`_host_refusal`)."""
     seen: set[tuple[str, int]] = set()
+    loads = False  # a JIT module admitting the target is loaded on the way: its target read
     for out in outs:
         links.append(Link(Role.CALL, lower.name, lower.tag, "", 0, out.dotted,
                           why=" > ".join((*out.via, out.dotted))))
@@ -245,6 +248,7 @@ def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: boo
                 continue
             seen.add((gate.file, gate.line))
             link = gate_link(Role.BELOW, lower.name, f"{lower.tag}", gate)
+            loads |= gate.kind == JIT and not link.excludes
             given = passed_by_caller(lower.ev, gate) if link.refuses else None
             if given is not None:
                 link = replace(link, excludes=False, refuses=False, class_=None,
@@ -255,6 +259,9 @@ def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: boo
             refused = _host_refusal(lower, out, arch)
             if refused is not None:
                 links.append(refused if not api else _own(refused))
+    built = jit_link(lower, arch) if loads and arch is not None else None
+    if built is not None:  # once, after the calls loading the module
+        links.append(built)
 
 
 def _host_refusal(lower: Lower, out: Outside, arch: Arch) -> Link | None:
@@ -303,7 +310,7 @@ _EVIDENCE = 3
 def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
     """The chain of ``feature`` through ``links``, with its verdict and why."""
     chain = Chain(feature, links)
-    below = [link for link in links if link.role in (Role.BELOW, Role.SHIPS)]
+    below = [link for link in links if link.role in (Role.BELOW, Role.SHIPS, Role.BUILDS)]
     crash = [link for link in below if link.refuses]
     refused_above = any(link.role == Role.GATE and link.refuses for link in links)
     if crash and not refused_above:  # refused above, the user meets this tree's own error
@@ -313,11 +320,12 @@ def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
         call = next((link for link in reversed(links[:index]) if link.role == Role.CALL), None)
         way = (f" (its call of {call.function}, with no arch check on the way)"
                if call is not None else "")
+        verb = "its JIT build fails at" if first.role == Role.BUILDS else "refused by"
         return replace(chain, verdict=Verdict.CRASH,
-                       reason=(f"admitted on the way down{way}, then refused by {first.upstream} "
+                       reason=(f"admitted on the way down{way}, then {verb} {first.upstream} "
                                f"{first.commit} {first.file}:{first.line} {first.function}"
                                f"{admits}: {first.why}"),
-                       where=f"refused by {first.upstream} {first.commit} {_at(first)}")
+                       where=f"{verb} {first.upstream} {first.commit} {_at(first)}")
     excluding = [link for link in links if link.role in GATE_ROLES and link.excludes]
     hollow = [link for link in below if not link.excludes and link.class_ == NEEDS_KERNEL_WORK]
     if not links and feature.default:  # what the server runs when nothing is asked

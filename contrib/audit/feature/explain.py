@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from contrib import __version__, environ
+from contrib.analysis.archtoolkit import ASSUMED, Cuda
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.chains import Chain, Feature, FeatureKind
@@ -34,7 +35,7 @@ from contrib.errors import ContribError
 from contrib.git.repo import Git
 from contrib.workspace.txn import atomic_write, check_inside
 
-FEATURE_FORMAT = 31  # bump when the chains change over the same audits
+FEATURE_FORMAT = 32  # bump when the chains change over the same audits
 
 Choose = Callable[[list[Feature]], list[Feature]]
 
@@ -48,7 +49,8 @@ def every(features: list[Feature]) -> list[Feature]:
 def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
             below: tuple[str, str, str, TreeAudit, GitTree] | None, *, key: str,
             settings_class: str, choose: Choose | None = None, ref: str = "",
-            walker: Walker | None = None, arch: Arch | None = None) -> list[Chain]:
+            walker: Walker | None = None, arch: Arch | None = None,
+            cuda: Cuda = ASSUMED) -> list[Chain]:
     """The chains of the features of ``tree`` (``name`` at ``commit``, audited as
     ``gates``) that ``choose`` keeps (all by default).  ``below``: the upstream below
     as pinned (its name, tag, commit, audit and tree), for a server's features.
@@ -59,8 +61,9 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
     ``ref``: how a library's own links name its commit (default: the sha's start).
     ``walker``: the upper tree's, when the link walked it already (its parsed modules
     and indexes are kept).  ``arch``: the target, for the C/C++ host checks below a
-    call no Python gate refuses (a crash there)."""
-    path = _cache_file(f"{key}\0{settings_class}\0{_wheels_here()}")
+    call no Python gate refuses (a crash there).  ``cuda``: the toolkit a JIT module
+    of the upstream below (or the library) is built with, for the target it builds."""
+    path = _cache_file(f"{key}\0{settings_class}\0{_wheels_here()}\0{cuda.text()}")
     features = declared(tree, settings_class)
     kept = _load(path, every(features))
     if choose is None:
@@ -72,10 +75,10 @@ def explain(name: str, commit: str, tree: GitTree, gates: list[AuditGate],
         return []
     if chosen[0].kind == FeatureKind.API:
         own = Lower(name, ref or commit[:10], commit, TreeAudit(commit, "", gates), tree,
-                    arch=arch)
+                    arch=arch, cuda=cuda)
         chains = [chain_of(f, None, own, arch) for f in chosen]
     else:
-        lower = Lower(*below, arch=arch) if below is not None else None
+        lower = Lower(*below, arch=arch, cuda=cuda) if below is not None else None
         roots = lower.roots if lower is not None else {}
         walker = walker or walker_of(gates, tree, roots)
         mode = Mode.features(settings_elsewhere(tree, settings_class))

@@ -107,6 +107,8 @@ def link_line(n: int, link: Link, arch: str) -> str:
         return f"{n:>2}. calls  {link.upstream} {link.commit} {link.function}"
     what = (f"turns {arch} away ({link.class_ or 'unknown'})" if link.excludes
             else f"admits {arch}")
+    if link.role == Role.BUILDS:
+        return f"{n:>2}. builds {at} {link.file}:{link.line} {link.function}: {link.why}"
     if link.role == Role.SHIPS:
         where = f"{link.upstream}=={link.commit} {link.file or '-'}"
         return f"{n:>2}. ships  {where} {link.function}: {link.why}"

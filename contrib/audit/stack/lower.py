@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contrib.analysis.archtoolkit import ASSUMED, Cuda
 from contrib.analysis.archvalues import Frame, Func, ModRef, ordered, truth_of
 from contrib.analysis.includes import IncludeResolver
+from contrib.analysis.jittarget import JitReading, JitTarget
 from contrib.analysis.reach.backends import (
     Key,
     decorator_keys,
@@ -59,6 +61,7 @@ class Lower:
     audit: TreeAudit
     tree: GitTree
     arch: Arch | None = None  # the target the audit was made for: a parameter dispatch on it
+    cuda: Cuda = ASSUMED  # the toolkit its JIT builds with
     ev: PyTree = field(init=False)
     roots: dict[str, str] = field(init=False)  # top-level package -> folder prefix
     _below: dict[tuple[str, tuple[tuple[str, str], ...], bool],
@@ -67,6 +70,7 @@ class Lower:
         default_factory=dict)
     _behind: Behind | None = None
     _at: dict[tuple[str, int], AuditGate] | None = None
+    _jit: JitReading | None = None
     # (file, function, arch) -> the first release admitting the target there (chain.py)
     fixes: dict[tuple[str, str, str], Fix | None] = field(default_factory=dict)
 
@@ -82,6 +86,13 @@ class Lower:
         for gate in self.audit.gates:
             if gate.scope == RUNTIME:
                 self._held.setdefault(gate.file, []).append(gate)
+
+    def jit_target(self, arch: Arch) -> JitTarget | None:
+        """What the tree's JIT builds for ``arch`` with :attr:`cuda`
+        (:class:`~contrib.analysis.jittarget.JitReading`), read once."""
+        if self._jit is None:
+            self._jit = JitReading(self.tree.read_text, sorted(self._paths))
+        return self._jit.target(arch, self.cuda)
 
     def gate_at(self, file: str, line: int) -> AuditGate | None:
         """The lower audit's gate at ``file``:``line`` (what an upper gate's ``below``
