@@ -4,7 +4,8 @@ path of ``contrib why``, and the corpus files read with one line per mistake.
 
 ``why_history``, ``works_history`` and ``fixes_history`` ask through :func:`ask`; the
 answer of a feature the commit does not declare is ``absent`` (a miss, never a crash of
-the script).
+the script).  JIT modules are read as built with a CUDA release new enough for every
+version test, whatever nvcc this machine has, so a corpus answers alike everywhere.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from contrib.analysis.archtoolkit import ASSUMED  # noqa: E402
 from contrib.arch import parse_arch  # noqa: E402
 from contrib.audit.chains import Chain, Feature  # noqa: E402
 from contrib.audit.run import audit_upstream  # noqa: E402
@@ -90,7 +92,7 @@ def ask(ws: Workspace, upstream: str, rev: str, arch: str, features: Sequence[st
 
     started = time.monotonic()
     audit = audit_upstream(ws, upstream, parse_arch(arch), at=rev, since=None, fetch=False,
-                           features=choose)
+                           features=choose, cuda=ASSUMED)  # not this machine's nvcc
     seconds = time.monotonic() - started
     pin = audit.stack[0]["tag"] if audit.stack else "-"
     answers = {c.feature.name: _answer(c, pin, seconds, links) for c in audit.features}

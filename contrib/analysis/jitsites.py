@@ -91,8 +91,8 @@ def _site(path: str, module: ast.Module, owner: ast.ClassDef | None, function: F
     loop = _loop(fstring, fields, above)
     if loop is None:
         statement = _statement(fstring, above)
-        fills = (Fill(path, owner, function, statement, fstring),) if statement else ()
-        return Site(path, fstring.lineno, function, fstring, None, fills)
+        own = [Fill(path, owner, function, statement, fstring)] if statement else []
+        return Site(path, fstring.lineno, function, fstring, None, tuple(own))
     target, iterated = loop
     fills = tuple(fill for source in _sources(iterated, function, 0)
                   for fill in _fills(path, module, owner, source))

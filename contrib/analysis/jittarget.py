@@ -25,13 +25,24 @@ from typing import Any
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archrun import run_body
 from contrib.analysis.archtoolkit import WHEEL_RELEASES, Cuda
-from contrib.analysis.archvalues import ANY, Cap, Frame, Func, Toolkit, Values, index, vague
+from contrib.analysis.archvalues import (
+    ANY,
+    Cap,
+    Frame,
+    Func,
+    Toolkit,
+    Values,
+    index,
+    ordered,
+    vague,
+)
 from contrib.analysis.cudacompat import Image, ImageKind, ImageVerdict, judge, nvcc_builds
 from contrib.analysis.jitsites import MAY_FORMAT, Fill, Site, sites
 from contrib.analysis.pymodules import Reader, targets_of
 from contrib.analysis.pywalk import walk
 from contrib.arch import NVIDIA_FAMILIES, Arch
 
+Where = tuple[str, int, str]  # path, line, function: where a target is chosen
 # `-gencode=arch=compute_120a,code=sm_120a`, `code=[sm_90a,compute_90a]`
 _GENCODE = re.compile(r"arch=(?P<arch>compute_\w+),\s*code=(?P<code>\[[^\]]*\]|[\w]+)")
 
@@ -141,18 +152,27 @@ class JitReading:
                 values, where = mine
                 if not values:
                     return Built(name, BuildVerdict.REFUSES), where, site
-                flags = _formatted(ev, site, values)
-                if flags is None:
-                    continue
-                return _judged(name, flags, arch, version), where, site
+                built = _one(name, [_formatted(ev, site, v) for v in ordered(values)], arch, version)
+                if built is not None:
+                    return built, where, site
         return None
+
+
+def _one(name: str, each: list[list[str] | None], arch: Arch,
+         version: tuple[int, int] | None) -> Built | None:
+    """What is built where the GPU's choice may be any of several (each one's flags):
+    their verdict where they share one, else nothing decided (None)."""
+    if not each or any(flags is None for flags in each):
+        return None
+    judged = [_judged(name, flags, arch, version) for flags in each if flags is not None]
+    if len({b.verdict for b in judged}) != 1:
+        return None
+    return judged[0] if len(judged) == 1 else _judged(
+        name, sorted({f for flags in each if flags for f in flags}), arch, version)
 
 
 def _same(values: Values, other: tuple[Values, Where] | None) -> bool:
     return other is not None and other[0] == values
-
-
-Where = tuple[str, int, str]  # path, line, function
 
 
 def _fill(ev: TreeEval, fill: Fill, cap: Cap) -> tuple[Values, Where] | None:
@@ -248,18 +268,14 @@ def _qualname(owner: ast.ClassDef | None, function: ast.AST) -> str:
     return f"{owner.name}.{name}" if owner is not None else name
 
 
-def _formatted(ev: TreeEval, site: Site, values: Values) -> list[str] | None:
-    """The flags ``site`` formats for each of ``values`` (the loop's items, or the
-    f-string's own values); None when one is not a known text."""
-    if site.target is None:
-        texts = list(values)
-    else:
+def _formatted(ev: TreeEval, site: Site, value: Any) -> list[str] | None:
+    """The flags ``site`` formats for ``value`` (the loop's item, or the f-string's own
+    value); None when it is not a known text."""
+    texts = [value]
+    if site.target is not None:
         scope = ev.function_scope(site.function)
-        texts = []
-        for value in values:
-            env = {name: frozenset({_pick(value, where)})
-                   for name, where in targets_of(site.target)}
-            texts += ev.eval(site.fstring, Frame(site.path, scope, env, id(site.function)))
+        env = {name: frozenset({_pick(value, where)}) for name, where in targets_of(site.target)}
+        texts = list(ev.eval(site.fstring, Frame(site.path, scope, env, id(site.function))))
     if not texts or any(not isinstance(t, str) or vague(t) for t in texts):
         return None
     return sorted(texts)

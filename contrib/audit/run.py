@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 
 from packaging.utils import canonicalize_name
 
-from contrib.analysis.archtoolkit import ASSUMED, Cuda
+from contrib.analysis.archtoolkit import Cuda, nvcc_cuda
+from contrib.analysis.ptx import nvcc_version
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.classing.ptxcheck import compile_gates
@@ -27,12 +29,12 @@ from contrib.workspace.model import Workspace
 def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, since: str | None,
                    fetch: bool, progress: ProgressFn | None = None, step: Step | None = None,
                    nvcc: str | None = None, features: Choose | None = None,
-                   cuda: Cuda = ASSUMED) -> UpstreamAudit:
+                   cuda: Cuda | None = None) -> UpstreamAudit:
     """The audit of upstream ``name`` at ``at`` (default: the tip), compared with ``since``;
     with ``nvcc`` (``--compile``), the excluding gates' units compiled to PTX too; and
     followed into the workspace's other upstreams it pins (the stack below).
     ``features``: which of its features to follow, each to its verdict (none if None);
-    ``cuda``: the toolkit their JIT modules are built with."""
+    ``cuda``: the toolkit their JIT modules are built with (default: :func:`cuda_here`)."""
     mirror = Mirror(ws.config.upstream(name)).ensure(fetch_now=fetch, progress=progress)
     commit = mirror.resolve(at, allow_fetch=fetch) if at else mirror.tip()
     since_commit = mirror.resolve(since, allow_fetch=fetch) if since else None
@@ -55,7 +57,7 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
         audit.features = explain(name, commit, GitTree(git, commit), audit.gates, lower,
                                  walker=walker, key=f"{key}\0{at or ''}", choose=features, ref=at or "",
                                  arch=arch, settings_class=mirror.upstream.settings_class,
-                                 cuda=cuda)
+                                 cuda=cuda or cuda_here())
     if nvcc is not None:
         python = ws.config.upstream(name).python or sys.executable
         audit.gates, summary = compile_gates(GitTree(git, commit), audit.gates, arch,
@@ -74,6 +76,14 @@ def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, sinc
         coverages.append(patch_coverage(ps.target, git, version.base, patches))
     audit.gates = mark_covered(audit.gates, coverages)
     return audit
+
+
+@functools.cache
+def cuda_here() -> Cuda:
+    """The CUDA release this machine's nvcc names (as `contrib doctor` finds it), else a
+    release new enough for every version test: what a JIT build is asked about when no
+    release is named (`why` and `audit` alike, so they share the features' cache)."""
+    return nvcc_cuda(nvcc_version())
 
 
 def _stack_below(ws: Workspace, audit: UpstreamAudit, tree: GitTree, tree_sha: str, arch: Arch,

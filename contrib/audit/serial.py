@@ -21,7 +21,7 @@ from typing import Any
 
 from contrib.analysis.archvalues import Capabilities
 from contrib.analysis.gates import Form
-from contrib.analysis.jittarget import Built, BuildVerdict, JitTarget
+from contrib.analysis.jittarget import BuildVerdict, Built, JitTarget
 from contrib.analysis.opening import Opens
 from contrib.analysis.reach.endpoints import Endpoint, EndpointKind
 from contrib.audit.chains import Chain, Feature, Fix, Link, Role, Verdict

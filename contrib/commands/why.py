@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import difflib
 
-from contrib.analysis.archtoolkit import nvcc_cuda, parse_cuda
-from contrib.analysis.ptx import nvcc_version
+from contrib.analysis.archtoolkit import parse_cuda
 from contrib.arch import parse_archs
 from contrib.audit.chains import Feature, Verdict
 from contrib.audit.feature.show import VERDICT_TEXT, chain_lines, find, read_at
 from contrib.audit.report import stack_line
-from contrib.audit.run import audit_upstream
+from contrib.audit.run import audit_upstream, cuda_here
 from contrib.audit.serial import chain_json
 from contrib.errors import UsageError
 from contrib.ui import UI
@@ -28,7 +27,7 @@ def why(ws: Workspace, ui: UI, upstream: str, feature: str, *, arch: str | None,
     (``sm_120a,sm_121a``: a family side by side); say each chain and verdict.  ``cuda``:
     the release JIT modules are built with (default: this machine's nvcc's)."""
     targets = parse_archs(ws.config.default_arch(arch, "why"))
-    toolkit = parse_cuda(cuda) if cuda is not None else nvcc_cuda(nvcc_version())
+    toolkit = parse_cuda(cuda) if cuda is not None else cuda_here()
     ws.config.upstream(upstream)  # an unknown name fails before any work
     names: list[str] = []
 

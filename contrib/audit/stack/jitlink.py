@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from contrib.analysis.archtoolkit import Cuda
 from contrib.analysis.cudacompat import Image, ImageKind, Reach
-from contrib.analysis.jittarget import Built, BuildVerdict, JitTarget
+from contrib.analysis.jittarget import BuildVerdict, Built, JitTarget
 from contrib.arch import Arch
 from contrib.audit.chains import Link, Role
 from contrib.audit.stack.lower import Lower
