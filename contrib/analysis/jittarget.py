@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archrun import run_body
@@ -42,7 +42,16 @@ from contrib.analysis.pymodules import Reader, targets_of
 from contrib.analysis.pywalk import walk
 from contrib.arch import NVIDIA_FAMILIES, Arch
 
-Where = tuple[str, int, str]  # path, line, function: where a target is chosen
+
+class Where(NamedTuple):
+    """Where a target is chosen; ``says``: the message of the ``raise`` refusing one."""
+
+    path: str
+    line: int
+    function: str
+    says: str = ""
+
+
 # `-gencode=arch=compute_120a,code=sm_120a`, `code=[sm_90a,compute_90a]`
 _GENCODE = re.compile(r"arch=(?P<arch>compute_\w+),\s*code=(?P<code>\[[^\]]*\]|[\w]+)")
 
@@ -61,13 +70,15 @@ class Built:
     """What the JIT builds for the GPU with CUDA ``cuda`` (``12.9``; ``new``: a release
     new enough for every test), and the verdict; ``compute``: the virtual archs nvcc
     compiles for (``compute_120a``), ``targets``: the images it embeds (``sm_120a``;
-    ``compute_90`` for PTX), ``runs``: the one the GPU runs."""
+    ``compute_90`` for PTX), ``runs``: the one the GPU runs, ``says``: the message the
+    tree raises where it refuses to build."""
 
     cuda: str
     verdict: BuildVerdict
     compute: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
     runs: str = ""
+    says: str = ""  # what the tree's `raise` says where it refuses
 
     @property
     def crashes(self) -> bool:
@@ -134,8 +145,8 @@ class JitReading:
             other = self._built(arch, release) if release != cuda.version else read
             if other is not None:
                 others.append(other[0])
-        return JitTarget(arch.name, where[0], where[1], where[2], site.path, site.line,
-                         built, tuple(others))
+        return JitTarget(arch.name, where.path, where.line, where.function, site.path,
+                         site.line, built, tuple(others))
 
     def _built(self, arch: Arch, version: tuple[int, int] | None
                ) -> tuple[Built, Where, Site] | None:
@@ -151,7 +162,7 @@ class JitReading:
                     continue  # not reached, or the same on a GPU of another major
                 values, where = mine
                 if not values:
-                    return Built(name, BuildVerdict.REFUSES), where, site
+                    return Built(name, BuildVerdict.REFUSES, says=where.says), where, site
                 built = _one(name, [_formatted(ev, site, v) for v in ordered(values)], arch, version)
                 if built is not None:
                     return built, where, site
@@ -165,7 +176,7 @@ def _one(name: str, each: list[list[str] | None], arch: Arch,
     if not each or any(flags is None for flags in each):
         return None
     judged = [_judged(name, flags, arch, version) for flags in each if flags is not None]
-    if len({b.verdict for b in judged}) != 1:
+    if any(b is None for b in judged) or len({b.verdict for b in judged if b}) != 1:
         return None
     return judged[0] if len(judged) == 1 else _judged(
         name, sorted({f for flags in each if flags for f in flags}), arch, version)
@@ -184,7 +195,7 @@ def _fill(ev: TreeEval, fill: Fill, cap: Cap) -> tuple[Values, Where] | None:
     states = _run(ev, Func(fill.path, function), (), (), [fill.statement])[fill.statement]
     if not states:
         return None
-    where: Where = (fill.path, fill.statement.lineno, _qualname(fill.owner, function))
+    where = Where(fill.path, fill.statement.lineno, _qualname(fill.owner, function))
     out: set[Any] = set()
     scope = ev.function_scope(function)
     for state in states:
@@ -194,7 +205,7 @@ def _fill(ev: TreeEval, fill: Fill, cap: Cap) -> tuple[Values, Where] | None:
             out |= ev.eval(fill.element, frame)
             continue
         out |= called[0]
-        if called[1][1]:
+        if called[1].line:
             where = called[1]
     return frozenset(out), where
 
@@ -220,15 +231,23 @@ def _called(ev: TreeEval, fill: Fill, frame: Frame) -> tuple[Values, Where] | No
     kwargs = tuple((k.arg, ev.eval(k.value, frame)) for k in node.keywords if k.arg)
     ends = [n for n in walk(func.node) if isinstance(n, ast.Return | ast.Raise)]
     out: set[Any] = set()
-    lines: dict[bool, int] = {}  # the first `return` reached, the first `raise`
+    reached: dict[bool, Where] = {}  # the first `return` reached, the first `raise`
     scope = ev.function_scope(func.node)
     for statement, seen in _run(ev, func, args, kwargs, ends).items():
         value = statement.value if isinstance(statement, ast.Return) else None
         for state in seen:
             if value is not None:
                 out |= ev.eval(value, Frame(func.path, scope, state, id(func.node)))
-            lines.setdefault(value is not None, statement.lineno)
-    return frozenset(out), (func.path, lines.get(True, lines.get(False, 0)), name)
+            reached.setdefault(value is not None, Where(func.path, statement.lineno, name,
+                                                        _message(statement)))
+    return frozenset(out), reached.get(True) or reached.get(False) or Where(func.path, 0, name)
+
+
+def _message(statement: ast.stmt) -> str:
+    """``"SM 12.x requires CUDA >= 12.9"`` of ``raise RuntimeError("...")``; "" else."""
+    exc = statement.exc if isinstance(statement, ast.Raise) else None
+    first = exc.args[0] if isinstance(exc, ast.Call) and exc.args else None
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
 
 
 def _run(ev: TreeEval, func: Func, args: tuple[Values, ...],
@@ -303,8 +322,13 @@ def images_of(flags: Iterable[str]) -> tuple[list[str], list[Image]]:
     return list(dict.fromkeys(virtual)), list(dict.fromkeys(found))
 
 
-def _judged(name: str, flags: list[str], arch: Arch, version: tuple[int, int] | None) -> Built:
+def _judged(name: str, flags: list[str], arch: Arch, version: tuple[int, int] | None
+            ) -> Built | None:
+    """What ``flags`` build for ``arch``; None where they embed no image read here (an
+    ``-arch=`` form, not a ``-gencode``)."""
     virtual, images = images_of(flags)
+    if not images:
+        return None
     built = Built(name, BuildVerdict.RUNS, tuple(virtual), tuple(i.target for i in images))
     if version is not None and any(nvcc_builds(i, version) is False for i in images):
         return replace(built, verdict=BuildVerdict.NVCC_REFUSES)

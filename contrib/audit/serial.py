@@ -378,7 +378,7 @@ def _builds_json(target: JitTarget | None) -> dict[str, Any] | None:
 
 def _built_json(b: Built) -> dict[str, Any]:
     return {"cuda": b.cuda, "verdict": b.verdict.value, "compute": list(b.compute),
-            "targets": list(b.targets), "runs": b.runs}
+            "targets": list(b.targets), "runs": b.runs, "says": b.says}
 
 
 def _builds(data: object) -> JitTarget | None | _Malformed:
@@ -400,14 +400,14 @@ def _builds(data: object) -> JitTarget | None | _Malformed:
 
 
 def _built(data: object) -> Built | None:
-    if not (isinstance(data, dict) and set(data) == {"cuda", "verdict", "compute", "targets",
-                                                     "runs"}
-            and isinstance(data["cuda"], str) and isinstance(data["runs"], str)
+    texts = ("cuda", "runs", "says")
+    if not (isinstance(data, dict) and set(data) == {*texts, "verdict", "compute", "targets"}
+            and all(isinstance(data[k], str) for k in texts)
             and _known(_BUILD_VERDICTS, data["verdict"]) and _strings(data["compute"])
             and _strings(data["targets"])):
         return None
     return Built(data["cuda"], _BUILD_VERDICTS[data["verdict"]], tuple(data["compute"]),
-                 tuple(data["targets"]), data["runs"])
+                 tuple(data["targets"]), data["runs"], data["says"])
 
 
 def chain_json(chain: Chain) -> dict[str, Any]:

@@ -94,6 +94,7 @@ def test_the_fix_builds_0f_from_cuda_12_9(repo_trees: tuple[GitTree, GitTree], c
     assert found is not None and found.built.verdict is verdict
     if verdict is BuildVerdict.REFUSES:
         assert found.line == _line(tree, "raise RuntimeError") and found.built.targets == ()
+        assert found.built.says == "SM 12.x requires CUDA >= 12.9"
     else:
         assert found.built.targets == ("sm_120f",)
 
@@ -195,3 +196,13 @@ def test_a_working_toolkit_runs_a_try_body_and_its_handlers_only_from_its_raises
     for cuda, returned in (((13, 0), "f"), ((12, 9), "handler")):
         ev = TreeEval(tree.read_text, tree.paths(), toolkit=Toolkit(cuda))
         assert ev.eval(ast.parse("f()", mode="eval").body, Frame("pkg/t.py")) == {returned}
+
+
+def test_flags_embedding_no_image_read_here_are_no_reading() -> None:
+    """``-arch=compute_XY`` is no ``-gencode``: what it embeds is not read, and no
+    verdict (never a false no-image) is given."""
+    tree = DictTree({"pkg/jit.py": (
+        "import torch\n\n\ndef flags():\n    major, minor = torch.cuda.get_device_capability()\n"
+        '    return [f"-arch=compute_{major}{minor}"]\n')})
+    assert JitReading(tree.read_text, tree.paths()).target(
+        parse_arch("sm_121a"), parse_cuda("12.9")) is None

@@ -50,6 +50,10 @@ def test_the_jit_target_for_gb10_with_cuda_12_9_is_a_crash(ws: Workspace) -> Non
     data = _why(ws, "sm_121a", "--at", _first(ws.upstreams["jitlib"]), "--cuda", "12.9")
     [chain] = data["features"]
     assert chain["verdict"] == Verdict.CRASH.value
+    # the call, the JIT module's gate admitting major 12, then what that module builds
+    assert [(link["role"], link["function"]) for link in chain["links"]] == [
+        (Role.CALL.value, "jitlib.gemm"), (Role.GATE.value, "gen_gemm_module"),
+        (Role.BUILDS.value, "CompilationContext._normalize_cuda_arch")]
     link = _builds(data)
     assert (link["refuses"], link["file"], link["function"]) == (
         True, "jitlib/compilation_context.py", "CompilationContext._normalize_cuda_arch")

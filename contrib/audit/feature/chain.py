@@ -235,11 +235,11 @@ def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: boo
     ``arch`` takes; ``host``: also read the C/C++ host checks below a call no Python
     gate refuses (:func:`_host_refusal`)."""
     seen: set[tuple[str, int]] = set()
-    loads = False  # a JIT module admitting the target is loaded on the way: its target read
     for out in outs:
         links.append(Link(Role.CALL, lower.name, lower.tag, "", 0, out.dotted,
                           why=" > ".join((*out.via, out.dotted))))
         start = len(links)
+        loads = False  # it loads a JIT module admitting the target: the module's target
         # an API's own class is followed into its methods (what `Wrapper:backend=x`
         # runs); a server's call of one passes values the walk binds on every branch
         # (`fmha_backend = "cutlass"` under an SM100 test), not surely the target's
@@ -259,9 +259,8 @@ def _below(links: list[Link], lower: Lower, outs: Iterable[Outside], *, api: boo
             refused = _host_refusal(lower, out, arch)
             if refused is not None:
                 links.append(refused if not api else _own(refused))
-    built = jit_link(lower, arch) if loads and arch is not None else None
-    if built is not None:  # once, after the calls loading the module
-        links.append(built)
+        if loads and arch is not None and all(link.role != Role.BUILDS for link in links):
+            links += [b for b in [jit_link(lower, arch)] if b is not None]  # once
 
 
 def _host_refusal(lower: Lower, out: Outside, arch: Arch) -> Link | None:

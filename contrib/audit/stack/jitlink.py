@@ -57,7 +57,7 @@ def _because(built: Built, arch: str) -> str:
         kind = "PTX the driver compiles" if built.runs.startswith("compute_") else "native"
         return f"it runs {built.runs} ({kind})"
     if built.verdict is BuildVerdict.REFUSES:
-        return "the choice raises"
+        return f"it raises “{built.says}”" if built.says else "the choice raises"
     if built.verdict is BuildVerdict.NVCC_REFUSES:
         return f"that nvcc does not build {', '.join(built.targets)} (no module, an error)"
     reaches = [_reach(t) for t in built.targets]
