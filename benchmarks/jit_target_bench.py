@@ -14,7 +14,8 @@ Cases (issue 58's measured goal, then releases read beside it):
   ``_normalize_cuda_arch`` existed) builds ``sm_121a``, which CUDA 12.8's nvcc does not
   know; ee3ca012e (#2927) ``sm_121f``; 04f4c0c9a (#2994) ``sm_121a`` again.
 
-Each reading is timed; the `why` cases are read cold (a fresh cache) and warm.  The last
+Each reading is timed; each `why` case is asked twice in one fresh cache (the first ask
+of a commit audits it; later asks read the audit kept).  The last
 line says whether every case held; a miss exits 1.
 
     python benchmarks/jit_target_bench.py [--flashinfer-git DIR] [--no-why]
@@ -81,7 +82,7 @@ def whys() -> int:
     ws = scratch_workspace({"flashinfer": MIRRORS["flashinfer"]}, prefix="jit-target-")
     misses = 0
     for rev, arch, cuda, verdict in WHYS:
-        for state in ("cold", "warm"):
+        for state in ("first", "again"):
             started = time.monotonic()
             audit = audit_upstream(ws, "flashinfer", parse_arch(arch), at=rev, since=None,
                                    fetch=False, cuda=parse_cuda(cuda),
