@@ -29,6 +29,7 @@ version written gets them.
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -38,6 +39,7 @@ from contrib.carry.series import (
     EXPORT_ENV,
     MailPatch,
     apply_series,
+    decode,
     export_series,
     parse_hunks,
     split_mail,
@@ -48,6 +50,8 @@ from contrib.workspace.model import Patchset
 from contrib.workspace.schema import UpstreamStatus
 
 Files = list[tuple[str, bytes]]
+Trailers = list[tuple[str, str]]
+Change = tuple[object, ...]  # what a patch changes, wherever it sits (:func:`_change`)
 ORIGIN, FORWARDED, LAST_UPDATE, SIGNED_OFF = "Origin", "Forwarded", "Last-Update", "Signed-off-by"
 FIELDS = (ORIGIN, FORWARDED, LAST_UPDATE)  # contrib's bookkeeping; no upstream commit needs it
 
@@ -102,7 +106,7 @@ class Stamp:
     forwarded: str  # a URL or a Forward value (:func:`forwarded`)
     origin: Origin  # for a patch that has no Origin yet
     signoff: str | None = None  # "Name <email>" where the upstream asks for it
-    previous: Sequence[tuple[str, bytes]] = ()  # the version this one replaces
+    previous: Sequence[MailPatch] = ()  # the version this one replaces, as git am splits it
 
 
 def vendor(target: str) -> Origin:
@@ -111,15 +115,16 @@ def vendor(target: str) -> Origin:
 
 
 def stamp_for(git: Git, ps: Patchset, base: str, at: str, *,
-              previous: Sequence[tuple[str, bytes]] | None = None) -> Stamp:
+              previous: Sequence[MailPatch] | None = None) -> Stamp:
     """The stamp of a version of ``ps`` at ``base`` written at ``at`` (ISO), replacing
-    ``previous`` (the current version's files when None).  UsageError when the upstream
-    asks for a sign-off and git has no identity."""
+    ``previous`` (the current version's patches when None).  UsageError when the
+    upstream asks for a sign-off and git has no identity."""
     pr = ps.pr
+    if previous is None:
+        previous = [split_mail(git, n, raw) for n, raw in ps.current.patch_texts()]
     return Stamp(at[:10], forwarded(pr.url if pr else None, ps.upstream_status),
                  vendor(f"{ps.upstream}/{ps.name}"),
-                 signoff_at(git, ps.workspace.root, base, ps.upstream),
-                 ps.current.patch_texts() if previous is None else previous)
+                 signoff_at(git, ps.workspace.root, base, ps.upstream), previous)
 
 
 def signoff_at(git: Git, workspace: Path, base: str, upstream: str) -> str | None:
@@ -130,23 +135,32 @@ def signoff_at(git: Git, workspace: Path, base: str, upstream: str) -> str | Non
 
 def stamped(git: Git, base: str, files: Files, stamp: Stamp) -> Files:
     """``files`` (a version at ``base``, in series order) with their fields brought up to
-    date; the same list when every field already is."""
+    date; the same list when every field already is (then one git run, reading every
+    trailer: ``interpret-trailers`` reads a ``format-patch`` file's message as ``git am``
+    would)."""
     if not files:
         return files
-    mails = [split_mail(git, name, raw) for name, raw in files]
-    earlier = _by_subject([split_mail(git, n, raw) for n, raw in stamp.previous])
-    messages = [_message(git, mail, stamp, earlier) for mail in mails]
-    if all(m == mail.message for m, mail in zip(messages, mails, strict=True)):
+    texts = [decode(raw) for _, raw in files]
+    read = trailers(git, [*texts, *(m.message for m in stamp.previous)])
+    earlier: dict[str, list[tuple[Change, Trailers]]] = {}
+    for before, found in zip(stamp.previous, read[len(files):], strict=True):
+        earlier.setdefault(_key(before.name), []).append((_change(before.name, before.diff),
+                                                          found))
+    wants = [_wanted(_change(name, _diff(text)), have, stamp, earlier.get(_key(name)))
+             for (name, _), text, have in zip(files, texts, read[:len(files)], strict=True)]
+    if not any(wants):
         return files
-    rewritten = [replace(mail, body=m.partition("\n\n")[2].strip())
-                 for mail, m in zip(mails, messages, strict=True)]
+    mails = [split_mail(git, name, raw) for name, raw in files]
+    rewritten = [replace(mail, body=_rewrite(git, mail.message, want).partition("\n\n")[2]
+                         .strip()) if want else mail for mail, want in zip(mails, wants,
+                                                                             strict=True)]
     return export_series(git, base, apply_series(git, base, rewritten)[-1].commit)
 
 
 def without_fields(git: Git, mail: MailPatch) -> MailPatch:
     """``mail`` without contrib's DEP-3 bookkeeping (Origin, Forwarded, Last-Update): the
     commit a PR pushes; a sign-off stays."""
-    if not any(key in FIELDS for key, _ in trailers(git, mail.message)):
+    if not any(key in FIELDS for key, _ in trailers(git, [mail.message])[0]):
         return mail
     args = ["interpret-trailers", "--no-divider", "--trim-empty", "--if-missing", "doNothing",
             "--if-exists", "replace"]
@@ -156,71 +170,81 @@ def without_fields(git: Git, mail: MailPatch) -> MailPatch:
     return replace(mail, body=message.partition("\n\n")[2].strip())
 
 
-def trailers(git: Git, message: str) -> list[tuple[str, str]]:
-    """The trailers of a commit message as git reads them (``interpret-trailers --parse``)."""
-    out = git.run("interpret-trailers", "--parse", "--no-divider", input=message, env=EXPORT_ENV)
-    return [(k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in
-                                                     out.splitlines()) if k.strip()]
+def trailers(git: Git, messages: Sequence[str]) -> list[Trailers]:
+    """The trailers of each commit message or ``format-patch`` file as git reads them
+    (``interpret-trailers --parse``: a message ends at a ``---`` line), in one git run."""
+    if not messages:
+        return []
+    with tempfile.TemporaryDirectory(prefix="contrib-trailers-") as tmp:
+        paths = [Path(tmp) / f"{n}.msg" for n in range(len(messages))]
+        for path, message in zip(paths, messages, strict=True):
+            path.write_bytes(message.encode("utf-8", "surrogateescape"))
+        git.run("interpret-trailers", "--in-place", "--parse", *map(str, paths),
+                env=EXPORT_ENV)
+        texts = [decode(path.read_bytes()) for path in paths]
+    return [[(k.strip(), v.strip()) for k, _, v in (line.partition(":")
+                                                    for line in text.splitlines()) if k.strip()]
+            for text in texts]
 
 
-def _message(git: Git, mail: MailPatch, stamp: Stamp, earlier: dict[str, list[MailPatch]]
-             ) -> str:
-    """The message of ``mail`` with its fields as ``stamp`` wants them; the fields of the
-    earlier version's patch of the same subject (``earlier``) stand where this one's
-    message lacks them (a branch edited before they existed)."""
-    have = trailers(git, mail.message)
-    before = _match(earlier, mail)
-    old = dict(trailers(git, before.message)) if before is not None else {}
-    values = {**old, **dict(have)}
-    want: list[tuple[str, str, str]] = []  # (if-exists, key, value)
-    if ORIGIN not in dict(have):
+def _wanted(change: Change, have: Trailers, stamp: Stamp,
+            earlier: list[tuple[Change, Trailers]] | None) -> list[tuple[str, str, str]]:
+    """The trailers to write into a patch that changes ``change`` and has ``have``:
+    (git's --if-exists, key, value).  The fields of the earlier version's patch of the
+    same name (``earlier``, the first not yet matched) stand where this one lacks them
+    (a branch edited before they existed)."""
+    before, old = earlier.pop(0) if earlier else (None, [])
+    mine, values = dict(have), {**dict(old), **dict(have)}
+    want: list[tuple[str, str, str]] = []
+    if ORIGIN not in mine:
         want.append(("doNothing", ORIGIN, values.get(ORIGIN) or stamp.origin.text()))
     link = values.get(FORWARDED, "")
     value = link if _is_url(link) and not _is_url(stamp.forwarded) else stamp.forwarded
-    if dict(have).get(FORWARDED) != value:
+    if mine.get(FORWARDED) != value:
         want.append(("replace", FORWARDED, value))
-    same = before is not None and _change(mail) == _change(before)
-    date = (old.get(LAST_UPDATE) if same else None) or stamp.date
-    if dict(have).get(LAST_UPDATE) != date:
+    date = (dict(old).get(LAST_UPDATE) if before == change else None) or stamp.date
+    if mine.get(LAST_UPDATE) != date:
         want.append(("replace", LAST_UPDATE, date))
     if stamp.signoff and (SIGNED_OFF, stamp.signoff) not in have:
-        want.append(("add", SIGNED_OFF, stamp.signoff))
-    if not want:
-        return mail.message
+        want.append(("addIfDifferent", SIGNED_OFF, stamp.signoff))
+    return want
+
+
+def _rewrite(git: Git, message: str, want: list[tuple[str, str, str]]) -> str:
+    """``message`` with the trailers ``want`` asks for, written by git."""
     args = ["interpret-trailers", "--no-divider", "--where", "end", "--if-missing", "add"]
     for how, key, text in want:
         args += ["--if-exists", how, "--trailer", f"{key}: {text}"]
-    return git.run(*args, input=mail.message, env=EXPORT_ENV).rstrip() + "\n"
+    return git.run(*args, input=message, env=EXPORT_ENV).rstrip() + "\n"
+
+
+def _key(name: str) -> str:
+    """A patch file's name without its number: ``format-patch`` names it by its subject."""
+    return re.sub(r"^\d+-", "", name)
+
+
+def _diff(text: str) -> str:
+    """The diff of a ``format-patch`` file: from its first ``diff --git`` line, where
+    ``git am`` (mailinfo) starts it too."""
+    at = text.find("\ndiff --git ")
+    return text[at + 1:] if at >= 0 else text
 
 
 def _is_url(value: str) -> bool:
     return value.startswith(("https://", "http://"))
 
 
-def _by_subject(mails: list[MailPatch]) -> dict[str, list[MailPatch]]:
-    out: dict[str, list[MailPatch]] = {}
-    for mail in mails:
-        out.setdefault(mail.subject, []).append(mail)
-    return out
-
-
-def _match(earlier: dict[str, list[MailPatch]], mail: MailPatch) -> MailPatch | None:
-    """The earlier version's patch of the same subject (the first not yet matched)."""
-    same = earlier.get(mail.subject)
-    return same.pop(0) if same else None
-
-
 _MODE = re.compile(r"^(?:new file mode|deleted file mode|old mode|new mode|rename from|"
                    r"rename to|copy from|copy to) .*$", re.M)
 
 
-def _change(mail: MailPatch) -> tuple[object, ...]:
+def _change(name: str, diff: str) -> Change:
     """What a patch changes, wherever it sits: per file, the lines it removes and adds
     (unidiff), and its mode, rename and copy lines."""
     per_file: dict[str, tuple[list[str], list[str]]] = {}
-    for hunk in parse_hunks(mail.diff, mail.name):
+    for hunk in parse_hunks(diff, name):
         removed, added = per_file.setdefault(hunk.path, ([], []))
         removed += hunk.removed
         added += hunk.added
-    return (tuple(_MODE.findall(mail.diff)),
+    return (tuple(_MODE.findall(diff)),
             tuple(sorted((p, tuple(r), tuple(a)) for p, (r, a) in per_file.items())))

@@ -19,7 +19,7 @@ from contrib.carry.report import (
     UPSTREAMED,
     Report,
 )
-from contrib.carry.series import MailPatch
+from contrib.carry.series import MailPatch, split_mail
 from contrib.carry.syncstate import Pending, folder_for, pending_dict, save_state
 from contrib.carry.versions import Event, Files, How, add_event, write_version
 from contrib.clock import now_iso
@@ -67,7 +67,7 @@ def record_plan(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list
                    + _landed_detail(plan))))
         report.version, report.patches = plan.target, [n for n, _ in plan.files]
     try:
-        versions = _stamped(ps, git, versions)
+        versions = _stamped(ps, git, versions, patches, resolved is not None)
     except ContribError as exc:  # the upstream asks for a sign-off git cannot give
         return Report(ps.target, ERROR, plan.base, plan.target, error=str(exc))
     if plan.result == CONFLICT:
@@ -93,16 +93,18 @@ def record_plan(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list
     return report
 
 
-def _stamped(ps: Patchset, git: Git, versions: list[tuple[str, Files, Event]]
-             ) -> list[tuple[str, Files, Event]]:
+def _stamped(ps: Patchset, git: Git, versions: list[tuple[str, Files, Event]],
+             patches: list[MailPatch], resolved: bool) -> list[tuple[str, Files, Event]]:
     """Each version's files with their DEP-3 fields up to date (:mod:`contrib.carry.dep3`),
-    each against the one before it."""
+    each against the one it follows: ``patches`` (what the plan carried) for a plain
+    carry; the current version for one resolved by hand, and that one (as written) for
+    the version carried on from it."""
     out: list[tuple[str, Files, Event]] = []
-    previous = ps.current.patch_texts()
     for sha, files, event in versions:
+        previous = (None if resolved else patches) if not out else \
+            [split_mail(git, name, raw) for name, raw in out[-1][1]]
         files = stamped(git, sha, files, stamp_for(git, ps, sha, event.at, previous=previous))
         out.append((sha, files, event))
-        previous = files
     return out
 
 

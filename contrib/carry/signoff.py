@@ -4,10 +4,9 @@ A project that takes the Developer Certificate of Origin says so in its contribu
 guide (vLLM's CONTRIBUTING.md: "Commits must include a ``Signed-off-by:`` header
 which certifies agreement with the terms of the DCO"; the kernel's "Sign your work -
 the Developer's Certificate of Origin"), or runs the DCO GitHub App, configured by
-``.github/dco.yml``.  The guide is found where GitHub looks for it (the root,
-``docs/``, ``.github/``) and under ``docs/`` by name (sglang's
-``docs/docs/developer_guide/contribution_guide.mdx``); nothing is written per upstream.
-flashinfer's CONTRIBUTING.md and sglang's guides name none of it: their patches carry
+``.github/dco.yml``.  The guide is read where GitHub looks for it (the root,
+``docs/``, ``.github/``); nothing is written per upstream.  flashinfer's
+CONTRIBUTING.md and sglang's docs/CONTRIBUTING.md name none of it: their patches carry
 no sign-off.
 
 The sign-off is the user's: ``user.name`` and ``user.email`` as git has them for the
@@ -17,7 +16,6 @@ workspace is in none).  An identity git would guess from the host is no sign-off
 
 from __future__ import annotations
 
-import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +23,10 @@ from pathlib import Path
 from contrib.errors import UsageError
 from contrib.git.repo import Git
 
-_GUIDE = re.compile(r"^(?:|docs/|\.github/)contributing(?:\.(?:md|mdx|rst|txt|adoc))?$", re.I)
-_DOC = re.compile(r"contribut[^/]*\.(?:md|mdx|rst|txt|adoc)$", re.I)
+# Where GitHub finds a repository's contributing guide (and links it on a new PR).
+GUIDES = tuple(f"{folder}{stem}{suffix}" for folder in ("", "docs/", ".github/")
+               for stem in ("CONTRIBUTING", "contributing", "Contributing")
+               for suffix in ("", ".md", ".rst", ".txt", ".adoc"))
 _ASKS = re.compile(r"Signed-off-by|Developer'?s? Certificate of Origin|\bDCO\b|--signoff\b"
                    r"|\bgit commit -s\b", re.I)
 DCO_APP = ".github/dco.yml"  # the DCO GitHub App's settings: the app checks every commit
@@ -45,21 +45,17 @@ class Asked:
 
 
 def asks_for_signoff(git: Git, commit: str) -> Asked | None:
-    """The first place the upstream's files at ``commit`` ask for ``Signed-off-by``
-    (its contributing guides, then the DCO app's settings), or None."""
-    listing = git.run("ls-tree", "-r", "--name-only", "-z", commit, "--", ".github", "docs",
-                      strip=False).split("\0")
-    root = git.run("ls-tree", "--name-only", "-z", commit, strip=False).split("\0")
-    guides = [p for p in root + listing if p and (_GUIDE.match(p) or (
-        p.startswith("docs/") and _DOC.search(posixpath.basename(p))))]
-    for path, data in sorted(git.read_blobs(commit, guides).items(),
-                             key=lambda item: (item[0].count("/"), item[0])):
-        text = (data or b"").decode("utf-8", "replace")
+    """The first place the upstream's files at ``commit`` ask for ``Signed-off-by`` (its
+    contributing guide where GitHub looks for one, then the DCO app's settings), or None.
+    One request to the blob reader, no process."""
+    found = git.read_blobs(commit, [*GUIDES, DCO_APP])
+    for path in GUIDES:
+        text = (found.get(path) or b"").decode("utf-8", "replace")
         for number, line in enumerate(text.splitlines(), 1):
-            found = _ASKS.search(line)
-            if found:
-                return Asked(path, number, found.group(0))
-    if DCO_APP in listing:
+            match = _ASKS.search(line)
+            if match:
+                return Asked(path, number, match.group(0))
+    if found.get(DCO_APP) is not None:
         return Asked(DCO_APP, 0, "the DCO app's settings")
     return None
 

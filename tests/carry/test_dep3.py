@@ -28,7 +28,7 @@ def fields(ws: Workspace, name: str, sha: str) -> list[dict[str, list[str]]]:
     for patch in series(ws, name, sha):
         raw = (version_dir(ws, name, sha) / patch).read_bytes()
         found: dict[str, list[str]] = {}
-        for key, value in trailers(git_, split_mail(git_, patch, raw).message):
+        for key, value in trailers(git_, [split_mail(git_, patch, raw).message])[0]:
             found.setdefault(key, []).append(value)
         out.append(found)
     return out
