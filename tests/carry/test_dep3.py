@@ -123,3 +123,68 @@ def test_a_guide_that_asks_with_no_identity_is_refused(workspace: Workspace, ups
     assert result.err.count("\n") == 1 and "docs/contributing.md:1 asks for Signed-off-by" \
         in result.err and "git config user.name" in result.err
     assert not (workspace.root / "patchsets" / "proj" / "dco").exists()
+
+
+def test_a_patch_taken_from_an_upstream_pr_names_it(workspace: Workspace,
+                                                    upstream: Repo) -> None:
+    fork_point = upstream.head()
+    git(upstream.path, "checkout", "-q", "-b", "feature")
+    tip = upstream.commit("core: make f3 return 33", {"pkg/core.py": F3_PATCH})
+    git(upstream.path, "checkout", "-q", "main")
+    git(upstream.path, "update-ref", "refs/pull/7/head", tip)  # as GitHub publishes a PR
+    assert workspace.run("new", "proj", "pr7", "--from-pr", "7").code == 0
+    url = "https://github.com/upstream-org/proj/pull/7"
+    assert fields(workspace, "pr7", fork_point) == [
+        {"Origin": [f"upstream, {url}"], "Forwarded": [url], "Last-Update": ["2023-11-14"]}]
+
+
+@pytest.mark.parametrize(("files", "where"), [
+    ({"CONTRIBUTING.md": "# How\n\nOpen a PR.\n\nWe take the Developer Certificate of Origin."},
+     ("CONTRIBUTING.md", 5)),
+    ({".github/CONTRIBUTING.md": "Commits need a Signed-off-by line.\n"},
+     (".github/CONTRIBUTING.md", 1)),
+    ({"docs/CONTRIBUTING.rst": "Contributing\n============\n\nUse ``git commit --signoff``.\n"},
+     ("docs/CONTRIBUTING.rst", 4)),
+    ({".github/dco.yml": "require:\n  members: false\n"}, (".github/dco.yml", 0)),
+    ({"CONTRIBUTING.md": "# How\n\nRun the tests, then open a PR.\n"}, None),
+    ({"docs/guide/dco.md": "Signed-off-by: nobody reads this file\n"}, None),
+])
+def test_where_an_upstream_asks_for_the_sign_off(upstream: Repo, files: dict[str, str],
+                                                 where: tuple[str, int] | None) -> None:
+    from contrib.carry.signoff import asks_for_signoff
+
+    commit = upstream.commit("docs", files)
+    asked = asks_for_signoff(Git(upstream.path), commit)
+    assert (asked.path, asked.line) == where if asked is not None else where is None
+
+
+def test_forwarded_follows_the_pr_then_the_status() -> None:
+    from contrib.carry.dep3 import Forward, forwarded
+    from contrib.workspace.schema import UpstreamStatus as S
+
+    url = "https://github.com/o/r/pull/1"
+    assert forwarded(url, S.PENDING) == url
+    assert [forwarded(None, s) for s in (S.PENDING, S.DRAFT, S.SUBMITTED, S.BACKPORT,
+                                         S.INAPPROPRIATE, S.UPSTREAMED)] == [
+        Forward.NO, Forward.NO, Forward.YES, Forward.NOT_NEEDED, Forward.NOT_NEEDED,
+        Forward.NOT_NEEDED]
+
+
+def test_a_conflict_resolved_by_hand_dates_that_patch(workspace: Workspace, upstream: Repo,
+                                                      tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    add_patchset(workspace, upstream, tmp_path, "f3", [
+        ("core: make f3 return 33", {"pkg/core.py": F3_PATCH}),
+        ("docs: describe f3", {"docs/f3.md": "f3 returns 33\n"})])
+    broken = upstream.read("pkg/core.py").replace("    return 3\n", "    return 3 + 0\n")
+    breaking = upstream.commit("core: f3 returns 3 + 0", {"pkg/core.py": broken})
+    tip = upstream.commit("docs: later", {"NOTES.md": "n\n"})
+    conflict = workspace.run("sync", "--json")
+    assert conflict.code == 1
+    worktree = Path(conflict.json["results"][0]["conflict"]["worktree"])  # type: ignore[index]
+    (worktree / "pkg/core.py").write_text(broken.replace("return 3 + 0", "return 33 + 0"))
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", DAY2)
+    assert workspace.run("sync", "--continue", "proj/f3").code == 0
+    for sha in (breaking, tip):  # the resolved version, and the one carried on from it
+        assert [f["Last-Update"] for f in fields(workspace, "f3", sha)] == [
+            ["2024-03-09"], ["2023-11-14"]]
