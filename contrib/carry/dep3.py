@@ -14,9 +14,10 @@ Whenever a version is written, :func:`stamped` brings them up to date:
   there, else what ``upstream_status`` says (``not-needed`` for a backport, ``no``
   while pending);
 * ``Last-Update`` is the date of the record being written (the ``[[history]]``
-  entry), where the patch's change differs from the same patch (by subject) in the
-  version it replaces: the lines it removes and adds, file by file, not where they
-  sit nor the context around them, so a rebase that only moves a patch keeps its date;
+  entry), where the patch's change differs from the same patch in the version it
+  replaces (the file of the same name, its number aside: ``format-patch`` names it by
+  its subject): the lines it removes and adds, file by file, not where they sit nor
+  the context around them, so a rebase that only moves a patch keeps its date;
 * ``Signed-off-by: <the user>`` where the upstream's files at the version's base ask
   for it (:mod:`contrib.carry.signoff`), next to any sign-off already there.
 
