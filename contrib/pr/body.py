@@ -6,7 +6,10 @@ a first line with the validation verdict as it is, the summary from
 (:mod:`contrib.pr.proof`: the stages passed, those skipped and why, whether a GPU
 of the target ran it), the chain of gates a ``contrib enable`` draft opens and
 what lies below it, the patch list, the validation record (:mod:`contrib.record`:
-each run, the host and GPUs it ran on, each stage, what was skipped and why), a
+each run, the host and GPUs it ran on, each stage, what was skipped and why; the bench
+stage's figures with the GPUs, driver and CUDA they were measured on, or, for a patch
+that changes a kernel path, that no figure was measured), the sign-off the upstream's
+contributing guide asks for (:mod:`contrib.carry.signoff`), a
 ``git range-diff`` against the previously pushed version on updates, the
 patchsets it requires, and a hidden marker that ties the PR to
 ``UPSTREAM/NAME`` at one version.  Rendering is a pure function of its
