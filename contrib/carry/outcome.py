@@ -6,14 +6,24 @@ from __future__ import annotations
 from typing import Any
 
 from contrib.carry import conflict, retention
+from contrib.carry.dep3 import stamp_for, stamped
 from contrib.carry.landed import Evidence, same_subject
 from contrib.carry.landing import Landing, evidence_dict
 from contrib.carry.plan import Plan
-from contrib.carry.report import CONFLICT, PARTIAL, REBASED, UNCHANGED, UPSTREAMED, Report
-from contrib.carry.series import MailPatch
+from contrib.carry.report import (
+    CONFLICT,
+    ERROR,
+    PARTIAL,
+    REBASED,
+    UNCHANGED,
+    UPSTREAMED,
+    Report,
+)
+from contrib.carry.series import MailPatch, split_mail
 from contrib.carry.syncstate import Pending, folder_for, pending_dict, save_state
 from contrib.carry.versions import Event, Files, How, add_event, write_version
 from contrib.clock import now_iso
+from contrib.errors import ContribError
 from contrib.git.repo import Git, Sha
 from contrib.ui import counted
 from contrib.workspace.model import Patchset, Workspace
@@ -40,25 +50,30 @@ def record_plan(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list
     if plan.result == UNCHANGED and resolved is None:
         report.patches = ps.current.series()
         return report
-    previous = ps.meta_text()
-    if plan.result == CONFLICT:
-        report.conflict = open_conflict(ws, ps, git, plan, patches, state, previous)
-        report.notes += _skipped_notes(plan, patches)
     versions: list[tuple[str, Files, Event]] = []
     previous_current = ps.current.base
+    at = now_iso()
     if resolved is not None:
         versions.append((resolved[0], resolved[1], Event(
-            How.RESOLVED, resolved[0], previous=previous_current,
+            How.RESOLVED, resolved[0], at, previous=previous_current,
             detail=f"conflict resolved by hand at {resolved[0][:12]}")))
         report.version, report.patches = resolved[0], [n for n, _ in resolved[1]]
         if plan.result == UNCHANGED:
             report.result = REBASED
     if plan.result in (REBASED, PARTIAL):
         versions.append((plan.target, plan.files, Event(
-            How.SYNC, plan.target, previous=plan.base, result=plan.result,
+            How.SYNC, plan.target, at, previous=plan.base, result=plan.result,
             detail=f"{counted(plan.commits, 'upstream commit')}, {counted(plan.probes, 'probe')}"
                    + _landed_detail(plan))))
         report.version, report.patches = plan.target, [n for n, _ in plan.files]
+    try:
+        versions = _stamped(ps, git, versions, patches, resolved is not None)
+    except ContribError as exc:  # the upstream asks for a sign-off git cannot give
+        return Report(ps.target, ERROR, plan.base, plan.target, error=str(exc))
+    if plan.result == CONFLICT:
+        report.conflict = open_conflict(ws, ps, git, plan, patches, state,
+                                        ps.meta_text())
+        report.notes += _skipped_notes(plan, patches)
     if plan.result == UPSTREAMED:
         ps.set_upstream_status(UpstreamStatus.UPSTREAMED)
         add_event(ps.meta, Event(How.SYNC, plan.base, result=UPSTREAMED,
@@ -76,6 +91,21 @@ def record_plan(ws: Workspace, ps: Patchset, git: Git, plan: Plan, patches: list
         ps.save_meta(txn)
     report.changed = report.result != CONFLICT
     return report
+
+
+def _stamped(ps: Patchset, git: Git, versions: list[tuple[str, Files, Event]],
+             patches: list[MailPatch], resolved: bool) -> list[tuple[str, Files, Event]]:
+    """Each version's files with their DEP-3 fields up to date (:mod:`contrib.carry.dep3`),
+    each against the one it follows: ``patches`` (what the plan carried) for a plain
+    carry; the current version for one resolved by hand, and that one (as written) for
+    the version carried on from it."""
+    out: list[tuple[str, Files, Event]] = []
+    for sha, files, event in versions:
+        previous = (None if resolved else patches) if not out else \
+            [split_mail(git, name, raw) for name, raw in out[-1][1]]
+        files = stamped(git, sha, files, stamp_for(git, ps, sha, event.at, previous=previous))
+        out.append((sha, files, event))
+    return out
 
 
 def _subject_match(how: str, landing: Landing | None, subject: str | None) -> dict[str, Any]:

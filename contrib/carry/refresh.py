@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from contrib.carry import edits, ranges, retention
+from contrib.carry.dep3 import stamp_for, stamped
 from contrib.carry.edits import Edit, Mode
 from contrib.carry.rangediff import build, range_diff
 from contrib.carry.ranges import Range
@@ -61,8 +62,12 @@ def refresh(ws: Workspace, target: str, *, path: Path | None, repo: Path | None,
 
 def _take(ws: Workspace, ps: Patchset, git: Git, record: Edit, found: Range) -> dict[str, Any]:
     """Export ``found`` canonically; write it unless the current version already is it."""
-    files = export_series(git, found.base, found.tip)
+    at = now_iso()
     old = ps.current
+    files = export_series(git, found.base, found.tip)
+    if not (found.base == old.base and same_version(old.dir, files)):  # fields alone
+        # never rewrite a version: that would set its validation aside
+        files = stamped(git, found.base, files, stamp_for(git, ps, found.base, at))
     doc: dict[str, Any] = {"patchset": ps.target, "from": old.base, "version": found.base,
                            "branch": record.branch, "tip": found.tip,
                            "patches": [n for n, _ in files], "superseded": None,
@@ -74,7 +79,7 @@ def _take(ws: Workspace, ps: Patchset, git: Git, record: Edit, found: Range) -> 
         doc["result"] = UNCHANGED
     else:
         doc["range_diff"] = _range_diff(git, ps, found)
-        doc.update(_write(ws, ps, git, found, files))
+        doc.update(_write(ws, ps, git, found, files, at))
     return doc
 
 
@@ -181,7 +186,7 @@ def _range_diff(git: Git, ps: Patchset, found: Range) -> str | None:
 
 
 def _write(ws: Workspace, ps: Patchset, git: Git, found: Range,
-           files: list[tuple[str, bytes]]) -> dict[str, Any]:
+           files: list[tuple[str, bytes]], at: str) -> dict[str, Any]:
     """One transaction: the version folder, current, the history entry, and the
     version folders the retention rule lets go."""
     old = ps.current.base
@@ -189,7 +194,7 @@ def _write(ws: Workspace, ps: Patchset, git: Git, found: Range,
     folder = ps.version(found.base)
     replaces = folder.dir.is_dir() and not same_version(folder.dir, files)
     set_aside = replaces and folder.validation_path.is_file()
-    event = Event(How.REFRESH, found.base, previous=old, result=result,
+    event = Event(How.REFRESH, found.base, at, previous=old, result=result,
                   detail=f"{counted(len(files), 'patch')} from {found.source}")
     with ws.transaction() as txn:
         write_version(txn, ps, found.base, files, event)

@@ -10,12 +10,14 @@ import tomlkit
 
 from contrib.arch import parse_arch
 from contrib.carry import ranges
+from contrib.carry.dep3 import Forward, Kind, Origin, Stamp, signoff_at, stamped, vendor
 from contrib.carry.series import MailPatch, apply_series, export_series, split_mail
 from contrib.carry.versions import Event, How, add_event, stage_version
 from contrib.clock import now_iso
 from contrib.errors import PatchError, UsageError
 from contrib.git.cache import Mirror
 from contrib.git.repo import Git, Sha
+from contrib.secrets import scrub
 from contrib.ui import UI, counted
 from contrib.workspace.layout import META_NAME
 from contrib.workspace.model import Workspace, check_name
@@ -45,9 +47,14 @@ def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str | None, *,
                                     squash)
     mails = [split_mail(git, label, data) for label, data in raw]
     applied = apply_series(git, base_sha, mails)
-    exported = export_series(git, base_sha, applied[-1].commit)
+    at = now_iso()
+    origin, forwarded = _origin(mirror, from_pr, from_branch)
+    exported = stamped(git, base_sha, export_series(git, base_sha, applied[-1].commit), Stamp(
+        at[:10], forwarded, origin or vendor(f"{upstream}/{name}"),
+        signoff_at(git, ws.root, base_sha, upstream)))
     meta = _meta(title or mails[0].subject, mails, arch, base_sha)
-    add_event(meta, Event(How.NEW, base_sha, detail=source or counted(len(exported), "patch")))
+    add_event(meta, Event(How.NEW, base_sha, at=at,
+                          detail=source or counted(len(exported), "patch")))
     with ws.transaction() as txn:
         stage_version(txn, target, base_sha, exported)
         txn.write(target / META_NAME, tomlkit.dumps(meta))
@@ -58,6 +65,22 @@ def new(ws: Workspace, ui: UI, upstream: str, name: str, base: str | None, *,
     ui.emit({"patchset": f"{upstream}/{name}", "base": base_sha,
              "patches": [n for n, _ in exported], **({"source": source} if source else {})})
     return 0
+
+
+def _origin(mirror: Mirror, from_pr: str | None, from_branch: tuple[str, str] | None
+            ) -> tuple[Origin | None, str]:
+    """(Origin, Forwarded) of patches taken from an upstream PR (that PR: it is upstream's
+    already) or a fork's branch; (None, "no") for patches made here."""
+    if from_pr:
+        number = ranges.pr_number(mirror, from_pr)
+        repo = mirror.upstream.github
+        url = f"https://github.com/{repo}/pull/{number}" if repo else \
+            f"PR #{number} of {scrub(mirror.upstream.url)}"
+        return Origin(Kind.UPSTREAM, url), url if repo else Forward.YES
+    if from_branch:
+        url, branch = from_branch
+        return Origin(Kind.OTHER, f"{scrub(url)} (branch {branch})"), Forward.NO
+    return None, Forward.NO
 
 
 def _check_source(base: str | None, patches: list[Path], commits: str | None,

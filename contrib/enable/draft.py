@@ -31,6 +31,7 @@ from contrib.audit.coverage import patch_coverage
 from contrib.audit.model import INTENTIONAL, AuditGate, admits_text
 from contrib.audit.report import UpstreamAudit
 from contrib.audit.run import audit_upstream
+from contrib.carry.dep3 import Forward, Stamp, signoff_at, stamped, vendor
 from contrib.carry.versions import Event, How, add_event, stage_version
 from contrib.clock import now_iso
 from contrib.enable.chain import gate_chain
@@ -296,13 +297,16 @@ def _write(ws: Workspace, git: Git, audit: UpstreamAudit, chain: list[AuditGate]
     commits = [AreaCommit(area, files, _message(subject(style, area, what, arch), files,
                                                 chain, decisions))
                for area, files in areas.items()]
-    exported = make_commits(git, audit.commit, commits)
+    at = now_iso()
+    exported = stamped(git, audit.commit, make_commits(git, audit.commit, commits), Stamp(
+        at[:10], Forward.NO, vendor(f"{audit.name}/{target}"),
+        signoff_at(git, ws.root, audit.commit, audit.name)))
     meta = _meta(commits[0].message.splitlines()[0], chain, decisions, arch, audit.commit)
     if needs:
         meta["requires"] = tomlkit.aot()
         for need in needs:
             meta["requires"].append(tomlkit.item(dict(need)))
-    add_event(meta, Event(How.ENABLE, audit.commit,
+    add_event(meta, Event(How.ENABLE, audit.commit, at,
                           detail=f"drafted from the audit for {arch.name}"))
     folder = ws.root / "patchsets" / audit.name / target
     with ws.transaction() as txn:

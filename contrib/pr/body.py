@@ -6,7 +6,10 @@ a first line with the validation verdict as it is, the summary from
 (:mod:`contrib.pr.proof`: the stages passed, those skipped and why, whether a GPU
 of the target ran it), the chain of gates a ``contrib enable`` draft opens and
 what lies below it, the patch list, the validation record (:mod:`contrib.record`:
-each run, the host and GPUs it ran on, each stage, what was skipped and why), a
+each run, the host and GPUs it ran on, each stage, what was skipped and why; the bench
+stage's figures with the GPUs, driver and CUDA they were measured on, or, for a patch
+that changes a kernel path, that no figure was measured), the sign-off the upstream's
+contributing guide asks for (:mod:`contrib.carry.signoff`), a
 ``git range-diff`` against the previously pushed version on updates, the
 patchsets it requires, and a hidden marker that ties the PR to
 ``UPSTREAM/NAME`` at one version.  Rendering is a pure function of its
@@ -24,6 +27,7 @@ from contrib.pr.conventions import (
     collected_block,
     hooks_block,
     owners_block,
+    signoff_block,
     ticks,
 )
 from contrib.pr.proof import Built, Opened, Proof
@@ -65,6 +69,7 @@ class BodyInput:
     other_lines: Sequence[str] = ()  # the patchset's other target branches, if any
     proof: Proof | None = None  # from the record and [decisions]; None: the arch is unknown
     conventions: Conventions | None = None  # the upstream's template, hooks and owners
+    kernel: tuple[str, ...] = ()  # the C/CUDA sources the patch changes
 
 
 def marker(target: str, version: str) -> str:
@@ -117,6 +122,9 @@ def _pieces(data: BodyInput) -> list[tuple[tuple[Place, ...], str]]:
     pieces.append(((Role.CHANGES, Role.DESCRIPTION), _patch_list(data)))
     pieces.append(((Role.TESTS,), _validation_section(data.validation, data.forced,
                                                       data.problem)))
+    performance = performance_line(data.validation, data.kernel)
+    if performance:
+        pieces.append(((Role.PERFORMANCE, Role.TESTS), performance))
     pieces += convention_pieces(data.conventions)
     if data.range_diff:
         pieces.append(((Role.NOTES, Role.CHANGES), _range_diff_section(
@@ -140,6 +148,8 @@ def convention_pieces(conventions: Conventions | None) -> list[tuple[tuple[Place
     if conventions.collected:
         pieces.append(((Role.TESTS, Check.TESTS_PASS, Role.CHECKLIST),
                        collected_block(conventions)))
+    if conventions.signoff is not None:
+        pieces.append(((Role.CHECKLIST, Role.NOTES), signoff_block(conventions.signoff)))
     if conventions.owners is not None and conventions.touched:
         pieces.append(((Role.NOTES,), owners_block(conventions.owners, conventions.owned())))
     return pieces
@@ -296,19 +306,65 @@ def _run_table(run: Run) -> list[str]:
 
 
 def bench_table(runs: Sequence[Run]) -> list[str]:
-    """The bench stage's figures, one row per run and metric: medians, ratio, interval."""
-    rows = []
+    """The bench stage's figures, one row per run and metric: medians, ratio, interval;
+    then where each run measured them: its GPUs, the driver and CUDA (nvcc)."""
+    rows, measured = [], []
     for run in runs:
         stage = run.stage("bench")
-        for figure in (stage.details.get("metrics") or []) if stage is not None else []:
+        figures = (stage.details.get("metrics") or []) if stage is not None else []
+        for figure in figures:
             rows.append(f"| {run.arch} ({run.kind}) | {_md(str(figure.get('metric')))} "
                         f"({figure.get('better')} is better) | {_figure_cells(figure)} |")
+        if figures and stage is not None:
+            measured.append(f"- {run.arch} ({run.kind}): {_md(_platform(run, stage))}")
     if not rows:
         return []
     return ["", "Benchmark (`contrib validate` bench stage: base and patched in interleaved pairs; "
             "95% interval of the ratio bootstrapped over the pairs):", "",
             "| run | metric | base median | patched median | patched/base | 95% CI | verdict |",
-            "| --- | --- | --- | --- | --- | --- | --- |", *rows]
+            "| --- | --- | --- | --- | --- | --- | --- |", *rows, "", "Measured on:", "",
+            *measured]
+
+
+def _platform(run: Run, stage: Stage) -> str:
+    """``GPU 0: NVIDIA H200 (9.0), 1: ...; driver 580.65.06; CUDA: nvcc release 13.0``."""
+    host = run.host
+    used = [str(g) for g in stage.details.get("gpus") or []]
+    if not used:
+        used = [f"{g.name} ({g.compute_capability})" for g in host.gpus]
+    gpus = f"GPU {', '.join(used)}" if used else "no GPU recorded"
+    driver = f"driver {host.driver}" if host.driver else "driver not recorded"
+    cuda = f"CUDA: nvcc {host.nvcc}" if host.nvcc else "CUDA: no nvcc found"
+    return f"{gpus}; {driver}; {cuda}"
+
+
+def performance_line(validation: Standing, kernel: Sequence[str]) -> str:
+    """For a patch that changes a kernel path and has no measured figure: a line that
+    says so, and why (no bench stage, or the bench stage's own reason)."""
+    runs = validation.record.runs if validation.record is not None else ()
+    if not (kernel or any(_units_at_stake(r) for r in runs)):
+        return ""
+    stages = [s for r in runs if (s := r.stage("bench")) is not None]
+    if any(s.details.get("metrics") for s in stages):
+        return ""
+    if validation.record is None:
+        why = "the version is not validated"
+    elif not stages:
+        why = "the record has no bench stage"
+    else:
+        why = "; ".join(dict.fromkeys(f"bench {s.status}: {s.reason}" for s in stages))
+    what = (f"it changes {', '.join(f'`{_md(p)}`' for p in kernel[:_SHOWN])}"
+            + (f" and {counted(len(kernel) - _SHOWN, 'more CUDA source')}"
+               if len(kernel) > _SHOWN else "") if kernel
+            else "its ptx stage found CUDA units at stake")
+    return f"**Performance:** no figure was measured ({_md(why)}); {what}."
+
+
+def _units_at_stake(run: Run) -> bool:
+    """The run's ptx stage had CUDA units to compile: a kernel path, a JIT module's
+    build among them (the stage is not-applicable only when there is none)."""
+    ptx = run.stage("ptx")
+    return ptx is not None and ptx.status != StageStatus.NOT_APPLICABLE
 
 
 def _figure_cells(figure: Mapping[str, Any]) -> str:

@@ -15,12 +15,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contrib.carry.signoff import Asked, asks_for_signoff
 from contrib.git.repo import Git
 from contrib.pr.collected import Collected, Collection, collected, is_test
 from contrib.pr.hooks import Hooks, HookStatus, run_hooks
 from contrib.pr.owners import CodeOwners, Owned, read_codeowners
 from contrib.pr.template import Check, Template, read_template
 from contrib.record import StageStatus, Standing
+
+
+@dataclass(frozen=True)
+class SignOffs:
+    """The upstream asks for ``Signed-off-by``: where, and the sign-offs of each commit
+    of the PR branch, in order."""
+
+    asked: Asked
+    signers: tuple[tuple[str, ...], ...]
+
+    @property
+    def unsigned(self) -> int:
+        return sum(1 for s in self.signers if not s)
 
 
 @dataclass(frozen=True)
@@ -33,6 +47,7 @@ class Conventions:
     hooks: Hooks | None
     hook_failures_allowed: bool = False  # opened with --allow-hook-failures
     collected: tuple[Collected, ...] = ()  # the tests it adds or names, and the PR's CI
+    signoff: SignOffs | None = None  # where the upstream asks for Signed-off-by
 
     def owned(self) -> list[Owned]:
         return self.owners.owners_of(self.touched) if self.owners is not None else []
@@ -48,7 +63,36 @@ def read_conventions(git: Git, base: str, tip: str, *, offline: bool, run: bool 
     named = list(dict.fromkeys([t for t in touched if is_test(t)] + list(tests)))
     return Conventions(read_template(git, base), read_codeowners(git, base), touched,
                        run_hooks(git, base, tip, offline=offline) if run else None,
-                       collected=tuple(collected(git, tip, named)))
+                       collected=tuple(collected(git, tip, named)),
+                       signoff=_signoffs(git, base, tip))
+
+
+def _signoffs(git: Git, base: str, tip: str) -> SignOffs | None:
+    """Where the upstream's files at ``base`` ask for Signed-off-by, and each commit's."""
+    asked = asks_for_signoff(git, base)
+    if asked is None:
+        return None
+    out = git.run("log", "--reverse", "--format=%(trailers:key=Signed-off-by,valueonly,"
+                  "separator=%x1f)%x00", f"{base}..{tip}", strip=False)
+    return SignOffs(asked, tuple(tuple(v.strip() for v in entry.strip().split("\x1f")
+                                       if v.strip()) for entry in out.split("\0")[:-1]))
+
+
+def signoff_block(signoff: SignOffs) -> str:
+    """What the upstream asks (the Developer Certificate of Origin's sign-off) and
+    whether every commit carries it."""
+    asked = signoff.asked
+    where = (f"`{_md(asked.path)}` (line {asked.line}: {_md(asked.words)})" if asked.line
+             else f"`{_md(asked.path)}` (the DCO app's settings)")
+    total = len(signoff.signers)
+    if not signoff.unsigned:
+        who = ", ".join(f"`{_md(n)}`" for n in dict.fromkeys(n for s in signoff.signers
+                                                             for n in s))
+        return (f"**Sign-off:** each commit carries `Signed-off-by:` ({who}), as the "
+                f"upstream's {where} asks.")
+    return (f"**Sign-off:** the upstream's {where} asks for `Signed-off-by:`; "
+            f"{signoff.unsigned} of {total} commits carry none (add it with "
+            "`git commit --amend -s` in `contrib edit`, then `contrib refresh`).")
 
 
 def hook_refusal(hooks: Hooks) -> str:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from contrib.analysis.includes import CUDA_SUFFIXES
 from contrib.arch import parse_arch
 from contrib.errors import ConfigError, ContribError, NeedsAttention
 from contrib.git.cache import Mirror
@@ -124,7 +125,8 @@ def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: b
         summary=ps.summary, commits=commits, validation=validation,
         forced=forced, problem=problem, range_diff=_range_diff(job), requires=_requires(ws, ps),
         previous_version=_previous(job)[1], proof=recorded(ps, validation),
-        conventions=job.conventions))
+        conventions=job.conventions,
+        kernel=tuple(p for p in job.conventions.touched if p.lower().endswith(CUDA_SUFFIXES))))
     return job
 
 
@@ -281,11 +283,14 @@ def _check_config(ws: Workspace, upstream: Upstream) -> str:
 
 
 def _build(git: Git, version: Version) -> tuple[list[CommitLine], Sha]:
-    """The PR branch: the version's patches applied on its base, as commits."""
+    """The PR branch: the version's patches applied on its base, as commits, their
+    messages without the DEP-3 fields the patch files keep for contrib (a PR URL in the
+    PR's own commits would only say where they are; a sign-off stays)."""
     # the carry engine (unidiff) loads when a branch is built: `status` reads holdback()
+    from contrib.carry.dep3 import without_fields
     from contrib.carry.series import apply_series, split_mail
 
-    mails = [split_mail(git, name, raw) for name, raw in version.patch_texts()]
+    mails = [without_fields(git, split_mail(git, name, raw)) for name, raw in version.patch_texts()]
     applied = apply_series(git, version.base, mails)
     lines = [CommitLine(a.commit, a.name, utf8(a.patch.subject), utf8(a.patch.author.name))
              for a in applied]

@@ -167,7 +167,8 @@ def _run(doc: _Json) -> Run:
     )
 
 
-_HOST_KEYS = {"hostname", "python", "platform", "nvcc", "nvcc_path", "nvidia_smi", "gpus"}
+_HOST_KEYS = {"hostname", "python", "platform", "nvcc", "nvcc_path", "nvidia_smi", "gpus",
+              "driver"}
 
 
 def _host(doc: _Json) -> Host:
@@ -180,6 +181,7 @@ def _host(doc: _Json) -> Host:
         nvcc_path=doc.key("nvcc_path").text(optional=True),
         nvidia_smi=doc.key("nvidia_smi").boolean(), gpus=gpus,
         extra={k: v for k, v in obj.items() if k not in _HOST_KEYS},
+        driver=doc.key("driver", required=False).text(optional=True),
     )
 
 

@@ -74,9 +74,10 @@ class Host:
     nvidia_smi: bool = False
     gpus: tuple[Gpu, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    driver: str | None = None  # the NVIDIA driver nvidia-smi reports ("580.65.06")
 
     def describe(self) -> str:
-        """``vm, 2x NVIDIA H200 (sm 9.0), nvcc release 13.0``."""
+        """``vm, 2x NVIDIA H200 (sm 9.0), driver 580.65.06, nvcc release 13.0``."""
         bits = [self.hostname or "unknown host"]
         labels: dict[str, int] = {}
         for gpu in self.gpus:
@@ -85,6 +86,8 @@ class Host:
         bits += [f"{n}x {label}" if n > 1 else label for label, n in labels.items()]
         if not self.gpus:
             bits.append("no GPU" if self.nvidia_smi else "no GPU (no nvidia-smi)")
+        if self.driver:
+            bits.append(f"driver {self.driver}")
         if self.nvcc:
             bits.append(f"nvcc {self.nvcc}")
         return ", ".join(bits)
@@ -174,7 +177,8 @@ def _host_dict(host: Host) -> dict[str, Any]:
     return {"hostname": host.hostname, "python": host.python, "platform": host.platform,
             "nvcc": host.nvcc, "nvcc_path": host.nvcc_path, "nvidia_smi": host.nvidia_smi,
             "gpus": [{"name": g.name, "compute_capability": g.compute_capability}
-                     for g in host.gpus], **host.extra}
+                     for g in host.gpus], **({"driver": host.driver} if host.driver else {}),
+            **host.extra}
 
 
 def stage_dict(stage: Stage) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from contrib.record import (
 )
 from contrib.record.finding import Finding
 from contrib.secrets import scrub
-from contrib.validate.testrun import PROBE, GpuSource, gpus_of
+from contrib.validate.testrun import PROBE, GpuSource, gpus_of, probe_driver
 
 PASSED, FAILED = StageStatus.PASSED, StageStatus.FAILED
 SKIPPED, NOT_APPLICABLE = StageStatus.SKIPPED, StageStatus.NOT_APPLICABLE
@@ -100,13 +100,14 @@ class Validation:
 
 def host_from_facts(facts: dict[str, Any]) -> Host:
     """A :class:`Host` from :func:`host_facts` (or a test's dict)."""
-    known = {"hostname", "python", "platform", "nvcc", "nvcc_path", "nvidia_smi", "gpus"}
+    known = {"hostname", "python", "platform", "nvcc", "nvcc_path", "nvidia_smi", "gpus", "driver"}
     gpus = tuple(RecordedGpu(str(g["name"]), str(g["compute_capability"]))
                  for g in facts.get("gpus") or [])
     return Host(str(facts.get("hostname") or "unknown"), str(facts.get("python") or ""),
                 str(facts.get("platform") or ""), facts.get("nvcc"), facts.get("nvcc_path"),
                 bool(facts.get("nvidia_smi")), gpus,
-                {k: v for k, v in facts.items() if k not in known})
+                {k: v for k, v in facts.items() if k not in known},
+                str(facts["driver"]) if facts.get("driver") else None)
 
 
 def now() -> str:
@@ -115,7 +116,8 @@ def now() -> str:
 
 
 def host_facts(gpus: GpuSource = PROBE) -> dict[str, Any]:
-    """Facts about where validation ran: Python, platform, nvcc, GPUs (nvidia-smi)."""
+    """Facts about where validation ran: Python, platform, nvcc, GPUs and their driver
+    (nvidia-smi; the driver only when the GPUs are probed here)."""
     nvcc = find_nvcc()
     found = gpus_of(gpus)
     return {
@@ -126,6 +128,7 @@ def host_facts(gpus: GpuSource = PROBE) -> dict[str, Any]:
         "nvcc_path": nvcc,
         "nvidia_smi": found is not None,
         "gpus": [{"name": g.name, "compute_capability": g.capability} for g in found or []],
+        "driver": probe_driver() if gpus is PROBE and found else None,
     }
 
 

@@ -65,6 +65,21 @@ def probe_gpus() -> list[Gpu] | None:
     return gpus
 
 
+def probe_driver() -> str | None:
+    """The NVIDIA driver version (``nvidia-smi --query-gpu=driver_version``), the first
+    GPU's (one host runs one driver); None without nvidia-smi or a GPU."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = [row.strip() for row in done.stdout.splitlines() if row.strip()]
+    return rows[0] if done.returncode == 0 and rows else None
+
+
 @dataclass
 class TestRun:
     """What happened when we ran (or could not run) the selected tests."""

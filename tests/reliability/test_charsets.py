@@ -3,7 +3,8 @@
 Older projects' patches carry Latin-1 bytes in From:/Subject:/the body, either
 with a declared ``charset=ISO-8859-1`` or with none at all (``git mailinfo``
 then keeps the bytes, and git stores bytes that are not UTF-8 as Latin-1).
-`contrib new` must make exactly the commit `git am` makes from the same file,
+`contrib new` must make exactly the commit `git am` makes from the same file (its DEP-3
+fields added),
 and `contrib sync` must carry the version's patch files byte for byte when
 upstream moves elsewhere.
 """
@@ -68,9 +69,12 @@ def test_latin1_headers_round_trip_through_new_and_sync(
     folder = version_dir(workspace, "latin", base)
     [name] = (folder / "series").read_text().split()
     first = (folder / name).read_bytes()
-    # The version is exactly what `git am` makes of the original file.
-    assert _am(upstream, tmp_path, folder / name, "version") == _am(upstream, tmp_path, patch,
-                                                                    "original")
+    # The version is exactly what `git am` makes of the original file, with the DEP-3
+    # fields contrib keeps (contrib.carry.dep3) as trailers.
+    message, tree = _am(upstream, tmp_path, patch, "original")
+    assert _am(upstream, tmp_path, folder / name, "version") == (
+        f"{message}\n\nOrigin: vendor, contrib patchset proj/latin\nForwarded: no\n"
+        "Last-Update: 2023-11-14", tree)
     meta = (folder.parent / "patchset.toml").read_text(encoding="utf-8")
     assert "café" in meta
     # Upstream moves elsewhere: sync carries the patch file unchanged, byte for byte.
