@@ -6,6 +6,7 @@ flashinfer: one feature for each verdict, and a pin bump that turns a crash on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,18 @@ def test_a_refusal_below_that_needs_a_parameter_passed_is_no_crash(
     assert quant["why"].startswith("refuses only when the caller passes scale")
 
 
+def _caller_passes(name: str, code: str, major: int) -> Callable[[int], str | None]:
+    """What a refusal at a line of ``lib/NAME.py`` (function ``name``, admitting
+    ``major``) needs its caller to pass (:func:`passed_by_caller`)."""
+    tree = DictTree({"lib/__init__.py": "", f"lib/{name}.py": code})
+    lower = Lower("lib", "v1", "c" * 40, TreeAudit("c" * 40, "", []), tree)  # type: ignore[arg-type]
+
+    def given(line: int) -> str | None:
+        gate = AuditGate(f"lib/{name}.py", line, name, CAPABILITY, frozenset({major}), True)
+        return passed_by_caller(lower.ev, gate)
+    return given
+
+
 def test_a_refusal_needing_a_parameter_the_function_never_sets_is_the_callers() -> None:
     code = (
         "def decode(q, backend='auto', scale=None, sparse=False):\n"
@@ -118,13 +131,7 @@ def test_a_refusal_needing_a_parameter_the_function_never_sets_is_the_callers() 
         "            raise ValueError('sparse needs gen')\n"
         "    if backend != 'gen':\n"
         "        raise ValueError('gen only')\n")
-    tree = DictTree({"lib/__init__.py": "", "lib/decode.py": code})
-    lower = Lower("lib", "v1", "c" * 40, TreeAudit("c" * 40, "", []), tree)  # type: ignore[arg-type]
-
-    def given(line: int) -> str | None:
-        gate = AuditGate("lib/decode.py", line, "decode", CAPABILITY, frozenset({10}), True)
-        return passed_by_caller(lower.ev, gate)
-
+    given = _caller_passes("decode", code, 10)
     assert given(4) == "scale"  # beside the test on the GPU's backend
     assert given(7) == "sparse"  # in the test around it
     assert given(9) is None  # the GPU's backend alone: the target is turned away
@@ -155,13 +162,7 @@ def test_a_name_bound_from_parameters_alone_is_what_the_caller_passes() -> None:
         "        last = step\n"
         "    if last and is_sm12x(query.device):\n"
         "        raise ValueError('loop')\n")
-    tree = DictTree({"lib/__init__.py": "", "lib/prefill.py": code})
-    lower = Lower("lib", "v1", "c" * 40, TreeAudit("c" * 40, "", []), tree)  # type: ignore[arg-type]
-
-    def given(line: int) -> str | None:
-        gate = AuditGate("lib/prefill.py", line, "prefill", CAPABILITY, frozenset({12}), True)
-        return passed_by_caller(lower.ev, gate)
-
+    given = _caller_passes("prefill", code, 12)
     assert given(7) == "chunk"
     assert given(11) == "qkv"  # under `if is_e4m3:`, the input's dtype
     assert given(14) is None  # bound from the GPU's answer
@@ -626,21 +627,18 @@ FMHA_RUNNER = ('#include "common.h"\nstruct Runner {\n  Runner() : mSM(getSMVers
                '  }\n  int mSM;\n};\n')
 
 
-def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_path: Path) -> None:
-    """sgl-project/sglang#24633: ``--attention-backend=trtllm_mla`` runs what
-    ``@register_attention_backend("trtllm_mla")`` registers (``ATTENTION_BACKENDS[
-    backend_str](self)``), whose prefill calls flashinfer's ragged attention: no Python
-    gate there, but the launcher built for the prebuilt cubins refuses SM120 in C++.
-    Admitted above, refused below: a crash, named at the C++ check, where every way the
-    call can take is refused so."""
+def _registered(tmp_path: Path, flag: str, runner: str) -> Workspace:
+    """The mini server with the registry of backends above, a boolean ``flag`` and
+    ``runner`` (:data:`RUNNER_PY` or one like it), over ``lower`` at v1.0 with the
+    ragged prefill whose launcher refuses SM 12.x in C++."""
     top = feature_upstream(tmp_path / "top")
     args = SERVER_ARGS.replace('["plain", "decode"]', '["plain", "decode", "ragged_mla", "paged_mla"]'
                                ).replace("    log_requests: bool = False\n",
-                                         "    log_requests: bool = False\n    enable_fast_prefill: bool = False\n")
+                                         f"    log_requests: bool = False\n    {flag}: bool = False\n")
     top.commit("a registered backend", {"python/top/server_args.py": args,
                                          "python/top/registry.py": REGISTRY,
                                          "python/top/ragged.py": RAGGED,
-                                         "python/top/runner.py": RUNNER_PY})
+                                         "python/top/runner.py": runner})
     lower = feature_lower(tmp_path / "lower")
     git(tmp_path / "lower", "checkout", "-q", "v1.0")
     lower.commit("ragged prefill", {"lowerlib/prefill.py": LOWER_PREFILL,
@@ -649,7 +647,17 @@ def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_pa
                                     "csrc/common.h": "constexpr int32_t kSM_100 = 100;\n"
                                                      "constexpr int32_t kSM_103 = 103;\n"})
     git(tmp_path / "lower", "tag", "-f", "v1.0")
-    ws = _workspace(tmp_path, top, lower)
+    return _workspace(tmp_path, top, lower)
+
+
+def test_a_choice_runs_what_is_registered_under_it_down_to_a_host_refusal(tmp_path: Path) -> None:
+    """sgl-project/sglang#24633: ``--attention-backend=trtllm_mla`` runs what
+    ``@register_attention_backend("trtllm_mla")`` registers (``ATTENTION_BACKENDS[
+    backend_str](self)``), whose prefill calls flashinfer's ragged attention: no Python
+    gate there, but the launcher built for the prebuilt cubins refuses SM120 in C++.
+    Admitted above, refused below: a crash, named at the C++ check, where every way the
+    call can take is refused so."""
+    ws = _registered(tmp_path, "enable_fast_prefill", RUNNER_PY)
     code, data = _why(ws, "top", "--attention-backend=ragged_mla")
     assert code == 1
     [chain] = data["features"]
@@ -683,29 +691,13 @@ def test_a_name_handed_on_by_the_gpu_is_the_one_the_target_gets(tmp_path: Path) 
     """sglang's ``declared["dsa_decode_backend"] = "trtllm" if major >= 10 else "fa3"``
     (ec6a3163b): SM 12.0 gets the first name, so what is registered under the other
     (FA3's backend, refusing it) is not on its way; on SM 9.0 it is."""
-    top = feature_upstream(tmp_path / "top")
-    args = SERVER_ARGS.replace('["plain", "decode"]', '["plain", "decode", "ragged_mla", "paged_mla"]'
-                               ).replace("    log_requests: bool = False\n",
-                                         "    log_requests: bool = False\n    enable_auto_prefill: bool = False\n")
     runner = RUNNER_PY.replace("from top.server_args import get_server_args\n",
                                "from top.server_args import get_server_args\n"
                                "from top.utils import get_device_capability\n") + (
         "\n\ndef adjust_auto(args):\n    major, _ = get_device_capability()\n"
         "    if args.enable_auto_prefill:\n"
         '        args.attention_backend = "paged_mla" if major >= 10 else "ragged_mla"\n')
-    top.commit("a backend picked by the GPU", {"python/top/server_args.py": args,
-                                                "python/top/registry.py": REGISTRY,
-                                                "python/top/ragged.py": RAGGED,
-                                                "python/top/runner.py": runner})
-    lower = feature_lower(tmp_path / "lower")
-    git(tmp_path / "lower", "checkout", "-q", "v1.0")
-    lower.commit("ragged prefill", {"lowerlib/prefill.py": LOWER_PREFILL,
-                                    "lowerlib/fmha_jit.py": LOWER_FMHA_JIT,
-                                    "csrc/fmha_runner.cu": FMHA_RUNNER,
-                                    "csrc/common.h": "constexpr int32_t kSM_100 = 100;\n"
-                                                     "constexpr int32_t kSM_103 = 103;\n"})
-    git(tmp_path / "lower", "tag", "-f", "v1.0")
-    ws = _workspace(tmp_path, top, lower)
+    ws = _registered(tmp_path, "enable_auto_prefill", runner)
     calls = {}
     for arch in ("sm_120a", "sm_90a"):
         result = ws.run("why", "top", "--enable-auto-prefill", "--arch", arch, "--json",

@@ -44,14 +44,27 @@ def _library(tmp_path: Path, module: str, text: str, api: str) -> Workspace:
     return _workspace(tmp_path, lower=lower)
 
 
-def _with_setting(field: str, flag: str, choices: list[str]) -> str:
-    """The mini server's settings with one more field (``name: type = default``) and
-    its flag's choices."""
-    return SERVER_ARGS.replace(
+def _with_setting(field: str, flag: str, choices: list[str], base: str = SERVER_ARGS) -> str:
+    """The mini server's settings (``base``: these, or another call's) with one more
+    field (``name: type = default``) and its flag's choices."""
+    return base.replace(
         "    port: int = 30000\n", f"    port: int = 30000\n    {field}\n"
     ).replace('        parser.add_argument("--attention-backend"', (
         f'        parser.add_argument("{flag}", choices={choices!r})\n'
         '        parser.add_argument("--attention-backend"'))
+
+
+def _chains(tmp_path: Path, flag: str, module: tuple[str, str],
+            *settings: tuple[str, str, list[str]]) -> dict[str, Any]:
+    """``why top FLAG``'s chains by feature, on the mini server with ``module`` (path,
+    text) and more ``settings`` (as :func:`_with_setting` takes them)."""
+    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
+    server_args = SERVER_ARGS
+    for field, name, choices in settings:
+        server_args = _with_setting(field, name, choices, server_args)
+    top.commit("more settings", {module[0]: module[1], "python/top/server_args.py": server_args})
+    ws = _workspace(tmp_path, top=top, lower=lower)
+    return {c["feature"]: c for c in _why(ws, "top", flag)["features"]}
 
 
 def _why(ws: Workspace, *args: str, arch: str = "sm_120a") -> dict[str, Any]:
@@ -622,18 +635,9 @@ def test_a_mode_a_config_or_another_backend_picks_is_off_the_values_way(
     ``"triton_kernel"``) is that backend's (c7397de57), as is a call below made under
     ``if get_moe_runner_backend().is_cutlass():``.  Each stays the refusal of the value
     it belongs to."""
-    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
-    server_args = _with_setting("quantization: Optional[str] = None", "--quantization",
-                                ["fp8", "mxfp8"])
-    server_args = server_args.replace("    port: int = 30000\n", (
-        '    port: int = 30000\n    runner_backend: str = "auto"\n')).replace(
-        '        parser.add_argument("--attention-backend"',
-        '        parser.add_argument("--runner-backend", choices=["auto", "fused_kernel"])\n'
-        '        parser.add_argument("--attention-backend"')
-    top.commit("quant modes", {"python/top/quant_modes.py": QUANT_MODES,
-                               "python/top/server_args.py": server_args})
-    ws = _workspace(tmp_path, top=top, lower=lower)
-    chains = {c["feature"]: c for c in _why(ws, "top", "--quantization")["features"]}
+    chains = _chains(tmp_path, "--quantization", ("python/top/quant_modes.py", QUANT_MODES),
+                     ('runner_backend: str = "auto"', "--runner-backend", ["auto", "fused_kernel"]),
+                     ("quantization: Optional[str] = None", "--quantization", ["fp8", "mxfp8"]))
     refusing = {name: sorted(link["line"] for link in chain["links"] if link["refuses"])
                 for name, chain in chains.items()}
     fp8 = chains["--quantization=fp8"]
@@ -667,17 +671,9 @@ def test_a_name_picked_from_other_settings_is_their_value_not_the_features(
     self.attention_backend``, then ``if prefill_backend == "trtllm_mha" and not
     is_sm100_supported(): raise``: a refusal of those settings' value, not of
     ``--decode-attention-backend=trtllm_mha``, which shares the choices."""
-    top, lower = feature_upstream(tmp_path / "top"), feature_lower(tmp_path / "lower")
-    server_args = _with_setting("decode_backend: Optional[str] = None", "--decode-backend",
-                                ["plain", "decode"]).replace(
-        "    port: int = 30000\n", "    port: int = 30000\n    prefill_backend: Optional[str] = None\n"
-    ).replace('        parser.add_argument("--attention-backend"',
-              '        parser.add_argument("--prefill-backend", choices=["plain", "decode"])\n'
-              '        parser.add_argument("--attention-backend"')
-    top.commit("split", {"python/top/split_checks.py": PICKED_CHECKS,
-                         "python/top/server_args.py": server_args})
-    ws = _workspace(tmp_path, top=top, lower=lower)
-    chains = {c["feature"]: c for c in _why(ws, "top", "--decode-backend")["features"]}
+    chains = _chains(tmp_path, "--decode-backend", ("python/top/split_checks.py", PICKED_CHECKS),
+                     ("prefill_backend: Optional[str] = None", "--prefill-backend", ["plain", "decode"]),
+                     ("decode_backend: Optional[str] = None", "--decode-backend", ["plain", "decode"]))
     gates = {name: [link["line"] for link in chain["links"] if link["role"] == "gate"
                     and link["file"] == "python/top/split_checks.py" and link["refuses"]]
              for name, chain in chains.items()}
