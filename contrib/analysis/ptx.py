@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contrib.analysis import ptxneeds
 from contrib.arch import Arch
 
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(")
@@ -148,7 +149,10 @@ def parsed(unit: str, ptx: str, command: list[str]) -> Outcome:
     bodies = _bodies(ptx)
     empty, disabled = _empty(bodies), _disabled(ptx, bodies)
     empty += [name for name in disabled if name not in empty]
-    return Outcome(unit, True, all_entries(ptx), empty, command=command, disabled=disabled)
+    reading = ptxneeds.read_module(ptx)
+    return Outcome(unit, True, all_entries(ptx), empty, command=command, disabled=disabled,
+                   families=reading.families, shared=reading.shared,
+                   dynamic_shared=reading.dynamic)
 
 
 # What a kernel can do that another thread or the host sees: stores (not to a call's
@@ -210,6 +214,21 @@ class Outcome:
     exit_only: list[str] = field(default_factory=list)  # SASS functions that are only EXIT
     disabled: dict[str, str] = field(default_factory=dict)  # entry -> its arch error text
     missing_headers: list[str] = field(default_factory=list)  # every one, the first first
+    # What the kernels need of the target (contrib.analysis.ptxneeds): entry -> the
+    # instructions of its FAMILIES, entry -> static .shared bytes, entries using dynamic
+    # shared memory; from ptxas: [entry, instruction, target] it refused, entry ->
+    # [bytes, max] over the shared limit, entry -> [registers, smem, spill stores, loads]
+    families: dict[str, list[str]] = field(default_factory=dict)
+    shared: dict[str, int] = field(default_factory=dict)
+    dynamic_shared: list[str] = field(default_factory=list)
+    refused: list[list[str]] = field(default_factory=list)
+    over_shared: dict[str, list[int]] = field(default_factory=dict)
+    resources: dict[str, list[int]] = field(default_factory=dict)
+
+    def lacks(self, target: str) -> list[ptxneeds.Lack]:
+        """What ``target`` (``compute_120f``) lacks for this unit's kernels."""
+        return ptxneeds.lacks(target.replace("compute_", "sm_"), self.families, self.shared,
+                              self.refused, self.over_shared)
 
     def lacking(self) -> list[str]:
         """Every header nvcc could not find for this unit (none when it compiled)."""
@@ -260,7 +279,7 @@ def compile_ptx(
                           command, first)
         if first is not None:
             outcome.missing_headers = every_missing(command, first, min(timeout, 600))
-        return outcome
+        return _refusals(outcome, text, out, keep is None)
     try:
         ptx = out.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:  # e.g. a host-only source: nvcc succeeds and writes nothing
@@ -324,6 +343,23 @@ def _stand_in(folder: Path, header: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def _refusals(outcome: Outcome, text: str, out: Path, remove: bool) -> Outcome:
+    """A failed compile whose PTX check (CUDA 13's nvcc runs ``ptxas -arch=compute_XY``)
+    refused instructions the target lacks: each refusal with its kernel, read from the
+    PTX nvcc left."""
+    if "not supported on .target" not in text:
+        return outcome
+    try:
+        written = out.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return outcome
+    if remove:
+        out.unlink(missing_ok=True)
+    outcome.refused = ptxneeds.refused(text, ptxneeds.read_module(written).lines)
+    outcome.entries = all_entries(written)
+    return outcome
 
 
 def _failed(unit: str, error: str, command: list[str], header: str | None = None) -> Outcome:

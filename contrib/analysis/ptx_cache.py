@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from contrib.analysis import ptx
+from contrib.analysis import ptx, ptxneeds
 from contrib.analysis.includes import IncludeResolver, include_closure
 from contrib.analysis.ptx import Outcome
 from contrib.analysis.tree import SourceTree
@@ -57,8 +57,9 @@ def unit_key(tree: SourceTree, unit: str, compute: str, flags: Sequence[str],
     ``sass``: whether the SASS is checked too (a result without it is not reused where it is).
     ``tree_dirs``: tree folders the build adds to the include path (they widen the closure).
     """
-    # 2: an entry that does no work, or reaches an arch-disabled MMA, counts as empty
-    h = hashlib.sha256(b"contrib-ptx-2\0")
+    # 2: an entry that does no work, or reaches an arch-disabled MMA, counts as empty;
+    # 3: what each entry needs of the target (instructions, shared memory, ptxas -v)
+    h = hashlib.sha256(b"contrib-ptx-3\0")
     # Folders outside the tree (an installed package's headers) count by path and
     # modification time: reinstalling the package changes them.
     head = {"unit": unit, "compute": compute, "flags": list(flags), "sass": sass,
@@ -134,23 +135,34 @@ def _compile(nvcc: str, job: Job, out_dir: Path) -> Outcome:
                               job.flags, keep=keep if job.cuobjdump else None,
                               unit=job.unit)
     if outcome.ok and job.cuobjdump:
-        outcome.exit_only = _sass(nvcc, job.cuobjdump, keep, job.compute)
+        outcome.exit_only = _sass(nvcc, job.cuobjdump, keep, job.compute, outcome)
         outcome.sass_checked = True
         keep.unlink(missing_ok=True)
     outcome.seconds = round(time.monotonic() - started, 2)
     return outcome
 
 
-def _sass(nvcc: str, cuobjdump: str, ptx_file: Path, compute: str) -> list[str]:
-    """Assemble the PTX for the matching real arch (ptxas) and list EXIT-only functions."""
+def _sass(nvcc: str, cuobjdump: str, ptx_file: Path, compute: str, outcome: Outcome) -> list[str]:
+    """Assemble the PTX for the matching real arch (``ptxas -v``: each kernel's registers,
+    shared memory and spills, and its refusals, into ``outcome``) and list EXIT-only
+    functions."""
     cubin = ptx_file.with_suffix(".cubin")
     ptxas = Path(nvcc).with_name("ptxas")
     real = compute.replace("compute_", "sm_")
     try:
-        done = subprocess.run([str(ptxas), f"-arch={real}", str(ptx_file), "-o", str(cubin)],
+        done = subprocess.run([str(ptxas), "-v", f"-arch={real}", str(ptx_file), "-o", str(cubin)],
                               capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.SubprocessError):
         return []
+    said = done.stdout + done.stderr
+    outcome.resources = ptxneeds.resources(said)
+    outcome.over_shared = ptxneeds.over_shared(said)
+    if "not supported on .target" in said:
+        try:
+            text = ptx_file.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        outcome.refused = ptxneeds.refused(said, ptxneeds.read_module(text).lines)
     found = sass_exit_only(cuobjdump, cubin) if done.returncode == 0 else []
     cubin.unlink(missing_ok=True)
     return found

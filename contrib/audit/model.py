@@ -202,6 +202,7 @@ class Basis(StrEnum):
     NOT_COMPILED = "not-compiled"  # nvcc refuses a unit for the target
     NO_ENTRY = "no-entry"  # a unit compiles kernels for an admitted arch, none for the target
     EMPTY_ENTRIES = "empty-entries"  # entries compiled for the target do not do their work
+    TARGET_LACKS = "target-lacks"  # a kernel needs an instruction or shared memory it lacks
     COMPILED = "compiled"  # compiled for the target with its entries whole
     HEADER_MISSING = "header-missing"  # a unit nvcc cannot see: gate-only would stand unread
     # the stack below

@@ -22,10 +22,13 @@ from typing import Any
 
 from contrib.analysis import ptx
 from contrib.analysis.headers import cure
+from contrib.analysis.includes import IncludeResolver, include_closure
 from contrib.analysis.ptx import Outcome
 from contrib.analysis.ptx_cache import compile_for, empty_everywhere
 from contrib.analysis.ptxjobs import PtxRequest, expand_dirs, unset_dirs_reason
+from contrib.analysis.ptxneeds import LackKind, shared_limit
 from contrib.analysis.ptxrun import compile_units
+from contrib.analysis.smemlaunch import sites
 from contrib.analysis.submodules import hint
 from contrib.analysis.waivers import apply_waivers
 from contrib.arch import Arch
@@ -80,25 +83,56 @@ def verdict(req: PtxRequest, outcomes: list[Outcome], details: dict[str, Any],
     """Findings for empty kernels and broken units; the stage's status and reason."""
     gates = {u.path for u in req.units if u.gate}
     return judge(req.arch, req.kernel_lines, req.waivers, outcomes, details, gates,
-                 reference, req.reference, lambda names: hint(names, req.tree, req.profile))
+                 reference, req.reference, lambda names: hint(names, req.tree, req.profile),
+                 launches(req, details))
+
+
+def launches(req: PtxRequest, details: dict[str, Any]) -> list[Finding]:
+    """The dynamic shared memory the units' host code asks for (their include closure
+    read): an error where a constant passes the target's per-block limit, info where
+    the source does not fix it (why, in ``details["dynamic_shared"]`` too)."""
+    target = details["compute"].replace("compute_", "sm_")
+    limit = shared_limit(target)
+    resolver = IncludeResolver(req.tree, extra=req.tree_dirs)
+    files = include_closure(req.tree, [u.path for u in req.units], resolver).files
+    found = [site for path in sorted(files) for site in sites(path, req.tree.read_text(path) or "")]
+    findings = []
+    for site in found:
+        if site.value is None:
+            findings.append(Finding("shared-memory-undecided", INFO, site.path, site.line,
+                                    f"kernel {site.kernel} asks for `{site.expression}` bytes "
+                                    f"of dynamic shared memory, not decided statically: {site.why}"))
+        elif limit is not None and site.value > limit:
+            findings.append(Finding("ptx-over-shared-memory", ERROR, site.path, site.line,
+                                    f"kernel {site.kernel} asks for {site.value} bytes of dynamic "
+                                    f"shared memory (`{site.expression}`), over {target}'s "
+                                    f"per-block limit of {limit}"))
+    if found:
+        details["dynamic_shared"] = [{"file": s.path, "line": s.line, "kernel": s.kernel,
+                                      "expression": s.expression, "bytes": s.value,
+                                      "limit": limit, "why": s.why} for s in found]
+    return findings
 
 
 def judge(arch: Arch, kernel_lines: dict[str, tuple[str, int]], waivers: list[Waiver],
           outcomes: list[Outcome], details: dict[str, Any], gates: set[str],
           reference: dict[str, Outcome] | None = None,
           reference_arch: Arch | None = None,
-          cures: Callable[[list[str]], str] = cure) -> StageResult:
+          cures: Callable[[list[str]], str] = cure,
+          launched: list[Finding] | None = None) -> StageResult:
     """The verdict on compiled units, whoever compiled them (contrib, or a
     ``validation.compile`` command): a compile error in a unit of ``gates`` fails the
     stage, elsewhere it is info; ``details`` needs ``compute``, ``entries``, ``cached``.
     ``reference``: units compiled for ``reference_arch`` too; an entry empty there as
     well is info, not an error.  A unit nvcc lacks headers for holds the stage: one
     line names every header of every such unit, with ``cures``' word on where each
-    comes from."""
+    comes from.  ``launched``: findings on the shared memory host code asks for."""
     findings = _empty_findings(arch, kernel_lines, outcomes, details["compute"],
                                reference or {}, reference_arch)
+    lacking = _lack_findings(kernel_lines, outcomes, details)
+    findings += lacking + (launched or [])
     for outcome in outcomes:
-        if not outcome.ok and not outcome.missing_header:
+        if not outcome.ok and not outcome.missing_header and not outcome.refused:
             severity = ERROR if outcome.unit in gates else INFO
             findings.append(Finding("ptx-compile-error", severity, outcome.unit, 1,
                                     f"nvcc failed on {outcome.unit}: {outcome.first_error}"))
@@ -122,6 +156,32 @@ def judge(arch: Arch, kernel_lines: dict[str, tuple[str, int]], waivers: list[Wa
 
 def _short(finding: Finding) -> str:
     return finding.message if finding.kind == "ptx-compile-error" else f"{finding.location}: {finding.message}"
+
+
+def _lack_findings(kernel_lines: dict[str, tuple[str, int]], outcomes: list[Outcome],
+                   details: dict[str, Any]) -> list[Finding]:
+    """An error per kernel and figure the target lacks (an instruction ptxas refuses or
+    the table says it lacks, shared memory over its per-block limit); each also in
+    ``details["lacks"]`` as values."""
+    findings, values = [], []
+    for outcome in outcomes:
+        seen = set()
+        for lack in outcome.lacks(details["compute"]):
+            name = ptx.demangle(lack.kernel) if lack.kernel else "(a kernel)"
+            if (name, lack.kind, lack.instruction, lack.bytes) in seen:
+                continue  # one per kernel, not per template instantiation
+            seen.add((name, lack.kind, lack.instruction, lack.bytes))
+            file, line = kernel_lines.get(name.rsplit("::", 1)[-1], (outcome.unit, 1))
+            kind = ("ptx-lacks-instruction" if lack.kind is LackKind.INSTRUCTION
+                    else "ptx-over-shared-memory")
+            findings.append(Finding(kind, ERROR, file, line, f"kernel {name} ({outcome.unit}) "
+                                    f"needs {lack.figure()}"))
+            values.append({"unit": outcome.unit, "kernel": name, "kind": str(lack.kind),
+                           "target": lack.target, "instruction": lack.instruction,
+                           "bytes": lack.bytes, "limit": lack.limit, "read_from": lack.read_from})
+    if values:
+        details["lacks"] = values
+    return findings
 
 
 def _empty_findings(arch: Arch, kernel_lines: dict[str, tuple[str, int]],

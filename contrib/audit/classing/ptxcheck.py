@@ -36,6 +36,7 @@ from contrib.analysis.profiles import profile_for
 from contrib.analysis.ptx import Outcome
 from contrib.analysis.ptx_cache import compile_for, empty_everywhere
 from contrib.analysis.ptxjobs import PtxRequest
+from contrib.analysis.ptxneeds import Lack
 from contrib.analysis.ptxrun import compile_units
 from contrib.analysis.submodules import hint
 from contrib.analysis.tree import SourceTree
@@ -216,7 +217,9 @@ def _apply_compiled(gate: AuditGate, outcomes: list[Outcome], arch: Arch, comput
                     others: dict[str, tuple[Arch, Outcome]] | None) -> AuditGate:
     """The gate with the class and evidence of the PTX of the units nvcc compiled or
     refused."""
-    failed = [o for o in outcomes if not o.ok]
+    lacking = [(o, o.lacks(compute)) for o in outcomes if o.refused or o.ok]
+    lacking = [(o, found) for o, found in lacking if found]
+    failed = [o for o in outcomes if not o.ok and not o.refused]
     if failed:
         errors = tuple(_said(o.unit, f"nvcc ({compute}): {_SCRATCH.sub('', o.first_error)}")
                        for o in failed)
@@ -224,6 +227,8 @@ def _apply_compiled(gate: AuditGate, outcomes: list[Outcome], arch: Arch, comput
                             f"{len(failed)} of {counted(len(outcomes), 'unit')} "
                             f"do not compile for {arch.name} ({compute})",
                             errors + gate.evidence)
+    if lacking:
+        return _lacks(gate, lacking, arch)
     lost = [(o, *others[o.unit]) for o in outcomes
             if o.ok and not o.entries and others and o.unit in others
             and others[o.unit][1].ok and others[o.unit][1].entries]
@@ -262,6 +267,22 @@ def _apply_compiled(gate: AuditGate, outcomes: list[Outcome], arch: Arch, comput
     return gate.classed(gate.class_, Basis.COMPILED, f"compiled for {arch.name}: "
                         f"{_entries(total)}, none empty ({counted(len(outcomes), 'unit')}, "
                         f"{compute})", tuple(evidence))
+
+
+def _lacks(gate: AuditGate, lacking: list[tuple[Outcome, list[Lack]]], arch: Arch) -> AuditGate:
+    """``needs-kernel-work``: kernels of the units need what ``arch`` lacks (an
+    instruction, shared memory over its per-block limit), each kernel and figure once."""
+    evidence = list(gate.evidence)
+    kernels = set()
+    for outcome, found in lacking:
+        said = dict.fromkeys(f"kernel {ptx.demangle(lack.kernel) or '(unnamed)'} needs "
+                             f"{lack.figure()}" for lack in found)
+        kernels |= {ptx.demangle(lack.kernel) for lack in found}
+        evidence += [_said(outcome.unit, text) for text in said]
+    return gate.classed(NEEDS_KERNEL_WORK, Basis.TARGET_LACKS,
+                        f"{counted(len(kernels), 'kernel')} compiled for {arch.name} need what "
+                        "it lacks (an instruction, or shared memory over its per-block limit)",
+                        tuple(evidence))
 
 
 def _emptied(outcome: Outcome, undone: list[str], compute: str) -> list[Evidence]:
