@@ -305,3 +305,24 @@ def test_a_symlinked_compile_scratch_is_refused_and_nothing_is_written_through_i
     assert result.code == 2, result.err
     assert "is a symlink" in result.err and "Traceback" not in result.err
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_unit_whose_kernel_needs_an_instruction_the_target_lacks_needs_kernel_work() -> None:
+    """nvcc's ptxas check refused tcgen05 for compute_120f: not an unbuildable unit but a
+    kernel written for another arch's instructions; a tile over 99 KiB likewise."""
+    from contrib.analysis.ptx import Outcome
+    from contrib.arch import parse_arch
+    from contrib.audit.classing.ptxcheck import _apply
+    from contrib.audit.model import GATE_ONLY, AuditGate, Basis, GateKind
+
+    gate = AuditGate("pkg/jit.py", 3, "gen_mma_module", GateKind.JIT, frozenset({10}), True,
+                     class_=GATE_ONLY, units=("csrc/mma.cu", "csrc/tile.cu"))
+    refused = Outcome("csrc/mma.cu", False, ["_Z4tmemPf"], error="ptxas ...",
+                      refused=[["_Z4tmemPf", "tcgen05.fence", "sm_120f"]])
+    tile = Outcome("csrc/tile.cu", True, ["_Z4tilePf"], shared={"_Z4tilePf": 160000})
+    gate = _apply(gate, [refused, tile], parse_arch("sm_120a"), "compute_120f")
+    assert gate.class_ == "needs-kernel-work" and gate.basis is Basis.TARGET_LACKS
+    assert [(e.path, e.says) for e in gate.evidence] == [
+        ("csrc/mma.cu", "kernel tmem needs `tcgen05.fence`, which sm_120f lacks"),
+        ("csrc/tile.cu", "kernel tile needs 160000 bytes of shared memory, over sm_120f's "
+                         "per-block limit of 101376 (the PTX's static .shared)")]

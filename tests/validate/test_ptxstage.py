@@ -179,3 +179,33 @@ def test_a_kernel_that_reaches_cutes_arch_disabled_mma_fails_and_says_what_it_pr
             "compute_120a (csrc/fmha.cu) print “Attempting to use SM100_MMA_F16BF16_SS without "
             "CUTE_ARCH_MMA_SM100A_ENABLED”") in error.message
     assert result.details["reference"] == {"arch": "sm_100a", "units": ["csrc/fmha.cu"]}
+
+
+NEEDS = """__global__ void tmem(float* out) {
+  asm volatile("tcgen05.fence::before_thread_sync;");
+  out[0] = 1.f;
+}
+extern __shared__ float dyn[];
+__global__ void ragged(float* out) { dyn[threadIdx.x] = 1.f; out[0] = dyn[1]; }
+void launch(float* out) {
+  cudaFuncSetAttribute(ragged, cudaFuncAttributeMaxDynamicSharedMemorySize, 132 * 1024);
+  ragged<<<1, 128, 132 * 1024>>>(out);
+}
+"""
+
+
+def test_a_kernel_needing_what_the_target_lacks_fails_with_the_kernel_and_the_figure(
+        tmp_path: Path) -> None:
+    """tcgen05 on sm_120a: ptxas refuses it and the finding names the kernel and the
+    instruction (not a bare compile error); 132 KiB asked of a 99 KiB target by a constant
+    is named with both figures."""
+    result = check(_request(DictTree({"csrc/needs.cu": NEEDS}), ["csrc/needs.cu"], tmp_path))
+    assert result.status == "failed", result.reason
+    kinds = sorted((f.kind, f.line) for f in result.findings if f.severity == "error")
+    assert kinds == [("ptx-lacks-instruction", 1), ("ptx-over-shared-memory", 8),
+                     ("ptx-over-shared-memory", 9)]
+    [lack] = result.details["lacks"]
+    assert (lack["kernel"], lack["instruction"], lack["target"]) == ("tmem", "tcgen05.fence",
+                                                                     "sm_120a")
+    assert [(d["bytes"], d["limit"]) for d in result.details["dynamic_shared"]] == [
+        (135168, 101376)] * 2
