@@ -25,6 +25,7 @@ _CHEVRONS = re.compile(r"(?P<kernel>[A-Za-z_][\w:]*(?:<[^<>;]*>)?)\s*<<<")
 _CONFIG = re.compile(r"\.dynamicSmemBytes\s*=\s*(?P<expr>[^;]+);")
 _DEFINE = re.compile(r"^\s*#\s*define\s+(.*)$", re.M)
 _DEPTH = 4
+_SAME_REQUEST = 2000  # characters between an attribute set and the launch it is for
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def _kernel(written: str, code: str, at: int) -> str:
     through, template arguments left out."""
     bound = _binding(code, written, at) if re.fullmatch(r"[A-Za-z_]\w*", written) else None
     name = bound[0] if bound else written
-    return re.sub(r"<.*", "", name.lstrip("&")).strip() or written
+    return re.sub(r"<.*", "", name.lstrip("&"), flags=re.S).strip() or written
 
 
 def _requests(code: str) -> list[tuple[str, str, int]]:
@@ -75,7 +76,10 @@ def _requests(code: str) -> list[tuple[str, str, int]]:
         if len(args) >= 3:
             found.append((match.group("kernel"), args[2], match.start()))
     for match in _CONFIG.finditer(code):
-        found.append(("(cudaLaunchKernelEx)", match.group("expr").strip(), match.start()))
+        expr = match.group("expr").strip()
+        # the launch of a kernel whose attribute was just set to the same size: one request
+        if not any(e == expr and 0 < match.start() - at < _SAME_REQUEST for _, e, at in found):
+            found.append(("(cudaLaunchKernelEx)", expr, match.start()))
     return found
 
 
