@@ -1,0 +1,121 @@
+"""The upstream's own PR checks: the scripts of its tree its PR workflows run, read from
+the workflows at the patched tip and run offline on the patched tree; a failed one
+refuses the PR unless --allow-hook-failures, one that cannot run here never does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contrib.git.repo import Git
+from contrib.pr.checks import CheckStatus, find_checks, run_checks
+from testing.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
+from testing.gitutil import Repo
+from testing.pr_scene import TARGET, Scene
+from testing.workspace import run_contrib
+
+WORKFLOW = """name: pr checks
+on: [pull_request]
+env:
+  HEAD_SHA: ${{ github.event.pull_request.head.sha }}
+jobs:
+  checks:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - run: pip install -r requirements.txt
+      - run: python -m pytest -q tests/
+      - name: the API and docs
+        run: |
+          set -o pipefail
+          if python scripts/check_ok.py \\
+              --head "$HEAD_SHA" | tee ok.txt; then
+            echo fine >> "$GITHUB_STEP_SUMMARY"
+          fi
+          python scripts/check_bad.py
+      - run: python3 scripts/check_net.py
+      - run: python scripts/check_secret.py --token ${{ secrets.X }}
+      - run: bash scripts/setup_env.sh
+"""
+
+SCRIPTS = {
+    # passes on the patched tree only: HEAD is the tip the workflow names
+    "scripts/check_ok.py": "import subprocess, sys\n"
+    "head = subprocess.check_output(['git', 'rev-parse', 'HEAD'], text=True).strip()\n"
+    "sys.exit(0 if sys.argv[1:] == ['--head', head] else 3)\n",
+    "scripts/check_bad.py": "import sys\n"
+    "if 'return 30' in open('pkg/core.py').read():\n"
+    "    print('pkg/core.py: f3 changed')\n    print('document it in docs/index.md')\n"
+    "    sys.exit(1)\n",
+    "scripts/check_net.py": "import not_installed_here_xyz\n",
+    "scripts/check_secret.py": "print('never run')\n",
+    "scripts/setup_env.sh": "pip install -e .\n",  # an install, in the script: no check
+}
+
+
+def _commit(upstream: Repo) -> None:
+    upstream.commit("PR checks", {".github/workflows/checks.yml": WORKFLOW, **SCRIPTS})
+
+
+def test_the_checks_are_read_from_the_workflows_and_run_on_the_patched_tree(
+        upstream: Repo) -> None:
+    _commit(upstream)
+    base = upstream.head()
+    tip = upstream.commit("Change f3", {"pkg/core.py": upstream.read("pkg/core.py")
+                                        .replace("return 3\n", "return 30\n")})
+    git = Git(upstream.path)
+    found = find_checks(git, base, tip)
+    assert [c.command() for c in found] == [
+        f"python scripts/check_ok.py --head {tip}", "python scripts/check_bad.py",
+        "python3 scripts/check_net.py", "python scripts/check_secret.py --token "
+        "'${{ secrets.X }}'"]  # pip, pytest and the installing script are no checks
+    assert found[0].env == (("HEAD_SHA", tip),)
+    checks = run_checks(git, base, tip)
+    assert checks is not None
+    assert [(r.status, r.detail) for r in checks.results] == [
+        (CheckStatus.PASSED, ""),
+        (CheckStatus.FAILED, "exit code 1: pkg/core.py: f3 changed / document it in "
+                             "docs/index.md"),
+        (CheckStatus.NOT_RUN, "module not_installed_here_xyz is not installed here"),
+        (CheckStatus.NOT_RUN, "needs CI context ${{ secrets.X }}")]
+    assert [r.check for r in checks.failed] == [found[1]]
+    unpatched = run_checks(git, base, base)  # the same checks on the base: both pass
+    assert unpatched is not None and not unpatched.failed
+
+
+def test_a_failed_check_refuses_the_pr_unless_allowed(tmp_path: Path, upstream: Repo,
+                                                      fake_github: FakeGitHub,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    _commit(upstream)
+    scene = Scene(tmp_path, upstream, fake_github)
+    res = run_contrib("open-pr", "--dry-run", TARGET, cwd=scene.root)
+    assert res.code == 1 and len(res.err.strip().splitlines()) == 1, res.err
+    assert ("the upstream's PR checks failed on the patched tree: `python scripts/check_bad.py`"
+            " (exit code 1: pkg/core.py: f3 changed / document it in docs/index.md)") in res.err
+    assert "--allow-hook-failures (it covers the PR checks too)" in res.err
+    assert fake_github.writes() == [] and scene.fork_tip() is None
+    res = run_contrib("open-pr", "--dry-run", "--json", "--allow-hook-failures", TARGET,
+                      cwd=scene.root)
+    assert res.code == 0, res.err
+    [dry] = res.json["results"]  # type: ignore[index]
+    assert [(c["command"].split()[1], c["status"]) for c in dry["checks"]] == [
+        ("scripts/check_ok.py", "passed"), ("scripts/check_bad.py", "failed"),
+        ("scripts/check_net.py", "not run"), ("scripts/check_secret.py", "not run")]
+    body = dry["body"]
+    workflow = "`.github/workflows/checks.yml`"
+    assert "**Upstream PR checks**: the scripts of the tree the workflows" in body
+    for line in (
+            f"- `python scripts/check_bad.py` ({workflow}): **failed** (exit code 1: "
+            "pkg/core.py: f3 changed / document it in docs/index.md)",
+            f"- `python3 scripts/check_net.py` ({workflow}): not run (module "
+            "not_installed_here_xyz is not installed here)",
+            f"- `python scripts/check_secret.py --token '${{{{ secrets.X }}}}'` ({workflow}): "
+            "not run (needs CI context ${{ secrets.X }})"):
+        assert line in body.splitlines(), line
+    assert any(line.startswith("- `python scripts/check_ok.py --head ")
+               and line.endswith(f"({workflow}): passed") for line in body.splitlines())
+    assert "Opened with `contrib open-pr --allow-hook-failures` (it covers these checks too)" \
+        in body
+    assert "pip install" not in body and "pytest -q" not in body
