@@ -13,7 +13,8 @@ nvidia-smi, on its line or in the script).
 
 Each runs in the hooks' checkout of the patched tree (HEAD and files at the tip), with
 the step's ``env:``, offline (:data:`contrib.pr.hooks.OFFLINE_ENV`) and ``python`` being
-the interpreter contrib runs on, for at most a minute.  A check that exits 0 passed; one
+the interpreter contrib runs on, for at most a minute.  A check that exits 0 passed (the
+``::warning`` annotations it printed for GitHub counted beside it); one
 that exits otherwise failed, unless what it said shows it could not run here: a module
 not installed, the network refused.  A command that needs what only CI has (a secret,
 ``$GITHUB_OUTPUT``) is not run, and says which.
@@ -279,9 +280,9 @@ def _run(check: PrCheck, tree: Path, env: dict[str, str], timeout: float,
         return CheckResult(check, CheckStatus.NOT_RUN, f"stopped after {timeout:.0f}s")
     except OSError as exc:
         return CheckResult(check, CheckStatus.NOT_RUN, f"could not start ({exc.strerror})")
-    if proc.returncode == 0:
-        return CheckResult(check, CheckStatus.PASSED)
     said = scrub(proc.stdout + proc.stderr)
+    if proc.returncode == 0:
+        return CheckResult(check, CheckStatus.PASSED, _warnings(said))
     missing = _MISSING.search(said)
     if missing:
         return CheckResult(check, CheckStatus.NOT_RUN,
@@ -292,3 +293,13 @@ def _run(check: PrCheck, tree: Path, env: dict[str, str], timeout: float,
     last = " / ".join(line.strip() for line in said.strip().splitlines()[-3:])
     return CheckResult(check, CheckStatus.FAILED, f"exit code {proc.returncode}"
                        + (f": {last[-300:]}" if last else ""))
+
+
+def _warnings(said: str) -> str:
+    """The ``::warning`` annotations (GitHub Actions' workflow commands) a passed check
+    printed: how many, and the first one's message."""
+    found = [line.split("::", 2)[-1].strip() for line in said.splitlines()
+             if line.startswith("::warning")]
+    if not found:
+        return ""
+    return f"{len(found)} warning{'s' if len(found) > 1 else ''}: {found[0][:160]}"

@@ -43,6 +43,7 @@ SCRIPTS = {
     # passes on the patched tree only: HEAD is the tip the workflow names
     "scripts/check_ok.py": "import subprocess, sys\n"
     "head = subprocess.check_output(['git', 'rev-parse', 'HEAD'], text=True).strip()\n"
+    "print('::warning file=pkg/core.py,line=3::f3 has no docstring')\n"
     "sys.exit(0 if sys.argv[1:] == ['--head', head] else 3)\n",
     "scripts/check_bad.py": "import sys\n"
     "if 'return 30' in open('pkg/core.py').read():\n"
@@ -74,7 +75,7 @@ def test_the_checks_are_read_from_the_workflows_and_run_on_the_patched_tree(
     checks = run_checks(git, base, tip)
     assert checks is not None
     assert [(r.status, r.detail) for r in checks.results] == [
-        (CheckStatus.PASSED, ""),
+        (CheckStatus.PASSED, "1 warning: f3 has no docstring"),
         (CheckStatus.FAILED, "exit code 1: pkg/core.py: f3 changed / document it in "
                              "docs/index.md"),
         (CheckStatus.NOT_RUN, "module not_installed_here_xyz is not installed here"),
@@ -115,7 +116,8 @@ def test_a_failed_check_refuses_the_pr_unless_allowed(tmp_path: Path, upstream: 
             "not run (needs CI context ${{ secrets.X }})"):
         assert line in body.splitlines(), line
     assert any(line.startswith("- `python scripts/check_ok.py --head ")
-               and line.endswith(f"({workflow}): passed") for line in body.splitlines())
+               and line.endswith(f"({workflow}): passed (1 warning: f3 has no docstring)")
+               for line in body.splitlines())
     assert "Opened with `contrib open-pr --allow-hook-failures` (it covers these checks too)" \
         in body
     assert "pip install" not in body and "pytest -q" not in body
