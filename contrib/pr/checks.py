@@ -9,14 +9,17 @@ is a command of a ``run:`` step that starts a script of the tree (``python X.py`
 ``python -m`` a module of the tree, ``bash X.sh``, ``./X.sh``), and neither a test
 runner (pytest, unittest: :mod:`contrib.pr.collected` says whether those reach a test)
 nor an install or a build (pip, uv, conda, apt-get, cmake, docker, setup.py,
-nvidia-smi, on its line or in the script).
+nvidia-smi, on its line or in the script).  A check of a job on the upstream's own
+runners (``runs-on`` not one of GitHub's hosted ``ubuntu-*``, ``windows-*``,
+``macos-*``: sglang's GPU machines) is listed and not run: what it needs of that
+machine cannot be told.
 
 Each runs in the hooks' checkout of the patched tree (HEAD and files at the tip), with
 the step's ``env:``, offline (:data:`contrib.pr.hooks.OFFLINE_ENV`) and ``python`` being
 the interpreter contrib runs on, for at most a minute.  A check that exits 0 passed (the
 ``::warning`` annotations it printed for GitHub counted beside it); one
 that exits otherwise failed, unless what it said shows it could not run here: a module
-not installed, the network refused.  A command that needs what only CI has (a secret,
+not installed, the network refused, no GPU.  A command that needs what only CI has (a secret,
 ``$GITHUB_OUTPUT``) is not run, and says which.
 """
 
@@ -27,7 +30,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -52,7 +55,12 @@ _INSTALLS = re.compile(r"(?:^|[\s;&|(\"'\[,])(?:pip3?|uv|conda|mamba|apt-get|apt
                        r"nvidia-smi)(?:[\s\"',\]]|$)|setup\.py|-m\s+(?:pip|build)\b")
 _MISSING = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 _NETWORK = re.compile(r"127\.0\.0\.1:9\b|ProxyError|Could not resolve host|Network is "
-                      r"unreachable|Temporary failure in name resolution|URLError")
+                      r"unreachable|Temporary failure in name resolution|URLError|"
+                      r"ConnectionError|ConnectionRefusedError|Max retries exceeded|"
+                      r"couldn't connect to|OfflineModeIsEnabled|LocalEntryNotFoundError")
+_GPU = re.compile(r"No CUDA GPUs are available|Found no NVIDIA driver|CUDA driver version|"
+                  r"libcuda\.so|nvidia-smi: command not found|no CUDA-capable device")
+_HOSTED = re.compile(r"(?:ubuntu|windows|macos)-[\w.-]+")  # GitHub's own runners
 
 
 class CheckStatus(StrEnum):
@@ -69,7 +77,7 @@ class PrCheck:
     argv: tuple[str, ...]  # the step's variables and the PR's commits put in
     cwd: str  # the folder of the tree it runs in
     env: tuple[tuple[str, str], ...]
-    needs: str = ""  # the CI context it needs and contrib lacks: it is not run
+    needs: str = ""  # what it needs and contrib lacks (CI context, a runner): not run
 
     def command(self) -> str:
         return shlex.join(self.argv)
@@ -106,7 +114,8 @@ def find_checks(git: Git, base: str, tip: str, workspace: str = "") -> list[PrCh
     found: dict[tuple[tuple[str, ...], str], PrCheck] = {}  # one per command, first workflow
     for text in step_texts(git, tip, files):
         for check in _commands(text, files, context):
-            if (check.argv, check.cwd) not in found and not _installs_or_tests(
+            seen = found.get((check.argv, check.cwd))
+            if (seen is None or seen.needs and not check.needs) and not _installs_or_tests(
                     git, tip, check, files):
                 found[check.argv, check.cwd] = check
     return list(found.values())
@@ -160,8 +169,17 @@ def _commands(text: CommandText, files: set[str],
             continue
         for words in _segments(tokens):
             check = _check(words, where, files, env, context, exprs, text.workflow)
+            if check is not None and not check.needs and not _hosted(text.runner):
+                check = replace(check, needs=f"the upstream's own runner `{text.runner}` "
+                                "(a job not on GitHub's hosted runners)")
             if check is not None:
                 yield check
+
+
+def _hosted(runner: str) -> bool:
+    """Whether a job runs on GitHub's hosted runners (a check there needs no hardware of
+    the upstream's own), or names none."""
+    return not runner or all(_HOSTED.fullmatch(label) for label in runner.split())
 
 
 def _put(found: re.Match[str], *, context: dict[str, str], exprs: list[str]) -> str:
@@ -225,7 +243,7 @@ def _check(words: list[str], where: str, files: set[str], env: dict[str, str],
                 word = word.replace(f"__CIEXPR{n}__", f"${{{{ {expr} }}}}")
         argv.append(word)
     return PrCheck(workflow, tuple(argv), where, tuple(sorted(known.items())),
-                   needs[0] if needs else "")
+                   f"CI context {needs[0]}" if needs else "")
 
 
 def _script(words: list[str], where: str, files: set[str]) -> str | None:
@@ -258,15 +276,16 @@ def _installs_or_tests(git: Git, tip: str, check: PrCheck, files: set[str]) -> b
     script = _script(list(check.argv), check.cwd, files)
     data = git.read_blob(tip, script) if script else None
     text = data.decode("utf-8", "replace") if data is not None else ""
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
-    return any(_INSTALLS.search(line) or starts_tests(line) or re.search(
-        r"\bpytest\.main\(|\bunittest\.main\(|[\"']pytest[\"']", line) for line in lines)
+    if re.search(r"pytest|unittest", text):  # a test runner, as collected reads one
+        return True
+    return any(_INSTALLS.search(line) for line in text.splitlines()
+               if not line.lstrip().startswith("#"))
 
 
 def _run(check: PrCheck, tree: Path, env: dict[str, str], timeout: float,
          why: str) -> CheckResult:
     if check.needs:
-        return CheckResult(check, CheckStatus.NOT_RUN, f"needs CI context {check.needs}")
+        return CheckResult(check, CheckStatus.NOT_RUN, f"needs {check.needs}")
     if why:
         return CheckResult(check, CheckStatus.NOT_RUN, why)
     argv = list(check.argv)
@@ -287,6 +306,8 @@ def _run(check: PrCheck, tree: Path, env: dict[str, str], timeout: float,
     if missing:
         return CheckResult(check, CheckStatus.NOT_RUN,
                            f"module {missing[1]} is not installed here")
+    if _GPU.search(said):
+        return CheckResult(check, CheckStatus.NOT_RUN, "needs a GPU, and found none here")
     if _NETWORK.search(said):
         return CheckResult(check, CheckStatus.NOT_RUN, "needs the network; contrib runs the "
                            "checks offline")

@@ -68,6 +68,7 @@ class CommandText:
     text: str
     dirs: tuple[str, ...]  # folders its relative paths start from
     env: tuple[tuple[str, str], ...] = ()  # a step's: the workflow's, job's and step's env
+    runner: str = ""  # a step's: its job's ``runs-on``
 
 
 def is_test(path: str) -> bool:
@@ -257,6 +258,9 @@ def _job_texts(workflow: str, job: dict[str, Any], inputs: dict[str, list[str]],
                env: dict[str, str]) -> list[CommandText]:
     matrix = _matrix(job)
     env = env | _env(job, matrix, inputs)
+    runs_on = job.get("runs-on") or ""
+    runner = _expand(" ".join(map(str, runs_on)) if isinstance(runs_on, list) else str(runs_on),
+                     matrix, inputs)
     default = ((job.get("defaults") or {}).get("run") or {}).get("working-directory", "")
     out = []
     for step in job.get("steps") or []:
@@ -265,5 +269,5 @@ def _job_texts(workflow: str, job: dict[str, Any], inputs: dict[str, list[str]],
             where = _expand(where, matrix, inputs).strip("./") if where else ""
             out.append(CommandText(workflow, workflow, _expand(step["run"], matrix, inputs),
                              tuple(dict.fromkeys((where, ""))),
-                             tuple((env | _env(step, matrix, inputs)).items())))
+                             tuple((env | _env(step, matrix, inputs)).items()), runner))
     return out

@@ -37,6 +37,11 @@ jobs:
       - run: python3 scripts/check_net.py
       - run: python scripts/check_secret.py --token ${{ secrets.X }}
       - run: bash scripts/setup_env.sh
+      - run: python scripts/run_suite.py --suite fast
+  on-gpu:
+    runs-on: [self-hosted, gpu]
+    steps:
+      - run: python scripts/warmup.py
 """
 
 SCRIPTS = {
@@ -52,6 +57,8 @@ SCRIPTS = {
     "scripts/check_net.py": "import not_installed_here_xyz\n",
     "scripts/check_secret.py": "print('never run')\n",
     "scripts/setup_env.sh": "pip install -e .\n",  # an install, in the script: no check
+    "scripts/run_suite.py": "import unittest\n",  # runs tests: collected's business
+    "scripts/warmup.py": "print('on the upstream GPU runner')\n",
 }
 
 
@@ -70,7 +77,8 @@ def test_the_checks_are_read_from_the_workflows_and_run_on_the_patched_tree(
     assert [c.command() for c in found] == [
         f"python scripts/check_ok.py --head {tip}", "python scripts/check_bad.py",
         "python3 scripts/check_net.py", "python scripts/check_secret.py --token "
-        "'${{ secrets.X }}'"]  # pip, pytest and the installing script are no checks
+        "'${{ secrets.X }}'", "python scripts/warmup.py"]  # pip, pytest and the scripts
+    # that install or run tests are no checks
     assert found[0].env == (("HEAD_SHA", tip),)
     checks = run_checks(git, base, tip)
     assert checks is not None
@@ -79,7 +87,9 @@ def test_the_checks_are_read_from_the_workflows_and_run_on_the_patched_tree(
         (CheckStatus.FAILED, "exit code 1: pkg/core.py: f3 changed / document it in "
                              "docs/index.md"),
         (CheckStatus.NOT_RUN, "module not_installed_here_xyz is not installed here"),
-        (CheckStatus.NOT_RUN, "needs CI context ${{ secrets.X }}")]
+        (CheckStatus.NOT_RUN, "needs CI context ${{ secrets.X }}"),
+        (CheckStatus.NOT_RUN, "needs the upstream's own runner `self-hosted gpu` (a job not "
+                              "on GitHub's hosted runners)")]
     assert [r.check for r in checks.failed] == [found[1]]
     unpatched = run_checks(git, base, base)  # the same checks on the base: both pass
     assert unpatched is not None and not unpatched.failed
@@ -103,7 +113,8 @@ def test_a_failed_check_refuses_the_pr_unless_allowed(tmp_path: Path, upstream: 
     [dry] = res.json["results"]  # type: ignore[index]
     assert [(c["command"].split()[1], c["status"]) for c in dry["checks"]] == [
         ("scripts/check_ok.py", "passed"), ("scripts/check_bad.py", "failed"),
-        ("scripts/check_net.py", "not run"), ("scripts/check_secret.py", "not run")]
+        ("scripts/check_net.py", "not run"), ("scripts/check_secret.py", "not run"),
+        ("scripts/warmup.py", "not run")]
     body = dry["body"]
     workflow = "`.github/workflows/checks.yml`"
     assert "**Upstream PR checks**: the scripts of the tree the workflows" in body
