@@ -8,11 +8,13 @@ reusable ones they call, matrix and inputs put in), never listed per upstream.  
 is a command of a ``run:`` step that starts a script of the tree (``python X.py``,
 ``python -m`` a module of the tree, ``bash X.sh``, ``./X.sh``), and neither a test
 runner (pytest, unittest: :mod:`contrib.pr.collected` says whether those reach a test)
-nor an install or a build (pip, uv, conda, apt-get, cmake, docker, setup.py,
-nvidia-smi, on its line or in the script).  A check of a job on the upstream's own
+nor an install, a download or a build (pip, uv, conda, apt-get, cmake, docker,
+setup.py, nvidia-smi, curl, wget, sudo, on its line or in the script).  A check of a job on the upstream's own
 runners (``runs-on`` not one of GitHub's hosted ``ubuntu-*``, ``windows-*``,
 ``macos-*``: sglang's GPU machines) is listed and not run: what it needs of that
-machine cannot be told.
+machine cannot be told.  So is one whose job, before it, runs an action other than
+checkout, setup and cache (``download-artifact``), tests or a build: it reads what they
+leave (reports, a wheel), which is not here.
 
 Each runs in the hooks' checkout of the patched tree (HEAD and files at the tip), with
 the step's ``env:``, offline (:data:`contrib.pr.hooks.OFFLINE_ENV`) and ``python`` being
@@ -52,7 +54,8 @@ _KEYWORDS = {"if", "then", "else", "elif", "while", "until", "do", "!", "time", 
              "command", "{", "}", "(", ")"}
 _SEPARATORS = {";", "&&", "||", "|", "&", "|&", ";;", "(", ")"}
 _INSTALLS = re.compile(r"(?:^|[\s;&|(\"'\[,])(?:pip3?|uv|conda|mamba|apt-get|apt|cmake|docker|"
-                       r"nvidia-smi)(?:[\s\"',\]]|$)|setup\.py|-m\s+(?:pip|build)\b")
+                       r"nvidia-smi|curl|wget|sudo)(?:[\s\"',\]]|$)|setup\.py|"
+                       r"-m\s+(?:pip|build)\b")
 _MISSING = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 _NETWORK = re.compile(r"127\.0\.0\.1:9\b|ProxyError|Could not resolve host|Network is "
                       r"unreachable|Temporary failure in name resolution|URLError|"
@@ -60,6 +63,8 @@ _NETWORK = re.compile(r"127\.0\.0\.1:9\b|ProxyError|Could not resolve host|Netwo
                       r"couldn't connect to|OfflineModeIsEnabled|LocalEntryNotFoundError")
 _GPU = re.compile(r"No CUDA GPUs are available|Found no NVIDIA driver|CUDA driver version|"
                   r"libcuda\.so|nvidia-smi: command not found|no CUDA-capable device")
+_BUILDS = re.compile(r"(?:^|[\s;&|(])(?:cmake|docker|cargo|make|ninja)\s|setup\.py|-m\s+build\b")
+_SETUP = re.compile(r"actions/(?:checkout|setup-[\w-]+|cache)@")  # a job's usual first steps
 _HOSTED = re.compile(r"(?:ubuntu|windows|macos)-[\w.-]+")  # GitHub's own runners
 
 
@@ -172,8 +177,28 @@ def _commands(text: CommandText, files: set[str],
             if check is not None and not check.needs and not _hosted(text.runner):
                 check = replace(check, needs=f"the upstream's own runner `{text.runner}` "
                                 "(a job not on GitHub's hosted runners)")
+            if check is not None and not check.needs and (before := _prepared_by(text)):
+                check = replace(check, needs=f"what `{before}` leaves (an earlier step of "
+                                "its job)")
             if check is not None:
                 yield check
+
+
+def _prepared_by(text: CommandText) -> str:
+    """The first earlier step of the job whose output a later step may read: an action
+    other than checkout, setup and cache (``download-artifact``), or a command that runs
+    tests or builds; "" when there is none."""
+    for step in text.earlier:
+        if step.startswith("uses: "):
+            if not _SETUP.match(step[6:]):
+                return step[6:]
+            continue
+        lines = [line.strip() for line in step.splitlines()
+                 if line.strip() and not line.lstrip().startswith("#")]
+        found = next((line for line in lines if starts_tests(line) or _BUILDS.search(line)), "")
+        if found:
+            return found[:80]
+    return ""
 
 
 def _hosted(runner: str) -> bool:

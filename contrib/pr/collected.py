@@ -69,6 +69,7 @@ class CommandText:
     dirs: tuple[str, ...]  # folders its relative paths start from
     env: tuple[tuple[str, str], ...] = ()  # a step's: the workflow's, job's and step's env
     runner: str = ""  # a step's: its job's ``runs-on``
+    earlier: tuple[str, ...] = ()  # a step's: its job's steps before it (``uses: X``, or run text)
 
 
 def is_test(path: str) -> bool:
@@ -262,12 +263,17 @@ def _job_texts(workflow: str, job: dict[str, Any], inputs: dict[str, list[str]],
     runner = _expand(" ".join(map(str, runs_on)) if isinstance(runs_on, list) else str(runs_on),
                      matrix, inputs)
     default = ((job.get("defaults") or {}).get("run") or {}).get("working-directory", "")
-    out = []
+    out: list[CommandText] = []
+    earlier: list[str] = []
     for step in job.get("steps") or []:
+        if isinstance(step, dict) and isinstance(step.get("uses"), str):
+            earlier.append(f"uses: {step['uses']}")
         if isinstance(step, dict) and isinstance(step.get("run"), str):
             where = str(step.get("working-directory") or default or "")
             where = _expand(where, matrix, inputs).strip("./") if where else ""
             out.append(CommandText(workflow, workflow, _expand(step["run"], matrix, inputs),
                              tuple(dict.fromkeys((where, ""))),
-                             tuple((env | _env(step, matrix, inputs)).items()), runner))
+                             tuple((env | _env(step, matrix, inputs)).items()), runner,
+                             tuple(earlier)))
+            earlier.append(out[-1].text)
     return out

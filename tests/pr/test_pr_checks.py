@@ -25,7 +25,6 @@ jobs:
     steps:
       - uses: actions/checkout@v4
       - run: pip install -r requirements.txt
-      - run: python -m pytest -q tests/
       - name: the API and docs
         run: |
           set -o pipefail
@@ -38,6 +37,17 @@ jobs:
       - run: python scripts/check_secret.py --token ${{ secrets.X }}
       - run: bash scripts/setup_env.sh
       - run: python scripts/run_suite.py --suite fast
+  tests:
+    runs-on: ubuntu-22.04
+    steps:
+      - run: python -m pytest -q tests/ --junitxml reports/unit.xml
+      - run: python scripts/summarize.py reports/
+  summary:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/download-artifact@v4
+      - run: python scripts/summarize.py .
   on-gpu:
     runs-on: [self-hosted, gpu]
     steps:
@@ -59,6 +69,7 @@ SCRIPTS = {
     "scripts/setup_env.sh": "pip install -e .\n",  # an install, in the script: no check
     "scripts/run_suite.py": "import unittest\n",  # runs tests: collected's business
     "scripts/warmup.py": "print('on the upstream GPU runner')\n",
+    "scripts/summarize.py": "print('reads the reports of the steps before it')\n",
 }
 
 
@@ -77,8 +88,9 @@ def test_the_checks_are_read_from_the_workflows_and_run_on_the_patched_tree(
     assert [c.command() for c in found] == [
         f"python scripts/check_ok.py --head {tip}", "python scripts/check_bad.py",
         "python3 scripts/check_net.py", "python scripts/check_secret.py --token "
-        "'${{ secrets.X }}'", "python scripts/warmup.py"]  # pip, pytest and the scripts
-    # that install or run tests are no checks
+        "'${{ secrets.X }}'", "python scripts/summarize.py reports/",
+        "python scripts/summarize.py .", "python scripts/warmup.py"]  # pip, pytest and the
+    # scripts that install or run tests are no checks
     assert found[0].env == (("HEAD_SHA", tip),)
     checks = run_checks(git, base, tip)
     assert checks is not None
@@ -88,6 +100,10 @@ def test_the_checks_are_read_from_the_workflows_and_run_on_the_patched_tree(
                              "docs/index.md"),
         (CheckStatus.NOT_RUN, "module not_installed_here_xyz is not installed here"),
         (CheckStatus.NOT_RUN, "needs CI context ${{ secrets.X }}"),
+        (CheckStatus.NOT_RUN, "needs what `python -m pytest -q tests/ --junitxml "
+                              "reports/unit.xml` leaves (an earlier step of its job)"),
+        (CheckStatus.NOT_RUN, "needs what `actions/download-artifact@v4` leaves (an earlier "
+                              "step of its job)"),
         (CheckStatus.NOT_RUN, "needs the upstream's own runner `self-hosted gpu` (a job not "
                               "on GitHub's hosted runners)")]
     assert [r.check for r in checks.failed] == [found[1]]
@@ -114,6 +130,7 @@ def test_a_failed_check_refuses_the_pr_unless_allowed(tmp_path: Path, upstream: 
     assert [(c["command"].split()[1], c["status"]) for c in dry["checks"]] == [
         ("scripts/check_ok.py", "passed"), ("scripts/check_bad.py", "failed"),
         ("scripts/check_net.py", "not run"), ("scripts/check_secret.py", "not run"),
+        ("scripts/summarize.py", "not run"), ("scripts/summarize.py", "not run"),
         ("scripts/warmup.py", "not run")]
     body = dry["body"]
     workflow = "`.github/workflows/checks.yml`"
@@ -131,4 +148,4 @@ def test_a_failed_check_refuses_the_pr_unless_allowed(tmp_path: Path, upstream: 
                for line in body.splitlines())
     assert "Opened with `contrib open-pr --allow-hook-failures` (it covers these checks too)" \
         in body
-    assert "pip install" not in body and "pytest -q" not in body
+    assert "pip install" not in body and "- `python -m pytest" not in body
