@@ -17,12 +17,14 @@ from dataclasses import dataclass
 
 from contrib.carry.signoff import Asked, asks_for_signoff
 from contrib.git.repo import Git
-from contrib.pr.checks import Checks, CheckStatus, run_checks
+from contrib.pr.checks import CheckResult, Checks, CheckStatus, run_checks
 from contrib.pr.collected import Collected, Collection, collected, is_test
 from contrib.pr.hooks import Hooks, HookStatus, run_hooks
 from contrib.pr.owners import CodeOwners, Owned, read_codeowners
 from contrib.pr.template import Check, Template, read_template
 from contrib.record import StageStatus, Standing
+
+_FOLD = 5  # more checks than this that need CI to run: folded under <details>
 
 
 @dataclass(frozen=True)
@@ -116,12 +118,16 @@ def checks_block(checks: Checks, allowed: bool) -> str:
     lines = ["**Upstream PR checks**: the scripts of the tree the workflows that run on a "
              "pull request run (at the patched tip), run by contrib on the patched tree, "
              "offline:", ""]
+    unstarted = [r for r in checks.results if r.check.needs]  # CI's context or runners
+    folded = len(unstarted) > _FOLD
     for r in checks.results:
-        where = f"in `{_md(r.check.cwd)}/`, " if r.check.cwd else ""
-        said = {CheckStatus.FAILED: "**failed**"}.get(r.status, str(r.status))
-        detail = f" ({_md(r.detail)})" if r.detail else ""
-        lines.append(f"- `{_md(r.check.command())}` ({where}`{_md(r.check.workflow)}`): "
-                     f"{said}{detail}")
+        if not (folded and r.check.needs):
+            lines.append(_check_line(r))
+    if folded:
+        lines += ["", f"<details><summary>{len(unstarted)} more the workflows run, not run "
+                  "here: they need CI's context, the upstream's runners or an earlier "
+                  "step's output</summary>", "", *map(_check_line, unstarted), "",
+                  "</details>"]
     if checks.failed and allowed:
         lines += ["", "Opened with `contrib open-pr --allow-hook-failures` (it covers these "
                   "checks too): the failed checks are still to be fixed."]
@@ -181,6 +187,13 @@ def hooks_block(hooks: Hooks, allowed: bool) -> str:
 def _counts(hooks: Hooks) -> str:
     names = {HookStatus.SKIPPED: "skipped (no file of their kind)"}
     return ", ".join(f"{n} {names.get(s, str(s))}" for s, n in hooks.counts().items())
+
+
+def _check_line(r: CheckResult) -> str:
+    where = f"in `{_md(r.check.cwd)}/`, " if r.check.cwd else ""
+    said = {CheckStatus.FAILED: "**failed**"}.get(r.status, str(r.status))
+    detail = f" ({_md(r.detail)})" if r.detail else ""
+    return f"- `{_md(r.check.command())}` ({where}`{_md(r.check.workflow)}`): {said}{detail}"
 
 
 def owners_block(owners: CodeOwners, owned: Sequence[Owned]) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from contrib.git.repo import Git
-from contrib.pr.checks import CheckStatus, find_checks, run_checks
+from contrib.pr.checks import CheckResult, Checks, CheckStatus, PrCheck, find_checks, run_checks
+from contrib.pr.conventions import checks_block
 from testing.fake_github import FakeGitHub, fake_github_fixture  # noqa: F401
 from testing.gitutil import Repo
 from testing.pr_scene import TARGET, Scene
@@ -149,3 +150,19 @@ def test_a_failed_check_refuses_the_pr_unless_allowed(tmp_path: Path, upstream: 
     assert "Opened with `contrib open-pr --allow-hook-failures` (it covers these checks too)" \
         in body
     assert "pip install" not in body and "- `python -m pytest" not in body
+
+
+def test_many_checks_that_need_ci_are_folded() -> None:
+    """sglang's PR workflows name dozens of scripts on its GPU runners: the body lists
+    those that ran, and folds the rest under <details>."""
+    ran = CheckResult(PrCheck("ci.yml", ("python", "scripts/a.py"), "", ()), CheckStatus.PASSED)
+    needing = [CheckResult(PrCheck("gpu.yml", ("python3", f"scripts/w{n}.py"), "test", (),
+                                   needs="the upstream's own runner `1-gpu`"),
+                           CheckStatus.NOT_RUN, "needs the upstream's own runner `1-gpu`")
+               for n in range(6)]
+    lines = checks_block(Checks((ran, *needing)), allowed=False).splitlines()
+    assert lines[2] == "- `python scripts/a.py` (`ci.yml`): passed"
+    assert lines[4].startswith("<details><summary>6 more the workflows run, not run here")
+    assert lines[6] == ("- `python3 scripts/w0.py` (in `test/`, `gpu.yml`): not run (needs the "
+                        "upstream's own runner '1-gpu')")
+    assert lines[-1] == "</details>"
