@@ -202,7 +202,8 @@ def validate(ctx: Context, targets: tuple[str, ...], arch: str | None, junit: Pa
 @click.option("--force", is_flag=True, help="Open the PR even without a passed validation.")
 @click.option("--reopen", is_flag=True, help="Reopen a PR that a human closed.")
 @click.option("--allow-hook-failures", is_flag=True,
-              help="Open the PR even when the upstream's pre-commit hooks fail on it.")
+              help="Open the PR even when the upstream's pre-commit hooks or PR checks "
+                   "fail on it.")
 @json_option
 @pass_ctx
 def open_pr(ctx: Context, targets: tuple[str, ...], dry_run: bool, force: bool, reopen: bool,

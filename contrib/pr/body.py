@@ -24,6 +24,7 @@ from typing import Any
 
 from contrib.pr.conventions import (
     Conventions,
+    checks_block,
     collected_block,
     hooks_block,
     owners_block,
@@ -145,6 +146,9 @@ def convention_pieces(conventions: Conventions | None) -> list[tuple[tuple[Place
     if conventions.hooks is not None:
         pieces.append(((Check.HOOKS, Role.CHECKLIST, Role.TESTS),
                        hooks_block(conventions.hooks, conventions.hook_failures_allowed)))
+    if conventions.checks is not None:
+        pieces.append(((Role.CHECKLIST, Role.TESTS),
+                       checks_block(conventions.checks, conventions.hook_failures_allowed)))
     if conventions.collected:
         pieces.append(((Role.TESTS, Check.TESTS_PASS, Role.CHECKLIST),
                        collected_block(conventions)))

@@ -60,18 +60,26 @@ class Collected:
 
 
 @dataclass(frozen=True)
-class _Text:
+class CommandText:
     """A command text CI runs: a step's ``run:``, or a script's content."""
 
     workflow: str
     source: str  # the workflow, or the script's path
     text: str
     dirs: tuple[str, ...]  # folders its relative paths start from
+    env: tuple[tuple[str, str], ...] = ()  # a step's: the workflow's, job's and step's env
+    runner: str = ""  # a step's: its job's ``runs-on``
+    earlier: tuple[str, ...] = ()  # a step's: its job's steps before it (``uses: X``, or run text)
 
 
 def is_test(path: str) -> bool:
     name = PurePosixPath(path).name
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def starts_tests(line: str) -> bool:
+    """Whether a command line starts a test runner (pytest, ``python -m unittest``)."""
+    return bool(_RUNNER.search(line))
 
 
 def collected(git: Git, rev: str, tests: Sequence[str]) -> list[Collected]:
@@ -84,7 +92,7 @@ def collected(git: Git, rev: str, tests: Sequence[str]) -> list[Collected]:
     return [_collect(test, texts, files, folders) for test in tests if test in files]
 
 
-def _collect(test: str, texts: list[_Text], files: set[str], folders: set[str]) -> Collected:
+def _collect(test: str, texts: list[CommandText], files: set[str], folders: set[str]) -> Collected:
     found: Collected | None = None
     for text in texts:
         script = text.source != text.workflow
@@ -128,13 +136,18 @@ def _paths(line: str, dirs: tuple[str, ...], files: set[str], folders: set[str],
                 break
 
 
-def _texts(git: Git, rev: str, files: set[str]) -> Iterator[_Text]:
-    """Every command text of the PR workflows, then of the scripts they name."""
-    queue: list[tuple[_Text, int]] = []
+def step_texts(git: Git, rev: str, files: set[str]) -> Iterator[CommandText]:
+    """Each ``run:`` step of the PR workflows at ``rev``, with its environment."""
     for path, workflow, inputs in _pr_workflows(git, rev, files):
+        env = _env(workflow, {}, inputs)
         for job in (workflow.get("jobs") or {}).values():
             if isinstance(job, dict):
-                queue += [(t, 0) for t in _job_texts(path, job, inputs)]
+                yield from _job_texts(path, job, inputs, env)
+
+
+def _texts(git: Git, rev: str, files: set[str]) -> Iterator[CommandText]:
+    """Every command text of the PR workflows, then of the scripts they name."""
+    queue = [(t, 0) for t in step_texts(git, rev, files)]
     seen: set[str] = set()
     by_name: dict[str, list[str]] = {}
     for f in files:
@@ -151,11 +164,11 @@ def _texts(git: Git, rev: str, files: set[str]) -> Iterator[_Text]:
             data = git.read_blob(rev, script)
             if data is not None:
                 folder = str(PurePosixPath(script).parent).removeprefix(".")
-                queue.append((_Text(text.workflow, script, data.decode("utf-8", "replace"),
+                queue.append((CommandText(text.workflow, script, data.decode("utf-8", "replace"),
                                     tuple(dict.fromkeys((folder, "", *text.dirs)))), depth + 1))
 
 
-def _scripts(text: _Text, files: set[str], by_name: dict[str, list[str]]) -> Iterator[str]:
+def _scripts(text: CommandText, files: set[str], by_name: dict[str, list[str]]) -> Iterator[str]:
     """The tree's scripts a text names: by path, or by a file name only one file has."""
     for token in _TOKEN.findall(text.text):
         if not token.endswith((".sh", ".py")):
@@ -234,14 +247,33 @@ def _expand(text: str, matrix: dict[str, list[str]], inputs: dict[str, list[str]
     return _EXPR.sub(values, text)
 
 
-def _job_texts(workflow: str, job: dict[str, Any], inputs: dict[str, list[str]]) -> list[_Text]:
+def _env(holder: dict[str, Any], matrix: dict[str, list[str]],
+         inputs: dict[str, list[str]]) -> dict[str, str]:
+    """A workflow's, job's or step's ``env:``, matrix and inputs put in."""
+    env = holder.get("env")
+    return ({str(k): _expand(str(v), matrix, inputs) for k, v in env.items()}
+            if isinstance(env, dict) else {})
+
+
+def _job_texts(workflow: str, job: dict[str, Any], inputs: dict[str, list[str]],
+               env: dict[str, str]) -> list[CommandText]:
     matrix = _matrix(job)
+    env = env | _env(job, matrix, inputs)
+    runs_on = job.get("runs-on") or ""
+    runner = _expand(" ".join(map(str, runs_on)) if isinstance(runs_on, list) else str(runs_on),
+                     matrix, inputs)
     default = ((job.get("defaults") or {}).get("run") or {}).get("working-directory", "")
-    out = []
+    out: list[CommandText] = []
+    earlier: list[str] = []
     for step in job.get("steps") or []:
+        if isinstance(step, dict) and isinstance(step.get("uses"), str):
+            earlier.append(f"uses: {step['uses']}")
         if isinstance(step, dict) and isinstance(step.get("run"), str):
             where = str(step.get("working-directory") or default or "")
             where = _expand(where, matrix, inputs).strip("./") if where else ""
-            out.append(_Text(workflow, workflow, _expand(step["run"], matrix, inputs),
-                             tuple(dict.fromkeys((where, "")))))
+            out.append(CommandText(workflow, workflow, _expand(step["run"], matrix, inputs),
+                             tuple(dict.fromkeys((where, ""))),
+                             tuple((env | _env(step, matrix, inputs)).items()), runner,
+                             tuple(earlier)))
+            earlier.append(out[-1].text)
     return out

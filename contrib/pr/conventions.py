@@ -5,9 +5,9 @@ offers), its ``pre-commit`` hooks (:mod:`contrib.pr.hooks`, at the patched tip: 
 ones its CI runs on the PR) and its CODEOWNERS (:mod:`contrib.pr.owners`, at the base:
 the file GitHub reads on the PR's target).  Nothing here is written per upstream.
 
-The upstream's other PR checks (flashinfer's ``scripts/check_pr_api_diff.py``, say)
-are steps of its CI workflows: whether such a step runs offline, and with what
-installed, cannot be told from the workflow, so contrib runs none of them.
+Its other PR checks (flashinfer's ``scripts/check_pr_api_diff.py``, say), the scripts
+of the tree its PR workflows run, are run in the hooks' checkout, offline
+(:mod:`contrib.pr.checks`); a failed one refuses the PR as a failed hook does.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from dataclasses import dataclass
 
 from contrib.carry.signoff import Asked, asks_for_signoff
 from contrib.git.repo import Git
+from contrib.pr.checks import CheckResult, Checks, CheckStatus, run_checks
 from contrib.pr.collected import Collected, Collection, collected, is_test
 from contrib.pr.hooks import Hooks, HookStatus, run_hooks
 from contrib.pr.owners import CodeOwners, Owned, read_codeowners
 from contrib.pr.template import Check, Template, read_template
 from contrib.record import StageStatus, Standing
+
+_FOLD = 5  # more checks than this that need CI to run: folded under <details>
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Conventions:
     hook_failures_allowed: bool = False  # opened with --allow-hook-failures
     collected: tuple[Collected, ...] = ()  # the tests it adds or names, and the PR's CI
     signoff: SignOffs | None = None  # where the upstream asks for Signed-off-by
+    checks: Checks | None = None  # its PR workflows' checks, run on the patched tree
 
     def owned(self) -> list[Owned]:
         return self.owners.owners_of(self.touched) if self.owners is not None else []
@@ -56,15 +60,17 @@ class Conventions:
 def read_conventions(git: Git, base: str, tip: str, *, offline: bool, run: bool = True,
                      tests: Sequence[str] = ()) -> Conventions:
     """The conventions at ``base`` (template, CODEOWNERS) and ``tip`` (the hooks, run on
-    the touched files unless ``run`` is false; whether the PR's CI runs the tests the
-    patchset adds and ``tests``, those its validation names)."""
+    the touched files and the PR workflows' checks on the tree, unless ``run`` is false;
+    whether the PR's CI runs the tests the patchset adds and ``tests``, those its
+    validation names)."""
     touched = tuple(git.run("diff", "--name-only", "--no-renames", "-z", base, tip,
                             strip=False).split("\0")[:-1])
     named = list(dict.fromkeys([t for t in touched if is_test(t)] + list(tests)))
     return Conventions(read_template(git, base), read_codeowners(git, base), touched,
                        run_hooks(git, base, tip, offline=offline) if run else None,
                        collected=tuple(collected(git, tip, named)),
-                       signoff=_signoffs(git, base, tip))
+                       signoff=_signoffs(git, base, tip),
+                       checks=run_checks(git, base, tip) if run else None)
 
 
 def _signoffs(git: Git, base: str, tip: str) -> SignOffs | None:
@@ -99,6 +105,33 @@ def hook_refusal(hooks: Hooks) -> str:
     """Why open-pr refuses: the hooks that failed, in one line."""
     failed = ", ".join(f"{r.id} ({r.detail})" if r.detail else r.id for r in hooks.failed)
     return f"the upstream's pre-commit hooks failed on the touched files: {failed}"
+
+
+def check_refusal(checks: Checks) -> str:
+    """Why open-pr refuses: the PR checks that failed, in one line."""
+    failed = ", ".join(f"`{r.check.command()}` ({r.detail})" for r in checks.failed)
+    return f"the upstream's PR checks failed on the patched tree: {failed}"
+
+
+def checks_block(checks: Checks, allowed: bool) -> str:
+    """Each PR check of the upstream's workflows, its command and how it went."""
+    lines = ["**Upstream PR checks**: the scripts of the tree the workflows that run on a "
+             "pull request run (at the patched tip), run by contrib on the patched tree, "
+             "offline:", ""]
+    unstarted = [r for r in checks.results if r.check.needs]  # CI's context or runners
+    folded = len(unstarted) > _FOLD
+    for r in checks.results:
+        if not (folded and r.check.needs):
+            lines.append(_check_line(r))
+    if folded:
+        lines += ["", f"<details><summary>{len(unstarted)} more the workflows run, not run "
+                  "here: they need CI's context, the upstream's runners or an earlier "
+                  "step's output</summary>", "", *map(_check_line, unstarted), "",
+                  "</details>"]
+    if checks.failed and allowed:
+        lines += ["", "Opened with `contrib open-pr --allow-hook-failures` (it covers these "
+                  "checks too): the failed checks are still to be fixed."]
+    return "\n".join(lines)
 
 
 def ticks(conventions: Conventions, validation: Standing) -> dict[Check, str]:
@@ -154,6 +187,13 @@ def hooks_block(hooks: Hooks, allowed: bool) -> str:
 def _counts(hooks: Hooks) -> str:
     names = {HookStatus.SKIPPED: "skipped (no file of their kind)"}
     return ", ".join(f"{n} {names.get(s, str(s))}" for s, n in hooks.counts().items())
+
+
+def _check_line(r: CheckResult) -> str:
+    where = f"in `{_md(r.check.cwd)}/`, " if r.check.cwd else ""
+    said = {CheckStatus.FAILED: "**failed**"}.get(r.status, str(r.status))
+    detail = f" ({_md(r.detail)})" if r.detail else ""
+    return f"- `{_md(r.check.command())}` ({where}`{_md(r.check.workflow)}`): {said}{detail}"
 
 
 def owners_block(owners: CodeOwners, owned: Sequence[Owned]) -> str:

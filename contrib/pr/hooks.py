@@ -40,6 +40,7 @@ from contrib.secrets import scrub
 from contrib.validate import buildcache
 
 CONFIG = ".pre-commit-config.yaml"
+SLOT = "hooks"  # the build cache's slot of the checkout (the PR checks reuse it)
 TIMEOUT = 900.0  # one repository's hooks; mypy over a big package takes minutes
 _DEAD = "http://127.0.0.1:9"  # the discard port: a connection is refused at once
 OFFLINE_ENV = {"GIT_ALLOW_PROTOCOL": "file", "PIP_NO_INDEX": "1", "npm_config_offline": "true",
@@ -110,11 +111,11 @@ def run_hooks(git: Git, base: str, tip: str, *, offline: bool) -> Hooks | None:
         return Hooks(CONFIG, files, (HookResult("*", "*", "*", HookStatus.NOT_RUN, why),))
     if not files:
         return Hooks(CONFIG, files, ())
-    slot = buildcache.slot_of(git.path, "hooks")
+    slot = buildcache.slot_of(git.path, SLOT)
     with buildcache.locked(slot):
         folder = buildcache.builds_dir() / slot
         env = _environment(offline)
-        why = _checkout(git, folder / "src", base, tip, env)
+        why = checkout(git, folder / "src", base, tip, env)
         results: list[HookResult] = []
         for n, repo in enumerate(repos):
             if why:
@@ -156,9 +157,10 @@ def _environment(offline: bool) -> dict[str, str]:
     return env | (OFFLINE_ENV if offline else {})
 
 
-def _checkout(git: Git, path: Path, base: str, tip: str, env: dict[str, str]) -> str:
-    """Bring the hooks' worktree to the tip with HEAD at the base; "" or why it cannot be
-    (offline, a partial cache that lacks the tree's files)."""
+def checkout(git: Git, path: Path, base: str, tip: str, env: dict[str, str], *,
+             head: str = "") -> str:
+    """Bring the hooks' worktree to the tip with HEAD at the base (or ``head``); "" or
+    why it cannot be (offline, a partial cache that lacks the tree's files)."""
     git_env = {k: v for k, v in env.items() if k in OFFLINE_ENV}
     if not (path / ".git").is_file():
         # -f takes the place of one registered and deleted; never `worktree prune`: it
@@ -170,7 +172,7 @@ def _checkout(git: Git, path: Path, base: str, tip: str, env: dict[str, str]) ->
             return f"no worktree of the cache ({err.strip().splitlines()[-1:]})"
     tree = Git(path)
     for args in (("checkout", "-q", "-f", "--detach", tip), ("clean", "-q", "-f", "-d"),
-                 ("reset", "-q", "--soft", base)):
+                 ("reset", "-q", "--soft", head or base)):
         status, _, err = tree.try_run(*args, env=git_env)
         if status != 0:
             last = (err.strip().splitlines() or ["git failed"])[-1]

@@ -9,7 +9,8 @@ the fork with a lease, then create or update one draft PR on the upstream.  The 
   patchset's arch, or a failed arch, or a draft with no PR whose record does not prove
   it (the rule ``status`` says "held back" by, :func:`contrib.pr.prepare.holdback`) ->
   refuse, unless ``--force`` (the body says so);
-- the upstream's own ``pre-commit`` hooks fail on the touched files -> refuse, unless
+- the upstream's own ``pre-commit`` hooks fail on the touched files, or a check its PR
+  workflows run (:mod:`contrib.pr.checks`) fails on the tree -> refuse, unless
   ``--allow-hook-failures`` (the body says so; :mod:`contrib.pr.conventions`);
 - push only to the fork, only ``refs/heads/contrib/...``, with
   ``--force-with-lease`` against what the fork had; skip when identical;

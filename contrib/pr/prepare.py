@@ -21,7 +21,7 @@ from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
 from contrib.git.repo import Git, Sha
 from contrib.pr.body import BodyInput, CommitLine, render_body, render_title
-from contrib.pr.conventions import Conventions, hook_refusal, read_conventions
+from contrib.pr.conventions import Conventions, check_refusal, hook_refusal, read_conventions
 from contrib.pr.proof import Proof, recorded
 from contrib.record import Standing, Verdict, version_standing
 from contrib.validate.requires import requirements
@@ -132,14 +132,20 @@ def prepare(ws: Workspace, ps: Patchset, mirrors: dict[str, Mirror], *, force: b
 
 def _conventions(ps: Patchset, git: Git, base: str, tip: Sha, *, offline: bool,
                  allowed: bool, tests: list[str]) -> Conventions:
-    """The upstream's conventions at the version, its hooks run on the touched files;
-    NeedsAttention when a hook fails, unless ``allowed``."""
+    """The upstream's conventions at the version, its hooks run on the touched files and
+    its PR checks on the tree; NeedsAttention when a hook or a check fails, unless
+    ``allowed``."""
     conventions = read_conventions(git, base, tip, offline=offline, tests=tests)
-    hooks = conventions.hooks
+    hooks, checks = conventions.hooks, conventions.checks
     if hooks is not None and hooks.failed and not allowed:
         raise NeedsAttention(f"{hook_refusal(hooks)}; fix the patches (run "
                              f"`{hooks.command()}` in a checkout of the branch), or pass "
                              "--allow-hook-failures to open the PR anyway (the body will say so)")
+    if checks is not None and checks.failed and not allowed:
+        raise NeedsAttention(f"{check_refusal(checks)}; fix the patches (run the command in a "
+                             "checkout of the branch), or pass --allow-hook-failures (it "
+                             "covers the PR checks too) to open the PR anyway (the body will "
+                             "say so)")
     return replace(conventions, hook_failures_allowed=allowed)
 
 
@@ -156,6 +162,7 @@ def _conventions_json(conventions: Conventions | None) -> dict[str, Any]:
     if conventions is None:
         return {}
     return {"hooks": conventions.hooks.as_json() if conventions.hooks else None,
+            "checks": conventions.checks.as_json() if conventions.checks else None,
             "template": conventions.template.path if conventions.template else None,
             "codeowners": conventions.owners.path if conventions.owners else None,
             "collected": [{"test": c.test, "how": str(c.how), "workflow": c.workflow,
