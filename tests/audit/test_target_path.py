@@ -12,7 +12,7 @@ import pytest
 
 from contrib.arch import parse_arch
 from contrib.audit.chains import Feature, FeatureKind, Fix, Link, Role, Verdict
-from contrib.audit.feature.chain import asks_for_path, decide
+from contrib.audit.feature.chain import asks_for_path, decide, to_open
 from contrib.audit.feature.questions import named_value_of, single_bindings
 from contrib.audit.finding.gates import gates_of_file
 from contrib.audit.model import GATE_ONLY, NEEDS_KERNEL_WORK, EffectKind
@@ -98,6 +98,27 @@ def test_a_path_the_target_is_kept_off_is_a_refusal_only_of_a_flag_asking_for_it
     if verdict == Verdict.ON:
         assert chain.where == "on, by another path at up f.py:7 Backend.__init__"
         assert "(the paths it misses: 1 gate, 1 gate-only)" in chain.reason
+
+
+def test_a_gate_only_chain_opens_what_its_verdict_names_not_a_path_it_is_kept_off() -> None:
+    """sglang 00e57d74f ``--quantization=mxfp8``: the verdict opens the refusal in
+    ``_process_mxfp8_moe_weights``; a fallback beside it (an SM90 path the target is
+    kept off, needs-kernel-work) is no part of the feature's fix, so `enable` does not
+    draft it (and refuse for it), as `why` does not name it.  A flag asking for the path
+    opens both."""
+    refusal = Link(Role.GATE, "up", "abc", "q.py", 9, "Method._process_mx", "majors 10", True,
+                   True, GATE_ONLY, "refuses")
+    fallback = replace(_choice(NEEDS_KERNEL_WORK), file="q.py", line=20,
+                       function="Method.process_block")
+    call = Link(Role.CALL, "lower", "v1", "", 0, "lower.attend")
+    value = Feature(FeatureKind.FLAG, "--quantization=mx", "quantization", "mx")
+    chain = decide(value, (refusal, fallback, call))
+    assert chain.verdict == Verdict.GATE_ONLY, chain.reason
+    assert chain.reason == "open up q.py:_process_mx"
+    assert to_open(chain) == {"up": ["q.py:_process_mx"]}
+    flag = decide(Feature(FeatureKind.FLAG, "--enable-mx", "enable_mx"), (
+        refusal, replace(fallback, class_=GATE_ONLY), call))
+    assert to_open(flag) == {"up": ["q.py:_process_mx", "q.py:process_block"]}
 
 
 def test_a_named_backend_kept_off_a_path_with_nothing_run_on_its_own_is_off() -> None:

@@ -325,7 +325,7 @@ def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
                                f"{first.commit} {first.file}:{first.line} {first.function}"
                                f"{admits}: {first.why}"),
                        where=f"{verb} {first.upstream} {first.commit} {_at(first)}")
-    excluding = [link for link in links if link.role in GATE_ROLES and link.excludes]
+    excluding, elsewhere = _on_the_way(feature, links)
     hollow = [link for link in below if not link.excludes and link.class_ == NEEDS_KERNEL_WORK]
     if not links and feature.default:  # what the server runs when nothing is asked
         return replace(chain, verdict=Verdict.ON, reason=(
@@ -333,12 +333,6 @@ def decide(feature: Feature, links: tuple[Link, ...]) -> Chain:
             "it runs what the server runs when nothing is asked"))
     if not links:
         return replace(chain, verdict=Verdict.UNKNOWN, reason="read nowhere the walk can follow")
-    # a path the target is kept off, where the feature asks for a computation it still
-    # gets on the path it takes (asks_for_path)
-    goes_on = any(link.role == Role.CALL for link in links)
-    elsewhere = [] if asks_for_path(feature, goes_on) else [
-        link for link in excluding if not link.refuses]
-    excluding = [link for link in excluding if link not in elsewhere]
     if not excluding and not hollow:
         if elsewhere:
             first = elsewhere[0]
@@ -395,12 +389,25 @@ def _at(link: Link) -> str:
     return f"{link.file}:{link.line} {link.function}"
 
 
+def _on_the_way(feature: Feature, links: Iterable[Link]) -> tuple[list[Link], list[Link]]:
+    """The gates turning the target away on the feature's way, and apart from them those
+    keeping it off a path where it asks for a computation it still gets on the path it
+    takes (:func:`asks_for_path`): falling back there is no refusal of the feature."""
+    links = list(links)
+    excluding = [link for link in links if link.role in GATE_ROLES and link.excludes]
+    goes_on = any(link.role == Role.CALL for link in links)
+    elsewhere = [] if asks_for_path(feature, goes_on) else [
+        link for link in excluding if not link.refuses]
+    return [link for link in excluding if link not in elsewhere], elsewhere
+
+
 def to_open(chain: Chain) -> dict[str, list[str]]:
     """The gates a gate-only chain opens, as ``FILE:FUNCTION`` per upstream, in the
-    order met."""
+    order met: those its verdict names (:func:`decide`), not a path the target is kept
+    off that the feature does not ask for."""
     spots: dict[str, list[str]] = {}
-    for link in chain.links:
-        if link.role in GATE_ROLES and link.excludes and link.class_ != INTENTIONAL:
+    for link in _on_the_way(chain.feature, chain.links)[0]:
+        if link.class_ != INTENTIONAL:
             found = spots.setdefault(link.upstream, [])
             if link.spot not in found:
                 found.append(link.spot)
