@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from contrib.analysis.pymodules import scope_of_body
 from contrib.arch import parse_arch
 from contrib.audit.chains import Feature, FeatureKind, Fix, Link, Role, Verdict
 from contrib.audit.feature.chain import asks_for_path, decide, to_open
@@ -720,4 +721,5 @@ def test_a_name_compared_is_read_as_the_settings_its_binding_picks(test: str,
     assert isinstance(function, ast.FunctionDef)
     node = ast.parse(test, mode="eval").body
     assert named_value_of(node, settings, "decode", {}, frozenset(),
-                          names=single_bindings(function)) is holds
+                          names=single_bindings(
+                              scope_of_body(function.body, function.args, function))) is holds

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from contrib.analysis.pymodules import Scope
 from contrib.analysis.reach.tree import PyTree
 from contrib.audit.model import AuditGate
 from contrib.audit.stack.reading import Function
@@ -68,21 +69,12 @@ def _settings_read(node: ast.expr, settings: dict[str, frozenset[str]],
     return set()
 
 
-def single_bindings(function: Function) -> dict[str, ast.expr]:
-    """The names ``function`` binds exactly once, by a plain assignment, with the value."""
-    found: dict[str, list[ast.expr | None]] = {}
-    for n in ast.walk(function):
-        if isinstance(n, ast.Assign):
-            for target in n.targets:
-                for store in _stored(target):
-                    found.setdefault(store, []).append(
-                        n.value if isinstance(target, ast.Name) else None)
-        elif isinstance(n, ast.AugAssign | ast.AnnAssign | ast.For | ast.NamedExpr
-                        | ast.comprehension):
-            for store in _stored(n.target):
-                found.setdefault(store, []).append(None)
-    return {name: values[0] for name, values in found.items()
-            if len(values) == 1 and values[0] is not None}
+def single_bindings(scope: Scope) -> dict[str, ast.expr]:
+    """The names a function's ``scope`` (:meth:`~contrib.analysis.archeval.TreeEval.
+    function_scope`) binds exactly once, by a plain assignment, with the value."""
+    return {name: only.node for name, (only,) in
+            ((n, b) for n, b in scope.names.items() if len(b) == 1)
+            if only.kind == "expr" and not only.index and isinstance(only.node, ast.expr)}
 
 
 def asks_another(test: ast.expr, value: str, values: frozenset[str],
@@ -199,22 +191,14 @@ def passed_by_caller(ev: PyTree, gate: AuditGate, around: bool = False) -> str |
                     None)
     if function is None:
         return None
-    params = {a.arg for a in [*function.args.args, *function.args.kwonlyargs]} - {"self"}
-    bound: dict[str, list[ast.expr | None]] = {}  # each local name's values (None: unread)
-    for n in ast.walk(function):
-        if isinstance(n, ast.Assign):
-            for target in n.targets:  # `a, b = x[0], x[1]`: each reads the whole value
-                for store in _stored(target):
-                    bound.setdefault(store, []).append(n.value)
-        elif isinstance(n, ast.AugAssign | ast.AnnAssign | ast.For | ast.NamedExpr
-                        | ast.comprehension):
-            for store in _stored(n.target):
-                bound.setdefault(store, []).append(None)
-        elif isinstance(n, ast.With):
-            for item in n.items:
-                for store in _stored(item.optional_vars) if item.optional_vars else ():
-                    bound.setdefault(store, []).append(None)
-    params -= set(bound)
+    scope = ev.function_scope(function)
+    params = {name for name, bindings in scope.names.items()
+              if [b.kind for b in bindings] == ["param"]} - {"self"}
+    # each other name's values: the value of a plain or unpacking assignment (`a, b =
+    # x[0], x[1]`: each reads the whole value), None for any other binding
+    bound = {name: [b.node if b.kind == "expr" and isinstance(b.node, ast.expr) else None
+                    for b in bindings if b.kind != "param"]
+             for name, bindings in scope.names.items() if name not in params}
     derived = _derived(bound, params)
     for node in ast.walk(function):
         if (isinstance(node, ast.If) and node.lineno <= gate.line <= (node.end_lineno or 0)
@@ -225,13 +209,6 @@ def passed_by_caller(ev: PyTree, gate: AuditGate, around: bool = False) -> str |
             if read:
                 return read[0]
     return None
-
-
-def _stored(target: ast.AST) -> list[str]:
-    """The names an assignment's target binds (not those a subscript or attribute
-    target reads)."""
-    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Store)]
 
 
 def _derived(bound: dict[str, list[ast.expr | None]], params: set[str]) -> dict[str, str]:

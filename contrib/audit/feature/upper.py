@@ -188,7 +188,8 @@ def on_another_value(upper: Upper, gate: AuditGate, feature: Feature,
     holder = upper.walker.holder(gate.file, node)
     if isinstance(node, ast.If) and gate.effect.kind == EffectKind.REFUSED and named_value_of(
             node.test, upper.settings, feature.attr, upper.named_flags(gate.file),
-            upper.opt_in, upper.asked, single_bindings(holder) if holder else {}):
+            upper.opt_in, upper.asked,
+            single_bindings(upper.walker.ev.function_scope(holder)) if holder else {}):
         return True  # `if prefill_backend == "trtllm_mha" and not is_sm100(): raise`
     off, function = _off_way(upper, gate.file, node, parents, feature, values)
     if off or function is None or function.name.startswith("__"):
@@ -228,7 +229,8 @@ def _off_way(upper: Upper, path: str, node: ast.AST, parents: dict[int, ast.AST]
     key = (feature.value, values) if feature.value and len(values) >= 2 else None
     flags = upper.named_flags(path)
     holder = upper.walker.holder(path, node)
-    names = single_bindings(holder) if holder is not None else {}
+    names = single_bindings(upper.walker.ev.function_scope(holder)) \
+        if holder is not None else {}
     child: ast.AST = node
     parent = parents.get(id(node))
     while parent is not None and not isinstance(parent, Function):
