@@ -94,20 +94,8 @@ def _empty(bodies: list[tuple[str, list[str]]]) -> list[str]:
 
 def _bodies(ptx: str) -> list[tuple[str, list[str]]]:
     """Each ``.entry``'s mangled name and its instruction lines (stripped, no noise)."""
-    found = []
-    for match in _ENTRY.finditer(ptx):
-        open_brace = ptx.find("{", ptx.find(")", match.end()))
-        if open_brace < 0:
-            continue
-        depth, end = 0, len(ptx)
-        for brace in _BRACE.finditer(ptx, open_brace):
-            depth += 1 if brace.group() == "{" else -1
-            if depth == 0:
-                end = brace.start()
-                break
-        body = ptx[open_brace + 1 : end].splitlines()
-        found.append((match.group(1), [ln.strip() for ln in body if not _NOISE.match(ln)]))
-    return found
+    return [(name, [ln.strip() for ln in ptx[start + 1 : end].splitlines() if not _NOISE.match(ln)])
+            for name, (kind, start, end) in ptxneeds.spans(ptx).items() if kind == "entry"]
 
 
 def disabled_entries(ptx: str) -> dict[str, str]:
@@ -162,7 +150,6 @@ _EFFECT = re.compile(r"^(?:@!?%\w+\s+)?(?:st\.(?!param|local)|atom|red\.|mma|wmm
                      r"tcgen05|cp\.|stmatrix|multimem|sust|suatom|sured|call)")
 _REPORTING = ("vprintf", "__assertfail")  # printf, and assert() without -DNDEBUG
 _STRING = re.compile(r"\.global \.align 1 \.b8 (\$str[\w$]*)\[\d+\] = \{([\d, ]+)\};")
-_BRACE = re.compile(r"[{}]")
 _ASSERTED = re.compile(r'^0 && "|(?:\\n)?"$')
 _STR_REF = re.compile(r"\$str(?:\$\d+)?(?![\w$])")
 _ARCH_ERROR = re.compile(r"without CUTE_ARCH_\w+_ENABLED|Arch conditional MMA instruction used "

@@ -161,6 +161,7 @@ _SHARED = re.compile(r"^\s*(?P<extern>\.extern\s+)?\.shared\s+(?:\.align\s+\d+\s
                      r"(?P<name>[\w$]+)(?P<dims>(?:\[\d*\])*)", re.M)
 _CALL = re.compile(r"\bcall(?:\.uni)?\s*(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")
 _OPCODE = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)", re.M)
+_BRACE = re.compile(r"[{}]")
 
 
 @dataclass(frozen=True)
@@ -177,18 +178,19 @@ class KernelReading:
 
 def read_module(ptx: str) -> KernelReading:
     """The :class:`KernelReading` of a PTX module."""
-    spans = _spans(ptx)
+    bodies = spans(ptx)
     module_shared = {m.group("name"): _size(m) for m in _SHARED.finditer(ptx)
-                     if not _inside(spans, m.start())}
+                     if not _inside(bodies, m.start())}
     direct: dict[str, tuple[set[str], int, set[str], set[str]]] = {}
-    for name, (_, start, end) in spans.items():
+    for name, (_, start, end) in bodies.items():
         body = ptx[start:end]
         used = {_short(op) for op in _OPCODE.findall(body) if family_of(op) is not None}
         own = sum(_size(m) for m in _SHARED.finditer(body))
         refs = {v for v in module_shared if re.search(rf"(?<![\w$]){re.escape(v)}(?![\w$])", body)}
-        direct[name] = (used, own, refs, set(_CALL.findall(body)) & set(spans))
+        direct[name] = (used, own, refs, set(_CALL.findall(body)) & set(bodies))
     families, shared, dynamic, lines = {}, {}, [], {}
-    for name, (kind, start, end) in spans.items():
+    line, at = 1, 0  # the line of offset `at`, counted on from one body to the next
+    for name, (kind, start, end) in bodies.items():
         if kind != "entry":
             continue
         reach = _closure(name, direct)
@@ -202,23 +204,27 @@ def read_module(ptx: str) -> KernelReading:
             shared[name] = static
         if any(module_shared[v] == 0 for v in refs):
             dynamic.append(name)
-        lines[name] = (ptx.count("\n", 0, start) + 1, ptx.count("\n", 0, end) + 1)
+        if start < at:
+            line, at = 1, 0
+        first = line + ptx.count("\n", at, start)
+        line, at = first + ptx.count("\n", start, end), end
+        lines[name] = (first, line)
     return KernelReading(families, shared, dynamic, lines)
 
 
-def _spans(ptx: str) -> dict[str, tuple[str, int, int]]:
-    """Each function with a body: its kind and the offsets of its body."""
+def spans(ptx: str) -> dict[str, tuple[str, int, int]]:
+    """Each function with a body (``.entry`` or ``.func``, in the module's order): its
+    kind and the offsets of its body's braces."""
     found = {}
     for match in _FUNC.finditer(ptx):
         semi, brace = ptx.find(";", match.end()), ptx.find("{", match.end())
         if brace < 0 or 0 <= semi < brace:
             continue  # a declaration (`.extern .func vprintf(...);`)
         depth, end = 0, len(ptx)
-        for at in range(brace, len(ptx)):
-            char = ptx[at]
-            depth += (char == "{") - (char == "}")
+        for mark in _BRACE.finditer(ptx, brace):
+            depth += 1 if mark.group() == "{" else -1
             if depth == 0:
-                end = at
+                end = mark.start()
                 break
         found[match.group("name")] = (match.group("kind"), brace, end)
     return found

@@ -25,6 +25,9 @@ _CHEVRONS = re.compile(r"(?P<kernel>[A-Za-z_][\w:]*(?:<[^<>;]*>)?)\s*<<<")
 _CONFIG = re.compile(r"\.dynamicSmemBytes\s*=\s*(?P<expr>[^;]+);")
 _DEFINE = re.compile(r"^\s*#\s*define\s+(.*)$", re.M)
 _DEPTH = 4
+# a cast, which leaves the value as it is: `(size_t)N`, `static_cast<int>(N)`, `size_t(N)`
+_INTEGER = r"(?:unsigned\s+)?(?:size_t|int|unsigned|u?int(?:32|64)_t)"
+_CAST = re.compile(rf"\(\s*(?:const\s+)?{_INTEGER}\s*\)|\bstatic_cast\s*<[^>]*>|\b{_INTEGER}\b")
 _SAME_REQUEST = 2000  # characters between an attribute set and the launch it is for
 
 
@@ -97,13 +100,12 @@ def _split(args: str) -> list[str]:
 def _value(expr: str, code: str, at: int, macros: dict[str, cexpr.Macro],
            depth: int) -> tuple[int | None, str]:
     """``expr``'s value at offset ``at`` of ``code``, else (None, why)."""
-    expr = re.sub(r"\b(?:static_cast|size_t|int|unsigned|uint32_t|int64_t)\b\s*(?:<[^>]*>)?", "",
-                  expr).strip()
     sized = re.search(r"\bsizeof\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)", expr)
     if sized:
         return None, (f"`sizeof({sized.group(1).strip()})` is a type's size, which only the "
                       "compiler knows (for the template arguments the launch is instantiated "
                       "with)")
+    expr = _CAST.sub("", expr).strip()
     for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", expr)):
         if name in macros:
             continue

@@ -36,3 +36,19 @@ def test_constants_are_evaluated_and_what_is_not_says_why() -> None:
     assert why[10].startswith("`sizeof(typename KTraits::SharedStorage)` is a type's size")
     assert why[11].startswith("`n` is not a constant of the source")
     assert why[14].startswith("`grown` is not a constant")  # reassigned before the launch
+
+
+def test_casts_leave_the_value() -> None:
+    code = """void f(int n) {
+  constexpr int S = 1 << 16;
+  a<<<1, 1, (size_t)48 * 1024>>>();
+  b<<<1, 1, static_cast<int>(S)>>>();
+  c<<<1, 1, size_t(2) * S>>>();
+  d<<<1, 1, (unsigned int)S>>>();
+  e<<<1, 1, sizeof(int) * n>>>();
+}
+"""
+    found = sites("k.cu", code)
+    assert [(s.kernel, s.value) for s in found] == [
+        ("a", 48 * 1024), ("b", 1 << 16), ("c", 2 << 16), ("d", 1 << 16), ("e", None)]
+    assert found[-1].why.startswith("`sizeof(int)` is a type's size")
