@@ -82,7 +82,7 @@ class Cuda:
     @property
     def name(self) -> str:
         """``12.9``, or ``new`` for a toolkit new enough (a cache key's part)."""
-        return "new" if self.version is None else f"{self.version[0]}.{self.version[1]}"
+        return release_name(self.version)
 
     def text(self) -> str:
         """How a chain says it: ``CUDA 12.9 (--cuda)``, ``CUDA 13.0 (nvcc here)``."""
@@ -90,6 +90,11 @@ class Cuda:
             return "a CUDA new enough for every version test (no --cuda, no nvcc here)"
         where = {CudaSource.GIVEN: "--cuda", CudaSource.NVCC: "nvcc here"}[self.source]
         return f"CUDA {self.name} ({where})"
+
+
+def release_name(version: tuple[int, int] | None) -> str:
+    """``12.9`` of ``(12, 9)``; ``new`` of None (a release new enough for every test)."""
+    return "new" if version is None else f"{version[0]}.{version[1]}"
 
 
 ASSUMED = Cuda(None, CudaSource.ASSUMED)

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from contrib.analysis.archeval import TreeEval
 from contrib.analysis.archrun import run_body
-from contrib.analysis.archtoolkit import WHEEL_RELEASES, Cuda
+from contrib.analysis.archtoolkit import WHEEL_RELEASES, Cuda, release_name
 from contrib.analysis.archvalues import (
     ANY,
     Cap,
@@ -153,7 +153,7 @@ class JitReading:
         """What the release ``version`` builds for ``arch``, where it is chosen, and
         the site formatting it; None where the GPU chooses nothing read here."""
         ev = TreeEval(self.read, self.paths, self._trees, toolkit=Toolkit(version))
-        name = "new" if version is None else f"{version[0]}.{version[1]}"
+        name = release_name(version)
         probe = next(c for c in NVIDIA_FAMILIES if c[0] != arch.major)
         for site in self.sites(ev):
             for fill in site.fills:

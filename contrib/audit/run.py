@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+import os
 import sys
 
 from packaging.utils import canonicalize_name
 
+from contrib import environ
 from contrib.analysis.archtoolkit import Cuda, nvcc_cuda
-from contrib.analysis.ptx import nvcc_version
+from contrib.analysis.ptx import find_nvcc, nvcc_version
 from contrib.analysis.tree import GitTree
 from contrib.arch import Arch
 from contrib.audit.classing.ptxcheck import compile_gates
@@ -24,6 +28,7 @@ from contrib.errors import ContribError
 from contrib.git.cache import Mirror
 from contrib.git.process import ProgressFn
 from contrib.workspace.model import Workspace
+from contrib.workspace.txn import atomic_write, check_inside
 
 
 def audit_upstream(ws: Workspace, name: str, arch: Arch, *, at: str | None, since: str | None,
@@ -83,7 +88,34 @@ def cuda_here() -> Cuda:
     """The CUDA release this machine's nvcc names (as `contrib doctor` finds it), else a
     release new enough for every version test: what a JIT build is asked about when no
     release is named (`why` and `audit` alike, so they share the features' cache)."""
-    return nvcc_cuda(nvcc_version())
+    return nvcc_cuda(_nvcc_says())
+
+
+def _nvcc_says() -> str | None:
+    """``nvcc --version``'s release line, kept in the cache by nvcc's path, the file it
+    resolves to and that file's size and mtime: a warm run starts no process.  (A
+    wrapper script is keyed by itself: ``--cuda`` names a release past it.)"""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return None
+    try:
+        real = os.path.realpath(nvcc)
+        stat = os.stat(real)
+    except OSError:
+        return None
+    key = f"{nvcc}\0{real}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    path = environ.cache_root() / "audit" / "nvcc.json"
+    with contextlib.suppress(OSError, ValueError, ContribError):
+        check_inside(environ.cache_root(), path)
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(kept, dict) and kept.get("key") == key and isinstance(kept.get("says"), str):
+            return str(kept["says"])
+    says = nvcc_version(nvcc)
+    if says is not None:  # a failing nvcc is asked again next time
+        with contextlib.suppress(ContribError):
+            check_inside(environ.cache_root(), path)
+            atomic_write(path, json.dumps({"key": key, "says": says}))
+    return says
 
 
 def _stack_below(ws: Workspace, audit: UpstreamAudit, tree: GitTree, tree_sha: str, arch: Arch,

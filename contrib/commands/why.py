@@ -27,8 +27,9 @@ def why(ws: Workspace, ui: UI, upstream: str, feature: str, *, arch: str | None,
     (``sm_120a,sm_121a``: a family side by side); say each chain and verdict.  ``cuda``:
     the release JIT modules are built with (default: this machine's nvcc's)."""
     targets = parse_archs(ws.config.default_arch(arch, "why"))
-    toolkit = parse_cuda(cuda) if cuda is not None else cuda_here()
+    given = parse_cuda(cuda) if cuda is not None else None
     ws.config.upstream(upstream)  # an unknown name fails before any work
+    toolkit = given or cuda_here()
     names: list[str] = []
 
     def choose(features: list[Feature]) -> list[Feature]:

@@ -5,6 +5,7 @@ CUDA 13; its fix builds ``sm_120f`` from 12.9)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +141,43 @@ def test_without_cuda_the_release_assumed_is_said(ws: Workspace) -> None:
     assert data["cuda_from"] in ("nvcc", "assumed")
     assert (data["cuda"] == "new") == (data["cuda_from"] == "assumed")
     assert _builds(data)["builds"]["built"]["cuda"] == data["cuda"]
+
+
+def _fake_nvcc(folder: Path, says: str) -> Path:
+    """An nvcc on PATH that prints ``says`` and counts its runs in ``runs``."""
+    folder.mkdir(exist_ok=True)
+    nvcc = folder / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho x >> {folder / 'runs'}\necho '{says}'\n")
+    nvcc.chmod(0o755)
+    return nvcc
+
+
+def _runs(folder: Path) -> int:
+    runs = folder / "runs"
+    return len(runs.read_text().splitlines()) if runs.exists() else 0
+
+
+def test_nvcc_is_asked_once_until_it_changes(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm start reads nvcc's release from the cache (no process); another nvcc
+    binary (its mtime) is asked again; one that says nothing readable is assumed new,
+    and asked again next time."""
+    from contrib.analysis.archtoolkit import ASSUMED, Cuda, CudaSource
+    from contrib.audit.run import _nvcc_says, nvcc_cuda
+
+    bin_dir = tmp_path / "bin"
+    nvcc = _fake_nvcc(bin_dir, "Cuda compilation tools, release 12.9, V12.9.86")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    assert nvcc_cuda(_nvcc_says()) == Cuda((12, 9), CudaSource.NVCC)
+    assert nvcc_cuda(_nvcc_says()) == Cuda((12, 9), CudaSource.NVCC)
+    assert _runs(bin_dir) == 1
+    _fake_nvcc(bin_dir, "Cuda compilation tools, release 13.0, V13.0.88")
+    stat = nvcc.stat()
+    os.utime(nvcc, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert nvcc_cuda(_nvcc_says()) == Cuda((13, 0), CudaSource.NVCC)
+    assert _runs(bin_dir) == 2
+    _fake_nvcc(bin_dir, "")
+    os.utime(nvcc, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
+    assert nvcc_cuda(_nvcc_says()) == ASSUMED
+    assert nvcc_cuda(_nvcc_says()) == ASSUMED
+    assert _runs(bin_dir) == 4
