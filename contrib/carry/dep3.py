@@ -158,17 +158,21 @@ def stamped(git: Git, base: str, files: Files, stamp: Stamp) -> Files:
     return export_series(git, base, apply_series(git, base, rewritten)[-1].commit)
 
 
-def without_fields(git: Git, mail: MailPatch) -> MailPatch:
-    """``mail`` without contrib's DEP-3 bookkeeping (Origin, Forwarded, Last-Update): the
-    commit a PR pushes; a sign-off stays."""
-    if not any(key in FIELDS for key, _ in trailers(git, [mail.message])[0]):
-        return mail
+def without_fields(git: Git, mails: Sequence[MailPatch]) -> list[MailPatch]:
+    """``mails`` without contrib's DEP-3 bookkeeping (Origin, Forwarded, Last-Update): the
+    commits a PR pushes; a sign-off stays.  One git run reads every message's trailers,
+    and one more rewrites each message that has a field."""
     args = ["interpret-trailers", "--no-divider", "--trim-empty", "--if-missing", "doNothing",
             "--if-exists", "replace"]
     for key in FIELDS:
         args += ["--trailer", f"{key}: "]
-    message = git.run(*args, input=mail.message, env=EXPORT_ENV)
-    return replace(mail, body=message.partition("\n\n")[2].strip())
+    out = []
+    for mail, found in zip(mails, trailers(git, [m.message for m in mails]), strict=True):
+        if any(key in FIELDS for key, _ in found):
+            message = git.run(*args, input=mail.message, env=EXPORT_ENV)
+            mail = replace(mail, body=message.partition("\n\n")[2].strip())
+        out.append(mail)
+    return out
 
 
 def trailers(git: Git, messages: Sequence[str]) -> list[Trailers]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contrib.errors import UsageError
-from contrib.git.repo import Git
+from contrib.git.repo import Git, enclosing_repo
 
 # Where GitHub finds a repository's contributing guide (and links it on a new PR).
 GUIDES = tuple(f"{folder}{stem}{suffix}" for folder in ("", "docs/", ".github/")
@@ -64,7 +64,8 @@ def signer(git: Git, workspace: Path) -> str | None:
     """``Name <email>`` from git's ``user.name`` and ``user.email`` (the workspace's
     repository's settings where it is in one, else ``git``'s, the upstream cache's and
     the global ones); None when either is unset."""
-    repo = next((Git(f) for f in (workspace, *workspace.parents) if (f / ".git").exists()), git)
+    top = enclosing_repo(workspace)
+    repo = Git(top) if top is not None else git
     values = []
     for key in ("user.name", "user.email"):
         status, out, _ = repo.try_run("config", key)

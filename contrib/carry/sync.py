@@ -30,7 +30,7 @@ from contrib.carry.report import (
 from contrib.carry.syncstate import Pending, load_state, pending_dict
 from contrib.errors import ContribError, UpstreamUnreachable, UsageError
 from contrib.git.cache import Mirror
-from contrib.git.repo import Git, Sha
+from contrib.git.repo import Git, Sha, enclosing_repo
 from contrib.ui import UI, Task, counted
 from contrib.workspace.model import Patchset, Workspace
 
@@ -237,9 +237,9 @@ def _known_upstream(ps: Patchset, git: Git, target: Sha) -> Report | None:
 
 def workspace_repo(ws: Workspace) -> Git:
     """The git repository holding the workspace (for --commit)."""
-    for folder in (ws.root, *ws.root.parents):
-        if (folder / ".git").exists():
-            return Git(folder)
+    top = enclosing_repo(ws.root)
+    if top is not None:
+        return Git(top)
     raise UsageError(f"{ws.root}: --commit needs the workspace in a git repository; run "
                      "`git init` there (and commit contrib.toml), or drop --commit")
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from contrib.errors import ContribError, GitError, GitTimeout
 from contrib.git.process import MIN_GIT
-from contrib.git.repo import run_git
+from contrib.git.repo import enclosing_repo, run_git
 from contrib.ui import UI, counted
 
 if TYPE_CHECKING:
@@ -399,7 +399,7 @@ def _edit_fix(target: str, state: object) -> str:
 
 def _in_repository(root: Path) -> bool:
     """Whether ``root`` lies in a git repository (one ``contrib init`` made, say)."""
-    return any((folder / ".git").exists() for folder in (root, *root.parents))
+    return enclosing_repo(root) is not None
 
 
 def check_versions(ws: Workspace) -> Check:

@@ -316,6 +316,12 @@ class CommitInfo:
     committer_date: str
 
 
+def enclosing_repo(path: Path) -> Path | None:
+    """The work tree holding ``path`` (the nearest of it and its parents with a ``.git``),
+    or None when it lies in none."""
+    return next((f for f in (path, *path.parents) if (f / ".git").exists()), None)
+
+
 def _is_repository(path: Path) -> bool:
     """A work tree (``.git`` folder or file) or a bare repository, as git sees one."""
     if (path / ".git").exists():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from contrib.credentials import push_env
 from contrib.errors import NeedsAttention, UsageError
-from contrib.git.repo import Git
+from contrib.git.repo import Git, enclosing_repo
 
 BOT_NAME = "contrib autopilot"
 BOT_EMAIL = "contrib-autopilot@users.noreply.github.com"
@@ -34,16 +34,16 @@ class WorkspaceRepo:
     @classmethod
     def find(cls, root: Path) -> WorkspaceRepo:
         """The repository holding ``root``; UsageError when there is none or HEAD is detached."""
-        for folder in (root, *root.parents):
-            if (folder / ".git").exists():
-                git = Git(folder)
-                status, out, _ = git.try_run("symbolic-ref", "--quiet", "--short", "HEAD")
-                if status != 0 or not out.strip():
-                    raise UsageError(f"{folder}: HEAD is detached; check out the branch "
-                                     "autopilot should commit to")
-                return cls(git, folder, out.strip())
-        raise UsageError(f"{root}: autopilot commits its changes, so the workspace must be in a "
-                         "git repository: run `git init` there and commit contrib.toml")
+        folder = enclosing_repo(root)
+        if folder is None:
+            raise UsageError(f"{root}: autopilot commits its changes, so the workspace must be "
+                             "in a git repository: run `git init` there and commit contrib.toml")
+        git = Git(folder)
+        status, out, _ = git.try_run("symbolic-ref", "--quiet", "--short", "HEAD")
+        if status != 0 or not out.strip():
+            raise UsageError(f"{folder}: HEAD is detached; check out the branch "
+                             "autopilot should commit to")
+        return cls(git, folder, out.strip())
 
     def commit(self, paths: list[Path], message: str) -> str | None:
         """Commit every change under ``paths`` in one commit; its sha, None if nothing changed."""

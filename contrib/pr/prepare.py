@@ -297,7 +297,8 @@ def _build(git: Git, version: Version) -> tuple[list[CommitLine], Sha]:
     from contrib.carry.dep3 import without_fields
     from contrib.carry.series import apply_series, split_mail
 
-    mails = [without_fields(git, split_mail(git, name, raw)) for name, raw in version.patch_texts()]
+    mails = without_fields(git, [split_mail(git, name, raw)
+                                 for name, raw in version.patch_texts()])
     applied = apply_series(git, version.base, mails)
     lines = [CommitLine(a.commit, a.name, utf8(a.patch.subject), utf8(a.patch.author.name))
              for a in applied]

@@ -21,6 +21,7 @@ from contrib.record.schema import (
     _RERUN,
     _SHA,
     _STAGE,
+    HOST_KEYS,
     SCHEMA,
     Gpu,
     Host,
@@ -167,10 +168,6 @@ def _run(doc: _Json) -> Run:
     )
 
 
-_HOST_KEYS = {"hostname", "python", "platform", "nvcc", "nvcc_path", "nvidia_smi", "gpus",
-              "driver"}
-
-
 def _host(doc: _Json) -> Host:
     obj = doc.obj()
     gpus = tuple(Gpu(g.key("name").text(), g.key("compute_capability").text(
@@ -180,7 +177,7 @@ def _host(doc: _Json) -> Host:
         platform=doc.key("platform").text(), nvcc=doc.key("nvcc").text(optional=True),
         nvcc_path=doc.key("nvcc_path").text(optional=True),
         nvidia_smi=doc.key("nvidia_smi").boolean(), gpus=gpus,
-        extra={k: v for k, v in obj.items() if k not in _HOST_KEYS},
+        extra={k: v for k, v in obj.items() if k not in HOST_KEYS},
         driver=doc.key("driver", required=False).text(optional=True),
     )
 

@@ -62,6 +62,11 @@ class Gpu:
     compute_capability: str  # "12.0"
 
 
+# A host's keys in a record; any other key is kept in ``Host.extra``.
+HOST_KEYS = frozenset({"hostname", "python", "platform", "nvcc", "nvcc_path", "nvidia_smi",
+                       "gpus", "driver"})
+
+
 @dataclass(frozen=True)
 class Host:
     """Where a run ran.  ``extra`` keeps further facts a newer contrib records."""

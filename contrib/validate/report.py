@@ -27,6 +27,7 @@ from contrib.record import (
     verdict_of,
 )
 from contrib.record.finding import Finding
+from contrib.record.schema import HOST_KEYS
 from contrib.secrets import scrub
 from contrib.validate.testrun import PROBE, GpuSource, gpus_of, probe_driver
 
@@ -100,13 +101,12 @@ class Validation:
 
 def host_from_facts(facts: dict[str, Any]) -> Host:
     """A :class:`Host` from :func:`host_facts` (or a test's dict)."""
-    known = {"hostname", "python", "platform", "nvcc", "nvcc_path", "nvidia_smi", "gpus", "driver"}
     gpus = tuple(RecordedGpu(str(g["name"]), str(g["compute_capability"]))
                  for g in facts.get("gpus") or [])
     return Host(str(facts.get("hostname") or "unknown"), str(facts.get("python") or ""),
                 str(facts.get("platform") or ""), facts.get("nvcc"), facts.get("nvcc_path"),
                 bool(facts.get("nvidia_smi")), gpus,
-                {k: v for k, v in facts.items() if k not in known},
+                {k: v for k, v in facts.items() if k not in HOST_KEYS},
                 str(facts["driver"]) if facts.get("driver") else None)
 
 

@@ -47,18 +47,11 @@ def gpus_of(source: GpuSource) -> list[Gpu] | None:
 
 def probe_gpus() -> list[Gpu] | None:
     """GPUs from ``nvidia-smi --query-gpu=name,compute_cap``; None without nvidia-smi."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+    rows = _query_gpus("name,compute_cap")
+    if rows is None:
         return None
-    try:
-        done = subprocess.run([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
-        return []
     gpus = []
-    for row in done.stdout.splitlines():
+    for row in rows:
         name, _, cap = row.rpartition(",")
         if name.strip():
             gpus.append(Gpu(name.strip(), cap.strip()))
@@ -68,16 +61,22 @@ def probe_gpus() -> list[Gpu] | None:
 def probe_driver() -> str | None:
     """The NVIDIA driver version (``nvidia-smi --query-gpu=driver_version``), the first
     GPU's (one host runs one driver); None without nvidia-smi or a GPU."""
+    rows = [row.strip() for row in _query_gpus("driver_version") or [] if row.strip()]
+    return rows[0] if rows else None
+
+
+def _query_gpus(fields: str) -> list[str] | None:
+    """``nvidia-smi --query-gpu=FIELDS``'s rows (CSV, no header); None without
+    nvidia-smi (or when it cannot start), [] when it fails."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     try:
-        done = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+        done = subprocess.run([smi, f"--query-gpu={fields}", "--format=csv,noheader"],
                               capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
-    rows = [row.strip() for row in done.stdout.splitlines() if row.strip()]
-    return rows[0] if done.returncode == 0 and rows else None
+    return done.stdout.splitlines() if done.returncode == 0 else []
 
 
 @dataclass

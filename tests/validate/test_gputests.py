@@ -205,3 +205,15 @@ def test_a_changed_helper_counts_through_the_kernels_that_call_it(tmp_path: Path
     assert by_message == ["the patch changes helper maybe_prefetch", "the patch changes kernel lamport_allreduce_kernel"]
     assert regression.reason.endswith("but no test launched 2 kernels the patch changes: "
                                       "lamport_allreduce_kernel, a caller of helper maybe_prefetch")
+
+
+def test_nvidia_smi_gives_the_gpus_and_their_driver(fake_smi: Path) -> None:
+    from contrib.validate.testrun import probe_driver, probe_gpus
+
+    fake_smi.write_text('#!/bin/sh\ncase "$1" in\n  *driver_version*) echo "580.65.06" ;;\n'
+                        '  *) echo "NVIDIA H200, 9.0" ;;\nesac\n')
+    gpus = probe_gpus()
+    assert gpus is not None and [(g.name, g.capability) for g in gpus] == [(H200, "9.0")]
+    assert probe_driver() == "580.65.06"
+    fake_smi.write_text("#!/bin/sh\nexit 9\n")  # a failing nvidia-smi: no GPU, no driver
+    assert probe_gpus() == [] and probe_driver() is None
